@@ -1,0 +1,58 @@
+import Foundation
+import HTTPTypes
+import Logging
+
+extension Client {
+    /// Everything a ``Client`` is built from: a value, so clients are easy to create side by side.
+    ///
+    /// ```swift
+    /// let client = Client(configuration: .init(transport: URLSessionTransport(), baseURL: api) {
+    ///     $0.defaultHeaders[.accept] = "application/json"
+    ///     $0.logger = Logger(label: "api")
+    /// })
+    /// ```
+    public struct Configuration: Sendable {
+        /// What sends requests over the network. One transport (and its connection pool) per client.
+        public var transport: any Transport
+        /// The URL endpoint paths are resolved against.
+        public var baseURL: URL?
+        /// Header fields sent with every request; an endpoint's fields replace ones with the same name.
+        public var defaultHeaders: HTTPFields
+        /// Middleware for every request, in order, before the endpoint's own.
+        public var middleware: [any Middleware]
+        /// Where the start and end of each request are logged; `nil` logs nothing.
+        public var logger: Logger?
+        /// Encodes JSON request bodies.
+        public var encoder: JSONEncoder
+        /// Decodes JSON responses.
+        public var decoder: JSONDecoder
+        /// The most bytes a response body may have before the request fails with `responseTooLarge`.
+        public var maxResponseSize: Int
+        /// How long a request may take when its endpoint does not say.
+        public var timeout: Duration
+        /// How redirects are followed.
+        public var redirects: RedirectPolicy
+        /// What is hidden in logs, cURL output and error descriptions.
+        public var redactor: Redactor
+
+        /// Creates a configuration; `configure` may change any default.
+        public init(
+            transport: any Transport,
+            baseURL: URL? = nil,
+            configure: (inout Configuration) -> Void = { _ in }
+        ) {
+            self.transport = transport
+            self.baseURL = baseURL
+            self.defaultHeaders = [:]
+            self.middleware = []
+            self.logger = nil
+            self.encoder = JSONEncoder()
+            self.decoder = JSONDecoder()
+            self.maxResponseSize = 10 * 1024 * 1024
+            self.timeout = .seconds(60)
+            self.redirects = .default
+            self.redactor = .standard
+            configure(&self)
+        }
+    }
+}

@@ -1,0 +1,28 @@
+/// A request started with ``Client/start(_:)``: await its result or cancel it.
+public struct RequestHandle<Value: Sendable>: Sendable {
+    let task: Task<Response<Value>, any Error>
+
+    /// Cancels the request; awaiting it then throws kind `cancelled`.
+    public func cancel() {
+        self.task.cancel()
+    }
+
+    /// Whether ``cancel()`` was called.
+    public var isCancelled: Bool { self.task.isCancelled }
+
+    /// The decoded value, once the request has finished.
+    public var value: Value {
+        get async throws(CourierError) { try await self.response.value }
+    }
+
+    /// The decoded value with its HTTP metadata, once the request has finished.
+    public var response: Response<Value> {
+        get async throws(CourierError) {
+            do {
+                return try await self.task.value
+            } catch {
+                throw CourierError.wrap(error)
+            }
+        }
+    }
+}

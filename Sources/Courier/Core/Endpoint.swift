@@ -1,0 +1,200 @@
+import Foundation
+import HTTPTypes
+
+/// One API call, described as a value: where it goes, what it sends and how its answer is decoded.
+///
+/// Group endpoints by business area as static factories, so each endpoint owns its configuration
+/// without a class per API:
+///
+/// ```swift
+/// enum NewsAPI {
+///     static func list(page: Int) -> Endpoint<NewsPage> {
+///         Endpoint(name: "news.list", path: "/news", query: ["page": "\(page)"])
+///     }
+///     static func like(_ id: Int) -> Endpoint<Void> {
+///         Endpoint(name: "news.like", method: .post, path: "/news/\(id)/like", decoding: .none)
+///     }
+/// }
+/// let page = try await client.send(NewsAPI.list(page: 2))
+/// ```
+public struct Endpoint<Response>: Sendable {
+    /// The name used in logs and metrics, such as `news.list`.
+    public var name: String
+    /// The HTTP method.
+    public var method: HTTPRequest.Method
+    /// The path, relative to the client's base URL, or an absolute URL.
+    public var path: String
+    /// Query items appended to the URL, in order.
+    public var query: [URLQueryItem]
+    /// Header fields added to the client's default headers (and replacing ones with the same name).
+    public var headers: HTTPFields
+    /// The body to send.
+    public var body: EndpointBody?
+    /// How the response body becomes a `Response`.
+    public var decoding: ResponseDecoding<Response>
+    /// The statuses that count as success; others throw ``CourierError`` of kind `httpStatus`.
+    public var acceptedStatuses: Range<Int>
+    /// How long the exchange may take; `nil` uses the client's default.
+    public var timeout: Duration?
+    /// Middleware that runs for this endpoint only, after the client's middleware.
+    public var middleware: [any Middleware]
+
+    /// Creates an endpoint with an explicit decoding.
+    public init(
+        name: String? = nil,
+        method: HTTPRequest.Method = .get,
+        path: String,
+        query: [URLQueryItem] = [],
+        headers: HTTPFields = [:],
+        body: EndpointBody? = nil,
+        acceptedStatuses: Range<Int> = 200..<300,
+        timeout: Duration? = nil,
+        middleware: [any Middleware] = [],
+        decoding: ResponseDecoding<Response>
+    ) {
+        self.name = name ?? "\(method.rawValue) \(path)"
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.decoding = decoding
+        self.acceptedStatuses = acceptedStatuses
+        self.timeout = timeout
+        self.middleware = middleware
+    }
+
+    /// Creates an endpoint with query items given as a dictionary (sorted by name for stable URLs).
+    public init(
+        name: String? = nil,
+        method: HTTPRequest.Method = .get,
+        path: String,
+        query: [String: String],
+        headers: HTTPFields = [:],
+        body: EndpointBody? = nil,
+        acceptedStatuses: Range<Int> = 200..<300,
+        timeout: Duration? = nil,
+        middleware: [any Middleware] = [],
+        decoding: ResponseDecoding<Response>
+    ) {
+        self.init(
+            name: name, method: method, path: path,
+            query: query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) },
+            headers: headers, body: body, acceptedStatuses: acceptedStatuses, timeout: timeout,
+            middleware: middleware, decoding: decoding
+        )
+    }
+}
+
+extension Endpoint where Response: Decodable & SendableMetatype {
+    /// Creates an endpoint whose response is JSON decoded with the client's decoder.
+    public init(
+        name: String? = nil,
+        method: HTTPRequest.Method = .get,
+        path: String,
+        query: [URLQueryItem] = [],
+        headers: HTTPFields = [:],
+        body: EndpointBody? = nil,
+        acceptedStatuses: Range<Int> = 200..<300,
+        timeout: Duration? = nil,
+        middleware: [any Middleware] = []
+    ) {
+        self.init(
+            name: name, method: method, path: path, query: query, headers: headers, body: body,
+            acceptedStatuses: acceptedStatuses, timeout: timeout, middleware: middleware, decoding: .json()
+        )
+    }
+
+    /// Creates an endpoint whose response is JSON, with query items given as a dictionary.
+    public init(
+        name: String? = nil,
+        method: HTTPRequest.Method = .get,
+        path: String,
+        query: [String: String],
+        headers: HTTPFields = [:],
+        body: EndpointBody? = nil,
+        acceptedStatuses: Range<Int> = 200..<300,
+        timeout: Duration? = nil,
+        middleware: [any Middleware] = []
+    ) {
+        self.init(
+            name: name, method: method, path: path, query: query, headers: headers, body: body,
+            acceptedStatuses: acceptedStatuses, timeout: timeout, middleware: middleware, decoding: .json()
+        )
+    }
+}
+
+/// The body an endpoint sends, encoded when the request is built.
+public struct EndpointBody: Sendable {
+    enum Storage: Sendable {
+        case json(@Sendable (JSONEncoder) throws -> Data)
+        case form([URLQueryItem])
+        case raw(RequestBody)
+    }
+
+    let storage: Storage
+
+    /// A JSON body encoded from any `Encodable` value, with the client's encoder.
+    public static func json<Value: Encodable & Sendable>(_ value: Value) -> EndpointBody {
+        EndpointBody(storage: .json({ encoder in try encoder.encode(value) }))
+    }
+
+    /// A JSON body encoded with a specific encoder.
+    public static func json<Value: Encodable & Sendable>(_ value: Value, encoder: JSONEncoder) -> EndpointBody {
+        EndpointBody(storage: .json({ _ in try encoder.encode(value) }))
+    }
+
+    /// An `application/x-www-form-urlencoded` body.
+    public static func form(_ fields: [URLQueryItem]) -> EndpointBody {
+        EndpointBody(storage: .form(fields))
+    }
+
+    /// An `application/x-www-form-urlencoded` body from a dictionary (fields sorted by name).
+    public static func form(_ fields: [String: String]) -> EndpointBody {
+        .form(fields.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) })
+    }
+
+    /// Raw bytes with a content type.
+    public static func data(_ data: Data, contentType: String) -> EndpointBody {
+        EndpointBody(storage: .raw(.data(data, contentType: contentType)))
+    }
+
+    /// Any request body, streamed or in memory.
+    public static func body(_ body: RequestBody) -> EndpointBody {
+        EndpointBody(storage: .raw(body))
+    }
+
+    /// Encodes the body into a ``RequestBody``.
+    func encoded(with encoder: JSONEncoder) throws -> RequestBody {
+        switch self.storage {
+        case .json(let encode):
+            do {
+                return .data(try encode(encoder), contentType: "application/json")
+            } catch {
+                throw CourierError(.invalidRequest, "could not encode the JSON body: \(error)", underlying: error)
+            }
+        case .form(let fields):
+            return .data(Data(FormEncoding.encode(fields).utf8), contentType: "application/x-www-form-urlencoded")
+        case .raw(let body):
+            return body
+        }
+    }
+}
+
+/// `application/x-www-form-urlencoded` encoding (WHATWG URL standard).
+enum FormEncoding {
+    private static let unreserved: CharacterSet = {
+        var set = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)..<Unicode.Scalar(128)))
+        set.insert(charactersIn: "*-._")
+        return set
+    }()
+
+    static func escape(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: Self.unreserved.union(CharacterSet(charactersIn: " ")))!
+            .replacingOccurrences(of: " ", with: "+")
+    }
+
+    static func encode(_ fields: [URLQueryItem]) -> String {
+        fields.map { "\(escape($0.name))=\(escape($0.value ?? ""))" }.joined(separator: "&")
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import HTTPTypes
+
+/// A request on its way through the middleware chain to the transport.
+///
+/// The head is an `HTTPRequest` from swift-http-types (method, scheme, authority, path, header
+/// fields); the body is a ``RequestBody``. Middleware receives a `Request`, may change it, and
+/// passes it on.
+public struct Request: Sendable {
+    /// Method, target and header fields.
+    public var head: HTTPRequest
+    /// The body to send, if any.
+    public var body: RequestBody?
+    /// How long the whole exchange may take before failing with a timeout.
+    public var timeout: Duration?
+    /// The name of the endpoint that made the request, for logs and metrics.
+    public var name: String
+    /// A short identifier of this request, shared by its log lines.
+    public let id: RequestID
+
+    /// Creates a request.
+    public init(head: HTTPRequest, body: RequestBody? = nil, timeout: Duration? = nil, name: String = "request", id: RequestID = RequestID()) {
+        self.head = head
+        self.body = body
+        self.timeout = timeout
+        self.name = name
+        self.id = id
+    }
+
+    /// The absolute URL of the request.
+    public var url: URL? { self.head.url }
+}
+
+/// A short random identifier that ties together the log lines of one request.
+public struct RequestID: Sendable, Hashable, CustomStringConvertible {
+    /// The identifier as eight hexadecimal digits.
+    public let description: String
+
+    /// Creates a new random identifier.
+    public init() {
+        let value = UInt32.random(in: .min ... .max)
+        let hex = String(value, radix: 16)
+        self.description = String(repeating: "0", count: 8 - hex.count) + hex
+    }
+}
+
+/// A response as it comes back from the transport, before decoding.
+public struct RawResponse: Sendable {
+    /// Status and header fields.
+    public var head: HTTPResponse
+    /// The body, usually still streaming from the connection.
+    public var body: ResponseBody
+    /// The protocol version the response arrived over.
+    public var version: HTTPVersion
+    /// The URL that produced this response (after redirects).
+    public var url: URL?
+
+    /// Creates a response.
+    public init(head: HTTPResponse, body: ResponseBody = .empty, version: HTTPVersion = .http1_1, url: URL? = nil) {
+        self.head = head
+        self.body = body
+        self.version = version
+        self.url = url
+    }
+
+    /// The status of the response.
+    public var status: HTTPResponse.Status { self.head.status }
+}

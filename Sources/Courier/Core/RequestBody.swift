@@ -1,0 +1,103 @@
+import Foundation
+
+/// The body of an outgoing request: bytes in memory, or a stream.
+///
+/// A body says whether it can be sent more than once (``isReplayable``). Bytes in memory and
+/// streams built from a factory can be replayed, so retries and 307/308 redirects may resend them;
+/// a stream built from a single sequence is *one-shot*: the pipeline refuses to send it twice and
+/// fails with ``CourierError/Kind-swift.enum/invalidRequest`` instead.
+public struct RequestBody: Sendable {
+    enum Storage: Sendable {
+        case bytes(Data)
+        case stream(@Sendable () -> ByteStream)
+    }
+
+    let storage: Storage
+    private let sendCount: SendCounter
+
+    /// The `Content-Type` to send with the body, if the body knows it.
+    public var contentType: String?
+    /// The length in bytes, when known before sending.
+    public let length: Int?
+    /// Whether the body can be sent again (by a retry or a redirect).
+    public let isReplayable: Bool
+
+    init(storage: Storage, contentType: String?, length: Int?, isReplayable: Bool) {
+        self.storage = storage
+        self.contentType = contentType
+        self.length = length
+        self.isReplayable = isReplayable
+        self.sendCount = SendCounter()
+    }
+
+    /// A body of bytes held in memory.
+    public static func data(_ data: Data, contentType: String? = nil) -> RequestBody {
+        RequestBody(storage: .bytes(data), contentType: contentType, length: data.count, isReplayable: true)
+    }
+
+    /// A one-shot body streamed from a sequence; it can be sent only once.
+    public static func stream<Source: AsyncSequence & Sendable>(
+        _ source: Source,
+        length: Int? = nil,
+        contentType: String? = nil
+    ) -> RequestBody where Source.Element == Data {
+        RequestBody(storage: .stream({ ByteStream(source) }), contentType: contentType, length: length, isReplayable: false)
+    }
+
+    /// A replayable streamed body: `makeStream` is called each time the body is sent.
+    public static func stream(
+        length: Int? = nil,
+        contentType: String? = nil,
+        replayable makeStream: @escaping @Sendable () -> ByteStream
+    ) -> RequestBody {
+        RequestBody(storage: .stream(makeStream), contentType: contentType, length: length, isReplayable: true)
+    }
+
+    /// The bytes, when the body is held in memory.
+    public var bytes: Data? {
+        if case .bytes(let data) = self.storage { return data }
+        return nil
+    }
+
+    /// Claims the body for one send, and returns its content as a stream.
+    ///
+    /// Transports call this exactly once per attempt. A one-shot body claimed a second time throws
+    /// ``CourierError`` of kind `invalidRequest`, so it can never be sent twice.
+    public func claim() throws -> ByteStream {
+        try self.markSent()
+        switch self.storage {
+        case .bytes(let data): return ByteStream(chunks: [data])
+        case .stream(let make): return make()
+        }
+    }
+
+    /// Claims the body for one send and collects it into memory (for transports that cannot stream).
+    public func claimCollected() async throws -> Data {
+        try self.markSent()
+        switch self.storage {
+        case .bytes(let data): return data
+        case .stream(let make):
+            var collected = Data()
+            for try await chunk in make() { collected.append(chunk) }
+            return collected
+        }
+    }
+
+    /// Whether the body has been claimed by a send already.
+    public var hasBeenSent: Bool { self.sendCount.value > 0 }
+
+    private func markSent() throws {
+        let previous = self.sendCount.increment()
+        if previous > 0 && !self.isReplayable {
+            throw CourierError.invalidRequest("a one-shot request body cannot be sent twice")
+        }
+    }
+}
+
+/// Counts sends of one body across copies of the value.
+final class SendCounter: Sendable {
+    private let count = Locked(0)
+    var value: Int { self.count.current }
+    /// Increments and returns the previous count.
+    func increment() -> Int { self.count.withLock { value in defer { value += 1 }; return value } }
+}

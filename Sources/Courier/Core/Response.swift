@@ -1,0 +1,20 @@
+import Foundation
+import HTTPTypes
+
+/// A decoded value together with what the server said about it.
+public struct Response<Value>: Sendable where Value: Sendable {
+    /// The decoded value.
+    public var value: Value
+    /// The response status.
+    public var status: HTTPResponse.Status
+    /// The response header fields.
+    public var headers: HTTPFields
+    /// The protocol version the response arrived over.
+    public var version: HTTPVersion
+    /// Time from the start of the request to the decoded value.
+    public var duration: Duration
+    /// The final URL, after redirects.
+    public var url: URL?
+    /// The number of body bytes received.
+    public var byteCount: Int
+}

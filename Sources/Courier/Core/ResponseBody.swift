@@ -1,0 +1,90 @@
+import Foundation
+
+/// The body of a response: bytes in memory or a stream read from the connection.
+///
+/// A streamed body can be read once. ``collect(upTo:)`` reads it into memory and stops reading,
+/// with ``CourierError`` of kind `responseTooLarge`, as soon as the limit would be passed, so memory
+/// never grows beyond the limit.
+public struct ResponseBody: AsyncSequence, Sendable {
+    /// A chunk of bytes.
+    public typealias Element = Data
+
+    enum Storage: Sendable {
+        case bytes(Data)
+        case stream(ByteStream)
+    }
+
+    let storage: Storage
+    /// The length announced by the server (`Content-Length`), if any.
+    public let expectedLength: Int?
+
+    /// A body held in memory.
+    public static func data(_ data: Data) -> ResponseBody {
+        ResponseBody(storage: .bytes(data), expectedLength: data.count)
+    }
+
+    /// A body streamed from the connection.
+    public static func stream(_ stream: ByteStream, expectedLength: Int?) -> ResponseBody {
+        ResponseBody(storage: .stream(stream), expectedLength: expectedLength)
+    }
+
+    /// An empty body.
+    public static let empty = ResponseBody.data(Data())
+
+    /// The bytes, when the body is already in memory.
+    public var bytes: Data? {
+        if case .bytes(let data) = self.storage { return data }
+        return nil
+    }
+
+    /// Makes an iterator over the chunks of the body.
+    public func makeAsyncIterator() -> ByteStream.AsyncIterator {
+        switch self.storage {
+        case .bytes(let data): return ByteStream(chunks: data.isEmpty ? [] : [data]).makeAsyncIterator()
+        case .stream(let stream): return stream.makeAsyncIterator()
+        }
+    }
+
+    /// Reads the whole body into memory, failing once it exceeds `limit` bytes.
+    ///
+    /// - Throws: ``CourierError`` of kind `responseTooLarge` when the announced length or the bytes
+    ///   read pass `limit`; reading stops at that point.
+    public func collect(upTo limit: Int) async throws -> Data {
+        if let expected = self.expectedLength, expected > limit {
+            throw CourierError.responseTooLarge(limit: limit)
+        }
+        switch self.storage {
+        case .bytes(let data):
+            guard data.count <= limit else { throw CourierError.responseTooLarge(limit: limit) }
+            return data
+        case .stream(let stream):
+            var iterator = stream.makeAsyncIterator()
+            guard let first = try await iterator.next() else { return Data() }
+            guard first.count <= limit else { throw CourierError.responseTooLarge(limit: limit) }
+            // A single chunk is the common case for small bodies: return it without copying.
+            guard let second = try await iterator.next() else { return first }
+            var collected = Data()
+            collected.reserveCapacity(Swift.min(limit, self.expectedLength ?? (first.count + second.count)))
+            collected.append(first)
+            var chunk: Data? = second
+            while let next = chunk {
+                guard collected.count + next.count <= limit else { throw CourierError.responseTooLarge(limit: limit) }
+                collected.append(next)
+                chunk = try await iterator.next()
+            }
+            return collected
+        }
+    }
+
+    /// Reads and discards the body, up to `limit` bytes, so the connection can be reused.
+    func discard(upTo limit: Int = 1 << 20) async {
+        guard case .stream(let stream) = self.storage else { return }
+        var seen = 0
+        do {
+            for try await chunk in stream {
+                seen += chunk.count
+                if seen > limit { return }
+            }
+        } catch {}
+    }
+}

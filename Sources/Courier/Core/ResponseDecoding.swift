@@ -1,0 +1,133 @@
+import Foundation
+import HTTPTypes
+
+/// How a response body becomes the value an endpoint returns.
+///
+/// Built-in decodings: ``json(_:)`` for `Decodable` types, ``data``, ``string``, ``none`` for
+/// endpoints without content, and ``reform(_:)`` for a closure that maps the raw response to
+/// any type (the "reformer" of the seeds).
+public struct ResponseDecoding<Value>: Sendable {
+    /// What a decoding sees: the body, the response head and the client's decoder.
+    public struct Input: Sendable {
+        /// The response body.
+        public var body: Data
+        /// The response status and header fields.
+        public var head: HTTPResponse
+        /// The client's JSON decoder.
+        public var decoder: JSONDecoder
+    }
+
+    let decode: @Sendable (Input) throws -> Value
+    /// Whether the body should be read at all (`false` for ``none``).
+    let readsBody: Bool
+
+    /// Creates a decoding from a closure.
+    public init(readsBody: Bool = true, _ decode: @escaping @Sendable (Input) throws -> Value) {
+        self.decode = decode
+        self.readsBody = readsBody
+    }
+
+    /// A decoding that maps the raw response to any value (a "reformer").
+    ///
+    /// Errors thrown by `transform` become ``CourierError`` of kind `decoding`.
+    public static func reform(_ transform: @escaping @Sendable (_ body: Data, _ head: HTTPResponse) throws -> Value) -> ResponseDecoding {
+        ResponseDecoding { input in try transform(input.body, input.head) }
+    }
+}
+
+extension ResponseDecoding where Value: Decodable & SendableMetatype {
+    /// JSON decoding with the given decoder, or the client's when `nil`.
+    ///
+    /// A response whose `Content-Type` is present and is not JSON fails with a decoding error that
+    /// names the content type, instead of a confusing parse error.
+    public static func json(_ decoder: JSONDecoder? = nil) -> ResponseDecoding {
+        ResponseDecoding { input in
+            if let contentType = input.head.headerFields[.contentType], !Self.isJSON(contentType) {
+                throw CourierError.decoding(
+                    type: Value.self, codingPath: nil,
+                    reason: "expected a JSON response, got Content-Type \(contentType)",
+                    body: input.body, underlying: nil
+                )
+            }
+            return try (decoder ?? input.decoder).decode(Value.self, from: input.body)
+        }
+    }
+
+    static func isJSON(_ contentType: String) -> Bool {
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+        return mediaType == "application/json" || mediaType.hasSuffix("+json") || mediaType == "text/json"
+    }
+}
+
+extension ResponseDecoding where Value == Data {
+    /// The raw body bytes.
+    public static var data: ResponseDecoding { ResponseDecoding { $0.body } }
+}
+
+extension ResponseDecoding where Value == String {
+    /// The body as UTF-8 text; invalid UTF-8 is a decoding error.
+    public static var string: ResponseDecoding {
+        ResponseDecoding { input in
+            guard let text = String(data: input.body, encoding: .utf8) else {
+                throw CourierError.decoding(type: String.self, codingPath: nil, reason: "the body is not valid UTF-8", body: input.body, underlying: nil)
+            }
+            return text
+        }
+    }
+}
+
+extension ResponseDecoding where Value == Void {
+    /// No content: the body is not read into memory and nothing is decoded.
+    public static var none: ResponseDecoding { ResponseDecoding(readsBody: false) { _ in () } }
+}
+
+extension ResponseDecoding {
+    /// Runs the decoding and turns any failure into a ``CourierError`` of kind `decoding`.
+    func run(_ input: Input) throws -> Value {
+        do {
+            return try self.decode(input)
+        } catch let error as CourierError {
+            throw error
+        } catch let error as DecodingError {
+            throw CourierError.decoding(
+                type: Value.self, codingPath: error.courierCodingPath, reason: error.courierReason,
+                body: input.body, underlying: error
+            )
+        } catch {
+            throw CourierError.decoding(type: Value.self, codingPath: nil, reason: String(describing: error), body: input.body, underlying: error)
+        }
+    }
+}
+
+extension DecodingError {
+    var courierCodingPath: String {
+        let path: [any CodingKey]
+        switch self {
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            path = context.codingPath
+        case .keyNotFound(let key, let context):
+            path = context.codingPath + [key]
+        @unknown default:
+            path = []
+        }
+        var text = ""
+        for key in path {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
+            }
+        }
+        return text
+    }
+
+    var courierReason: String {
+        switch self {
+        case .typeMismatch(let type, let context): return "expected \(type): \(context.debugDescription)"
+        case .valueNotFound(let type, _): return "expected \(type), found null"
+        case .keyNotFound(let key, _): return "missing key '\(key.stringValue)'"
+        case .dataCorrupted(let context): return "malformed data: \(context.debugDescription)"
+        @unknown default: return String(describing: self)
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import HTTPTypes
+
+/// The one error type Courier throws.
+///
+/// Switch on ``kind`` (a small, stable set); the other properties carry the details that apply to
+/// that kind. `description` never contains credentials: header values that carry secrets are
+/// redacted and body excerpts are short.
+public struct CourierError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as a small stable set of cases.
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        /// The connection failed, was closed early, or the response could not be parsed.
+        case transport
+        /// The request took longer than its timeout.
+        case timeout
+        /// The request was cancelled by its caller.
+        case cancelled
+        /// The server answered with a status the endpoint does not accept.
+        case httpStatus
+        /// The body could not be decoded into the expected type.
+        case decoding
+        /// The request could not be built or sent as asked (bad URL, bad header, one-shot body resent).
+        case invalidRequest
+        /// The response body exceeded the configured maximum size.
+        case responseTooLarge
+        /// A redirect could not be followed (too many, a loop, a downgrade to http).
+        case redirect
+        /// The TLS handshake failed (untrusted certificate, wrong host name).
+        case tls
+    }
+
+    /// What went wrong.
+    public let kind: Kind
+    /// A human-readable explanation, free of secrets.
+    public var message: String
+    /// The error that caused this one, when there is one.
+    public var underlying: (any Error)?
+    /// The status of the response, for `httpStatus` errors.
+    public var status: HTTPResponse.Status?
+    /// The header fields of the response, for `httpStatus` errors.
+    public var headers: HTTPFields?
+    /// The body of the response (up to the maximum response size), for `httpStatus` and `decoding` errors.
+    public var body: Data?
+    /// The type that failed to decode, for `decoding` errors.
+    public var decodingType: String?
+    /// The coding path where decoding failed, such as `items[2].title`, for `decoding` errors.
+    public var codingPath: String?
+    /// The size limit that was exceeded, for `responseTooLarge` errors.
+    public var limit: Int?
+
+    /// Creates an error of the given kind.
+    public init(_ kind: Kind, _ message: String, underlying: (any Error)? = nil) {
+        self.kind = kind
+        self.message = message
+        self.underlying = underlying
+    }
+
+    /// A short, stable, low-cardinality name for metrics, such as `http_status_503`.
+    public var shortDescription: String {
+        if self.kind == .httpStatus, let status = self.status { return "http_status_\(status.code)" }
+        return self.kind.rawValue
+    }
+
+    /// The body as text, cut to `limit` characters, for logs and error messages.
+    public func bodyExcerpt(limit: Int = 200) -> String? {
+        guard let body = self.body, !body.isEmpty else { return nil }
+        let text = String(decoding: body.prefix(limit * 4), as: UTF8.self)
+        return text.count > limit ? String(text.prefix(limit)) + "…" : text
+    }
+
+    /// The error as one line of text.
+    public var description: String {
+        var text = "CourierError.\(self.kind.rawValue): \(self.message)"
+        if let excerpt = self.bodyExcerpt(limit: 120) {
+            text += " — body: \(Redactor.standard.redactFreeText(excerpt))"
+        }
+        return text
+    }
+}
+
+extension CourierError {
+    package static func transport(_ message: String, underlying: (any Error)? = nil) -> CourierError {
+        CourierError(.transport, message, underlying: underlying)
+    }
+
+    package static func timeout(_ message: String = "the request timed out", underlying: (any Error)? = nil) -> CourierError {
+        CourierError(.timeout, message, underlying: underlying)
+    }
+
+    package static func cancelled(underlying: (any Error)? = nil) -> CourierError {
+        CourierError(.cancelled, "the request was cancelled", underlying: underlying)
+    }
+
+    package static func invalidRequest(_ reason: String) -> CourierError {
+        CourierError(.invalidRequest, reason)
+    }
+
+    package static func responseTooLarge(limit: Int) -> CourierError {
+        var error = CourierError(.responseTooLarge, "the response body exceeded the limit of \(limit) bytes")
+        error.limit = limit
+        return error
+    }
+
+    package static func httpStatus(_ response: HTTPResponse, body: Data?) -> CourierError {
+        var error = CourierError(.httpStatus, "the server answered \(response.status.code) \(response.status.reasonPhrase)")
+        error.status = response.status
+        error.headers = response.headerFields
+        error.body = body
+        return error
+    }
+
+    package static func decoding(type: Any.Type, codingPath: String?, reason: String, body: Data?, underlying: (any Error)?) -> CourierError {
+        let path = codingPath.map { $0.isEmpty ? "" : " at \($0)" } ?? ""
+        var error = CourierError(.decoding, "could not decode \(type)\(path): \(reason)", underlying: underlying)
+        error.decodingType = String(describing: type)
+        error.codingPath = codingPath
+        error.body = body
+        return error
+    }
+
+    /// Wraps any error thrown inside the pipeline into a `CourierError`, keeping ones that already are.
+    package static func wrap(_ error: any Error) -> CourierError {
+        if let error = error as? CourierError { return error }
+        if error is CancellationError { return .cancelled(underlying: error) }
+        return .transport(String(describing: error), underlying: error)
+    }
+}

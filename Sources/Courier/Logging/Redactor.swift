@@ -1,0 +1,82 @@
+import Foundation
+import HTTPTypes
+
+/// Hides secrets in what Courier prints: header values, query parameters and free text.
+///
+/// Used by the log lines, the cURL rendering and error descriptions. Add your own names to the
+/// standard lists:
+///
+/// ```swift
+/// var redactor = Redactor.standard
+/// redactor.headerNames.insert("x-session")
+/// ```
+public struct Redactor: Sendable {
+    /// Header names (lower-case) whose values are always hidden.
+    public var headerNames: Set<String>
+    /// Query parameter names (lower-case) whose values are always hidden.
+    public var queryNames: Set<String>
+    /// The text that replaces a secret.
+    public var replacement: String
+
+    /// Creates a redactor.
+    public init(headerNames: Set<String>, queryNames: Set<String>, replacement: String = "REDACTED") {
+        self.headerNames = headerNames
+        self.queryNames = queryNames
+        self.replacement = replacement
+    }
+
+    /// Hides Authorization, Cookie, Set-Cookie, Proxy-Authorization, API-key headers and
+    /// token-like query parameters.
+    public static let standard = Redactor(
+        headerNames: ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key", "x-auth-token", "x-csrf-token", "x-signature"],
+        queryNames: ["token", "access_token", "refresh_token", "id_token", "api_key", "apikey", "key", "password", "passwd", "secret", "client_secret", "signature", "sig", "auth", "session", "sessionid", "code"]
+    )
+
+    /// Whether the value of a header field should be hidden.
+    public func isSecret(headerName: String) -> Bool {
+        let name = headerName.lowercased()
+        return self.headerNames.contains(name) || name.contains("token") || name.contains("secret") || name.contains("password")
+    }
+
+    /// Whether the value of a query parameter should be hidden.
+    public func isSecret(queryName: String) -> Bool {
+        let name = queryName.lowercased()
+        return self.queryNames.contains(name) || name.hasSuffix("_token") || name.hasSuffix("token") || name.contains("secret") || name.contains("password")
+    }
+
+    /// The value of a header field, or the replacement when it is a secret.
+    public func value(of field: HTTPField) -> String {
+        self.isSecret(headerName: field.name.canonicalName) ? self.replacement : field.value
+    }
+
+    /// The URL with the values of secret query parameters and any user info replaced.
+    public func redact(url: URL) -> String {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
+        if components.password != nil { components.password = self.replacement }
+        if let items = components.percentEncodedQueryItems {
+            components.percentEncodedQueryItems = items.map { item in
+                self.isSecret(queryName: item.name.removingPercentEncoding ?? item.name) && item.value != nil
+                    ? URLQueryItem(name: item.name, value: self.replacement) : item
+            }
+        }
+        return components.string ?? url.absoluteString
+    }
+
+    /// A URL string with secrets hidden (see ``redact(url:)``); unparsable input is returned as is.
+    public func redact(urlString: String) -> String {
+        URL(string: urlString).map(self.redact(url:)) ?? urlString
+    }
+
+    /// Hides bearer tokens and `name=value` pairs with secret names inside free text.
+    public func redactFreeText(_ text: String) -> String {
+        var result = text
+        if let bearer = try? NSRegularExpression(pattern: "(?i)(bearer|basic)\\s+[A-Za-z0-9._~+/=-]+") {
+            result = bearer.stringByReplacingMatches(in: result, range: NSRange(result.startIndex..., in: result), withTemplate: "$1 \(self.replacement)")
+        }
+        let names = (self.queryNames.union(["access_token", "refresh_token", "password"])).sorted().map(NSRegularExpression.escapedPattern(for:)).joined(separator: "|")
+        if let pairs = try? NSRegularExpression(pattern: "(?i)(\"?(?:\(names))\"?\\s*[=:]\\s*\"?)([^\"&,\\s}]+)") {
+            result = pairs.stringByReplacingMatches(in: result, range: NSRange(result.startIndex..., in: result), withTemplate: "$1\(self.replacement)")
+        }
+        return result
+    }
+}

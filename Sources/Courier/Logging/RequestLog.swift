@@ -1,0 +1,31 @@
+import Foundation
+import HTTPTypes
+import Logging
+
+/// Writes the two log lines of a request: one when it starts, one when it ends.
+struct RequestLog: Sendable {
+    let logger: Logger?
+    let redactor: Redactor
+
+    func started(_ request: Request) {
+        guard let logger, logger.logLevel <= .debug else { return }
+        logger.debug("→ \(request.id) \(request.name) \(request.head.method.rawValue) \(self.url(of: request))")
+    }
+
+    func finished(_ request: Request, status: Int?, duration: Duration, bytes: Int, version: HTTPVersion?, outcome: String) {
+        guard let logger, logger.logLevel <= .info else { return }
+        let statusText = status.map(String.init) ?? "-"
+        let versionText = version?.description ?? "-"
+        logger.info("← \(request.id) \(request.name) \(request.head.method.rawValue) \(self.url(of: request)) \(statusText) \(Self.milliseconds(duration))ms \(bytes)B \(versionText) \(outcome)")
+    }
+
+    private func url(of request: Request) -> String {
+        request.url.map(self.redactor.redact(url:)) ?? (request.head.path ?? "/")
+    }
+
+    static func milliseconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let ms = Double(seconds) * 1000 + Double(attoseconds) / 1e15
+        return String(format: "%.1f", ms)
+    }
+}

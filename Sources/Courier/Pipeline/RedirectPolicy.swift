@@ -1,0 +1,31 @@
+import HTTPTypes
+
+/// How the pipeline follows redirects; the same policy applies on every transport.
+///
+/// 301, 302 and 303 turn into a `GET` without a body (except `HEAD`, which stays `HEAD`); 307 and 308
+/// keep the method and body when the body can be replayed. When the next hop is another origin
+/// (scheme, host or port), the sensitive header fields are removed.
+public struct RedirectPolicy: Sendable {
+    /// The most redirects followed for one request; 0 turns following off.
+    public var maxRedirects: Int
+    /// Whether a redirect from `https` to `http` is followed (refused by default).
+    public var allowsInsecureDowngrade: Bool
+    /// Header fields never forwarded to another origin.
+    public var sensitiveFields: [HTTPField.Name]
+
+    /// Creates a policy.
+    public init(
+        maxRedirects: Int = 10,
+        allowsInsecureDowngrade: Bool = false,
+        sensitiveFields: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization]
+    ) {
+        self.maxRedirects = maxRedirects
+        self.allowsInsecureDowngrade = allowsInsecureDowngrade
+        self.sensitiveFields = sensitiveFields
+    }
+
+    /// Follows up to ten redirects and refuses https → http.
+    public static let `default` = RedirectPolicy()
+    /// Never follows redirects: the 3xx response is returned as is.
+    public static let none = RedirectPolicy(maxRedirects: 0)
+}

@@ -1,0 +1,192 @@
+import Foundation
+import HTTPTypes
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A transport over `URLSession`: light, no extra dependencies, one session per transport.
+///
+/// Redirects are not followed by the session; the pipeline follows them under its
+/// ``RedirectPolicy``. Streamed request bodies are collected into memory before sending. On Linux
+/// (FoundationNetworking, libcurl underneath) there is no server-trust challenge, so TLS pinning is
+/// not available, HTTP/2 is not reported, and HTTP/1.1 connections are reused less than keep-alive
+/// allows: for HTTP/2 and pinning use `AsyncHTTPClientTransport`. The response body is delivered by
+/// the session as it arrives and buffered until read; ``ResponseBody/collect(upTo:)`` cancels the
+/// task as soon as the size limit is passed.
+public final class URLSessionTransport: Transport {
+    private let session: URLSession
+    private let delegate: SessionDelegate
+
+    /// Creates a transport with its own session, built from `configuration`.
+    public init(configuration: URLSessionConfiguration = .ephemeral) {
+        let delegate = SessionDelegate()
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        self.delegate = delegate
+        self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
+    }
+
+    deinit {
+        self.session.invalidateAndCancel()
+    }
+
+    /// Sends the request with a data task of the session.
+    public func send(_ request: Request) async throws -> RawResponse {
+        guard let url = request.url else {
+            throw CourierError.invalidRequest("the request has no valid URL")
+        }
+        var urlRequest = URLRequest(url: url)
+        urlRequest.httpMethod = request.head.method.rawValue
+        for field in request.head.headerFields {
+            urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
+        }
+        if let timeout = request.timeout {
+            let (seconds, attoseconds) = timeout.components
+            urlRequest.timeoutInterval = Double(seconds) + Double(attoseconds) / 1e18
+        }
+        if let body = request.body {
+            urlRequest.httpBody = try await body.claimCollected()
+            if let contentType = body.contentType, request.head.headerFields[.contentType] == nil {
+                urlRequest.setValue(contentType, forHTTPHeaderField: "Content-Type")
+            }
+        }
+        try Task.checkCancellation()
+
+        let task = self.session.dataTask(with: urlRequest)
+        let exchange = Exchange(task: task)
+        self.delegate.register(exchange, for: task)
+        let head: HTTPURLResponse = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                exchange.awaitHead(continuation)
+                task.resume()
+            }
+        } onCancel: {
+            task.cancel()
+        }
+        var fields = HTTPFields()
+        for (name, value) in head.allHeaderFields {
+            if let name = HTTPField.Name("\(name)") {
+                fields.append(HTTPField(name: name, value: "\(value)"))
+            }
+        }
+        let status = HTTPResponse.Status(code: head.statusCode)
+        let expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
+        let chunks = exchange.chunks
+        let body = ByteStream {
+            var iterator = chunks.makeAsyncIterator()
+            return {
+                let chunk = try await iterator.next()
+                if chunk == nil, Task.isCancelled {
+                    task.cancel()
+                    throw CourierError.cancelled()
+                }
+                return chunk
+            }
+        }
+        return RawResponse(head: HTTPResponse(status: status, headerFields: fields), body: .stream(body, expectedLength: expected), version: .http1_1, url: head.url ?? url)
+    }
+
+    static func mapError(_ error: any Error) -> CourierError {
+        let nsError = error as NSError
+        guard nsError.domain == NSURLErrorDomain else { return .transport(String(describing: error), underlying: error) }
+        switch nsError.code {
+        case NSURLErrorCancelled: return .cancelled(underlying: error)
+        case NSURLErrorTimedOut: return .timeout(underlying: error)
+        case NSURLErrorServerCertificateUntrusted, NSURLErrorServerCertificateHasBadDate, NSURLErrorServerCertificateHasUnknownRoot,
+             NSURLErrorServerCertificateNotYetValid, NSURLErrorSecureConnectionFailed, NSURLErrorClientCertificateRejected:
+            return CourierError(.tls, "the TLS handshake failed: \(nsError.localizedDescription)", underlying: error)
+        case NSURLErrorNetworkConnectionLost:
+            return .transport("the connection was closed before the response completed", underlying: error)
+        default:
+            return .transport(nsError.localizedDescription, underlying: error)
+        }
+    }
+}
+
+/// The state of one data task: the head continuation and the body chunks.
+private final class Exchange: Sendable {
+    let task: URLSessionDataTask
+    let chunks: AsyncThrowingStream<Data, any Error>
+    private let chunkSink: AsyncThrowingStream<Data, any Error>.Continuation
+    private let head = Locked<HeadState>(.waiting(nil))
+
+    enum HeadState {
+        case waiting(CheckedContinuation<HTTPURLResponse, any Error>?)
+        case done
+    }
+
+    init(task: URLSessionDataTask) {
+        self.task = task
+        (self.chunks, self.chunkSink) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
+        self.chunkSink.onTermination = { termination in
+            if case .cancelled = termination { task.cancel() }
+        }
+    }
+
+    func awaitHead(_ continuation: CheckedContinuation<HTTPURLResponse, any Error>) {
+        self.head.withLock { $0 = .waiting(continuation) }
+    }
+
+    func received(response: HTTPURLResponse) {
+        self.resumeHead(.success(response))
+    }
+
+    func received(data: Data) {
+        self.chunkSink.yield(data)
+    }
+
+    func completed(error: (any Error)?) {
+        if let error {
+            let mapped = URLSessionTransport.mapError(error)
+            self.resumeHead(.failure(mapped))
+            self.chunkSink.finish(throwing: mapped)
+        } else {
+            self.resumeHead(.failure(CourierError.transport("the response ended without a head")))
+            self.chunkSink.finish()
+        }
+    }
+
+    private func resumeHead(_ result: Result<HTTPURLResponse, any Error>) {
+        let continuation: CheckedContinuation<HTTPURLResponse, any Error>? = self.head.withLock { state in
+            guard case .waiting(let continuation) = state else { return nil }
+            state = .done
+            return continuation
+        }
+        continuation?.resume(with: result)
+    }
+}
+
+/// Routes the session's callbacks to the exchange of each task.
+private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    private let exchanges = Locked<[Int: Exchange]>([:])
+
+    func register(_ exchange: Exchange, for task: URLSessionTask) {
+        self.exchanges.withLock { $0[task.taskIdentifier] = exchange }
+    }
+
+    private func exchange(for task: URLSessionTask) -> Exchange? {
+        self.exchanges.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        if let http = response as? HTTPURLResponse {
+            self.exchange(for: dataTask)?.received(response: http)
+            completionHandler(.allow)
+        } else {
+            completionHandler(.cancel)
+        }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        self.exchange(for: dataTask)?.received(data: data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(nil)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let exchange = self.exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        exchange?.completed(error: error)
+    }
+}

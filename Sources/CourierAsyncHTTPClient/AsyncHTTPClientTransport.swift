@@ -1,0 +1,189 @@
+import AsyncHTTPClient
+import Courier
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+import NIOSSL
+
+/// A transport over AsyncHTTPClient: HTTP/1.1 and HTTP/2 (negotiated by ALPN), pooled connections,
+/// streaming bodies in both directions, and custom trust.
+///
+/// Each transport owns one `HTTPClient`, so one connection pool: give each ``Client`` its own
+/// transport, or share one transport between clients that talk to the same hosts. Call
+/// ``shutdown()`` when done; a transport that is released without it shuts its pool down in the
+/// background.
+///
+/// ```swift
+/// let transport = AsyncHTTPClientTransport()
+/// let client = Client(configuration: .init(transport: transport, baseURL: api))
+/// defer { Task { try? await transport.shutdown() } }
+/// ```
+public final class AsyncHTTPClientTransport: Transport {
+    /// How the transport connects.
+    public struct Configuration: Sendable {
+        /// Which HTTP versions may be negotiated.
+        public var httpVersion: HTTPVersionPolicy
+        /// The TLS settings for every connection; `nil` uses the system trust store.
+        public var tlsConfiguration: TLSConfiguration?
+        /// How long establishing a connection may take.
+        public var connectTimeout: Duration
+        /// How long an idle connection stays in the pool.
+        public var idleTimeout: Duration
+        /// The most HTTP/1.1 connections per host.
+        public var maxConnectionsPerHost: Int
+
+        /// Creates a configuration; `configure` may change any default.
+        public init(configure: (inout Configuration) -> Void = { _ in }) {
+            self.httpVersion = .automatic
+            self.tlsConfiguration = nil
+            self.connectTimeout = .seconds(10)
+            self.idleTimeout = .seconds(60)
+            self.maxConnectionsPerHost = 8
+            configure(&self)
+        }
+
+        /// Trusts only the given certificate authorities (PEM), in addition to nothing else.
+        ///
+        /// Host names are still verified.
+        public mutating func trust(pemCertificates pem: [UInt8]) throws {
+            var tls = self.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(pem))
+            self.tlsConfiguration = tls
+        }
+    }
+
+    /// Which HTTP versions a transport may use.
+    public enum HTTPVersionPolicy: Sendable {
+        /// HTTP/2 when the server offers it over TLS (ALPN), otherwise HTTP/1.1.
+        case automatic
+        /// Always HTTP/1.1.
+        case http1Only
+    }
+
+    /// The underlying client, for advanced use.
+    public let httpClient: HTTPClient
+
+    /// Creates a transport with its own connection pool.
+    public init(configuration: Configuration = Configuration()) {
+        var config = HTTPClient.Configuration()
+        config.redirectConfiguration = .disallow
+        config.tlsConfiguration = configuration.tlsConfiguration
+        config.httpVersion = configuration.httpVersion == .automatic ? .automatic : .http1Only
+        config.timeout.connect = Self.timeAmount(configuration.connectTimeout)
+        config.connectionPool.idleTimeout = Self.timeAmount(configuration.idleTimeout)
+        config.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.maxConnectionsPerHost
+        config.decompression = .disabled
+        self.httpClient = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
+    }
+
+    deinit {
+        self.httpClient.shutdown { _ in }
+    }
+
+    /// Closes every connection; the transport cannot be used afterwards.
+    public func shutdown() async throws {
+        try await self.httpClient.shutdown()
+    }
+
+    /// Sends the request and returns when the response head arrives; the body streams afterwards.
+    public func send(_ request: Courier.Request) async throws -> RawResponse {
+        guard let url = request.url else {
+            throw CourierError.invalidRequest("the request has no valid URL")
+        }
+        var outgoing = HTTPClientRequest(url: url.absoluteString)
+        outgoing.method = HTTPMethod(rawValue: request.head.method.rawValue)
+        var headers = HTTPHeaders()
+        headers.reserveCapacity(request.head.headerFields.count + 1)
+        for field in request.head.headerFields {
+            headers.add(name: field.name.rawName, value: field.value)
+        }
+        if let body = request.body {
+            if let contentType = body.contentType, request.head.headerFields[.contentType] == nil {
+                headers.add(name: "Content-Type", value: contentType)
+            }
+            let stream = try body.claim()
+            if let bytes = body.bytes {
+                outgoing.body = .bytes(ByteBuffer(data: bytes))
+            } else {
+                let length: HTTPClientRequest.Body.Length = body.length.map { .known(Int64($0)) } ?? .unknown
+                outgoing.body = .stream(stream.map { ByteBuffer(data: $0) }, length: length)
+            }
+        }
+        outgoing.headers = headers
+
+        let deadline: NIODeadline = request.timeout.map { .now() + Self.timeAmount($0) } ?? .distantFuture
+        let response: HTTPClientResponse
+        do {
+            response = try await self.httpClient.execute(outgoing, deadline: deadline)
+        } catch {
+            throw Self.mapError(error)
+        }
+
+        var fields = HTTPFields()
+        fields.reserveCapacity(response.headers.count)
+        for (name, value) in response.headers {
+            if let fieldName = HTTPField.Name(name) {
+                fields.append(HTTPField(name: fieldName, value: value))
+            }
+        }
+        let expected = response.headers.first(name: "content-length").flatMap { Int($0) }
+        let body = response.body
+        let stream = ByteStream {
+            var iterator = body.makeAsyncIterator()
+            return {
+                do {
+                    guard let buffer = try await iterator.next() else { return nil }
+                    return Data(buffer: buffer, byteTransferStrategy: .noCopy)
+                } catch {
+                    throw Self.mapError(error)
+                }
+            }
+        }
+        let version: Courier.HTTPVersion = response.version.major >= 2 ? .http2 : Courier.HTTPVersion(major: response.version.major, minor: response.version.minor)
+        return RawResponse(
+            head: HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headerFields: fields),
+            body: .stream(stream, expectedLength: expected),
+            version: version,
+            url: url
+        )
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    static func mapError(_ error: any Error) -> CourierError {
+        if let error = error as? CourierError { return error }
+        if error is CancellationError { return .init(.cancelled, "the request was cancelled", underlying: error) }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .writeTimeout:
+                return CourierError(.timeout, "the request timed out", underlying: error)
+            case .connectTimeout, .tlsHandshakeTimeout:
+                return CourierError(.timeout, "connecting timed out", underlying: error)
+            case .cancelled, .requestStreamCancelled:
+                return CourierError(.cancelled, "the request was cancelled", underlying: error)
+            case .remoteConnectionClosed:
+                return CourierError(.transport, "the connection was closed before the response completed", underlying: error)
+            default:
+                return CourierError(.transport, "HTTP client error: \(error.shortDescription)", underlying: error)
+            }
+        }
+        if let error = error as? NIOSSLError {
+            return CourierError(.tls, "the TLS handshake failed: \(error)", underlying: error)
+        }
+        if let error = error as? BoringSSLError {
+            return CourierError(.tls, "the TLS handshake failed: \(error)", underlying: error)
+        }
+        if let error = error as? NIOSSLExtraError {
+            return CourierError(.tls, "the TLS handshake failed: \(error)", underlying: error)
+        }
+        if error is HTTPParserError {
+            return CourierError(.transport, "the server sent a malformed response: \(error)", underlying: error)
+        }
+        return CourierError(.transport, "the exchange failed: \(error)", underlying: error)
+    }
+}

@@ -1,0 +1,205 @@
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+
+/// Answers the requests of one HTTP/1.1 connection or one HTTP/2 stream.
+///
+/// In raw mode (HTTP/1.1) the handler writes bytes itself, so it can send malformed or truncated
+/// responses; in codec mode (an HTTP/2 stream) it writes `HTTPServerResponsePart`s.
+final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let state: ServerState
+    private let connectionID: Int
+    private let raw: Bool
+    private var head: HTTPRequestHead?
+    private var body = ByteBuffer()
+    private var responding = false
+    private var active = true
+
+    init(state: ServerState, connectionID: Int, raw: Bool) {
+        self.state = state
+        self.connectionID = connectionID
+        self.raw = raw
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            self.body.clear()
+        case .body(var buffer):
+            self.body.writeBuffer(&buffer)
+        case .end:
+            guard let head = self.head else { return }
+            self.head = nil
+            let version = head.version.major >= 2 ? "HTTP/2" : "HTTP/\(head.version.major).\(head.version.minor)"
+            let request = RecordedRequest(
+                method: head.method.rawValue,
+                uri: head.uri,
+                headers: head.headers.map { ($0.name, $0.value) },
+                body: Data(buffer: self.body),
+                httpVersion: version,
+                connectionID: self.connectionID
+            )
+            self.state.locked.withLockedValue { $0.requests.append(request) }
+            self.responding = true
+            let handler = self.state.handler
+            let keepAlive = head.isKeepAlive
+            context.eventLoop.makeFutureWithTask {
+                await handler(request)
+            }.assumeIsolated().whenSuccess { response in
+                self.perform(response, keepAlive: keepAlive, head: head, context: context)
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.active = false
+        if self.responding {
+            self.responding = false
+            self.state.locked.withLockedValue { $0.abandoned += 1 }
+        }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    // MARK: - Sending
+
+    private func perform(_ response: ScriptedResponse, keepAlive: Bool, head: HTTPRequestHead, context: ChannelHandlerContext) {
+        guard self.active else { return }
+        let loop = context.eventLoop.assumeIsolated()
+        let bodyAllowed = head.method != .HEAD
+        switch response.behaviour {
+        case .normal:
+            self.writeHead(response, chunked: false, context: context)
+            if bodyAllowed { self.writeBody(response.body[...], context: context) }
+            self.finish(keepAlive: keepAlive, context: context)
+        case .closeBeforeResponding:
+            self.responding = false
+            context.close(promise: nil)
+        case .closeMidBody(let bytes):
+            self.responding = false
+            self.writeHead(response, chunked: false, context: context)
+            self.writeBody(response.body.prefix(bytes), context: context)
+            context.writeAndFlush(self.wrapRaw(ByteBuffer()), promise: nil)
+            context.close(promise: nil)
+        case .stall(let duration):
+            loop.scheduleTask(in: Self.timeAmount(duration)) {
+                self.perform(response.with(.normal), keepAlive: keepAlive, head: head, context: context)
+            }
+        case .stallMidBody(let bytes, let duration):
+            self.writeHead(response, chunked: false, context: context)
+            self.writeBody(response.body.prefix(bytes), context: context)
+            context.flush()
+            loop.scheduleTask(in: Self.timeAmount(duration)) {
+                guard self.active else { return }
+                self.writeBody(response.body.dropFirst(bytes), context: context)
+                self.finish(keepAlive: keepAlive, context: context)
+            }
+        case .malformed:
+            self.responding = false
+            self.writeRaw("HTTP/1.1 2OO NOT-A-STATUS\r\nthis is not a header line\r\n\r\n", context: context)
+            context.close(promise: nil)
+        case .truncatedHead:
+            self.responding = false
+            self.writeRaw("HTTP/1.1 200 OK\r\nContent-Ty", context: context)
+            context.close(promise: nil)
+        case .bodyLargerThanAnnounced(let extra):
+            self.writeHead(response, chunked: false, context: context)
+            self.writeBody(response.body[...], context: context)
+            if self.raw {
+                var buffer = context.channel.allocator.buffer(capacity: extra.count)
+                buffer.writeBytes(extra)
+                context.write(NIOAny(buffer), promise: nil)
+            }
+            self.finish(keepAlive: keepAlive, context: context)
+        case .chunked(let size, let delay):
+            self.writeHead(response, chunked: true, context: context)
+            self.sendChunks(response.body[...], size: max(1, size), delay: delay, keepAlive: keepAlive, context: context)
+        }
+    }
+
+    private func sendChunks(_ remaining: Data.SubSequence, size: Int, delay: Duration, keepAlive: Bool, context: ChannelHandlerContext) {
+        guard self.active else { return }
+        if remaining.isEmpty {
+            if self.raw { self.writeRaw("0\r\n\r\n", context: context) }
+            self.finish(keepAlive: keepAlive, context: context, rawEndWritten: true)
+            return
+        }
+        let chunk = remaining.prefix(size)
+        if self.raw {
+            self.writeRaw(String(chunk.count, radix: 16) + "\r\n", context: context)
+            self.writeBody(chunk, context: context)
+            self.writeRaw("\r\n", context: context)
+        } else {
+            self.writeBody(chunk, context: context)
+        }
+        context.flush()
+        let rest = remaining.dropFirst(size)
+        context.eventLoop.assumeIsolated().scheduleTask(in: Self.timeAmount(delay)) {
+            self.sendChunks(rest, size: size, delay: delay, keepAlive: keepAlive, context: context)
+        }
+    }
+
+    private func writeHead(_ response: ScriptedResponse, chunked: Bool, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders(response.headers)
+        if chunked {
+            if self.raw { headers.replaceOrAdd(name: "Transfer-Encoding", value: "chunked") }
+            headers.remove(name: "Content-Length")
+        } else if !headers.contains(name: "Content-Length") {
+            headers.add(name: "Content-Length", value: "\(response.body.count)")
+        }
+        if self.raw {
+            let status = HTTPResponseStatus(statusCode: response.status)
+            var text = "HTTP/1.1 \(response.status) \(status.reasonPhrase)\r\n"
+            for (name, value) in headers { text += "\(name): \(value)\r\n" }
+            text += "\r\n"
+            self.writeRaw(text, context: context)
+        } else {
+            let head = HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+            context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+        }
+    }
+
+    private func writeBody(_ bytes: Data.SubSequence, context: ChannelHandlerContext) {
+        guard !bytes.isEmpty else { return }
+        var buffer = context.channel.allocator.buffer(capacity: bytes.count)
+        buffer.writeBytes(bytes)
+        if self.raw {
+            context.write(NIOAny(buffer), promise: nil)
+        } else {
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        }
+    }
+
+    private func writeRaw(_ text: String, context: ChannelHandlerContext) {
+        var buffer = context.channel.allocator.buffer(capacity: text.utf8.count)
+        buffer.writeString(text)
+        context.write(NIOAny(buffer), promise: nil)
+    }
+
+    private func wrapRaw(_ buffer: ByteBuffer) -> NIOAny {
+        self.raw ? NIOAny(buffer) : self.wrapOutboundOut(.body(.byteBuffer(buffer)))
+    }
+
+    private func finish(keepAlive: Bool, context: ChannelHandlerContext, rawEndWritten: Bool = false) {
+        self.responding = false
+        if self.raw {
+            context.flush()
+            if !keepAlive { context.close(promise: nil) }
+        } else {
+            context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+        }
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

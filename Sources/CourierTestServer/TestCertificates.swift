@@ -1,0 +1,84 @@
+import Crypto
+import Foundation
+import NIOSSL
+import SwiftASN1
+import X509
+
+/// A certificate authority and a leaf certificate for `localhost` / `127.0.0.1`, made fresh at run time.
+///
+/// Nothing is read from disk and nothing expires between runs: every test run makes its own.
+public struct TestCertificates: Sendable {
+    /// The CA certificate, PEM.
+    public let caPEM: String
+    /// The leaf certificate, PEM, signed by the CA.
+    public let leafPEM: String
+    /// The leaf's private key, PEM (PKCS#8).
+    public let leafKeyPEM: String
+    /// The leaf's SubjectPublicKeyInfo, DER.
+    public let leafSPKIDER: Data
+
+    /// Makes a new CA and a leaf certificate for the given DNS names and IPv4 addresses.
+    public static func generate(
+        commonName: String = "Courier Test CA",
+        dnsNames: [String] = ["localhost"],
+        ipv4Addresses: [[UInt8]] = [[127, 0, 0, 1]]
+    ) throws -> TestCertificates {
+        let now = Date()
+        let caKey = P256.Signing.PrivateKey()
+        let caName = try DistinguishedName { CommonName(commonName) }
+        let ca = try Certificate(
+            version: .v3,
+            serialNumber: .init(),
+            publicKey: .init(caKey.publicKey),
+            notValidBefore: now.addingTimeInterval(-3600),
+            notValidAfter: now.addingTimeInterval(86400 * 30),
+            issuer: caName,
+            subject: caName,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+            },
+            issuerPrivateKey: .init(caKey)
+        )
+        let leafKey = P256.Signing.PrivateKey()
+        var names: [GeneralName] = dnsNames.map { .dnsName($0) }
+        names += ipv4Addresses.map { .ipAddress(ASN1OctetString(contentBytes: ArraySlice($0))) }
+        let leaf = try Certificate(
+            version: .v3,
+            serialNumber: .init(),
+            publicKey: .init(leafKey.publicKey),
+            notValidBefore: now.addingTimeInterval(-3600),
+            notValidAfter: now.addingTimeInterval(86400 * 30),
+            issuer: caName,
+            subject: try DistinguishedName { CommonName(dnsNames.first ?? "localhost") },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.serverAuth])
+                SubjectAlternativeNames(names)
+            },
+            issuerPrivateKey: .init(caKey)
+        )
+        var serializer = DER.Serializer()
+        try serializer.serialize(leaf.publicKey)
+        return TestCertificates(
+            caPEM: try ca.serializeAsPEM().pemString,
+            leafPEM: try leaf.serializeAsPEM().pemString,
+            leafKeyPEM: leafKey.pemRepresentation,
+            leafSPKIDER: Data(serializer.serializedBytes)
+        )
+    }
+
+    /// The CA certificate as PEM bytes, for a client's trust roots.
+    public var caPEMBytes: [UInt8] { Array(self.caPEM.utf8) }
+
+    func serverTLSConfiguration() throws -> TLSConfiguration {
+        let chain = try NIOSSLCertificate.fromPEMBytes(Array(self.leafPEM.utf8)).map { NIOSSLCertificateSource.certificate($0) }
+        let key = try NIOSSLPrivateKey(bytes: Array(self.leafKeyPEM.utf8), format: .pem)
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        configuration.applicationProtocols = ["h2", "http/1.1"]
+        return configuration
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+/// A real HTTP server on a loopback port, for tests and the demo: HTTP/1.1 in clear text, or
+/// HTTP/2 and HTTP/1.1 over TLS (negotiated by ALPN).
+///
+/// Every request goes to the handler, which returns a ``ScriptedResponse``, possibly one that
+/// misbehaves. The server records requests and counts connections and requests abandoned by the
+/// client before the response was complete.
+///
+/// ```swift
+/// let server = try await TestServer.start(.http1) { request in .json("{\"ok\":true}") }
+/// defer { Task { try await server.stop() } }
+/// ```
+public final class TestServer: Sendable {
+    /// How the server listens.
+    public enum Mode: Sendable {
+        /// HTTP/1.1 without TLS.
+        case http1
+        /// TLS with ALPN offering `h2` and `http/1.1`.
+        case tls(TestCertificates)
+    }
+
+    /// The handler that answers every request.
+    public typealias Handler = @Sendable (RecordedRequest) async -> ScriptedResponse
+
+    /// The port the server listens on.
+    public let port: Int
+    /// The mode the server was started in.
+    public let mode: Mode
+    let state: ServerState
+    private let channel: any Channel
+
+    private init(port: Int, mode: Mode, state: ServerState, channel: any Channel) {
+        self.port = port
+        self.mode = mode
+        self.state = state
+        self.channel = channel
+    }
+
+    /// The URL of the server's root: `http://127.0.0.1:PORT` or `https://localhost:PORT`.
+    public var baseURL: URL {
+        switch self.mode {
+        case .http1: return URL(string: "http://127.0.0.1:\(self.port)")!
+        case .tls: return URL(string: "https://localhost:\(self.port)")!
+        }
+    }
+
+    /// The number of TCP connections accepted so far.
+    public var connectionCount: Int { self.state.locked.withLockedValue { $0.connections } }
+    /// The requests received so far, in order of arrival.
+    public var requests: [RecordedRequest] { self.state.locked.withLockedValue { $0.requests } }
+    /// The number of requests whose client went away before the response was complete.
+    public var abandonedCount: Int { self.state.locked.withLockedValue { $0.abandoned } }
+
+    /// Forgets recorded requests and counters.
+    public func reset() {
+        self.state.locked.withLockedValue { $0 = .init() }
+    }
+
+    /// Starts a server on a free loopback port.
+    public static func start(_ mode: Mode, handler: @escaping Handler) async throws -> TestServer {
+        let state = ServerState(handler: handler)
+        let tls: NIOSSLContext?
+        if case .tls(let certificates) = mode {
+            tls = try NIOSSLContext(configuration: certificates.serverTLSConfiguration())
+        } else {
+            tls = nil
+        }
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                let connectionID = state.locked.withLockedValue { value -> Int in
+                    value.connections += 1
+                    return value.connections
+                }
+                guard let tls else {
+                    return channel.eventLoop.makeCompletedFuture {
+                        try Self.configureHTTP1(channel.pipeline.syncOperations, state: state, connectionID: connectionID)
+                    }
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                }.flatMap {
+                    channel.configureHTTP2SecureUpgrade(
+                        h2ChannelConfigurator: { channel in
+                            channel.configureHTTP2Pipeline(
+                                mode: .server,
+                                initialLocalSettings: [
+                                    HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
+                                    HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                                    HTTP2Setting(parameter: .maxHeaderListSize, value: 1 << 16),
+                                ],
+                                targetWindowSize: 1 << 24
+                            ) { stream in
+                                stream.eventLoop.makeCompletedFuture {
+                                    try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                                    try stream.pipeline.syncOperations.addHandler(ExchangeHandler(state: state, connectionID: connectionID, raw: false))
+                                }
+                            }.map { _ in }
+                        },
+                        http1ChannelConfigurator: { channel in
+                            channel.eventLoop.makeCompletedFuture {
+                                try Self.configureHTTP1(channel.pipeline.syncOperations, state: state, connectionID: connectionID)
+                            }
+                        }
+                    )
+                }
+            }
+        let host = "127.0.0.1"
+        let channel = try await bootstrap.bind(host: host, port: 0).get()
+        guard let port = channel.localAddress?.port else {
+            throw TestServerError.noPort
+        }
+        return TestServer(port: port, mode: mode, state: state, channel: channel)
+    }
+
+    private static func configureHTTP1(_ pipeline: ChannelPipeline.SynchronousOperations, state: ServerState, connectionID: Int) throws {
+        try pipeline.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes)))
+        try pipeline.addHandler(ExchangeHandler(state: state, connectionID: connectionID, raw: true))
+    }
+
+    /// Stops listening; open connections are closed.
+    public func stop() async throws {
+        try await self.channel.close()
+    }
+}
+
+/// Errors of the test server itself.
+public enum TestServerError: Error {
+    /// The listening socket has no port.
+    case noPort
+}
+
+final class ServerState: Sendable {
+    struct Counters {
+        var connections = 0
+        var requests: [RecordedRequest] = []
+        var abandoned = 0
+    }
+
+    let handler: TestServer.Handler
+    let locked = NIOLockedValueBox(Counters())
+
+    init(handler: @escaping TestServer.Handler) {
+        self.handler = handler
+    }
+}
