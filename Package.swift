@@ -51,7 +51,10 @@ let package = Package(
         ),
         .target(
             name: "CourierTesting",
-            dependencies: ["Courier"],
+            dependencies: [
+                "Courier",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -102,6 +105,8 @@ let package = Package(
                 "CourierTesting",
                 "CourierTestServer",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings

@@ -33,12 +33,15 @@ public final class Client: Sendable {
     /// Sends the endpoint's request and returns the decoded value.
     ///
     /// Cancelling the calling task cancels the request on the wire and throws kind `cancelled`.
-    public func send<Value: Sendable>(_ endpoint: Endpoint<Value>) async throws(CourierError) -> Value {
+    public func send<Value: Sendable>(_ endpoint: Endpoint<Value>) async throws -> Value {
         try await self.response(endpoint).value
     }
 
     /// Sends the endpoint's request and returns the decoded value with status, headers, version and timing.
-    public func response<Value: Sendable>(_ endpoint: Endpoint<Value>) async throws(CourierError) -> Response<Value> {
+    ///
+    /// The timeout (the endpoint's, or the client's) covers the whole exchange: connecting,
+    /// middleware, redirects, reading the body and decoding.
+    public func response<Value: Sendable>(_ endpoint: Endpoint<Value>) async throws -> Response<Value> {
         let clock = ContinuousClock()
         let start = clock.now
         let request: Request
@@ -48,40 +51,78 @@ public final class Client: Sendable {
             throw CourierError.wrap(error)
         }
         self.log.started(request)
-        var status: Int?
-        var version: HTTPVersion?
-        var bytes = 0
+        let progress = Locked(Progress())
         do {
-            let raw = try await self.execute(request, middleware: endpoint.middleware)
-            status = raw.status.code
-            version = raw.version
-            guard endpoint.acceptedStatuses.contains(raw.status.code) else {
-                let body = try? await raw.body.collect(upTo: self.configuration.maxResponseSize)
-                bytes = body?.count ?? 0
-                throw CourierError.httpStatus(raw.head, body: body)
+            let response = try await Self.withTimeout(request.timeout) {
+                try await self.exchange(request, endpoint: endpoint, progress: progress, start: start, clock: clock)
             }
-            let body: Data
-            if endpoint.decoding.readsBody {
-                body = try await raw.body.collect(upTo: self.configuration.maxResponseSize)
-            } else {
-                body = Data()
-                await raw.body.discard()
-            }
-            bytes = body.count
-            let value = try endpoint.decoding.run(.init(body: body, head: raw.head, decoder: self.configuration.decoder))
-            let duration = clock.now - start
-            self.log.finished(request, status: status, duration: duration, bytes: bytes, version: version, outcome: "success")
-            return Response(
-                value: value, status: raw.status, headers: raw.head.headerFields, version: raw.version,
-                duration: duration, url: raw.url ?? request.url, byteCount: bytes
-            )
+            self.log.finished(request, status: response.status.code, duration: response.duration, bytes: response.byteCount, version: response.version, outcome: "success")
+            return response
         } catch {
             var failure = CourierError.wrap(error)
             if Task.isCancelled, failure.kind == .transport {
                 failure = .cancelled(underlying: failure)
             }
-            self.log.finished(request, status: status, duration: clock.now - start, bytes: bytes, version: version, outcome: "failure(\(failure.shortDescription))")
+            let seen = progress.current
+            self.log.finished(request, status: seen.status, duration: clock.now - start, bytes: seen.bytes, version: seen.version, outcome: "failure(\(failure.shortDescription))")
             throw failure
+        }
+    }
+
+    /// What a request had received when it ended, for its log line.
+    private struct Progress {
+        var status: Int?
+        var version: HTTPVersion?
+        var bytes = 0
+    }
+
+    private func exchange<Value: Sendable>(
+        _ request: Request,
+        endpoint: Endpoint<Value>,
+        progress: Locked<Progress>,
+        start: ContinuousClock.Instant,
+        clock: ContinuousClock
+    ) async throws -> Response<Value> {
+        let raw = try await self.execute(request, middleware: endpoint.middleware)
+        progress.withLock {
+            $0.status = raw.status.code
+            $0.version = raw.version
+        }
+        guard endpoint.acceptedStatuses.contains(raw.status.code) else {
+            let body = try? await raw.body.collect(upTo: self.configuration.maxResponseSize)
+            progress.withLock { $0.bytes = body?.count ?? 0 }
+            throw CourierError.httpStatus(raw.head, body: body)
+        }
+        let body: Data
+        if endpoint.decoding.readsBody {
+            body = try await raw.body.collect(upTo: self.configuration.maxResponseSize)
+        } else {
+            body = Data()
+            await raw.body.discard()
+        }
+        progress.withLock { $0.bytes = body.count }
+        let value = try endpoint.decoding.run(.init(body: body, head: raw.head, decoder: self.configuration.decoder))
+        return Response(
+            value: value, status: raw.status, headers: raw.head.headerFields, version: raw.version,
+            duration: clock.now - start, url: raw.url ?? request.url, byteCount: body.count
+        )
+    }
+
+    /// Runs `work`, cancelling it and throwing kind `timeout` if it takes longer than `timeout`.
+    static func withTimeout<T: Sendable>(_ timeout: Duration?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard let timeout else { return try await work() }
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await work() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            guard let first = try await group.next() else { throw CourierError.timeout() }
+            group.cancelAll()
+            guard let value = first else {
+                throw CourierError.timeout("the request did not complete within \(timeout)")
+            }
+            return value
         }
     }
 
@@ -106,16 +147,16 @@ public final class Client: Sendable {
     }
 
     /// Builds the request an endpoint describes, without sending it.
-    public func makeRequest<Value>(for endpoint: Endpoint<Value>) throws(CourierError) -> Request {
+    public func makeRequest<Value>(for endpoint: Endpoint<Value>) throws -> Request {
         var head: HTTPRequest
         if endpoint.path.contains("://") {
             guard let url = URL(string: endpoint.path), let target = BaseURL(url) else {
-                throw .invalidRequest("'\(endpoint.path)' is not a valid absolute URL")
+                throw CourierError.invalidRequest("'\(endpoint.path)' is not a valid absolute URL")
             }
             head = HTTPRequest(method: endpoint.method, scheme: target.scheme, authority: target.authority, path: target.path(appending: "", query: endpoint.query))
         } else {
             guard let base = self.base else {
-                throw .invalidRequest("the endpoint path '\(endpoint.path)' is relative and the client has no base URL")
+                throw CourierError.invalidRequest("the endpoint path '\(endpoint.path)' is relative and the client has no base URL")
             }
             head = HTTPRequest(method: endpoint.method, scheme: base.scheme, authority: base.authority, path: base.path(appending: endpoint.path, query: endpoint.query))
         }

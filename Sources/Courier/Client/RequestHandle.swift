@@ -12,12 +12,12 @@ public struct RequestHandle<Value: Sendable>: Sendable {
 
     /// The decoded value, once the request has finished.
     public var value: Value {
-        get async throws(CourierError) { try await self.response.value }
+        get async throws { try await self.response.value }
     }
 
     /// The decoded value with its HTTP metadata, once the request has finished.
     public var response: Response<Value> {
-        get async throws(CourierError) {
+        get async throws {
             do {
                 return try await self.task.value
             } catch {

@@ -10,6 +10,14 @@ public struct ByteStream: AsyncSequence, Sendable {
     public typealias Element = Data
 
     private let makeNext: @Sendable () -> (() async throws -> Data?)
+    private let onCancel: (@Sendable () -> Void)?
+
+    /// Tells the producer that the consumer stopped reading early, so it can stop sending.
+    ///
+    /// Consumers call this when they give up on a body (for example past a size limit).
+    public func cancel() {
+        self.onCancel?()
+    }
 
     /// Creates a stream from any asynchronous sequence of `Data` chunks.
     public init<Source: AsyncSequence & Sendable>(_ source: Source) where Source.Element == Data {
@@ -17,11 +25,15 @@ public struct ByteStream: AsyncSequence, Sendable {
             let box = IteratorBox(source.makeAsyncIterator())
             return { try await box.next() }
         }
+        self.onCancel = nil
     }
 
     /// Creates a stream from a closure that produces a `next` function each time the stream is iterated.
-    public init(makeNext: @escaping @Sendable () -> (() async throws -> Data?)) {
+    ///
+    /// - Parameter onCancel: called when the consumer stops reading early (see ``cancel()``).
+    public init(onCancel: (@Sendable () -> Void)? = nil, makeNext: @escaping @Sendable () -> (() async throws -> Data?)) {
         self.makeNext = makeNext
+        self.onCancel = onCancel
     }
 
     /// Creates a stream that yields the given chunks.
@@ -34,6 +46,7 @@ public struct ByteStream: AsyncSequence, Sendable {
                 return chunks[index]
             }
         }
+        self.onCancel = nil
     }
 
     /// The iterator of a ``ByteStream``.

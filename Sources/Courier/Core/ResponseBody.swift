@@ -51,6 +51,7 @@ public struct ResponseBody: AsyncSequence, Sendable {
     ///   read pass `limit`; reading stops at that point.
     public func collect(upTo limit: Int) async throws -> Data {
         if let expected = self.expectedLength, expected > limit {
+            if case .stream(let stream) = self.storage { stream.cancel() }
             throw CourierError.responseTooLarge(limit: limit)
         }
         switch self.storage {
@@ -60,7 +61,10 @@ public struct ResponseBody: AsyncSequence, Sendable {
         case .stream(let stream):
             var iterator = stream.makeAsyncIterator()
             guard let first = try await iterator.next() else { return Data() }
-            guard first.count <= limit else { throw CourierError.responseTooLarge(limit: limit) }
+            guard first.count <= limit else {
+                stream.cancel()
+                throw CourierError.responseTooLarge(limit: limit)
+            }
             // A single chunk is the common case for small bodies: return it without copying.
             guard let second = try await iterator.next() else { return first }
             var collected = Data()
@@ -68,7 +72,10 @@ public struct ResponseBody: AsyncSequence, Sendable {
             collected.append(first)
             var chunk: Data? = second
             while let next = chunk {
-                guard collected.count + next.count <= limit else { throw CourierError.responseTooLarge(limit: limit) }
+                guard collected.count + next.count <= limit else {
+                    stream.cancel()
+                    throw CourierError.responseTooLarge(limit: limit)
+                }
                 collected.append(next)
                 chunk = try await iterator.next()
             }
@@ -83,7 +90,10 @@ public struct ResponseBody: AsyncSequence, Sendable {
         do {
             for try await chunk in stream {
                 seen += chunk.count
-                if seen > limit { return }
+                if seen > limit {
+                    stream.cancel()
+                    return
+                }
             }
         } catch {}
     }

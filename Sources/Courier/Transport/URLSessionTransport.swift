@@ -72,7 +72,7 @@ public final class URLSessionTransport: Transport {
         let status = HTTPResponse.Status(code: head.statusCode)
         let expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
         let chunks = exchange.chunks
-        let body = ByteStream {
+        let body = ByteStream(onCancel: { task.cancel() }) {
             var iterator = chunks.makeAsyncIterator()
             return {
                 let chunk = try await iterator.next()

@@ -1,0 +1,172 @@
+import Courier
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+@Suite("Client sends endpoints over real sockets")
+struct ClientTests {
+    @Test(arguments: TransportKind.allCases)
+    func sendDecodesJSONIntoTheEndpointsType(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article == Article(id: 1, title: "Hello"))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func responseCarriesStatusHeadersVersionAndDuration(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let response = try await client.response(Endpoint<Article>(path: "/json"))
+            #expect(response.status == .ok)
+            #expect(response.headers[.contentType] == "application/json")
+            #expect(response.version == .http1_1)
+            #expect(response.duration > .zero)
+            #expect(response.byteCount == 24)
+            #expect(response.url?.path == "/json")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func jsonBodyQueryAndHeadersReachTheServer(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.defaultHeaders[.userAgent] = "CourierTests" }) { client in
+            let endpoint = Endpoint<Echo>(
+                name: "echo.post", method: .post, path: "/echo",
+                query: ["q": "a b&c", "page": "2"],
+                headers: [HTTPField.Name("X-Trace")!: "t-1"],
+                body: .json(Article(id: 9, title: "Posted"))
+            )
+            let echo = try await client.send(endpoint)
+            #expect(echo.method == "POST")
+            #expect(echo.uri == "/echo?page=2&q=a%20b%26c")
+            #expect(echo.headers["x-trace"] == "t-1")
+            #expect(echo.headers["user-agent"] == "CourierTests")
+            #expect(echo.headers["content-type"] == "application/json")
+            let sent = try JSONDecoder().decode(Article.self, from: Data(echo.body.utf8))
+            #expect(sent == Article(id: 9, title: "Posted"))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func formBodyIsURLEncoded(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let echo = try await client.send(Endpoint<Echo>(method: .post, path: "/echo", body: .form(["name": "Zoë & co", "a": "1+1"])))
+            #expect(echo.body == "a=1%2B1&name=Zo%C3%AB+%26+co")
+            #expect(echo.headers["content-type"] == "application/x-www-form-urlencoded")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func rawBytesStringAndNoContentDecodings(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let echo = try await client.send(Endpoint<Echo>(method: .put, path: "/echo", body: .data(Data([0x41, 0x42]), contentType: "application/octet-stream")))
+            #expect(echo.body == "AB")
+            #expect(echo.headers["content-type"] == "application/octet-stream")
+            let data = try await client.send(Endpoint<Data>(path: "/text", decoding: .data))
+            #expect(data == Data("plain words".utf8))
+            let text = try await client.send(Endpoint<String>(path: "/text", decoding: .string))
+            #expect(text == "plain words")
+            let response = try await client.response(Endpoint<Void>(method: .delete, path: "/no-content", decoding: .none))
+            #expect(response.status.code == 204)
+        }
+    }
+
+    @Test
+    func reformerMapsTheRawResponseToAnyType() async throws {
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let endpoint = Endpoint<Int>(path: "/text", decoding: .reform { body, head in
+                #expect(head.status == .ok)
+                return body.count
+            })
+            let count = try await client.send(endpoint)
+            #expect(count == 11)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func unacceptedStatusThrowsWithStatusHeadersAndBody(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/status/503")) }
+            #expect(error?.kind == .httpStatus)
+            #expect(error?.status?.code == 503)
+            #expect(error?.headers?[.contentType] == "text/plain; charset=utf-8")
+            #expect(error?.bodyExcerpt() == "status body 503")
+            #expect(error?.shortDescription == "http_status_503")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func startReturnsAHandleWhoseCancelStopsTheRequestOnTheWire(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let handle = client.start(Endpoint<Article>(path: "/stall"))
+            #expect(await eventually { server.requests.count == 1 })
+            handle.cancel()
+            let error = await expectCourierError { _ = try await handle.value }
+            #expect(error?.kind == .cancelled)
+            #expect(await eventually { server.abandonedCount == 1 })
+        }
+    }
+
+    @Test
+    func cancellingTheSwiftTaskCancelsTheHTTPRequest() async throws {
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let task = Task { try await client.send(Endpoint<Article>(path: "/stall")) }
+            #expect(await eventually { server.requests.count == 1 })
+            task.cancel()
+            let result = await task.result
+            #expect((try? result.get()) == nil)
+            #expect((result.failure as? CourierError)?.kind == .cancelled)
+            #expect(await eventually { server.abandonedCount == 1 })
+        }
+    }
+
+    @Test
+    func startedHandleDeliversTheResponse() async throws {
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let handle = client.start(Endpoint<Article>(path: "/json"))
+            let value = try await handle.value
+            let response = try await handle.response
+            #expect(value.title == "Hello")
+            #expect(response.status == .ok)
+        }
+    }
+
+    @Test
+    func severalClientsCoexistWithTheirOwnConfiguration() async throws {
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.defaultHeaders[.userAgent] = "one" }) { first in
+            let second = Client(configuration: .init(transport: first.configuration.transport, baseURL: server.baseURL) {
+                $0.defaultHeaders[.userAgent] = "two"
+            })
+            async let a = first.send(Endpoint<Echo>(path: "/echo"))
+            async let b = second.send(Endpoint<Echo>(path: "/echo"))
+            let (echoA, echoB) = try await (a, b)
+            #expect(echoA.headers["user-agent"] == "one")
+            #expect(echoB.headers["user-agent"] == "two")
+        }
+    }
+
+    @Test
+    func relativePathWithoutBaseURLIsAnInvalidRequest() async throws {
+        let client = Client(configuration: .init(transport: URLSessionTransport()))
+        let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+        #expect(error?.kind == .invalidRequest)
+    }
+}
+
+extension Result {
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}

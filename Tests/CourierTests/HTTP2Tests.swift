@@ -1,0 +1,100 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Foundation
+import Testing
+
+@Suite("HTTP/2 over TLS and connection reuse")
+struct HTTP2Tests {
+    @Test
+    func alpnNegotiatesHTTP2OverTLS() async throws {
+        let server = try await tlsServer()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let response = try await client.response(Endpoint<Echo>(path: "/echo"))
+            #expect(response.version == .http2)
+            #expect(response.value.version == "HTTP/2")
+        }
+    }
+
+    @Test
+    func hundredConcurrentRequestsShareOneHTTP2Connection() async throws {
+        let server = try await tlsServer()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            // One request first, so the pool knows the origin speaks HTTP/2.
+            _ = try await client.send(Endpoint<Article>(path: "/json"))
+            let versions = try await withThrowingTaskGroup(of: HTTPVersion.self) { group in
+                for _ in 0..<100 {
+                    group.addTask { try await client.response(Endpoint<Article>(path: "/json")).version }
+                }
+                return try await group.reduce(into: [HTTPVersion]()) { $0.append($1) }
+            }
+            #expect(versions.count == 100)
+            #expect(versions.allSatisfy { $0 == .http2 })
+            #expect(server.requests.count == 101)
+            #expect(server.connectionCount == 1)
+            #expect(Set(server.requests.map(\.connectionID)).count == 1)
+        }
+    }
+
+    @Test
+    func http1OverTLSWhenHTTP2IsNotAllowed() async throws {
+        let server = try await tlsServer()
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.httpVersion = .http1Only }) { client in
+            let response = try await client.response(Endpoint<Echo>(path: "/echo"))
+            #expect(response.version == .http1_1)
+            #expect(response.value.version == "HTTP/1.1")
+        }
+    }
+
+    @Test
+    func http1KeepAliveReusesTheConnection() async throws {
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            for _ in 0..<20 {
+                _ = try await client.send(Endpoint<Article>(path: "/json"))
+            }
+            #expect(server.requests.count == 20)
+            #expect(server.connectionCount == 1)
+        }
+    }
+
+    @Test
+    func untrustedCertificateIsATLSError() async throws {
+        let server = try await tlsServer()
+        let stranger = try TestCertificates.generate(commonName: "Some Other CA")
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { configuration in
+            configuration.tlsConfiguration = nil
+            try? configuration.trust(pemCertificates: stranger.caPEMBytes)
+        }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .tls)
+            #expect(server.requests.isEmpty)
+        }
+    }
+
+    @Test
+    func cancellingAnHTTP2RequestResetsOnlyItsStream() async throws {
+        let server = try await tlsServer()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            _ = try await client.send(Endpoint<Article>(path: "/json"))
+            let stalled = client.start(Endpoint<Article>(path: "/stall"))
+            #expect(await eventually { server.requests.count == 2 })
+            stalled.cancel()
+            #expect(await eventually { server.abandonedCount == 1 })
+            let received = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(received.id == 1)
+            #expect(server.connectionCount == 1)
+        }
+    }
+
+    @Test
+    func misbehaviourOnAnHTTP2StreamIsATransportError() async throws {
+        let server = try await tlsServer()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/close-mid", decoding: .data)) }
+            #expect(error?.kind == .transport)
+            let timeout = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/stall", timeout: .milliseconds(300))) }
+            #expect(timeout?.kind == .timeout)
+        }
+    }
+}

@@ -1,0 +1,181 @@
+import Courier
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+/// A gate that holds requests until it is opened.
+actor Gate {
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private(set) var waiting = 0
+
+    func wait() async {
+        if self.isOpen { return }
+        self.waiting += 1
+        await withCheckedContinuation { self.waiters.append($0) }
+    }
+
+    func open() {
+        self.isOpen = true
+        for waiter in self.waiters { waiter.resume() }
+        self.waiters.removeAll()
+    }
+}
+
+struct Boom: Error {}
+
+@Suite("Middleware can do each thing the chain promises")
+struct MiddlewareTests {
+    @Test
+    func middlewareChangesTheRequest() async throws {
+        let server = try await http1Server()
+        let stamp = ClosureMiddleware { request, next in
+            var request = request
+            request.head.headerFields[HTTPField.Name("X-Stamp")!] = "stamped"
+            return try await next(request)
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [stamp] }) { client in
+            let received = try await client.send(Endpoint<Echo>(path: "/echo"))
+            #expect(received.headers["x-stamp"] == "stamped")
+        }
+    }
+
+    @Test
+    func throwingShortCircuitsAndNothingIsSent() async throws {
+        let server = try await http1Server()
+        let refuse = ClosureMiddleware { _, _ in throw CourierError(.invalidRequest, "refused by policy") }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [refuse] }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo")) }
+            #expect(error?.kind == .invalidRequest)
+            #expect(error?.message == "refused by policy")
+            #expect(server.requests.isEmpty)
+        }
+    }
+
+    @Test
+    func foreignErrorsAreWrappedButKept() async throws {
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [ClosureMiddleware { _, _ in throw Boom() }] }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo")) }
+            #expect(error?.underlying is Boom)
+            #expect(server.requests.isEmpty)
+        }
+    }
+
+    @Test
+    func middlewareAnswersWithoutCallingNext() async throws {
+        let server = try await http1Server()
+        let fixture = ClosureMiddleware { request, next in
+            if request.head.path == "/json" {
+                return RawResponse(head: HTTPResponse(status: .ok, headerFields: [.contentType: "application/json"]), body: .data(Data(#"{"id":42,"title":"fixture"}"#.utf8)))
+            }
+            return try await next(request)
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [fixture] }) { client in
+            let received = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(received == Article(id: 42, title: "fixture"))
+            #expect(server.requests.isEmpty)
+        }
+    }
+
+    @Test
+    func middlewareHoldsRequestsUntilAGateOpens() async throws {
+        let server = try await http1Server()
+        let gate = Gate()
+        let hold = ClosureMiddleware { request, next in
+            await gate.wait()
+            return try await next(request)
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [hold] }) { client in
+            let handles = (0..<3).map { _ in client.start(Endpoint<Article>(path: "/json")) }
+            var held = false
+            for _ in 0..<500 where !held {
+                held = await gate.waiting == 3
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(held)
+            #expect(server.requests.isEmpty)
+            await gate.open()
+            for handle in handles { #expect(try await handle.value.id == 1) }
+            #expect(server.requests.count == 3)
+        }
+    }
+
+    @Test
+    func retryCallsNextAgainWithAReplayableBody() async throws {
+        let attempts = Locked(0)
+        let server = try await http1Server { request in
+            let attempt = attempts.withLock { value -> Int in value += 1; return value }
+            return attempt == 1 ? .text("try again", status: 503) : await Routes.standard(request)
+        }
+        let retry = ClosureMiddleware { request, next in
+            let first = try await next(request)
+            guard first.status == .serviceUnavailable else { return first }
+            return try await next(request)
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [retry] }) { client in
+            let echo = try await client.send(Endpoint<Echo>(method: .post, path: "/echo", body: .json(Article(id: 1, title: "again"))))
+            #expect(echo.body.contains("again"))
+            #expect(server.requests.count == 2)
+            #expect(server.requests.map(\.body) == [server.requests[0].body, server.requests[0].body])
+        }
+    }
+
+    @Test
+    func aOneShotBodyIsNeverSentTwice() async throws {
+        let server = try await http1Server { _ in .text("try again", status: 503) }
+        let retry = ClosureMiddleware { request, next in
+            let first = try await next(request)
+            guard first.status == .serviceUnavailable else { return first }
+            return try await next(request)
+        }
+        let chunks = AsyncStream<Data> { continuation in
+            continuation.yield(Data("once".utf8))
+            continuation.finish()
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [retry] }) { client in
+            let endpoint = Endpoint<Data>(method: .post, path: "/upload", body: .body(.stream(chunks, length: 4, contentType: "text/plain")), decoding: .data)
+            let error = await expectCourierError { _ = try await client.send(endpoint) }
+            #expect(error?.kind == .invalidRequest)
+            #expect(error?.message.contains("one-shot") == true)
+            #expect(server.requests.count == 1)
+            #expect(server.requests.first?.body == Data("once".utf8))
+        }
+    }
+
+    @Test
+    func middlewareChangesTheResponse() async throws {
+        let server = try await http1Server()
+        let rewrite = ClosureMiddleware { request, next in
+            var response = try await next(request)
+            let body = try await response.body.collect(upTo: 1 << 20)
+            let article = try JSONDecoder().decode(Article.self, from: body)
+            response.body = .data(try JSONEncoder().encode(Article(id: article.id, title: article.title.uppercased())))
+            response.head.headerFields[.contentLength] = nil
+            return response
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [rewrite] }) { client in
+            let received = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(received.title == "HELLO")
+        }
+    }
+
+    @Test
+    func clientMiddlewareRunsBeforeEndpointMiddlewareAndResponsesUnwindInReverse() async throws {
+        let server = try await http1Server()
+        let trail = Locked<[String]>([])
+        func tracer(_ name: String) -> ClosureMiddleware {
+            ClosureMiddleware { request, next in
+                trail.withLock { $0.append("→\(name)") }
+                let response = try await next(request)
+                trail.withLock { $0.append("←\(name)") }
+                return response
+            }
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [tracer("c1"), tracer("c2")] }) { client in
+            _ = try await client.send(Endpoint<Article>(path: "/json", middleware: [tracer("e1")]))
+            #expect(trail.current == ["→c1", "→c2", "→e1", "←e1", "←c2", "←c1"])
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Foundation
+import Testing
+
+@Suite("A misbehaving server yields the right CourierError")
+struct MisbehaviourTests {
+    @Test(arguments: TransportKind.allCases)
+    func closeBeforeRespondingIsATransportError(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/close-before")) }
+            #expect(error?.kind == .transport)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func closeMidBodyIsATransportErrorNotATruncatedSuccess(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/close-mid", decoding: .data)) }
+            #expect(error?.kind == .transport)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func stallingServerTimesOut(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/stall", timeout: .milliseconds(300))) }
+            #expect(error?.kind == .timeout)
+        }
+    }
+
+    @Test
+    func stallMidBodyTimesOut() async throws {
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/slow-body", timeout: .milliseconds(300))) }
+            #expect(error?.kind == .timeout)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func malformedResponseIsATransportError(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/malformed")) }
+            #expect(error?.kind == .transport)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func truncatedHeadIsATransportError(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/truncated")) }
+            #expect(error?.kind == .transport)
+        }
+    }
+
+    @Test
+    func bytesBeyondTheAnnouncedLengthAreNeverDelivered() async throws {
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            // The announced 10 bytes are the response; the extra bytes are not part of it.
+            do {
+                let text = try await client.send(Endpoint<String>(path: "/larger", decoding: .string))
+                #expect(text == "0123456789")
+            } catch let error as CourierError {
+                #expect(error.kind == .transport)
+            }
+            // The connection with garbage on it is not reused for the next request.
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func announcedLengthOverTheLimitFailsWithoutReading(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.maxResponseSize = 1 << 20 }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/big-announced", decoding: .data)) }
+            #expect(error?.kind == .responseTooLarge)
+            #expect(error?.limit == 1 << 20)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func streamedBodyOverTheLimitStopsReadingAndFails(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.maxResponseSize = 1 << 20 }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/big-chunked", decoding: .data)) }
+            #expect(error?.kind == .responseTooLarge)
+            // The client hung up long before the 32 MiB body was sent: reading stopped at the limit.
+            #expect(await eventually { server.abandonedCount == 1 })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func chunkedBodyArrivingInPiecesIsReassembled(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let received = try await client.send(Endpoint<Article>(path: "/chunked"))
+            #expect(received == Article(id: 7, title: "in many small pieces"))
+        }
+    }
+
+    @Test
+    func connectionRefusedIsATransportError() async throws {
+        let server = try await http1Server()
+        let port = server.port
+        try await server.stop()
+        let transport = AsyncHTTPClientTransport()
+        let client = Client(configuration: .init(transport: transport, baseURL: URL(string: "http://127.0.0.1:\(port)")!))
+        let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+        #expect(error?.kind == .transport)
+        try await transport.shutdown()
+    }
+}

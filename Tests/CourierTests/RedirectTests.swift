@@ -1,0 +1,112 @@
+import Courier
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+@Suite("Redirects are followed by the pipeline, the same way on every transport")
+struct RedirectTests {
+    @Test(arguments: TransportKind.allCases)
+    func followsAChainOfRedirects(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let response = try await client.response(Endpoint<Echo>(path: "/redirect/3"))
+            #expect(response.value.uri == "/echo")
+            #expect(response.url?.path == "/echo")
+            #expect(server.requests.map(\.path) == ["/redirect/3", "/redirect/2", "/redirect/1", "/echo"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func stopsAtTheConfiguredLimit(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.redirects.maxRedirects = 2 }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/redirect/5")) }
+            #expect(error?.kind == .redirect)
+            #expect(server.requests.count == 3)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func detectsALoop(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/loop")) }
+            #expect(error?.kind == .redirect)
+            #expect(error?.message.contains("loop") == true)
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func seeOtherTurnsAPostIntoAGetWithoutBody(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let echo = try await client.send(Endpoint<Echo>(method: .post, path: "/see-other", body: .json(Article(id: 1, title: "x"))))
+            #expect(echo.method == "GET")
+            #expect(echo.body.isEmpty)
+            #expect(server.requests.first?.method == "POST")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func temporaryRedirectKeepsMethodAndBody(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let echo = try await client.send(Endpoint<Echo>(method: .put, path: "/temporary", body: .json(Article(id: 2, title: "kept"))))
+            #expect(echo.method == "PUT")
+            #expect(echo.body.contains("kept"))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func crossOriginRedirectDropsAuthorizationAndCookie(kind: TransportKind) async throws {
+        let other = try await http1Server()
+        let server = try await http1Server()
+        let target = other.baseURL.appendingPathComponent("echo").absoluteString
+        try await withClient(kind, server: server) { client in
+            let endpoint = Endpoint<Echo>(
+                path: "/to", query: ["url": target],
+                headers: [.authorization: "Bearer secret-token", .cookie: "session=abc", HTTPField.Name("X-Keep")!: "yes"]
+            )
+            let echo = try await client.send(endpoint)
+            #expect(echo.headers["authorization"] == nil)
+            #expect(echo.headers["cookie"] == nil)
+            #expect(echo.headers["x-keep"] == "yes")
+            #expect(server.requests.first?.header("authorization") == "Bearer secret-token")
+        }
+        try await other.stop()
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func sameOriginRedirectKeepsAuthorization(kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let echo = try await client.send(Endpoint<Echo>(path: "/redirect/1", headers: [.authorization: "Bearer t"]))
+            #expect(echo.headers["authorization"] == "Bearer t")
+        }
+    }
+
+    @Test
+    func httpsToHTTPDowngradeIsRefused() async throws {
+        let plain = try await http1Server()
+        let server = try await tlsServer()
+        let target = plain.baseURL.appendingPathComponent("echo").absoluteString
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/to", query: ["url": target])) }
+            #expect(error?.kind == .redirect)
+            #expect(plain.requests.isEmpty)
+        }
+        try await plain.stop()
+    }
+
+    @Test
+    func redirectsCanBeTurnedOff() async throws {
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.redirects = .none }) { client in
+            let response = try await client.response(Endpoint<Void>(path: "/redirect/1", acceptedStatuses: 200..<400, decoding: .none))
+            #expect(response.status.code == 302)
+            #expect(server.requests.count == 1)
+        }
+    }
+}

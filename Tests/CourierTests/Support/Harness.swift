@@ -1,0 +1,166 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Foundation
+import NIOSSL
+import Testing
+
+/// The transports the behaviour tests run against.
+enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case asyncHTTPClient
+    case urlSession
+
+    var testDescription: String { self.rawValue }
+}
+
+struct Article: Codable, Equatable, Sendable {
+    var id: Int
+    var title: String
+}
+
+struct Echo: Codable, Sendable {
+    var method: String
+    var uri: String
+    var headers: [String: String]
+    var body: String
+    var version: String
+}
+
+enum Certificates {
+    /// One CA and leaf for the whole test run.
+    static let shared: TestCertificates = {
+        do { return try TestCertificates.generate() } catch { fatalError("could not generate test certificates: \(error)") }
+    }()
+}
+
+enum Routes {
+    /// The routes most tests use.
+    static func standard(_ request: RecordedRequest) async -> ScriptedResponse {
+        let path = request.path
+        switch path {
+        case "/json":
+            return .json(#"{"id":1,"title":"Hello"}"#)
+        case "/echo":
+            var headers: [String: String] = [:]
+            for (name, value) in request.headers { headers[name.lowercased()] = value }
+            let echo = Echo(method: request.method, uri: request.uri, headers: headers, body: String(decoding: request.body, as: UTF8.self), version: request.httpVersion)
+            return .json(encoding: echo)
+        case "/null-title":
+            return .json(#"{"id":1,"title":null}"#)
+        case "/nested-null":
+            return .json(#"[{"id":1,"title":"a"},{"id":2,"title":null}]"#)
+        case "/html":
+            return ScriptedResponse(status: 200, headers: [("Content-Type", "text/html")], body: Data("<html>hi</html>".utf8))
+        case "/bad-json":
+            return .json(#"{"id": 1, "title": "#)
+        case "/text":
+            return .text("plain words")
+        case "/no-content":
+            return ScriptedResponse(status: 204)
+        case "/loop":
+            return ScriptedResponse(status: 302, headers: [("Location", "/loop")])
+        case "/see-other":
+            return ScriptedResponse(status: 303, headers: [("Location", "/echo")])
+        case "/temporary":
+            return ScriptedResponse(status: 307, headers: [("Location", "/echo")])
+        case "/to":
+            return ScriptedResponse(status: 302, headers: [("Location", request.query["url"] ?? "/json")])
+        case "/stall":
+            return .json(#"{"id":1,"title":"late"}"#).with(.stall(.seconds(5)))
+        case "/slow-body":
+            return .json(#"{"id":1,"title":"slow body here"}"#).with(.stallMidBody(afterBytes: 5, .seconds(5)))
+        case "/close-before":
+            return ScriptedResponse(behaviour: .closeBeforeResponding)
+        case "/close-mid":
+            return .json(String(repeating: "x", count: 10_000)).with(.closeMidBody(afterBytes: 100))
+        case "/malformed":
+            return ScriptedResponse(behaviour: .malformed)
+        case "/truncated":
+            return ScriptedResponse(behaviour: .truncatedHead)
+        case "/larger":
+            return .text("0123456789").with(.bodyLargerThanAnnounced(extra: Data("EXTRA-BYTES".utf8)))
+        case "/big-announced":
+            return ScriptedResponse(status: 200, body: Data(count: 4 << 20))
+        case "/big-chunked":
+            return ScriptedResponse(status: 200, body: Data(count: 32 << 20)).with(.chunked(chunkSize: 64 << 10, delay: .milliseconds(1)))
+        case "/chunked":
+            return .json(#"{"id":7,"title":"in many small pieces"}"#).with(.chunked(chunkSize: 4, delay: .milliseconds(1)))
+        default:
+            if path.hasPrefix("/status/"), let code = Int(path.dropFirst("/status/".count)) {
+                return .text("status body \(code)", status: code)
+            }
+            if path.hasPrefix("/redirect/"), let count = Int(path.dropFirst("/redirect/".count)) {
+                return ScriptedResponse(status: 302, headers: [("Location", count <= 1 ? "/echo" : "/redirect/\(count - 1)")])
+            }
+            return .text("not found", status: 404)
+        }
+    }
+}
+
+/// Runs `body` with a client of the given kind talking to `server`, then shuts both down.
+func withClient(
+    _ kind: TransportKind,
+    server: TestServer,
+    configure: (inout Client.Configuration) -> Void = { _ in },
+    transportConfiguration: (inout AsyncHTTPClientTransport.Configuration) -> Void = { _ in },
+    _ body: (Client) async throws -> Void
+) async throws {
+    let transport: any Transport
+    var ahc: AsyncHTTPClientTransport?
+    switch kind {
+    case .asyncHTTPClient:
+        var configuration = AsyncHTTPClientTransport.Configuration()
+        if case .tls = server.mode {
+            try configuration.trust(pemCertificates: Certificates.shared.caPEMBytes)
+        }
+        transportConfiguration(&configuration)
+        ahc = AsyncHTTPClientTransport(configuration: configuration)
+        transport = ahc!
+    case .urlSession:
+        transport = URLSessionTransport()
+    }
+    let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL, configure: configure))
+    do {
+        try await body(client)
+    } catch {
+        try? await ahc?.shutdown()
+        try? await server.stop()
+        throw error
+    }
+    try await ahc?.shutdown()
+    try await server.stop()
+}
+
+/// Starts a clear-text HTTP/1.1 server with the standard routes, or the given handler.
+func http1Server(_ handler: @escaping TestServer.Handler = Routes.standard) async throws -> TestServer {
+    try await TestServer.start(.http1, handler: handler)
+}
+
+/// Starts a TLS server (HTTP/2 and HTTP/1.1 by ALPN) with the standard routes, or the given handler.
+func tlsServer(_ handler: @escaping TestServer.Handler = Routes.standard) async throws -> TestServer {
+    try await TestServer.start(.tls(Certificates.shared), handler: handler)
+}
+
+/// Expects `body` to throw a `CourierError` and returns it.
+func expectCourierError(_ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async -> CourierError? {
+    do {
+        try await body()
+        Issue.record("expected a CourierError, but the call succeeded", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as CourierError {
+        return error
+    } catch {
+        Issue.record("expected a CourierError, got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// Waits until `condition` holds, polling, for at most `seconds`.
+func eventually(seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
