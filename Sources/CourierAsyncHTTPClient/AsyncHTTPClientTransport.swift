@@ -75,6 +75,8 @@ public final class AsyncHTTPClientTransport: Transport {
         config.connectionPool.idleTimeout = Self.timeAmount(configuration.idleTimeout)
         config.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.maxConnectionsPerHost
         config.decompression = .disabled
+        // Fail fast on refused or failed connections: retries are the pipeline's decision, not the pool's.
+        config.connectionPool.retryConnectionEstablishment = false
         self.httpClient = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
     }
 
@@ -143,7 +145,7 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         let version: Courier.HTTPVersion = response.version.major >= 2 ? .http2 : Courier.HTTPVersion(major: response.version.major, minor: response.version.minor)
         return RawResponse(
-            head: HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headerFields: fields),
+            head: HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase), headerFields: fields),
             body: .stream(stream, expectedLength: expected),
             version: version,
             url: url

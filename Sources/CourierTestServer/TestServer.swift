@@ -63,8 +63,8 @@ public final class TestServer: Sendable {
         self.state.locked.withLockedValue { $0 = .init() }
     }
 
-    /// Starts a server on a free loopback port.
-    public static func start(_ mode: Mode, handler: @escaping Handler) async throws -> TestServer {
+    /// Starts a server on a loopback port (a free one when `port` is 0).
+    public static func start(_ mode: Mode, port: Int = 0, handler: @escaping Handler) async throws -> TestServer {
         let state = ServerState(handler: handler)
         let tls: NIOSSLContext?
         if case .tls(let certificates) = mode {
@@ -115,7 +115,7 @@ public final class TestServer: Sendable {
                 }
             }
         let host = "127.0.0.1"
-        let channel = try await bootstrap.bind(host: host, port: 0).get()
+        let channel = try await bootstrap.bind(host: host, port: port).get()
         guard let port = channel.localAddress?.port else {
             throw TestServerError.noPort
         }

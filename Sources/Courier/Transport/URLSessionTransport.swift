@@ -69,7 +69,7 @@ public final class URLSessionTransport: Transport {
                 fields.append(HTTPField(name: name, value: "\(value)"))
             }
         }
-        let status = HTTPResponse.Status(code: head.statusCode)
+        let status = HTTPResponse.Status(code: head.statusCode, reasonPhrase: HTTPURLResponse.localizedString(forStatusCode: head.statusCode).capitalized)
         let expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
         let chunks = exchange.chunks
         let body = ByteStream(onCancel: { task.cancel() }) {

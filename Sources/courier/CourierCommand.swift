@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct CourierCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "courier",
+        abstract: "Courier, the network layer: a demo and a curl-like client running the whole pipeline.",
+        subcommands: [DemoCommand.self, RequestCommand.self, ServeCommand.self]
+    )
+}

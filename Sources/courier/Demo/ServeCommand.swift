@@ -1,0 +1,39 @@
+import ArgumentParser
+import CourierTestServer
+import Foundation
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve the demo API until interrupted, to try `courier request` against."
+    )
+
+    @Option(name: .long, help: "The loopback port (0 picks a free one).")
+    var port: Int = 8443
+
+    @Flag(name: .long, help: "Serve HTTP/1.1 in clear text instead of TLS with HTTP/2.")
+    var plain = false
+
+    @Option(name: .long, help: "Where to write the CA certificate (PEM) that signed the server's certificate.")
+    var caOut: String = "courier-demo-ca.pem"
+
+    func run() async throws {
+        let server: TestServer
+        if self.plain {
+            server = try await TestServer.start(.http1, port: self.port, handler: DemoServer.respond)
+        } else {
+            let certificates = try TestCertificates.generate()
+            try Data(certificates.caPEM.utf8).write(to: URL(fileURLWithPath: self.caOut))
+            server = try await TestServer.start(.tls(certificates), port: self.port, handler: DemoServer.respond)
+            say("CA certificate written to \(self.caOut) (use it with --cacert)")
+        }
+        say("Demo API at \(server.baseURL) — try: swift run courier request -i \(server.baseURL)/news?page=1\(self.plain ? "" : " --cacert \(self.caOut)")")
+        while true {
+            try await Task.sleep(for: .seconds(3600))
+        }
+    }
+}
+
+private func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
