@@ -29,6 +29,8 @@ public final class AsyncHTTPClientTransport: Transport {
         public var tlsConfiguration: TLSConfiguration?
         /// How long establishing a connection may take.
         public var connectTimeout: Duration
+        /// How long a response may go without receiving a byte before it fails with kind `timeout`.
+        public var readTimeout: Duration?
         /// How long an idle connection stays in the pool.
         public var idleTimeout: Duration
         /// The most HTTP/1.1 connections per host.
@@ -39,6 +41,7 @@ public final class AsyncHTTPClientTransport: Transport {
             self.httpVersion = .automatic
             self.tlsConfiguration = nil
             self.connectTimeout = .seconds(10)
+            self.readTimeout = .seconds(30)
             self.idleTimeout = .seconds(60)
             self.maxConnectionsPerHost = 8
             configure(&self)
@@ -72,6 +75,7 @@ public final class AsyncHTTPClientTransport: Transport {
         config.tlsConfiguration = configuration.tlsConfiguration
         config.httpVersion = configuration.httpVersion == .automatic ? .automatic : .http1Only
         config.timeout.connect = Self.timeAmount(configuration.connectTimeout)
+        config.timeout.read = configuration.readTimeout.map(Self.timeAmount)
         config.connectionPool.idleTimeout = Self.timeAmount(configuration.idleTimeout)
         config.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.maxConnectionsPerHost
         config.decompression = .disabled
@@ -91,10 +95,8 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// Sends the request and returns when the response head arrives; the body streams afterwards.
     public func send(_ request: Courier.Request) async throws -> RawResponse {
-        guard let url = request.url else {
-            throw CourierError.invalidRequest("the request has no valid URL")
-        }
-        var outgoing = HTTPClientRequest(url: url.absoluteString)
+        let urlString = request.urlString
+        var outgoing = HTTPClientRequest(url: urlString)
         outgoing.method = HTTPMethod(rawValue: request.head.method.rawValue)
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.head.headerFields.count + 1)
@@ -115,7 +117,7 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         outgoing.headers = headers
 
-        let deadline: NIODeadline = request.timeout.map { .now() + Self.timeAmount($0) } ?? .distantFuture
+        let deadline: NIODeadline = request.remainingTime.map { .now() + Self.timeAmount($0) } ?? .distantFuture
         let response: HTTPClientResponse
         do {
             response = try await self.httpClient.execute(outgoing, deadline: deadline)
@@ -148,7 +150,7 @@ public final class AsyncHTTPClientTransport: Transport {
             head: HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase), headerFields: fields),
             body: .stream(stream, expectedLength: expected),
             version: version,
-            url: url
+            url: URL(string: urlString)
         )
     }
 

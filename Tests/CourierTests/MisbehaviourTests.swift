@@ -34,10 +34,21 @@ struct MisbehaviourTests {
     }
 
     @Test
-    func stallMidBodyTimesOut() async throws {
+    func bodyThatStallsCompletelyEndsWithTheIdleReadTimeout() async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
-            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/slow-body", timeout: .milliseconds(300))) }
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.readTimeout = .milliseconds(300) }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/slow-body")) }
+            #expect(error?.kind == .timeout)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func bodyTricklingPastTheDeadlineTimesOut(kind: TransportKind) async throws {
+        let server = try await http1Server { _ in
+            .text(String(repeating: "x", count: 40)).with(.chunked(chunkSize: 4, delay: .milliseconds(100)))
+        }
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: "/trickle", timeout: .milliseconds(350), decoding: .string)) }
             #expect(error?.kind == .timeout)
         }
     }

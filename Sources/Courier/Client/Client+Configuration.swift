@@ -28,8 +28,8 @@ extension Client {
         public var decoder: JSONDecoder
         /// The most bytes a response body may have before the request fails with `responseTooLarge`.
         public var maxResponseSize: Int
-        /// How long a request may take when its endpoint does not say.
-        public var timeout: Duration
+        /// How long a request may take when its endpoint does not say; `nil` for no limit.
+        public var timeout: Duration?
         /// How redirects are followed.
         public var redirects: RedirectPolicy
         /// What is hidden in logs, cURL output and error descriptions.

@@ -39,8 +39,9 @@ public final class Client: Sendable {
 
     /// Sends the endpoint's request and returns the decoded value with status, headers, version and timing.
     ///
-    /// The timeout (the endpoint's, or the client's) covers the whole exchange: connecting,
-    /// middleware, redirects, reading the body and decoding.
+    /// The timeout (the endpoint's, or the client's) sets one deadline for the exchange: the
+    /// transport enforces it until the response head arrives, and body reads check it as each
+    /// chunk arrives; a body that stalls completely is ended by the transport's idle read timeout.
     public func response<Value: Sendable>(_ endpoint: Endpoint<Value>) async throws -> Response<Value> {
         let clock = ContinuousClock()
         let start = clock.now
@@ -53,9 +54,7 @@ public final class Client: Sendable {
         self.log.started(request)
         let progress = Locked(Progress())
         do {
-            let response = try await Self.withTimeout(request.timeout) {
-                try await self.exchange(request, endpoint: endpoint, progress: progress, start: start, clock: clock)
-            }
+            let response = try await self.exchange(request, endpoint: endpoint, progress: progress, start: start, clock: clock)
             self.log.finished(request, status: response.status.code, duration: response.duration, bytes: response.byteCount, version: response.version, outcome: "success")
             return response
         } catch {
@@ -89,13 +88,13 @@ public final class Client: Sendable {
             $0.version = raw.version
         }
         guard endpoint.acceptedStatuses.contains(raw.status.code) else {
-            let body = try? await raw.body.collect(upTo: self.configuration.maxResponseSize)
+            let body = try? await raw.body.collect(upTo: self.configuration.maxResponseSize, deadline: request.deadline)
             progress.withLock { $0.bytes = body?.count ?? 0 }
             throw CourierError.httpStatus(raw.head, body: body)
         }
         let body: Data
         if endpoint.decoding.readsBody {
-            body = try await raw.body.collect(upTo: self.configuration.maxResponseSize)
+            body = try await raw.body.collect(upTo: self.configuration.maxResponseSize, deadline: request.deadline)
         } else {
             body = Data()
             await raw.body.discard()
@@ -106,24 +105,6 @@ public final class Client: Sendable {
             value: value, status: raw.status, headers: raw.head.headerFields, version: raw.version,
             duration: clock.now - start, url: raw.url ?? request.url, byteCount: body.count
         )
-    }
-
-    /// Runs `work`, cancelling it and throwing kind `timeout` if it takes longer than `timeout`.
-    static func withTimeout<T: Sendable>(_ timeout: Duration?, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
-        guard let timeout else { return try await work() }
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await work() }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            guard let first = try await group.next() else { throw CourierError.timeout() }
-            group.cancelAll()
-            guard let value = first else {
-                throw CourierError.timeout("the request did not complete within \(timeout)")
-            }
-            return value
-        }
     }
 
     /// Starts the endpoint's request in a new task and returns a handle to await or cancel it.

@@ -11,8 +11,11 @@ public struct Request: Sendable {
     public var head: HTTPRequest
     /// The body to send, if any.
     public var body: RequestBody?
-    /// How long the whole exchange may take before failing with a timeout.
-    public var timeout: Duration?
+    /// When the exchange must be over; past it, transports and body reads fail with kind `timeout`.
+    ///
+    /// Set from the endpoint's (or client's) timeout when the request is built, so retries and
+    /// redirects share one deadline.
+    public var deadline: ContinuousClock.Instant?
     /// The name of the endpoint that made the request, for logs and metrics.
     public var name: String
     /// A short identifier of this request, shared by its log lines.
@@ -22,13 +25,25 @@ public struct Request: Sendable {
     public init(head: HTTPRequest, body: RequestBody? = nil, timeout: Duration? = nil, name: String = "request", id: RequestID = RequestID()) {
         self.head = head
         self.body = body
-        self.timeout = timeout
+        self.deadline = timeout.map { ContinuousClock.now + $0 }
         self.name = name
         self.id = id
     }
 
+    /// The time left until the deadline (zero once it has passed), or `nil` without a deadline.
+    public var remainingTime: Duration? {
+        guard let deadline = self.deadline else { return nil }
+        let left = deadline - ContinuousClock.now
+        return left > .zero ? left : .zero
+    }
+
     /// The absolute URL of the request.
-    public var url: URL? { self.head.url }
+    public var url: URL? { URL(string: self.urlString) }
+
+    /// The absolute URL of the request as text, built without parsing.
+    public var urlString: String {
+        "\(self.head.scheme ?? "https")://\(self.head.authority ?? "")\(self.head.path ?? "/")"
+    }
 }
 
 /// A short random identifier that ties together the log lines of one request.

@@ -47,9 +47,13 @@ public struct ResponseBody: AsyncSequence, Sendable {
 
     /// Reads the whole body into memory, failing once it exceeds `limit` bytes.
     ///
+    /// - Parameters:
+    ///   - limit: the most bytes accepted.
+    ///   - deadline: when reading must be over; checked as each chunk arrives (a body that stalls
+    ///     completely is ended by the transport's idle read timeout).
     /// - Throws: ``CourierError`` of kind `responseTooLarge` when the announced length or the bytes
-    ///   read pass `limit`; reading stops at that point.
-    public func collect(upTo limit: Int) async throws -> Data {
+    ///   read pass `limit`, kind `timeout` past the deadline; reading stops at that point.
+    public func collect(upTo limit: Int, deadline: ContinuousClock.Instant? = nil) async throws -> Data {
         if let expected = self.expectedLength, expected > limit {
             if case .stream(let stream) = self.storage { stream.cancel() }
             throw CourierError.responseTooLarge(limit: limit)
@@ -61,6 +65,7 @@ public struct ResponseBody: AsyncSequence, Sendable {
         case .stream(let stream):
             var iterator = stream.makeAsyncIterator()
             guard let first = try await iterator.next() else { return Data() }
+            try Self.check(deadline, stream)
             guard first.count <= limit else {
                 stream.cancel()
                 throw CourierError.responseTooLarge(limit: limit)
@@ -78,8 +83,16 @@ public struct ResponseBody: AsyncSequence, Sendable {
                 }
                 collected.append(next)
                 chunk = try await iterator.next()
+                try Self.check(deadline, stream)
             }
             return collected
+        }
+    }
+
+    private static func check(_ deadline: ContinuousClock.Instant?, _ stream: ByteStream) throws {
+        if let deadline, ContinuousClock.now > deadline {
+            stream.cancel()
+            throw CourierError.timeout("the response body did not arrive before the deadline")
         }
     }
 

@@ -54,6 +54,7 @@ extension ResponseDecoding where Value: Decodable & SendableMetatype {
     }
 
     static func isJSON(_ contentType: String) -> Bool {
+        if contentType == "application/json" || contentType == "application/json; charset=utf-8" { return true }
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
         return mediaType == "application/json" || mediaType.hasSuffix("+json") || mediaType == "text/json"
     }

@@ -13,14 +13,16 @@ struct RedirectFollower: Sendable {
         var visited: Set<String> = []
         var hops = 0
         while true {
-            if let url = request.url { visited.insert("\(request.head.method.rawValue) \(url.absoluteString)") }
             var response = try await self.transport.send(request)
-            if response.url == nil { response.url = request.url }
             guard self.policy.maxRedirects > 0,
                   Self.redirectStatuses.contains(response.status.code),
                   let location = response.head.headerFields[.location],
                   let current = request.url
-            else { return response }
+            else {
+                if response.url == nil { response.url = request.url }
+                return response
+            }
+            if hops == 0 { visited.insert("\(request.head.method.rawValue) \(current.absoluteString)") }
 
             guard let target = URL(string: location, relativeTo: current)?.absoluteURL,
                   let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"

@@ -40,7 +40,7 @@ public final class URLSessionTransport: Transport {
         for field in request.head.headerFields {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
-        if let timeout = request.timeout {
+        if let timeout = request.remainingTime {
             let (seconds, attoseconds) = timeout.components
             urlRequest.timeoutInterval = Double(seconds) + Double(attoseconds) / 1e18
         }

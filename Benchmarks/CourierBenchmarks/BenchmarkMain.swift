@@ -1,0 +1,168 @@
+import AsyncHTTPClient
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOSSL
+
+/// Courier's benchmark harness: Courier against the raw transport in the same run.
+///
+/// Usage: `swift run -c release CourierBenchmarks [pipeline] [--seconds S] [--rounds R]`.
+/// The server runs in a child process (this binary with `serve`), so CPU time measured with
+/// `getrusage` is the client's alone.
+@main
+struct BenchmarkMain {
+    static func main() async throws {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.first == "serve" {
+            try await ServeBenchmarkServer.run(directory: arguments[1])
+            return
+        }
+        let seconds = Self.option("--seconds", in: arguments).flatMap(Double.init) ?? 3
+        let rounds = Self.option("--rounds", in: arguments).flatMap(Int.init) ?? 3
+        let suite = arguments.first { !$0.hasPrefix("--") && Double($0) == nil && Int($0) == nil } ?? "pipeline"
+        switch suite {
+        case "pipeline":
+            try await PipelineBenchmark(seconds: seconds, rounds: rounds).run()
+        default:
+            print("unknown benchmark '\(suite)'; available: pipeline")
+        }
+    }
+
+    static func option(_ name: String, in arguments: [String]) -> String? {
+        guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+        return arguments[index + 1]
+    }
+}
+
+/// The child process: a clear-text HTTP/1.1 server and a TLS (HTTP/2) server with a 1 KB JSON route.
+enum ServeBenchmarkServer {
+    static func run(directory: String) async throws {
+        let certificates = try TestCertificates.generate()
+        let payload = BenchmarkPayload.json
+        let handler: TestServer.Handler = { request in
+            if request.path.hasPrefix("/bytes/"), let count = Int(request.path.dropFirst("/bytes/".count)) {
+                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: count))
+            }
+            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")], body: payload)
+        }
+        let plain = try await TestServer.start(.http1, handler: handler)
+        let tls = try await TestServer.start(.tls(certificates), handler: handler)
+        let info = "\(plain.port)\n\(tls.port)\n"
+        try Data(certificates.caPEM.utf8).write(to: URL(fileURLWithPath: directory + "/ca.pem"))
+        try Data(info.utf8).write(to: URL(fileURLWithPath: directory + "/ports"))
+        while true { try await Task.sleep(for: .seconds(3600)) }
+    }
+}
+
+/// A 1 KB JSON object and its model.
+struct BenchmarkItem: Codable, Sendable {
+    var id: Int
+    var title: String
+    var author: String
+    var tags: [String]
+    var score: Double
+    var published: Bool
+    var body: String
+}
+
+enum BenchmarkPayload {
+    static let json: Data = {
+        let item = BenchmarkItem(
+            id: 42, title: "Courier benchmark item", author: "bench", tags: ["swift", "http", "json", "pipeline"],
+            score: 4.5, published: true, body: String(repeating: "lorem ipsum ", count: 70)
+        )
+        return try! JSONEncoder().encode(item)
+    }()
+}
+
+/// Starts the server process and reads its ports and CA.
+final class ServerProcess {
+    let process: Process
+    let plainPort: Int
+    let tlsPort: Int
+    let caPEM: [UInt8]
+
+    init() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("courier-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        self.process = Process()
+        self.process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        self.process.arguments = ["serve", directory.path]
+        try self.process.run()
+        let portsFile = directory.appendingPathComponent("ports")
+        var ports: [Int] = []
+        for _ in 0..<200 {
+            if let text = try? String(contentsOf: portsFile, encoding: .utf8) {
+                ports = text.split(separator: "\n").compactMap { Int($0) }
+                if ports.count == 2 { break }
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        guard ports.count == 2 else { throw CourierError(.transport, "the benchmark server did not start") }
+        self.plainPort = ports[0]
+        self.tlsPort = ports[1]
+        self.caPEM = Array(try Data(contentsOf: directory.appendingPathComponent("ca.pem")))
+    }
+
+    func stop() {
+        self.process.terminate()
+        self.process.waitUntilExit()
+    }
+}
+
+/// CPU time used by this process so far (user + system), in seconds.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    #if os(Linux)
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
+    return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+        + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+}
+
+/// One measured run: requests completed, wall seconds, CPU seconds.
+struct Measurement {
+    var requests: Int
+    var wall: Double
+    var cpu: Double
+
+    var requestsPerSecond: Double { Double(self.requests) / self.wall }
+    var cpuMicrosecondsPerRequest: Double { self.cpu / Double(max(self.requests, 1)) * 1e6 }
+}
+
+/// Runs `work` from `concurrency` tasks for `seconds` and measures it.
+func measure(concurrency: Int, seconds: Double, _ work: @escaping @Sendable () async throws -> Void) async throws -> Measurement {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    let cpuStart = processCPUSeconds()
+    let wallStart = ContinuousClock.now
+    let count = try await withThrowingTaskGroup(of: Int.self) { group in
+        for _ in 0..<concurrency {
+            group.addTask {
+                var done = 0
+                while ContinuousClock.now < deadline {
+                    try await work()
+                    done += 1
+                }
+                return done
+            }
+        }
+        return try await group.reduce(0, +)
+    }
+    let wall = ContinuousClock.now - wallStart
+    let (s, atto) = wall.components
+    return Measurement(requests: count, wall: Double(s) + Double(atto) / 1e18, cpu: processCPUSeconds() - cpuStart)
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted[sorted.count / 2]
+}
+
+func format(_ value: Double, _ digits: Int = 0) -> String {
+    String(format: "%.\(digits)f", value)
+}

@@ -1,0 +1,81 @@
+import AsyncHTTPClient
+import Courier
+import CourierAsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOSSL
+
+/// Issue 2's benchmark: a 1 KB JSON GET + decode through `Client` + `AsyncHTTPClientTransport`,
+/// against raw AsyncHTTPClient doing the same work, over HTTP/1.1 and HTTP/2, at concurrency 1, 8, 64.
+struct PipelineBenchmark {
+    let seconds: Double
+    let rounds: Int
+
+    func run() async throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        print("pipeline benchmark: 1 KB JSON GET + decode, \(self.rounds) alternating rounds of \(format(self.seconds, 1)) s per point; medians")
+        print("protocol  conc  raw req/s  courier req/s  ratio   raw µs CPU/req  courier µs CPU/req  ratio")
+        for http2 in [false, true] {
+            let url = http2 ? "https://localhost:\(server.tlsPort)/item" : "http://127.0.0.1:\(server.plainPort)/item"
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(server.caPEM))
+
+            var rawConfiguration = HTTPClient.Configuration()
+            rawConfiguration.tlsConfiguration = tls
+            rawConfiguration.redirectConfiguration = .disallow
+            let raw = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: rawConfiguration)
+
+            let transport = AsyncHTTPClientTransport(configuration: .init { $0.tlsConfiguration = tls })
+            let client = Client(configuration: .init(transport: transport, baseURL: URL(string: url)!) {
+                if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
+            })
+            let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
+
+            let rawWork: @Sendable () async throws -> Void = {
+                let response = try await raw.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                let body = try await response.body.collect(upTo: 1 << 20)
+                let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
+                precondition(item.id == 42)
+            }
+            let courierWork: @Sendable () async throws -> Void = {
+                let item = try await client.send(endpoint)
+                precondition(item.id == 42)
+            }
+            // Warm up both (connections, code paths).
+            _ = try await measure(concurrency: 8, seconds: 0.5, rawWork)
+            _ = try await measure(concurrency: 8, seconds: 0.5, courierWork)
+
+            if let only = ProcessInfo.processInfo.environment["COURIER_BENCH_PROFILE"] {
+                // Profiling aid: run one side alone for a while, at concurrency 8.
+                _ = try await measure(concurrency: 8, seconds: self.seconds, only == "raw" ? rawWork : courierWork)
+                try await raw.shutdown()
+                try await transport.shutdown()
+                return
+            }
+            for concurrency in [1, 8, 64] {
+                var rawRuns: [Measurement] = []
+                var courierRuns: [Measurement] = []
+                for round in 0..<self.rounds {
+                    // Alternate the order so drift on the machine hits both sides alike.
+                    if round % 2 == 0 {
+                        rawRuns.append(try await measure(concurrency: concurrency, seconds: self.seconds, rawWork))
+                        courierRuns.append(try await measure(concurrency: concurrency, seconds: self.seconds, courierWork))
+                    } else {
+                        courierRuns.append(try await measure(concurrency: concurrency, seconds: self.seconds, courierWork))
+                        rawRuns.append(try await measure(concurrency: concurrency, seconds: self.seconds, rawWork))
+                    }
+                }
+                let rawRate = median(rawRuns.map(\.requestsPerSecond))
+                let courierRate = median(courierRuns.map(\.requestsPerSecond))
+                let rawCPU = median(rawRuns.map(\.cpuMicrosecondsPerRequest))
+                let courierCPU = median(courierRuns.map(\.cpuMicrosecondsPerRequest))
+                let name = http2 ? "HTTP/2  " : "HTTP/1.1"
+                print("\(name)  \(String(format: "%4d", concurrency))  \(String(format: "%9.0f", rawRate))  \(String(format: "%13.0f", courierRate))  \(String(format: "%5.1f%%", courierRate / rawRate * 100))  \(String(format: "%14.0f", rawCPU))  \(String(format: "%18.0f", courierCPU))  \(String(format: "%5.1f%%", courierCPU / rawCPU * 100))")
+            }
+            try await raw.shutdown()
+            try await transport.shutdown()
+        }
+    }
+}
