@@ -149,8 +149,7 @@ public final class AsyncHTTPClientTransport: Transport {
         return RawResponse(
             head: HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase), headerFields: fields),
             body: .stream(stream, expectedLength: expected),
-            version: version,
-            url: URL(string: urlString)
+            version: version
         )
     }
 

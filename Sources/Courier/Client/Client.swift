@@ -52,9 +52,9 @@ public final class Client: Sendable {
             throw CourierError.wrap(error)
         }
         self.log.started(request)
-        let progress = Locked(Progress())
+        var progress = Progress()
         do {
-            let response = try await self.exchange(request, endpoint: endpoint, progress: progress, start: start, clock: clock)
+            let response = try await self.exchange(request, endpoint: endpoint, progress: &progress, start: start, clock: clock)
             self.log.finished(request, status: response.status.code, duration: response.duration, bytes: response.byteCount, version: response.version, outcome: "success")
             return response
         } catch {
@@ -62,7 +62,7 @@ public final class Client: Sendable {
             if Task.isCancelled, failure.kind == .transport {
                 failure = .cancelled(underlying: failure)
             }
-            let seen = progress.current
+            let seen = progress
             self.log.finished(request, status: seen.status, duration: clock.now - start, bytes: seen.bytes, version: seen.version, outcome: "failure(\(failure.shortDescription))")
             throw failure
         }
@@ -78,18 +78,16 @@ public final class Client: Sendable {
     private func exchange<Value: Sendable>(
         _ request: Request,
         endpoint: Endpoint<Value>,
-        progress: Locked<Progress>,
+        progress: inout Progress,
         start: ContinuousClock.Instant,
         clock: ContinuousClock
     ) async throws -> Response<Value> {
         let raw = try await self.execute(request, middleware: endpoint.middleware)
-        progress.withLock {
-            $0.status = raw.status.code
-            $0.version = raw.version
-        }
+        progress.status = raw.status.code
+        progress.version = raw.version
         guard endpoint.acceptedStatuses.contains(raw.status.code) else {
             let body = try? await raw.body.collect(upTo: self.configuration.maxResponseSize, deadline: request.deadline)
-            progress.withLock { $0.bytes = body?.count ?? 0 }
+            progress.bytes = body?.count ?? 0
             throw CourierError.httpStatus(raw.head, body: body)
         }
         let body: Data
@@ -99,11 +97,11 @@ public final class Client: Sendable {
             body = Data()
             await raw.body.discard()
         }
-        progress.withLock { $0.bytes = body.count }
+        progress.bytes = body.count
         let value = try endpoint.decoding.run(.init(body: body, head: raw.head, decoder: self.configuration.decoder))
         return Response(
             value: value, status: raw.status, headers: raw.head.headerFields, version: raw.version,
-            duration: clock.now - start, url: raw.url ?? request.url, byteCount: body.count
+            duration: clock.now - start, urlString: raw.url?.absoluteString ?? request.urlString, byteCount: body.count
         )
     }
 
@@ -130,7 +128,7 @@ public final class Client: Sendable {
     /// Builds the request an endpoint describes, without sending it.
     public func makeRequest<Value>(for endpoint: Endpoint<Value>) throws -> Request {
         var head: HTTPRequest
-        if endpoint.path.contains("://") {
+        if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://") {
             guard let url = URL(string: endpoint.path), let target = BaseURL(url) else {
                 throw CourierError.invalidRequest("'\(endpoint.path)' is not a valid absolute URL")
             }

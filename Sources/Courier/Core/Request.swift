@@ -48,14 +48,18 @@ public struct Request: Sendable {
 
 /// A short random identifier that ties together the log lines of one request.
 public struct RequestID: Sendable, Hashable, CustomStringConvertible {
-    /// The identifier as eight hexadecimal digits.
-    public let description: String
+    /// The identifier's value.
+    public let value: UInt32
 
     /// Creates a new random identifier.
     public init() {
-        let value = UInt32.random(in: .min ... .max)
-        let hex = String(value, radix: 16)
-        self.description = String(repeating: "0", count: 8 - hex.count) + hex
+        self.value = UInt32.random(in: .min ... .max)
+    }
+
+    /// The identifier as eight hexadecimal digits.
+    public var description: String {
+        let hex = String(self.value, radix: 16)
+        return String(repeating: "0", count: 8 - hex.count) + hex
     }
 }
 

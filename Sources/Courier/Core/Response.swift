@@ -14,7 +14,9 @@ public struct Response<Value>: Sendable where Value: Sendable {
     /// Time from the start of the request to the decoded value.
     public var duration: Duration
     /// The final URL, after redirects.
-    public var url: URL?
+    public var url: URL? { URL(string: self.urlString) }
+    /// The final URL as text.
+    public var urlString: String
     /// The number of body bytes received.
     public var byteCount: Int
 }

@@ -17,11 +17,12 @@ public struct ResponseDecoding<Value>: Sendable {
         public var decoder: JSONDecoder
     }
 
-    let decode: @Sendable (Input) throws -> Value
+    @usableFromInline let decode: @Sendable (Input) throws -> Value
     /// Whether the body should be read at all (`false` for ``none``).
-    let readsBody: Bool
+    @usableFromInline let readsBody: Bool
 
     /// Creates a decoding from a closure.
+    @inlinable
     public init(readsBody: Bool = true, _ decode: @escaping @Sendable (Input) throws -> Value) {
         self.decode = decode
         self.readsBody = readsBody
@@ -40,24 +41,32 @@ extension ResponseDecoding where Value: Decodable & SendableMetatype {
     ///
     /// A response whose `Content-Type` is present and is not JSON fails with a decoding error that
     /// names the content type, instead of a confusing parse error.
+    @inlinable
     public static func json(_ decoder: JSONDecoder? = nil) -> ResponseDecoding {
+        // Inlinable, so the decoding is specialised for `Value` where the endpoint is declared.
         ResponseDecoding { input in
-            if let contentType = input.head.headerFields[.contentType], !Self.isJSON(contentType) {
-                throw CourierError.decoding(
-                    type: Value.self, codingPath: nil,
-                    reason: "expected a JSON response, got Content-Type \(contentType)",
-                    body: input.body, underlying: nil
-                )
-            }
+            try checkJSONContentType(input.head, body: input.body, type: Value.self)
             return try (decoder ?? input.decoder).decode(Value.self, from: input.body)
         }
     }
+}
 
-    static func isJSON(_ contentType: String) -> Bool {
+/// Fails with a decoding error when the response says it is not JSON.
+@usableFromInline
+func checkJSONContentType(_ head: HTTPResponse, body: Data, type: Any.Type) throws {
+    if let contentType = head.headerFields[.contentType], !isJSONContentType(contentType) {
+        throw CourierError.decoding(
+            type: type, codingPath: nil,
+            reason: "expected a JSON response, got Content-Type \(contentType)",
+            body: body, underlying: nil
+        )
+    }
+}
+
+func isJSONContentType(_ contentType: String) -> Bool {
         if contentType == "application/json" || contentType == "application/json; charset=utf-8" { return true }
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
         return mediaType == "application/json" || mediaType.hasSuffix("+json") || mediaType == "text/json"
-    }
 }
 
 extension ResponseDecoding where Value == Data {

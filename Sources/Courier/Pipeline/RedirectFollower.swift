@@ -19,7 +19,7 @@ struct RedirectFollower: Sendable {
                   let location = response.head.headerFields[.location],
                   let current = request.url
             else {
-                if response.url == nil { response.url = request.url }
+                if hops > 0, response.url == nil { response.url = request.url }
                 return response
             }
             if hops == 0 { visited.insert("\(request.head.method.rawValue) \(current.absoluteString)") }
@@ -46,6 +46,7 @@ struct RedirectFollower: Sendable {
                 next.head.headerFields[.contentLength] = nil
             } else if let body = request.body, !body.isReplayable {
                 // 307/308 must resend the body; a one-shot body cannot be, so hand back the 3xx.
+                if response.url == nil { response.url = current }
                 return response
             }
             if !Self.sameOrigin(current, target) {
