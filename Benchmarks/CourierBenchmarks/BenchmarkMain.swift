@@ -20,8 +20,8 @@ struct BenchmarkMain {
             try await ServeBenchmarkServer.run(directory: arguments[1])
             return
         }
-        let seconds = Self.option("--seconds", in: arguments).flatMap(Double.init) ?? 3
-        let rounds = Self.option("--rounds", in: arguments).flatMap(Int.init) ?? 3
+        let seconds = Self.option("--seconds", in: arguments).flatMap(Double.init) ?? 1
+        let rounds = Self.option("--rounds", in: arguments).flatMap(Int.init) ?? 1
         let suite = arguments.first { !$0.hasPrefix("--") && Double($0) == nil && Int($0) == nil } ?? "pipeline"
         switch suite {
         case "pipeline":

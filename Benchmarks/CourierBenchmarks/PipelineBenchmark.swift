@@ -27,7 +27,10 @@ struct PipelineBenchmark {
             rawConfiguration.redirectConfiguration = .disallow
             let raw = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: rawConfiguration)
 
-            let transport = AsyncHTTPClientTransport(configuration: .init { $0.tlsConfiguration = tls })
+            let transport = AsyncHTTPClientTransport(configuration: .init {
+                $0.tlsConfiguration = tls
+                if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_READ_TIMEOUT"] != nil { $0.readTimeout = nil }
+            })
             let client = Client(configuration: .init(transport: transport, baseURL: URL(string: url)!) {
                 if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
             })

@@ -75,7 +75,15 @@ public final class AsyncHTTPClientTransport: Transport {
         config.tlsConfiguration = configuration.tlsConfiguration
         config.httpVersion = configuration.httpVersion == .automatic ? .automatic : .http1Only
         config.timeout.connect = Self.timeAmount(configuration.connectTimeout)
-        config.timeout.read = configuration.readTimeout.map(Self.timeAmount)
+        if let readTimeout = configuration.readTimeout.map(Self.timeAmount) {
+            let install: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ReadIdleHandler(timeout: readTimeout), position: .first)
+                }
+            }
+            config.http1_1ConnectionDebugInitializer = install
+            config.http2ConnectionDebugInitializer = install
+        }
         config.connectionPool.idleTimeout = Self.timeAmount(configuration.idleTimeout)
         config.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.maxConnectionsPerHost
         config.decompression = .disabled
@@ -174,6 +182,9 @@ public final class AsyncHTTPClientTransport: Transport {
             default:
                 return CourierError(.transport, "HTTP client error: \(error.shortDescription)", underlying: error)
             }
+        }
+        if error is ReadIdleTimeoutError {
+            return CourierError(.timeout, "nothing was received within the read timeout", underlying: error)
         }
         if let error = error as? NIOSSLError {
             return CourierError(.tls, "the TLS handshake failed: \(error)", underlying: error)

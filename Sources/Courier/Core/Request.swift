@@ -51,10 +51,19 @@ public struct RequestID: Sendable, Hashable, CustomStringConvertible {
     /// The identifier's value.
     public let value: UInt32
 
-    /// Creates a new random identifier.
+    /// Creates a new identifier, unique within the process and unpredictable across processes.
     public init() {
-        self.value = UInt32.random(in: .min ... .max)
+        // A counter scrambled by an odd multiplier (a bijection on UInt32) and a per-process seed:
+        // distinct ids without a system call per request.
+        let count = Self.counter.withLock { value -> UInt32 in
+            value &+= 1
+            return value
+        }
+        self.value = (count &* 0x9E37_79B1) ^ Self.seed
     }
+
+    private static let seed = UInt32.random(in: .min ... .max)
+    private static let counter = Locked<UInt32>(0)
 
     /// The identifier as eight hexadecimal digits.
     public var description: String {

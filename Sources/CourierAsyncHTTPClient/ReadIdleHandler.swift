@@ -1,0 +1,73 @@
+import NIOCore
+
+/// Closes a connection on which nothing has been read or written for `timeout`, failing its
+/// requests with ``ReadIdleTimeoutError``.
+///
+/// AsyncHTTPClient's own read timeout re-arms a timer on every read, which costs measurably per
+/// request; this handler only records the time of each read and write, and checks it from one
+/// timer per connection that fires a few times per timeout. A connection idle in the pool is
+/// closed the same way, which only shortens its idle life to `timeout`.
+final class ReadIdleHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    typealias OutboundIn = NIOAny
+
+    private let timeout: TimeAmount
+    private var lastActivity = NIODeadline.now()
+    private var check: Scheduled<Void>?
+
+    init(timeout: TimeAmount) {
+        self.timeout = timeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.lastActivity = .now()
+        if context.channel.isActive { self.schedule(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.lastActivity = .now()
+        self.schedule(context: context)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.check?.cancel()
+        self.check = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.check?.cancel()
+        self.check = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.lastActivity = .now()
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        self.lastActivity = .now()
+        context.write(data, promise: promise)
+    }
+
+    private func schedule(context: ChannelHandlerContext) {
+        guard self.check == nil else { return }
+        let interval = TimeAmount.nanoseconds(max(self.timeout.nanoseconds / 4, 1_000_000))
+        self.check = context.eventLoop.assumeIsolated().scheduleTask(in: interval) {
+            self.check = nil
+            guard context.channel.isActive else { return }
+            if NIODeadline.now() - self.lastActivity >= self.timeout {
+                context.fireErrorCaught(ReadIdleTimeoutError())
+                context.close(promise: nil)
+            } else {
+                self.schedule(context: context)
+            }
+        }
+    }
+}
+
+/// Nothing arrived on a connection for longer than the transport's read timeout.
+struct ReadIdleTimeoutError: Error, CustomStringConvertible {
+    var description: String { "nothing was received within the read timeout" }
+}
