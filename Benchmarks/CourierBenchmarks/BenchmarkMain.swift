@@ -21,7 +21,7 @@ struct BenchmarkMain {
             return
         }
         let seconds = Self.option("--seconds", in: arguments).flatMap(Double.init) ?? 1
-        let rounds = Self.option("--rounds", in: arguments).flatMap(Int.init) ?? 1
+        let rounds = Self.option("--rounds", in: arguments).flatMap(Int.init) ?? 9
         let suite = arguments.first { !$0.hasPrefix("--") && Double($0) == nil && Int($0) == nil } ?? "pipeline"
         switch suite {
         case "pipeline":
