@@ -24,6 +24,12 @@ struct RequestCommand: AsyncParsableCommand {
           8   response larger than the limit
           9   redirect refused (too many, loop, https to http)
           10  cancelled
+          11  refused in constrained mode
+
+        Load mode: with --repeat N the same request is sent N times through one client, \
+        --concurrency C at a time, and one summary line is printed instead of the body: requests \
+        made by callers, requests that reached the wire (identical concurrent requests share one \
+        unless --no-dedup), errors, p50/p99 latency and HTTP version.
         """
     )
 
@@ -60,6 +66,18 @@ struct RequestCommand: AsyncParsableCommand {
     @Flag(name: .customShort("v"), help: "Print the log lines of the request to standard error.")
     var verbose = false
 
+    @Option(name: .customLong("repeat"), help: "Load mode: send the request this many times and print a summary.")
+    var repeatCount: Int = 1
+
+    @Option(name: .long, help: "Load mode: how many requests are in flight at once.")
+    var concurrency: Int = 1
+
+    @Flag(name: .long, help: "Load mode: do not share identical in-flight requests.")
+    var noDedup = false
+
+    @Option(name: .long, help: "The request's priority: veryLow, low, normal, high, veryHigh.")
+    var priority: String = "normal"
+
     func validate() throws {
         guard (1...2).contains(self.arguments.count) else {
             throw ValidationError("give a URL, or a method and a URL")
@@ -69,6 +87,12 @@ struct RequestCommand: AsyncParsableCommand {
         }
         if self.http1 && self.http2 {
             throw ValidationError("use either --http1 or --http2, not both")
+        }
+        if self.repeatCount < 1 || self.concurrency < 1 {
+            throw ValidationError("--repeat and --concurrency must be at least 1")
+        }
+        if RequestPriority(name: self.priority) == nil {
+            throw ValidationError("'\(self.priority)' is not a priority (veryLow, low, normal, high, veryHigh)")
         }
     }
 
@@ -124,7 +148,10 @@ struct RequestCommand: AsyncParsableCommand {
         let transport = AsyncHTTPClientTransport(configuration: transportConfiguration)
         defer { _ = transport }
         let verbose = self.verbose
+        let wire = WireCounter()
         let client = Client(configuration: .init(transport: transport) {
+            $0.middleware = [wire]
+            $0.deduplication.isEnabled = !self.noDedup
             if verbose {
                 var logger = Logger(label: "courier") { _ in PlainLogHandler(stream: .standardError, prefix: "* ") }
                 logger.logLevel = .debug
@@ -133,10 +160,16 @@ struct RequestCommand: AsyncParsableCommand {
             $0.maxResponseSize = self.maxSize
             $0.defaultHeaders[.userAgent] = "courier/1.0"
         })
-        let endpoint = Endpoint<Data>(
+        var endpoint = Endpoint<Data>(
             name: "cli", method: method, path: url.absoluteString, headers: fields, body: body,
             acceptedStatuses: 100..<600, timeout: .milliseconds(Int64(self.timeout * 1000)), decoding: .data
         )
+        endpoint.priority = RequestPriority(name: self.priority) ?? .normal
+        if self.repeatCount > 1 {
+            let code = await self.load(client: client, endpoint: endpoint, wire: wire)
+            try? await transport.shutdown()
+            return code
+        }
         let code: Int32
         do {
             if verbose, let request = try? client.makeRequest(for: endpoint) {
@@ -175,6 +208,77 @@ struct RequestCommand: AsyncParsableCommand {
         case .redirect: return 9
         case .cancelled: return 10
         case .decoding: return 1
+        case .constrained: return 11
         }
     }
+}
+
+extension RequestCommand {
+    /// Sends the endpoint `--repeat` times, `--concurrency` at a time, and prints one summary line.
+    func load(client: Client, endpoint: Endpoint<Data>, wire: WireCounter) async -> Int32 {
+        let total = self.repeatCount
+        let width = min(self.concurrency, total)
+        let clock = ContinuousClock()
+        let outcomes = await withTaskGroup(of: (Duration, Result<Response<Data>, CourierError>).self) { group in
+            var results: [(Duration, Result<Response<Data>, CourierError>)] = []
+            var started = 0
+            func launch() {
+                group.addTask {
+                    let start = clock.now
+                    do {
+                        let response = try await client.response(endpoint)
+                        return (clock.now - start, .success(response))
+                    } catch {
+                        return (clock.now - start, .failure(CourierError.wrap(error)))
+                    }
+                }
+                started += 1
+            }
+            while started < width { launch() }
+            for await outcome in group {
+                results.append(outcome)
+                if started < total { launch() }
+            }
+            return results
+        }
+        let latencies = outcomes.map { Double($0.0.components.seconds) * 1000 + Double($0.0.components.attoseconds) / 1e15 }.sorted()
+        func percentile(_ p: Double) -> Double {
+            latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)]
+        }
+        var errors = 0
+        var versions: Set<String> = []
+        var firstError: CourierError?
+        for (_, result) in outcomes {
+            switch result {
+            case .success(let response):
+                versions.insert(response.version.description)
+                if response.status.code >= 400 { errors += 1 }
+            case .failure(let error):
+                errors += 1
+                if firstError == nil { firstError = error }
+            }
+        }
+        let line = "requests=\(total) wire=\(wire.count) errors=\(errors) p50=\(String(format: "%.1f", percentile(0.5)))ms p99=\(String(format: "%.1f", percentile(0.99)))ms version=\(versions.sorted().joined(separator: ",").nonEmpty ?? "-")"
+        print(line)
+        if let firstError {
+            FileHandle.standardError.write(Data("courier: first error: \(firstError)\n".utf8))
+        }
+        return errors == 0 ? 0 : (firstError.map(Self.exitCode(for:)) ?? 4)
+    }
+}
+
+/// Counts the requests that reach the middleware chain, that is, the wire.
+final class WireCounter: Middleware {
+    private let counter = Locked(0)
+
+    var count: Int { self.counter.current }
+
+    func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+        self.counter.withLock { $0 += 1 }
+        return try await next(request)
+    }
+}
+
+extension String {
+    var nonEmpty: String? { self.isEmpty ? nil : self }
 }

@@ -24,7 +24,8 @@ struct HTTP2Tests {
             _ = try await client.send(Endpoint<Article>(path: "/json"))
             let versions = try await withThrowingTaskGroup(of: HTTPVersion.self) { group in
                 for _ in 0..<100 {
-                    group.addTask { try await client.response(Endpoint<Article>(path: "/json")).version }
+                    // Deduplication off: each of the 100 must reach the server.
+                    group.addTask { try await client.response(Endpoint<Article>(path: "/json").deduplication(.disabled)).version }
                 }
                 return try await group.reduce(into: [HTTPVersion]()) { $0.append($1) }
             }

@@ -88,7 +88,7 @@ struct MiddlewareTests {
             return try await next(request)
         }
         try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [hold] }) { client in
-            let handles = (0..<3).map { _ in client.start(Endpoint<Article>(path: "/json")) }
+            let handles = (0..<3).map { _ in client.start(Endpoint<Article>(path: "/json").deduplication(.disabled)) }
             var held = false
             for _ in 0..<500 where !held {
                 held = await gate.waiting == 3

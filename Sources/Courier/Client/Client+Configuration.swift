@@ -34,6 +34,12 @@ extension Client {
         public var redirects: RedirectPolicy
         /// What is hidden in logs, cURL output and error descriptions.
         public var redactor: Redactor
+        /// Whether and how identical in-flight requests share one network request.
+        public var deduplication: DeduplicationConfiguration
+        /// The limits on requests in flight, in total and per host.
+        public var scheduling: SchedulerConfiguration
+        /// What happens to prefetch endpoints while the client is constrained.
+        public var constrainedPolicy: ConstrainedPolicy
 
         /// Creates a configuration; `configure` may change any default.
         public init(
@@ -52,7 +58,18 @@ extension Client {
             self.timeout = .seconds(60)
             self.redirects = .default
             self.redactor = .standard
+            self.deduplication = DeduplicationConfiguration()
+            self.scheduling = .default
+            self.constrainedPolicy = .refuse
             configure(&self)
         }
     }
+}
+
+/// What happens to prefetch endpoints while a client is constrained (Low Data Mode).
+public enum ConstrainedPolicy: Sendable {
+    /// They fail at once with ``CourierError`` of kind `constrained`.
+    case refuse
+    /// They wait until the client is no longer constrained (or their task is cancelled).
+    case `defer`
 }

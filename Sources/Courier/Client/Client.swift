@@ -21,6 +21,9 @@ public final class Client: Sendable {
     private let log: RequestLog
     private let base: BaseURL?
     private let follower: RedirectFollower
+    let scheduler: RequestScheduler
+    let deduplicator: Deduplicator
+    private let constrained = ConstrainedGate()
 
     /// Creates a client.
     public init(configuration: Configuration) {
@@ -28,6 +31,9 @@ public final class Client: Sendable {
         self.log = RequestLog(logger: configuration.logger, redactor: configuration.redactor)
         self.base = configuration.baseURL.flatMap(BaseURL.init)
         self.follower = RedirectFollower(policy: configuration.redirects, transport: configuration.transport)
+        let scheduler = RequestScheduler(configuration: configuration.scheduling)
+        self.scheduler = scheduler
+        self.deduplicator = Deduplicator { ticket, priority in scheduler.reprioritize(ticket: ticket, to: priority) }
     }
 
     /// Sends the endpoint's request and returns the decoded value.
@@ -43,6 +49,31 @@ public final class Client: Sendable {
     /// transport enforces it until the response head arrives, and body reads check it as each
     /// chunk arrives; a body that stalls completely is ended by the transport's idle read timeout.
     public func response<Value: Sendable>(_ endpoint: Endpoint<Value>) async throws -> Response<Value> {
+        try await self.response(endpoint, control: nil)
+    }
+
+    /// Starts the endpoint's request in a new task and returns a handle to await, cancel or re-prioritise it.
+    public func start<Value: Sendable>(_ endpoint: Endpoint<Value>, priority: RequestPriority? = nil) -> RequestHandle<Value> {
+        let control = RequestControl(priority: priority ?? endpoint.priority)
+        return RequestHandle(task: Task { () async throws -> Response<Value> in
+            try await self.response(endpoint, control: control)
+        }, control: control)
+    }
+
+    /// Whether the client is constrained (Low Data Mode): prefetch endpoints are then refused or
+    /// deferred (see ``Configuration/constrainedPolicy``); other requests go through.
+    public var isConstrained: Bool {
+        get { self.constrained.isOn }
+        set { self.constrained.set(newValue) }
+    }
+
+    /// What the scheduler is doing now: queued requests by priority, requests in flight by host.
+    public var traffic: TrafficSnapshot { self.scheduler.snapshot }
+
+    /// How many calls shared another's network request, and how many started one, since creation.
+    public var deduplicationCounts: (coalesced: Int, started: Int) { self.deduplicator.counts }
+
+    func response<Value: Sendable>(_ endpoint: Endpoint<Value>, control: RequestControl?) async throws -> Response<Value> {
         let clock = ContinuousClock()
         let start = clock.now
         let request: Request
@@ -54,16 +85,50 @@ public final class Client: Sendable {
         self.log.started(request)
         var progress = Progress()
         do {
-            let response = try await self.exchange(request, endpoint: endpoint, progress: &progress, start: start, clock: clock)
-            self.log.finished(request, status: response.status.code, duration: response.duration, bytes: response.byteCount, version: response.version, outcome: "success")
+            if endpoint.isPrefetch {
+                try await self.constrained.admit(policy: self.configuration.constrainedPolicy)
+            }
+            let priority = control?.priority ?? endpoint.priority
+            let fetched: FetchedResponse
+            let source: ResponseSource
+            if let key = DeduplicationKey(request: request, setting: endpoint.deduplication, configuration: self.configuration.deduplication) {
+                let scheduler = self.scheduler
+                let middleware = endpoint.middleware
+                let (shared, coalesced) = try await self.deduplicator.run(
+                    key: key, priority: priority, control: control,
+                    makeTicket: { scheduler.makeTicket() }
+                ) { ticket, priority in
+                    try await self.fetch(request, middleware: middleware, readsBody: true, acceptedStatuses: nil, ticket: ticket, priority: priority, control: nil)
+                }
+                fetched = shared
+                source = coalesced ? .coalesced : .network
+            } else {
+                fetched = try await self.fetch(
+                    request, middleware: endpoint.middleware, readsBody: endpoint.decoding.readsBody,
+                    acceptedStatuses: endpoint.acceptedStatuses, ticket: self.scheduler.makeTicket(), priority: priority, control: control
+                )
+                source = .network
+            }
+            progress.status = fetched.head.status.code
+            progress.version = fetched.version
+            progress.bytes = fetched.body.count
+            guard endpoint.acceptedStatuses.contains(fetched.head.status.code) else {
+                throw CourierError.httpStatus(fetched.head, body: fetched.body)
+            }
+            let value = try endpoint.decoding.run(.init(body: fetched.body, head: fetched.head, decoder: self.configuration.decoder))
+            let response = Response(
+                value: value, status: fetched.head.status, headers: fetched.head.headerFields, version: fetched.version,
+                duration: clock.now - start, urlString: fetched.url?.absoluteString ?? request.urlString,
+                byteCount: fetched.body.count, source: source
+            )
+            self.log.finished(request, status: response.status.code, duration: response.duration, bytes: response.byteCount, version: response.version, outcome: source == .network ? "success" : "success(coalesced)")
             return response
         } catch {
             var failure = CourierError.wrap(error)
             if Task.isCancelled, failure.kind == .transport {
                 failure = .cancelled(underlying: failure)
             }
-            let seen = progress
-            self.log.finished(request, status: seen.status, duration: clock.now - start, bytes: seen.bytes, version: seen.version, outcome: "failure(\(failure.shortDescription))")
+            self.log.finished(request, status: progress.status, duration: clock.now - start, bytes: progress.bytes, version: progress.version, outcome: "failure(\(failure.shortDescription))")
             throw failure
         }
     }
@@ -75,41 +140,36 @@ public final class Client: Sendable {
         var bytes = 0
     }
 
-    private func exchange<Value: Sendable>(
+    /// Waits for a scheduler slot, runs the middleware chain and the transport, and reads the body.
+    ///
+    /// - Parameter acceptedStatuses: when given and the status is accepted but `readsBody` is
+    ///   false, the body is discarded; otherwise it is read (error bodies are kept for the error).
+    private func fetch(
         _ request: Request,
-        endpoint: Endpoint<Value>,
-        progress: inout Progress,
-        start: ContinuousClock.Instant,
-        clock: ContinuousClock
-    ) async throws -> Response<Value> {
-        let raw = try await self.execute(request, middleware: endpoint.middleware)
-        progress.status = raw.status.code
-        progress.version = raw.version
-        guard endpoint.acceptedStatuses.contains(raw.status.code) else {
-            let body = try? await raw.body.collect(upTo: self.configuration.maxResponseSize, deadline: request.deadline)
-            progress.bytes = body?.count ?? 0
-            throw CourierError.httpStatus(raw.head, body: body)
+        middleware: [any Middleware],
+        readsBody: Bool,
+        acceptedStatuses: Range<Int>?,
+        ticket: UInt64,
+        priority: RequestPriority,
+        control: RequestControl?
+    ) async throws -> FetchedResponse {
+        let host = request.head.authority ?? ""
+        if let control {
+            let scheduler = self.scheduler
+            control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) }
         }
+        try await self.scheduler.acquire(ticket: ticket, host: host, priority: priority)
+        defer { self.scheduler.release(host: host) }
+        let raw = try await self.execute(request, middleware: middleware)
+        if raw.version.major >= 2 { self.scheduler.markHTTP2(host) }
         let body: Data
-        if endpoint.decoding.readsBody {
-            body = try await raw.body.collect(upTo: self.configuration.maxResponseSize, deadline: request.deadline)
-        } else {
-            body = Data()
+        if !readsBody, let accepted = acceptedStatuses, accepted.contains(raw.status.code) {
             await raw.body.discard()
+            body = Data()
+        } else {
+            body = try await raw.body.collect(upTo: self.configuration.maxResponseSize, deadline: request.deadline)
         }
-        progress.bytes = body.count
-        let value = try endpoint.decoding.run(.init(body: body, head: raw.head, decoder: self.configuration.decoder))
-        return Response(
-            value: value, status: raw.status, headers: raw.head.headerFields, version: raw.version,
-            duration: clock.now - start, urlString: raw.url?.absoluteString ?? request.urlString, byteCount: body.count
-        )
-    }
-
-    /// Starts the endpoint's request in a new task and returns a handle to await or cancel it.
-    public func start<Value: Sendable>(_ endpoint: Endpoint<Value>) -> RequestHandle<Value> {
-        RequestHandle(task: Task { () async throws -> Response<Value> in
-            try await self.response(endpoint)
-        })
+        return FetchedResponse(head: raw.head, body: body, version: raw.version, url: raw.url)
     }
 
     /// Sends a prepared request through the middleware chain and the transport, without decoding.

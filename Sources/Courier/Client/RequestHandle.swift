@@ -1,6 +1,13 @@
 /// A request started with ``Client/start(_:)``: await its result or cancel it.
 public struct RequestHandle<Value: Sendable>: Sendable {
     let task: Task<Response<Value>, any Error>
+    let control: RequestControl
+
+    /// The request's priority; setting it moves the request in the scheduler's queue while it waits.
+    public var priority: RequestPriority {
+        get { self.control.priority }
+        nonmutating set { self.control.setPriority(newValue) }
+    }
 
     /// Cancels the request; awaiting it then throws kind `cancelled`.
     public func cancel() {

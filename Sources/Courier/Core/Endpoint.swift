@@ -38,6 +38,12 @@ public struct Endpoint<Response>: Sendable {
     public var timeout: Duration?
     /// Middleware that runs for this endpoint only, after the client's middleware.
     public var middleware: [any Middleware]
+    /// How urgently the scheduler starts the request.
+    public var priority: RequestPriority = .normal
+    /// Whether identical in-flight requests share one network request.
+    public var deduplication: Deduplication = .automatic
+    /// Whether the request only prefetches (deferred or refused in constrained mode).
+    public var isPrefetch: Bool = false
 
     /// Creates an endpoint with an explicit decoding.
     public init(
@@ -121,6 +127,29 @@ extension Endpoint where Response: Decodable & SendableMetatype {
             name: name, method: method, path: path, query: query, headers: headers, body: body,
             acceptedStatuses: acceptedStatuses, timeout: timeout, middleware: middleware, decoding: .json()
         )
+    }
+}
+
+extension Endpoint {
+    /// A copy with another priority.
+    public func priority(_ priority: RequestPriority) -> Endpoint {
+        var copy = self
+        copy.priority = priority
+        return copy
+    }
+
+    /// A copy with another deduplication setting.
+    public func deduplication(_ deduplication: Deduplication) -> Endpoint {
+        var copy = self
+        copy.deduplication = deduplication
+        return copy
+    }
+
+    /// A copy marked as a prefetch: deferred or refused while the client is constrained.
+    public func prefetch(_ isPrefetch: Bool = true) -> Endpoint {
+        var copy = self
+        copy.isPrefetch = isPrefetch
+        return copy
     }
 }
 

@@ -19,4 +19,14 @@ public struct Response<Value>: Sendable where Value: Sendable {
     public var urlString: String
     /// The number of body bytes received.
     public var byteCount: Int
+    /// Where the response came from.
+    public var source: ResponseSource
+}
+
+/// Where a response came from.
+public enum ResponseSource: String, Sendable, Hashable {
+    /// This request's own network exchange.
+    case network
+    /// Another identical request's network exchange, shared by deduplication.
+    case coalesced
 }

@@ -27,6 +27,8 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
         case redirect
         /// The TLS handshake failed (untrusted certificate, wrong host name).
         case tls
+        /// A prefetch request was refused because the client is in constrained (Low Data) mode.
+        case constrained
     }
 
     /// What went wrong.

@@ -1,0 +1,147 @@
+import Foundation
+import HTTPTypes
+
+/// A response read to the end, shared by every waiter of a deduplicated request.
+struct FetchedResponse: Sendable {
+    var head: HTTPResponse
+    var body: Data
+    var version: HTTPVersion
+    var url: URL?
+}
+
+/// Lets identical in-flight requests share one network request.
+///
+/// The first caller creates an entry and a task that performs the request; later callers with the
+/// same key join the entry. Each waiter is resumed with the same bytes (and decodes them itself).
+/// Cancellation is reference-counted: a waiter that cancels is resumed at once with kind
+/// `cancelled`; the network request is cancelled only when the last waiter has gone. The shared
+/// request runs at the highest priority among its waiters, and follows changes.
+final class Deduplicator: Sendable {
+    typealias Fetch = @Sendable (_ ticket: UInt64, _ priority: RequestPriority) async throws -> FetchedResponse
+
+    private struct Waiter {
+        var continuation: CheckedContinuation<FetchedResponse, any Error>
+        var priority: RequestPriority
+    }
+
+    private struct Entry {
+        var ticket: UInt64
+        var task: Task<Void, Never>?
+        var waiters: [UInt64: Waiter] = [:]
+        var priority: RequestPriority
+    }
+
+    private struct State {
+        var entries: [DeduplicationKey: Entry] = [:]
+        var nextWaiter: UInt64 = 0
+        var sharedCount = 0
+        var wireCount = 0
+    }
+
+    private let state = Locked(State())
+    private let reprioritize: @Sendable (_ ticket: UInt64, _ priority: RequestPriority) -> Void
+
+    /// - Parameter reprioritize: called when a shared request's priority changes while it waits.
+    init(reprioritize: @escaping @Sendable (UInt64, RequestPriority) -> Void) {
+        self.reprioritize = reprioritize
+    }
+
+    /// Counts of requests that joined another and requests that started one.
+    var counts: (coalesced: Int, started: Int) {
+        self.state.withLock { ($0.sharedCount, $0.wireCount) }
+    }
+
+    /// Runs `fetch` for this key unless an identical request is in flight, and waits for the shared result.
+    ///
+    /// - Returns: the response and whether it was shared with an earlier request.
+    func run(
+        key: DeduplicationKey,
+        priority: RequestPriority,
+        control: RequestControl?,
+        makeTicket: @Sendable () -> UInt64,
+        fetch: @escaping Fetch
+    ) async throws -> (FetchedResponse, coalesced: Bool) {
+        let waiterID = self.state.withLock { state -> UInt64 in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        let joined = Locked(false)
+        control?.onPriorityChange { [weak self] newPriority in
+            self?.change(key: key, waiterID: waiterID, to: newPriority)
+        }
+        let response = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<FetchedResponse, any Error>) in
+                let raised: (UInt64, RequestPriority)? = self.state.withLock { state in
+                    let waiter = Waiter(continuation: continuation, priority: control?.priority ?? priority)
+                    if var entry = state.entries[key] {
+                        entry.waiters[waiterID] = waiter
+                        joined.withLock { $0 = true }
+                        state.sharedCount += 1
+                        let before = entry.priority
+                        entry.priority = max(entry.priority, waiter.priority)
+                        state.entries[key] = entry
+                        return entry.priority != before ? (entry.ticket, entry.priority) : nil
+                    }
+                    let ticket = makeTicket()
+                    var entry = Entry(ticket: ticket, priority: waiter.priority)
+                    entry.waiters[waiterID] = waiter
+                    state.wireCount += 1
+                    let startPriority = waiter.priority
+                    entry.task = Task {
+                        let result: Result<FetchedResponse, any Error>
+                        do {
+                            result = .success(try await fetch(ticket, startPriority))
+                        } catch {
+                            result = .failure(error)
+                        }
+                        self.finish(key: key, ticket: ticket, with: result)
+                    }
+                    state.entries[key] = entry
+                    return nil
+                }
+                if let (ticket, newPriority) = raised { self.reprioritize(ticket, newPriority) }
+                if Task.isCancelled { self.leave(key: key, waiterID: waiterID) }
+            }
+        } onCancel: {
+            self.leave(key: key, waiterID: waiterID)
+        }
+        return (response, joined.current)
+    }
+
+    /// The waiter gives up: resume it with `cancelled`; cancel the shared request if it was the last.
+    private func leave(key: DeduplicationKey, waiterID: UInt64) {
+        let (continuation, task): (CheckedContinuation<FetchedResponse, any Error>?, Task<Void, Never>?) = self.state.withLock { state in
+            guard var entry = state.entries[key], let waiter = entry.waiters.removeValue(forKey: waiterID) else { return (nil, nil) }
+            if entry.waiters.isEmpty {
+                state.entries[key] = nil
+                return (waiter.continuation, entry.task)
+            }
+            state.entries[key] = entry
+            return (waiter.continuation, nil)
+        }
+        task?.cancel()
+        continuation?.resume(throwing: CourierError.cancelled())
+    }
+
+    private func change(key: DeduplicationKey, waiterID: UInt64, to priority: RequestPriority) {
+        let update: (UInt64, RequestPriority)? = self.state.withLock { state in
+            guard var entry = state.entries[key], entry.waiters[waiterID] != nil else { return nil }
+            entry.waiters[waiterID]?.priority = priority
+            let highest = entry.waiters.values.map(\.priority).max() ?? priority
+            guard highest != entry.priority else { return nil }
+            entry.priority = highest
+            state.entries[key] = entry
+            return (entry.ticket, highest)
+        }
+        if let (ticket, priority) = update { self.reprioritize(ticket, priority) }
+    }
+
+    private func finish(key: DeduplicationKey, ticket: UInt64, with result: Result<FetchedResponse, any Error>) {
+        let waiters: [Waiter] = self.state.withLock { state in
+            guard let entry = state.entries[key], entry.ticket == ticket else { return [] }
+            state.entries[key] = nil
+            return Array(entry.waiters.values)
+        }
+        for waiter in waiters { waiter.continuation.resume(with: result) }
+    }
+}

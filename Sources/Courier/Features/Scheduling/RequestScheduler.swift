@@ -1,0 +1,119 @@
+import Foundation
+
+/// Holds requests until the scheduler's limits allow them on the wire, highest priority first.
+///
+/// One scheduler belongs to one ``Client``. The decisions are made by ``SchedulerState``; this
+/// type only parks and resumes tasks. A request that has a free slot starts without suspending.
+final class RequestScheduler: Sendable {
+    private struct State {
+        var decisions: SchedulerState
+        var parked: [UInt64: Parked] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    private enum Parked {
+        case waiting(CheckedContinuation<Void, any Error>?)
+        case cancelled
+    }
+
+    private let state: Locked<State>
+
+    init(configuration: SchedulerConfiguration) {
+        self.state = Locked(State(decisions: SchedulerState(configuration: configuration)))
+    }
+
+    /// A new ticket identifier.
+    func makeTicket() -> UInt64 {
+        self.state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+    }
+
+    /// Waits until the request may start; throws kind `cancelled` if the task is cancelled while queued.
+    ///
+    /// Every successful `acquire` must be balanced by one ``release(host:)``.
+    func acquire(ticket: UInt64, host: String, priority: RequestPriority) async throws {
+        let startsNow = self.state.withLock { state -> Bool in
+            let now = ContinuousClock.now
+            if state.decisions.submit(id: ticket, host: host, priority: priority, now: now) { return true }
+            state.parked[ticket] = .waiting(nil)
+            return false
+        }
+        if startsNow { return }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow: Result<Void, any Error>? = self.state.withLock { state in
+                    switch state.parked[ticket] {
+                    case .waiting:
+                        state.parked[ticket] = .waiting(continuation)
+                        return nil
+                    case .cancelled:
+                        state.parked[ticket] = nil
+                        return .failure(CourierError.cancelled())
+                    case nil:
+                        // Started between queueing and parking.
+                        return .success(())
+                    }
+                }
+                if let resumeNow { continuation.resume(with: resumeNow) }
+            }
+        } onCancel: {
+            let continuation: CheckedContinuation<Void, any Error>?? = self.state.withLock { state in
+                guard case .waiting(let continuation) = state.parked[ticket], state.decisions.cancel(id: ticket) else { return nil }
+                if continuation == nil {
+                    state.parked[ticket] = .cancelled
+                } else {
+                    state.parked[ticket] = nil
+                }
+                return .some(continuation)
+            }
+            if case .some(.some(let continuation)) = continuation {
+                continuation.resume(throwing: CourierError.cancelled())
+            }
+        }
+    }
+
+    /// Frees the slot of a finished request and starts the next ones.
+    func release(host: String) {
+        let ready = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            let started = state.decisions.finish(host: host, now: .now)
+            var continuations: [CheckedContinuation<Void, any Error>] = []
+            for id in started {
+                if case .waiting(let continuation?) = state.parked.removeValue(forKey: id) {
+                    continuations.append(continuation)
+                }
+            }
+            return continuations
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    /// Changes the priority of a queued request; no effect once it has started.
+    func reprioritize(ticket: UInt64, to priority: RequestPriority) {
+        self.state.withLock { state in
+            _ = state.decisions.reprioritize(id: ticket, to: priority)
+        }
+    }
+
+    /// Records that `host` answered over HTTP/2, raising its limit, and starts what now fits.
+    func markHTTP2(_ host: String) {
+        let ready = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            guard state.decisions.limit(for: host) != state.decisions.configuration.maxRequestsPerHTTP2Host else { return [] }
+            state.decisions.markHTTP2(host)
+            var continuations: [CheckedContinuation<Void, any Error>] = []
+            for id in state.decisions.startReady(now: .now) {
+                if case .waiting(let continuation?) = state.parked.removeValue(forKey: id) {
+                    continuations.append(continuation)
+                }
+            }
+            return continuations
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    /// What is queued and in flight now.
+    var snapshot: TrafficSnapshot {
+        self.state.withLock { $0.decisions.snapshot }
+    }
+}

@@ -1,0 +1,203 @@
+/// The scheduler's decisions as a plain value: no locks, no tasks, no clock of its own.
+///
+/// Requests wait in one FIFO queue per host and priority. When capacity frees up, the scheduler
+/// looks at the head of every queue (the oldest waiter of that host and priority) and starts the
+/// one with the highest *effective* priority: its priority plus one level per `agingInterval`
+/// waited, ties broken by arrival order. Cancelled and re-prioritised entries are dropped lazily
+/// when they reach the head of a queue, so every operation is O(1) amortised plus a scan of the
+/// queue heads (hosts × 5).
+public struct SchedulerState: Sendable {
+    /// One request known to the scheduler.
+    public struct Ticket: Sendable, Equatable {
+        /// The ticket's identifier.
+        public var id: UInt64
+        /// The host the request goes to.
+        public var host: String
+        /// Its current priority.
+        public var priority: RequestPriority
+        /// Arrival order, for FIFO within a priority.
+        public var sequence: UInt64
+        /// When it was queued, for ageing.
+        public var enqueuedAt: ContinuousClock.Instant
+    }
+
+    private struct QueueKey: Hashable {
+        var host: String
+        var priority: RequestPriority
+    }
+
+    private struct Entry {
+        var id: UInt64
+        var generation: UInt32
+    }
+
+    public private(set) var configuration: SchedulerConfiguration
+    private var waiting: [UInt64: (ticket: Ticket, generation: UInt32)] = [:]
+    private var queues: [QueueKey: FIFO<Entry>] = [:]
+    private var inFlightByHost: [String: Int] = [:]
+    private var inFlight = 0
+    private var http2Hosts: Set<String> = []
+    private var nextSequence: UInt64 = 0
+
+    /// Creates an empty state.
+    public init(configuration: SchedulerConfiguration = .default) {
+        self.configuration = configuration
+    }
+
+    /// The number of requests waiting.
+    public var queuedCount: Int { self.waiting.count }
+    /// The number of requests on the wire.
+    public var inFlightCount: Int { self.inFlight }
+
+    /// Whether a request to `host` may start now without queueing.
+    public func hasCapacity(for host: String) -> Bool {
+        self.inFlight < self.configuration.maxConcurrentRequests && self.inFlightByHost[host, default: 0] < self.limit(for: host)
+    }
+
+    /// The per-host limit that applies to `host`.
+    public func limit(for host: String) -> Int {
+        self.http2Hosts.contains(host) ? self.configuration.maxRequestsPerHTTP2Host : self.configuration.maxRequestsPerHost
+    }
+
+    /// Records that `host` answered over HTTP/2, raising its limit.
+    public mutating func markHTTP2(_ host: String) {
+        self.http2Hosts.insert(host)
+    }
+
+    /// Offers a request: returns `true` if it starts now (capacity taken), `false` if it was queued.
+    ///
+    /// A request only starts at once when nothing of the same host is queued, so a newcomer never
+    /// overtakes requests already waiting for that host.
+    public mutating func submit(id: UInt64, host: String, priority: RequestPriority, now: ContinuousClock.Instant) -> Bool {
+        if self.hasCapacity(for: host) && !self.hasWaiters(for: host) {
+            self.take(host)
+            return true
+        }
+        self.nextSequence += 1
+        let ticket = Ticket(id: id, host: host, priority: priority, sequence: self.nextSequence, enqueuedAt: now)
+        self.waiting[id] = (ticket, 0)
+        self.queues[QueueKey(host: host, priority: priority), default: FIFO()].append(Entry(id: id, generation: 0))
+        return false
+    }
+
+    /// Removes a queued request; returns `false` if it was not queued (already started or unknown).
+    public mutating func cancel(id: UInt64) -> Bool {
+        self.waiting.removeValue(forKey: id) != nil
+    }
+
+    /// Changes the priority of a queued request; returns `false` if it is not queued.
+    public mutating func reprioritize(id: UInt64, to priority: RequestPriority) -> Bool {
+        guard var record = self.waiting[id] else { return false }
+        guard record.ticket.priority != priority else { return true }
+        record.ticket.priority = priority
+        record.generation &+= 1
+        self.waiting[id] = record
+        self.queues[QueueKey(host: record.ticket.host, priority: priority), default: FIFO()].append(Entry(id: id, generation: record.generation))
+        return true
+    }
+
+    /// The priority of a queued request.
+    public func priority(of id: UInt64) -> RequestPriority? {
+        self.waiting[id]?.ticket.priority
+    }
+
+    /// Records that a started request to `host` finished, and returns the queued requests that start now, in order.
+    public mutating func finish(host: String, now: ContinuousClock.Instant) -> [UInt64] {
+        self.inFlight -= 1
+        let count = self.inFlightByHost[host, default: 1] - 1
+        self.inFlightByHost[host] = count > 0 ? count : nil
+        return self.startReady(now: now)
+    }
+
+    /// Starts as many queued requests as capacity allows and returns them in start order.
+    public mutating func startReady(now: ContinuousClock.Instant) -> [UInt64] {
+        var started: [UInt64] = []
+        while self.inFlight < self.configuration.maxConcurrentRequests, let next = self.pickNext(now: now) {
+            self.waiting[next.id] = nil
+            self.take(next.host)
+            started.append(next.id)
+        }
+        return started
+    }
+
+    /// A snapshot for metrics.
+    public var snapshot: TrafficSnapshot {
+        var queued: [RequestPriority: Int] = [:]
+        for record in self.waiting.values { queued[record.ticket.priority, default: 0] += 1 }
+        return TrafficSnapshot(queuedByPriority: queued, inFlightByHost: self.inFlightByHost)
+    }
+
+    /// The effective priority of a ticket after ageing, in priority levels.
+    public func effectivePriority(of ticket: Ticket, now: ContinuousClock.Instant) -> Double {
+        let waited = now - ticket.enqueuedAt
+        return Double(ticket.priority.rawValue) + max(0, waited / self.configuration.agingInterval).rounded(.down)
+    }
+
+    // MARK: - Private
+
+    private mutating func take(_ host: String) {
+        self.inFlight += 1
+        self.inFlightByHost[host, default: 0] += 1
+    }
+
+    private func hasWaiters(for host: String) -> Bool {
+        guard !self.waiting.isEmpty else { return false }
+        for priority in RequestPriority.allCases {
+            if let queue = self.queues[QueueKey(host: host, priority: priority)], !queue.isEmpty { return true }
+        }
+        return false
+    }
+
+    /// Drops stale entries at the head of each queue, then picks the best head whose host has capacity.
+    private mutating func pickNext(now: ContinuousClock.Instant) -> Ticket? {
+        var best: (ticket: Ticket, score: Double)?
+        for key in Array(self.queues.keys) {
+            guard var queue = self.queues[key] else { continue }
+            var head: Ticket?
+            while let entry = queue.first {
+                if let record = self.waiting[entry.id], record.generation == entry.generation {
+                    head = record.ticket
+                    break
+                }
+                queue.removeFirst()
+            }
+            if queue.isEmpty { self.queues[key] = nil } else { self.queues[key] = queue }
+            guard let ticket = head, self.inFlightByHost[ticket.host, default: 0] < self.limit(for: ticket.host) else { continue }
+            let score = self.effectivePriority(of: ticket, now: now)
+            if let current = best, current.score > score || (current.score == score && current.ticket.sequence < ticket.sequence) {
+                continue
+            }
+            best = (ticket, score)
+        }
+        if let ticket = best?.ticket {
+            self.queues[QueueKey(host: ticket.host, priority: ticket.priority)]?.removeFirst()
+        }
+        return best?.ticket
+    }
+}
+
+/// A first-in first-out queue with amortised O(1) operations.
+struct FIFO<Element>: Sendable where Element: Sendable {
+    private var storage: [Element] = []
+    private var head = 0
+
+    var isEmpty: Bool { self.head >= self.storage.count }
+    var count: Int { self.storage.count - self.head }
+    var first: Element? { self.isEmpty ? nil : self.storage[self.head] }
+
+    mutating func append(_ element: Element) {
+        self.storage.append(element)
+    }
+
+    @discardableResult
+    mutating func removeFirst() -> Element? {
+        guard !self.isEmpty else { return nil }
+        let element = self.storage[self.head]
+        self.head += 1
+        if self.head > 64 && self.head * 2 > self.storage.count {
+            self.storage.removeFirst(self.head)
+            self.head = 0
+        }
+        return element
+    }
+}
