@@ -129,6 +129,22 @@ public final class AsyncHTTPClientTransport: Transport {
         let response: HTTPClientResponse
         do {
             response = try await self.httpClient.execute(outgoing, deadline: deadline)
+        } catch where Self.isStaleConnection(error) && Self.isIdempotent(request) && (request.body?.isReplayable ?? true) && !Task.isCancelled {
+            // A pooled connection closed under the request before any response arrived: an
+            // idempotent request may be sent again (RFC 9110, 9.2.2), once, on a fresh connection.
+            if let body = request.body {
+                let stream = try body.claim()
+                if let bytes = body.bytes {
+                    outgoing.body = .bytes(ByteBuffer(data: bytes))
+                } else {
+                    outgoing.body = .stream(stream.map { ByteBuffer(data: $0) }, length: body.length.map { .known(Int64($0)) } ?? .unknown)
+                }
+            }
+            do {
+                response = try await self.httpClient.execute(outgoing, deadline: deadline)
+            } catch {
+                throw Self.mapError(error)
+            }
         } catch {
             throw Self.mapError(error)
         }
@@ -159,6 +175,19 @@ public final class AsyncHTTPClientTransport: Transport {
             body: .stream(stream, expectedLength: expected),
             version: version
         )
+    }
+
+    static func isStaleConnection(_ error: any Error) -> Bool {
+        if let error = error as? ChannelError, error == .ioOnClosedChannel || error == .alreadyClosed { return true }
+        if let error = error as? HTTPClientError, error == .remoteConnectionClosed { return true }
+        return false
+    }
+
+    static func isIdempotent(_ request: Courier.Request) -> Bool {
+        switch request.head.method {
+        case .get, .head, .options, .put, .delete, .trace: return true
+        default: return false
+        }
     }
 
     static func timeAmount(_ duration: Duration) -> TimeAmount {

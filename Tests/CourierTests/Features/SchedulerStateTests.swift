@@ -1,0 +1,150 @@
+@testable import Courier
+import Testing
+
+@Suite("Scheduling decisions are plain values")
+struct SchedulerStateTests {
+    let t0 = ContinuousClock.now
+
+    func drain(_ state: inout SchedulerState, host: String = "a", at now: ContinuousClock.Instant) -> [UInt64] {
+        var order: [UInt64] = []
+        while true {
+            let started = state.finish(host: host, now: now)
+            if started.isEmpty { break }
+            order += started
+        }
+        return order
+    }
+
+    @Test
+    func higherPrioritiesStartFirstAndFIFOWithinAPriority() {
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 1))
+        let r1 = state.submit(id: 0, host: "a", priority: .normal, now: t0)
+        #expect(r1)
+        let queued: [(UInt64, RequestPriority)] = [(1, .low), (2, .high), (3, .normal), (4, .high), (5, .veryHigh), (6, .veryLow)]
+        for (id, priority) in queued {
+            let r2 = state.submit(id: id, host: "a", priority: priority, now: t0)
+            #expect(!r2)
+        }
+        #expect(state.queuedCount == 6)
+        let r3 = drain(&state, at: t0)
+        #expect(r3 == [5, 2, 4, 3, 1, 6])
+    }
+
+    @Test(arguments: [
+        // (seconds waited by the low request, is it started before a fresh high request?)
+        (0.0, false), (3.9, false), (4.0, true), (9.0, true),
+    ])
+    func ageingLiftsAWaitingRequestOneLevelPerInterval(waited: Double, lowFirst: Bool) {
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 1, agingInterval: .seconds(2)))
+        let r4 = state.submit(id: 0, host: "a", priority: .normal, now: t0)
+        #expect(r4)
+        _ = state.submit(id: 1, host: "a", priority: .low, now: t0)
+        let now = t0 + .milliseconds(Int64(waited * 1000))
+        _ = state.submit(id: 2, host: "a", priority: .high, now: now)
+        // low (1) + 2 levels after 4 s equals high (3); ties go to the earlier arrival.
+        let r5 = drain(&state, at: now).first
+        #expect(r5 == (lowFirst ? 1 : 2))
+    }
+
+    @Test
+    func perHostLimitQueuesOnlyThatHost() {
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 10, maxRequestsPerHost: 2))
+        let r6 = state.submit(id: 1, host: "a", priority: .normal, now: t0)
+        #expect(r6)
+        let r7 = state.submit(id: 2, host: "a", priority: .normal, now: t0)
+        #expect(r7)
+        let r8 = state.submit(id: 3, host: "a", priority: .normal, now: t0)
+        #expect(!r8)
+        let r9 = state.submit(id: 4, host: "b", priority: .normal, now: t0)
+        #expect(r9)
+        #expect(state.snapshot.inFlightByHost == ["a": 2, "b": 1])
+        let r10 = state.finish(host: "b", now: t0).isEmpty
+        #expect(r10)
+        let r11 = state.finish(host: "a", now: t0)
+        #expect(r11 == [3])
+    }
+
+    @Test
+    func http2HostsGetTheHigherLimit() {
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 100, maxRequestsPerHost: 1, maxRequestsPerHTTP2Host: 3))
+        let r12 = state.submit(id: 1, host: "h2", priority: .normal, now: t0)
+        #expect(r12)
+        let r13 = state.submit(id: 2, host: "h2", priority: .normal, now: t0)
+        #expect(!r13)
+        let r14 = state.submit(id: 3, host: "h2", priority: .normal, now: t0)
+        #expect(!r14)
+        state.markHTTP2("h2")
+        let r15 = state.startReady(now: t0)
+        #expect(r15 == [2, 3])
+        let r16 = state.submit(id: 4, host: "h2", priority: .normal, now: t0)
+        #expect(!r16)
+    }
+
+    @Test
+    func cancelledQueuedRequestIsNeverStarted() {
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 1))
+        let r17 = state.submit(id: 1, host: "a", priority: .normal, now: t0)
+        #expect(r17)
+        _ = state.submit(id: 2, host: "a", priority: .high, now: t0)
+        _ = state.submit(id: 3, host: "a", priority: .normal, now: t0)
+        let r18 = state.cancel(id: 2)
+        #expect(r18)
+        let r19 = state.cancel(id: 2)
+        #expect(!r19)
+        let r20 = drain(&state, at: t0)
+        #expect(r20 == [3])
+    }
+
+    @Test
+    func reprioritisedRequestMoves() {
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 1))
+        let r21 = state.submit(id: 1, host: "a", priority: .normal, now: t0)
+        #expect(r21)
+        _ = state.submit(id: 2, host: "a", priority: .low, now: t0)
+        _ = state.submit(id: 3, host: "a", priority: .normal, now: t0)
+        _ = state.submit(id: 4, host: "a", priority: .low, now: t0)
+        let r22 = state.reprioritize(id: 4, to: .veryHigh)
+        #expect(r22)
+        #expect(state.priority(of: 4) == .veryHigh)
+        #expect(state.snapshot.queuedByPriority == [.low: 1, .normal: 1, .veryHigh: 1])
+        let r23 = drain(&state, at: t0)
+        #expect(r23 == [4, 3, 2])
+        let r24 = state.reprioritize(id: 4, to: .low)
+        #expect(!r24)
+    }
+
+    @Test
+    func aNewcomerDoesNotOvertakeWaitersOfItsHost() {
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 1))
+        let r25 = state.submit(id: 1, host: "a", priority: .normal, now: t0)
+        #expect(r25)
+        _ = state.submit(id: 2, host: "a", priority: .normal, now: t0)
+        let r26 = state.finish(host: "a", now: t0)
+        #expect(r26 == [2])
+        let r27 = state.submit(id: 3, host: "a", priority: .veryHigh, now: t0)
+        #expect(!r27)
+    }
+
+    @Test
+    func tenThousandQueuedRequestsDrainInPriorityOrder() {
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 1))
+        let r28 = state.submit(id: 0, host: "a", priority: .normal, now: t0)
+        #expect(r28)
+        for id in 1...10_000 {
+            _ = state.submit(id: UInt64(id), host: id % 2 == 0 ? "a" : "b", priority: RequestPriority(rawValue: id % 5)!, now: t0)
+        }
+        var previous = RequestPriority.veryHigh
+        var count = 0
+        var host = "a"
+        while true {
+            let started = state.finish(host: host, now: t0)
+            guard let id = started.first else { break }
+            let priority = RequestPriority(rawValue: Int(id) % 5)!
+            #expect(priority <= previous)
+            previous = priority
+            host = id % 2 == 0 ? "a" : "b"
+            count += 1
+        }
+        #expect(count == 10_000)
+    }
+}
