@@ -26,8 +26,10 @@ struct BenchmarkMain {
         switch suite {
         case "pipeline":
             try await PipelineBenchmark(seconds: seconds, rounds: rounds).run()
+        case "traffic":
+            try await TrafficBenchmark().run()
         default:
-            print("unknown benchmark '\(suite)'; available: pipeline")
+            print("unknown benchmark '\(suite)'; available: pipeline, traffic")
         }
     }
 
@@ -43,6 +45,9 @@ enum ServeBenchmarkServer {
         let certificates = try TestCertificates.generate()
         let payload = BenchmarkPayload.json
         let handler: TestServer.Handler = { request in
+            if request.path.hasPrefix("/delay/"), let ms = Int(request.path.dropFirst("/delay/".count)) {
+                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")], body: payload).with(.stall(.milliseconds(ms)))
+            }
             if request.path.hasPrefix("/bytes/"), let count = Int(request.path.dropFirst("/bytes/".count)) {
                 return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: count))
             }
@@ -156,6 +161,17 @@ func measure(concurrency: Int, seconds: Double, _ work: @escaping @Sendable () a
     let wall = ContinuousClock.now - wallStart
     let (s, atto) = wall.components
     return Measurement(requests: count, wall: Double(s) + Double(atto) / 1e18, cpu: processCPUSeconds() - cpuStart)
+}
+
+/// The resident set size and its peak, in MiB, from /proc (0 where unavailable).
+func residentMemory() -> (current: Double, peak: Double) {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return (0, 0) }
+    func value(_ key: String) -> Double {
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(key) }) else { return 0 }
+        let number = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Double($0) } ?? 0
+        return number / 1024
+    }
+    return (value("VmRSS:"), value("VmHWM:"))
 }
 
 func median(_ values: [Double]) -> Double {

@@ -33,6 +33,8 @@ struct PipelineBenchmark {
             })
             let client = Client(configuration: .init(transport: transport, baseURL: URL(string: url)!) {
                 if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
+                // Identical concurrent GETs would be coalesced; this benchmark measures the pipeline per request.
+                $0.deduplication.isEnabled = false
             })
             let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
 

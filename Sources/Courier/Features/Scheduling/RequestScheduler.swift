@@ -4,7 +4,7 @@ import Foundation
 ///
 /// One scheduler belongs to one ``Client``. The decisions are made by ``SchedulerState``; this
 /// type only parks and resumes tasks. A request that has a free slot starts without suspending.
-final class RequestScheduler: Sendable {
+package final class RequestScheduler: Sendable {
     private struct State {
         var decisions: SchedulerState
         var parked: [UInt64: Parked] = [:]
@@ -18,12 +18,12 @@ final class RequestScheduler: Sendable {
 
     private let state: Locked<State>
 
-    init(configuration: SchedulerConfiguration) {
+    package init(configuration: SchedulerConfiguration) {
         self.state = Locked(State(decisions: SchedulerState(configuration: configuration)))
     }
 
     /// A new ticket identifier.
-    func makeTicket() -> UInt64 {
+    package func makeTicket() -> UInt64 {
         self.state.withLock { state in
             state.nextID += 1
             return state.nextID
@@ -33,7 +33,7 @@ final class RequestScheduler: Sendable {
     /// Waits until the request may start; throws kind `cancelled` if the task is cancelled while queued.
     ///
     /// Every successful `acquire` must be balanced by one ``release(host:)``.
-    func acquire(ticket: UInt64, host: String, priority: RequestPriority) async throws {
+    package func acquire(ticket: UInt64, host: String, priority: RequestPriority) async throws {
         let startsNow = self.state.withLock { state -> Bool in
             let now = ContinuousClock.now
             if state.decisions.submit(id: ticket, host: host, priority: priority, now: now) { return true }
@@ -75,7 +75,7 @@ final class RequestScheduler: Sendable {
     }
 
     /// Frees the slot of a finished request and starts the next ones.
-    func release(host: String) {
+    package func release(host: String) {
         let ready = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
             let started = state.decisions.finish(host: host, now: .now)
             var continuations: [CheckedContinuation<Void, any Error>] = []
@@ -113,7 +113,7 @@ final class RequestScheduler: Sendable {
     }
 
     /// What is queued and in flight now.
-    var snapshot: TrafficSnapshot {
+    package var snapshot: TrafficSnapshot {
         self.state.withLock { $0.decisions.snapshot }
     }
 }
