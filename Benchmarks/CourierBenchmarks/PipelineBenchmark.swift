@@ -44,10 +44,20 @@ struct PipelineBenchmark {
                 let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
                 precondition(item.id == 42)
             }
-            let courierWork: @Sendable () async throws -> Void = {
+            let raw2 = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: rawConfiguration)
+            let sameAsRaw = ProcessInfo.processInfo.environment["COURIER_BENCH_AA"] != nil
+            let rawWork2: @Sendable () async throws -> Void = {
+                // A/A check of the harness: a second raw client in place of Courier.
+                let response = try await raw2.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                let body = try await response.body.collect(upTo: 1 << 20)
+                let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
+                precondition(item.id == 42)
+            }
+            let courierOnly: @Sendable () async throws -> Void = {
                 let item = try await client.send(endpoint)
                 precondition(item.id == 42)
             }
+            let courierWork = sameAsRaw ? rawWork2 : courierOnly
             // Warm up both (connections, code paths).
             _ = try await measure(concurrency: 8, seconds: 0.5, rawWork)
             _ = try await measure(concurrency: 8, seconds: 0.5, courierWork)
@@ -56,6 +66,7 @@ struct PipelineBenchmark {
                 // Profiling aid: run one side alone for a while, at concurrency 8.
                 _ = try await measure(concurrency: 8, seconds: self.seconds, only == "raw" ? rawWork : courierWork)
                 try await raw.shutdown()
+                try await raw2.shutdown()
                 try await transport.shutdown()
                 return
             }
@@ -80,6 +91,7 @@ struct PipelineBenchmark {
                 print("\(name)  \(String(format: "%4d", concurrency))  \(String(format: "%9.0f", rawRate))  \(String(format: "%13.0f", courierRate))  \(String(format: "%5.1f%%", courierRate / rawRate * 100))  \(String(format: "%14.0f", rawCPU))  \(String(format: "%18.0f", courierCPU))  \(String(format: "%5.1f%%", courierCPU / rawCPU * 100))")
             }
             try await raw.shutdown()
+            try await raw2.shutdown()
             try await transport.shutdown()
         }
     }
