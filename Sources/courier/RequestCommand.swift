@@ -25,6 +25,9 @@ struct RequestCommand: AsyncParsableCommand {
           9   redirect refused (too many, loop, https to http)
           10  cancelled
           11  refused in constrained mode
+          12  business error in an envelope (non-success code)
+          13  JSON-RPC error object
+          14  authentication required
 
         Load mode: with --repeat N the same request is sent N times through one client, \
         --concurrency C at a time, and one summary line is printed instead of the body: requests \
@@ -209,6 +212,9 @@ struct RequestCommand: AsyncParsableCommand {
         case .cancelled: return 10
         case .decoding: return 1
         case .constrained: return 11
+        case .business: return 12
+        case .rpc: return 13
+        case .authenticationRequired: return 14
         }
     }
 }

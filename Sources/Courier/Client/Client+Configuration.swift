@@ -40,6 +40,16 @@ extension Client {
         public var scheduling: SchedulerConfiguration
         /// What happens to prefetch endpoints while the client is constrained.
         public var constrainedPolicy: ConstrainedPolicy
+        /// The services and environments endpoints with a ``Endpoint/service`` resolve against.
+        public var servers: ServerDirectory?
+        /// The wire protocol of each service, for endpoints that do not set their own.
+        public var wireProtocols: [ServiceID: any WireProtocol]
+        /// The wire protocol of endpoints that set none and whose service has none (REST by default).
+        public var defaultWireProtocol: any WireProtocol
+        /// Decides how each error should be presented (``CourierError/presentation``).
+        public var errorClassifier: ErrorClassifier
+        /// Called with events raised by responses (such as a business code mapped to "session expired").
+        public var onEvent: (@Sendable (CourierEvent) -> Void)?
 
         /// Creates a configuration; `configure` may change any default.
         public init(
@@ -61,6 +71,11 @@ extension Client {
             self.deduplication = DeduplicationConfiguration()
             self.scheduling = .default
             self.constrainedPolicy = .refuse
+            self.servers = nil
+            self.wireProtocols = [:]
+            self.defaultWireProtocol = RESTProtocol()
+            self.errorClassifier = .standard
+            self.onEvent = nil
             configure(&self)
         }
     }

@@ -76,12 +76,13 @@ public final class Client: Sendable {
     func response<Value: Sendable>(_ endpoint: Endpoint<Value>, control: RequestControl?) async throws -> Response<Value> {
         let clock = ContinuousClock()
         let start = clock.now
-        let request: Request
+        let prepared: Prepared
         do {
-            request = try self.makeRequest(for: endpoint)
+            prepared = try self.prepare(endpoint)
         } catch {
-            throw CourierError.wrap(error)
+            throw self.classified(CourierError.wrap(error))
         }
+        let request = prepared.request
         self.log.started(request)
         var progress = Progress()
         do {
@@ -104,7 +105,7 @@ public final class Client: Sendable {
                 source = coalesced ? .coalesced : .network
             } else {
                 fetched = try await self.fetch(
-                    request, middleware: endpoint.middleware, readsBody: endpoint.decoding.readsBody,
+                    request, middleware: endpoint.middleware, readsBody: endpoint.decoding.readsBody || prepared.wire != nil,
                     acceptedStatuses: endpoint.acceptedStatuses, ticket: self.scheduler.makeTicket(), priority: priority, control: control
                 )
                 source = .network
@@ -115,7 +116,11 @@ public final class Client: Sendable {
             guard endpoint.acceptedStatuses.contains(fetched.head.status.code) else {
                 throw CourierError.httpStatus(fetched.head, body: fetched.body)
             }
-            let value = try endpoint.decoding.run(.init(body: fetched.body, head: fetched.head, decoder: self.configuration.decoder))
+            var payload = fetched.body
+            if let wire = prepared.wire, !prepared.call.isNotification {
+                payload = try wire.unbox(fetched.body, head: fetched.head, call: prepared.call)
+            }
+            let value = try endpoint.decoding.run(.init(body: payload, head: fetched.head, decoder: self.configuration.decoder))
             let response = Response(
                 value: value, status: fetched.head.status, headers: fetched.head.headerFields, version: fetched.version,
                 duration: clock.now - start, urlString: fetched.url?.absoluteString ?? request.urlString,
@@ -128,9 +133,20 @@ public final class Client: Sendable {
             if Task.isCancelled, failure.kind == .transport {
                 failure = .cancelled(underlying: failure)
             }
+            failure = self.classified(failure)
             self.log.finished(request, status: progress.status, duration: clock.now - start, bytes: progress.bytes, version: progress.version, outcome: "failure(\(failure.shortDescription))")
             throw failure
         }
+    }
+
+    /// Applies the classifier's presentation and raises the error's event, if any.
+    private func classified(_ error: CourierError) -> CourierError {
+        var error = error
+        error.presentation = self.configuration.errorClassifier.classify(error)
+        if let name = error.event, let onEvent = self.configuration.onEvent {
+            onEvent(CourierEvent(name: name, error: error))
+        }
+        return error
     }
 
     /// What a request had received when it ended, for its log line.
@@ -187,6 +203,38 @@ public final class Client: Sendable {
 
     /// Builds the request an endpoint describes, without sending it.
     public func makeRequest<Value>(for endpoint: Endpoint<Value>) throws -> Request {
+        try self.prepare(endpoint).request
+    }
+
+    /// A request ready to send, with the wire protocol that unboxes its answer (`nil` for REST).
+    struct Prepared: Sendable {
+        var request: Request
+        var wire: (any WireProtocol)?
+        var call: WireCall
+    }
+
+    private let callIDs = Locked(0)
+
+    func prepare<Value>(_ endpoint: Endpoint<Value>) throws -> Prepared {
+        var request = try self.buildRequest(for: endpoint)
+        let wire = endpoint.wire ?? endpoint.service.flatMap { self.configuration.wireProtocols[$0] } ?? self.configuration.defaultWireProtocol
+        if wire is RESTProtocol {
+            return Prepared(request: request, wire: nil, call: WireCall(operation: endpoint.name, isNotification: endpoint.isNotification, id: 0))
+        }
+        let id = self.callIDs.withLock { value -> Int in
+            value += 1
+            return value
+        }
+        let call = WireCall(operation: endpoint.operation ?? endpoint.name, isNotification: endpoint.isNotification, id: id)
+        do {
+            try wire.box(&request, call: call)
+        } catch {
+            throw CourierError.wrap(error)
+        }
+        return Prepared(request: request, wire: wire, call: call)
+    }
+
+    private func buildRequest<Value>(for endpoint: Endpoint<Value>) throws -> Request {
         var head: HTTPRequest
         if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://") {
             guard let url = URL(string: endpoint.path), let target = BaseURL(url) else {
@@ -194,7 +242,15 @@ public final class Client: Sendable {
             }
             head = HTTPRequest(method: endpoint.method, scheme: target.scheme, authority: target.authority, path: target.path(appending: "", query: endpoint.query))
         } else {
-            guard let base = self.base else {
+            let base: BaseURL
+            if let service = endpoint.service {
+                guard let servers = self.configuration.servers else {
+                    throw CourierError.invalidRequest("the endpoint names the service '\(service)' but the client has no server directory")
+                }
+                base = try servers.base(for: service)
+            } else if let clientBase = self.base {
+                base = clientBase
+            } else {
                 throw CourierError.invalidRequest("the endpoint path '\(endpoint.path)' is relative and the client has no base URL")
             }
             head = HTTPRequest(method: endpoint.method, scheme: base.scheme, authority: base.authority, path: base.path(appending: endpoint.path, query: endpoint.query))

@@ -44,6 +44,15 @@ public struct Endpoint<Response>: Sendable {
     public var deduplication: Deduplication = .automatic
     /// Whether the request only prefetches (deferred or refused in constrained mode).
     public var isPrefetch: Bool = false
+    /// The service whose base URL the path is resolved against (through the client's
+    /// ``ServerDirectory``); `nil` uses the client's base URL.
+    public var service: ServiceID?
+    /// The wire protocol; `nil` uses the service's default, then the client's.
+    public var wire: (any WireProtocol)?
+    /// The operation's name for the wire protocol (the JSON-RPC method); `nil` uses ``name``.
+    public var operation: String?
+    /// Whether no response payload is expected (a JSON-RPC notification).
+    public var isNotification: Bool = false
 
     /// Creates an endpoint with an explicit decoding.
     public init(
@@ -145,11 +154,57 @@ extension Endpoint {
         return copy
     }
 
+    /// A copy sent to another service.
+    public func service(_ service: ServiceID) -> Endpoint {
+        var copy = self
+        copy.service = service
+        return copy
+    }
+
+    /// A copy with another wire protocol.
+    public func wire(_ wire: any WireProtocol) -> Endpoint {
+        var copy = self
+        copy.wire = wire
+        return copy
+    }
+
     /// A copy marked as a prefetch: deferred or refused while the client is constrained.
     public func prefetch(_ isPrefetch: Bool = true) -> Endpoint {
         var copy = self
         copy.isPrefetch = isPrefetch
         return copy
+    }
+}
+
+extension Endpoint where Response: Decodable & SendableMetatype {
+    /// A JSON-RPC 2.0 call: `params` (an object or an array) are sent to `method` on `service`.
+    public static func rpc<Params: Encodable & Sendable>(_ method: String, params: Params, service: ServiceID? = nil) -> Endpoint {
+        var endpoint = Endpoint(name: method, method: .post, path: "", body: .json(params))
+        endpoint.service = service
+        endpoint.wire = JSONRPCProtocol()
+        endpoint.operation = method
+        return endpoint
+    }
+
+    /// A JSON-RPC 2.0 call without params.
+    public static func rpc(_ method: String, service: ServiceID? = nil) -> Endpoint {
+        var endpoint = Endpoint(name: method, method: .post, path: "")
+        endpoint.service = service
+        endpoint.wire = JSONRPCProtocol()
+        endpoint.operation = method
+        return endpoint
+    }
+}
+
+extension Endpoint where Response == Void {
+    /// A JSON-RPC 2.0 notification: no id, and no result expected.
+    public static func rpcNotification<Params: Encodable & Sendable>(_ method: String, params: Params, service: ServiceID? = nil) -> Endpoint {
+        var endpoint = Endpoint(name: method, method: .post, path: "", body: .json(params), decoding: .none)
+        endpoint.service = service
+        endpoint.wire = JSONRPCProtocol()
+        endpoint.operation = method
+        endpoint.isNotification = true
+        return endpoint
     }
 }
 

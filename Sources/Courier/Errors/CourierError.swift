@@ -29,6 +29,12 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
         case tls
         /// A prefetch request was refused because the client is in constrained (Low Data) mode.
         case constrained
+        /// The server's envelope carried a non-success business code (its message is in ``CourierError/message``).
+        case business
+        /// The JSON-RPC server answered with an error object.
+        case rpc
+        /// The server requires the user to authenticate again.
+        case authenticationRequired
     }
 
     /// What went wrong.
@@ -49,6 +55,14 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     public var codingPath: String?
     /// The size limit that was exceeded, for `responseTooLarge` errors.
     public var limit: Int?
+    /// The server's code, for `business` errors (as text) and `rpc` errors.
+    public var code: String?
+    /// The error object's `data`, for `rpc` errors.
+    public var rpcData: JSONValue?
+    /// The event a `business` code maps to (such as `sessionExpired`), if any.
+    public var event: String?
+    /// How a user interface should present the error, as decided by the client's classifier.
+    public var presentation: ErrorPresentation = .alert
 
     /// Creates an error of the given kind.
     public init(_ kind: Kind, _ message: String, underlying: (any Error)? = nil) {
@@ -60,6 +74,7 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// A short, stable, low-cardinality name for metrics, such as `http_status_503`.
     public var shortDescription: String {
         if self.kind == .httpStatus, let status = self.status { return "http_status_\(status.code)" }
+        if self.kind == .business || self.kind == .rpc, let code = self.code { return "\(self.kind.rawValue)_\(code)" }
         return self.kind.rawValue
     }
 
@@ -117,6 +132,19 @@ extension CourierError {
         error.decodingType = String(describing: type)
         error.codingPath = codingPath
         error.body = body
+        return error
+    }
+
+    package static func business(code: String, message: String) -> CourierError {
+        var error = CourierError(.business, message)
+        error.code = code
+        return error
+    }
+
+    package static func rpc(code: Int, message: String, data: JSONValue?) -> CourierError {
+        var error = CourierError(.rpc, message)
+        error.code = "\(code)"
+        error.rpcData = data
         return error
     }
 

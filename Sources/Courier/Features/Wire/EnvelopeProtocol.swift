@@ -1,0 +1,74 @@
+import Foundation
+import HTTPTypes
+
+/// A `{"code": 0, "msg": "…", "data": …}` envelope: `data` is decoded when the code means success;
+/// any other code throws ``CourierError`` of kind `business` with the server's message kept for
+/// display, and may raise a named event (such as "session expired → sign in again").
+///
+/// ```swift
+/// let envelope = EnvelopeProtocol(successCodes: [0], events: [1001: "sessionExpired"])
+/// ```
+public struct EnvelopeProtocol: WireProtocol {
+    /// The key of the status code.
+    public var codeKey: String
+    /// The key of the human-readable message.
+    public var messageKey: String
+    /// The key of the payload.
+    public var dataKey: String
+    /// The codes that mean success (numbers or strings, compared as text).
+    public var successCodes: Set<String>
+    /// Codes that raise a named event through the client's event handler.
+    public var events: [String: String]
+
+    /// Creates an envelope protocol; codes may be numbers or strings.
+    public init(
+        codeKey: String = "code",
+        messageKey: String = "msg",
+        dataKey: String = "data",
+        successCodes: [any CustomStringConvertible & Sendable] = [0],
+        events: [Int: String] = [:]
+    ) {
+        self.codeKey = codeKey
+        self.messageKey = messageKey
+        self.dataKey = dataKey
+        self.successCodes = Set(successCodes.map(\.description))
+        self.events = Dictionary(uniqueKeysWithValues: events.map { ("\($0.key)", $0.value) })
+    }
+
+    /// Leaves the request as it is.
+    public func box(_ request: inout Request, call: WireCall) throws {}
+
+    /// Returns `data` for a success code, or throws the business error.
+    public func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data {
+        let root: JSONValue
+        do {
+            root = try JSONDecoder().decode(JSONValue.self, from: body)
+        } catch {
+            throw CourierError.decoding(type: JSONValue.self, codingPath: nil, reason: "the envelope is not JSON", body: body, underlying: error)
+        }
+        guard case .object(let members) = root, let codeValue = members[self.codeKey] else {
+            throw CourierError.decoding(type: JSONValue.self, codingPath: self.codeKey, reason: "the envelope has no '\(self.codeKey)'", body: body, underlying: nil)
+        }
+        let code: String
+        switch codeValue {
+        case .integer(let value): code = "\(value)"
+        case .number(let value): code = value.rounded() == value ? "\(Int(value))" : "\(value)"
+        case .string(let value): code = value
+        default:
+            throw CourierError.decoding(type: JSONValue.self, codingPath: self.codeKey, reason: "the code is not a number or a string", body: body, underlying: nil)
+        }
+        guard self.successCodes.contains(code) else {
+            let message = members[self.messageKey]?.stringValue ?? ""
+            var error = CourierError.business(code: code, message: message)
+            error.event = self.events[code]
+            error.body = body
+            throw error
+        }
+        return try (members[self.dataKey] ?? .null).encoded()
+    }
+}
+
+extension WireProtocol where Self == EnvelopeProtocol {
+    /// A code/msg/data envelope with the default keys and success code 0.
+    public static var envelope: EnvelopeProtocol { EnvelopeProtocol() }
+}

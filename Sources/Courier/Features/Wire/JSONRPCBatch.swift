@@ -1,0 +1,149 @@
+import Foundation
+import HTTPTypes
+
+/// Several JSON-RPC 2.0 calls sent in one HTTP request; each call gets its own result or error,
+/// matched by id even when the server answers in another order.
+///
+/// ```swift
+/// let batch = JSONRPCBatch(service: "math")
+/// let sum = batch.call("sum", params: [1, 2, 3], as: Int.self)
+/// let bad = batch.call("divide", params: [1, 0], as: Double.self)
+/// batch.notify("log", params: ["event": "batched"])
+/// let results = try await client.send(batch)
+/// let total = try results[sum].get()      // 6
+/// ```
+public final class JSONRPCBatch: Sendable {
+    private struct Entry: Sendable {
+        var method: String
+        var params: JSONValue?
+        var id: Int?
+    }
+
+    /// The service the batch is sent to (`nil`: the client's base URL).
+    public let service: ServiceID?
+    /// The path, relative to the service's base URL.
+    public let path: String
+    private let entries = Locked<[Entry]>([])
+
+    /// Creates an empty batch.
+    public init(service: ServiceID? = nil, path: String = "") {
+        self.service = service
+        self.path = path
+    }
+
+    /// Adds a call whose result decodes as `type`.
+    @discardableResult
+    public func call<Params: Encodable, Result: Decodable & Sendable>(_ method: String, params: Params, as type: Result.Type) -> JSONRPCBatchItem<Result> {
+        let value = try? JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(params))
+        return self.add(method: method, params: value, type: type)
+    }
+
+    /// Adds a call without params whose result decodes as `type`.
+    @discardableResult
+    public func call<Result: Decodable & Sendable>(_ method: String, as type: Result.Type) -> JSONRPCBatchItem<Result> {
+        self.add(method: method, params: nil, type: type)
+    }
+
+    /// Adds a notification: no id, no result.
+    public func notify<Params: Encodable>(_ method: String, params: Params) {
+        let value = try? JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(params))
+        self.entries.withLock { $0.append(Entry(method: method, params: value, id: nil)) }
+    }
+
+    private func add<Result: Decodable & Sendable>(method: String, params: JSONValue?, type: Result.Type) -> JSONRPCBatchItem<Result> {
+        let id = self.entries.withLock { entries -> Int in
+            let id = entries.count + 1
+            entries.append(Entry(method: method, params: params, id: id))
+            return id
+        }
+        return JSONRPCBatchItem(id: id)
+    }
+
+    /// The request body: an array of request objects.
+    func body() throws -> Data {
+        let objects: [JSONValue] = self.entries.current.map { entry in
+            var object: [String: JSONValue] = ["jsonrpc": .string("2.0"), "method": .string(entry.method)]
+            if let params = entry.params { object["params"] = params }
+            if let id = entry.id { object["id"] = .integer(id) }
+            return .object(object)
+        }
+        guard !objects.isEmpty else { throw CourierError.invalidRequest("a JSON-RPC batch needs at least one call") }
+        return try JSONValue.array(objects).encoded()
+    }
+
+    var expectsResponse: Bool { self.entries.current.contains { $0.id != nil } }
+}
+
+/// A token for one call of a ``JSONRPCBatch``.
+public struct JSONRPCBatchItem<Result: Decodable & Sendable>: Sendable {
+    /// The call's id in the batch.
+    public let id: Int
+}
+
+/// The answers to a batch, by call.
+public struct JSONRPCBatchResults: Sendable {
+    let responses: [Int: JSONRPCResponse]
+    let sharedError: CourierError?
+    let body: Data
+    let decoder: JSONDecoder
+
+    /// The result of one call: its value, its own error object as kind `rpc`, or a decoding error.
+    public subscript<Value>(item: JSONRPCBatchItem<Value>) -> Result<Value, CourierError> {
+        if let sharedError { return .failure(sharedError) }
+        guard let response = self.responses[item.id] else {
+            return .failure(.decoding(type: Value.self, codingPath: nil, reason: "the batch response has no answer for id \(item.id)", body: self.body, underlying: nil))
+        }
+        do {
+            let payload = try response.payload(expecting: item.id, body: self.body)
+            do {
+                return .success(try self.decoder.decode(Value.self, from: payload))
+            } catch let error as DecodingError {
+                return .failure(.decoding(type: Value.self, codingPath: error.courierCodingPath, reason: error.courierReason, body: payload, underlying: error))
+            }
+        } catch {
+            return .failure(CourierError.wrap(error))
+        }
+    }
+}
+
+extension Client {
+    /// Sends a JSON-RPC batch in one HTTP request and returns each call's own result.
+    public func send(_ batch: JSONRPCBatch) async throws -> JSONRPCBatchResults {
+        let body: Data
+        do {
+            body = try batch.body()
+        } catch {
+            throw CourierError.wrap(error)
+        }
+        var endpoint = Endpoint<Data>(name: "jsonrpc.batch", method: .post, path: batch.path, body: .data(body, contentType: "application/json"), decoding: .data)
+        endpoint.service = batch.service
+        endpoint.wire = RESTProtocol()
+        let data = try await self.send(endpoint)
+        guard batch.expectsResponse else {
+            return JSONRPCBatchResults(responses: [:], sharedError: nil, body: data, decoder: self.configuration.decoder)
+        }
+        let root: JSONValue
+        do {
+            root = try JSONDecoder().decode(JSONValue.self, from: data)
+        } catch {
+            throw CourierError.decoding(type: JSONRPCBatchResults.self, codingPath: nil, reason: "the batch response is not JSON", body: data, underlying: error)
+        }
+        switch root {
+        case .array(let items):
+            var responses: [Int: JSONRPCResponse] = [:]
+            for item in items {
+                guard let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: item.encoded()) else { continue }
+                if let id = response.id?.intValue { responses[id] = response }
+            }
+            return JSONRPCBatchResults(responses: responses, sharedError: nil, body: data, decoder: self.configuration.decoder)
+        case .object:
+            // The server rejected the batch as a whole (for example an invalid request).
+            let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: data)
+            let error = response?.error.map { CourierError.rpc(code: $0.code, message: $0.message, data: $0.data) }
+                ?? CourierError.decoding(type: JSONRPCBatchResults.self, codingPath: nil, reason: "expected an array of responses", body: data, underlying: nil)
+            return JSONRPCBatchResults(responses: [:], sharedError: error, body: data, decoder: self.configuration.decoder)
+        default:
+            throw CourierError.decoding(type: JSONRPCBatchResults.self, codingPath: nil, reason: "expected an array of responses", body: data, underlying: nil)
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import HTTPTypes
+
+/// JSON-RPC 2.0 over HTTP POST.
+///
+/// The endpoint's JSON body becomes `params` (an object: by name; an array: by position), its
+/// `operation` the `method`. The response's `result` is what gets decoded; an `error` object
+/// throws ``CourierError`` of kind `rpc` with the code, message and data. A notification carries no
+/// `id` and expects no result.
+///
+/// ```swift
+/// enum MathAPI {
+///     static func sum(_ numbers: [Int]) -> Endpoint<Int> {
+///         .rpc("sum", params: numbers, service: "math")
+///     }
+/// }
+/// ```
+public struct JSONRPCProtocol: WireProtocol {
+    /// Creates the protocol.
+    public init() {}
+
+    /// Wraps the body (the params) in a JSON-RPC request object.
+    public func box(_ request: inout Request, call: WireCall) throws {
+        var envelope: [String: JSONValue] = ["jsonrpc": .string("2.0"), "method": .string(call.operation)]
+        if let bytes = request.body?.bytes, !bytes.isEmpty {
+            let params = try JSONDecoder().decode(JSONValue.self, from: bytes)
+            switch params {
+            case .object, .array: envelope["params"] = params
+            default: throw CourierError.invalidRequest("JSON-RPC params must be an object or an array")
+            }
+        }
+        if !call.isNotification { envelope["id"] = .integer(call.id) }
+        request.body = .data(try JSONValue.object(envelope).encoded(), contentType: "application/json")
+        request.head.method = .post
+        request.head.headerFields[.contentType] = "application/json"
+    }
+
+    /// Returns `result`, or throws the `error` object.
+    public func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data {
+        if call.isNotification { return Data("null".utf8) }
+        let response: JSONRPCResponse
+        do {
+            response = try JSONDecoder().decode(JSONRPCResponse.self, from: body)
+        } catch {
+            throw CourierError.decoding(type: JSONRPCResponse.self, codingPath: nil, reason: "not a JSON-RPC 2.0 response", body: body, underlying: error)
+        }
+        return try response.payload(expecting: call.id, body: body)
+    }
+}
+
+extension WireProtocol where Self == JSONRPCProtocol {
+    /// JSON-RPC 2.0.
+    public static var jsonRPC: JSONRPCProtocol { JSONRPCProtocol() }
+}
+
+/// One JSON-RPC 2.0 response object.
+struct JSONRPCResponse: Decodable, Sendable {
+    struct ErrorObject: Decodable, Sendable {
+        var code: Int
+        var message: String
+        var data: JSONValue?
+    }
+
+    var jsonrpc: String?
+    var result: JSONValue?
+    var error: ErrorObject?
+    var id: JSONValue?
+
+    private enum CodingKeys: String, CodingKey { case jsonrpc, result, error, id }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.jsonrpc = try container.decodeIfPresent(String.self, forKey: .jsonrpc)
+        // `result` may legitimately be null: keep "present and null" apart from "absent".
+        self.result = container.contains(.result) ? (try container.decode(JSONValue.self, forKey: .result)) : nil
+        self.error = try container.decodeIfPresent(ErrorObject.self, forKey: .error)
+        self.id = try container.decodeIfPresent(JSONValue.self, forKey: .id)
+        guard self.jsonrpc == "2.0" else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [CodingKeys.jsonrpc], debugDescription: "expected \"jsonrpc\": \"2.0\""))
+        }
+    }
+
+    func payload(expecting id: Int?, body: Data) throws -> Data {
+        if let error = self.error {
+            throw CourierError.rpc(code: error.code, message: error.message, data: error.data)
+        }
+        if let id, let received = self.id, received.intValue != id {
+            throw CourierError.decoding(type: JSONRPCResponse.self, codingPath: "id", reason: "the response id does not match the request id \(id)", body: body, underlying: nil)
+        }
+        guard let result = self.result else {
+            throw CourierError.decoding(type: JSONRPCResponse.self, codingPath: "result", reason: "the response has neither result nor error", body: body, underlying: nil)
+        }
+        return try result.encoded()
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+
+/// Any JSON value, for callers who want untyped JSON.
+///
+/// Integers are kept exactly (`.integer`); other numbers are `.number`.
+public enum JSONValue: Sendable, Hashable, Codable {
+    /// `null`.
+    case null
+    /// `true` or `false`.
+    case bool(Bool)
+    /// A number without a fraction or exponent that fits in `Int`.
+    case integer(Int)
+    /// Any other number.
+    case number(Double)
+    /// A string.
+    case string(String)
+    /// An array.
+    case array([JSONValue])
+    /// An object.
+    case object([String: JSONValue])
+
+    /// Decodes any JSON value.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int.self) {
+            self = .integer(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    /// Encodes the value as JSON.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .integer(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+
+    /// The same value with every `null` object member and array element removed, at every depth.
+    public func droppingNulls() -> JSONValue {
+        switch self {
+        case .array(let items):
+            return .array(items.filter { $0 != .null }.map { $0.droppingNulls() })
+        case .object(let members):
+            return .object(members.filter { $0.value != .null }.mapValues { $0.droppingNulls() })
+        default:
+            return self
+        }
+    }
+
+    /// The member with the given key, for objects.
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let members) = self { return members[key] }
+        return nil
+    }
+
+    /// The element at the given index, for arrays.
+    public subscript(index: Int) -> JSONValue? {
+        if case .array(let items) = self, items.indices.contains(index) { return items[index] }
+        return nil
+    }
+
+    /// The string, for strings.
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The number as an `Int`, for integers.
+    public var intValue: Int? {
+        switch self {
+        case .integer(let value): return value
+        case .number(let value) where value.rounded() == value: return Int(exactly: value)
+        case .string(let value): return Int(value)
+        default: return nil
+        }
+    }
+
+    /// The value encoded as JSON bytes.
+    public func encoded() throws -> Data {
+        try JSONEncoder().encode(self)
+    }
+}

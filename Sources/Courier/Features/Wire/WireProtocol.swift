@@ -1,0 +1,47 @@
+import Foundation
+import HTTPTypes
+
+/// How an endpoint's request is boxed for the wire and its answer unboxed: REST, JSON-RPC 2.0,
+/// a code/msg/data envelope, or your own.
+///
+/// `box` runs when the request is built (before deduplication, caching and middleware); `unbox`
+/// runs on the response body before it is decoded, and may throw a protocol-level error (an RPC
+/// error object, a business code). Write your own by conforming:
+///
+/// ```swift
+/// struct SignedEnvelope: WireProtocol {
+///     func box(_ request: inout Request, call: WireCall) throws { … wrap request.body … }
+///     func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data { … verify, return payload … }
+/// }
+/// ```
+public protocol WireProtocol: Sendable {
+    /// Rewrites the request for the wire.
+    func box(_ request: inout Request, call: WireCall) throws
+    /// Returns the payload to decode, or throws the protocol's error.
+    func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data
+}
+
+/// What a wire protocol knows about the call it boxes.
+public struct WireCall: Sendable {
+    /// The operation's name (the endpoint's `operation`, or its name).
+    public var operation: String
+    /// Whether no response payload is expected (a JSON-RPC notification).
+    public var isNotification: Bool
+    /// An identifier for the call, unique within the client.
+    public var id: Int
+}
+
+/// REST: the request and response pass through unchanged.
+public struct RESTProtocol: WireProtocol {
+    /// Creates the protocol.
+    public init() {}
+    /// Leaves the request as it is.
+    public func box(_ request: inout Request, call: WireCall) throws {}
+    /// Returns the body as it is.
+    public func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data { body }
+}
+
+extension WireProtocol where Self == RESTProtocol {
+    /// REST: pass-through.
+    public static var rest: RESTProtocol { RESTProtocol() }
+}
