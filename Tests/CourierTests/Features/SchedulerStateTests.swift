@@ -1,4 +1,4 @@
-@testable import Courier
+import Courier
 import Testing
 
 @Suite("Scheduling decisions are plain values")

@@ -16,6 +16,15 @@ public struct ServiceID: Hashable, Sendable, Codable, ExpressibleByStringLiteral
 
     /// The main backend.
     public static let main = ServiceID("main")
+
+    /// Decodes a service from its name.
+    public init(from decoder: any Decoder) throws { self.name = try decoder.singleValueContainer().decode(String.self) }
+
+    /// Encodes the service as its name.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(self.name)
+    }
 }
 
 /// A deployment stage of the backends: develop, test, pre-release, hotfix, release, or a custom one.
@@ -44,6 +53,15 @@ public struct ServerEnvironment: Hashable, Sendable, Codable, ExpressibleByStrin
     public static let release = ServerEnvironment("release")
     /// A custom environment, such as a developer's own machine.
     public static func custom(_ name: String) -> ServerEnvironment { ServerEnvironment(name) }
+
+    /// Decodes an environment from its name.
+    public init(from decoder: any Decoder) throws { self.name = try decoder.singleValueContainer().decode(String.self) }
+
+    /// Encodes the environment as its name.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(self.name)
+    }
 }
 
 /// Where the manual environment switch is kept between launches.

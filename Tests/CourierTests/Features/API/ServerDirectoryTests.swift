@@ -1,0 +1,76 @@
+import Courier
+import CourierTestServer
+import Foundation
+import Testing
+
+@Suite("Servers × environments")
+struct ServerDirectoryTests {
+    let urls: [ServiceID: [ServerEnvironment: URL]] = [
+        .main: [.develop: URL(string: "http://dev.example")!, .test: URL(string: "http://test.example")!, .release: URL(string: "https://api.example")!],
+        "payments": [.develop: URL(string: "http://pay-dev.example")!, .release: URL(string: "https://pay.example")!],
+    ]
+
+    @Test
+    func releaseBuildIsLockedToRelease() throws {
+        let servers = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: true, store: InMemoryEnvironmentStore(.test))
+        #expect(servers.activeEnvironment == .release)
+        #expect(throws: CourierError.self) { try servers.switchEnvironment(to: .develop) }
+        #expect(servers.activeEnvironment == .release)
+        #expect(try servers.baseURL(for: .main).host == "api.example")
+    }
+
+    @Test
+    func persistedManualSwitchWinsOverTheBuildDefault() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("courier-env-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let first = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: false, store: FileEnvironmentStore(url: file))
+        #expect(first.activeEnvironment == .develop)
+        try first.switchEnvironment(to: .test)
+        #expect(first.activeEnvironment == .test)
+        let saved = try JSONDecoder().decode([String: String].self, from: Data(contentsOf: file))
+        #expect(saved == ["environment": "test"])
+        // A new launch reads the switch back.
+        let second = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: false, store: FileEnvironmentStore(url: file))
+        #expect(second.activeEnvironment == .test)
+        try second.switchEnvironment(to: nil)
+        #expect(second.activeEnvironment == .develop)
+    }
+
+    @Test
+    func missingServiceOrEnvironmentIsAnInvalidRequestNotACrash() async throws {
+        let servers = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: false)
+        #expect(throws: CourierError.self) { try servers.baseURL(for: "bbs") }
+        #expect(throws: CourierError.self) { try servers.baseURL(for: "payments", in: .test) }
+        #expect(throws: CourierError.self) { try servers.switchEnvironment(to: .hotfix) }
+        let client = Client(configuration: .init(transport: URLSessionTransport()) { $0.servers = servers })
+        let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/x").service("bbs")) }
+        #expect(error?.kind == .invalidRequest)
+        #expect(error?.message.contains("bbs") == true)
+    }
+
+    @Test
+    func listsServicesAndEnvironmentsForADebugMenu() {
+        let servers = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: false)
+        #expect(servers.services == ["main", "payments"])
+        #expect(servers.environments == [.develop, .test, .release])
+    }
+
+    @Test
+    func switchingAffectsRequestsStartedAfterwardsNeverOneInFlight() async throws {
+        let develop = try await http1Server { request in
+            .json(#"{"id":1,"title":"develop"}"#).with(request.path == "/slow" ? .stall(.milliseconds(300)) : .normal)
+        }
+        let test = try await http1Server { _ in .json(#"{"id":2,"title":"test"}"#) }
+        let servers = ServerDirectory(urls: [.main: [.develop: develop.baseURL, .test: test.baseURL]], buildDefault: .develop, isReleaseBuild: false)
+        try await withClient(.asyncHTTPClient, server: develop, configure: { $0.servers = servers }) { client in
+            let inFlight = client.start(Endpoint<Article>(path: "/slow").service(.main))
+            #expect(await eventually { develop.requests.count == 1 })
+            try servers.switchEnvironment(to: .test)
+            let after = try await client.send(Endpoint<Article>(path: "/next").service(.main))
+            #expect(after.title == "test")
+            let inFlightValue = try await inFlight.value
+            #expect(inFlightValue.title == "develop")
+        }
+        try await test.stop()
+    }
+}

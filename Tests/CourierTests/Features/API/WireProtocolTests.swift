@@ -1,0 +1,200 @@
+import Courier
+import CourierTestServer
+import Crypto
+import Foundation
+import HTTPTypes
+import Testing
+
+struct Pair: Codable, Sendable { var a: Int; var b: Int }
+struct Profile: Codable, Sendable, Equatable { var name: String; var level: Int }
+
+/// A server with a REST route, a JSON-RPC endpoint at /rpc, and envelope routes under /env.
+func apiServer(_ rpc: JSONRPCTestServer) async throws -> TestServer {
+    try await http1Server { request in
+        switch request.path {
+        case "/rpc": return await rpc.respond(request)
+        case "/env/profile": return .json(#"{"code":0,"msg":"ok","data":{"name":"ada","level":3}}"#)
+        case "/env/expired": return .json(#"{"code":1001,"msg":"Your session has expired, please sign in again","data":null}"#)
+        case "/env/custom": return .json(#"{"status":"OK","message":"fine","payload":{"name":"bob","level":1}}"#)
+        case "/env/custom-fail": return .json(#"{"status":"E42","message":"Out of stock","payload":null}"#)
+        default: return await Routes.standard(request)
+        }
+    }
+}
+
+@Suite("Wire protocols per endpoint and per service")
+struct WireProtocolTests {
+    func client(_ server: TestServer, _ configure: (inout Client.Configuration) -> Void = { _ in }, _ body: (Client) async throws -> Void) async throws {
+        let servers = ServerDirectory(
+            urls: ["rest": [.develop: server.baseURL], "rpc": [.develop: server.baseURL.appendingPathComponent("rpc")], "shop": [.develop: server.baseURL.appendingPathComponent("env")]],
+            buildDefault: .develop, isReleaseBuild: false
+        )
+        try await withClient(.asyncHTTPClient, server: server, configure: {
+            $0.servers = servers
+            $0.wireProtocols = ["rpc": .jsonRPC, "shop": .envelope]
+            configure(&$0)
+        }, body)
+    }
+
+    @Test
+    func jsonRPCCallsWithNamedAndPositionalParamsCoexistWithREST() async throws {
+        let rpc = JSONRPCTestServer()
+        let server = try await apiServer(rpc)
+        try await self.client(server) { client in
+            let named = try await client.send(Endpoint<Int>.rpc("sum", params: Pair(a: 2, b: 5), service: "rpc"))
+            let positional = try await client.send(Endpoint<Int>.rpc("sum", params: [1, 2, 3], service: "rpc"))
+            let rest = try await client.send(Endpoint<Article>(path: "/json").service("rest"))
+            #expect(named == 7)
+            #expect(positional == 6)
+            #expect(rest.title == "Hello")
+            let sent = try JSONDecoder().decode(JSONValue.self, from: rpc.rawBodies.current[0])
+            #expect(sent["jsonrpc"] == .string("2.0"))
+            #expect(sent["method"] == .string("sum"))
+            #expect(sent["params"] == .object(["a": .integer(2), "b": .integer(5)]))
+            #expect(sent["id"]?.intValue != nil)
+        }
+    }
+
+    @Test
+    func serviceDefaultProtocolAppliesToPlainEndpoints() async throws {
+        let rpc = JSONRPCTestServer()
+        let server = try await apiServer(rpc)
+        try await self.client(server) { client in
+            var endpoint = Endpoint<[Int]>(method: .post, path: "", body: .json([4, 5])).service("rpc")
+            endpoint.operation = "echo"
+            let echoed = try await client.send(endpoint)
+            #expect(echoed == [4, 5])
+        }
+    }
+
+    @Test
+    func notificationHasNoIDAndExpectsNoResult() async throws {
+        let rpc = JSONRPCTestServer()
+        let server = try await apiServer(rpc)
+        try await self.client(server) { client in
+            try await client.send(Endpoint<Void>.rpcNotification("record", params: ["opened"], service: "rpc"))
+            #expect(rpc.recorded.current == ["opened"])
+            let sent = try JSONDecoder().decode(JSONValue.self, from: rpc.rawBodies.current[0])
+            #expect(sent["id"] == nil)
+        }
+    }
+
+    @Test
+    func errorObjectBecomesAnRPCError() async throws {
+        let rpc = JSONRPCTestServer()
+        let server = try await apiServer(rpc)
+        try await self.client(server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Double>.rpc("divide", params: [1, 0], service: "rpc")) }
+            #expect(error?.kind == .rpc)
+            #expect(error?.code == "4000")
+            #expect(error?.message == "division by zero")
+            #expect(error?.rpcData == .object(["dividend": .integer(1)]))
+            let missing = await expectCourierError { _ = try await client.send(Endpoint<Int>.rpc("nope", service: "rpc")) }
+            #expect(missing?.code == "-32601")
+        }
+    }
+
+    @Test
+    func batchMatchesReorderedAnswersByIDAndKeepsEachCallsError() async throws {
+        let rpc = JSONRPCTestServer()
+        let server = try await apiServer(rpc)
+        try await self.client(server) { client in
+            let batch = JSONRPCBatch(service: "rpc")
+            let sum = batch.call("sum", params: [1, 2, 3], as: Int.self)
+            let failing = batch.call("divide", params: [1, 0], as: Double.self)
+            let half = batch.call("divide", params: [1, 2], as: Double.self)
+            batch.notify("record", params: ["batched"])
+            let echo = batch.call("echo", params: ["k": "v"], as: [String: String].self)
+            let results = try await client.send(batch)
+            #expect(try results[sum].get() == 6)
+            #expect(try results[half].get() == 0.5)
+            #expect(try results[echo].get() == ["k": "v"])
+            guard case .failure(let error) = results[failing] else {
+                Issue.record("the failing call succeeded")
+                return
+            }
+            #expect(error.kind == .rpc)
+            #expect(error.code == "4000")
+            #expect(rpc.recorded.current == ["batched"])
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test
+    func envelopeDataIsDecodedAndBusinessCodesBecomeErrorsWithTheServersMessage() async throws {
+        let server = try await apiServer(JSONRPCTestServer())
+        let events = Locked<[String]>([])
+        try await self.client(server, {
+            $0.wireProtocols["shop"] = EnvelopeProtocol(successCodes: [0], events: [1001: "sessionExpired"])
+            $0.onEvent = { event in events.withLock { $0.append(event.name) } }
+        }) { client in
+            let profile = try await client.send(Endpoint<Profile>(path: "/profile").service("shop"))
+            #expect(profile == Profile(name: "ada", level: 3))
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Profile>(path: "/expired").service("shop")) }
+            #expect(error?.kind == .business)
+            #expect(error?.code == "1001")
+            #expect(error?.message == "Your session has expired, please sign in again")
+            #expect(error?.presentation == .toast)
+            #expect(error?.event == "sessionExpired")
+            #expect(events.current == ["sessionExpired"])
+        }
+    }
+
+    @Test
+    func envelopeKeysAndSuccessCodesAreConfigurable() async throws {
+        let server = try await apiServer(JSONRPCTestServer())
+        let custom = EnvelopeProtocol(codeKey: "status", messageKey: "message", dataKey: "payload", successCodes: ["OK"])
+        try await self.client(server) { client in
+            let profile = try await client.send(Endpoint<Profile>(path: "/custom").service("shop").wire(custom))
+            #expect(profile.name == "bob")
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Profile>(path: "/custom-fail").service("shop").wire(custom)) }
+            #expect(error?.code == "E42")
+            #expect(error?.message == "Out of stock")
+        }
+    }
+
+    @Test
+    func aCustomSignedEnvelopeProtocolPlugsIn() async throws {
+        let key = SymmetricKey(data: Data("shared-secret".utf8))
+        let server = try await http1Server { request in
+            // The server checks the request's signature and signs its answer the same way.
+            guard let envelope = try? JSONDecoder().decode(SignedEnvelope.Box.self, from: request.body),
+                  SignedEnvelope.sign(envelope.payload, key: key) == envelope.signature
+            else { return .text("bad signature", status: 400) }
+            let payload = Data(#"{"name":"signed","level":9}"#.utf8)
+            let answer = SignedEnvelope.Box(payload: payload, signature: SignedEnvelope.sign(payload, key: key))
+            return .json(encoding: answer)
+        }
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let endpoint = Endpoint<Profile>(method: .post, path: "/signed", body: .json(["ask": "profile"])).wire(SignedEnvelope(key: key))
+            let signed = try await client.send(endpoint)
+            #expect(signed == Profile(name: "signed", level: 9))
+            let tampered = Endpoint<Profile>(method: .post, path: "/signed", body: .json(["ask": "profile"])).wire(SignedEnvelope(key: SymmetricKey(data: Data("wrong".utf8))))
+            let error = await expectCourierError { _ = try await client.send(tampered) }
+            #expect(error?.status?.code == 400)
+        }
+    }
+}
+
+/// A test-only wire protocol: the body travels as `{"payload": base64, "signature": hex HMAC}`.
+struct SignedEnvelope: WireProtocol {
+    struct Box: Codable { var payload: Data; var signature: String }
+    let key: SymmetricKey
+
+    static func sign(_ payload: Data, key: SymmetricKey) -> String {
+        HMAC<SHA256>.authenticationCode(for: payload, using: key).map { String(format: "%02x", $0) }.joined()
+    }
+
+    func box(_ request: inout Request, call: WireCall) throws {
+        let payload = request.body?.bytes ?? Data()
+        request.body = .data(try JSONEncoder().encode(Box(payload: payload, signature: Self.sign(payload, key: self.key))), contentType: "application/json")
+    }
+
+    func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data {
+        let box = try JSONDecoder().decode(Box.self, from: body)
+        guard Self.sign(box.payload, key: self.key) == box.signature else {
+            throw CourierError(.decoding, "the response signature does not match")
+        }
+        return box.payload
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+
+/// A third-party server run as a child process on a loopback port, for interop tests.
+final class ExternalServer: @unchecked Sendable {
+    // Immutable after init except `process`, which only `stop()` touches, once, at the end of a test.
+    let port: Int
+    private let process: Process
+
+    /// Whether interop tests must run (CI sets COURIER_CI=1 and installs the servers first).
+    static var required: Bool { ProcessInfo.processInfo.environment["COURIER_CI"] == "1" }
+
+    /// Whether `python3` can import `module`.
+    static func pythonHas(_ module: String) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", "import \(module)"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        for _ in 0..<1000 where process.isRunning {
+            usleep(10_000)
+        }
+        return !process.isRunning && process.terminationStatus == 0
+    }
+
+    /// Interop tests run when the server is installed, and must run under CI (a missing server then fails the test).
+    static func enabled(module: String) -> Bool {
+        Self.required || Self.pythonHas(module)
+    }
+
+    /// The repository's root, found from this file's path.
+    static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Starts `python3 script PORT` and waits until it prints "ready".
+    init(pythonScript: String) throws {
+        self.port = Int.random(in: 20_000..<40_000)
+        self.process = Process()
+        self.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        self.process.arguments = ["python3", Self.root.appendingPathComponent(pythonScript).path, "\(self.port)"]
+        let output = Pipe()
+        self.process.standardOutput = output
+        self.process.standardError = FileHandle.nullDevice
+        try self.process.run()
+        let ready = output.fileHandleForReading.availableData
+        guard String(decoding: ready, as: UTF8.self).contains("ready") else {
+            kill(self.process.processIdentifier, SIGKILL)
+            throw ExternalServerError.didNotStart(pythonScript)
+        }
+    }
+
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(self.port)")! }
+
+    /// Kills the server. SIGKILL, because a child spawned from a thread that blocks signals
+    /// inherits the mask and would ignore SIGTERM.
+    func stop() {
+        kill(self.process.processIdentifier, SIGKILL)
+        for _ in 0..<200 where self.process.isRunning {
+            usleep(10_000)
+        }
+    }
+}
+
+enum ExternalServerError: Error {
+    case didNotStart(String)
+}
