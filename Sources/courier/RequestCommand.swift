@@ -36,8 +36,14 @@ struct RequestCommand: AsyncParsableCommand {
         """
     )
 
-    @Argument(help: "The method (GET, POST, …) followed by the URL, or just the URL.")
+    @Argument(help: "The method (GET, POST, …) followed by the URL, or just the URL. With --config, the URL may be SERVICE:PATH (for a JSON-RPC service, SERVICE:METHOD).")
     var arguments: [String]
+
+    @Option(name: .long, help: "A config file (JSON) of services, environments and wire protocols.")
+    var config: String?
+
+    @Option(name: .long, help: "With --config: the environment to use for this request.")
+    var env: String?
 
     @Option(name: .customShort("H"), help: "A header field, as 'Name: value' (repeatable).")
     var headers: [String] = []
@@ -111,8 +117,33 @@ struct RequestCommand: AsyncParsableCommand {
 
     func perform() async -> Int32 {
         let urlText = self.arguments.last!
-        guard let url = URL(string: urlText), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
-            return self.fail("'\(urlText)' is not an http or https URL", code: 3)
+        var servers: ServerDirectory?
+        var protocols: [ServiceID: any WireProtocol] = [:]
+        var target: (service: ServiceID, path: String)?
+        if let configPath = self.config {
+            do {
+                let config = try CLIConfig.load(configPath)
+                servers = try config.directory(environment: self.env)
+                protocols = try config.wireProtocols()
+            } catch let error as CourierError {
+                return self.fail(error.message, code: 3)
+            } catch {
+                return self.fail("\(error)", code: 3)
+            }
+            if !urlText.hasPrefix("http://") && !urlText.hasPrefix("https://"), let colon = urlText.firstIndex(of: ":") {
+                target = (ServiceID(String(urlText[..<colon])), String(urlText[urlText.index(after: colon)...]))
+            }
+        } else if self.env != nil {
+            return self.fail("--env needs --config", code: 3)
+        }
+        let url: URL
+        if target != nil {
+            url = URL(string: "http://config.invalid")!
+        } else {
+            guard let parsed = URL(string: urlText), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https", parsed.host != nil else {
+                return self.fail("'\(urlText)' is not an http or https URL (or SERVICE:PATH with --config)", code: 3)
+            }
+            url = parsed
         }
         var fields = HTTPFields()
         for header in self.headers {
@@ -153,6 +184,8 @@ struct RequestCommand: AsyncParsableCommand {
         let verbose = self.verbose
         let wire = WireCounter()
         let client = Client(configuration: .init(transport: transport) {
+            $0.servers = servers
+            $0.wireProtocols = protocols
             $0.middleware = [wire]
             $0.deduplication.isEnabled = !self.noDedup
             if verbose {
@@ -168,6 +201,17 @@ struct RequestCommand: AsyncParsableCommand {
             acceptedStatuses: 100..<600, timeout: .milliseconds(Int64(self.timeout * 1000)), decoding: .data
         )
         endpoint.priority = RequestPriority(name: self.priority) ?? .normal
+        if let target {
+            endpoint.service = target.service
+            if protocols[target.service] is JSONRPCProtocol {
+                endpoint.path = ""
+                endpoint.method = .post
+                endpoint.operation = target.path
+                endpoint.name = target.path
+            } else {
+                endpoint.path = target.path
+            }
+        }
         if self.repeatCount > 1 {
             let code = await self.load(client: client, endpoint: endpoint, wire: wire)
             try? await transport.shutdown()

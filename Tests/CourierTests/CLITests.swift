@@ -1,0 +1,106 @@
+import Courier
+import CourierTestServer
+import Foundation
+import Testing
+
+/// Runs the built `courier` executable (next to the test bundle) and captures its output.
+func runCourier(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    var executable = directory.appendingPathComponent("courier")
+    if !FileManager.default.fileExists(atPath: executable.path) {
+        executable = ExternalServer.root.appendingPathComponent(".build/debug/courier")
+    }
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    // Blocking reads happen on dispatch threads, never on the cooperative pool the in-process
+    // test servers need.
+    func drain(_ pipe: Pipe) async -> Data {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: pipe.fileHandleForReading.readDataToEndOfFile()) }
+        }
+    }
+    async let stdoutData = drain(out)
+    async let stderrData = drain(err)
+    let (stdout, stderr) = await (stdoutData, stderrData)
+    while process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
+    return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+}
+
+@Suite("The courier executable")
+struct CLITests {
+    @Test
+    func requestPrintsTheBodyAndWithDashIThHead() async throws {
+        let server = try await http1Server()
+        let url = server.baseURL.absoluteString
+        let plain = try await runCourier(["request", url + "/json"])
+        #expect(plain.status == 0)
+        #expect(plain.stdout == #"{"id":1,"title":"Hello"}"#)
+        let withHead = try await runCourier(["request", "-i", "-v", url + "/json?token=abc"])
+        #expect(withHead.stdout.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(withHead.stdout.contains("Content-Type: application/json") || withHead.stdout.contains("content-type: application/json"))
+        #expect(withHead.stderr.contains("token=REDACTED"))
+        #expect(!withHead.stderr.contains("abc"))
+        try await server.stop()
+    }
+
+    @Test
+    func failuresPrintOneLineAndExitWithTheDocumentedCode() async throws {
+        let server = try await http1Server()
+        let url = server.baseURL.absoluteString
+        let status = try await runCourier(["request", url + "/status/500"])
+        #expect(status.status == 4)
+        #expect(status.stdout == "status body 500")
+        let timeout = try await runCourier(["request", url + "/stall", "--timeout", "0.2"])
+        #expect(timeout.status == 6)
+        #expect(timeout.stderr.split(separator: "\n").count == 1)
+        try await server.stop()
+        let refused = try await runCourier(["request", url + "/json"])
+        #expect(refused.status == 5)
+        #expect(refused.stderr.hasPrefix("courier: CourierError.transport"))
+        let bad = try await runCourier(["request", "ftp://example.com/x"])
+        #expect(bad.status == 3)
+    }
+
+    @Test
+    func loadModeShowsDeduplication() async throws {
+        let server = try await http1Server { _ in .json(#"{"id":1,"title":"x"}"#).with(.stall(.milliseconds(300))) }
+        let url = server.baseURL.absoluteString + "/slow"
+        let shared = try await runCourier(["request", url, "--repeat", "20", "--concurrency", "20"])
+        #expect(shared.status == 0)
+        #expect(shared.stdout.hasPrefix("requests=20 wire=1 errors=0 p50="))
+        #expect(server.requests.count == 1)
+        let unshared = try await runCourier(["request", url, "--repeat", "4", "--concurrency", "4", "--no-dedup", "--priority", "high"])
+        #expect(unshared.stdout.hasPrefix("requests=4 wire=4 errors=0"))
+        #expect(unshared.stdout.contains("version=HTTP/1.1"))
+        try await server.stop()
+    }
+
+    @Test
+    func configFileSelectsServicesEnvironmentsAndProtocols() async throws {
+        let develop = try await http1Server { _ in .json(#"{"code":0,"msg":"ok","data":{"where":"develop"}}"#) }
+        let test = try await http1Server { _ in .json(#"{"code":7,"msg":"maintenance","data":null}"#) }
+        let config = """
+        {"defaultEnvironment": "develop", "services": {"shop": {"protocol": "envelope", "urls": {"develop": "\(develop.baseURL.absoluteString)", "test": "\(test.baseURL.absoluteString)"}}}}
+        """
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-\(UUID().uuidString).json")
+        try Data(config.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let list = try await runCourier(["env", "list", "--config", file.path])
+        #expect(list.stdout.contains("active environment: develop"))
+        #expect(list.stdout.contains("* develop"))
+        let ok = try await runCourier(["request", "--config", file.path, "shop:/profile"])
+        #expect(ok.status == 0)
+        #expect(ok.stdout == #"{"where":"develop"}"#)
+        let business = try await runCourier(["request", "--config", file.path, "--env", "test", "shop:/profile"])
+        #expect(business.status == 12)
+        #expect(business.stderr.contains("maintenance"))
+        try await develop.stop()
+        try await test.stop()
+    }
+}
