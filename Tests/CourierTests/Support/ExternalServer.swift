@@ -1,3 +1,4 @@
+import Courier
 import Foundation
 import Testing
 
@@ -26,14 +27,30 @@ final class ExternalServer: @unchecked Sendable {
 
     /// Interop tests run when the server is installed, and must run under CI (a missing server then fails the test).
     static func enabled(module: String) -> Bool {
-        Self.required || Self.pythonHas(module)
+        if Self.required { return true }
+        return Self.probed.withLock { cache in
+            if let known = cache[module] { return known }
+            let found = Self.pythonHas(module)
+            cache[module] = found
+            return found
+        }
     }
+
+    private static let probed = Locked<[String: Bool]>([:])
 
     /// The repository's root, found from this file's path.
     static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// Starts `python3 script PORT` and waits until it prints "ready".
-    init(pythonScript: String) throws {
+    /// Starts `python3 script PORT` and waits (off the cooperative pool) until it prints "ready".
+    static func start(pythonScript: String) async throws -> ExternalServer {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try ExternalServer(pythonScript: pythonScript) })
+            }
+        }
+    }
+
+    private init(pythonScript: String) throws {
         self.port = Int.random(in: 20_000..<40_000)
         self.process = Process()
         self.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -53,10 +70,10 @@ final class ExternalServer: @unchecked Sendable {
 
     /// Kills the server. SIGKILL, because a child spawned from a thread that blocks signals
     /// inherits the mask and would ignore SIGTERM.
-    func stop() {
+    func stop() async {
         kill(self.process.processIdentifier, SIGKILL)
         for _ in 0..<200 where self.process.isRunning {
-            usleep(10_000)
+            try? await Task.sleep(for: .milliseconds(10))
         }
     }
 }
