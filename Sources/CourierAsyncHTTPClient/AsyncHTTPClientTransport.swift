@@ -35,6 +35,9 @@ public final class AsyncHTTPClientTransport: Transport {
         public var idleTimeout: Duration
         /// The most HTTP/1.1 connections per host.
         public var maxConnectionsPerHost: Int
+        /// TLS pins by host: public-key pins are checked on every new connection before it carries
+        /// a request; certificate-authority pins replace the trust roots for that host.
+        public var pinning: PinningPolicy
 
         /// Creates a configuration; `configure` may change any default.
         public init(configure: (inout Configuration) -> Void = { _ in }) {
@@ -44,6 +47,7 @@ public final class AsyncHTTPClientTransport: Transport {
             self.readTimeout = .seconds(30)
             self.idleTimeout = .seconds(60)
             self.maxConnectionsPerHost = 8
+            self.pinning = PinningPolicy()
             configure(&self)
         }
 
@@ -67,23 +71,69 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// The underlying client, for advanced use.
     public let httpClient: HTTPClient
+    private let pinning: PinningPolicy
+    private let pinnedTLS: [String: TLSConfiguration]
 
     /// Creates a transport with its own connection pool.
-    public init(configuration: Configuration = Configuration()) {
+    ///
+    /// A certificate-authority pin that is not valid PEM is dropped with no effect on other hosts;
+    /// use ``init(validating:)`` to get an error instead.
+    public convenience init(configuration: Configuration = Configuration()) {
+        // Invalid anchors cannot be reported from a non-throwing initializer: such a host then has
+        // an empty trust store, so every connection to it fails (never a silent pass).
+        self.init(unchecked: configuration)
+    }
+
+    /// Creates a transport, failing if a pin cannot be enforced (an unreadable certificate-authority pin).
+    public convenience init(validating configuration: Configuration) throws {
+        for (host, _) in configuration.pinning.pins {
+            for pem in configuration.pinning.anchors(for: host) {
+                do {
+                    _ = try NIOSSLCertificate.fromPEMBytes(Array(pem.utf8))
+                } catch {
+                    throw CourierError.invalidRequest("the certificate pin for \(host) is not a readable PEM certificate: \(error)")
+                }
+            }
+        }
+        self.init(unchecked: configuration)
+    }
+
+    private init(unchecked configuration: Configuration) {
         var config = HTTPClient.Configuration()
         config.redirectConfiguration = .disallow
         config.tlsConfiguration = configuration.tlsConfiguration
         config.httpVersion = configuration.httpVersion == .automatic ? .automatic : .http1Only
         config.timeout.connect = Self.timeAmount(configuration.connectTimeout)
-        if let readTimeout = configuration.readTimeout.map(Self.timeAmount) {
+        let readTimeout = configuration.readTimeout.map(Self.timeAmount)
+        let verifier = configuration.pinning.hasPublicKeyPins ? PinVerifier(policy: configuration.pinning) : nil
+        if readTimeout != nil || verifier != nil {
             let install: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ReadIdleHandler(timeout: readTimeout), position: .first)
+                let pinned = verifier?.verify(channel) ?? channel.eventLoop.makeSucceededVoidFuture()
+                return pinned.flatMap {
+                    guard let readTimeout else { return channel.eventLoop.makeSucceededVoidFuture() }
+                    return channel.eventLoop.submit {
+                        try channel.pipeline.syncOperations.addHandler(ReadIdleHandler(timeout: readTimeout), position: .first)
+                    }
+                }.flatMapErrorThrowing { error in
+                    channel.close(promise: nil)
+                    throw error
                 }
             }
             config.http1_1ConnectionDebugInitializer = install
             config.http2ConnectionDebugInitializer = install
         }
+        self.pinning = configuration.pinning
+        var pinnedTLS: [String: TLSConfiguration] = [:]
+        for host in configuration.pinning.pins.keys {
+            let anchors = configuration.pinning.anchors(for: host)
+            guard !anchors.isEmpty else { continue }
+            var tls = configuration.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
+            let certificates = anchors.flatMap { (try? NIOSSLCertificate.fromPEMBytes(Array($0.utf8))) ?? [] }
+            tls.trustRoots = .certificates(certificates)
+            tls.additionalTrustRoots = []
+            pinnedTLS[host] = tls
+        }
+        self.pinnedTLS = pinnedTLS
         config.connectionPool.idleTimeout = Self.timeAmount(configuration.idleTimeout)
         config.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.maxConnectionsPerHost
         config.decompression = .disabled
@@ -105,6 +155,16 @@ public final class AsyncHTTPClientTransport: Transport {
     public func send(_ request: Courier.Request) async throws -> RawResponse {
         let urlString = request.urlString
         var outgoing = HTTPClientRequest(url: urlString)
+        var pinnedHost: String?
+        if !self.pinning.isEmpty, let host = Self.host(of: request.head.authority), self.pinning.pins(for: host) != nil {
+            guard request.head.scheme?.lowercased() == "https" else {
+                throw CourierError.invalidRequest("\(host) is pinned and must be reached over https")
+            }
+            pinnedHost = host
+            if let tls = self.pinnedTLS[host] ?? self.pinning.pins.first(where: { PinVerifier.matches(pattern: $0.key, host: host) }).flatMap({ self.pinnedTLS[$0.key] }) {
+                outgoing.tlsConfiguration = tls
+            }
+        }
         outgoing.method = HTTPMethod(rawValue: request.head.method.rawValue)
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.head.headerFields.count + 1)
@@ -143,10 +203,10 @@ public final class AsyncHTTPClientTransport: Transport {
             do {
                 response = try await self.httpClient.execute(outgoing, deadline: deadline)
             } catch {
-                throw Self.mapError(error)
+                throw Self.mapError(error, pinnedHost: pinnedHost)
             }
         } catch {
-            throw Self.mapError(error)
+            throw Self.mapError(error, pinnedHost: pinnedHost)
         }
 
         var fields = HTTPFields()
@@ -195,7 +255,21 @@ public final class AsyncHTTPClientTransport: Transport {
         return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
-    static func mapError(_ error: any Error) -> CourierError {
+    static func host(of authority: String?) -> String? {
+        guard var authority else { return nil }
+        if authority.hasPrefix("[") { return authority.split(separator: "]").first.map { String($0.dropFirst()) } }
+        if let colon = authority.lastIndex(of: ":") { authority = String(authority[..<colon]) }
+        return authority.lowercased()
+    }
+
+    static func mapError(_ error: any Error, pinnedHost: String? = nil) -> CourierError {
+        if let mismatch = error as? PinMismatch {
+            return CourierError(.pinMismatch, mismatch.description, underlying: error)
+        }
+        if let pinnedHost, error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            // A pinned host whose chain does not end at a pinned authority fails the handshake.
+            return CourierError(.pinMismatch, "the certificate presented for \(pinnedHost) does not chain to a pinned authority: \(error)", underlying: error)
+        }
         if let error = error as? CourierError { return error }
         if error is CancellationError { return .init(.cancelled, "the request was cancelled", underlying: error) }
         if let error = error as? HTTPClientError {

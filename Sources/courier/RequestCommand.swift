@@ -28,6 +28,7 @@ struct RequestCommand: AsyncParsableCommand {
           12  business error in an envelope (non-success code)
           13  JSON-RPC error object
           14  authentication required
+          15  TLS pin mismatch (nothing was sent)
 
         Load mode: with --repeat N the same request is sent N times through one client, \
         --concurrency C at a time, and one summary line is printed instead of the body: requests \
@@ -62,6 +63,12 @@ struct RequestCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "A PEM file of CA certificates to trust instead of the system's.")
     var cacert: String?
+
+    @Option(name: .long, help: "Pin the URL's host to a public key, as sha256/BASE64 (repeatable: backup pins).")
+    var pin: [String] = []
+
+    @Option(name: .long, help: "Pin the URL's host to a certificate or CA (PEM file): only chains ending there are trusted.")
+    var pinCert: [String] = []
 
     @Option(name: .long, help: "Seconds the whole exchange may take.")
     var timeout: Double = 30
@@ -179,8 +186,29 @@ struct RequestCommand: AsyncParsableCommand {
                 return self.fail("cannot use --cacert \(cacert): \(error)", code: 3)
             }
         }
-        let transport = AsyncHTTPClientTransport(configuration: transportConfiguration)
-        defer { _ = transport }
+        if !self.pin.isEmpty || !self.pinCert.isEmpty {
+            guard let host = url.host else { return self.fail("pinning needs a URL with a host", code: 3) }
+            var pins: [TLSPin] = []
+            do {
+                pins += try self.pin.map { try TLSPin.publicKey($0) }
+                for file in self.pinCert {
+                    pins.append(.certificateAuthority(pem: try String(contentsOfFile: file, encoding: .utf8)))
+                }
+            } catch let error as CourierError {
+                return self.fail(error.message, code: 3)
+            } catch {
+                return self.fail("cannot read a --pin-cert file: \(error)", code: 3)
+            }
+            transportConfiguration.pinning.pin(host, to: pins)
+        }
+        let transport: AsyncHTTPClientTransport
+        do {
+            transport = try AsyncHTTPClientTransport(validating: transportConfiguration)
+        } catch let error as CourierError {
+            return self.fail(error.message, code: 3)
+        } catch {
+            return self.fail("\(error)", code: 3)
+        }
         let verbose = self.verbose
         let wire = WireCounter()
         let client = Client(configuration: .init(transport: transport) {
@@ -235,6 +263,8 @@ struct RequestCommand: AsyncParsableCommand {
             } else {
                 code = 0
             }
+        } catch let error as CourierError where error.kind == .pinMismatch {
+            code = self.fail("TLS pin mismatch: \(error.message); nothing was sent", code: Self.exitCode(for: error))
         } catch let error as CourierError {
             code = self.fail(error.description, code: Self.exitCode(for: error))
         } catch {
@@ -259,6 +289,7 @@ struct RequestCommand: AsyncParsableCommand {
         case .business: return 12
         case .rpc: return 13
         case .authenticationRequired: return 14
+        case .pinMismatch: return 15
         }
     }
 }

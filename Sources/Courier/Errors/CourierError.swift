@@ -35,6 +35,8 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
         case rpc
         /// The server requires the user to authenticate again.
         case authenticationRequired
+        /// The server's certificate did not match the host's TLS pins; nothing was sent.
+        case pinMismatch
     }
 
     /// What went wrong.

@@ -17,6 +17,19 @@ public final class URLSessionTransport: Transport {
     private let session: URLSession
     private let delegate: SessionDelegate
 
+    /// Creates a transport with TLS pins.
+    ///
+    /// - Throws: always, when `pinning` is not empty: this transport cannot enforce pins during the
+    ///   handshake (FoundationNetworking on Linux has no server-trust challenge, and the Apple
+    ///   implementation is not written yet), and a pin must never pass silently. Use
+    ///   `AsyncHTTPClientTransport` for pinning.
+    public convenience init(configuration: URLSessionConfiguration = .ephemeral, pinning: PinningPolicy) throws {
+        guard pinning.isEmpty else {
+            throw CourierError.invalidRequest("URLSessionTransport cannot enforce TLS pins; use AsyncHTTPClientTransport")
+        }
+        self.init(configuration: configuration)
+    }
+
     /// Creates a transport with its own session, built from `configuration`.
     public init(configuration: URLSessionConfiguration = .ephemeral) {
         let delegate = SessionDelegate()
