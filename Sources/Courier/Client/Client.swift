@@ -260,6 +260,16 @@ public final class Client: Sendable {
             fields[field.name] = nil
         }
         fields.append(contentsOf: endpoint.headers)
+        for (name, value) in endpoint.rawHeaders {
+            let forbidden: Set<Unicode.Scalar> = ["\r", "\n", "\0"]
+            if name.unicodeScalars.contains(where: forbidden.contains) || value.unicodeScalars.contains(where: forbidden.contains) {
+                throw CourierError.invalidRequest("the header field '\(Redactor.standard.isSecret(headerName: name) ? "REDACTED" : name.debugDescription)' contains CR, LF or NUL")
+            }
+            guard let fieldName = HTTPField.Name(name) else {
+                throw CourierError.invalidRequest("'\(name.debugDescription)' is not a valid header field name")
+            }
+            fields[fieldName] = value
+        }
         head.headerFields = fields
         var body: RequestBody?
         if let endpointBody = endpoint.body {

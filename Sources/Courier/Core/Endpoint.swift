@@ -53,6 +53,9 @@ public struct Endpoint<Response>: Sendable {
     public var operation: String?
     /// Whether no response payload is expected (a JSON-RPC notification).
     public var isNotification: Bool = false
+    /// Header fields given as text, checked when the request is built: a name or value with CR,
+    /// LF or NUL makes the request fail with `invalidRequest` before anything is sent.
+    public var rawHeaders: [(name: String, value: String)] = []
 
     /// Creates an endpoint with an explicit decoding.
     public init(
@@ -151,6 +154,13 @@ extension Endpoint {
     public func deduplication(_ deduplication: Deduplication) -> Endpoint {
         var copy = self
         copy.deduplication = deduplication
+        return copy
+    }
+
+    /// A copy with a header field given as text (validated when the request is built).
+    public func header(_ name: String, _ value: String) -> Endpoint {
+        var copy = self
+        copy.rawHeaders.append((name, value))
         return copy
     }
 

@@ -4,7 +4,8 @@ import HTTPTypes
 ///
 /// 301, 302 and 303 turn into a `GET` without a body (except `HEAD`, which stays `HEAD`); 307 and 308
 /// keep the method and body when the body can be replayed. When the next hop is another origin
-/// (scheme, host or port), the sensitive header fields are removed.
+/// (scheme, host or port), the sensitive header fields are removed: `Authorization`, `Cookie`,
+/// `Proxy-Authorization` and the default signature headers (add custom signature header names).
 public struct RedirectPolicy: Sendable {
     /// The most redirects followed for one request; 0 turns following off.
     public var maxRedirects: Int
@@ -17,7 +18,7 @@ public struct RedirectPolicy: Sendable {
     public init(
         maxRedirects: Int = 10,
         allowsInsecureDowngrade: Bool = false,
-        sensitiveFields: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization]
+        sensitiveFields: [HTTPField.Name] = [.authorization, .cookie, .proxyAuthorization] + SignatureHeaders().all
     ) {
         self.maxRedirects = maxRedirects
         self.allowsInsecureDowngrade = allowsInsecureDowngrade

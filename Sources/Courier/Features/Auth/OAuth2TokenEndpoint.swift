@@ -1,0 +1,85 @@
+import Foundation
+import HTTPTypes
+
+/// An OAuth 2.0 token endpoint (RFC 6749 §3.2) and the grants Courier uses with it.
+public struct OAuth2TokenEndpoint: Sendable {
+    /// A grant to request a token with.
+    public enum Grant: Sendable {
+        /// Resource owner password credentials (§4.3).
+        case password(username: String, password: String, scope: String?)
+        /// Client credentials (§4.4).
+        case clientCredentials(scope: String?)
+        /// A refresh token (§6).
+        case refreshToken(String)
+    }
+
+    /// The token endpoint's URL.
+    public var url: URL
+    /// The client identifier.
+    public var clientID: String
+    /// The client secret (sent with HTTP Basic authentication), for confidential clients.
+    public var clientSecret: String?
+
+    /// Creates a token endpoint.
+    public init(url: URL, clientID: String, clientSecret: String? = nil) {
+        self.url = url
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+    }
+
+    /// The request for a grant: a form POST, client authentication by Basic when there is a secret.
+    public func endpoint(for grant: Grant) -> Endpoint<OAuth2Token> {
+        var fields: [URLQueryItem]
+        switch grant {
+        case .password(let username, let password, let scope):
+            fields = [.init(name: "grant_type", value: "password"), .init(name: "username", value: username), .init(name: "password", value: password)]
+            if let scope { fields.append(.init(name: "scope", value: scope)) }
+        case .clientCredentials(let scope):
+            fields = [.init(name: "grant_type", value: "client_credentials")]
+            if let scope { fields.append(.init(name: "scope", value: scope)) }
+        case .refreshToken(let token):
+            fields = [.init(name: "grant_type", value: "refresh_token"), .init(name: "refresh_token", value: token)]
+        }
+        var headers: HTTPFields = [.accept: "application/json"]
+        if let secret = self.clientSecret {
+            let credentials = Data("\(FormEncoding.escape(self.clientID)):\(FormEncoding.escape(secret))".utf8).base64EncodedString()
+            headers[.authorization] = "Basic \(credentials)"
+        } else {
+            fields.append(.init(name: "client_id", value: self.clientID))
+        }
+        var endpoint = Endpoint<OAuth2Token>(
+            name: "oauth2.token", method: .post, path: self.url.absoluteString, headers: headers, body: .form(fields),
+            decoding: ResponseDecoding { input in try Self.decodeToken(input.body) }
+        )
+        endpoint.deduplication = .disabled
+        endpoint.wire = RESTProtocol()
+        return endpoint
+    }
+
+    private struct TokenResponse: Decodable {
+        var access_token: String
+        var token_type: String?
+        var expires_in: Double?
+        var refresh_token: String?
+        var scope: String?
+    }
+
+    static func decodeToken(_ body: Data) throws -> OAuth2Token {
+        let response = try JSONDecoder().decode(TokenResponse.self, from: body)
+        return OAuth2Token(
+            accessToken: response.access_token,
+            tokenType: response.token_type ?? "Bearer",
+            refreshToken: response.refresh_token,
+            expiresAt: response.expires_in.map { Date().addingTimeInterval($0) },
+            scope: response.scope
+        )
+    }
+
+    /// The `error` of a failed token response (RFC 6749 §5.2), such as `invalid_grant`.
+    static func errorCode(of error: CourierError) -> String? {
+        guard error.kind == .httpStatus, let body = error.body,
+              let object = try? JSONDecoder().decode([String: JSONValue].self, from: body)
+        else { return nil }
+        return object["error"]?.stringValue
+    }
+}
