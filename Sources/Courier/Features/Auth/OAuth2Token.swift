@@ -98,6 +98,12 @@ public struct AuthenticationChallenge: Sendable, Equatable {
     /// The auth-params, with lower-cased names.
     public var parameters: [String: String]
 
+    /// Creates a challenge.
+    public init(scheme: String, parameters: [String: String]) {
+        self.scheme = scheme.lowercased()
+        self.parameters = parameters
+    }
+
     /// Parses the challenges of a `WWW-Authenticate` value.
     public static func parse(_ value: String) -> [AuthenticationChallenge] {
         var challenges: [AuthenticationChallenge] = []

@@ -1,0 +1,360 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Crypto
+import Foundation
+import HTTPTypes
+import InMemoryLogging
+import Logging
+import Testing
+
+/// An OAuth2 token endpoint and a protected resource in one in-process server.
+final class OAuthServer: Sendable {
+    struct State {
+        var issued = 0
+        var valid: Set<String> = []
+        var refreshCalls = 0
+        var refreshFails = false
+        var alwaysUnauthorized = false
+        var passwordGrants = 0
+    }
+
+    let state = Locked(State())
+
+    func issue() -> String {
+        self.state.withLock { state in
+            state.issued += 1
+            let token = "t-\(state.issued)"
+            state.valid = [token]
+            return token
+        }
+    }
+
+    func revokeAll() { self.state.withLock { $0.valid = [] } }
+
+    func respond(_ request: RecordedRequest) async -> ScriptedResponse {
+        if request.path == "/oauth/token" {
+            let form = String(decoding: request.body, as: UTF8.self)
+            if form.contains("grant_type=refresh_token") {
+                let fail = self.state.withLock { state -> Bool in
+                    state.refreshCalls += 1
+                    return state.refreshFails
+                }
+                try? await Task.sleep(for: .milliseconds(50))
+                if fail { return .json(#"{"error":"invalid_grant","error_description":"refresh token revoked"}"#, status: 400) }
+            } else if form.contains("grant_type=password") {
+                guard form.contains("username=ada"), form.contains("password=s3cret") else {
+                    return .json(#"{"error":"invalid_grant"}"#, status: 400)
+                }
+                self.state.withLock { $0.passwordGrants += 1 }
+            }
+            let token = self.issue()
+            return .json(#"{"access_token":"\#(token)","token_type":"Bearer","expires_in":3600,"refresh_token":"r-\#(token)"}"#)
+        }
+        let authorization = request.header("authorization") ?? ""
+        if request.path == "/nope" { return .json(#"{"error":"missing","access_token":"body-secret"}"#, status: 404) }
+        if request.path.hasPrefix("/slow") { try? await Task.sleep(for: .milliseconds(300)) }
+        let ok = self.state.withLock { state in
+            !state.alwaysUnauthorized && authorization.hasPrefix("Bearer ") && state.valid.contains(String(authorization.dropFirst(7)))
+        }
+        guard ok else { return .text("no", status: 401, headers: [("WWW-Authenticate", #"Bearer realm="api", error="invalid_token""#)]) }
+        return .json(#"{"id":1,"title":"\#(authorization.dropFirst(7))"}"#)
+    }
+}
+
+@Suite("OAuth2: one refresh for many requests, stale-token retries, failure handling")
+struct OAuth2Tests {
+    func setUp(
+        token: OAuth2Token?,
+        configuration: OAuth2Authenticator.Configuration = .init(),
+        events: Locked<Int> = Locked(0),
+        _ body: (Client, OAuth2Authenticator, OAuthServer, TestServer) async throws -> Void
+    ) async throws {
+        let oauth = OAuthServer()
+        let server = try await http1Server(oauth.respond)
+        if let token { oauth.state.withLock { $0.valid = [token.accessToken] } }
+        let transport = AsyncHTTPClientTransport()
+        let tokenClient = Client(configuration: .init(transport: transport))
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
+            tokenClient: tokenClient,
+            store: InMemoryCredentialStore(token),
+            configuration: configuration
+        ) { _ in events.withLock { $0 += 1 } }
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
+            $0.middleware = [auth]
+            $0.scheduling = .init(maxConcurrentRequests: 256, maxRequestsPerHost: 256)
+        })
+        do {
+            try await body(client, auth, oauth, server)
+        } catch {
+            try? await transport.shutdown()
+            try? await server.stop()
+            throw error
+        }
+        try await transport.shutdown()
+        try await server.stop()
+    }
+
+    static let expired = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(-10))
+
+    @Test
+    func twoHundredRequestsWithAnExpiredTokenCauseExactlyOneRefresh() async throws {
+        try await self.setUp(token: Self.expired) { client, auth, oauth, _ in
+            let results = await withTaskGroup(of: Bool.self) { group in
+                for index in 0..<200 {
+                    group.addTask { (try? await client.send(Endpoint<Article>(path: "/api/\(index)"))) != nil }
+                }
+                return await group.reduce(into: [Bool]()) { $0.append($1) }
+            }
+            #expect(results.filter { $0 }.count == 200)
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+            #expect(auth.refreshCount == 1)
+            #expect(auth.token?.accessToken == "t-1")
+        }
+    }
+
+    @Test
+    func lateUnauthorizedForAStaleTokenIsRetriedWithoutASecondRefresh() async throws {
+        let fresh = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600))
+        try await self.setUp(token: fresh) { client, auth, oauth, server in
+            let slow = client.start(Endpoint<Article>(path: "/slow/a"))
+            #expect(await eventually { server.requests.contains { $0.path == "/slow/a" } })
+            oauth.revokeAll()
+            let quick = try await client.send(Endpoint<Article>(path: "/api/b"))
+            #expect(quick.title == "t-1")
+            let late = try await slow.value
+            #expect(late.title == "t-1")
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+            #expect(server.requests.filter { $0.path == "/slow/a" }.map { $0.header("authorization") } == ["Bearer t-0", "Bearer t-1"])
+        }
+    }
+
+    @Test
+    func refreshFailureRaisesOneEventAndEveryRequestFailsTyped() async throws {
+        let events = Locked(0)
+        try await self.setUp(token: Self.expired, events: events) { client, _, oauth, _ in
+            oauth.state.withLock { $0.refreshFails = true }
+            let errors = await withTaskGroup(of: CourierError?.self) { group in
+                for index in 0..<200 {
+                    group.addTask {
+                        do {
+                            _ = try await client.send(Endpoint<Article>(path: "/api/\(index)"))
+                            return nil
+                        } catch let error as CourierError {
+                            return error
+                        } catch {
+                            return nil
+                        }
+                    }
+                }
+                return await group.reduce(into: [CourierError?]()) { $0.append($1) }
+            }
+            #expect(errors.count == 200)
+            #expect(errors.allSatisfy { $0?.kind == .authenticationRequired })
+            #expect(errors.allSatisfy { $0?.presentation == .reLogin })
+            #expect(events.current == 1)
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+        }
+    }
+
+    @Test
+    func heldRequestsContinueOnceNewCredentialsAreSupplied() async throws {
+        var configuration = OAuth2Authenticator.Configuration()
+        configuration.holdWhenSignedOut = true
+        let events = Locked(0)
+        try await self.setUp(token: Self.expired, configuration: configuration, events: events) { client, auth, oauth, server in
+            oauth.state.withLock { $0.refreshFails = true }
+            let handles = (0..<5).map { client.start(Endpoint<Article>(path: "/api/held-\($0)")) }
+            #expect(await eventually { events.current == 1 })
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(server.requests.filter { $0.path.hasPrefix("/api") }.isEmpty)
+            try await auth.signIn(username: "ada", password: "s3cret")
+            for handle in handles {
+                let article = try await handle.value
+                #expect(article.title == "t-1")
+            }
+            #expect(oauth.state.withLock { $0.passwordGrants } == 1)
+        }
+    }
+
+    @Test
+    func refreshCapStopsALoop() async throws {
+        var configuration = OAuth2Authenticator.Configuration()
+        configuration.maxRefreshes = 2
+        try await self.setUp(token: OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600)), configuration: configuration) { client, _, oauth, _ in
+            oauth.state.withLock { $0.alwaysUnauthorized = true }
+            for index in 0..<4 {
+                let response = try? await client.response(Endpoint<Void>(path: "/api/\(index)", acceptedStatuses: 200..<500, decoding: .none))
+                if let response { #expect(response.status.code == 401) }
+            }
+            #expect(oauth.state.withLock { $0.refreshCalls } == 2)
+        }
+    }
+
+    @Test
+    func passwordGrantSavesCredentialsInAnOwnerOnlyFile() async throws {
+        let oauth = OAuthServer()
+        let server = try await http1Server(oauth.respond)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("courier-credentials-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let transport = AsyncHTTPClientTransport()
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "public-app"),
+            tokenClient: Client(configuration: .init(transport: transport)),
+            store: FileCredentialStore(url: file)
+        )
+        let wrong = await expectCourierError { try await auth.signIn(username: "ada", password: "nope") }
+        #expect(wrong?.status?.code == 400)
+        try await auth.signIn(username: "ada", password: "s3cret")
+        let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        #expect(try FileCredentialStore(url: file).load()?.accessToken == "t-1")
+        let form = String(decoding: server.requests.last?.body ?? Data(), as: UTF8.self)
+        #expect(form.contains("client_id=public-app"))
+        try await transport.shutdown()
+        try await server.stop()
+    }
+
+    @Test
+    func wwwAuthenticateChallengesAreParsed() {
+        let challenges = AuthenticationChallenge.parse(#"bearer realm="api", error="invalid_token", error_description="The access token expired", Basic realm="x""#)
+        #expect(challenges.count == 2)
+        #expect(challenges[0].scheme == "bearer")
+        #expect(challenges[0].parameters["error"] == "invalid_token")
+        #expect(challenges[0].parameters["error_description"] == "The access token expired")
+        #expect(challenges[1] == AuthenticationChallenge(scheme: "basic", parameters: ["realm": "x"]))
+    }
+}
+
+@Suite("Prerequisites, signing, redirects and secret hygiene")
+struct SecurityHygieneTests {
+    @Test
+    func prerequisiteRunsOnceForFiftyConcurrentRequestsAndAgainAfterInvalidation() async throws {
+        let server = try await http1Server()
+        let fetches = Locked(0)
+        let gate = PrerequisiteGate<String>(fetch: {
+            fetches.withLock { $0 += 1 }
+            try await Task.sleep(for: .milliseconds(100))
+            return "crumb-\(fetches.current)"
+        }, apply: { crumb, request in
+            request.head.headerFields[HTTPField.Name("X-Crumb")!] = crumb
+        })
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [gate] }) { client in
+            try await withThrowingTaskGroup(of: Echo.self) { group in
+                for index in 0..<50 { group.addTask { try await client.send(Endpoint<Echo>(path: "/echo", query: ["i": "\(index)"])) } }
+                for try await echo in group { #expect(echo.headers["x-crumb"] == "crumb-1") }
+            }
+            #expect(gate.runCount == 1)
+            gate.invalidate()
+            let after = try await client.send(Endpoint<Echo>(path: "/echo"))
+            #expect(after.headers["x-crumb"] == "crumb-2")
+            #expect(gate.runCount == 2)
+        }
+    }
+
+    @Test
+    func signedRequestsVerifyAndTamperedOnesAreRejected() async throws {
+        let key = SymmetricKey(data: Data("signing-key".utf8))
+        let verifier = SignatureVerifier(key: key, maxSkew: 60)
+        let outcomes = Locked<[String]>([])
+        let server = try await http1Server { request in
+            do {
+                try verifier.verify(method: request.method, target: request.uri, body: request.body,
+                                    signature: request.header("x-signature"), timestamp: request.header("x-signature-timestamp"), nonce: request.header("x-signature-nonce"))
+                outcomes.withLock { $0.append("ok") }
+                return .json(#"{"id":1,"title":"verified"}"#)
+            } catch {
+                outcomes.withLock { $0.append("\(error)") }
+                return .text("\(error)", status: 401)
+            }
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [RequestSigner(key: key, keyID: "k1")] }) { client in
+            let article = try await client.send(Endpoint<Article>(method: .post, path: "/orders", query: ["b": "2", "a": "1"], body: .json(["item": 7])))
+            #expect(article.title == "verified")
+            let recorded = try #require(server.requests.last)
+            // Replaying the exact same request: rejected for its nonce.
+            #expect(throws: SignatureVerifier.Rejection.replayedNonce) {
+                try verifier.verify(method: recorded.method, target: recorded.uri, body: recorded.body, signature: recorded.header("x-signature"), timestamp: recorded.header("x-signature-timestamp"), nonce: recorded.header("x-signature-nonce"))
+            }
+            // A changed body: a bad signature.
+            #expect(throws: SignatureVerifier.Rejection.badSignature) {
+                try verifier.verify(method: recorded.method, target: recorded.uri, body: Data(#"{"item":8}"#.utf8), signature: recorded.header("x-signature"), timestamp: recorded.header("x-signature-timestamp"), nonce: "fresh-nonce")
+            }
+            // An old timestamp: stale.
+            #expect(throws: SignatureVerifier.Rejection.staleTimestamp) {
+                try verifier.verify(method: recorded.method, target: recorded.uri, body: recorded.body, signature: recorded.header("x-signature"), timestamp: recorded.header("x-signature-timestamp"), nonce: recorded.header("x-signature-nonce"), now: Date().addingTimeInterval(3600))
+            }
+            // Signed with the wrong key: the server refuses.
+            let wrong = Client(configuration: .init(transport: client.configuration.transport, baseURL: server.baseURL) {
+                $0.middleware = [RequestSigner(key: SymmetricKey(data: Data("other".utf8)))]
+            })
+            let error = await expectCourierError { _ = try await wrong.send(Endpoint<Article>(path: "/orders")) }
+            #expect(error?.status?.code == 401)
+            #expect(outcomes.current == ["ok", "badSignature"])
+        }
+    }
+
+    @Test
+    func crossOriginRedirectCarriesNoAuthorizationCookieOrSignature() async throws {
+        let other = try await http1Server()
+        let server = try await http1Server()
+        let target = other.baseURL.appendingPathComponent("echo").absoluteString
+        let key = SymmetricKey(data: Data("k".utf8))
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [RequestSigner(key: key)] }) { client in
+            let echo = try await client.send(Endpoint<Echo>(path: "/to", query: ["url": target], headers: [.authorization: "Bearer secret", .cookie: "sid=1"]))
+            #expect(echo.headers["authorization"] == nil)
+            #expect(echo.headers["cookie"] == nil)
+            #expect(echo.headers["x-signature"] == nil)
+            #expect(echo.headers["x-signature-nonce"] == nil)
+            #expect(server.requests.first?.header("x-signature") != nil)
+        }
+        try await other.stop()
+    }
+
+    @Test(arguments: ["bad\r\nInjected: yes", "line\nbreak", "nul\u{0}byte"])
+    func headerValuesWithControlCharactersAreRejectedBeforeSending(value: String) async throws {
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo").header("X-Note", value)) }
+            #expect(error?.kind == .invalidRequest)
+            let nameError = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo").header("X-\r\nEvil", "v")) }
+            #expect(nameError?.kind == .invalidRequest)
+            #expect(server.requests.isEmpty)
+            let fine = try await client.send(Endpoint<Echo>(path: "/echo").header("X-Note", "plain"))
+            #expect(fine.headers["x-note"] == "plain")
+        }
+    }
+
+    @Test
+    func secretsNeverAppearInCapturedLogs() async throws {
+        let oauth = OAuthServer()
+        let server = try await http1Server(oauth.respond)
+        oauth.state.withLock { $0.valid = ["super-secret-token"] }
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test") { _ in handler }
+        logger.logLevel = .debug
+        let transport = AsyncHTTPClientTransport()
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "c", clientSecret: "client-secret-value"),
+            tokenClient: Client(configuration: .init(transport: transport) { $0.logger = logger }),
+            store: InMemoryCredentialStore(OAuth2Token(accessToken: "super-secret-token", refreshToken: "refresh-secret", expiresAt: Date().addingTimeInterval(3600)))
+        )
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
+            $0.middleware = [auth]
+            $0.logger = logger
+        })
+        _ = try await client.send(Endpoint<Article>(path: "/api", query: ["access_token": "query-secret", "api_key": "key-secret"]))
+        oauth.revokeAll()
+        _ = try await client.send(Endpoint<Article>(path: "/api/again"))
+        let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/nope", query: ["token": "another-secret"]).header("Cookie", "sid=cookie-secret")) }
+        let text = handler.entries.map { "\($0.message)" }.joined(separator: "\n") + "\n" + (error?.description ?? "")
+        #expect(handler.entries.count >= 8)
+        #expect(error?.status?.code == 404)
+        for secret in ["super-secret-token", "refresh-secret", "query-secret", "key-secret", "client-secret-value", "another-secret", "cookie-secret", "r-t-1", "body-secret"] {
+            #expect(!text.contains(secret), "log output leaks \(secret)")
+        }
+        try await transport.shutdown()
+        try await server.stop()
+    }
+}
