@@ -11,6 +11,12 @@ final class ExternalServer: @unchecked Sendable {
     /// Whether interop tests must run (CI sets COURIER_CI=1 and installs the servers first).
     static var required: Bool { ProcessInfo.processInfo.environment["COURIER_CI"] == "1" }
 
+    /// The mitmdump installed by `scripts/install-interop.sh`.
+    static var mitmdump: String { Self.root.appendingPathComponent(".build-interop/mitmproxy-venv/bin/mitmdump").path }
+
+    /// Whether mitmproxy is installed (or must be, under CI).
+    static var mitmproxyEnabled: Bool { Self.required || FileManager.default.isExecutableFile(atPath: Self.mitmdump) }
+
     /// Whether `python3` can import `module`.
     static func pythonHas(_ module: String) -> Bool {
         let process = Process()
@@ -47,6 +53,47 @@ final class ExternalServer: @unchecked Sendable {
             DispatchQueue.global().async {
                 continuation.resume(with: Result { try ExternalServer(pythonScript: pythonScript) })
             }
+        }
+    }
+
+    /// Starts `executable arguments…` (with `{port}` replaced by a free port) and waits until the port accepts connections.
+    static func start(executable: String, arguments: [String], environment: [String: String] = [:]) async throws -> ExternalServer {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try ExternalServer(executable: executable, arguments: arguments, environment: environment) })
+            }
+        }
+    }
+
+    private init(executable: String, arguments: [String], environment: [String: String]) throws {
+        self.port = Int.random(in: 20_000..<40_000)
+        self.process = Process()
+        self.process.executableURL = URL(fileURLWithPath: executable)
+        self.process.arguments = arguments.map { $0.replacingOccurrences(of: "{port}", with: "\(self.port)") }
+        self.process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        self.process.standardOutput = FileHandle.nullDevice
+        self.process.standardError = FileHandle.nullDevice
+        try self.process.run()
+        for _ in 0..<300 {
+            if Self.accepts(port: self.port) { return }
+            guard self.process.isRunning else { break }
+            usleep(50_000)
+        }
+        kill(self.process.processIdentifier, SIGKILL)
+        throw ExternalServerError.didNotStart(executable)
+    }
+
+    /// Whether something listens on the loopback port.
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
     }
 

@@ -1,0 +1,147 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Foundation
+import Testing
+
+struct AuthlibStats: Decodable, Sendable { var refresh: Int; var password: Int; var client_credentials: Int }
+
+/// Interop with an OAuth 2.0 token endpoint built on Authlib (PyPI), with 2-second tokens.
+@Suite("Interop: Authlib OAuth 2.0 token endpoint", .enabled(if: ExternalServer.enabled(module: "authlib")))
+struct AuthlibInteropTests {
+    func withAuthlib(_ body: (Client, OAuth2Authenticator, Client, Locked<Int>) async throws -> Void) async throws {
+        let server = try await ExternalServer.start(pythonScript: "scripts/oauth2_interop_server.py")
+        let transport = AsyncHTTPClientTransport()
+        let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
+        var configuration = OAuth2Authenticator.Configuration()
+        configuration.refreshMargin = .milliseconds(500)
+        let events = Locked(0)
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier", clientSecret: "courier-secret"),
+            tokenClient: plain, configuration: configuration
+        ) { _ in events.withLock { $0 += 1 } }
+        let api = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.middleware = [auth] })
+        do {
+            try await body(api, auth, plain, events)
+        } catch {
+            try? await transport.shutdown()
+            await server.stop()
+            throw error
+        }
+        try await transport.shutdown()
+        await server.stop()
+    }
+
+    @Test
+    func passwordGrantThenOneRefreshForManyRequestsAfterExpiry() async throws {
+        try await self.withAuthlib { api, auth, plain, _ in
+            try await auth.signIn(username: "ada", password: "lovelace")
+            let first = try await api.send(Endpoint<Article>(path: "/api/me").deduplication(.disabled))
+            #expect(first.title == "hello from authlib")
+            try await Task.sleep(for: .milliseconds(2_100))
+            try await withThrowingTaskGroup(of: Article.self) { group in
+                for _ in 0..<20 { group.addTask { try await api.send(Endpoint<Article>(path: "/api/me").deduplication(.disabled)) } }
+                var successes = 0
+                for try await _ in group { successes += 1 }
+                #expect(successes == 20)
+            }
+            let stats = try await plain.send(Endpoint<AuthlibStats>(path: "/stats"))
+            #expect(stats.password == 1)
+            #expect(stats.refresh == 1)
+        }
+    }
+
+    @Test
+    func aRejectedTokenIsRefreshedAfterTheLowerCaseBearerChallenge() async throws {
+        try await self.withAuthlib { api, auth, plain, _ in
+            try await auth.signIn(username: "ada", password: "lovelace")
+            let good = try #require(auth.token)
+            try auth.supply(OAuth2Token(accessToken: "not-a-real-token", refreshToken: good.refreshToken, expiresAt: Date().addingTimeInterval(3600)))
+            let article = try await api.send(Endpoint<Article>(path: "/api/me"))
+            #expect(article.id == 1)
+            let stats = try await plain.send(Endpoint<AuthlibStats>(path: "/stats"))
+            #expect(stats.refresh == 1)
+        }
+    }
+
+    @Test
+    func revokedRefreshTokenEndsInOneEventAndTypedErrors() async throws {
+        try await self.withAuthlib { api, auth, plain, events in
+            try await auth.signIn(username: "ada", password: "lovelace")
+            try await plain.send(Endpoint<Void>(method: .post, path: "/revoke-all-refresh", decoding: .none))
+            try await Task.sleep(for: .milliseconds(2_100))
+            var kinds: [CourierError.Kind] = []
+            for _ in 0..<5 {
+                do {
+                    _ = try await api.send(Endpoint<Article>(path: "/api/me"))
+                } catch let error as CourierError {
+                    kinds.append(error.kind)
+                }
+            }
+            #expect(kinds == Array(repeating: .authenticationRequired, count: 5))
+            #expect(events.current == 1)
+        }
+    }
+
+    @Test
+    func clientCredentialsGrant() async throws {
+        try await self.withAuthlib { api, auth, plain, _ in
+            try await auth.authenticateClient()
+            #expect(try await api.send(Endpoint<Article>(path: "/api/me")).id == 1)
+            let stats = try await plain.send(Endpoint<AuthlibStats>(path: "/stats"))
+            #expect(stats.password == 0)
+            #expect(auth.token?.refreshToken == nil)
+            #expect(auth.token?.expiresAt != nil)
+        }
+    }
+}
+
+/// mitmproxy (PyPI) as a man in the middle in reverse-proxy mode with its own CA, which the
+/// client trusts: without pins requests pass through it; with the real server's key pinned they
+/// fail, and the real server never sees them.
+@Suite("Interop: mitmproxy as a man in the middle", .enabled(if: ExternalServer.mitmproxyEnabled))
+struct MitmproxyInteropTests {
+    @Test(arguments: [false, true])
+    func pinnedRequestsThroughTheProxyFailAndDirectOnesPass(http1: Bool) async throws {
+        let real = try await tlsServer()
+        let confdir = FileManager.default.temporaryDirectory.appendingPathComponent("courier-mitm-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: confdir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: confdir) }
+        let proxy = try await ExternalServer.start(
+            executable: ExternalServer.mitmdump,
+            arguments: ["--mode", "reverse:https://localhost:\(real.port)", "--listen-host", "127.0.0.1", "--listen-port", "{port}",
+                        "--ssl-insecure", "--set", "confdir=\(confdir.path)", "--set", "http2=true", "-q"]
+        )
+        let mitmCA = try String(contentsOf: confdir.appendingPathComponent("mitmproxy-ca-cert.pem"), encoding: .utf8)
+        let proxied = URL(string: "https://localhost:\(proxy.port)")!
+        let rightPin = TLSPin.publicKeyPinText(spkiDER: Certificates.shared.leafSPKIDER)
+
+        func transport(pinned: Bool) throws -> AsyncHTTPClientTransport {
+            try AsyncHTTPClientTransport(validating: .init {
+                try? $0.trust(pemCertificates: Array((mitmCA + "\n" + Certificates.shared.caPEM).utf8))
+                if http1 { $0.httpVersion = .http1Only }
+                if pinned { $0.pinning.pin("localhost", to: [try! .publicKey(rightPin)]) }
+            })
+        }
+
+        // Unpinned, the proxy is trusted and relays the request: the man in the middle works.
+        let open = try transport(pinned: false)
+        let relayed = try await Client(configuration: .init(transport: open, baseURL: proxied)).send(Endpoint<Article>(path: "/json"))
+        #expect(relayed.id == 1)
+        #expect(real.requests.count == 1)
+        try await open.shutdown()
+
+        // Pinned to the real server's key: through the proxy it fails before any request is sent.
+        let pinned = try transport(pinned: true)
+        let error = await expectCourierError { _ = try await Client(configuration: .init(transport: pinned, baseURL: proxied)).send(Endpoint<Article>(path: "/json?pinned=1")) }
+        #expect(error?.kind == .pinMismatch)
+        #expect(real.requests.count == 1)
+        // The same pinned transport reaches the real server directly.
+        let direct = try await Client(configuration: .init(transport: pinned, baseURL: real.baseURL)).send(Endpoint<Article>(path: "/json?direct=1"))
+        #expect(direct.id == 1)
+        #expect(real.requests.last?.uri == "/json?direct=1")
+        try await pinned.shutdown()
+        await proxy.stop()
+        try await real.stop()
+    }
+}
