@@ -48,10 +48,10 @@ final class ExternalServer: @unchecked Sendable {
     static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// Starts `python3 script PORT` and waits (off the cooperative pool) until it prints "ready".
-    static func start(pythonScript: String) async throws -> ExternalServer {
+    static func start(pythonScript: String, environment: [String: String] = [:]) async throws -> ExternalServer {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try ExternalServer(pythonScript: pythonScript) })
+                continuation.resume(with: Result { try ExternalServer(pythonScript: pythonScript, environment: environment) })
             }
         }
     }
@@ -97,11 +97,12 @@ final class ExternalServer: @unchecked Sendable {
         }
     }
 
-    private init(pythonScript: String) throws {
+    private init(pythonScript: String, environment: [String: String]) throws {
         self.port = Int.random(in: 20_000..<40_000)
         self.process = Process()
         self.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         self.process.arguments = ["python3", Self.root.appendingPathComponent(pythonScript).path, "\(self.port)"]
+        self.process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let output = Pipe()
         self.process.standardOutput = output
         self.process.standardError = FileHandle.nullDevice

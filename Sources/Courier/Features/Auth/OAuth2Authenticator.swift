@@ -50,6 +50,8 @@ public final class OAuth2Authenticator: Middleware {
         var held: [UInt64: CheckedContinuation<OAuth2Token, any Error>] = [:]
         var nextHeld: UInt64 = 0
         var refreshCount = 0
+        var usesClientCredentials = false
+        var scope: String?
     }
 
     private let tokenEndpoint: OAuth2TokenEndpoint
@@ -88,9 +90,15 @@ public final class OAuth2Authenticator: Middleware {
     }
 
     /// Authenticates the client itself (client-credentials grant) and resumes held requests.
+    ///
+    /// Client-credentials tokens carry no refresh token: when one expires, the grant runs again.
     public func authenticateClient(scope: String? = nil) async throws {
         let token = try await self.requestToken(.clientCredentials(scope: scope))
         try self.supply(token)
+        self.state.withLock { state in
+            state.usesClientCredentials = true
+            state.scope = scope
+        }
     }
 
     /// Installs new credentials (saved to the store) and resumes held requests with them.
@@ -101,6 +109,7 @@ public final class OAuth2Authenticator: Middleware {
             state.signedOut = false
             state.eventRaised = false
             state.refreshTimes.removeAll()
+            state.usesClientCredentials = false
             defer { state.held.removeAll() }
             return Array(state.held.values)
         }
@@ -202,11 +211,15 @@ public final class OAuth2Authenticator: Middleware {
 
     private func performRefresh(_ refreshToken: String?) async throws -> OAuth2Token {
         do {
-            guard let refreshToken else {
+            var token: OAuth2Token
+            if let refreshToken {
+                token = try await self.requestToken(.refreshToken(refreshToken))
+                if token.refreshToken == nil { token.refreshToken = refreshToken }
+            } else if let scope = self.state.withLock({ $0.usesClientCredentials ? Optional($0.scope) : nil }) {
+                token = try await self.requestToken(.clientCredentials(scope: scope))
+            } else {
                 throw CourierError(.authenticationRequired, "the access token expired and there is no refresh token")
             }
-            var token = try await self.requestToken(.refreshToken(refreshToken))
-            if token.refreshToken == nil { token.refreshToken = refreshToken }
             try? self.store.save(token)
             self.state.withLock { state in
                 state.token = token
