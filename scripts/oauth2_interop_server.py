@@ -172,5 +172,7 @@ if __name__ == "__main__":
     os.environ.setdefault("AUTHLIB_INSECURE_TRANSPORT", "1")  # loopback http in tests
     import logging
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    from werkzeug.serving import make_server
+    http = make_server("127.0.0.1", int(sys.argv[1]), app, threaded=True)
     print("ready", flush=True)
-    app.run(host="127.0.0.1", port=int(sys.argv[1]), threaded=True)
+    http.serve_forever()

@@ -112,6 +112,10 @@ final class ExternalServer: @unchecked Sendable {
             kill(self.process.processIdentifier, SIGKILL)
             throw ExternalServerError.didNotStart(pythonScript)
         }
+        // "ready" may be printed just before the socket is bound: wait until it accepts.
+        for _ in 0..<200 where !Self.accepts(port: self.port) {
+            usleep(50_000)
+        }
     }
 
     var baseURL: URL { URL(string: "http://127.0.0.1:\(self.port)")! }
