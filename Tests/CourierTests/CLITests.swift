@@ -103,4 +103,26 @@ struct CLITests {
         try await develop.stop()
         try await test.stop()
     }
+
+    @Test
+    func pinsOnTheCommandLine() async throws {
+        let server = try await tlsServer()
+        let ca = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-ca-\(UUID().uuidString).pem")
+        try Data(Certificates.shared.caPEM.utf8).write(to: ca)
+        defer { try? FileManager.default.removeItem(at: ca) }
+        let url = server.baseURL.absoluteString + "/json"
+        let right = TLSPin.publicKeyPinText(spkiDER: Certificates.shared.leafSPKIDER)
+        let wrong = TLSPin.publicKeyPinText(spkiDER: try TestCertificates.generate(commonName: "Other").leafSPKIDER)
+        let mismatch = try await runCourier(["request", url, "--cacert", ca.path, "--pin", wrong])
+        #expect(mismatch.status == 15)
+        #expect(mismatch.stderr.hasPrefix("courier: TLS pin mismatch"))
+        #expect(mismatch.stderr.split(separator: "\n").count == 1)
+        #expect(server.requests.isEmpty)
+        let backup = try await runCourier(["request", url, "--cacert", ca.path, "--pin", wrong, "--pin", right])
+        #expect(backup.status == 0)
+        let anchored = try await runCourier(["request", url, "--pin-cert", ca.path])
+        #expect(anchored.status == 0)
+        #expect(anchored.stdout == #"{"id":1,"title":"Hello"}"#)
+        try await server.stop()
+    }
 }

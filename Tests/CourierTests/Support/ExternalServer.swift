@@ -49,10 +49,15 @@ final class ExternalServer: @unchecked Sendable {
 
     /// Starts `python3 script PORT` and waits (off the cooperative pool) until it prints "ready".
     static func start(pythonScript: String, environment: [String: String] = [:]) async throws -> ExternalServer {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try ExternalServer(pythonScript: pythonScript, environment: environment) })
+        do {
+            return try await withCheckedThrowingContinuation { continuation in
+                DispatchQueue.global().async {
+                    continuation.resume(with: Result { try ExternalServer(pythonScript: pythonScript, environment: environment) })
+                }
             }
+        } catch {
+            Issue.record("the interop server \(pythonScript) did not start; run scripts/install-interop.sh (CI does)")
+            throw error
         }
     }
 
