@@ -35,6 +35,9 @@ struct PipelineBenchmark {
                 if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
                 // Identical concurrent GETs would be coalesced; this benchmark measures the pipeline per request.
                 $0.deduplication.isEnabled = false
+                if let limit = ProcessInfo.processInfo.environment["COURIER_BENCH_HOST_LIMIT"].flatMap(Int.init) {
+                    $0.scheduling = .init(maxConcurrentRequests: limit, maxRequestsPerHost: limit)
+                }
             })
             let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
 

@@ -24,6 +24,8 @@ public final class Client: Sendable {
     let scheduler: RequestScheduler
     let deduplicator: Deduplicator
     private let constrained = ConstrainedGate()
+    /// Whether endpoints without a protocol of their own (or of their service) use REST.
+    private let defaultIsREST: Bool
 
     /// Creates a client.
     public init(configuration: Configuration) {
@@ -31,6 +33,7 @@ public final class Client: Sendable {
         self.log = RequestLog(logger: configuration.logger, redactor: configuration.redactor)
         self.base = configuration.baseURL.flatMap(BaseURL.init)
         self.follower = RedirectFollower(policy: configuration.redirects, transport: configuration.transport)
+        self.defaultIsREST = configuration.defaultWireProtocol is RESTProtocol
         let scheduler = RequestScheduler(configuration: configuration.scheduling)
         self.scheduler = scheduler
         self.deduplicator = Deduplicator { ticket, priority in scheduler.reprioritize(ticket: ticket, to: priority) }
@@ -175,9 +178,10 @@ public final class Client: Sendable {
             control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) }
         }
         try await self.scheduler.acquire(ticket: ticket, host: host, priority: priority)
-        defer { self.scheduler.release(host: host) }
+        var spokeHTTP2 = false
+        defer { self.scheduler.release(host: host, spokeHTTP2: spokeHTTP2) }
         let raw = try await self.execute(request, middleware: middleware)
-        if raw.version.major >= 2 { self.scheduler.markHTTP2(host) }
+        spokeHTTP2 = raw.version.major >= 2
         let body: Data
         if !readsBody, let accepted = acceptedStatuses, accepted.contains(raw.status.code) {
             await raw.body.discard()
@@ -217,6 +221,9 @@ public final class Client: Sendable {
 
     func prepare<Value>(_ endpoint: Endpoint<Value>) throws -> Prepared {
         var request = try self.buildRequest(for: endpoint)
+        if endpoint.wire == nil, endpoint.service == nil, self.defaultIsREST {
+            return Prepared(request: request, wire: nil, call: WireCall(operation: endpoint.name, isNotification: endpoint.isNotification, id: 0))
+        }
         let wire = endpoint.wire ?? endpoint.service.flatMap { self.configuration.wireProtocols[$0] } ?? self.configuration.defaultWireProtocol
         if wire is RESTProtocol {
             return Prepared(request: request, wire: nil, call: WireCall(operation: endpoint.name, isNotification: endpoint.isNotification, id: 0))
@@ -260,7 +267,7 @@ public final class Client: Sendable {
             fields[field.name] = nil
         }
         fields.append(contentsOf: endpoint.headers)
-        for (name, value) in endpoint.rawHeaders {
+        for (name, value) in endpoint.rawHeaders where !endpoint.rawHeaders.isEmpty {
             let forbidden: Set<Unicode.Scalar> = ["\r", "\n", "\0"]
             if name.unicodeScalars.contains(where: forbidden.contains) || value.unicodeScalars.contains(where: forbidden.contains) {
                 throw CourierError.invalidRequest("the header field '\(Redactor.standard.isSecret(headerName: name) ? "REDACTED" : name.debugDescription)' contains CR, LF or NUL")

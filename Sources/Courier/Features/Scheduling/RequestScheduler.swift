@@ -75,8 +75,9 @@ package final class RequestScheduler: Sendable {
     }
 
     /// Frees the slot of a finished request and starts the next ones.
-    package func release(host: String) {
+    package func release(host: String, spokeHTTP2: Bool = false) {
         let ready = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            if spokeHTTP2 { state.decisions.markHTTP2(host) }
             let started = state.decisions.finish(host: host, now: .now)
             var continuations: [CheckedContinuation<Void, any Error>] = []
             for id in started {
@@ -94,22 +95,6 @@ package final class RequestScheduler: Sendable {
         self.state.withLock { state in
             _ = state.decisions.reprioritize(id: ticket, to: priority)
         }
-    }
-
-    /// Records that `host` answered over HTTP/2, raising its limit, and starts what now fits.
-    func markHTTP2(_ host: String) {
-        let ready = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
-            guard state.decisions.limit(for: host) != state.decisions.configuration.maxRequestsPerHTTP2Host else { return [] }
-            state.decisions.markHTTP2(host)
-            var continuations: [CheckedContinuation<Void, any Error>] = []
-            for id in state.decisions.startReady(now: .now) {
-                if case .waiting(let continuation?) = state.parked.removeValue(forKey: id) {
-                    continuations.append(continuation)
-                }
-            }
-            return continuations
-        }
-        for continuation in ready { continuation.resume() }
     }
 
     /// What is queued and in flight now.

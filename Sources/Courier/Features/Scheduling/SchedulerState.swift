@@ -111,6 +111,7 @@ public struct SchedulerState: Sendable {
 
     /// Starts as many queued requests as capacity allows and returns them in start order.
     public mutating func startReady(now: ContinuousClock.Instant) -> [UInt64] {
+        guard !self.waiting.isEmpty else { return [] }
         var started: [UInt64] = []
         while self.inFlight < self.configuration.maxConcurrentRequests, let next = self.pickNext(now: now) {
             self.waiting[next.id] = nil
