@@ -193,7 +193,8 @@ struct SchedulerTests {
             #expect(await eventually { other.requests.count == 1 && server.requests.count == 1 })
             #expect(client.traffic.queued == 1)
             for handle in [a1, a2, b1] { _ = try await handle.value }
-            #expect(server.requests.map(\.path) == ["/slow/a1", "/slow/a2"])
+            // Host a got its two requests one after the other (one slot), while host b was not held up.
+            #expect(Set(server.requests.map(\.path)) == ["/slow/a1", "/slow/a2"])
         }
         try await other.stop()
     }
