@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// A server whose `/slow` answers after `delay`, and every other path at once, echoing the path.
-func trafficServer(delay: Duration = .milliseconds(300)) async throws -> TestServer {
+func trafficServer(delay: Duration = .milliseconds(1500)) async throws -> TestServer {
     try await http1Server { request in
         let body = #"{"id":\#(request.uri.count),"title":"\#(request.uri)"}"#
         if request.path.hasPrefix("/slow") {
@@ -118,6 +118,7 @@ struct DeduplicationTests {
             #expect(await eventually { client.traffic.queued == 2 })
             // A second waiter joins the low request at veryHigh: the shared request overtakes /normal.
             let urgentShared = client.start(Endpoint<Article>(path: "/shared"), priority: .veryHigh)
+            #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
             for handle in [blocker, normal, lowShared, urgentShared] { _ = try await handle.value }
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])
         }
