@@ -79,7 +79,8 @@ final class ExternalServer: @unchecked Sendable {
         self.process.standardOutput = FileHandle.nullDevice
         self.process.standardError = FileHandle.nullDevice
         try self.process.run()
-        for _ in 0..<300 {
+        // Up to a minute: a Python server that loads a large library starts slowly on a busy machine.
+        for _ in 0..<1200 {
             if Self.accepts(port: self.port) { return }
             guard self.process.isRunning else { break }
             usleep(50_000)

@@ -103,7 +103,7 @@ struct AuthlibInteropTests {
 /// mitmproxy (PyPI) as a man in the middle in reverse-proxy mode with its own CA, which the
 /// client trusts: without pins requests pass through it; with the real server's key pinned they
 /// fail, and the real server never sees them.
-@Suite("Interop: mitmproxy as a man in the middle", .enabled(if: ExternalServer.mitmproxyEnabled))
+@Suite("Interop: mitmproxy as a man in the middle", .serialized, .enabled(if: ExternalServer.mitmproxyEnabled))
 struct MitmproxyInteropTests {
     @Test(arguments: [false, true])
     func pinnedRequestsThroughTheProxyFailAndDirectOnesPass(http1: Bool) async throws {
