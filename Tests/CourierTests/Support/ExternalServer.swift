@@ -52,7 +52,7 @@ final class ExternalServer: @unchecked Sendable {
         do {
             return try await withCheckedThrowingContinuation { continuation in
                 DispatchQueue.global().async {
-                    continuation.resume(with: Result { try ExternalServer(pythonScript: pythonScript, environment: environment) })
+                    continuation.resume(with: Result { try Self.retrying { try ExternalServer(pythonScript: pythonScript, environment: environment) } })
                 }
             }
         } catch {
@@ -65,13 +65,13 @@ final class ExternalServer: @unchecked Sendable {
     static func start(executable: String, arguments: [String], environment: [String: String] = [:]) async throws -> ExternalServer {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try ExternalServer(executable: executable, arguments: arguments, environment: environment) })
+                continuation.resume(with: Result { try Self.retrying { try ExternalServer(executable: executable, arguments: arguments, environment: environment) } })
             }
         }
     }
 
     private init(executable: String, arguments: [String], environment: [String: String]) throws {
-        self.port = Int.random(in: 20_000..<40_000)
+        self.port = Int.random(in: 20_000..<32_000)
         self.process = Process()
         self.process.executableURL = URL(fileURLWithPath: executable)
         self.process.arguments = arguments.map { $0.replacingOccurrences(of: "{port}", with: "\(self.port)") }
@@ -89,6 +89,16 @@ final class ExternalServer: @unchecked Sendable {
         throw ExternalServerError.didNotStart(executable)
     }
 
+    /// Three attempts, each on a new random port (below the kernel's ephemeral range, but another
+    /// process may still hold it).
+    private static func retrying(_ make: () throws -> ExternalServer) throws -> ExternalServer {
+        var lastError: (any Error)?
+        for _ in 0..<3 {
+            do { return try make() } catch { lastError = error }
+        }
+        throw lastError!
+    }
+
     /// Whether something listens on the loopback port.
     static func accepts(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -104,7 +114,7 @@ final class ExternalServer: @unchecked Sendable {
     }
 
     private init(pythonScript: String, environment: [String: String]) throws {
-        self.port = Int.random(in: 20_000..<40_000)
+        self.port = Int.random(in: 20_000..<32_000)
         self.process = Process()
         self.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         self.process.arguments = ["python3", Self.root.appendingPathComponent(pythonScript).path, "\(self.port)"]
