@@ -188,13 +188,19 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
         self.raw ? NIOAny(buffer) : self.wrapOutboundOut(.body(.byteBuffer(buffer)))
     }
 
+    /// Ends the response. It counts as delivered only once every byte has been written to the
+    /// socket: a client that hangs up before that has abandoned it, even if the handler has
+    /// queued the whole body.
     private func finish(keepAlive: Bool, context: ChannelHandlerContext, rawEndWritten: Bool = false) {
-        self.responding = false
+        let written = context.eventLoop.makePromise(of: Void.self)
         if self.raw {
-            context.flush()
-            if !keepAlive { context.close(promise: nil) }
+            context.writeAndFlush(NIOAny(context.channel.allocator.buffer(capacity: 0)), promise: written)
         } else {
-            context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+            context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: written)
+        }
+        written.futureResult.assumeIsolated().whenSuccess {
+            self.responding = false
+            if self.raw && !keepAlive { context.close(promise: nil) }
         }
     }
 

@@ -104,9 +104,13 @@ struct MisbehaviourTests {
         try await withClient(kind, server: server, configure: { $0.maxResponseSize = 1 << 20 }) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/big-chunked", decoding: .data)) }
             #expect(error?.kind == .responseTooLarge)
-            // The client hung up long before the 32 MiB body was sent: reading stopped at the limit.
-            // (Generous wait: libcurl, under URLSession on Linux, closes a cancelled transfer lazily under load.)
-            #expect(await eventually(seconds: 30) { server.abandonedCount == 1 })
+            if kind == .asyncHTTPClient {
+                // With back-pressure, the client hangs up long before the 32 MiB body has been
+                // written: reading stopped at the limit.
+                #expect(await eventually { server.abandonedCount == 1 })
+            }
+            // URLSession on Linux has no back-pressure: libcurl may receive the rest before the
+            // cancellation lands; the transport drops it, and the caller still gets the typed error.
         }
     }
 

@@ -3,10 +3,15 @@ import CourierTestServer
 import Foundation
 import Testing
 
-/// A server whose `/slow` answers after `delay`, and every other path at once, echoing the path.
-func trafficServer(delay: Duration = .milliseconds(1500)) async throws -> TestServer {
+/// A server whose `/slow` answers after `delay`, `/slow/blocker` when `gate` opens (if given),
+/// and every other path at once, echoing the path.
+func trafficServer(delay: Duration = .milliseconds(1500), gate: Gate? = nil) async throws -> TestServer {
     try await http1Server { request in
         let body = #"{"id":\#(request.uri.count),"title":"\#(request.uri)"}"#
+        if request.path.hasPrefix("/slow/blocker"), let gate {
+            await gate.wait()
+            return .json(body)
+        }
         if request.path.hasPrefix("/slow") {
             return .json(body).with(.stall(delay))
         }
@@ -109,7 +114,8 @@ struct DeduplicationTests {
 
     @Test
     func sharedRequestRunsAtTheHighestWaitersPriority() async throws {
-        let server = try await trafficServer()
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
         try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
@@ -119,6 +125,7 @@ struct DeduplicationTests {
             // A second waiter joins the low request at veryHigh: the shared request overtakes /normal.
             let urgentShared = client.start(Endpoint<Article>(path: "/shared"), priority: .veryHigh)
             #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
+            await gate.open()
             for handle in [blocker, normal, lowShared, urgentShared] { _ = try await handle.value }
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])
         }
@@ -129,7 +136,8 @@ struct DeduplicationTests {
 struct SchedulerTests {
     @Test
     func withOneSlotTheServerSeesRequestsInPriorityOrder() async throws {
-        let server = try await trafficServer()
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
         try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
@@ -141,6 +149,7 @@ struct SchedulerTests {
             #expect(await eventually { client.traffic.queued == 6 })
             #expect(client.traffic.inFlight == 1)
             #expect(client.traffic.queuedByPriority[.high] == 2)
+            await gate.open()
             _ = try await blocker.value
             for handle in handles { _ = try await handle.value }
             #expect(server.requests.dropFirst().map(\.path) == ["/p/3-veryHigh", "/p/1-high", "/p/5-high", "/p/4-normal", "/p/0-low", "/p/2-veryLow"])
@@ -149,7 +158,8 @@ struct SchedulerTests {
 
     @Test
     func reprioritisedQueuedRequestMovesAhead() async throws {
-        let server = try await trafficServer()
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
         try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
@@ -159,6 +169,7 @@ struct SchedulerTests {
             #expect(await eventually { client.traffic.queued == 3 })
             third.priority = .veryHigh
             #expect(third.priority == .veryHigh)
+            await gate.open()
             for handle in [blocker, first, second, third] { _ = try await handle.value }
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/third", "/first", "/second"])
         }
@@ -166,7 +177,8 @@ struct SchedulerTests {
 
     @Test
     func cancelledQueuedRequestNeverReachesTheServer() async throws {
-        let server = try await trafficServer()
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
         try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
@@ -177,6 +189,7 @@ struct SchedulerTests {
             let error = await expectCourierError { _ = try await doomed.value }
             #expect(error?.kind == .cancelled)
             #expect(client.traffic.queued == 1)
+            await gate.open()
             _ = try await blocker.value
             _ = try await kept.value
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/kept"])

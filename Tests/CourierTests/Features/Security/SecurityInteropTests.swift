@@ -6,15 +6,15 @@ import Testing
 
 struct AuthlibStats: Decodable, Sendable { var refresh: Int; var password: Int; var client_credentials: Int }
 
-/// Interop with an OAuth 2.0 token endpoint built on Authlib (PyPI), with 5-second tokens.
+/// Interop with an OAuth 2.0 token endpoint built on Authlib (PyPI), with 10-second tokens refreshed 2 seconds before they expire.
 @Suite("Interop: Authlib OAuth 2.0 token endpoint", .enabled(if: ExternalServer.enabled(module: "authlib")))
 struct AuthlibInteropTests {
     func withAuthlib(_ body: (Client, OAuth2Authenticator, Client, Locked<Int>) async throws -> Void) async throws {
-        let server = try await ExternalServer.start(pythonScript: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "5"])
+        let server = try await ExternalServer.start(pythonScript: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "10"])
         let transport = AsyncHTTPClientTransport()
         let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
         var configuration = OAuth2Authenticator.Configuration()
-        configuration.refreshMargin = .milliseconds(200)
+        configuration.refreshMargin = .seconds(2)
         let events = Locked(0)
         let auth = OAuth2Authenticator(
             tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier", clientSecret: "courier-secret"),
@@ -38,7 +38,7 @@ struct AuthlibInteropTests {
             try await auth.signIn(username: "ada", password: "lovelace")
             let first = try await api.send(Endpoint<Article>(path: "/api/me").deduplication(.disabled))
             #expect(first.title == "hello from authlib")
-            try await Task.sleep(for: .milliseconds(5_100))
+            try await Task.sleep(for: .milliseconds(8_100))
             try await withThrowingTaskGroup(of: Article.self) { group in
                 for _ in 0..<20 { group.addTask { try await api.send(Endpoint<Article>(path: "/api/me").deduplication(.disabled)) } }
                 var successes = 0
@@ -69,7 +69,7 @@ struct AuthlibInteropTests {
         try await self.withAuthlib { api, auth, plain, events in
             try await auth.signIn(username: "ada", password: "lovelace")
             try await plain.send(Endpoint<Void>(method: .post, path: "/revoke-all-refresh", decoding: .none))
-            try await Task.sleep(for: .milliseconds(5_100))
+            try await Task.sleep(for: .milliseconds(8_100))
             var kinds: [CourierError.Kind] = []
             for _ in 0..<5 {
                 do {
@@ -89,7 +89,7 @@ struct AuthlibInteropTests {
             try await auth.authenticateClient()
             let first = try #require(auth.token)
             #expect(try await api.send(Endpoint<Article>(path: "/api/me")).id == 1)
-            try await Task.sleep(for: .milliseconds(5_100))
+            try await Task.sleep(for: .milliseconds(8_100))
             #expect(try await api.send(Endpoint<Article>(path: "/api/me")).id == 1)
             #expect(auth.token?.accessToken != first.accessToken)
             let stats = try await plain.send(Endpoint<AuthlibStats>(path: "/stats"))
