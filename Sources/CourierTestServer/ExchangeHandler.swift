@@ -129,7 +129,7 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
         guard self.active else { return }
         if remaining.isEmpty {
             if self.raw { self.writeRaw("0\r\n\r\n", context: context) }
-            self.finish(keepAlive: keepAlive, context: context, rawEndWritten: true)
+            self.finish(keepAlive: keepAlive, context: context)
             return
         }
         let chunk = remaining.prefix(size)
@@ -191,7 +191,7 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Ends the response. It counts as delivered only once every byte has been written to the
     /// socket: a client that hangs up before that has abandoned it, even if the handler has
     /// queued the whole body.
-    private func finish(keepAlive: Bool, context: ChannelHandlerContext, rawEndWritten: Bool = false) {
+    private func finish(keepAlive: Bool, context: ChannelHandlerContext) {
         let written = context.eventLoop.makePromise(of: Void.self)
         if self.raw {
             context.writeAndFlush(NIOAny(context.channel.allocator.buffer(capacity: 0)), promise: written)
