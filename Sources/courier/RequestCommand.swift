@@ -322,7 +322,7 @@ extension RequestCommand {
             }
             return results
         }
-        let latencies = outcomes.map { Double($0.0.components.seconds) * 1000 + Double($0.0.components.attoseconds) / 1e15 }.sorted()
+        let latencies = outcomes.map { $0.0.inSeconds * 1000 }.sorted()
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)]
         }

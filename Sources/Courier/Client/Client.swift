@@ -198,7 +198,8 @@ public final class Client: Sendable {
     public func execute(_ request: Request, middleware endpointMiddleware: [any Middleware] = []) async throws -> RawResponse {
         let follower = self.follower
         var next: Middleware.Next = { request in try await follower.send(request) }
-        for middleware in (self.configuration.middleware + endpointMiddleware).reversed() {
+        let chain = endpointMiddleware.isEmpty ? self.configuration.middleware : self.configuration.middleware + endpointMiddleware
+        for middleware in chain.reversed() {
             let inner = next
             next = { request in try await middleware.intercept(request, next: inner) }
         }

@@ -24,8 +24,7 @@ struct RequestLog: Sendable {
     }
 
     static func milliseconds(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        let ms = Double(seconds) * 1000 + Double(attoseconds) / 1e15
+        let ms = duration.inSeconds * 1000
         return String(format: "%.1f", ms)
     }
 }

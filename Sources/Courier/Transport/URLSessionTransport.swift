@@ -54,8 +54,7 @@ public final class URLSessionTransport: Transport {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
         if let timeout = request.remainingTime {
-            let (seconds, attoseconds) = timeout.components
-            urlRequest.timeoutInterval = Double(seconds) + Double(attoseconds) / 1e18
+            urlRequest.timeoutInterval = timeout.inSeconds
         }
         if let body = request.body {
             urlRequest.httpBody = try await body.claimCollected()

@@ -1,4 +1,5 @@
 import Courier
+import CourierAsyncHTTPClient
 import Foundation
 import Testing
 
@@ -148,4 +149,23 @@ final class ExternalServer: @unchecked Sendable {
 
 enum ExternalServerError: Error {
     case didNotStart(String)
+}
+
+/// Runs `body` against a Python interop server with a fresh transport, then shuts both down.
+func withInteropServer(
+    script: String,
+    environment: [String: String] = [:],
+    _ body: (ExternalServer, AsyncHTTPClientTransport) async throws -> Void
+) async throws {
+    let server = try await ExternalServer.start(pythonScript: script, environment: environment)
+    let transport = AsyncHTTPClientTransport()
+    do {
+        try await body(server, transport)
+    } catch {
+        try? await transport.shutdown()
+        await server.stop()
+        throw error
+    }
+    try await transport.shutdown()
+    await server.stop()
 }

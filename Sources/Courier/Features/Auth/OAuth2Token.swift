@@ -25,8 +25,7 @@ public struct OAuth2Token: Codable, Sendable, Equatable {
     /// Whether the access token expires within `margin` of now.
     public func expires(within margin: Duration, now: Date = Date()) -> Bool {
         guard let expiresAt else { return false }
-        let seconds = Double(margin.components.seconds) + Double(margin.components.attoseconds) / 1e18
-        return expiresAt.timeIntervalSince(now) <= seconds
+        return expiresAt.timeIntervalSince(now) <= margin.inSeconds
     }
 }
 

@@ -10,18 +10,10 @@ struct AddParams: Codable, Sendable { var a: Int; var b: Int }
 @Suite("Interop: jsonrpcserver from PyPI", .enabled(if: ExternalServer.enabled(module: "jsonrpcserver")))
 struct JSONRPCInteropTests {
     func withServer(_ body: (Client, ExternalServer) async throws -> Void) async throws {
-        let server = try await ExternalServer.start(pythonScript: "scripts/jsonrpc_interop_server.py")
-        let transport = AsyncHTTPClientTransport()
-        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.defaultWireProtocol = .jsonRPC })
-        do {
+        try await withInteropServer(script: "scripts/jsonrpc_interop_server.py") { server, transport in
+            let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.defaultWireProtocol = .jsonRPC })
             try await body(client, server)
-        } catch {
-            try? await transport.shutdown()
-            await server.stop()
-            throw error
         }
-        try await transport.shutdown()
-        await server.stop()
     }
 
     @Test

@@ -10,26 +10,18 @@ struct AuthlibStats: Decodable, Sendable { var refresh: Int; var password: Int; 
 @Suite("Interop: Authlib OAuth 2.0 token endpoint", .enabled(if: ExternalServer.enabled(module: "authlib")))
 struct AuthlibInteropTests {
     func withAuthlib(_ body: (Client, OAuth2Authenticator, Client, Locked<Int>) async throws -> Void) async throws {
-        let server = try await ExternalServer.start(pythonScript: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "10"])
-        let transport = AsyncHTTPClientTransport()
-        let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
-        var configuration = OAuth2Authenticator.Configuration()
-        configuration.refreshMargin = .seconds(2)
-        let events = Locked(0)
-        let auth = OAuth2Authenticator(
-            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier", clientSecret: "courier-secret"),
-            tokenClient: plain, configuration: configuration
-        ) { _ in events.withLock { $0 += 1 } }
-        let api = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.middleware = [auth] })
-        do {
+        try await withInteropServer(script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "10"]) { server, transport in
+            let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
+            var configuration = OAuth2Authenticator.Configuration()
+            configuration.refreshMargin = .seconds(2)
+            let events = Locked(0)
+            let auth = OAuth2Authenticator(
+                tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier", clientSecret: "courier-secret"),
+                tokenClient: plain, configuration: configuration
+            ) { _ in events.withLock { $0 += 1 } }
+            let api = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.middleware = [auth] })
             try await body(api, auth, plain, events)
-        } catch {
-            try? await transport.shutdown()
-            await server.stop()
-            throw error
         }
-        try await transport.shutdown()
-        await server.stop()
     }
 
     @Test
