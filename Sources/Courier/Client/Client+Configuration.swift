@@ -48,6 +48,8 @@ extension Client {
         public var defaultWireProtocol: any WireProtocol
         /// Decides how each error should be presented (``CourierError/presentation``).
         public var errorClassifier: ErrorClassifier
+        /// The response cache: its store (none by default, so nothing is cached), default policy and partition.
+        public var cache: CacheConfiguration
         /// Called with events raised by responses (such as a business code mapped to "session expired").
         public var onEvent: (@Sendable (CourierEvent) -> Void)?
 
@@ -76,6 +78,7 @@ extension Client {
             self.defaultWireProtocol = RESTProtocol()
             self.errorClassifier = .standard
             self.onEvent = nil
+            self.cache = CacheConfiguration()
             configure(&self)
         }
     }

@@ -9,12 +9,15 @@ import Logging
 ///
 /// Each request goes through these steps:
 /// 1. the endpoint becomes a ``Request`` (URL, headers, encoded body) — may fail with `invalidRequest`;
-/// 2. the client's middleware, then the endpoint's, run in order;
-/// 3. redirects are followed under the ``RedirectPolicy``;
-/// 4. the transport sends it — `transport`, `timeout`, `tls` or `cancelled` errors;
-/// 5. the status is checked against the endpoint's accepted statuses — `httpStatus`;
-/// 6. the body is read up to the size limit — `responseTooLarge`;
-/// 7. the body is decoded — `decoding`.
+/// 2. the cache is consulted under the endpoint's ``CachePolicy`` — a stored response may answer;
+///    identical requests in flight share one exchange, and the scheduler orders them;
+/// 3. the client's middleware, then the endpoint's, run in order;
+/// 4. redirects are followed under the ``RedirectPolicy``;
+/// 5. the transport sends it — `transport`, `timeout`, `tls` or `cancelled` errors;
+/// 6. the response is stored in the cache when allowed (a `304` refreshes the stored one);
+/// 7. the status is checked against the endpoint's accepted statuses — `httpStatus`;
+/// 8. the body is read up to the size limit — `responseTooLarge`;
+/// 9. the body is decoded — `decoding`.
 public final class Client: Sendable {
     /// The configuration the client was created with.
     public let configuration: Configuration
@@ -24,6 +27,7 @@ public final class Client: Sendable {
     let scheduler: RequestScheduler
     let deduplicator: Deduplicator
     private let constrained = ConstrainedGate()
+    private let cache: ResponseCache?
     /// Whether endpoints without a protocol of their own (or of their service) use REST.
     private let defaultIsREST: Bool
 
@@ -34,6 +38,7 @@ public final class Client: Sendable {
         self.base = configuration.baseURL.flatMap(BaseURL.init)
         self.follower = RedirectFollower(policy: configuration.redirects, transport: configuration.transport)
         self.defaultIsREST = configuration.defaultWireProtocol is RESTProtocol
+        self.cache = configuration.cache.store.map { ResponseCache(store: $0, configuration: configuration.cache) }
         let scheduler = RequestScheduler(configuration: configuration.scheduling)
         self.scheduler = scheduler
         self.deduplicator = Deduplicator { ticket, priority in scheduler.reprioritize(ticket: ticket, to: priority) }
@@ -76,7 +81,9 @@ public final class Client: Sendable {
     /// How many calls shared another's network request, and how many started one, since creation.
     public var deduplicationCounts: (coalesced: Int, started: Int) { self.deduplicator.counts }
 
-    func response<Value: Sendable>(_ endpoint: Endpoint<Value>, control: RequestControl?) async throws -> Response<Value> {
+    func response<Value: Sendable>(
+        _ endpoint: Endpoint<Value>, control: RequestControl?, policyOverride: CachePolicy? = nil
+    ) async throws -> Response<Value> {
         let clock = ContinuousClock()
         let start = clock.now
         let prepared: Prepared
@@ -85,52 +92,51 @@ public final class Client: Sendable {
         } catch {
             throw self.classified(CourierError.wrap(error))
         }
-        let request = prepared.request
+        var request = prepared.request
         self.log.started(request)
         var progress = Progress()
         do {
+            var cacheRun: CacheRun?
+            if let cache = self.cache {
+                let run = cache.begin(request, policy: policyOverride ?? endpoint.cachePolicy ?? self.configuration.cache.policy)
+                if let hit = cache.served(run) {
+                    return try self.deliver(endpoint, prepared: prepared, outcome: hit, start: start, progress: &progress)
+                }
+                if case .revalidate(let conditions) = run.action {
+                    request.head.headerFields.append(contentsOf: conditions)
+                }
+                cacheRun = run
+            }
             if endpoint.isPrefetch {
                 try await self.constrained.admit(policy: self.configuration.constrainedPolicy)
             }
             let priority = control?.priority ?? endpoint.priority
-            let fetched: FetchedResponse
-            let source: ResponseSource
+            var outcome: CacheOutcome
             if let key = DeduplicationKey(request: request, setting: endpoint.deduplication, configuration: self.configuration.deduplication) {
                 let scheduler = self.scheduler
                 let middleware = endpoint.middleware
-                let (shared, coalesced) = try await self.deduplicator.run(
+                let shared = request
+                let (fetched, coalesced) = try await self.deduplicator.run(
                     key: key, priority: priority, control: control,
                     makeTicket: { scheduler.makeTicket() }
                 ) { ticket, priority in
-                    try await self.fetch(request, middleware: middleware, readsBody: true, acceptedStatuses: nil, ticket: ticket, priority: priority, control: nil)
+                    try await self.fetch(shared, middleware: middleware, readsBody: true, acceptedStatuses: nil, ticket: ticket, priority: priority, control: nil)
                 }
-                fetched = shared
-                source = coalesced ? .coalesced : .network
+                outcome = CacheOutcome(fetched: fetched, source: coalesced ? .coalesced : .network)
             } else {
-                fetched = try await self.fetch(
-                    request, middleware: endpoint.middleware, readsBody: endpoint.decoding.readsBody || prepared.wire != nil,
+                let readsBody = endpoint.decoding.readsBody || prepared.wire != nil || cacheRun.map { self.cache?.mayStore($0) ?? false } ?? false
+                let fetched = try await self.fetch(
+                    request, middleware: endpoint.middleware, readsBody: readsBody,
                     acceptedStatuses: endpoint.acceptedStatuses, ticket: self.scheduler.makeTicket(), priority: priority, control: control
                 )
-                source = .network
+                outcome = CacheOutcome(fetched: fetched, source: .network)
             }
-            progress.status = fetched.head.status.code
-            progress.version = fetched.version
-            progress.bytes = fetched.body.count
-            guard endpoint.acceptedStatuses.contains(fetched.head.status.code) else {
-                throw CourierError.httpStatus(fetched.head, body: fetched.body)
+            if let cache = self.cache, let run = cacheRun {
+                let source = outcome.source
+                outcome = cache.finish(run, fetched: outcome.fetched)
+                if outcome.source == .network { outcome.source = source }
             }
-            var payload = fetched.body
-            if let wire = prepared.wire, !prepared.call.isNotification {
-                payload = try wire.unbox(fetched.body, head: fetched.head, call: prepared.call)
-            }
-            let value = try endpoint.decoding.run(.init(body: payload, head: fetched.head, decoder: self.configuration.decoder))
-            let response = Response(
-                value: value, status: fetched.head.status, headers: fetched.head.headerFields, version: fetched.version,
-                duration: clock.now - start, urlString: fetched.url?.absoluteString ?? request.urlString,
-                byteCount: fetched.body.count, source: source
-            )
-            self.log.finished(request, status: response.status.code, duration: response.duration, bytes: response.byteCount, version: response.version, outcome: source == .network ? "success" : "success(coalesced)")
-            return response
+            return try self.deliver(endpoint, prepared: prepared, outcome: outcome, start: start, progress: &progress)
         } catch {
             var failure = CourierError.wrap(error)
             if Task.isCancelled, failure.kind == .transport {
@@ -140,6 +146,84 @@ public final class Client: Sendable {
             self.log.finished(request, status: progress.status, duration: clock.now - start, bytes: progress.bytes, version: progress.version, outcome: "failure(\(failure.shortDescription))")
             throw failure
         }
+    }
+
+    /// Checks the status, unboxes the wire protocol, decodes the value and logs the end of a request.
+    private func deliver<Value: Sendable>(
+        _ endpoint: Endpoint<Value>, prepared: Prepared, outcome: CacheOutcome, start: ContinuousClock.Instant, progress: inout Progress
+    ) throws -> Response<Value> {
+        let fetched = outcome.fetched
+        progress.status = fetched.head.status.code
+        progress.version = fetched.version
+        progress.bytes = fetched.body.count
+        guard endpoint.acceptedStatuses.contains(fetched.head.status.code) else {
+            throw CourierError.httpStatus(fetched.head, body: fetched.body)
+        }
+        var payload = fetched.body
+        if let wire = prepared.wire, !prepared.call.isNotification {
+            payload = try wire.unbox(fetched.body, head: fetched.head, call: prepared.call)
+        }
+        let value = try endpoint.decoding.run(.init(body: payload, head: fetched.head, decoder: self.configuration.decoder))
+        let response = Response(
+            value: value, status: fetched.head.status, headers: fetched.head.headerFields, version: fetched.version,
+            duration: ContinuousClock.now - start, urlString: fetched.url?.absoluteString ?? prepared.request.urlString,
+            byteCount: fetched.body.count, source: outcome.source, age: outcome.age.map { .milliseconds(Int64($0 * 1000)) }
+        )
+        let outcomeText: String
+        switch outcome.source {
+        case .network: outcomeText = "success"
+        case .coalesced: outcomeText = "success(coalesced)"
+        case .cache: outcomeText = "success(cache, age \(Int(outcome.age ?? 0))s)"
+        case .revalidated: outcomeText = "success(revalidated)"
+        }
+        self.log.finished(prepared.request, status: response.status.code, duration: response.duration, bytes: response.byteCount, version: response.version, outcome: outcomeText)
+        return response
+    }
+
+    /// Cache-then-network: the stored response, however old, then the network's.
+    ///
+    /// The sequence yields the cached value first (``Response/source`` `.cache`, with its
+    /// ``Response/age``) when one is stored, then the fresh one (`.network`), which replaces the
+    /// stored entry; only the fresh one when nothing is stored. A network failure ends the
+    /// sequence with the error, after the cached value. Cancelling the iterating task cancels
+    /// the request.
+    public func updates<Value: Sendable>(_ endpoint: Endpoint<Value>) -> AsyncThrowingStream<Response<Value>, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                if let cached = self.cachedResponse(endpoint) {
+                    continuation.yield(cached)
+                }
+                do {
+                    var reload = CachePolicy(mode: .reload)
+                    if (endpoint.cachePolicy ?? self.configuration.cache.policy).cachesAnyMethod { reload = reload.allowingAnyMethod() }
+                    continuation.yield(try await self.response(endpoint, control: nil, policyOverride: reload))
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The stored response for an endpoint, however old, decoded; `nil` when none is stored or it does not decode.
+    private func cachedResponse<Value: Sendable>(_ endpoint: Endpoint<Value>) -> Response<Value>? {
+        guard let cache = self.cache, let prepared = try? self.prepare(endpoint),
+              let hit = cache.anyStored(for: prepared.request, policy: endpoint.cachePolicy ?? self.configuration.cache.policy)
+        else { return nil }
+        var progress = Progress()
+        self.log.started(prepared.request)
+        return try? self.deliver(endpoint, prepared: prepared, outcome: hit, start: .now, progress: &progress)
+    }
+
+    /// Removes every cached response.
+    public func clearCache() {
+        self.cache?.store.removeEntries(in: .all)
+    }
+
+    /// Removes the cached responses of one partition (call it when that account signs out).
+    public func clearCache(partition: String) {
+        self.cache?.store.removeEntries(in: .partition(partition))
     }
 
     /// Applies the classifier's presentation and raises the error's event, if any.

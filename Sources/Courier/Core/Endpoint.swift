@@ -42,6 +42,8 @@ public struct Endpoint<Response>: Sendable {
     public var priority: RequestPriority = .normal
     /// Whether identical in-flight requests share one network request.
     public var deduplication: Deduplication = .automatic
+    /// How the response cache is used; `nil` uses the client's default policy.
+    public var cachePolicy: CachePolicy?
     /// Whether the request only prefetches (deferred or refused in constrained mode).
     public var isPrefetch: Bool = false
     /// The service whose base URL the path is resolved against (through the client's

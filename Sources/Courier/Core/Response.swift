@@ -21,6 +21,8 @@ public struct Response<Value>: Sendable where Value: Sendable {
     public var byteCount: Int
     /// Where the response came from.
     public var source: ResponseSource
+    /// How old the response is when it came from the cache (RFC 9111 age); `nil` from the network.
+    public var age: Duration?
 }
 
 /// Where a response came from.
@@ -29,4 +31,8 @@ public enum ResponseSource: String, Sendable, Hashable {
     case network
     /// Another identical request's network exchange, shared by deduplication.
     case coalesced
+    /// The cache, without asking the server.
+    case cache
+    /// The cache, after the server confirmed it is current (`304 Not Modified`).
+    case revalidated
 }

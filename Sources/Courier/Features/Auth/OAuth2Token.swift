@@ -79,14 +79,7 @@ public struct FileCredentialStore: CredentialStore {
             return
         }
         let data = try JSONEncoder().encode(token)
-        let temporary = self.url.deletingLastPathComponent().appendingPathComponent(".\(self.url.lastPathComponent).\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600]) else {
-            throw CourierError.invalidRequest("could not write the credential file at \(temporary.path)")
-        }
-        guard rename(temporary.path, self.url.path) == 0 else {
-            try? FileManager.default.removeItem(at: temporary)
-            throw CourierError.invalidRequest("could not move the credential file into place at \(self.url.path)")
-        }
+        try OwnerOnlyFile.write(data, to: self.url)
     }
 }
 

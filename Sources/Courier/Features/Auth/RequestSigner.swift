@@ -12,7 +12,7 @@ public enum SignatureCanonicalForm {
         let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         let path = parts.isEmpty ? "/" : String(parts[0])
         let query = parts.count == 2 ? parts[1].split(separator: "&").map(String.init).sorted().joined(separator: "&") : ""
-        let digest = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
+        let digest = SHA256.hex(body)
         return [method.uppercased(), path.isEmpty ? "/" : path, query, digest, timestamp, nonce].joined(separator: "\n")
     }
 

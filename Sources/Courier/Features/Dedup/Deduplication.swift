@@ -72,6 +72,10 @@ struct DeduplicationKey: Hashable, Sendable {
             let values = request.head.headerFields[values: name]
             if !values.isEmpty { headers.append("\(name.canonicalName):\(values.joined(separator: ","))") }
         }
+        // A revalidation (conditional request) must not share an unconditional request's answer.
+        for name in [HTTPField.Name.ifNoneMatch, .ifModifiedSince] {
+            if let value = request.head.headerFields[name] { headers.append("\(name.canonicalName):\(value)") }
+        }
         self.headers = headers
         self.bodyDigest = bodyDigest
         self.custom = custom

@@ -1,0 +1,199 @@
+import Foundation
+import HTTPTypes
+
+/// What the cache does for one request.
+package enum CacheAction: Sendable, Equatable {
+    /// Answer with the stored response, which is this old.
+    case serve(age: TimeInterval)
+    /// Ask the server whether the stored response is still current, with these conditional fields.
+    case revalidate(HTTPFields)
+    /// Ask the server for a full response.
+    case fetch
+}
+
+/// The cache's decisions as pure functions: values in, a decision out, no I/O and no clock.
+///
+/// The rules are those of a private cache in RFC 9111, plus the app-chosen policies of
+/// ``CachePolicy``.
+package enum CacheRules {
+    /// Status codes whose responses may be given heuristic freshness (RFC 9110 §15.1).
+    static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
+    /// The largest heuristic freshness lifetime given to a response with only `Last-Modified`.
+    static let heuristicLimit: TimeInterval = 24 * 3600
+    /// Header fields a request may carry that make it conditional or partial: such requests
+    /// bypass the cache (the caller is managing validation itself).
+    static let conditionalFields: [HTTPField.Name] = [.ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince, .ifRange, .range]
+
+    /// Whether the policy lets the cache handle `method` at all.
+    package static func handles(_ method: HTTPRequest.Method, policy: CachePolicy) -> Bool {
+        method == .get || method == .head || policy.cachesAnyMethod
+    }
+
+    /// What to do for a request, given the entry stored under its key (if any), at time `now`.
+    package static func action(
+        policy: CachePolicy, method: HTTPRequest.Method, requestHeaders: HTTPFields, entry: CacheEntry?, now: Date
+    ) -> CacheAction {
+        guard self.handles(method, policy: policy) else { return .fetch }
+        guard let entry, self.matchesVary(entry, requestHeaders: requestHeaders) else { return .fetch }
+        if self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) { return .fetch }
+        let age = self.age(of: entry, now: now)
+        switch policy.mode {
+        case .networkOnly, .reload:
+            return .fetch
+        case .cacheElseNetwork:
+            return .serve(age: age)
+        case .cacheFor(let lifetime):
+            let stored = max(0, now.timeIntervalSince(entry.responseDate))
+            if stored < lifetime.inSeconds { return .serve(age: stored) }
+            return self.refetch(entry)
+        case .http:
+            let request = CacheControl(requestHeaders)
+            if request.has("no-store") { return .fetch }
+            let response = CacheControl(entry.headers)
+            let pragmaNoCache = requestHeaders[.cacheControl] == nil
+                && (requestHeaders[values: HTTPField.Name("Pragma")!].contains { $0.lowercased().contains("no-cache") })
+            if request.has("no-cache") || pragmaNoCache || response.has("no-cache") {
+                return self.refetch(entry)
+            }
+            let lifetime = self.freshnessLifetime(of: entry)
+            var fresh = age < lifetime
+            if let maxAge = request.seconds("max-age"), age > maxAge { fresh = false }
+            if let minFresh = request.seconds("min-fresh"), lifetime - age < minFresh { fresh = false }
+            if fresh { return .serve(age: age) }
+            if !response.has("must-revalidate"), request.has("max-stale") {
+                // `max-stale` without a value accepts any staleness.
+                let limit = request.directives["max-stale"].flatMap { $0 }.flatMap(TimeInterval.init) ?? .infinity
+                if age - lifetime <= limit { return .serve(age: age) }
+            }
+            return self.refetch(entry)
+        }
+    }
+
+    /// Revalidation when the entry has a validator, a full fetch otherwise.
+    private static func refetch(_ entry: CacheEntry) -> CacheAction {
+        var conditions = HTTPFields()
+        if let etag = entry.headers[.eTag] { conditions[.ifNoneMatch] = etag }
+        if let modified = entry.headers[.lastModified] { conditions[.ifModifiedSince] = modified }
+        return conditions.isEmpty ? .fetch : .revalidate(conditions)
+    }
+
+    /// Whether a response may be stored under the policy.
+    package static func mayStore(
+        policy: CachePolicy, method: HTTPRequest.Method, requestHeaders: HTTPFields, status: Int, responseHeaders: HTTPFields
+    ) -> Bool {
+        guard self.handles(method, policy: policy) else { return false }
+        if self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) { return false }
+        let request = CacheControl(requestHeaders)
+        let response = CacheControl(responseHeaders)
+        if request.has("no-store") || response.has("no-store") { return false }
+        if self.varyNames(responseHeaders) == nil { return false }
+        switch policy.mode {
+        case .networkOnly:
+            return false
+        case .cacheElseNetwork, .cacheFor, .reload:
+            return (200..<300).contains(status) && status != 206
+        case .http:
+            guard status >= 200, status != 206, status != 304 else { return false }
+            let explicit = response.has("public") || response.has("private") || response.has("max-age")
+                || responseHeaders[.expires] != nil
+            guard explicit || self.heuristicallyCacheable.contains(status) else { return false }
+            // Storing a response that is stale at once and cannot be revalidated is useless.
+            let probe = CacheEntry(url: "", method: "", partition: "", status: status, headers: responseHeaders, body: Data(), requestDate: .distantPast, responseDate: .distantPast)
+            let hasValidator = responseHeaders[.eTag] != nil || responseHeaders[.lastModified] != nil
+            return self.freshnessLifetime(of: probe) > 0 || hasValidator
+        }
+    }
+
+    /// How long a response stays fresh (RFC 9111 §4.2.1): `max-age`, else `Expires` − `Date`,
+    /// else 10% of `Date` − `Last-Modified` (capped at a day) when heuristics are allowed, else 0.
+    /// `s-maxage` is ignored: this is a private cache.
+    package static func freshnessLifetime(of entry: CacheEntry) -> TimeInterval {
+        let control = CacheControl(entry.headers)
+        if let maxAge = control.seconds("max-age") { return maxAge }
+        let date = entry.headers[.date].flatMap(HTTPDate.parse) ?? entry.responseDate
+        if let expires = entry.headers[.expires] {
+            // An invalid Expires (such as "0") means already expired (§5.3).
+            guard let expiry = HTTPDate.parse(expires) else { return 0 }
+            return max(0, expiry.timeIntervalSince(date))
+        }
+        guard self.heuristicallyCacheable.contains(entry.status) || control.has("public"),
+              let modified = entry.headers[.lastModified].flatMap(HTTPDate.parse)
+        else { return 0 }
+        return min(self.heuristicLimit, max(0, date.timeIntervalSince(modified) / 10))
+    }
+
+    /// The entry's current age (RFC 9111 §4.2.3), from its `Date` and `Age` fields and the
+    /// times the request was sent and its response arrived.
+    package static func age(of entry: CacheEntry, now: Date) -> TimeInterval {
+        let date = entry.headers[.date].flatMap(HTTPDate.parse) ?? entry.responseDate
+        let ageValue = entry.headers[.age].flatMap { TimeInterval($0.trimmingCharacters(in: .whitespaces)) } ?? 0
+        let apparentAge = max(0, entry.responseDate.timeIntervalSince(date))
+        let responseDelay = max(0, entry.responseDate.timeIntervalSince(entry.requestDate))
+        let correctedInitialAge = max(apparentAge, ageValue + responseDelay)
+        let residentTime = max(0, now.timeIntervalSince(entry.responseDate))
+        return correctedInitialAge + residentTime
+    }
+
+    /// The lower-cased field names a response's `Vary` lists; `nil` for `Vary: *` (never reusable).
+    package static func varyNames(_ responseHeaders: HTTPFields) -> [String]? {
+        var names: [String] = []
+        for value in responseHeaders[values: .vary] {
+            for part in value.split(separator: ",") {
+                let name = part.trimmingCharacters(in: .whitespaces).lowercased()
+                if name == "*" { return nil }
+                if !name.isEmpty, !names.contains(name) { names.append(name) }
+            }
+        }
+        return names
+    }
+
+    /// The request's values of the fields the response varies on, to store with the entry.
+    package static func varyingFields(responseHeaders: HTTPFields, requestHeaders: HTTPFields) -> [String: String?] {
+        var fields: [String: String?] = [:]
+        for name in self.varyNames(responseHeaders) ?? [] {
+            fields[name] = self.value(of: name, in: requestHeaders)
+        }
+        return fields
+    }
+
+    /// Whether a request selects the stored variant: each field the response varies on has the
+    /// same value (after whitespace normalisation) in the request as in the stored request.
+    package static func matchesVary(_ entry: CacheEntry, requestHeaders: HTTPFields) -> Bool {
+        guard self.varyNames(entry.headers) != nil else { return false }
+        for (name, stored) in entry.varyingFields where self.value(of: name, in: requestHeaders) != stored {
+            return false
+        }
+        return true
+    }
+
+    private static func value(of name: String, in fields: HTTPFields) -> String? {
+        guard let fieldName = HTTPField.Name(name) else { return nil }
+        let values = fields[values: fieldName]
+        guard !values.isEmpty else { return nil }
+        return values.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",") }
+            .joined(separator: ",")
+    }
+
+    /// The stored entry after a `304 Not Modified` (RFC 9111 §4.3.4): the 304's header fields
+    /// replace the stored ones (except framing fields), the body stays, the times are the new exchange's.
+    package static func refreshed(_ entry: CacheEntry, notModified: HTTPFields, requestDate: Date, responseDate: Date) -> CacheEntry {
+        var entry = entry
+        let excluded: Set<HTTPField.Name> = [.contentLength, .transferEncoding, .connection, .init("Keep-Alive")!]
+        var replaced = Set<HTTPField.Name>()
+        for field in notModified where !excluded.contains(field.name) {
+            if replaced.insert(field.name).inserted { entry.headers[field.name] = nil }
+            entry.headers.append(field)
+        }
+        entry.requestDate = requestDate
+        entry.responseDate = responseDate
+        return entry
+    }
+
+    /// Whether a response to `method` invalidates the stored entries for its URL (RFC 9111 §4.4):
+    /// an unsafe method answered with a non-error status, unless the policy caches the method.
+    package static func invalidates(method: HTTPRequest.Method, status: Int, policy: CachePolicy) -> Bool {
+        let safe: Set<HTTPRequest.Method> = [.get, .head, .options, .trace]
+        guard !safe.contains(method), !policy.cachesAnyMethod else { return false }
+        return (200..<400).contains(status)
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import HTTPTypes
+
+/// One stored response with what is needed to judge its freshness and to revalidate it.
+public struct CacheEntry: Sendable, Equatable {
+    /// The normalised URL the response answered (used to invalidate entries).
+    public var url: String
+    /// The request method.
+    public var method: String
+    /// The partition the entry belongs to.
+    public var partition: String
+    /// The response status code.
+    public var status: Int
+    /// The response header fields.
+    public var headers: HTTPFields
+    /// The response body, as received (before any wire-protocol unboxing or decoding).
+    public var body: Data
+    /// When the request that produced (or last revalidated) the response was sent.
+    public var requestDate: Date
+    /// When its response arrived.
+    public var responseDate: Date
+    /// The request's values of the header fields the response's `Vary` names (lower-cased
+    /// names; an absent field is stored as `nil`).
+    public var varyingFields: [String: String?]
+
+    /// Creates an entry.
+    public init(
+        url: String, method: String, partition: String, status: Int, headers: HTTPFields, body: Data,
+        requestDate: Date, responseDate: Date, varyingFields: [String: String?] = [:]
+    ) {
+        self.url = url
+        self.method = method
+        self.partition = partition
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.requestDate = requestDate
+        self.responseDate = responseDate
+        self.varyingFields = varyingFields
+    }
+
+    /// The bytes the entry occupies, roughly: its body plus its header fields.
+    public var cost: Int {
+        self.headers.reduce(self.body.count + self.url.utf8.count + 64) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }
+    }
+}
+
+/// Which entries to remove.
+public enum CacheScope: Sendable, Hashable {
+    /// Every entry.
+    case all
+    /// The entries of one partition (a signed-out account).
+    case partition(String)
+    /// The entries for one normalised URL, any method and partition.
+    case url(String)
+}
+
+/// Where a client keeps cached responses: in memory, on disk, or an app's own store.
+///
+/// Methods are synchronous and are called from any task; they must be safe to call
+/// concurrently. A store never throws: an entry it cannot read is a miss, one it cannot write is
+/// not stored.
+public protocol CacheStore: Sendable {
+    /// The entry stored under `key`, or `nil`.
+    func entry(forKey key: String) -> CacheEntry?
+    /// Stores `entry` under `key`, replacing any entry there.
+    func setEntry(_ entry: CacheEntry, forKey key: String)
+    /// Removes the entry under `key`, if any.
+    func removeEntry(forKey key: String)
+    /// Removes the entries in `scope`.
+    func removeEntries(in scope: CacheScope)
+}

@@ -1,0 +1,222 @@
+import Crypto
+import Foundation
+import HTTPTypes
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A cache store in a directory, bounded by bytes with least-recently-used eviction; it
+/// survives restarts.
+///
+/// Each entry is one file named by the SHA-256 of its key, readable only by its owner (0600, in a
+/// 0700 directory). A file is written under a temporary name and renamed into place, so a crash
+/// leaves either the old entry or the new one; the file carries a digest of its body, so a
+/// corrupt or truncated entry is detected on reading, treated as a miss and removed. Recency is
+/// kept in each file's modification time, so eviction order survives restarts too.
+///
+/// Reads and writes are small synchronous file operations on the calling thread.
+public final class DiskCacheStore: CacheStore {
+    private static let magic = Data("CRS1".utf8)
+
+    private struct Record: Codable {
+        var key: String
+        var url: String
+        var method: String
+        var partition: String
+        var status: Int
+        var headers: [[String]]
+        var requestDate: Double
+        var responseDate: Double
+        var varying: [Varying]
+        var bodyLength: Int
+        var bodyDigest: String
+    }
+
+    private struct Varying: Codable {
+        var name: String
+        var value: String?
+    }
+
+    private struct Info {
+        var url: String
+        var partition: String
+    }
+
+    private struct State {
+        var loaded = false
+        var recency = LRUIndex<String>()
+        var info: [String: Info] = [:]
+    }
+
+    /// The directory holding the entries.
+    public let directory: URL
+    /// The most bytes the entry files may take together.
+    public let capacity: Int
+    private let state = Locked(State())
+
+    /// Creates a store in `directory` (created, owner-only, if missing) holding at most `capacity` bytes.
+    public init(directory: URL, capacity: Int = 100 * 1024 * 1024) {
+        self.directory = directory
+        self.capacity = capacity
+    }
+
+    /// The bytes the entry files take now.
+    public var size: Int { self.withState { $0.recency.totalCost } }
+
+    /// The number of entries stored now.
+    public var count: Int { self.withState { $0.recency.count } }
+
+    public func entry(forKey key: String) -> CacheEntry? {
+        let name = Self.fileName(for: key)
+        guard self.withState({ $0.info[name] != nil }) else { return nil }
+        let url = self.directory.appendingPathComponent(name)
+        guard let data = try? Data(contentsOf: url), let entry = Self.decode(data, key: key) else {
+            self.removeEntry(forKey: key)
+            return nil
+        }
+        utimes(url.path, nil)
+        self.withState { $0.recency.touch(name) }
+        return entry
+    }
+
+    public func setEntry(_ entry: CacheEntry, forKey key: String) {
+        let name = Self.fileName(for: key)
+        guard let data = Self.encode(entry, key: key), data.count <= self.capacity else {
+            self.removeEntry(forKey: key)
+            return
+        }
+        self.withState { state in
+            guard (try? OwnerOnlyFile.write(data, to: self.directory.appendingPathComponent(name))) != nil else { return }
+            state.recency.insert(name, cost: data.count)
+            state.info[name] = Info(url: entry.url, partition: entry.partition)
+            while state.recency.totalCost > self.capacity, let oldest = state.recency.removeOldest() {
+                state.info[oldest] = nil
+                unlink(self.directory.appendingPathComponent(oldest).path)
+            }
+        }
+    }
+
+    public func removeEntry(forKey key: String) {
+        let name = Self.fileName(for: key)
+        self.withState { state in
+            self.remove(name, from: &state)
+        }
+    }
+
+    public func removeEntries(in scope: CacheScope) {
+        self.withState { state in
+            for (name, info) in state.info where scope.contains(url: info.url, partition: info.partition) {
+                self.remove(name, from: &state)
+            }
+        }
+    }
+
+    private func remove(_ name: String, from state: inout State) {
+        state.recency.remove(name)
+        state.info[name] = nil
+        unlink(self.directory.appendingPathComponent(name).path)
+    }
+
+    private func withState<Result>(_ body: (inout State) -> Result) -> Result {
+        self.state.withLock { state in
+            if !state.loaded {
+                state.loaded = true
+                self.load(into: &state)
+            }
+            return body(&state)
+        }
+    }
+
+    /// Builds the index from the directory: entries oldest-used first, leftovers and unreadable files removed.
+    private func load(into state: inout State) {
+        let manager = FileManager.default
+        try? manager.createDirectory(at: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        guard let names = try? manager.contentsOfDirectory(atPath: self.directory.path) else { return }
+        var found: [(name: String, used: Date, size: Int, info: Info)] = []
+        for name in names {
+            let path = self.directory.appendingPathComponent(name).path
+            if name.hasPrefix(OwnerOnlyFile.temporaryPrefix) {
+                unlink(path)
+                continue
+            }
+            guard name.count == 64, name.allSatisfy(\.isHexDigit) else { continue }
+            guard let attributes = try? manager.attributesOfItem(atPath: path),
+                  let size = (attributes[.size] as? NSNumber)?.intValue,
+                  let used = attributes[.modificationDate] as? Date,
+                  let record = Self.readRecord(atPath: path)
+            else {
+                unlink(path)
+                continue
+            }
+            found.append((name, used, size, Info(url: record.url, partition: record.partition)))
+        }
+        for item in found.sorted(by: { $0.used < $1.used }) {
+            state.recency.insert(item.name, cost: item.size)
+            state.info[item.name] = item.info
+        }
+        while state.recency.totalCost > self.capacity, let oldest = state.recency.removeOldest() {
+            state.info[oldest] = nil
+            unlink(self.directory.appendingPathComponent(oldest).path)
+        }
+    }
+
+    static func fileName(for key: String) -> String {
+        SHA256.hex(Data(key.utf8))
+    }
+
+    /// Reads only the record at the start of a file, not the body.
+    private static func readRecord(atPath path: String) -> Record? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let prefix = try? handle.read(upToCount: 8), prefix.count == 8, prefix.prefix(4) == Self.magic else { return nil }
+        let length = prefix.dropFirst(4).reduce(0) { $0 << 8 | Int($1) }
+        guard length > 0, length < 1 << 24, let json = try? handle.read(upToCount: length), json.count == length else { return nil }
+        return try? JSONDecoder().decode(Record.self, from: json)
+    }
+
+    static func encode(_ entry: CacheEntry, key: String) -> Data? {
+        let record = Record(
+            key: key, url: entry.url, method: entry.method, partition: entry.partition, status: entry.status,
+            headers: entry.headers.map { [$0.name.rawName, $0.value] },
+            requestDate: entry.requestDate.timeIntervalSince1970, responseDate: entry.responseDate.timeIntervalSince1970,
+            varying: entry.varyingFields.sorted { $0.key < $1.key }.map { Varying(name: $0.key, value: $0.value) },
+            bodyLength: entry.body.count, bodyDigest: SHA256.hex(entry.body)
+        )
+        guard let json = try? JSONEncoder().encode(record) else { return nil }
+        var data = Self.magic
+        let length = UInt32(json.count)
+        data.append(contentsOf: [UInt8(length >> 24), UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff)])
+        data.append(json)
+        data.append(entry.body)
+        return data
+    }
+
+    /// The entry in a file's bytes, or `nil` when they are not a complete, intact entry for `key`.
+    static func decode(_ data: Data, key: String) -> CacheEntry? {
+        guard data.count >= 8, data.prefix(4) == Self.magic else { return nil }
+        let start = data.startIndex
+        let length = data[(start + 4)..<(start + 8)].reduce(0) { $0 << 8 | Int($1) }
+        guard data.count >= 8 + length,
+              let record = try? JSONDecoder().decode(Record.self, from: data[(start + 8)..<(start + 8 + length)]),
+              record.key == key
+        else { return nil }
+        let body = Data(data[(start + 8 + length)...])
+        guard body.count == record.bodyLength, SHA256.hex(body) == record.bodyDigest else { return nil }
+        var headers = HTTPFields()
+        for pair in record.headers {
+            guard pair.count == 2, let name = HTTPField.Name(pair[0]) else { return nil }
+            headers.append(HTTPField(name: name, value: pair[1]))
+        }
+        var varying: [String: String?] = [:]
+        for field in record.varying { varying[field.name] = field.value }
+        return CacheEntry(
+            url: record.url, method: record.method, partition: record.partition, status: record.status, headers: headers,
+            body: body, requestDate: Date(timeIntervalSince1970: record.requestDate),
+            responseDate: Date(timeIntervalSince1970: record.responseDate), varyingFields: varying
+        )
+    }
+}
