@@ -50,6 +50,8 @@ public final class URLSessionTransport: Transport {
         }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.head.method.rawValue
+        // Courier's own cache decides; the platform's cache must neither answer nor revalidate.
+        urlRequest.cachePolicy = .reloadIgnoringLocalCacheData
         for field in request.head.headerFields {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }

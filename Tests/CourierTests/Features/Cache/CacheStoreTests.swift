@@ -1,0 +1,184 @@
+import Courier
+import Foundation
+import HTTPTypes
+import Testing
+
+/// A fresh directory under the system's temporary directory.
+func temporaryDirectory(_ label: String) -> URL {
+    FileManager.default.temporaryDirectory.appendingPathComponent("courier-\(label)-\(UUID().uuidString)")
+}
+
+func posixPermissions(_ url: URL) -> Int? {
+    (try? FileManager.default.attributesOfItem(atPath: url.path)[.posixPermissions] as? NSNumber)?.intValue
+}
+
+@Suite("Cache stores")
+struct CacheStoreTests {
+    static func entry(_ url: String, partition: String = "", bodySize: Int = 100) -> CacheEntry {
+        CacheEntry(
+            url: url, method: "GET", partition: partition, status: 200, headers: fields([("Cache-Control", "max-age=60"), ("ETag", "\"e\"")]),
+            body: Data((0..<bodySize).map { UInt8($0 % 251) }), requestDate: Date(timeIntervalSince1970: 1000), responseDate: Date(timeIntervalSince1970: 1001),
+            varyingFields: ["accept-language": "en", "accept-encoding": String?.none]
+        )
+    }
+
+    func entryFiles(_ directory: URL) -> [URL] {
+        ((try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? [])
+            .filter { !$0.lastPathComponent.hasPrefix(".") }
+    }
+
+    @Test
+    func memoryStoreEvictsTheLeastRecentlyUsedByBytes() {
+        let one = Self.entry("https://a/1", bodySize: 1000)
+        let store = MemoryCacheStore(capacity: one.cost * 3)
+        store.setEntry(one, forKey: "1")
+        store.setEntry(Self.entry("https://a/2", bodySize: 1000), forKey: "2")
+        store.setEntry(Self.entry("https://a/3", bodySize: 1000), forKey: "3")
+        #expect(store.entry(forKey: "1") != nil)   // 1 is now the most recent
+        store.setEntry(Self.entry("https://a/4", bodySize: 1000), forKey: "4")
+        #expect(store.entry(forKey: "2") == nil)
+        #expect(store.entry(forKey: "1") != nil)
+        #expect(store.entry(forKey: "3") != nil)
+        #expect(store.count == 3)
+        #expect(store.size <= store.capacity)
+        // An entry bigger than the whole store is not kept.
+        store.setEntry(Self.entry("https://a/big", bodySize: one.cost * 4), forKey: "big")
+        #expect(store.entry(forKey: "big") == nil)
+        #expect(store.count == 3)
+    }
+
+    @Test
+    func diskStoreSurvivesARestartWithEverythingIntactAndOwnerOnlyFiles() throws {
+        let directory = temporaryDirectory("disk")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let entry = Self.entry("https://a/x", partition: "alice")
+        DiskCacheStore(directory: directory).setEntry(entry, forKey: "key-x")
+        let reopened = DiskCacheStore(directory: directory)
+        #expect(reopened.entry(forKey: "key-x") == entry)
+        #expect(reopened.entry(forKey: "other") == nil)
+        #expect(reopened.count == 1)
+        #expect(posixPermissions(directory) == 0o700)
+        let files = self.entryFiles(directory)
+        #expect(files.count == 1)
+        #expect(files.allSatisfy { posixPermissions($0) == 0o600 })
+    }
+
+    @Test(arguments: ["truncated", "flipped", "garbage", "empty"])
+    func aCorruptDiskEntryIsAMissAndIsRemoved(_ damage: String) throws {
+        let directory = temporaryDirectory("corrupt")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        DiskCacheStore(directory: directory).setEntry(Self.entry("https://a/x", bodySize: 5000), forKey: "k")
+        let file = try #require(self.entryFiles(directory).first)
+        var bytes = try Data(contentsOf: file)
+        switch damage {
+        case "truncated": bytes = bytes.prefix(bytes.count - 100)
+        case "flipped": bytes[bytes.count - 10] ^= 0xff
+        case "garbage": bytes = Data("not a cache entry at all".utf8)
+        default: bytes = Data()
+        }
+        try bytes.write(to: file)
+        let reopened = DiskCacheStore(directory: directory)
+        #expect(reopened.entry(forKey: "k") == nil)
+        #expect(self.entryFiles(directory).isEmpty)
+        #expect(reopened.count == 0)
+    }
+
+    @Test
+    func aWriteInterruptedByACrashLeavesNoEntryAndItsLeftoverIsRemoved() throws {
+        let directory = temporaryDirectory("crash")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = DiskCacheStore(directory: directory)
+        store.setEntry(Self.entry("https://a/old"), forKey: "k")
+        // A crash mid-write leaves only a temporary file; the entry under its final name is the old one.
+        let leftover = directory.appendingPathComponent(".tmp-\(UUID().uuidString)")
+        try Data("CRS1\0\0\0half".utf8).write(to: leftover)
+        let reopened = DiskCacheStore(directory: directory)
+        #expect(reopened.entry(forKey: "k")?.url == "https://a/old")
+        #expect(!FileManager.default.fileExists(atPath: leftover.path))
+    }
+
+    @Test
+    func diskStoreEvictsTheLeastRecentlyUsedByBytesAcrossRestarts() throws {
+        let directory = temporaryDirectory("evict")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = DiskCacheStore(directory: directory, capacity: 3 * 1500)
+        for index in 1...3 { store.setEntry(Self.entry("https://a/\(index)", bodySize: 1000), forKey: "\(index)") }
+        #expect(store.count == 3)
+        #expect(store.entry(forKey: "1") != nil)
+        store.setEntry(Self.entry("https://a/4", bodySize: 1000), forKey: "4")
+        #expect(store.entry(forKey: "2") == nil)
+        #expect(self.entryFiles(directory).count == 3)
+        #expect(store.size <= store.capacity)
+        // A smaller limit after a restart evicts down to it, oldest use first.
+        let smaller = DiskCacheStore(directory: directory, capacity: 1500)
+        #expect(smaller.count == 1)
+        #expect(smaller.entry(forKey: "4") != nil)
+    }
+
+    @Test
+    func removingByPartitionAndByURLDeletesFiles() throws {
+        let directory = temporaryDirectory("scope")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = DiskCacheStore(directory: directory)
+        store.setEntry(Self.entry("https://a/1", partition: "alice"), forKey: "a1")
+        store.setEntry(Self.entry("https://a/2", partition: "alice"), forKey: "a2")
+        store.setEntry(Self.entry("https://a/1", partition: "bob"), forKey: "b1")
+        store.removeEntries(in: .partition("alice"))
+        #expect(self.entryFiles(directory).count == 1)
+        #expect(DiskCacheStore(directory: directory).entry(forKey: "b1") != nil)
+        store.removeEntries(in: .url("https://a/1"))
+        #expect(self.entryFiles(directory).isEmpty)
+    }
+
+    /// An app's own store: anything conforming to ``CacheStore`` plugs in.
+    final class CountingStore: CacheStore {
+        let entries = Locked([String: CacheEntry]())
+        let reads = Locked(0)
+        func entry(forKey key: String) -> CacheEntry? {
+            self.reads.withLock { $0 += 1 }
+            return self.entries.withLock { $0[key] }
+        }
+        func setEntry(_ entry: CacheEntry, forKey key: String) { self.entries.withLock { $0[key] = entry } }
+        func removeEntry(forKey key: String) { self.entries.withLock { $0[key] = nil } }
+        func removeEntries(in scope: CacheScope) { self.entries.withLock { $0 = [:] } }
+    }
+
+    @Test
+    func anAppsOwnStoreIsUsedByTheClient() async throws {
+        let store = CountingStore()
+        let server = try await http1Server(CacheOrigin().handle)
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache.store = store }) { client in
+            _ = try await client.send(Endpoint<Article>(path: "/max-age"))
+            let second = try await client.response(Endpoint<Article>(path: "/max-age"))
+            #expect(second.source == .cache)
+            #expect(store.reads.withLock { $0 } == 2)
+            #expect(store.entries.withLock { $0.count } == 1)
+        }
+    }
+
+    @Test
+    func aDiskCacheServesAcrossClientsAndACorruptEntryFallsBackToTheNetwork() async throws {
+        let directory = temporaryDirectory("client")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try await http1Server(CacheOrigin().handle)
+        let endpoint = Endpoint<Article>(path: "/max-age")
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache.store = DiskCacheStore(directory: directory) }) { first in
+            let original = try await first.send(endpoint)
+            // A second client on the same directory, as after an app restart.
+            let second = Client(configuration: .init(transport: first.configuration.transport, baseURL: server.baseURL) {
+                $0.cache.store = DiskCacheStore(directory: directory)
+            })
+            let restarted = try await second.response(endpoint)
+            #expect(restarted.source == .cache)
+            #expect(restarted.value == original)
+            #expect(server.requests.count == 1)
+
+            let file = try #require(self.entryFiles(directory).first)
+            let bytes = try Data(contentsOf: file)
+            try bytes.prefix(bytes.count / 2).write(to: file)
+            let afterDamage = try await second.response(endpoint)
+            #expect(afterDamage.source == .network)
+            #expect(server.requests.count == 2)
+        }
+    }
+}
