@@ -157,7 +157,15 @@ func withInteropServer(
     environment: [String: String] = [:],
     _ body: (ExternalServer, AsyncHTTPClientTransport) async throws -> Void
 ) async throws {
-    let server = try await ExternalServer.start(pythonScript: script, environment: environment)
+    try await withInteropServer(start: { try await ExternalServer.start(pythonScript: script, environment: environment) }, body)
+}
+
+/// Runs `body` against the server `start` launches, with a fresh transport, then shuts both down.
+func withInteropServer(
+    start: () async throws -> ExternalServer,
+    _ body: (ExternalServer, AsyncHTTPClientTransport) async throws -> Void
+) async throws {
+    let server = try await start()
     let transport = AsyncHTTPClientTransport()
     do {
         try await body(server, transport)

@@ -9,7 +9,8 @@ import Testing
 
 /// A wall clock the test moves by hand.
 final class TestClock: Sendable {
-    private let current = Locked(Date(timeIntervalSince1970: 1_800_000_000))
+    private let current: Locked<Date>
+    init(start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { self.current = Locked(start) }
     var now: Date { self.current.withLock { $0 } }
     func advance(_ seconds: TimeInterval) { self.current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }

@@ -1,0 +1,99 @@
+import Courier
+import CourierAsyncHTTPClient
+import Foundation
+import Testing
+
+struct HTTPBinAnything: Decodable, Sendable {
+    var url: String
+}
+
+/// Interop with httpbin (PyPI) under gunicorn, an HTTP server none of us wrote, on a loopback port.
+/// `.ci/run` installs it; under CI (COURIER_CI=1) these tests always run, and fail if it is missing.
+@Suite("Interop: httpbin caching endpoints", .enabled(if: ExternalServer.enabled(module: "httpbin") && ExternalServer.enabled(module: "gunicorn")))
+struct HTTPBinInteropTests {
+    func withHTTPBin(_ body: (Client, TestClock, MemoryCacheStore) async throws -> Void) async throws {
+        let start = {
+            try await ExternalServer.start(
+                executable: "/usr/bin/env",
+                arguments: ["python3", "-m", "gunicorn", "--bind", "127.0.0.1:{port}", "--workers", "2", "httpbin:app"]
+            )
+        }
+        try await withInteropServer(start: start) { server, transport in
+            // httpbin stamps real Date fields, so the hand-moved clock starts at the real time.
+            let clock = TestClock(start: Date())
+            let store = MemoryCacheStore()
+            let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.cache = CacheConfiguration(store: store, now: { clock.now })
+            })
+            try await body(client, clock, store)
+        }
+    }
+
+    @Test
+    func maxAgeIsServedFromCacheUntilItExpires() async throws {
+        try await withHTTPBin { client, clock, _ in
+            let endpoint = Endpoint<HTTPBinAnything>(path: "/cache/60")
+            let first = try await client.response(endpoint)
+            #expect(first.source == .network)
+            #expect(first.headers[.cacheControl] == "public, max-age=60")
+            clock.advance(30)
+            let second = try await client.response(endpoint)
+            #expect(second.source == .cache)
+            #expect(second.age.map { $0 >= .seconds(30) && $0 < .seconds(35) } == true)
+            clock.advance(31)
+            // /cache/{n} sends no validator: once stale, a full request.
+            let third = try await client.response(endpoint)
+            #expect(third.source == .network)
+        }
+    }
+
+    @Test
+    func etagIsRevalidatedWithIfNoneMatchAndA304() async throws {
+        try await withHTTPBin { client, _, _ in
+            // httpbin sends this ETag unquoted, and expects it back as sent.
+            let endpoint = Endpoint<HTTPBinAnything>(path: "/etag/courier-v1")
+            let first = try await client.response(endpoint)
+            #expect(first.source == .network)
+            #expect(first.headers[.eTag] == "courier-v1")
+            let second = try await client.response(endpoint)
+            #expect(second.source == .revalidated)
+            #expect(second.status.code == 200)
+            #expect(second.value.url == first.value.url)
+        }
+    }
+
+    @Test
+    func cacheEndpointIsRevalidatedWithItsValidators() async throws {
+        try await withHTTPBin { client, _, _ in
+            // /cache answers with Last-Modified and ETag and no freshness; conditional requests get 304.
+            let endpoint = Endpoint<HTTPBinAnything>(path: "/cache")
+            let first = try await client.response(endpoint)
+            #expect(first.source == .network)
+            #expect(first.headers[.lastModified] != nil)
+            let second = try await client.response(endpoint)
+            #expect(second.source == .revalidated)
+            #expect(second.value.url == first.value.url)
+        }
+    }
+
+    @Test
+    func responseHeadersDriveFreshnessAndNoStore() async throws {
+        try await withHTTPBin { client, clock, store in
+            let fresh = Endpoint<Data>(path: "/response-headers", query: ["Cache-Control": "max-age=5"], decoding: .data)
+            _ = try await client.send(fresh)
+            clock.advance(4)
+            let inside = try await client.response(fresh)
+            #expect(inside.source == .cache)
+            clock.advance(2)
+            let after = try await client.response(fresh)
+            #expect(after.source == .network)
+
+            let count = store.count
+            let noStore = Endpoint<Data>(path: "/response-headers", query: ["Cache-Control": "no-store, max-age=60"], decoding: .data)
+            _ = try await client.send(noStore)
+            let again = try await client.response(noStore)
+            #expect(again.source == .network)
+            #expect(store.count == count)
+        }
+    }
+}
