@@ -94,7 +94,26 @@ struct RequestCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The request's priority: veryLow, low, normal, high, veryHigh.")
     var priority: String = "normal"
 
+    @Option(name: .long, help: "A directory for a disk cache: responses that may be stored are kept there and reused.")
+    var cache: String?
+
+    @Option(name: .long, help: "With --cache: http (the server's caching headers, the default), cache-else-network, network-only, or a number of seconds to keep responses.")
+    var cachePolicy: String = "http"
+
+    /// The policy `--cache-policy` names.
+    static func cachePolicy(named name: String) -> CachePolicy? {
+        switch name {
+        case "http": return .http
+        case "cache-else-network": return .cacheElseNetwork
+        case "network-only": return .networkOnly
+        default: return Int(name).flatMap { $0 > 0 ? .cacheFor(.seconds($0)) : nil }
+        }
+    }
+
     func validate() throws {
+        if Self.cachePolicy(named: self.cachePolicy) == nil {
+            throw ValidationError("'\(self.cachePolicy)' is not a cache policy (http, cache-else-network, network-only, or seconds)")
+        }
         guard (1...2).contains(self.arguments.count) else {
             throw ValidationError("give a URL, or a method and a URL")
         }
@@ -223,6 +242,10 @@ struct RequestCommand: AsyncParsableCommand {
             }
             $0.maxResponseSize = self.maxSize
             $0.defaultHeaders[.userAgent] = "courier/1.0"
+            if let directory = self.cache {
+                $0.cache.store = DiskCacheStore(directory: URL(fileURLWithPath: directory))
+                $0.cache.policy = Self.cachePolicy(named: self.cachePolicy) ?? .http
+            }
         })
         var endpoint = Endpoint<Data>(
             name: "cli", method: method, path: url.absoluteString, headers: fields, body: body,
@@ -251,6 +274,10 @@ struct RequestCommand: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("* \(request.cURLDescription())\n".utf8))
             }
             let response = try await client.response(endpoint)
+            if verbose {
+                let age = response.age.map { " (age \(Int($0.inSeconds))s)" } ?? ""
+                FileHandle.standardError.write(Data("* source: \(response.source.rawValue)\(age)\n".utf8))
+            }
             if self.include {
                 var head = "\(response.version) \(response.status.code) \(response.status.reasonPhrase)\r\n"
                 for field in response.headers { head += "\(field.name.rawName): \(field.value)\r\n" }

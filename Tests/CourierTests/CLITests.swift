@@ -35,6 +35,27 @@ func runCourier(_ arguments: [String]) async throws -> (status: Int32, stdout: S
 @Suite("The courier executable")
 struct CLITests {
     @Test
+    func aDiskCacheServesTheSecondIdenticalRequest() async throws {
+        let server = try await http1Server(CacheOrigin().handle)
+        let directory = temporaryDirectory("cli-cache")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let arguments = ["request", "-v", "--cache", directory.path, server.baseURL.absoluteString + "/max-age"]
+        let first = try await runCourier(arguments)
+        let second = try await runCourier(arguments)
+        #expect(first.status == 0)
+        #expect(second.status == 0)
+        #expect(first.stderr.contains("* source: network"))
+        #expect(second.stderr.contains("* source: cache (age "))
+        #expect(second.stderr.contains("success(cache, age "))
+        #expect(second.stdout == first.stdout)
+        #expect(server.requests.count == 1)
+        let refused = try await runCourier(["request", "--cache", directory.path, "--cache-policy", "sometimes", server.baseURL.absoluteString])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("not a cache policy"))
+        try await server.stop()
+    }
+
+    @Test
     func requestPrintsTheBodyAndWithDashIThHead() async throws {
         let server = try await http1Server()
         let url = server.baseURL.absoluteString
