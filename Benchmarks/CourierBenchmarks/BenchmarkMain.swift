@@ -28,8 +28,10 @@ struct BenchmarkMain {
             try await PipelineBenchmark(seconds: seconds, rounds: rounds).run()
         case "traffic":
             try await TrafficBenchmark().run()
+        case "cache":
+            try await CacheBenchmark(seconds: seconds, rounds: rounds).run()
         default:
-            print("unknown benchmark '\(suite)'; available: pipeline, traffic")
+            print("unknown benchmark '\(suite)'; available: pipeline, traffic, cache")
         }
     }
 

@@ -28,6 +28,7 @@ public final class Client: Sendable {
     let deduplicator: Deduplicator
     private let constrained = ConstrainedGate()
     private let cache: ResponseCache?
+    private let decodedValues = DecodedValues()
     /// Whether endpoints without a protocol of their own (or of their service) use REST.
     private let defaultIsREST: Bool
 
@@ -163,7 +164,13 @@ public final class Client: Sendable {
         if let wire = prepared.wire, !prepared.call.isNotification {
             payload = try wire.unbox(fetched.body, head: fetched.head, call: prepared.call)
         }
-        let value = try endpoint.decoding.run(.init(body: payload, head: fetched.head, decoder: self.configuration.decoder))
+        let input = ResponseDecoding<Value>.Input(body: payload, head: fetched.head, decoder: self.configuration.decoder)
+        let value: Value
+        if let key = outcome.key, prepared.wire == nil, endpoint.decoding.isDeterministic {
+            value = try self.decodedValues.value(key: key, body: payload) { try endpoint.decoding.run(input) }
+        } else {
+            value = try endpoint.decoding.run(input)
+        }
         let response = Response(
             value: value, status: fetched.head.status, headers: fetched.head.headerFields, version: fetched.version,
             duration: ContinuousClock.now - start, urlString: fetched.url?.absoluteString ?? prepared.request.urlString,
@@ -402,13 +409,14 @@ struct BaseURL: Sendable {
 
     func path(appending relative: String, query: [URLQueryItem]) -> String {
         var path: String
-        if self.basePath.contains("?") || relative.isEmpty {
+        // Byte searches: `String.contains(String)` goes through NSString on Linux.
+        if self.basePath.utf8.contains(UInt8(ascii: "?")) || relative.isEmpty {
             path = self.basePath.isEmpty ? "/" : self.basePath
         } else {
             path = self.basePath + (relative.hasPrefix("/") ? relative : "/" + relative)
         }
         if !query.isEmpty {
-            path += path.contains("?") ? "&" : "?"
+            path += path.utf8.contains(UInt8(ascii: "?")) ? "&" : "?"
             path += query.map { item in
                 let name = QueryEncoding.escape(item.name)
                 guard let value = item.value else { return name }

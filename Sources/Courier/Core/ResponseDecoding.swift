@@ -20,6 +20,9 @@ public struct ResponseDecoding<Value>: Sendable {
     @usableFromInline let decode: @Sendable (Input) throws -> Value
     /// Whether the body should be read at all (`false` for ``none``).
     @usableFromInline let readsBody: Bool
+    /// Whether the same body always decodes to the same value with the same client, so a cached
+    /// response's decoded value may be reused (true for ``json(_:)`` with the client's decoder).
+    @usableFromInline var isDeterministic = false
 
     /// Creates a decoding from a closure.
     @inlinable
@@ -44,10 +47,12 @@ extension ResponseDecoding where Value: Decodable & SendableMetatype {
     @inlinable
     public static func json(_ decoder: JSONDecoder? = nil) -> ResponseDecoding {
         // Inlinable, so the decoding is specialised for `Value` where the endpoint is declared.
-        ResponseDecoding { input in
+        var decoding = ResponseDecoding { input in
             try checkJSONContentType(input.head, body: input.body, type: Value.self)
             return try (decoder ?? input.decoder).decode(Value.self, from: input.body)
         }
+        decoding.isDeterministic = decoder == nil
+        return decoding
     }
 }
 

@@ -145,6 +145,8 @@ struct SchedulerTests {
             var handles: [RequestHandle<Article>] = []
             for (index, priority) in order.enumerated() {
                 handles.append(client.start(Endpoint<Article>(path: "/p/\(index)-\(priority)"), priority: priority))
+                // Queued one at a time, so FIFO within a priority is not the tasks' race.
+                #expect(await eventually { client.traffic.queued == index + 1 })
             }
             #expect(await eventually { client.traffic.queued == 6 })
             #expect(client.traffic.inFlight == 1)
@@ -163,8 +165,12 @@ struct SchedulerTests {
         try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
+            // One at a time: each request's task must reach the queue before the next starts, or
+            // the FIFO order between the two normal requests is the tasks' race.
             let first = client.start(Endpoint<Article>(path: "/first"), priority: .normal)
+            #expect(await eventually { client.traffic.queued == 1 })
             let second = client.start(Endpoint<Article>(path: "/second"), priority: .normal)
+            #expect(await eventually { client.traffic.queued == 2 })
             let third = client.start(Endpoint<Article>(path: "/third"), priority: .low)
             #expect(await eventually { client.traffic.queued == 3 })
             third.priority = .veryHigh

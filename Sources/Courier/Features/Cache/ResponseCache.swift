@@ -23,6 +23,56 @@ struct CacheOutcome: Sendable {
     var fetched: FetchedResponse
     var source: ResponseSource
     var age: TimeInterval?
+    /// The store key, when the response came from the cache.
+    var key: String?
+}
+
+/// Decoded values of cached responses, so repeated cache hits skip decoding.
+///
+/// A value is reused only for the same key, the same type and a byte-identical body, and only
+/// for deterministic decodings of value types (a shared class instance could be mutated by one
+/// caller under another's feet). At most `capacity` values are kept, least recently used out first.
+final class DecodedValues: Sendable {
+    private struct Slot {
+        var body: Data
+        var value: any Sendable
+    }
+
+    private struct Key: Hashable {
+        var key: String
+        var type: ObjectIdentifier
+    }
+
+    private struct State {
+        var slots: [Key: Slot] = [:]
+        var recency = LRUIndex<Key>()
+    }
+
+    private let state = Locked(State())
+    let capacity: Int
+
+    init(capacity: Int = 256) { self.capacity = capacity }
+
+    /// The value decoded earlier from the same body, or a new one from `decode`, remembered.
+    func value<Value: Sendable>(key: String, body: Data, decode: () throws -> Value) rethrows -> Value {
+        guard !(Value.self is AnyObject.Type) else { return try decode() }
+        let slotKey = Key(key: key, type: ObjectIdentifier(Value.self))
+        let reused: Value? = self.state.withLock { state in
+            guard let slot = state.slots[slotKey], slot.body == body, let value = slot.value as? Value else { return nil }
+            state.recency.touch(slotKey)
+            return value
+        }
+        if let reused { return reused }
+        let value = try decode()
+        self.state.withLock { state in
+            state.slots[slotKey] = Slot(body: body, value: value)
+            state.recency.insert(slotKey, cost: 1)
+            while state.recency.count > self.capacity, let oldest = state.recency.removeOldest() {
+                state.slots[oldest] = nil
+            }
+        }
+        return value
+    }
 }
 
 /// The client's cache: keys, lookups and storing, over a ``CacheStore`` and the pure ``CacheRules``.
@@ -65,7 +115,7 @@ struct ResponseCache: Sendable {
     /// The stored response a run decided to serve.
     func served(_ run: CacheRun) -> CacheOutcome? {
         guard case .serve(let age) = run.action, let entry = run.entry else { return nil }
-        return CacheOutcome(fetched: Self.fetched(from: entry), source: .cache, age: age)
+        return CacheOutcome(fetched: Self.fetched(from: entry), source: .cache, age: age, key: run.key)
     }
 
     /// The stored response for a request, however old (cache-then-network's first value).
@@ -94,7 +144,7 @@ struct ResponseCache: Sendable {
             self.store.setEntry(refreshed, forKey: key)
             var result = Self.fetched(from: refreshed)
             result.version = fetched.version
-            return CacheOutcome(fetched: result, source: .revalidated, age: CacheRules.age(of: refreshed, now: now))
+            return CacheOutcome(fetched: result, source: .revalidated, age: CacheRules.age(of: refreshed, now: now), key: key)
         }
         if run.policy.mode != .networkOnly,
            CacheRules.mayStore(policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status, responseHeaders: fetched.head.headerFields) {
@@ -114,6 +164,7 @@ struct ResponseCache: Sendable {
     private static func fetched(from entry: CacheEntry) -> FetchedResponse {
         var head = HTTPResponse(status: .init(code: entry.status))
         head.headerFields = entry.headers
-        return FetchedResponse(head: head, body: entry.body, version: .http1_1, url: URL(string: entry.url))
+        // No URL: parsing one costs more than the rest of a memory hit; the request's URL is used.
+        return FetchedResponse(head: head, body: entry.body, version: .http1_1, url: nil)
     }
 }
