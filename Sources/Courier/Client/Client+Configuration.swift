@@ -48,6 +48,9 @@ extension Client {
         public var defaultWireProtocol: any WireProtocol
         /// Decides how each error should be presented (``CourierError/presentation``).
         public var errorClassifier: ErrorClassifier
+        /// Limits for decoding gzip and deflate responses, which the client asks for
+        /// (`Accept-Encoding`) and decodes itself; `nil` neither asks nor decodes.
+        public var decompression: DecompressionLimits?
         /// The response cache: its store (none by default, so nothing is cached), default policy and partition.
         public var cache: CacheConfiguration
         /// Called with events raised by responses (such as a business code mapped to "session expired").
@@ -79,6 +82,7 @@ extension Client {
             self.errorClassifier = .standard
             self.onEvent = nil
             self.cache = CacheConfiguration()
+            self.decompression = DecompressionLimits()
             configure(&self)
         }
     }

@@ -22,6 +22,7 @@ public final class Client: Sendable {
     /// The configuration the client was created with.
     public let configuration: Configuration
     private let log: RequestLog
+    var requestLog: RequestLog { self.log }
     private let base: BaseURL?
     private let follower: RedirectFollower
     let scheduler: RequestScheduler
@@ -83,13 +84,16 @@ public final class Client: Sendable {
     public var deduplicationCounts: (coalesced: Int, started: Int) { self.deduplicator.counts }
 
     func response<Value: Sendable>(
-        _ endpoint: Endpoint<Value>, control: RequestControl?, policyOverride: CachePolicy? = nil
+        _ endpoint: Endpoint<Value>, control: RequestControl?, policyOverride: CachePolicy? = nil, uploadReporter: ProgressReporter? = nil
     ) async throws -> Response<Value> {
         let clock = ContinuousClock()
         let start = clock.now
-        let prepared: Prepared
+        var prepared: Prepared
         do {
             prepared = try self.prepare(endpoint)
+            if let uploadReporter, let body = prepared.request.body {
+                prepared.request.body = body.reporting(to: uploadReporter)
+            }
         } catch {
             throw self.classified(CourierError.wrap(error))
         }
@@ -234,7 +238,7 @@ public final class Client: Sendable {
     }
 
     /// Applies the classifier's presentation and raises the error's event, if any.
-    private func classified(_ error: CourierError) -> CourierError {
+    func classified(_ error: CourierError) -> CourierError {
         var error = error
         error.presentation = self.configuration.errorClassifier.classify(error)
         if let name = error.event, let onEvent = self.configuration.onEvent {
@@ -271,7 +275,7 @@ public final class Client: Sendable {
         try await self.scheduler.acquire(ticket: ticket, host: host, priority: priority)
         var spokeHTTP2 = false
         defer { self.scheduler.release(host: host, spokeHTTP2: spokeHTTP2) }
-        let raw = try await self.execute(request, middleware: middleware)
+        let raw = try self.decodingContent(try await self.execute(request, middleware: middleware), maxSize: self.configuration.maxResponseSize)
         spokeHTTP2 = raw.version.major >= 2
         let body: Data
         if !readsBody, let accepted = acceptedStatuses, accepted.contains(raw.status.code) {
@@ -380,6 +384,17 @@ public final class Client: Sendable {
             if let contentType = body?.contentType, head.headerFields[.contentType] == nil {
                 head.headerFields[.contentType] = contentType
             }
+            if endpoint.compressesRequestBody, let plain = body {
+                do {
+                    body = try plain.gzipped()
+                } catch {
+                    throw CourierError.wrap(error)
+                }
+                head.headerFields[.contentEncoding] = "gzip"
+            }
+        }
+        if self.configuration.decompression != nil, head.headerFields[.acceptEncoding] == nil {
+            head.headerFields[.acceptEncoding] = "gzip, deflate"
         }
         return Request(head: head, body: body, timeout: endpoint.timeout ?? self.configuration.timeout, name: endpoint.name)
     }

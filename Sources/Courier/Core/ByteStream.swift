@@ -74,3 +74,50 @@ private final class IteratorBox<Iterator: AsyncIteratorProtocol>: @unchecked Sen
     init(_ iterator: Iterator) { self.iterator = iterator }
     func next() async throws -> Data? { try await self.iterator.next() }
 }
+
+/// A stateful, pull-based transformation of a byte stream (decompression, compression).
+///
+/// The stream feeds input chunks and asks for output in bounded pieces, so one small input chunk
+/// that expands enormously is never materialised at once.
+protocol ChunkTransformer: SendableMetatype {
+    /// Hands over the next input chunk (called only once ``produce()`` returned `nil`).
+    mutating func feed(_ input: Data) throws
+    /// The next piece of output from the input fed so far, or `nil` when more input is needed.
+    mutating func produce() throws -> Data?
+    /// Called at the end of the input: the remaining output, if any (called until `nil`).
+    mutating func finish() throws -> Data?
+}
+
+extension ByteStream {
+    /// This stream passed through a transformer made afresh for each iteration.
+    func transformed<Transformer: ChunkTransformer>(_ make: @escaping @Sendable () -> Transformer) -> ByteStream {
+        ByteStream(onCancel: { self.cancel() }) {
+            let source = IteratorBox(self.makeAsyncIterator())
+            var transformer = make()
+            var ended = false
+            return {
+                while true {
+                    if ended { return try transformer.finish() }
+                    if let output = try transformer.produce() { return output }
+                    if let chunk = try await source.next() {
+                        try transformer.feed(chunk)
+                    } else {
+                        ended = true
+                    }
+                }
+            }
+        }
+    }
+
+    /// This stream, calling `observe` with each chunk as it passes.
+    func observed(_ observe: @escaping @Sendable (Data) -> Void) -> ByteStream {
+        ByteStream(onCancel: { self.cancel() }) {
+            let source = IteratorBox(self.makeAsyncIterator())
+            return {
+                let chunk = try await source.next()
+                if let chunk { observe(chunk) }
+                return chunk
+            }
+        }
+    }
+}

@@ -42,6 +42,9 @@ public struct Endpoint<Response>: Sendable {
     public var priority: RequestPriority = .normal
     /// Whether identical in-flight requests share one network request.
     public var deduplication: Deduplication = .automatic
+    /// Whether the request body is sent compressed with gzip (`Content-Encoding: gzip`); only for
+    /// servers known to accept it.
+    public var compressesRequestBody: Bool = false
     /// How the response cache is used; `nil` uses the client's default policy.
     public var cachePolicy: CachePolicy?
     /// Whether the request only prefetches (deferred or refused in constrained mode).

@@ -13,7 +13,7 @@ public struct RequestBody: Sendable {
     }
 
     let storage: Storage
-    private let sendCount: SendCounter
+    private var sendCount: SendCounter
 
     /// The `Content-Type` to send with the body, if the body knows it.
     public var contentType: String?
@@ -81,6 +81,11 @@ public struct RequestBody: Sendable {
             for try await chunk in make() { collected.append(chunk) }
             return collected
         }
+    }
+
+    /// Makes this derived body (a wrapper of `original`) count sends together with it.
+    mutating func shareSendCount(with original: RequestBody) {
+        self.sendCount = original.sendCount
     }
 
     /// Whether the body has been claimed by a send already.

@@ -1,0 +1,252 @@
+import Foundation
+import HTTPTypes
+
+extension Client {
+    /// Sends the endpoint's request and returns when the response head arrives, with the body
+    /// still streaming: for callers that process a body as it comes (lines, server-sent events,
+    /// large payloads).
+    ///
+    /// The body bypasses the cache, deduplication and the size limit; gzip and deflate are decoded
+    /// within the client's ``DecompressionLimits``. The timeout covers the wait for the head; a
+    /// stalled body is ended by the transport's idle read timeout. A status outside the endpoint's
+    /// accepted statuses throws kind `httpStatus`, as ``send(_:)`` does.
+    public func stream<Value>(_ endpoint: Endpoint<Value>) async throws -> StreamingResponse {
+        let start = ContinuousClock.now
+        let request: Request
+        do {
+            request = try self.prepare(endpoint).request
+        } catch {
+            throw self.classifiedError(error)
+        }
+        self.requestLog.started(request)
+        do {
+            let raw = try await self.openStream(request, middleware: endpoint.middleware, acceptedStatuses: endpoint.acceptedStatuses, priority: endpoint.priority, decompress: true)
+            self.requestLog.finished(request, status: raw.status.code, duration: ContinuousClock.now - start, bytes: 0, version: raw.version, outcome: "streaming")
+            return StreamingResponse(status: raw.status, headers: raw.head.headerFields, version: raw.version, expectedLength: raw.body.expectedLength, body: raw.body.byteStream)
+        } catch {
+            let failure = self.classifiedError(error)
+            self.requestLog.finished(request, status: failure.status?.code, duration: ContinuousClock.now - start, bytes: 0, version: nil, outcome: "failure(\(failure.shortDescription))")
+            throw failure
+        }
+    }
+
+    /// Sends the endpoint's request with upload progress: use it for a file or multipart body.
+    ///
+    /// Progress counts the body bytes the transport has taken; when the request is retried or
+    /// redirected with a replayable body, it starts again from zero.
+    public func upload<Value: Sendable>(_ endpoint: Endpoint<Value>) -> TransferTask<Response<Value>> {
+        let reporter = ProgressReporter()
+        let task = Task { () async throws -> Response<Value> in
+            defer { reporter.finish() }
+            return try await self.response(endpoint, control: nil, uploadReporter: reporter)
+        }
+        return TransferTask(progress: reporter.stream, task: task)
+    }
+
+    /// Downloads the endpoint's response body to a file, streamed to disk, never held in memory.
+    ///
+    /// The bytes go to a hidden partial file beside the destination, which is renamed into place
+    /// only when the body is complete, so a partial file never sits at the final path. When a
+    /// download fails or is cancelled, the partial file and the response's validator (a strong
+    /// `ETag`, else `Last-Modified`) are kept; the next `download` of the same URL to the same
+    /// destination with `resume` asks for the rest with `Range` and `If-Range`. A server that
+    /// ignores the range, or whose resource changed, answers with the whole body, and the
+    /// download restarts cleanly from zero.
+    public func download<Value>(_ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool = true) -> TransferTask<DownloadResult> {
+        let reporter = ProgressReporter()
+        let task = Task { () async throws -> DownloadResult in
+            defer { reporter.finish() }
+            do {
+                return try await self.performDownload(endpoint, to: destination, resume: resume, reporter: reporter)
+            } catch {
+                throw self.classifiedError(error)
+            }
+        }
+        return TransferTask(progress: reporter.stream, task: task)
+    }
+
+    /// Wraps and classifies an error the way ``response(_:)`` does.
+    func classifiedError(_ error: any Error) -> CourierError {
+        var failure = CourierError.wrap(error)
+        if Task.isCancelled, failure.kind == .transport {
+            failure = .cancelled(underlying: failure)
+        }
+        return self.classified(failure)
+    }
+
+    /// Sends a request through the scheduler, middleware and transport, and returns once the head arrives.
+    func openStream(_ request: Request, middleware: [any Middleware], acceptedStatuses: Range<Int>, priority: RequestPriority, decompress: Bool) async throws -> RawResponse {
+        let host = request.head.authority ?? ""
+        let ticket = self.scheduler.makeTicket()
+        try await self.scheduler.acquire(ticket: ticket, host: host, priority: priority)
+        var spokeHTTP2 = false
+        defer { self.scheduler.release(host: host, spokeHTTP2: spokeHTTP2) }
+        var raw = try await self.execute(request, middleware: middleware)
+        spokeHTTP2 = raw.version.major >= 2
+        guard acceptedStatuses.contains(raw.status.code) else {
+            let body = try? await raw.body.collect(upTo: self.configuration.maxResponseSize, deadline: request.deadline)
+            throw CourierError.httpStatus(raw.head, body: body)
+        }
+        if decompress { raw = try self.decodingContent(raw, maxSize: nil) }
+        return raw
+    }
+
+    /// The response with its gzip or deflate content coding removed (lazily, as the body is read).
+    func decodingContent(_ raw: RawResponse, maxSize: Int?) throws -> RawResponse {
+        guard let limits = self.configuration.decompression, let value = raw.head.headerFields[.contentEncoding] else { return raw }
+        guard let coding = try ContentCoding.of(value) else { return raw }
+        var decoded = raw
+        var bounded = limits
+        if let maxSize { bounded.maxSize = min(maxSize, limits.maxSize ?? .max) }
+        decoded.body = raw.body.decoded(coding, limits: bounded)
+        decoded.head.headerFields[.contentEncoding] = nil
+        decoded.head.headerFields[.contentLength] = nil
+        return decoded
+    }
+
+    private func performDownload<Value>(_ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool, reporter: ProgressReporter) async throws -> DownloadResult {
+        let target = try destination.validated()
+        let directory = target.deletingLastPathComponent()
+        let partial = directory.appendingPathComponent(".courier-\(destination.fileName).partial")
+        let record = directory.appendingPathComponent(".courier-\(destination.fileName).partial.json")
+        var request = try self.prepare(endpoint).request
+        // Ranges count bytes of the representation as sent: never content-coded here.
+        request.head.headerFields[.acceptEncoding] = "identity"
+        var offset: Int64 = 0
+        if resume, let state = PartialDownload.load(record), state.url == request.urlString,
+           let size = (try? FileManager.default.attributesOfItem(atPath: partial.path))?[.size] as? NSNumber, size.int64Value > 0 {
+            offset = size.int64Value
+            request.head.headerFields[.range] = "bytes=\(offset)-"
+            request.head.headerFields[.ifRange] = state.validator
+        } else {
+            try? FileManager.default.removeItem(at: partial)
+            try? FileManager.default.removeItem(at: record)
+        }
+        self.requestLog.started(request)
+        let start = ContinuousClock.now
+        for _ in 0..<2 {
+            let raw = try await self.openStream(request, middleware: endpoint.middleware, acceptedStatuses: 200..<300, priority: endpoint.priority, decompress: false)
+            var total: Int64?
+            if raw.status.code == 206 {
+                guard offset > 0, let range = ContentRange(raw.head.headerFields[.contentRange] ?? ""), range.start == offset else {
+                    // A range we did not ask for: start again from zero without one.
+                    raw.body.byteStream.cancel()
+                    offset = 0
+                    request.head.headerFields[.range] = nil
+                    request.head.headerFields[.ifRange] = nil
+                    try? FileManager.default.removeItem(at: partial)
+                    continue
+                }
+                total = range.total
+            } else {
+                // The whole body: the server ignored the range or the resource changed.
+                offset = 0
+                total = raw.body.expectedLength.map(Int64.init)
+            }
+            if let validator = PartialDownload.validator(of: raw.head.headerFields) {
+                try? PartialDownload(url: request.urlString, validator: validator).save(to: record)
+            } else {
+                try? FileManager.default.removeItem(at: record)
+            }
+            let written = try await Self.write(raw.body, to: partial, at: offset, reporter: reporter, expected: total)
+            if let total, written != total {
+                throw CourierError(.transport, "the download ended after \(written) of \(total) bytes; it can be resumed")
+            }
+            try Self.moveIntoPlace(partial, to: target, overwrite: destination.overwrite)
+            try? FileManager.default.removeItem(at: record)
+            self.requestLog.finished(request, status: raw.status.code, duration: ContinuousClock.now - start, bytes: Int(written - offset), version: raw.version, outcome: offset > 0 ? "downloaded(resumed at \(offset))" : "downloaded")
+            return DownloadResult(url: target, byteCount: written, resumedFrom: offset, status: raw.status, headers: raw.head.headerFields)
+        }
+        throw CourierError(.transport, "the server answered the range request with a range that was not asked for")
+    }
+
+    /// Streams a body into the partial file from `offset` (truncating anything after it); returns the file's size.
+    private static func write(_ body: ResponseBody, to file: URL, at offset: Int64, reporter: ProgressReporter, expected: Int64?) async throws -> Int64 {
+        if offset == 0 || !FileManager.default.fileExists(atPath: file.path) {
+            guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
+                throw CourierError.invalidRequest("cannot create \(file.path)")
+            }
+        }
+        let handle = try FileHandle(forWritingTo: file)
+        defer { try? handle.close() }
+        try handle.truncate(atOffset: UInt64(offset))
+        try handle.seek(toOffset: UInt64(offset))
+        reporter.start(completed: offset, expected: expected)
+        var written = offset
+        for try await chunk in body {
+            try Task.checkCancellation()
+            try handle.write(contentsOf: chunk)
+            written += Int64(chunk.count)
+            reporter.add(chunk.count)
+        }
+        try Task.checkCancellation()
+        return written
+    }
+
+    /// Renames the complete file into place: atomically replacing, or only when nothing is there.
+    private static func moveIntoPlace(_ partial: URL, to target: URL, overwrite: Bool) throws {
+        if overwrite {
+            guard rename(partial.path, target.path) == 0 else {
+                throw CourierError.invalidRequest("cannot move the download to \(target.path): \(String(cString: strerror(errno)))")
+            }
+        } else {
+            // link(2) fails if the target exists, so a file created meanwhile is never replaced.
+            guard link(partial.path, target.path) == 0 else {
+                throw CourierError.invalidRequest("cannot move the download to \(target.path): \(String(cString: strerror(errno)))")
+            }
+            unlink(partial.path)
+        }
+    }
+}
+
+/// What is remembered about an unfinished download, to resume it.
+struct PartialDownload: Codable {
+    var url: String
+    var validator: String
+
+    static func load(_ file: URL) -> PartialDownload? {
+        guard let data = try? Data(contentsOf: file) else { return nil }
+        return try? JSONDecoder().decode(PartialDownload.self, from: data)
+    }
+
+    func save(to file: URL) throws {
+        try OwnerOnlyFile.write(try JSONEncoder().encode(self), to: file)
+    }
+
+    /// The validator `If-Range` may carry: a strong ETag, else Last-Modified (RFC 9110 §13.1.5).
+    static func validator(of headers: HTTPFields) -> String? {
+        if let etag = headers[.eTag], !etag.hasPrefix("W/") { return etag }
+        return headers[.lastModified]
+    }
+}
+
+/// A `Content-Range: bytes start-end/total` value.
+struct ContentRange: Equatable {
+    var start: Int64
+    var end: Int64
+    var total: Int64?
+
+    init?(_ value: String) {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        guard text.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = text.dropFirst("bytes ".count)
+        let parts = spec.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2 else { return nil }
+        let bounds = parts[0].split(separator: "-", maxSplits: 1)
+        guard bounds.count == 2, let start = Int64(bounds[0]), let end = Int64(bounds[1]), start <= end else { return nil }
+        self.start = start
+        self.end = end
+        self.total = parts[1] == "*" ? nil : Int64(parts[1])
+        if let total = self.total, end >= total { return nil }
+    }
+}
+
+extension ResponseBody {
+    /// The body as a byte stream.
+    var byteStream: ByteStream {
+        switch self.storage {
+        case .bytes(let data): return ByteStream(chunks: data.isEmpty ? [] : [data])
+        case .stream(let stream): return stream
+        }
+    }
+}

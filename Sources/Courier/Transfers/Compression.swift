@@ -1,0 +1,246 @@
+import CZlib
+import Foundation
+
+/// Limits on decompressed response bodies, against decompression bombs.
+public struct DecompressionLimits: Sendable, Hashable {
+    /// The most decoded bytes per compressed byte, checked once more than ``ratioFloor`` bytes are decoded.
+    public var maxRatio: Int
+    /// Decoded bytes below which the ratio is not checked (small bodies may compress very well).
+    public var ratioFloor: Int
+    /// The most decoded bytes in total; `nil` for no limit beyond the ratio (downloads).
+    public var maxSize: Int?
+
+    /// Creates limits.
+    public init(maxRatio: Int = 200, ratioFloor: Int = 1 << 20, maxSize: Int? = nil) {
+        self.maxRatio = maxRatio
+        self.ratioFloor = ratioFloor
+        self.maxSize = maxSize
+    }
+}
+
+/// The content codings Courier decodes (RFC 9110 §8.4.1).
+enum ContentCoding: String, Sendable {
+    case gzip
+    case deflate
+
+    /// The single coding a response's `Content-Encoding` names, `nil` for identity; throws for
+    /// codings Courier cannot decode (so the body is never handed up still encoded).
+    static func of(_ value: String?) throws -> ContentCoding? {
+        guard let value else { return nil }
+        let codings = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty && $0 != "identity" }
+        if codings.isEmpty { return nil }
+        guard codings.count == 1 else {
+            throw CourierError(.decoding, "the response uses several content codings (\(value)); only one of gzip or deflate is supported")
+        }
+        switch codings[0] {
+        case "gzip", "x-gzip": return .gzip
+        case "deflate": return .deflate
+        default: throw CourierError(.decoding, "the response's content coding '\(codings[0])' is not supported")
+        }
+    }
+}
+
+/// A zlib stream: the `z_stream` must not move once initialised (zlib keeps a pointer to it).
+private final class ZStream {
+    let stream: UnsafeMutablePointer<z_stream>
+    let inflating: Bool
+
+    init(inflating: Bool, windowBits: Int32) throws {
+        self.stream = .allocate(capacity: 1)
+        self.stream.initialize(to: z_stream())
+        self.inflating = inflating
+        let size = Int32(MemoryLayout<z_stream>.size)
+        let status = inflating
+            ? inflateInit2_(self.stream, windowBits, zlibVersion(), size)
+            : deflateInit2_(self.stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, windowBits, 8, Z_DEFAULT_STRATEGY, zlibVersion(), size)
+        guard status == Z_OK else {
+            self.stream.deallocate()
+            throw CourierError(.decoding, "zlib could not start (status \(status))")
+        }
+    }
+
+    deinit {
+        if self.inflating { inflateEnd(self.stream) } else { deflateEnd(self.stream) }
+        self.stream.deallocate()
+    }
+}
+
+/// Decodes a gzip or deflate body piece by piece, within ``DecompressionLimits``.
+struct Inflater: ChunkTransformer {
+    private var zstream: ZStream?
+    /// Why zlib could not start (out of memory), thrown on the first read.
+    private var startError: (any Error)?
+    private let coding: ContentCoding
+    private let limits: DecompressionLimits
+    private var input = Data()
+    private var inputOffset = 0
+    private var compressedTotal = 0
+    private var decodedTotal = 0
+    private var ended = false
+    private var triedRaw = false
+    /// The most output produced per call.
+    static let pieceSize = 256 * 1024
+
+    init(coding: ContentCoding, limits: DecompressionLimits) {
+        self.coding = coding
+        self.limits = limits
+        do {
+            // 15 + 32: zlib or gzip header detected automatically.
+            self.zstream = try ZStream(inflating: true, windowBits: 15 + 32)
+        } catch {
+            self.startError = error
+        }
+    }
+
+    mutating func feed(_ input: Data) throws {
+        self.compressedTotal += input.count
+        if self.ended {
+            if input.contains(where: { $0 != 0 }) { throw Self.corrupt("data after the end of the compressed stream") }
+            return
+        }
+        self.input = input
+        self.inputOffset = 0
+    }
+
+    mutating func produce() throws -> Data? {
+        if let startError = self.startError { throw startError }
+        guard !self.ended, self.inputOffset < self.input.count, let zstream = self.zstream else { return nil }
+        var output = Data(count: Self.pieceSize)
+        let stream = zstream.stream
+        let offset = self.inputOffset
+        let (status, consumed, produced) = self.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
+            output.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) -> (Int32, Int, Int) in
+                let available = inBuffer.count - offset
+                stream.pointee.next_in = UnsafeMutablePointer(mutating: inBuffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: Bytef.self))
+                stream.pointee.avail_in = uInt(available)
+                stream.pointee.next_out = outBuffer.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                stream.pointee.avail_out = uInt(outBuffer.count)
+                let status = inflate(stream, Z_NO_FLUSH)
+                return (status, available - Int(stream.pointee.avail_in), outBuffer.count - Int(stream.pointee.avail_out))
+            }
+        }
+        switch status {
+        case Z_OK, Z_BUF_ERROR:
+            break
+        case Z_STREAM_END:
+            self.ended = true
+        case Z_DATA_ERROR where self.coding == .deflate && !self.triedRaw && self.decodedTotal == 0 && offset == 0:
+            // Some servers send raw deflate without the zlib wrapper RFC 9110 asks for.
+            self.triedRaw = true
+            self.zstream = try ZStream(inflating: true, windowBits: -15)
+            return try self.produce()
+        default:
+            let reason = stream.pointee.msg.map { String(cString: $0) } ?? "status \(status)"
+            throw Self.corrupt(reason)
+        }
+        self.inputOffset += consumed
+        if self.ended, self.input[(self.input.startIndex + self.inputOffset)...].contains(where: { $0 != 0 }) {
+            throw Self.corrupt("data after the end of the compressed stream")
+        }
+        self.decodedTotal += produced
+        try self.checkLimits()
+        if produced == 0 { return self.inputOffset < self.input.count && !self.ended ? try self.produce() : nil }
+        output.count = produced
+        return output
+    }
+
+    mutating func finish() throws -> Data? {
+        guard self.ended || self.compressedTotal == 0 else {
+            throw CourierError(.transport, "the compressed response body ended early (truncated \(self.coding.rawValue) data)")
+        }
+        return nil
+    }
+
+    private func checkLimits() throws {
+        if let maxSize = self.limits.maxSize, self.decodedTotal > maxSize {
+            var error = CourierError(.responseTooLarge, "the decompressed response body is larger than \(maxSize) bytes")
+            error.limit = maxSize
+            throw error
+        }
+        if self.decodedTotal > self.limits.ratioFloor, self.decodedTotal > self.limits.maxRatio * max(self.compressedTotal, 1) {
+            throw CourierError(.responseTooLarge, "the response body expands more than \(self.limits.maxRatio) times when decompressed (a decompression bomb?)")
+        }
+    }
+
+    private static func corrupt(_ reason: String) -> CourierError {
+        CourierError(.decoding, "the compressed response body is corrupt: \(reason)")
+    }
+}
+
+/// Compresses a body with gzip, piece by piece.
+struct Deflater: ChunkTransformer {
+    private let zstream: ZStream
+    private var input = Data()
+    private var inputOffset = 0
+    private var finished = false
+
+    init() throws {
+        self.zstream = try ZStream(inflating: false, windowBits: 15 + 16)
+    }
+
+    mutating func feed(_ input: Data) throws {
+        self.input = input
+        self.inputOffset = 0
+    }
+
+    mutating func produce() throws -> Data? {
+        guard self.inputOffset < self.input.count else { return nil }
+        let output = try self.run(flush: Z_NO_FLUSH)
+        return output.isEmpty ? try self.produce() : output
+    }
+
+    mutating func finish() throws -> Data? {
+        guard !self.finished else { return nil }
+        self.input = Data()
+        self.inputOffset = 0
+        return try self.run(flush: Z_FINISH)
+    }
+
+    private mutating func run(flush: Int32) throws -> Data {
+        var output = Data(count: 64 * 1024)
+        let stream = self.zstream.stream
+        let offset = self.inputOffset
+        let (status, consumed, produced) = self.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
+            output.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) -> (Int32, Int, Int) in
+                let available = inBuffer.count - offset
+                stream.pointee.next_in = available > 0
+                    ? UnsafeMutablePointer(mutating: inBuffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: Bytef.self)) : nil
+                stream.pointee.avail_in = uInt(available)
+                stream.pointee.next_out = outBuffer.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                stream.pointee.avail_out = uInt(outBuffer.count)
+                let status = deflate(stream, flush)
+                return (status, available - Int(stream.pointee.avail_in), outBuffer.count - Int(stream.pointee.avail_out))
+            }
+        }
+        guard status == Z_OK || status == Z_STREAM_END || status == Z_BUF_ERROR else {
+            throw CourierError(.invalidRequest, "gzip compression of the request body failed (status \(status))")
+        }
+        if status == Z_STREAM_END { self.finished = true }
+        self.inputOffset += consumed
+        output.count = produced
+        return output
+    }
+
+    /// `data` compressed with gzip in one go.
+    static func gzip(_ data: Data) throws -> Data {
+        var deflater = try Deflater()
+        var result = Data()
+        try deflater.feed(data)
+        while let piece = try deflater.produce() { result.append(piece) }
+        while let piece = try deflater.finish() { result.append(piece) }
+        return result
+    }
+}
+
+extension ResponseBody {
+    /// The body with its content coding removed, within `limits`.
+    func decoded(_ coding: ContentCoding, limits: DecompressionLimits) -> ResponseBody {
+        let stream: ByteStream
+        switch self.storage {
+        case .bytes(let data): stream = ByteStream(chunks: data.isEmpty ? [] : [data])
+        case .stream(let source): stream = source
+        }
+        let decoded = stream.transformed { Inflater(coding: coding, limits: limits) }
+        return .stream(decoded, expectedLength: nil)
+    }
+}

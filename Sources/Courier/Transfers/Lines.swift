@@ -1,0 +1,177 @@
+import Foundation
+
+/// Splits bytes into lines ending in LF, CRLF or CR, as they arrive.
+///
+/// A pure value: feed it chunks, take complete lines. A CR at the end of a chunk is held until the
+/// next byte shows whether an LF follows, so a CRLF split across chunks is one line ending.
+struct LineSplitter: Sendable {
+    private var pending: [UInt8] = []
+    private var lastWasCR = false
+    /// The longest line accepted, in bytes.
+    let maxLineLength: Int
+
+    init(maxLineLength: Int) { self.maxLineLength = maxLineLength }
+
+    /// Adds bytes and returns the lines they complete, without their endings.
+    mutating func feed(_ chunk: Data) throws -> [String] {
+        var lines: [String] = []
+        for byte in chunk {
+            if self.lastWasCR {
+                self.lastWasCR = false
+                if byte == UInt8(ascii: "\n") { continue }
+            }
+            switch byte {
+            case UInt8(ascii: "\n"):
+                lines.append(self.take())
+            case UInt8(ascii: "\r"):
+                lines.append(self.take())
+                self.lastWasCR = true
+            default:
+                self.pending.append(byte)
+                if self.pending.count > self.maxLineLength {
+                    throw CourierError(.responseTooLarge, "a line of the response is longer than \(self.maxLineLength) bytes")
+                }
+            }
+        }
+        return lines
+    }
+
+    /// The last line, when the stream ended without a line ending.
+    mutating func finish() -> String? {
+        self.pending.isEmpty ? nil : self.take()
+    }
+
+    private mutating func take() -> String {
+        defer { self.pending.removeAll(keepingCapacity: true) }
+        return String(decoding: self.pending, as: UTF8.self)
+    }
+}
+
+/// The lines of a streamed body, without their endings (LF, CRLF or CR), as they arrive.
+public struct LineSequence: AsyncSequence, Sendable {
+    /// A line of text.
+    public typealias Element = String
+    let base: ByteStream
+    let maxLineLength: Int
+
+    /// The iterator of a ``LineSequence``.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var chunks: ByteStream.AsyncIterator
+        var splitter: LineSplitter
+        var ready: [String] = []
+        var index = 0
+        var ended = false
+
+        /// The next line, or `nil` at the end of the body.
+        public mutating func next() async throws -> String? {
+            while true {
+                if self.index < self.ready.count {
+                    defer { self.index += 1 }
+                    return self.ready[self.index]
+                }
+                if self.ended { return nil }
+                self.ready = []
+                self.index = 0
+                if let chunk = try await self.chunks.next() {
+                    self.ready = try self.splitter.feed(chunk)
+                } else {
+                    self.ended = true
+                    if let last = self.splitter.finish() { self.ready = [last] }
+                }
+            }
+        }
+    }
+
+    /// Makes an iterator over the lines.
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(chunks: self.base.makeAsyncIterator(), splitter: LineSplitter(maxLineLength: self.maxLineLength))
+    }
+}
+
+/// One server-sent event (the `text/event-stream` format of the HTML standard).
+public struct ServerSentEvent: Sendable, Hashable {
+    /// The event type (`message` when the stream does not name one).
+    public var event: String
+    /// The data lines, joined with LF.
+    public var data: String
+    /// The last event ID the stream set, if any.
+    public var id: String?
+    /// The reconnection time the stream asked for, in milliseconds, if any.
+    public var retry: Int?
+
+    /// Creates an event.
+    public init(event: String = "message", data: String, id: String? = nil, retry: Int? = nil) {
+        self.event = event
+        self.data = data
+        self.id = id
+        self.retry = retry
+    }
+}
+
+/// Turns lines into server-sent events: a pure value, fed one line at a time.
+struct ServerSentEventParser: Sendable {
+    private var data: [String] = []
+    private var event = ""
+    private var lastID: String?
+    private var retry: Int?
+    private var sawFirstLine = false
+
+    /// Takes one line; returns the event a blank line completes.
+    mutating func feed(_ line: String) -> ServerSentEvent? {
+        var line = Substring(line)
+        if !self.sawFirstLine {
+            self.sawFirstLine = true
+            if line.first == "\u{FEFF}" { line = line.dropFirst() }
+        }
+        if line.isEmpty {
+            defer { self.data = []; self.event = "" }
+            guard !self.data.isEmpty else { return nil }
+            return ServerSentEvent(event: self.event.isEmpty ? "message" : self.event, data: self.data.joined(separator: "\n"), id: self.lastID, retry: self.retry)
+        }
+        if line.first == ":" { return nil }
+        let field: Substring
+        var value: Substring
+        if let colon = line.firstIndex(of: ":") {
+            field = line[..<colon]
+            value = line[line.index(after: colon)...]
+            if value.first == " " { value = value.dropFirst() }
+        } else {
+            field = line
+            value = ""
+        }
+        switch field {
+        case "data": self.data.append(String(value))
+        case "event": self.event = String(value)
+        case "id" where !value.contains("\0"): self.lastID = String(value)
+        case "retry": if let milliseconds = Int(value), value.allSatisfy(\.isASCII) { self.retry = milliseconds }
+        default: break
+        }
+        return nil
+    }
+}
+
+/// The server-sent events of a streamed `text/event-stream` body, as they arrive.
+public struct ServerSentEventSequence: AsyncSequence, Sendable {
+    /// An event.
+    public typealias Element = ServerSentEvent
+    let lines: LineSequence
+
+    /// The iterator of a ``ServerSentEventSequence``.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var lines: LineSequence.AsyncIterator
+        var parser = ServerSentEventParser()
+
+        /// The next complete event, or `nil` at the end of the stream (an unfinished event is dropped).
+        public mutating func next() async throws -> ServerSentEvent? {
+            while let line = try await self.lines.next() {
+                if let event = self.parser.feed(line) { return event }
+            }
+            return nil
+        }
+    }
+
+    /// Makes an iterator over the events.
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(lines: self.lines.makeAsyncIterator())
+    }
+}

@@ -1,0 +1,231 @@
+import Foundation
+import HTTPTypes
+
+/// How far a transfer has got.
+public struct TransferProgress: Sendable, Hashable {
+    /// Bytes sent or received so far (for a resumed download, including the bytes already on disk).
+    public var completedBytes: Int64
+    /// The total, when known (`Content-Length`, `Content-Range` or the file size).
+    public var expectedBytes: Int64?
+
+    /// Creates a progress value.
+    public init(completedBytes: Int64, expectedBytes: Int64?) {
+        self.completedBytes = completedBytes
+        self.expectedBytes = expectedBytes
+    }
+
+    /// The fraction done, from 0 to 1, when the total is known.
+    public var fraction: Double? {
+        guard let expected = self.expectedBytes else { return nil }
+        return expected > 0 ? min(1, Double(self.completedBytes) / Double(expected)) : 1
+    }
+}
+
+/// A running upload or download: its progress as an `AsyncSequence`, and its result.
+public struct TransferTask<Success: Sendable>: Sendable {
+    /// Progress updates; a slow reader sees the latest one (older ones are dropped, memory stays flat).
+    /// The sequence ends when the transfer does.
+    public let progress: AsyncStream<TransferProgress>
+    let task: Task<Success, any Error>
+
+    /// The result, once the transfer is over.
+    public var value: Success {
+        get async throws { try await self.task.value }
+    }
+
+    /// Cancels the transfer; `value` then throws kind `cancelled` (a download keeps its partial file for resuming).
+    public func cancel() { self.task.cancel() }
+}
+
+/// Sends progress values to a ``TransferTask``'s sequence.
+final class ProgressReporter: Sendable {
+    let stream: AsyncStream<TransferProgress>
+    private let continuation: AsyncStream<TransferProgress>.Continuation
+    private let state = Locked((completed: Int64(0), expected: Int64?.none))
+
+    init() {
+        (self.stream, self.continuation) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Sets the starting point and total (a retry or a resumed download starts over from `completed`).
+    func start(completed: Int64, expected: Int64?) {
+        self.state.withLock { $0 = (completed, expected) }
+        self.continuation.yield(TransferProgress(completedBytes: completed, expectedBytes: expected))
+    }
+
+    func add(_ count: Int) {
+        let progress = self.state.withLock { state -> TransferProgress in
+            state.completed += Int64(count)
+            return TransferProgress(completedBytes: state.completed, expectedBytes: state.expected)
+        }
+        self.continuation.yield(progress)
+    }
+
+    func finish() { self.continuation.finish() }
+}
+
+/// A response whose body is still arriving: read it as chunks, lines or server-sent events.
+public struct StreamingResponse: Sendable {
+    /// The status.
+    public var status: HTTPResponse.Status
+    /// The header fields (without `Content-Encoding` and `Content-Length` when Courier decoded gzip or deflate).
+    public var headers: HTTPFields
+    /// The protocol version.
+    public var version: HTTPVersion
+    /// The body's length when announced and not content-coded.
+    public var expectedLength: Int?
+    /// The body, as chunks of bytes in arrival order; it can be read once.
+    public var body: ByteStream
+
+    /// The body as lines of text (LF, CRLF or CR endings), each at most `maxLineLength` bytes.
+    public func lines(maxLineLength: Int = 1 << 20) -> LineSequence {
+        LineSequence(base: self.body, maxLineLength: maxLineLength)
+    }
+
+    /// The body as server-sent events (`text/event-stream`).
+    public func events(maxLineLength: Int = 1 << 20) -> ServerSentEventSequence {
+        ServerSentEventSequence(lines: self.lines(maxLineLength: maxLineLength))
+    }
+}
+
+/// Where a download goes: a file name inside a chosen directory.
+public struct DownloadDestination: Sendable, Hashable {
+    /// The directory the file must stay inside.
+    public var directory: URL
+    /// The file's name: one path component, not `.` or `..`.
+    public var fileName: String
+    /// Whether an existing file at the destination may be replaced.
+    public var overwrite: Bool
+
+    /// Creates a destination.
+    public init(directory: URL, fileName: String, overwrite: Bool = false) {
+        self.directory = directory
+        self.fileName = fileName
+        self.overwrite = overwrite
+    }
+
+    /// The destination file, checked: it stays inside the directory, and does not exist unless overwriting is allowed.
+    func validated() throws -> URL {
+        let name = self.fileName
+        guard !name.isEmpty, name != ".", name != "..", !name.contains("/"), !name.contains("\0"), !name.hasPrefix(".courier-") else {
+            throw CourierError.invalidRequest("the download file name '\(name)' is not a single, plain file name")
+        }
+        let directory = self.directory.standardizedFileURL.resolvingSymlinksInPath()
+        let file = directory.appendingPathComponent(name).standardizedFileURL
+        guard file.deletingLastPathComponent().path == directory.path else {
+            throw CourierError.invalidRequest("the download destination leaves the directory \(directory.path)")
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CourierError.invalidRequest("the download directory \(directory.path) does not exist")
+        }
+        if !self.overwrite, FileManager.default.fileExists(atPath: file.path) {
+            throw CourierError.invalidRequest("\(file.path) exists; allow overwriting to replace it")
+        }
+        return file
+    }
+}
+
+/// A finished download.
+public struct DownloadResult: Sendable {
+    /// Where the file is.
+    public var url: URL
+    /// The file's size.
+    public var byteCount: Int64
+    /// The offset the transfer resumed from (0 when it started from the beginning).
+    public var resumedFrom: Int64
+    /// The final response's status (200, or 206 when resumed).
+    public var status: HTTPResponse.Status
+    /// The final response's header fields.
+    public var headers: HTTPFields
+}
+
+/// The task-local hook that lets `upload` see a request body being sent.
+enum UploadObservation {
+    @TaskLocal static var reporter: ProgressReporter?
+}
+
+extension RequestBody {
+    /// The body, reporting each chunk the transport reads to `reporter` (restarting on a replay).
+    func reporting(to reporter: ProgressReporter) -> RequestBody {
+        let length = self.length
+        let source: @Sendable () -> ByteStream
+        switch self.storage {
+        case .bytes(let data):
+            // In pieces, so progress moves while a large in-memory body is written.
+            source = { ByteStream(chunks: stride(from: 0, to: data.count, by: 64 * 1024).map { data.subdata(in: $0..<min($0 + 64 * 1024, data.count)) }) }
+        case .stream(let make):
+            source = make
+        }
+        var body = RequestBody(storage: .stream({
+            reporter.start(completed: 0, expected: length.map(Int64.init))
+            return source().observed { reporter.add($0.count) }
+        }), contentType: self.contentType, length: length, isReplayable: self.isReplayable)
+        body.shareSendCount(with: self)
+        return body
+    }
+
+    /// A replayable body streamed from a file, read in 256 KiB chunks each time it is sent.
+    ///
+    /// - Throws: ``CourierError`` of kind `invalidRequest` when the file cannot be read.
+    public static func file(_ url: URL, contentType: String? = nil) throws -> RequestBody {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
+              let size = (attributes[.size] as? NSNumber)?.intValue,
+              FileManager.default.isReadableFile(atPath: url.path)
+        else {
+            throw CourierError.invalidRequest("cannot read the file \(url.path)")
+        }
+        return .stream(length: size, contentType: contentType) { FileChunks.stream(url) }
+    }
+
+    /// This body compressed with gzip (its length then unknown for streams).
+    func gzipped() throws -> RequestBody {
+        switch self.storage {
+        case .bytes(let data):
+            return .data(try Deflater.gzip(data), contentType: self.contentType)
+        case .stream(let make):
+            var body = RequestBody(storage: .stream({ make().transformed { (try? Deflater()) ?? DeflaterUnavailable.deflater() } }), contentType: self.contentType, length: nil, isReplayable: self.isReplayable)
+            body.shareSendCount(with: self)
+            return body
+        }
+    }
+}
+
+/// zlib could not allocate a compressor: a last resort that crashes loudly rather than sending garbage.
+enum DeflaterUnavailable {
+    static func deflater() -> Deflater {
+        do { return try Deflater() } catch { fatalError("zlib could not allocate a compressor: \(error)") }
+    }
+}
+
+/// Reads a file as a stream of chunks.
+enum FileChunks {
+    static let chunkSize = 256 * 1024
+
+    static func stream(_ url: URL, from offset: UInt64 = 0) -> ByteStream {
+        ByteStream {
+            let handle = Locked<FileHandle?>(nil)
+            var opened = false
+            return {
+                if !opened {
+                    opened = true
+                    do {
+                        let file = try FileHandle(forReadingFrom: url)
+                        if offset > 0 { try file.seek(toOffset: offset) }
+                        handle.withLock { $0 = file }
+                    } catch {
+                        throw CourierError.invalidRequest("cannot read the file \(url.path): \(error.localizedDescription)")
+                    }
+                }
+                guard let file = handle.withLock({ $0 }) else { return nil }
+                let chunk = try file.read(upToCount: Self.chunkSize) ?? Data()
+                if chunk.isEmpty {
+                    try? file.close()
+                    handle.withLock { $0 = nil }
+                    return nil
+                }
+                return chunk
+            }
+        }
+    }
+}
