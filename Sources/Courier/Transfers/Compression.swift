@@ -94,17 +94,26 @@ struct Inflater: ChunkTransformer {
 
     mutating func feed(_ input: Data) throws {
         self.compressedTotal += input.count
-        if self.ended {
-            if input.contains(where: { $0 != 0 }) { throw Self.corrupt("data after the end of the compressed stream") }
-            return
-        }
         self.input = input
         self.inputOffset = 0
     }
 
     mutating func produce() throws -> Data? {
         if let startError = self.startError { throw startError }
-        guard !self.ended, self.inputOffset < self.input.count, let zstream = self.zstream else { return nil }
+        guard self.inputOffset < self.input.count, let zstream = self.zstream else { return nil }
+        if self.ended {
+            // After the end of a stream: zero padding is ignored, another gzip member is decoded
+            // (RFC 1952 allows several), anything else is an error.
+            let rest = self.input[(self.input.startIndex + self.inputOffset)...]
+            if !rest.contains(where: { $0 != 0 }) {
+                self.inputOffset = self.input.count
+                return nil
+            }
+            guard self.coding == .gzip, inflateReset(zstream.stream) == Z_OK else {
+                throw Self.corrupt("data after the end of the compressed stream")
+            }
+            self.ended = false
+        }
         var output = Data(count: Self.pieceSize)
         let stream = zstream.stream
         let offset = self.inputOffset
@@ -133,13 +142,13 @@ struct Inflater: ChunkTransformer {
             let reason = stream.pointee.msg.map { String(cString: $0) } ?? "status \(status)"
             throw Self.corrupt(reason)
         }
-        self.inputOffset += consumed
-        if self.ended, self.input[(self.input.startIndex + self.inputOffset)...].contains(where: { $0 != 0 }) {
-            throw Self.corrupt("data after the end of the compressed stream")
+        if consumed == 0, produced == 0, status != Z_STREAM_END {
+            throw Self.corrupt("zlib made no progress")
         }
+        self.inputOffset += consumed
         self.decodedTotal += produced
         try self.checkLimits()
-        if produced == 0 { return self.inputOffset < self.input.count && !self.ended ? try self.produce() : nil }
+        if produced == 0 { return self.inputOffset < self.input.count ? try self.produce() : nil }
         output.count = produced
         return output
     }
@@ -243,4 +252,10 @@ extension ResponseBody {
         let decoded = stream.transformed { Inflater(coding: coding, limits: limits) }
         return .stream(decoded, expectedLength: nil)
     }
+}
+
+/// gzip in one call, for tests and tools in this package.
+package enum Gzip {
+    /// `data` compressed with gzip.
+    package static func compress(_ data: Data) throws -> Data { try Deflater.gzip(data) }
 }

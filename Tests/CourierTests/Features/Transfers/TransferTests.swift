@@ -1,0 +1,288 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Crypto
+import Foundation
+import HTTPTypes
+import Testing
+
+/// Runs a command with `input` on standard input and returns its standard output (off the cooperative pool).
+func runTool(_ arguments: [String], input: Data) async throws -> Data {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            do {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                process.arguments = arguments
+                let stdin = Pipe(), stdout = Pipe()
+                process.standardInput = stdin
+                process.standardOutput = stdout
+                process.standardError = FileHandle.nullDevice
+                try process.run()
+                DispatchQueue.global().async {
+                    stdin.fileHandleForWriting.write(input)
+                    try? stdin.fileHandleForWriting.close()
+                }
+                let output = stdout.fileHandleForReading.readDataToEndOfFile()
+                while process.isRunning { usleep(1000) }
+                continuation.resume(returning: output)
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+}
+
+func sha256(_ data: Data) -> String { SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined() }
+
+/// Deterministic pseudo-random bytes.
+func payload(_ count: Int, seed: UInt64 = 7) -> Data {
+    var state = seed
+    var bytes = [UInt8](repeating: 0, count: count)
+    for index in 0..<count {
+        state = state &* 6364136223846793005 &+ 1442695040888963407
+        bytes[index] = UInt8(truncatingIfNeeded: state >> 33)
+    }
+    return Data(bytes)
+}
+
+/// A file origin: `/file` supports ranges (with If-Range on its ETag) unless `rangesSupported` is off;
+/// the first request can be cut mid-body.
+final class FileOrigin: Sendable {
+    let content = Locked(payload(1_000_000))
+    let etag = Locked("\"v1\"")
+    let rangesSupported: Bool
+    let cutFirstAfter: Int?
+    private let served = Locked(0)
+
+    init(rangesSupported: Bool = true, cutFirstAfter: Int? = nil) {
+        self.rangesSupported = rangesSupported
+        self.cutFirstAfter = cutFirstAfter
+    }
+
+    func handle(_ request: RecordedRequest) async -> ScriptedResponse {
+        let body = self.content.withLock { $0 }
+        let etag = self.etag.withLock { $0 }
+        let count = self.served.withLock { $0 += 1; return $0 }
+        switch request.path {
+        case "/file":
+            if self.rangesSupported, let range = request.header("Range"), range.hasPrefix("bytes="),
+               request.header("If-Range").map({ $0 == etag }) ?? true,
+               let start = Int(range.dropFirst("bytes=".count).split(separator: "-").first ?? ""), start < body.count {
+                return ScriptedResponse(
+                    status: 206,
+                    headers: [("Content-Type", "application/octet-stream"), ("ETag", etag), ("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)")],
+                    body: body.subdata(in: start..<body.count)
+                )
+            }
+            var response = ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream"), ("ETag", etag)], body: body)
+            if count == 1, let cut = self.cutFirstAfter { response.behaviour = .closeMidBody(afterBytes: cut) }
+            return response
+        case "/slow-file":
+            return ScriptedResponse(status: 200, headers: [("ETag", etag)], body: body, behaviour: .stallMidBody(afterBytes: 100_000, .seconds(30)))
+        case "/upload":
+            return .text("\(request.body.count) \(sha256(request.body))")
+        default:
+            return .text("not found", status: 404)
+        }
+    }
+}
+
+@Suite("Transfers: downloads, uploads, streaming")
+struct TransferTests {
+    func directory() throws -> URL {
+        let url = temporaryDirectory("transfer")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    func visibleFiles(_ directory: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+    }
+
+    func hiddenFiles(_ directory: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasPrefix(".") }.sorted()
+    }
+
+    /// The last progress value of a transfer.
+    func lastProgress<Success>(_ transfer: TransferTask<Success>) -> Task<[TransferProgress], Never> {
+        Task {
+            var seen: [TransferProgress] = []
+            for await progress in transfer.progress { seen.append(progress) }
+            return seen
+        }
+    }
+
+    @Test(arguments: [TransportKind.asyncHTTPClient])
+    func aDownloadIsStreamedToAFileWithProgress(_ kind: TransportKind) async throws {
+        let origin = FileOrigin()
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let transfer = client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "file.bin"))
+            let progress = self.lastProgress(transfer)
+            let result = try await transfer.value
+            let seen = await progress.value
+            #expect(result.byteCount == 1_000_000)
+            #expect(result.resumedFrom == 0)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+            #expect(seen.last == TransferProgress(completedBytes: 1_000_000, expectedBytes: 1_000_000))
+            #expect(seen.last?.fraction == 1)
+            #expect(self.hiddenFiles(folder).isEmpty)
+            #expect(server.requests.first?.header("Accept-Encoding") == "identity")
+
+            // The destination exists now: no overwrite unless asked.
+            let again = await expectCourierError { _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "file.bin")).value }
+            #expect(again?.kind == .invalidRequest)
+            let replaced = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "file.bin", overwrite: true)).value
+            #expect(replaced.byteCount == 1_000_000)
+        }
+    }
+
+    @Test(arguments: ["../escape.bin", "a/b.bin", "..", ".", "", ".courier-x"])
+    func aDestinationOutsideTheDirectoryIsRefused(_ name: String) async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let error = await expectCourierError { _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: name)).value }
+            #expect(error?.kind == .invalidRequest)
+            #expect(server.requests.isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: folder.deletingLastPathComponent().appendingPathComponent("escape.bin").path))
+        }
+    }
+
+    @Test
+    func aDownloadCutMidBodyResumesWithRangeAndIfRange() async throws {
+        let origin = FileOrigin(cutFirstAfter: 400_000)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "big.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            let failure = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            #expect(failure?.kind == .transport)
+            #expect(self.visibleFiles(folder).isEmpty)   // nothing at the final path
+            #expect(self.hiddenFiles(folder).count == 2)  // the partial file and its validator
+
+            let transfer = client.download(endpoint, to: destination)
+            let progress = self.lastProgress(transfer)
+            let result = try await transfer.value
+            #expect(result.resumedFrom > 0)
+            #expect(result.resumedFrom <= 400_000)
+            #expect(result.status.code == 206)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+            let resumed = try #require(server.requests.last)
+            #expect(resumed.header("Range") == "bytes=\(result.resumedFrom)-")
+            #expect(resumed.header("If-Range") == "\"v1\"")
+            let seen = await progress.value
+            #expect(seen.first?.completedBytes == result.resumedFrom)
+            #expect(seen.last?.completedBytes == 1_000_000)
+            #expect(self.hiddenFiles(folder).isEmpty)
+        }
+    }
+
+    @Test(arguments: ["no range support", "validator changed"])
+    func aServerThatCannotResumeMakesTheDownloadRestartCleanly(_ situation: String) async throws {
+        let origin = FileOrigin(rangesSupported: situation == "validator changed", cutFirstAfter: 400_000)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "big.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            if situation == "validator changed" {
+                origin.content.withLock { $0 = payload(700_000, seed: 99) }
+                origin.etag.withLock { $0 = "\"v2\"" }
+            }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.resumedFrom == 0)
+            #expect(result.status.code == 200)
+            #expect(server.requests.last?.header("Range") != nil)   // it did ask
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+        }
+    }
+
+    @Test
+    func aCancelledDownloadKeepsItsPartialFileAndThrowsCancelled() async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let transfer = client.download(Endpoint<Data>(path: "/slow-file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "slow.bin"))
+            var reached = false
+            for await progress in transfer.progress where progress.completedBytes >= 100_000 {
+                reached = true
+                transfer.cancel()
+                break
+            }
+            #expect(reached)
+            let error = await expectCourierError { _ = try await transfer.value }
+            #expect(error?.kind == .cancelled)
+            #expect(self.visibleFiles(folder).isEmpty)
+            #expect(self.hiddenFiles(folder).contains(".courier-slow.bin.partial"))
+        }
+    }
+
+    @Test
+    func aFileIsUploadedStreamedWithProgressAndReplayedByARetry() async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("upload.bin")
+        let content = payload(3_000_000, seed: 3)
+        try content.write(to: file)
+        let server = try await http1Server(FileOrigin().handle)
+        let retryOnce = ClosureMiddleware { request, next in
+            _ = try await next(request)   // the first attempt's answer is thrown away
+            return try await next(request)
+        }
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let endpoint = Endpoint<String>(method: .post, path: "/upload", body: .body(try RequestBody.file(file, contentType: "application/octet-stream")), middleware: [retryOnce], decoding: .string)
+            let transfer = client.upload(endpoint)
+            let progress = self.lastProgress(transfer)
+            let response = try await transfer.value
+            #expect(response.value == "3000000 \(sha256(content))")
+            #expect(server.requests.count == 2)
+            #expect(server.requests.allSatisfy { $0.body == content })
+            let seen = await progress.value
+            #expect(seen.last == TransferProgress(completedBytes: 3_000_000, expectedBytes: 3_000_000))
+            #expect(seen.count > 2)
+        }
+    }
+
+    @Test
+    func aMultipartFormArrivesByteForByte() async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("photo.jpg")
+        let fileContent = payload(200_000, seed: 5)
+        try fileContent.write(to: file)
+        var form = MultipartForm()
+        form.add(name: "title", value: "Holiday – día 1")
+        form.add(name: "a\"b\r\nX-Injected: 1", value: "quoted")
+        try form.addData(Data("{\"k\":1}".utf8), name: "meta", fileName: "meta\".json", contentType: "application/json")
+        try form.addFile(name: "photo", url: file, contentType: "image/jpeg")
+        let body = form.body()
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let response = try await client.send(Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string))
+            let received = try #require(server.requests.first)
+            let b = form.boundary
+            var expected = Data("--\(b)\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nHoliday – día 1\r\n".utf8)
+            expected += Data("--\(b)\r\nContent-Disposition: form-data; name=\"a%22b%0D%0AX-Injected: 1\"\r\n\r\nquoted\r\n".utf8)
+            expected += Data("--\(b)\r\nContent-Disposition: form-data; name=\"meta\"; filename=\"meta%22.json\"\r\nContent-Type: application/json\r\n\r\n{\"k\":1}\r\n".utf8)
+            expected += Data("--\(b)\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"photo.jpg\"\r\nContent-Type: image/jpeg\r\n\r\n".utf8)
+            expected += fileContent + Data("\r\n--\(b)--\r\n".utf8)
+            #expect(received.body == expected)
+            #expect(body.length == expected.count)
+            #expect(received.header("Content-Type") == "multipart/form-data; boundary=\(b)")
+            #expect(received.header("Content-Length") == "\(expected.count)")
+            #expect(response == "\(expected.count) \(sha256(expected))")
+        }
+        var bad = MultipartForm()
+        #expect(throws: CourierError.self) { try bad.addData(Data(), name: "x", fileName: "x", contentType: "text/plain\r\nX-Evil: 1") }
+    }
+}
