@@ -84,7 +84,14 @@ public final class URLSessionTransport: Transport {
             }
         }
         let status = HTTPResponse.Status(code: head.statusCode, reasonPhrase: HTTPURLResponse.localizedString(forStatusCode: head.statusCode).capitalized)
-        let expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
+        var expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
+        // URLSession decodes gzip, deflate (and br on Apple platforms) itself but keeps the
+        // header fields: drop them, so the body handed up is what they describe.
+        if let coding = fields[.contentEncoding]?.lowercased(), ["gzip", "x-gzip", "deflate", "br"].contains(coding.trimmingCharacters(in: .whitespaces)) {
+            fields[.contentEncoding] = nil
+            fields[.contentLength] = nil
+            expected = nil
+        }
         let chunks = exchange.chunks
         let body = ByteStream(onCancel: { task.cancel() }) {
             var iterator = chunks.makeAsyncIterator()

@@ -78,8 +78,8 @@ struct StreamingAndCompressionTests {
         try await runTool(tool, input: Data(text.utf8))
     }
 
-    @Test(arguments: ["gzip", "deflate (zlib)", "deflate (raw)"])
-    func compressedResponsesAreDecodedTransparently(_ coding: String) async throws {
+    @Test(arguments: TransportKind.allCases, ["gzip", "deflate (zlib)", "deflate (raw)"])
+    func compressedResponsesAreDecodedTransparently(_ kind: TransportKind, _ coding: String) async throws {
         let json = #"{"id":9,"title":"\#(String(repeating: "squeeze ", count: 200))"}"#
         // Made by independent encoders: the gzip tool and Python's zlib.
         let body: Data
@@ -92,7 +92,7 @@ struct StreamingAndCompressionTests {
         let server = try await http1Server { _ in
             ScriptedResponse(status: 200, headers: [("Content-Type", "application/json"), ("Content-Encoding", coding.hasPrefix("gzip") ? "gzip" : "deflate")], body: body)
         }
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let response = try await client.response(Endpoint<Article>(path: "/article"))
             #expect(response.value.id == 9)
             #expect(response.headers[.contentEncoding] == nil)
