@@ -94,6 +94,21 @@ struct RequestCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The request's priority: veryLow, low, normal, high, veryHigh.")
     var priority: String = "normal"
 
+    @Option(name: .customShort("o"), help: "Download the body to this file (streamed to disk, with progress).")
+    var output: String?
+
+    @Flag(name: .customLong("continue"), help: "With -o: resume an interrupted download where it stopped.")
+    var continueDownload = false
+
+    @Flag(name: .long, help: "With -o: replace the file if it exists.")
+    var force = false
+
+    @Option(name: .long, help: "Upload this file as the request body, streamed from disk (defaults the method to PUT).")
+    var upload: String?
+
+    @Option(name: .customShort("F"), help: "A multipart form field, 'name=value', or a file, 'name=@path' (repeatable; defaults the method to POST).")
+    var form: [String] = []
+
     @Option(name: .long, help: "A directory for a disk cache: responses that may be stored are kept there and reused.")
     var cache: String?
 
@@ -117,8 +132,11 @@ struct RequestCommand: AsyncParsableCommand {
         guard (1...2).contains(self.arguments.count) else {
             throw ValidationError("give a URL, or a method and a URL")
         }
-        if self.data != nil && self.json != nil {
-            throw ValidationError("use either -d or --json, not both")
+        if [self.data != nil, self.json != nil, self.upload != nil, !self.form.isEmpty].filter({ $0 }).count > 1 {
+            throw ValidationError("use only one of -d, --json, --upload and -F")
+        }
+        if self.continueDownload && self.output == nil {
+            throw ValidationError("--continue needs -o FILE")
         }
         if self.http1 && self.http2 {
             throw ValidationError("use either --http1 or --http2, not both")
@@ -184,6 +202,31 @@ struct RequestCommand: AsyncParsableCommand {
             body = .data(Data(json.utf8), contentType: "application/json")
         } else if let data = self.data {
             body = .data(Data(data.utf8), contentType: fields[.contentType] ?? "application/x-www-form-urlencoded")
+        } else if let upload = self.upload {
+            do {
+                body = .body(try RequestBody.file(URL(fileURLWithPath: upload), contentType: fields[.contentType] ?? "application/octet-stream"))
+            } catch {
+                return self.fail("cannot upload \(upload): \((error as? CourierError)?.message ?? "\(error)")", code: 3)
+            }
+        } else if !self.form.isEmpty {
+            var multipart = MultipartForm()
+            for item in self.form {
+                guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
+                    return self.fail("'\(item)' is not a form field ('name=value' or 'name=@file')", code: 3)
+                }
+                let name = String(item[..<equals])
+                let value = String(item[item.index(after: equals)...])
+                if value.hasPrefix("@") {
+                    do {
+                        try multipart.addFile(name: name, url: URL(fileURLWithPath: String(value.dropFirst())))
+                    } catch {
+                        return self.fail("cannot attach \(value.dropFirst()): \((error as? CourierError)?.message ?? "\(error)")", code: 3)
+                    }
+                } else {
+                    multipart.add(name: name, value: value)
+                }
+            }
+            body = .body(multipart.body())
         }
         let method: HTTPRequest.Method
         if self.arguments.count == 2 {
@@ -192,7 +235,7 @@ struct RequestCommand: AsyncParsableCommand {
             }
             method = parsed
         } else {
-            method = body == nil ? .get : .post
+            method = body == nil ? .get : (self.upload != nil ? .put : .post)
         }
 
         var transportConfiguration = AsyncHTTPClientTransport.Configuration()
@@ -268,12 +311,25 @@ struct RequestCommand: AsyncParsableCommand {
             try? await transport.shutdown()
             return code
         }
+        if let output = self.output {
+            let code = await self.download(client: client, endpoint: endpoint, to: output)
+            try? await transport.shutdown()
+            return code
+        }
         let code: Int32
         do {
             if verbose, let request = try? client.makeRequest(for: endpoint) {
                 FileHandle.standardError.write(Data("* \(request.cURLDescription())\n".utf8))
             }
-            let response = try await client.response(endpoint)
+            let response: Response<Data>
+            if self.upload != nil || !self.form.isEmpty {
+                let transfer = client.upload(endpoint)
+                let printer = Task { await ProgressPrinter(label: "upload").show(transfer.progress) }
+                response = try await transfer.value
+                await printer.value
+            } else {
+                response = try await client.response(endpoint)
+            }
             if verbose {
                 let age = response.age.map { " (age \(Int($0.inSeconds))s)" } ?? ""
                 FileHandle.standardError.write(Data("* source: \(response.source.rawValue)\(age)\n".utf8))

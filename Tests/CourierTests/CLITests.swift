@@ -35,6 +35,60 @@ func runCourier(_ arguments: [String]) async throws -> (status: Int32, stdout: S
 @Suite("The courier executable")
 struct CLITests {
     @Test
+    func downloadsWithProgressAndResumesWithContinue() async throws {
+        let origin = FileOrigin(cutFirstAfter: 300_000)
+        let server = try await http1Server(origin.handle)
+        let directory = temporaryDirectory("cli-download")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("out.bin").path
+        let url = server.baseURL.absoluteString + "/file"
+        let cut = try await runCourier(["request", url, "-o", file])
+        #expect(cut.status == 5)
+        #expect(cut.stderr.contains("--continue"))
+        #expect(!FileManager.default.fileExists(atPath: file))
+        let resumed = try await runCourier(["request", url, "-o", file, "--continue"])
+        #expect(resumed.status == 0)
+        #expect(resumed.stderr.contains("out.bin: 100% (1000000/1000000 bytes)"))
+        #expect(resumed.stderr.contains("resumed at"))
+        #expect(sha256(try Data(contentsOf: URL(fileURLWithPath: file))) == sha256(origin.content.withLock { $0 }))
+        #expect(server.requests.last?.header("Range")?.hasPrefix("bytes=") == true)
+        let exists = try await runCourier(["request", url, "-o", file])
+        #expect(exists.status == 3)
+        try await server.stop()
+    }
+
+    @Test
+    func uploadsAFileAndMultipartForms() async throws {
+        let server = try await http1Server(FileOrigin().handle)
+        let directory = temporaryDirectory("cli-upload")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("notes.txt")
+        let content = payload(100_000, seed: 11)
+        try content.write(to: file)
+        let url = server.baseURL.absoluteString + "/upload"
+        let put = try await runCourier(["request", url, "--upload", file.path])
+        #expect(put.status == 0)
+        #expect(put.stdout == "100000 \(sha256(content))")
+        #expect(server.requests.first?.method == "PUT")
+        #expect(server.requests.first?.body == content)
+
+        let post = try await runCourier(["request", url, "-F", "title=hello", "-F", "doc=@\(file.path)"])
+        #expect(post.status == 0)
+        let received = try #require(server.requests.last)
+        #expect(received.method == "POST")
+        let boundary = try #require(received.header("Content-Type")?.components(separatedBy: "boundary=").last)
+        var expected = Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhello\r\n".utf8)
+        expected += Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"doc\"; filename=\"notes.txt\"\r\nContent-Type: application/octet-stream\r\n\r\n".utf8)
+        expected += content + Data("\r\n--\(boundary)--\r\n".utf8)
+        #expect(received.body == expected)
+        let missing = try await runCourier(["request", url, "-F", "doc=@/nonexistent/file"])
+        #expect(missing.status == 3)
+        try await server.stop()
+    }
+
+    @Test
     func aDiskCacheServesTheSecondIdenticalRequest() async throws {
         let server = try await http1Server(CacheOrigin().handle)
         let directory = temporaryDirectory("cli-cache")

@@ -1,0 +1,70 @@
+import Courier
+import Foundation
+
+extension RequestCommand {
+    /// `-o FILE`: downloads to the file, with progress on standard error.
+    func download(client: Client, endpoint: Endpoint<Data>, to output: String) async -> Int32 {
+        let file = URL(fileURLWithPath: output).standardizedFileURL
+        let destination = DownloadDestination(directory: file.deletingLastPathComponent(), fileName: file.lastPathComponent, overwrite: self.force || self.continueDownload)
+        var accepting = endpoint
+        accepting.acceptedStatuses = 200..<300
+        let transfer = client.download(accepting, to: destination, resume: self.continueDownload)
+        let printer = Task { await ProgressPrinter(label: file.lastPathComponent).show(transfer.progress) }
+        do {
+            let result = try await transfer.value
+            await printer.value
+            let resumed = result.resumedFrom > 0 ? " (resumed at \(result.resumedFrom))" : ""
+            FileHandle.standardError.write(Data("saved \(result.byteCount) bytes to \(result.url.path)\(resumed)\n".utf8))
+            return 0
+        } catch let error as CourierError {
+            await printer.value
+            let hint = error.kind == .transport || error.kind == .cancelled || error.kind == .timeout ? "; run again with --continue to resume" : ""
+            FileHandle.standardError.write(Data("courier: \(error.description)\(hint)\n".utf8))
+            return Self.exitCode(for: error)
+        } catch {
+            await printer.value
+            FileHandle.standardError.write(Data("courier: \(error)\n".utf8))
+            return 1
+        }
+    }
+}
+
+/// Shows transfer progress on standard error: a bar redrawn in place on a terminal, plain lines
+/// (at most one per 10%) otherwise.
+struct ProgressPrinter {
+    let label: String
+
+    func show(_ progress: AsyncStream<TransferProgress>) async {
+        let terminal = isatty(STDERR_FILENO) != 0
+        var lastDecile = -1
+        var lastDraw = ContinuousClock.now - .seconds(1)
+        var latest: TransferProgress?
+        for await update in progress {
+            latest = update
+            if terminal {
+                if ContinuousClock.now - lastDraw >= .milliseconds(100) {
+                    lastDraw = .now
+                    FileHandle.standardError.write(Data("\r\(Self.bar(update)) \(self.label)".utf8))
+                }
+            } else if let fraction = update.fraction {
+                let decile = Int(fraction * 10)
+                if decile > lastDecile {
+                    lastDecile = decile
+                    FileHandle.standardError.write(Data("\(self.label): \(Int(fraction * 100))% (\(update.completedBytes)/\(update.expectedBytes ?? 0) bytes)\n".utf8))
+                }
+            }
+        }
+        if terminal, let latest {
+            FileHandle.standardError.write(Data("\r\(Self.bar(latest)) \(self.label)\n".utf8))
+        } else if !terminal, let latest, latest.fraction == nil {
+            FileHandle.standardError.write(Data("\(self.label): \(latest.completedBytes) bytes\n".utf8))
+        }
+    }
+
+    static func bar(_ progress: TransferProgress) -> String {
+        guard let fraction = progress.fraction else { return "\(progress.completedBytes) bytes" }
+        let width = 30
+        let filled = Int(fraction * Double(width))
+        return "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "] " + String(format: "%3d%%", Int(fraction * 100))
+    }
+}
