@@ -20,6 +20,10 @@ struct BenchmarkMain {
             try await ServeBenchmarkServer.run(directory: arguments[1])
             return
         }
+        if arguments.first == "transfer-run" {
+            try await TransferRun.main(Array(arguments.dropFirst()))
+            return
+        }
         let seconds = Self.option("--seconds", in: arguments).flatMap(Double.init) ?? 1
         let rounds = Self.option("--rounds", in: arguments).flatMap(Int.init) ?? 9
         let suite = arguments.first { !$0.hasPrefix("--") && Double($0) == nil && Int($0) == nil } ?? "pipeline"
@@ -30,8 +34,11 @@ struct BenchmarkMain {
             try await TrafficBenchmark().run()
         case "cache":
             try await CacheBenchmark(seconds: seconds, rounds: rounds).run()
+        case "transfer":
+            let megabytes = Self.option("--megabytes", in: arguments).flatMap(Int.init) ?? 1024
+            try await TransferBenchmark(bytes: megabytes << 20, rounds: Self.option("--rounds", in: arguments).flatMap(Int.init) ?? 3).run()
         default:
-            print("unknown benchmark '\(suite)'; available: pipeline, traffic, cache")
+            print("unknown benchmark '\(suite)'; available: pipeline, traffic, cache, transfer")
         }
     }
 
@@ -50,13 +57,19 @@ enum ServeBenchmarkServer {
             if request.path.hasPrefix("/delay/"), let ms = Int(request.path.dropFirst("/delay/".count)) {
                 return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")], body: payload).with(.stall(.milliseconds(ms)))
             }
+            if request.path.hasPrefix("/generated/"), let count = Int(request.path.dropFirst("/generated/".count)) {
+                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")]).with(.generated(length: count))
+            }
+            if request.path == "/sink" {
+                return .text("\(request.bodyLength)")
+            }
             if request.path.hasPrefix("/bytes/"), let count = Int(request.path.dropFirst("/bytes/".count)) {
                 return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: count))
             }
             return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")], body: payload)
         }
-        let plain = try await TestServer.start(.http1, handler: handler)
-        let tls = try await TestServer.start(.tls(certificates), handler: handler)
+        let plain = try await TestServer.start(.http1, keepsRequestBodies: false, handler: handler)
+        let tls = try await TestServer.start(.tls(certificates), keepsRequestBodies: false, handler: handler)
         let info = "\(plain.port)\n\(tls.port)\n"
         try Data(certificates.caPEM.utf8).write(to: URL(fileURLWithPath: directory + "/ca.pem"))
         try Data(info.utf8).write(to: URL(fileURLWithPath: directory + "/ports"))

@@ -16,8 +16,12 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let raw: Bool
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
+    private var bodyLength = 0
     private var responding = false
     private var active = true
+    /// The filler bytes still to send for a `.generated` response, and whether to keep the connection.
+    private var generating: (remaining: Int, keepAlive: Bool)?
+    private static let filler = ByteBuffer(repeating: UInt8(ascii: "a"), count: 256 * 1024)
 
     init(state: ServerState, connectionID: Int, raw: Bool) {
         self.state = state
@@ -30,8 +34,10 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .head(let head):
             self.head = head
             self.body.clear()
+            self.bodyLength = 0
         case .body(var buffer):
-            self.body.writeBuffer(&buffer)
+            self.bodyLength += buffer.readableBytes
+            if self.state.keepsRequestBodies { self.body.writeBuffer(&buffer) }
         case .end:
             guard let head = self.head else { return }
             self.head = nil
@@ -41,6 +47,7 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
                 uri: head.uri,
                 headers: head.headers.map { ($0.name, $0.value) },
                 body: Data(buffer: self.body),
+                bodyLength: self.bodyLength,
                 httpVersion: version,
                 connectionID: self.connectionID
             )
@@ -122,7 +129,37 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .chunked(let size, let delay):
             self.writeHead(response, chunked: true, context: context)
             self.sendChunks(response.body[...], size: max(1, size), delay: delay, keepAlive: keepAlive, context: context)
+        case .generated(let length):
+            var announced = response
+            announced.headers.removeAll { $0.0.lowercased() == "content-length" }
+            announced.headers.append(("Content-Length", "\(length)"))
+            self.writeHead(announced, chunked: false, context: context)
+            self.generating = (bodyAllowed ? length : 0, keepAlive)
+            self.pump(context: context)
         }
+    }
+
+    /// Writes filler while the channel accepts more, then waits for it to become writable again.
+    private func pump(context: ChannelHandlerContext) {
+        guard self.active, var generating = self.generating else { return }
+        while generating.remaining > 0, context.channel.isWritable {
+            let count = min(generating.remaining, Self.filler.readableBytes)
+            let slice = Self.filler.getSlice(at: Self.filler.readerIndex, length: count)!
+            context.write(self.wrapRaw(slice), promise: nil)
+            generating.remaining -= count
+        }
+        context.flush()
+        if generating.remaining == 0 {
+            self.generating = nil
+            self.finish(keepAlive: generating.keepAlive, context: context)
+        } else {
+            self.generating = generating
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if self.generating != nil, context.channel.isWritable { self.pump(context: context) }
+        context.fireChannelWritabilityChanged()
     }
 
     private func sendChunks(_ remaining: Data.SubSequence, size: Int, delay: Duration, keepAlive: Bool, context: ChannelHandlerContext) {

@@ -22,6 +22,9 @@ public struct ScriptedResponse: Sendable {
         case bodyLargerThanAnnounced(extra: Data)
         /// Send the body with chunked transfer encoding, in `chunkSize` pieces, `delay` apart.
         case chunked(chunkSize: Int, delay: Duration)
+        /// Send `length` bytes of filler (the letter `a`) with `Content-Length`, as fast as the
+        /// client reads them, without holding them in memory (for bulk-transfer benchmarks).
+        case generated(length: Int)
     }
 
     /// The status code.
@@ -78,8 +81,10 @@ public struct RecordedRequest: Sendable {
     public var uri: String
     /// Header fields, in order.
     public var headers: [(String, String)]
-    /// The body.
+    /// The body (empty when the server does not keep request bodies).
     public var body: Data
+    /// The number of body bytes received.
+    public var bodyLength: Int
     /// `HTTP/1.1` or `HTTP/2`.
     public var httpVersion: String
     /// Which connection carried the request (numbered from 1 in order of arrival).

@@ -64,8 +64,11 @@ public final class TestServer: Sendable {
     }
 
     /// Starts a server on a loopback port (a free one when `port` is 0).
-    public static func start(_ mode: Mode, port: Int = 0, handler: @escaping Handler) async throws -> TestServer {
-        let state = ServerState(handler: handler)
+    ///
+    /// - Parameter keepsRequestBodies: when false, request bodies are counted
+    ///   (``RecordedRequest/bodyLength``) but not kept, so bulk uploads use no memory.
+    public static func start(_ mode: Mode, port: Int = 0, keepsRequestBodies: Bool = true, handler: @escaping Handler) async throws -> TestServer {
+        let state = ServerState(handler: handler, keepsRequestBodies: keepsRequestBodies)
         let tls: NIOSSLContext?
         if case .tls(let certificates) = mode {
             tls = try NIOSSLContext(configuration: certificates.serverTLSConfiguration())
@@ -147,9 +150,11 @@ final class ServerState: Sendable {
     }
 
     let handler: TestServer.Handler
+    let keepsRequestBodies: Bool
     let locked = NIOLockedValueBox(Counters())
 
-    init(handler: @escaping TestServer.Handler) {
+    init(handler: @escaping TestServer.Handler, keepsRequestBodies: Bool) {
         self.handler = handler
+        self.keepsRequestBodies = keepsRequestBodies
     }
 }

@@ -1,0 +1,191 @@
+import AsyncHTTPClient
+import Courier
+import CourierAsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOSSL
+
+/// Issue 7's benchmark: 1 GiB downloads and uploads through Courier against raw AsyncHTTPClient
+/// moving the same bytes, each run in its own process so its peak resident memory is its own;
+/// and HTTP/2 bulk downloads against HTTP/1.1 over the same TLS server.
+struct TransferBenchmark {
+    let bytes: Int
+    let rounds: Int
+
+    struct Run {
+        var seconds: Double
+        var peakMiB: Double
+        var mibPerSecond: Double
+    }
+
+    func run() async throws {
+        let server = try ServerProcess()
+        defer { server.stop() }
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("courier-bench-transfer-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let ca = scratch.appendingPathComponent("ca.pem")
+        try Data(server.caPEM).write(to: ca)
+        let upload = scratch.appendingPathComponent("upload.bin")
+        try Self.makeFile(upload, size: self.bytes)
+
+        let plain = "http://127.0.0.1:\(server.plainPort)"
+        let tls = "https://localhost:\(server.tlsPort)"
+        let download = "/generated/\(self.bytes)"
+        let cases: [(String, [String])] = [
+            ("raw AHC download to file, HTTP/1.1", ["raw-download", plain + download]),
+            ("Courier download to file, HTTP/1.1", ["courier-download", plain + download]),
+            ("raw AHC stream (no disk), HTTP/1.1", ["raw-stream", plain + download]),
+            ("Courier stream (no disk), HTTP/1.1", ["courier-stream", plain + download]),
+            ("raw AHC upload from file, HTTP/1.1", ["raw-upload", plain + "/sink"]),
+            ("Courier upload from file, HTTP/1.1", ["courier-upload", plain + "/sink"]),
+            ("raw AHC stream, TLS HTTP/1.1", ["raw-stream-h1", tls + download]),
+            ("raw AHC stream, TLS HTTP/2 (defaults)", ["raw-stream", tls + download]),
+            ("Courier stream, TLS HTTP/1.1", ["courier-stream-h1", tls + download]),
+            ("Courier stream, TLS HTTP/2", ["courier-stream", tls + download]),
+        ]
+        print("transfer benchmark: \(self.bytes >> 20) MiB per transfer, \(self.rounds) alternating rounds, each in its own process; medians")
+        var results = Array(repeating: [Run](), count: cases.count)
+        for _ in 0..<self.rounds {
+            for (index, item) in cases.enumerated() {
+                let output = scratch.appendingPathComponent("out-\(index).bin")
+                results[index].append(try self.spawn(item.1 + [output.path, upload.path, ca.path, "\(self.bytes)"]))
+                try? FileManager.default.removeItem(at: output)
+            }
+        }
+        print("case                                        MiB/s   seconds   peak RSS MiB")
+        var medians: [Double] = []
+        for (index, item) in cases.enumerated() {
+            let speed = median(results[index].map(\.mibPerSecond))
+            medians.append(speed)
+            print("\(item.0.padding(toLength: 42, withPad: " ", startingAt: 0)) \(format(speed, 0).leftPadded(7))  \(format(median(results[index].map(\.seconds)), 2).leftPadded(8))  \(format(results[index].map(\.peakMiB).max() ?? 0, 1).leftPadded(13))")
+        }
+        print("")
+        print("Courier / raw, download to file:  \(format(medians[1] / medians[0] * 100, 1))%")
+        print("Courier / raw, stream:            \(format(medians[3] / medians[2] * 100, 1))%")
+        print("Courier / raw, upload:            \(format(medians[5] / medians[4] * 100, 1))%")
+        print("raw AHC HTTP/2 / HTTP/1.1 (TLS):  \(format(medians[7] / medians[6] * 100, 1))%")
+        print("Courier HTTP/2 / HTTP/1.1 (TLS):  \(format(medians[9] / medians[8] * 100, 1))%")
+    }
+
+    static func makeFile(_ url: URL, size: Int) throws {
+        _ = FileManager.default.createFile(atPath: url.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: url)
+        defer { try? handle.close() }
+        let block = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        var written = 0
+        while written < size {
+            let count = min(block.count, size - written)
+            try handle.write(contentsOf: block.prefix(count))
+            written += count
+        }
+    }
+
+    private func spawn(_ arguments: [String]) throws -> Run {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        process.arguments = ["transfer-run"] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let parts = output.split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        guard process.terminationStatus == 0, parts.count == 3 else {
+            throw CourierError(.transport, "transfer run \(arguments[0]) failed: \(output)")
+        }
+        return Run(seconds: parts[1], peakMiB: parts[2], mibPerSecond: parts[0] / parts[1] / 1_048_576)
+    }
+}
+
+/// One transfer in a child process; prints `bytes seconds peakMiB`.
+enum TransferRun {
+    static func main(_ arguments: [String]) async throws {
+        let (mode, url, output, upload, caPath, size) = (arguments[0], arguments[1], arguments[2], arguments[3], arguments[4], Int(arguments[5])!)
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caPath))
+        let http1Only = mode.hasSuffix("-h1")
+        let kind = http1Only ? String(mode.dropLast(3)) : mode
+        let start = ContinuousClock.now
+        var moved = 0
+        if kind.hasPrefix("raw") {
+            var configuration = HTTPClient.Configuration()
+            configuration.tlsConfiguration = tls
+            if http1Only { configuration.httpVersion = .http1Only }
+            let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+            switch kind {
+            case "raw-upload":
+                var request = HTTPClientRequest(url: url)
+                request.method = .PUT
+                request.body = .stream(FileBuffers(url: URL(fileURLWithPath: upload)), length: .known(Int64(size)))
+                let response = try await client.execute(request, timeout: .hours(1))
+                let body = try await response.body.collect(upTo: 1 << 20)
+                moved = Int(String(buffer: body)) ?? 0
+            default:
+                let response = try await client.execute(HTTPClientRequest(url: url), timeout: .hours(1))
+                let file = kind == "raw-download" ? try Self.create(output) : nil
+                for try await buffer in response.body {
+                    moved += buffer.readableBytes
+                    if let file { try file.write(contentsOf: buffer.readableBytesView) }
+                }
+                try file?.close()
+            }
+            try await client.shutdown()
+        } else {
+            let transport = AsyncHTTPClientTransport(configuration: .init {
+                $0.tlsConfiguration = tls
+                if http1Only { $0.httpVersion = .http1Only }
+            })
+            let client = Client(configuration: .init(transport: transport) { $0.timeout = .seconds(3600) })
+            switch kind {
+            case "courier-download":
+                let target = URL(fileURLWithPath: output)
+                let result = try await client.download(
+                    Endpoint<Data>(path: url, decoding: .data),
+                    to: DownloadDestination(directory: target.deletingLastPathComponent(), fileName: target.lastPathComponent, overwrite: true)
+                ).value
+                moved = Int(result.byteCount)
+            case "courier-upload":
+                let endpoint = Endpoint<String>(method: .put, path: url, body: .body(try RequestBody.file(URL(fileURLWithPath: upload))), decoding: .string)
+                moved = Int(try await client.upload(endpoint).value.value) ?? 0
+            default:
+                for try await chunk in try await client.stream(Endpoint<Data>(path: url, decoding: .data)).body {
+                    moved += chunk.count
+                }
+            }
+            try await transport.shutdown()
+        }
+        let elapsed = (ContinuousClock.now - start).inSecondsDouble
+        precondition(moved == size, "moved \(moved) of \(size) bytes")
+        print("\(moved) \(elapsed) \(residentMemory().peak)")
+    }
+
+    static func create(_ path: String) throws -> FileHandle {
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
+        return try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+    }
+}
+
+/// A file as a sequence of byte buffers, for raw AsyncHTTPClient uploads.
+struct FileBuffers: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let url: URL
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let handle: FileHandle?
+        mutating func next() async throws -> ByteBuffer? {
+            guard let handle, let data = try handle.read(upToCount: 256 * 1024), !data.isEmpty else { return nil }
+            return ByteBuffer(data: data)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: try? FileHandle(forReadingFrom: self.url)) }
+}
+
+extension Duration {
+    var inSecondsDouble: Double {
+        let (seconds, attoseconds) = self.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
