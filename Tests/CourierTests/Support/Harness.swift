@@ -156,7 +156,7 @@ func expectCourierError(_ body: () async throws -> Void, sourceLocation: SourceL
 }
 
 /// Waits until `condition` holds, polling, for at most `seconds`.
-func eventually(seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
+func eventually(seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if condition() { return true }
