@@ -187,7 +187,7 @@ public final class Client: Sendable {
         case .cache: outcomeText = "success(cache, age \(Int(outcome.age ?? 0))s)"
         case .revalidated: outcomeText = "success(revalidated)"
         }
-        self.log.finished(prepared.request, status: response.status.code, duration: response.duration, bytes: response.byteCount, version: response.version, outcome: outcomeText)
+        self.log.finished(prepared.request, status: response.status.code, duration: response.duration, bytes: response.byteCount, version: outcome.source == .cache ? nil : response.version, outcome: outcomeText)
         return response
     }
 

@@ -38,6 +38,13 @@ enum MediaAPI {
     }
 }
 
+/// A live feed of server-sent events.
+enum LiveAPI {
+    static func scores() -> Endpoint<Data> {
+        Endpoint(name: "live.scores", path: "/events", headers: [.accept: "text/event-stream"], decoding: .data)
+    }
+}
+
 /// Endpoints that show how slow and failing calls look.
 enum StatusAPI {
     static func slow(timeout: Duration? = nil) -> Endpoint<String> {

@@ -28,6 +28,7 @@ struct DemoCommand: AsyncParsableCommand {
             $0.logger = logger
             $0.defaultHeaders[.accept] = "application/json"
             $0.defaultHeaders[.userAgent] = "courier-demo/1.0"
+            $0.cache.store = MemoryCacheStore()
         })
 
         var tally = Tally()
@@ -112,5 +113,28 @@ struct DemoCommand: AsyncParsableCommand {
 
         print("\n7. The request of step 1 as cURL (secrets would be redacted)")
         print("   " + (try client.makeRequest(for: NewsAPI.list(page: 1))).cURLDescription())
+
+        print("\n8. The first page again: fresh in the cache (max-age=60), so no request is sent")
+        let cached = try await client.response(NewsAPI.list(page: 1))
+        print("   source: \(cached.source), age \(cached.age ?? .zero), \(cached.value.items.count) items")
+
+        print("\n9. The image downloaded to a file, with progress")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("courier-demo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let download = client.download(MediaAPI.image(id: 7), to: DownloadDestination(directory: folder, fileName: "image.png"))
+        var updates = 0
+        for await _ in download.progress { updates += 1 }
+        let file = try await download.value
+        tally.requests += 1
+        tally.bytes += Int(file.byteCount)
+        print("   \(file.byteCount) bytes saved to \(file.url.lastPathComponent) (\(updates) progress updates)")
+
+        print("\n10. Live scores as server-sent events, processed as they arrive")
+        let live = try await client.stream(LiveAPI.scores())
+        tally.requests += 1
+        for try await event in live.events() {
+            print("   \(event.event): \(event.data)")
+        }
     }
 }

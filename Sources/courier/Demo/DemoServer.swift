@@ -16,7 +16,9 @@ enum DemoServer {
             let page = Int(request.query["page"] ?? "1") ?? 1
             let start = (page - 1) * 3
             let items = (start..<min(start + 3, Self.titles.count)).map { NewsItem(id: $0 + 1, title: Self.titles[$0]) }
-            return .json(encoding: NewsPage(page: page, items: items, next: start + 3 < Self.titles.count ? page + 1 : nil))
+            var response = ScriptedResponse.json(encoding: NewsPage(page: page, items: items, next: start + 3 < Self.titles.count ? page + 1 : nil))
+            response.headers += [("Cache-Control", "max-age=60"), ("ETag", "\"news-\(page)\"")]
+            return response
         case ("GET", "news", 2):
             guard let id = Int(parts[1]), (1...Self.titles.count).contains(id) else {
                 return .json(#"{"error":"no such article"}"#, status: 404)
@@ -28,6 +30,9 @@ enum DemoServer {
             var bytes = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
             bytes.append(Data((0..<16_384).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ id) }))
             return ScriptedResponse(status: 200, headers: [("Content-Type", "image/png")], body: bytes)
+        case ("GET", "events", 1):
+            let events = "event: score\ndata: {\"home\":1,\"away\":0}\n\nevent: score\ndata: {\"home\":1,\"away\":1}\n\n: keep-alive\n\nevent: final\ndata: full time\n\n"
+            return ScriptedResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: Data(events.utf8), behaviour: .chunked(chunkSize: 16, delay: .milliseconds(5)))
         case ("GET", "slow", 1):
             return .text("worth the wait").with(.stall(.milliseconds(300)))
         case (_, "fail", 1):
