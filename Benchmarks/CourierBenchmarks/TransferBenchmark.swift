@@ -149,6 +149,17 @@ enum TransferRun {
             case "courier-upload":
                 let endpoint = Endpoint<String>(method: .put, path: url, body: .body(try RequestBody.file(URL(fileURLWithPath: upload))), decoding: .string)
                 moved = Int(try await client.upload(endpoint).value.value) ?? 0
+            case "courier-slow":
+                // A reader slower than the network: 5 ms per MiB. Shows whether memory stays bounded.
+                var sinceSleep = 0
+                for try await chunk in try await client.stream(Endpoint<Data>(path: url, decoding: .data)).body {
+                    moved += chunk.count
+                    sinceSleep += chunk.count
+                    if sinceSleep >= 1 << 20 {
+                        sinceSleep = 0
+                        try await Task.sleep(for: .milliseconds(5))
+                    }
+                }
             default:
                 for try await chunk in try await client.stream(Endpoint<Data>(path: url, decoding: .data)).body {
                     moved += chunk.count
