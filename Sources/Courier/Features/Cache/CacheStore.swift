@@ -39,6 +39,13 @@ public struct CacheEntry: Sendable, Equatable {
         self.varyingFields = varyingFields
     }
 
+    /// The status of an index entry: a response that varies is stored once per variant, and the
+    /// entry under the request's own key only names the fields it varies on (in `Vary`).
+    public static let variantIndexStatus = 0
+
+    /// Whether this entry is a variant index rather than a response.
+    public var isVariantIndex: Bool { self.status == Self.variantIndexStatus }
+
     /// The bytes the entry occupies, roughly: its body plus its header fields.
     public var cost: Int {
         self.headers.reduce(self.body.count + self.url.utf8.count + 64) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }

@@ -8,6 +8,8 @@ struct CacheRun: Sendable {
     /// The store key; `nil` when the request cannot be cached (a streamed body, or a method the
     /// policy does not cache) — its response may still invalidate entries.
     let key: String?
+    /// Where the entry found lives: the key itself, or the key of the variant the request selects.
+    let entryKey: String?
     let url: String
     let partition: String
     let method: HTTPRequest.Method
@@ -98,16 +100,24 @@ struct ResponseCache: Sendable {
         let now = self.configuration.now()
         let method = request.head.method
         var key: String?
+        var entryKey: String?
         var entry: CacheEntry?
         if CacheRules.handles(method, policy: policy), let requestKey = Self.key(for: request, url: url, partition: partition) {
             key = requestKey
             if policy.mode != .reload, policy.mode != .networkOnly {
+                entryKey = requestKey
                 entry = self.store.entry(forKey: requestKey)
+                if let index = entry, index.isVariantIndex {
+                    // The response varies: the request's values of the varying fields pick the variant.
+                    let variantKey = Self.variantKey(requestKey, names: CacheRules.varyNames(index.headers) ?? [], requestHeaders: request.head.headerFields)
+                    entryKey = variantKey
+                    entry = self.store.entry(forKey: variantKey)
+                }
             }
         }
         let action = key == nil ? .fetch : CacheRules.action(policy: policy, method: method, requestHeaders: request.head.headerFields, entry: entry, now: now)
         return CacheRun(
-            policy: policy, key: key, url: url, partition: partition, method: method,
+            policy: policy, key: key, entryKey: entryKey, url: url, partition: partition, method: method,
             requestHeaders: request.head.headerFields, entry: entry, action: action, requestDate: now
         )
     }
@@ -115,7 +125,7 @@ struct ResponseCache: Sendable {
     /// The stored response a run decided to serve.
     func served(_ run: CacheRun) -> CacheOutcome? {
         guard case .serve(let age) = run.action, let entry = run.entry else { return nil }
-        return CacheOutcome(fetched: Self.fetched(from: entry), source: .cache, age: age, key: run.key)
+        return CacheOutcome(fetched: Self.fetched(from: entry), source: .cache, age: age, key: run.entryKey)
     }
 
     /// The stored response for a request, however old (cache-then-network's first value).
@@ -139,12 +149,12 @@ struct ResponseCache: Sendable {
             self.store.removeEntries(in: .url(run.url))
         }
         guard let key = run.key else { return CacheOutcome(fetched: fetched, source: .network) }
-        if status == 304, case .revalidate = run.action, let entry = run.entry {
+        if status == 304, case .revalidate = run.action, let entry = run.entry, let entryKey = run.entryKey {
             let refreshed = CacheRules.refreshed(entry, notModified: fetched.head.headerFields, requestDate: run.requestDate, responseDate: now)
-            self.store.setEntry(refreshed, forKey: key)
+            self.store.setEntry(refreshed, forKey: entryKey)
             var result = Self.fetched(from: refreshed)
             result.version = fetched.version
-            return CacheOutcome(fetched: result, source: .revalidated, age: CacheRules.age(of: refreshed, now: now), key: key)
+            return CacheOutcome(fetched: result, source: .revalidated, age: CacheRules.age(of: refreshed, now: now), key: entryKey)
         }
         if run.policy.mode != .networkOnly,
            CacheRules.mayStore(policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status, responseHeaders: fetched.head.headerFields) {
@@ -153,12 +163,29 @@ struct ResponseCache: Sendable {
                 headers: fetched.head.headerFields, body: fetched.body, requestDate: run.requestDate, responseDate: now,
                 varyingFields: CacheRules.varyingFields(responseHeaders: fetched.head.headerFields, requestHeaders: run.requestHeaders)
             )
-            self.store.setEntry(entry, forKey: key)
-        } else if run.entry != nil, (200..<300).contains(status) || status == 404 || status == 410 {
+            let names = CacheRules.varyNames(fetched.head.headerFields) ?? []
+            if names.isEmpty {
+                self.store.setEntry(entry, forKey: key)
+            } else {
+                // An index under the key names the varying fields; each variant has its own key.
+                let index = CacheEntry(
+                    url: run.url, method: run.method.rawValue, partition: run.partition, status: CacheEntry.variantIndexStatus,
+                    headers: [.vary: names.joined(separator: ", ")], body: Data(), requestDate: run.requestDate, responseDate: now
+                )
+                self.store.setEntry(index, forKey: key)
+                self.store.setEntry(entry, forKey: Self.variantKey(key, names: names, requestHeaders: run.requestHeaders))
+            }
+        } else if run.entry != nil, let entryKey = run.entryKey, (200..<300).contains(status) || status == 404 || status == 410 {
             // A newer answer that may not be stored replaces nothing: drop the outdated entry.
-            self.store.removeEntry(forKey: key)
+            self.store.removeEntry(forKey: entryKey)
         }
         return CacheOutcome(fetched: fetched, source: .network)
+    }
+
+    /// The key of one variant: the key plus the request's values of the varying fields.
+    static func variantKey(_ key: String, names: [String], requestHeaders: HTTPFields) -> String {
+        let values = CacheRules.varyingFields(responseHeaders: [.vary: names.joined(separator: ",")], requestHeaders: requestHeaders)
+        return key + names.sorted().map { "\nvary:\($0)=\(values[$0].flatMap { $0 } ?? "\u{0}")" }.joined()
     }
 
     private static func fetched(from entry: CacheEntry) -> FetchedResponse {

@@ -52,6 +52,13 @@ final class CacheOrigin: Sendable {
             return article([("Cache-Control", "no-store, max-age=60")])
         case "/vary":
             return article([("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")])
+        case "/vary-etag":
+            let etag = "\"\(language)\""
+            if request.header("If-None-Match") == etag {
+                _ = self.next()
+                return ScriptedResponse(status: 304, headers: [("ETag", etag), ("Cache-Control", "max-age=30"), ("Vary", "Accept-Language")])
+            }
+            return article([("Cache-Control", "max-age=10"), ("ETag", etag), ("Vary", "Accept-Language")])
         case "/vary-star":
             return article([("Cache-Control", "max-age=60"), ("Vary", "*")])
         case "/plain":
@@ -181,11 +188,42 @@ struct CacheTests {
             let fr2 = try await client.response(french)
             #expect(fr2.source == .cache)
             #expect(fr2.value == fr1.value)
-            #expect(server.requests.count == 2)
+            // Each variant is kept: English is still there after French was stored.
+            let en2 = try await client.response(english)
+            #expect(en2.source == .cache)
+            #expect(en2.value == en1.value)
+            // A request without the field is a third variant.
+            let none1 = try await client.response(Self.article("/vary"))
+            #expect(none1.source == .network)
+            #expect(none1.value.title.hasSuffix("none"))
+            #expect(server.requests.count == 3)
             // Vary: * is never reused, whatever the policy.
             _ = try await client.send(Self.article("/vary-star", policy: .cacheElseNetwork))
             let star = try await client.response(Self.article("/vary-star", policy: .cacheElseNetwork))
             #expect(star.source == .network)
+            #expect(server.requests.count == 5)
+        }
+    }
+
+    @Test
+    func eachVariantIsRevalidatedOnItsOwn() async throws {
+        try await withCachingClient { client, server, clock, _ in
+            let english = Self.article("/vary-etag", headers: [.acceptLanguage: "en"])
+            let french = Self.article("/vary-etag", headers: [.acceptLanguage: "fr"])
+            let en1 = try await client.response(english)
+            let fr1 = try await client.response(french)
+            clock.advance(11)
+            let en2 = try await client.response(english)
+            #expect(en2.source == .revalidated)
+            #expect(en2.value == en1.value)
+            #expect(server.requests.last?.header("If-None-Match") == "\"en\"")
+            clock.advance(5)
+            let en3 = try await client.response(english)
+            #expect(en3.source == .cache)   // refreshed by the 304 (max-age=30)
+            let fr2 = try await client.response(french)
+            #expect(fr2.source == .revalidated)   // still stale: only English was refreshed
+            #expect(fr2.value == fr1.value)
+            #expect(server.requests.last?.header("If-None-Match") == "\"fr\"")
             #expect(server.requests.count == 4)
         }
     }
