@@ -124,6 +124,22 @@ extension Client {
         }
         self.requestLog.started(request)
         let start = ContinuousClock.now
+        do {
+            return try await self.transfer(request, endpoint: endpoint, offset: offset, partial: partial, record: record, target: target, overwrite: destination.overwrite, reporter: reporter, start: start)
+        } catch {
+            let failure = self.classifiedError(error)
+            self.requestLog.finished(request, status: failure.status?.code, duration: ContinuousClock.now - start, bytes: 0, version: nil, outcome: "failure(\(failure.shortDescription))")
+            throw failure
+        }
+    }
+
+    /// The exchanges of one download: a ranged request, and a plain one if the range was not honoured.
+    private func transfer<Value>(
+        _ request: Request, endpoint: Endpoint<Value>, offset: Int64, partial: URL, record: URL, target: URL, overwrite: Bool,
+        reporter: ProgressReporter, start: ContinuousClock.Instant
+    ) async throws -> DownloadResult {
+        var request = request
+        var offset = offset
         for _ in 0..<2 {
             let raw = try await self.openStream(request, middleware: endpoint.middleware, acceptedStatuses: 200..<300, priority: endpoint.priority, decompress: false)
             var total: Int64?
@@ -152,7 +168,7 @@ extension Client {
             if let total, written != total {
                 throw CourierError(.transport, "the download ended after \(written) of \(total) bytes; it can be resumed")
             }
-            try Self.moveIntoPlace(partial, to: target, overwrite: destination.overwrite)
+            try Self.moveIntoPlace(partial, to: target, overwrite: overwrite)
             try? FileManager.default.removeItem(at: record)
             self.requestLog.finished(request, status: raw.status.code, duration: ContinuousClock.now - start, bytes: Int(written - offset), version: raw.version, outcome: offset > 0 ? "downloaded(resumed at \(offset))" : "downloaded")
             return DownloadResult(url: target, byteCount: written, resumedFrom: offset, status: raw.status, headers: raw.head.headerFields)
