@@ -36,7 +36,11 @@ struct BenchmarkMain {
             try await CacheBenchmark(seconds: seconds, rounds: rounds).run()
         case "transfer":
             let megabytes = Self.option("--megabytes", in: arguments).flatMap(Int.init) ?? 1024
-            try await TransferBenchmark(bytes: megabytes << 20, rounds: Self.option("--rounds", in: arguments).flatMap(Int.init) ?? 3).run()
+            try await TransferBenchmark(
+                bytes: megabytes << 20, rounds: Self.option("--rounds", in: arguments).flatMap(Int.init) ?? 3,
+                only: Self.option("--only", in: arguments),
+                scratchDirectory: Self.option("--scratch", in: arguments).map { URL(fileURLWithPath: $0) }
+            ).run()
         default:
             print("unknown benchmark '\(suite)'; available: pipeline, traffic, cache, transfer")
         }

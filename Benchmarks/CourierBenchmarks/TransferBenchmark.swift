@@ -12,6 +12,10 @@ import NIOSSL
 struct TransferBenchmark {
     let bytes: Int
     let rounds: Int
+    /// Runs only the cases whose name contains this text.
+    var only: String?
+    /// Where downloaded files and the upload source go (such as a tmpfs, to take the disk out).
+    var scratchDirectory: URL?
 
     struct Run {
         var seconds: Double
@@ -22,7 +26,7 @@ struct TransferBenchmark {
     func run() async throws {
         let server = try ServerProcess()
         defer { server.stop() }
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("courier-bench-transfer-\(UUID().uuidString)")
+        let scratch = (self.scratchDirectory ?? FileManager.default.temporaryDirectory).appendingPathComponent("courier-bench-transfer-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let ca = scratch.appendingPathComponent("ca.pem")
@@ -33,7 +37,7 @@ struct TransferBenchmark {
         let plain = "http://127.0.0.1:\(server.plainPort)"
         let tls = "https://localhost:\(server.tlsPort)"
         let download = "/generated/\(self.bytes)"
-        let cases: [(String, [String])] = [
+        let allCases: [(String, [String])] = [
             ("raw AHC download to file, HTTP/1.1", ["raw-download", plain + download]),
             ("Courier download to file, HTTP/1.1", ["courier-download", plain + download]),
             ("raw AHC stream (no disk), HTTP/1.1", ["raw-stream", plain + download]),
@@ -44,7 +48,11 @@ struct TransferBenchmark {
             ("raw AHC stream, TLS HTTP/2 (defaults)", ["raw-stream", tls + download]),
             ("Courier stream, TLS HTTP/1.1", ["courier-stream-h1", tls + download]),
             ("Courier stream, TLS HTTP/2", ["courier-stream", tls + download]),
+            ("Courier download to file, TLS HTTP/1.1", ["courier-download-h1", tls + download]),
+            ("Courier download to file, TLS HTTP/2", ["courier-download", tls + download]),
         ]
+        let cases = allCases.filter { self.only.map($0.0.contains) ?? true }
+        print("files in \(scratch.deletingLastPathComponent().path)")
         print("transfer benchmark: \(self.bytes >> 20) MiB per transfer, \(self.rounds) alternating rounds, each in its own process; medians")
         var results = Array(repeating: [Run](), count: cases.count)
         for _ in 0..<self.rounds {
@@ -55,18 +63,25 @@ struct TransferBenchmark {
             }
         }
         print("case                                        MiB/s   seconds   peak RSS MiB")
-        var medians: [Double] = []
+        var speeds: [String: Double] = [:]
         for (index, item) in cases.enumerated() {
             let speed = median(results[index].map(\.mibPerSecond))
-            medians.append(speed)
+            speeds[item.0] = speed
             print("\(item.0.padding(toLength: 42, withPad: " ", startingAt: 0)) \(format(speed, 0).leftPadded(7))  \(format(median(results[index].map(\.seconds)), 2).leftPadded(8))  \(format(results[index].map(\.peakMiB).max() ?? 0, 1).leftPadded(13))")
         }
         print("")
-        print("Courier / raw, download to file:  \(format(medians[1] / medians[0] * 100, 1))%")
-        print("Courier / raw, stream:            \(format(medians[3] / medians[2] * 100, 1))%")
-        print("Courier / raw, upload:            \(format(medians[5] / medians[4] * 100, 1))%")
-        print("raw AHC HTTP/2 / HTTP/1.1 (TLS):  \(format(medians[7] / medians[6] * 100, 1))%")
-        print("Courier HTTP/2 / HTTP/1.1 (TLS):  \(format(medians[9] / medians[8] * 100, 1))%")
+        let ratios = [
+            ("Courier / raw, download to file", "Courier download to file, HTTP/1.1", "raw AHC download to file, HTTP/1.1"),
+            ("Courier / raw, stream", "Courier stream (no disk), HTTP/1.1", "raw AHC stream (no disk), HTTP/1.1"),
+            ("Courier / raw, upload", "Courier upload from file, HTTP/1.1", "raw AHC upload from file, HTTP/1.1"),
+            ("raw AHC HTTP/2 / HTTP/1.1, streamed", "raw AHC stream, TLS HTTP/2 (defaults)", "raw AHC stream, TLS HTTP/1.1"),
+            ("Courier HTTP/2 / HTTP/1.1, streamed", "Courier stream, TLS HTTP/2", "Courier stream, TLS HTTP/1.1"),
+            ("Courier HTTP/2 / HTTP/1.1, to a file", "Courier download to file, TLS HTTP/2", "Courier download to file, TLS HTTP/1.1"),
+        ]
+        for (label, numerator, denominator) in ratios {
+            guard let top = speeds[numerator], let bottom = speeds[denominator] else { continue }
+            print("\((label + ":").padding(toLength: 40, withPad: " ", startingAt: 0)) \(format(top / bottom * 100, 1))%")
+        }
     }
 
     static func makeFile(_ url: URL, size: Int) throws {
