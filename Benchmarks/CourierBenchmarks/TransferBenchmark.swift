@@ -151,6 +151,7 @@ enum TransferRun {
             let transport = AsyncHTTPClientTransport(configuration: .init {
                 $0.tlsConfiguration = tls
                 if http1Only { $0.httpVersion = .http1Only }
+                if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_READ_TIMEOUT"] != nil { $0.readTimeout = nil }
             })
             let client = Client(configuration: .init(transport: transport) { $0.timeout = .seconds(3600) })
             switch kind {
@@ -164,6 +165,14 @@ enum TransferRun {
             case "courier-upload":
                 let endpoint = Endpoint<String>(method: .put, path: url, body: .body(try RequestBody.file(URL(fileURLWithPath: upload))), decoding: .string)
                 moved = Int(try await client.upload(endpoint).value.value) ?? 0
+            case "courier-stream-file":
+                // Courier's stream, written to a file by this loop: the download path without its bookkeeping.
+                let file = try Self.create(output)
+                for try await chunk in try await client.stream(Endpoint<Data>(path: url, decoding: .data)).body {
+                    moved += chunk.count
+                    try file.write(contentsOf: chunk)
+                }
+                try file.close()
             case "courier-slow":
                 // A reader slower than the network: 5 ms per MiB. Shows whether memory stays bounded.
                 var sinceSleep = 0

@@ -185,8 +185,12 @@ extension Client {
         }
         let handle = try FileHandle(forWritingTo: file)
         defer { try? handle.close() }
-        try handle.truncate(atOffset: UInt64(offset))
-        try handle.seek(toOffset: UInt64(offset))
+        // Only a resumed download truncates: on ext4, a file truncated to zero and rewritten is
+        // flushed to disk on close (the "replace by truncate" heuristic), which halves throughput.
+        if offset > 0 {
+            try handle.truncate(atOffset: UInt64(offset))
+            try handle.seek(toOffset: UInt64(offset))
+        }
         reporter.start(completed: offset, expected: expected)
         var written = offset
         for try await chunk in body {
