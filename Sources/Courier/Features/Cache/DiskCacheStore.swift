@@ -70,6 +70,7 @@ public final class DiskCacheStore: CacheStore {
     /// The number of entries stored now.
     public var count: Int { self.withState { $0.recency.count } }
 
+    /// The entry stored under `key`, or `nil`; reading it makes it the most recently used.
     public func entry(forKey key: String) -> CacheEntry? {
         let name = Self.fileName(for: key)
         guard self.withState({ $0.info[name] != nil }) else { return nil }
@@ -83,6 +84,7 @@ public final class DiskCacheStore: CacheStore {
         return entry
     }
 
+    /// Stores `entry` under `key`, then evicts the least recently used entries past the capacity.
     public func setEntry(_ entry: CacheEntry, forKey key: String) {
         let name = Self.fileName(for: key)
         guard let data = Self.encode(entry, key: key), data.count <= self.capacity else {
@@ -100,6 +102,7 @@ public final class DiskCacheStore: CacheStore {
         }
     }
 
+    /// Removes the entry under `key`, if any.
     public func removeEntry(forKey key: String) {
         let name = Self.fileName(for: key)
         self.withState { state in
@@ -107,6 +110,7 @@ public final class DiskCacheStore: CacheStore {
         }
     }
 
+    /// Removes the entries in `scope`.
     public func removeEntries(in scope: CacheScope) {
         self.withState { state in
             for (name, info) in state.info where scope.contains(url: info.url, partition: info.partition) {

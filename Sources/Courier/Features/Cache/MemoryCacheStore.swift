@@ -22,6 +22,7 @@ public final class MemoryCacheStore: CacheStore {
     /// The number of entries held now.
     public var count: Int { self.state.withLock { $0.entries.count } }
 
+    /// The entry stored under `key`, or `nil`; reading it makes it the most recently used.
     public func entry(forKey key: String) -> CacheEntry? {
         self.state.withLock { state in
             guard let entry = state.entries[key] else { return nil }
@@ -30,6 +31,7 @@ public final class MemoryCacheStore: CacheStore {
         }
     }
 
+    /// Stores `entry` under `key`, then evicts the least recently used entries past the capacity.
     public func setEntry(_ entry: CacheEntry, forKey key: String) {
         let cost = entry.cost
         self.state.withLock { state in
@@ -46,6 +48,7 @@ public final class MemoryCacheStore: CacheStore {
         }
     }
 
+    /// Removes the entry under `key`, if any.
     public func removeEntry(forKey key: String) {
         self.state.withLock { state in
             state.entries[key] = nil
@@ -53,6 +56,7 @@ public final class MemoryCacheStore: CacheStore {
         }
     }
 
+    /// Removes the entries in `scope`.
     public func removeEntries(in scope: CacheScope) {
         self.state.withLock { state in
             for (key, entry) in state.entries where scope.contains(url: entry.url, partition: entry.partition) {
