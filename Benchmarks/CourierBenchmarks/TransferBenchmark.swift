@@ -191,7 +191,7 @@ enum TransferRun {
             }
             try await transport.shutdown()
         }
-        let elapsed = (ContinuousClock.now - start).inSecondsDouble
+        let elapsed = (ContinuousClock.now - start).inSeconds
         precondition(moved == size, "moved \(moved) of \(size) bytes")
         print("\(moved) \(elapsed) \(residentMemory().peak)")
     }
@@ -216,11 +216,4 @@ struct FileBuffers: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: try? FileHandle(forReadingFrom: self.url)) }
-}
-
-extension Duration {
-    var inSecondsDouble: Double {
-        let (seconds, attoseconds) = self.components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
 }

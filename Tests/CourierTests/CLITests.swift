@@ -55,6 +55,9 @@ struct CLITests {
         #expect(server.requests.last?.header("Range")?.hasPrefix("bytes=") == true)
         let exists = try await runCourier(["request", url, "-o", file])
         #expect(exists.status == 3)
+        let forced = try await runCourier(["request", url, "-o", file, "--force"])
+        #expect(forced.status == 0)
+        #expect(sha256(try Data(contentsOf: URL(fileURLWithPath: file))) == sha256(origin.content.withLock { $0 }))
         try await server.stop()
     }
 

@@ -129,7 +129,8 @@ public final class Client: Sendable {
                 }
                 outcome = CacheOutcome(fetched: fetched, source: coalesced ? .coalesced : .network)
             } else {
-                let readsBody = endpoint.decoding.readsBody || prepared.wire != nil || cacheRun.map { self.cache?.mayStore($0) ?? false } ?? false
+                let storesBody = cacheRun.map { self.cache?.mayStore($0) == true } == true
+                let readsBody = endpoint.decoding.readsBody || prepared.wire != nil || storesBody
                 let fetched = try await self.fetch(
                     request, middleware: endpoint.middleware, readsBody: readsBody,
                     acceptedStatuses: endpoint.acceptedStatuses, ticket: self.scheduler.makeTicket(), priority: priority, control: control
@@ -143,11 +144,7 @@ public final class Client: Sendable {
             }
             return try self.deliver(endpoint, prepared: prepared, outcome: outcome, start: start, progress: &progress)
         } catch {
-            var failure = CourierError.wrap(error)
-            if Task.isCancelled, failure.kind == .transport {
-                failure = .cancelled(underlying: failure)
-            }
-            failure = self.classified(failure)
+            let failure = self.classifiedError(error)
             self.log.finished(request, status: progress.status, duration: clock.now - start, bytes: progress.bytes, version: progress.version, outcome: "failure(\(failure.shortDescription))")
             throw failure
         }
@@ -267,24 +264,38 @@ public final class Client: Sendable {
         priority: RequestPriority,
         control: RequestControl?
     ) async throws -> FetchedResponse {
-        let host = request.head.authority ?? ""
         if let control {
             let scheduler = self.scheduler
             control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) }
         }
+        let maxSize = self.configuration.maxResponseSize
+        return try await self.exchange(request, middleware: middleware, ticket: ticket, priority: priority, decoding: true, maxSize: maxSize) { raw in
+            let body: Data
+            if !readsBody, let accepted = acceptedStatuses, accepted.contains(raw.status.code) {
+                await raw.body.discard()
+                body = Data()
+            } else {
+                body = try await raw.body.collect(upTo: maxSize, deadline: request.deadline)
+            }
+            return FetchedResponse(head: raw.head, body: body, version: raw.version, url: raw.url)
+        }
+    }
+
+    /// Holds a scheduler slot while the request goes through the middleware and the transport and
+    /// `read` takes what it needs of the response; gzip and deflate are decoded when `decoding`
+    /// (within `maxSize` decoded bytes, when given).
+    func exchange<Result: Sendable>(
+        _ request: Request, middleware: [any Middleware], ticket: UInt64, priority: RequestPriority, decoding: Bool, maxSize: Int?,
+        read: (RawResponse) async throws -> Result
+    ) async throws -> Result {
+        let host = request.head.authority ?? ""
         try await self.scheduler.acquire(ticket: ticket, host: host, priority: priority)
         var spokeHTTP2 = false
         defer { self.scheduler.release(host: host, spokeHTTP2: spokeHTTP2) }
-        let raw = try self.decodingContent(try await self.execute(request, middleware: middleware), maxSize: self.configuration.maxResponseSize)
+        var raw = try await self.execute(request, middleware: middleware)
         spokeHTTP2 = raw.version.major >= 2
-        let body: Data
-        if !readsBody, let accepted = acceptedStatuses, accepted.contains(raw.status.code) {
-            await raw.body.discard()
-            body = Data()
-        } else {
-            body = try await raw.body.collect(upTo: self.configuration.maxResponseSize, deadline: request.deadline)
-        }
-        return FetchedResponse(head: raw.head, body: body, version: raw.version, url: raw.url)
+        if decoding { raw = try self.decodingContent(raw, maxSize: maxSize) }
+        return try await read(raw)
     }
 
     /// Sends a prepared request through the middleware chain and the transport, without decoding.

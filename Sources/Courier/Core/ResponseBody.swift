@@ -39,9 +39,14 @@ public struct ResponseBody: AsyncSequence, Sendable {
 
     /// Makes an iterator over the chunks of the body.
     public func makeAsyncIterator() -> ByteStream.AsyncIterator {
+        self.byteStream.makeAsyncIterator()
+    }
+
+    /// The body as a byte stream.
+    var byteStream: ByteStream {
         switch self.storage {
-        case .bytes(let data): return ByteStream(chunks: data.isEmpty ? [] : [data]).makeAsyncIterator()
-        case .stream(let stream): return stream.makeAsyncIterator()
+        case .bytes(let data): return ByteStream(chunks: data.isEmpty ? [] : [data])
+        case .stream(let stream): return stream
         }
     }
 

@@ -3,7 +3,7 @@ import Foundation
 
 extension Sequence where Element == UInt8 {
     /// The bytes as lower-case hexadecimal digits.
-    var hexString: String {
+    package var hexString: String {
         let digits = Array("0123456789abcdef".utf8)
         var text = [UInt8]()
         text.reserveCapacity(self.underestimatedCount * 2)
@@ -17,7 +17,7 @@ extension Sequence where Element == UInt8 {
 
 extension SHA256 {
     /// The lower-case hexadecimal SHA-256 digest of `bytes`.
-    static func hex<Bytes: DataProtocol>(_ bytes: Bytes) -> String {
+    package static func hex<Bytes: DataProtocol>(_ bytes: Bytes) -> String {
         Self.hash(data: bytes).hexString
     }
 }

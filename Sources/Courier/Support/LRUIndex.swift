@@ -16,8 +16,6 @@ struct LRUIndex<Key: Hashable & Sendable>: Sendable {
 
     var count: Int { self.nodes.count }
 
-    func contains(_ key: Key) -> Bool { self.nodes[key] != nil }
-
     /// Adds `key` as the most recently used, or updates its cost and makes it the most recent.
     mutating func insert(_ key: Key, cost: Int) {
         self.remove(key)

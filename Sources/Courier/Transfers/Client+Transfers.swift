@@ -75,20 +75,17 @@ extension Client {
     }
 
     /// Sends a request through the scheduler, middleware and transport, and returns once the head arrives.
+    ///
+    /// The scheduler slot is given back when the head arrives, not when the body has been read.
     func openStream(_ request: Request, middleware: [any Middleware], acceptedStatuses: Range<Int>, priority: RequestPriority, decompress: Bool) async throws -> RawResponse {
-        let host = request.head.authority ?? ""
-        let ticket = self.scheduler.makeTicket()
-        try await self.scheduler.acquire(ticket: ticket, host: host, priority: priority)
-        var spokeHTTP2 = false
-        defer { self.scheduler.release(host: host, spokeHTTP2: spokeHTTP2) }
-        var raw = try await self.execute(request, middleware: middleware)
-        spokeHTTP2 = raw.version.major >= 2
-        guard acceptedStatuses.contains(raw.status.code) else {
-            let body = try? await raw.body.collect(upTo: self.configuration.maxResponseSize, deadline: request.deadline)
-            throw CourierError.httpStatus(raw.head, body: body)
+        let maxSize = self.configuration.maxResponseSize
+        return try await self.exchange(request, middleware: middleware, ticket: self.scheduler.makeTicket(), priority: priority, decoding: decompress, maxSize: nil) { raw in
+            guard acceptedStatuses.contains(raw.status.code) else {
+                let body = try? await raw.body.collect(upTo: maxSize, deadline: request.deadline)
+                throw CourierError.httpStatus(raw.head, body: body)
+            }
+            return raw
         }
-        if decompress { raw = try self.decodingContent(raw, maxSize: nil) }
-        return raw
     }
 
     /// The response with its gzip or deflate content coding removed (lazily, as the body is read).
@@ -258,15 +255,5 @@ struct ContentRange: Equatable {
         self.end = end
         self.total = parts[1] == "*" ? nil : Int64(parts[1])
         if let total = self.total, end >= total { return nil }
-    }
-}
-
-extension ResponseBody {
-    /// The body as a byte stream.
-    var byteStream: ByteStream {
-        switch self.storage {
-        case .bytes(let data): return ByteStream(chunks: data.isEmpty ? [] : [data])
-        case .stream(let stream): return stream
-        }
     }
 }

@@ -178,13 +178,18 @@ struct Inflater: ChunkTransformer {
 
 /// Compresses a body with gzip, piece by piece.
 struct Deflater: ChunkTransformer {
-    private let zstream: ZStream
+    private let zstream: Result<ZStream, CourierError>
     private var input = Data()
     private var inputOffset = 0
     private var finished = false
 
-    init() throws {
-        self.zstream = try ZStream(inflating: false, windowBits: 15 + 16)
+    /// Creates a compressor; when zlib cannot start (out of memory), the first use throws.
+    init() {
+        do {
+            self.zstream = .success(try ZStream(inflating: false, windowBits: 15 + 16))
+        } catch {
+            self.zstream = .failure(CourierError.wrap(error))
+        }
     }
 
     mutating func feed(_ input: Data) throws {
@@ -207,7 +212,7 @@ struct Deflater: ChunkTransformer {
 
     private mutating func run(flush: Int32) throws -> Data {
         var output = Data(count: 64 * 1024)
-        let stream = self.zstream.stream
+        let stream = try self.zstream.get().stream
         let offset = self.inputOffset
         let (status, consumed, produced) = self.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
             output.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) -> (Int32, Int, Int) in
@@ -232,7 +237,7 @@ struct Deflater: ChunkTransformer {
 
     /// `data` compressed with gzip in one go.
     static func gzip(_ data: Data) throws -> Data {
-        var deflater = try Deflater()
+        var deflater = Deflater()
         var result = Data()
         try deflater.feed(data)
         while let piece = try deflater.produce() { result.append(piece) }
@@ -244,12 +249,7 @@ struct Deflater: ChunkTransformer {
 extension ResponseBody {
     /// The body with its content coding removed, within `limits`.
     func decoded(_ coding: ContentCoding, limits: DecompressionLimits) -> ResponseBody {
-        let stream: ByteStream
-        switch self.storage {
-        case .bytes(let data): stream = ByteStream(chunks: data.isEmpty ? [] : [data])
-        case .stream(let source): stream = source
-        }
-        let decoded = stream.transformed { Inflater(coding: coding, limits: limits) }
+        let decoded = self.byteStream.transformed { Inflater(coding: coding, limits: limits) }
         return .stream(decoded, expectedLength: nil)
     }
 }

@@ -140,11 +140,6 @@ public struct DownloadResult: Sendable {
     public var headers: HTTPFields
 }
 
-/// The task-local hook that lets `upload` see a request body being sent.
-enum UploadObservation {
-    @TaskLocal static var reporter: ProgressReporter?
-}
-
 extension RequestBody {
     /// The body, reporting each chunk the transport reads to `reporter` (restarting on a replay).
     func reporting(to reporter: ProgressReporter) -> RequestBody {
@@ -184,17 +179,10 @@ extension RequestBody {
         case .bytes(let data):
             return .data(try Deflater.gzip(data), contentType: self.contentType)
         case .stream(let make):
-            var body = RequestBody(storage: .stream({ make().transformed { (try? Deflater()) ?? DeflaterUnavailable.deflater() } }), contentType: self.contentType, length: nil, isReplayable: self.isReplayable)
+            var body = RequestBody(storage: .stream({ make().transformed { Deflater() } }), contentType: self.contentType, length: nil, isReplayable: self.isReplayable)
             body.shareSendCount(with: self)
             return body
         }
-    }
-}
-
-/// zlib could not allocate a compressor: a last resort that crashes loudly rather than sending garbage.
-enum DeflaterUnavailable {
-    static func deflater() -> Deflater {
-        do { return try Deflater() } catch { fatalError("zlib could not allocate a compressor: \(error)") }
     }
 }
 
@@ -202,26 +190,24 @@ enum DeflaterUnavailable {
 enum FileChunks {
     static let chunkSize = 256 * 1024
 
-    static func stream(_ url: URL, from offset: UInt64 = 0) -> ByteStream {
+    static func stream(_ url: URL) -> ByteStream {
         ByteStream {
-            let handle = Locked<FileHandle?>(nil)
+            var file: FileHandle?
             var opened = false
             return {
                 if !opened {
                     opened = true
                     do {
-                        let file = try FileHandle(forReadingFrom: url)
-                        if offset > 0 { try file.seek(toOffset: offset) }
-                        handle.withLock { $0 = file }
+                        file = try FileHandle(forReadingFrom: url)
                     } catch {
                         throw CourierError.invalidRequest("cannot read the file \(url.path): \(error.localizedDescription)")
                     }
                 }
-                guard let file = handle.withLock({ $0 }) else { return nil }
-                let chunk = try file.read(upToCount: Self.chunkSize) ?? Data()
+                guard let handle = file else { return nil }
+                let chunk = try handle.read(upToCount: Self.chunkSize) ?? Data()
                 if chunk.isEmpty {
-                    try? file.close()
-                    handle.withLock { $0 = nil }
+                    try? handle.close()
+                    file = nil
                     return nil
                 }
                 return chunk

@@ -98,9 +98,8 @@ package enum CacheRules {
                 || responseHeaders[.expires] != nil
             guard explicit || self.heuristicallyCacheable.contains(status) else { return false }
             // Storing a response that is stale at once and cannot be revalidated is useless.
-            let probe = CacheEntry(url: "", method: "", partition: "", status: status, headers: responseHeaders, body: Data(), requestDate: .distantPast, responseDate: .distantPast)
             let hasValidator = responseHeaders[.eTag] != nil || responseHeaders[.lastModified] != nil
-            return self.freshnessLifetime(of: probe) > 0 || hasValidator
+            return hasValidator || self.freshnessLifetime(status: status, headers: responseHeaders, received: .distantPast) > 0
         }
     }
 
@@ -108,16 +107,22 @@ package enum CacheRules {
     /// else 10% of `Date` − `Last-Modified` (capped at a day) when heuristics are allowed, else 0.
     /// `s-maxage` is ignored: this is a private cache.
     package static func freshnessLifetime(of entry: CacheEntry) -> TimeInterval {
-        let control = CacheControl(entry.headers)
+        self.freshnessLifetime(status: entry.status, headers: entry.headers, received: entry.responseDate)
+    }
+
+    /// The freshness lifetime of a response with this status and these fields, received at `received`
+    /// (the stand-in for a missing `Date`).
+    static func freshnessLifetime(status: Int, headers: HTTPFields, received: Date) -> TimeInterval {
+        let control = CacheControl(headers)
         if let maxAge = control.seconds("max-age") { return maxAge }
-        let date = entry.headers[.date].flatMap(HTTPDate.parse) ?? entry.responseDate
-        if let expires = entry.headers[.expires] {
+        let date = headers[.date].flatMap(HTTPDate.parse) ?? received
+        if let expires = headers[.expires] {
             // An invalid Expires (such as "0") means already expired (§5.3).
             guard let expiry = HTTPDate.parse(expires) else { return 0 }
             return max(0, expiry.timeIntervalSince(date))
         }
-        guard self.heuristicallyCacheable.contains(entry.status) || control.has("public"),
-              let modified = entry.headers[.lastModified].flatMap(HTTPDate.parse)
+        guard self.heuristicallyCacheable.contains(status) || control.has("public"),
+              let modified = headers[.lastModified].flatMap(HTTPDate.parse)
         else { return 0 }
         return min(self.heuristicLimit, max(0, date.timeIntervalSince(modified) / 10))
     }

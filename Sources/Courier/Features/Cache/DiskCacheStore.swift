@@ -18,7 +18,8 @@ import Darwin
 /// corrupt or truncated entry is detected on reading, treated as a miss and removed. Recency is
 /// kept in each file's modification time, so eviction order survives restarts too.
 ///
-/// Reads and writes are small synchronous file operations on the calling thread.
+/// Reads and writes are small synchronous file operations on the calling thread. The first use
+/// reads the header of every entry file to build the index (recency, URL and partition per entry).
 public final class DiskCacheStore: CacheStore {
     private static let magic = Data("CRS1".utf8)
 

@@ -100,6 +100,18 @@ struct CacheRulesTests {
     }
 
     @Test
+    func httpDatesInAllThreeFormsAndNothingElse() {
+        let expected = Date(timeIntervalSince1970: 784_111_777)   // Sun, 06 Nov 1994 08:49:37 GMT
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == expected)
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == expected)
+        #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == expected)
+        #expect(HTTPDate.parse("Thu, 29 Feb 2024 23:59:59 GMT") == Date(timeIntervalSince1970: 1_709_251_199))
+        #expect(HTTPDate.parse("0") == nil)
+        #expect(HTTPDate.parse("Sun, 06 Foo 1994 08:49:37 GMT") == nil)
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 25:49:37 GMT") == nil)
+    }
+
+    @Test
     func nothingStoredMeansFetch() {
         #expect(CacheRules.action(policy: .cacheElseNetwork, method: .get, requestHeaders: [:], entry: nil, now: Self.now) == .fetch)
     }

@@ -33,7 +33,7 @@ func runTool(_ arguments: [String], input: Data) async throws -> Data {
     }
 }
 
-func sha256(_ data: Data) -> String { SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined() }
+func sha256(_ data: Data) -> String { SHA256.hex(data) }
 
 /// Deterministic pseudo-random bytes.
 func payload(_ count: Int, seed: UInt64 = 7) -> Data {
@@ -93,6 +93,13 @@ struct TransferTests {
     func directory() throws -> URL {
         let url = temporaryDirectory("transfer")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// Writes `content` to a file named `name` in `folder`.
+    func file(_ name: String, in folder: URL, content: Data) throws -> URL {
+        let url = folder.appendingPathComponent(name)
+        try content.write(to: url)
         return url
     }
 
@@ -231,9 +238,8 @@ struct TransferTests {
     func aFileIsUploadedStreamedWithProgressAndReplayedByARetry() async throws {
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let file = folder.appendingPathComponent("upload.bin")
         let content = payload(3_000_000, seed: 3)
-        try content.write(to: file)
+        let file = try self.file("upload.bin", in: folder, content: content)
         let server = try await http1Server(FileOrigin().handle)
         let retryOnce = ClosureMiddleware { request, next in
             _ = try await next(request)   // the first attempt's answer is thrown away
@@ -257,9 +263,8 @@ struct TransferTests {
     func aMultipartFormArrivesByteForByte() async throws {
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let file = folder.appendingPathComponent("photo.jpg")
         let fileContent = payload(200_000, seed: 5)
-        try fileContent.write(to: file)
+        let file = try self.file("photo.jpg", in: folder, content: fileContent)
         var form = MultipartForm()
         form.add(name: "title", value: "Holiday – día 1")
         form.add(name: "a\"b\r\nX-Injected: 1", value: "quoted")
