@@ -29,6 +29,7 @@ struct RequestCommand: AsyncParsableCommand {
           13  JSON-RPC error object
           14  authentication required
           15  TLS pin mismatch (nothing was sent)
+          16  a middleware failed with an error of its own
 
         Load mode: with --repeat N the same request is sent N times through one client, \
         --concurrency C at a time, and one summary line is printed instead of the body: requests \
@@ -373,6 +374,7 @@ struct RequestCommand: AsyncParsableCommand {
         case .rpc: return 13
         case .authenticationRequired: return 14
         case .pinMismatch: return 15
+        case .middleware: return 16
         }
     }
 }

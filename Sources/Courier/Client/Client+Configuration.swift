@@ -53,15 +53,23 @@ extension Client {
         public var decompression: DecompressionLimits?
         /// The response cache: its store (none by default, so nothing is cached), default policy and partition.
         public var cache: CacheConfiguration
+        /// How failed attempts are retried, for endpoints without a policy of their own.
+        public var retry: RetryPolicy
         /// Called with events raised by responses (such as a business code mapped to "session expired").
         public var onEvent: (@Sendable (CourierEvent) -> Void)?
 
-        /// Creates a configuration; `configure` may change any default.
+        /// Creates a configuration with the defaults.
+        public init(transport: any Transport, baseURL: URL? = nil) {
+            self.init(transport: transport, baseURL: baseURL) { _ in }
+        }
+
+        /// Creates a configuration; `configure` may change any default, and may throw (a
+        /// transport's `trust(pemCertificates:)`, say), in which case so does this initialiser.
         public init(
             transport: any Transport,
             baseURL: URL? = nil,
-            configure: (inout Configuration) -> Void = { _ in }
-        ) {
+            configure: (inout Configuration) throws -> Void
+        ) rethrows {
             self.transport = transport
             self.baseURL = baseURL
             self.defaultHeaders = [:]
@@ -83,7 +91,8 @@ extension Client {
             self.onEvent = nil
             self.cache = CacheConfiguration()
             self.decompression = DecompressionLimits()
-            configure(&self)
+            self.retry = .standard
+            try configure(&self)
         }
     }
 }

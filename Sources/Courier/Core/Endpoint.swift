@@ -47,6 +47,8 @@ public struct Endpoint<Response>: Sendable {
     public var compressesRequestBody: Bool = false
     /// How the response cache is used; `nil` uses the client's default policy.
     public var cachePolicy: CachePolicy?
+    /// How failed attempts are retried; `nil` uses the client's ``Client/Configuration/retry``.
+    public var retryPolicy: RetryPolicy?
     /// Whether the request only prefetches (deferred or refused in constrained mode).
     public var isPrefetch: Bool = false
     /// The service whose base URL the path is resolved against (through the client's
@@ -180,6 +182,13 @@ extension Endpoint {
     public func wire(_ wire: any WireProtocol) -> Endpoint {
         var copy = self
         copy.wire = wire
+        return copy
+    }
+
+    /// A copy with its own retry policy.
+    public func retry(_ policy: RetryPolicy) -> Endpoint {
+        var copy = self
+        copy.retryPolicy = policy
         return copy
     }
 

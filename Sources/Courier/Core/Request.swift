@@ -20,6 +20,8 @@ public struct Request: Sendable {
     public var name: String
     /// A short identifier of this request, shared by its log lines.
     public let id: RequestID
+    /// Which attempt this is: 1, then 2, 3, … when the retry stage sends the request again.
+    public internal(set) var attempt: Int = 1
 
     /// Creates a request.
     public init(head: HTTPRequest, body: RequestBody? = nil, timeout: Duration? = nil, name: String = "request", id: RequestID = RequestID()) {

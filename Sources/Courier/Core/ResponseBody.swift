@@ -116,3 +116,53 @@ public struct ResponseBody: AsyncSequence, Sendable {
         } catch {}
     }
 }
+
+/// Runs an action once, when a streamed body ends, fails, is cancelled or is dropped unread.
+final class BodyLease: Sendable {
+    private let action: Locked<(@Sendable () -> Void)?>
+
+    init(_ action: @escaping @Sendable () -> Void) {
+        self.action = Locked(action)
+    }
+
+    /// Runs the action unless it has run.
+    func end() {
+        let action = self.action.withLock { action -> (@Sendable () -> Void)? in
+            defer { action = nil }
+            return action
+        }
+        action?()
+    }
+
+    deinit { self.end() }
+}
+
+extension ResponseBody {
+    /// This body, ending `lease` when the last chunk has been read, reading fails, the reader
+    /// cancels, or the body is dropped.
+    func ending(with lease: BodyLease) -> ResponseBody {
+        guard case .stream(let stream) = self.storage else {
+            lease.end()
+            return self
+        }
+        let ended = ByteStream(onCancel: {
+            stream.cancel()
+            lease.end()
+        }) {
+            let next = stream.makeAsyncIterator().nextChunk
+            return {
+                do {
+                    guard let chunk = try await next() else {
+                        lease.end()
+                        return nil
+                    }
+                    return chunk
+                } catch {
+                    lease.end()
+                    throw error
+                }
+            }
+        }
+        return .stream(ended, expectedLength: self.expectedLength)
+    }
+}

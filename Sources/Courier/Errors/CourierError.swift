@@ -37,6 +37,9 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
         case authenticationRequired
         /// The server's certificate did not match the host's TLS pins; nothing was sent.
         case pinMismatch
+        /// A middleware threw an error of its own; it is in ``CourierError/underlying``, and
+        /// ``CourierError/context`` names the middleware.
+        case middleware
     }
 
     /// What went wrong.
@@ -65,6 +68,8 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     public var event: String?
     /// How a user interface should present the error, as decided by the client's classifier.
     public var presentation: ErrorPresentation = .alert
+    /// Which request, attempt and pipeline stage failed; set for every error a ``Client`` throws.
+    public var context: ErrorContext?
 
     /// Creates an error of the given kind.
     public init(_ kind: Kind, _ message: String, underlying: (any Error)? = nil) {

@@ -19,6 +19,11 @@ struct RequestLog: Sendable {
         logger.info("← \(request.id) \(request.name) \(request.head.method.rawValue) \(self.url(of: request)) \(statusText) \(Self.milliseconds(duration))ms \(bytes)B \(versionText) \(outcome)")
     }
 
+    func retrying(_ request: Request, attempt: Int, after delay: Duration, because reason: String) {
+        guard let logger, logger.logLevel <= .info else { return }
+        logger.info("↻ \(request.id) \(request.name) \(request.head.method.rawValue) \(self.url(of: request)) attempt \(attempt) in \(Self.milliseconds(delay))ms after \(reason)")
+    }
+
     private func url(of request: Request) -> String {
         request.url.map(self.redactor.redact(url:)) ?? (request.head.path ?? "/")
     }

@@ -6,28 +6,16 @@ extension Client {
     /// still streaming: for callers that process a body as it comes (lines, server-sent events,
     /// large payloads).
     ///
-    /// The body bypasses the cache, deduplication and the size limit; gzip and deflate are decoded
-    /// within the client's ``DecompressionLimits``. The timeout covers the wait for the head; a
-    /// stalled body is ended by the transport's idle read timeout. A status outside the endpoint's
-    /// accepted statuses throws kind `httpStatus`, as ``send(_:)`` does.
+    /// It goes through the same stages as ``send(_:)``; the body is neither cached nor shared nor
+    /// unboxed, and bypasses the size limit; gzip and deflate are decoded within the client's
+    /// ``DecompressionLimits``. The timeout covers the wait for the head; a stalled body is ended
+    /// by the transport's idle read timeout. The scheduler slot is held until the body has been
+    /// read to the end, cancelled or dropped. A status outside the endpoint's accepted statuses
+    /// throws kind `httpStatus`, as ``send(_:)`` does.
     public func stream<Value>(_ endpoint: Endpoint<Value>) async throws -> StreamingResponse {
-        let start = ContinuousClock.now
-        let request: Request
-        do {
-            request = try self.prepare(endpoint).request
-        } catch {
-            throw self.classifiedError(error)
-        }
-        self.requestLog.started(request)
-        do {
-            let raw = try await self.openStream(request, middleware: endpoint.middleware, acceptedStatuses: endpoint.acceptedStatuses, priority: endpoint.priority, decompress: true)
-            self.requestLog.finished(request, status: raw.status.code, duration: ContinuousClock.now - start, bytes: 0, version: raw.version, outcome: "streaming")
-            return StreamingResponse(status: raw.status, headers: raw.head.headerFields, version: raw.version, expectedLength: raw.body.expectedLength, body: raw.body.byteStream)
-        } catch {
-            let failure = self.classifiedError(error)
-            self.requestLog.finished(request, status: failure.status?.code, duration: ContinuousClock.now - start, bytes: 0, version: nil, outcome: "failure(\(failure.shortDescription))")
-            throw failure
-        }
+        let outcome = try await self.run(endpoint.erased(decoding: .streamed), mode: .stream)
+        let raw = outcome.response
+        return StreamingResponse(status: raw.status, headers: raw.head.headerFields, version: raw.version, expectedLength: raw.body.expectedLength, body: raw.body.byteStream)
     }
 
     /// Sends the endpoint's request with upload progress: use it for a file or multipart body.
@@ -51,7 +39,8 @@ extension Client {
     /// `ETag`, else `Last-Modified`) are kept; the next `download` of the same URL to the same
     /// destination with `resume` asks for the rest with `Range` and `If-Range`. A server that
     /// ignores the range, or whose resource changed, answers with the whole body, and the
-    /// download restarts cleanly from zero.
+    /// download restarts cleanly from zero. It goes through the same stages as ``send(_:)``
+    /// (constrained mode, scheduling, middleware, retries, redirects), without cache or sharing.
     public func download<Value>(_ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool = true) -> TransferTask<DownloadResult> {
         let reporter = ProgressReporter()
         let task = Task { () async throws -> DownloadResult in
@@ -59,46 +48,10 @@ extension Client {
             do {
                 return try await self.performDownload(endpoint, to: destination, resume: resume, reporter: reporter)
             } catch {
-                throw self.classifiedError(error)
+                throw ClassifyStage(classifier: self.configuration.errorClassifier, onEvent: nil).classified(error)
             }
         }
         return TransferTask(progress: reporter.stream, task: task)
-    }
-
-    /// Wraps and classifies an error the way ``response(_:)`` does.
-    func classifiedError(_ error: any Error) -> CourierError {
-        var failure = CourierError.wrap(error)
-        if Task.isCancelled, failure.kind == .transport {
-            failure = .cancelled(underlying: failure)
-        }
-        return self.classified(failure)
-    }
-
-    /// Sends a request through the scheduler, middleware and transport, and returns once the head arrives.
-    ///
-    /// The scheduler slot is given back when the head arrives, not when the body has been read.
-    func openStream(_ request: Request, middleware: [any Middleware], acceptedStatuses: Range<Int>, priority: RequestPriority, decompress: Bool) async throws -> RawResponse {
-        let maxSize = self.configuration.maxResponseSize
-        return try await self.exchange(request, middleware: middleware, ticket: self.scheduler.makeTicket(), priority: priority, decoding: decompress, maxSize: nil) { raw in
-            guard acceptedStatuses.contains(raw.status.code) else {
-                let body = try? await raw.body.collect(upTo: maxSize, deadline: request.deadline)
-                throw CourierError.httpStatus(raw.head, body: body)
-            }
-            return raw
-        }
-    }
-
-    /// The response with its gzip or deflate content coding removed (lazily, as the body is read).
-    func decodingContent(_ raw: RawResponse, maxSize: Int?) throws -> RawResponse {
-        guard let limits = self.configuration.decompression, let value = raw.head.headerFields[.contentEncoding] else { return raw }
-        guard let coding = try ContentCoding.of(value) else { return raw }
-        var decoded = raw
-        var bounded = limits
-        if let maxSize { bounded.maxSize = min(maxSize, limits.maxSize ?? .max) }
-        decoded.body = raw.body.decoded(coding, limits: bounded)
-        decoded.head.headerFields[.contentEncoding] = nil
-        decoded.head.headerFields[.contentLength] = nil
-        return decoded
     }
 
     private func performDownload<Value>(_ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool, reporter: ProgressReporter) async throws -> DownloadResult {
@@ -106,47 +59,39 @@ extension Client {
         let directory = target.deletingLastPathComponent()
         let partial = directory.appendingPathComponent(".courier-\(destination.fileName).partial")
         let record = directory.appendingPathComponent(".courier-\(destination.fileName).partial.json")
-        var request = try self.prepare(endpoint).request
-        // Ranges count bytes of the representation as sent: never content-coded here.
-        request.head.headerFields[.acceptEncoding] = "identity"
+        var description = endpoint.erased(decoding: .streamed)
+        description.acceptedStatuses = 200..<300
+        let urlString = try RequestBuilder.build(description, parts: self.parts).urlString
         var offset: Int64 = 0
-        if resume, let state = PartialDownload.load(record), state.url == request.urlString,
+        var validator: String?
+        if resume, let state = PartialDownload.load(record), state.url == urlString,
            let size = (try? FileManager.default.attributesOfItem(atPath: partial.path))?[.size] as? NSNumber, size.int64Value > 0 {
             offset = size.int64Value
-            request.head.headerFields[.range] = "bytes=\(offset)-"
-            request.head.headerFields[.ifRange] = state.validator
+            validator = state.validator
         } else {
             try? FileManager.default.removeItem(at: partial)
             try? FileManager.default.removeItem(at: record)
         }
-        self.requestLog.started(request)
         let start = ContinuousClock.now
-        do {
-            return try await self.transfer(request, endpoint: endpoint, offset: offset, partial: partial, record: record, target: target, overwrite: destination.overwrite, reporter: reporter, start: start)
-        } catch {
-            let failure = self.classifiedError(error)
-            self.requestLog.finished(request, status: failure.status?.code, duration: ContinuousClock.now - start, bytes: 0, version: nil, outcome: "failure(\(failure.shortDescription))")
-            throw failure
-        }
-    }
-
-    /// The exchanges of one download: a ranged request, and a plain one if the range was not honoured.
-    private func transfer<Value>(
-        _ request: Request, endpoint: Endpoint<Value>, offset: Int64, partial: URL, record: URL, target: URL, overwrite: Bool,
-        reporter: ProgressReporter, start: ContinuousClock.Instant
-    ) async throws -> DownloadResult {
-        var request = request
-        var offset = offset
         for _ in 0..<2 {
-            let raw = try await self.openStream(request, middleware: endpoint.middleware, acceptedStatuses: 200..<300, priority: endpoint.priority, decompress: false)
+            let rangeStart = offset
+            let ifRange = validator
+            let outcome = try await self.run(description, mode: .download) { request in
+                // Ranges count bytes of the representation as sent: never content-coded here.
+                request.head.headerFields[.acceptEncoding] = "identity"
+                if rangeStart > 0, let ifRange {
+                    request.head.headerFields[.range] = "bytes=\(rangeStart)-"
+                    request.head.headerFields[.ifRange] = ifRange
+                }
+            }
+            let raw = outcome.response
             var total: Int64?
             if raw.status.code == 206 {
                 guard offset > 0, let range = ContentRange(raw.head.headerFields[.contentRange] ?? ""), range.start == offset else {
                     // A range we did not ask for: start again from zero without one.
                     raw.body.byteStream.cancel()
                     offset = 0
-                    request.head.headerFields[.range] = nil
-                    request.head.headerFields[.ifRange] = nil
+                    validator = nil
                     try? FileManager.default.removeItem(at: partial)
                     continue
                 }
@@ -157,17 +102,26 @@ extension Client {
                 total = raw.body.expectedLength.map(Int64.init)
             }
             if let validator = PartialDownload.validator(of: raw.head.headerFields) {
-                try? PartialDownload(url: request.urlString, validator: validator).save(to: record)
+                try? PartialDownload(url: urlString, validator: validator).save(to: record)
             } else {
                 try? FileManager.default.removeItem(at: record)
             }
-            let written = try await Self.write(raw.body, to: partial, at: offset, reporter: reporter, expected: total)
-            if let total, written != total {
-                throw CourierError(.transport, "the download ended after \(written) of \(total) bytes; it can be resumed")
+            let written: Int64
+            do {
+                written = try await Self.write(raw.body, to: partial, at: offset, reporter: reporter, expected: total)
+                if let total, written != total {
+                    throw CourierError(.transport, "the download ended after \(written) of \(total) bytes; it can be resumed")
+                }
+                try Self.moveIntoPlace(partial, to: target, overwrite: destination.overwrite)
+            } catch {
+                let failure = CourierError.wrap(error)
+                outcome.request.map { self.parts.log.finished($0, status: raw.status.code, duration: ContinuousClock.now - start, bytes: 0, version: raw.version, outcome: "failure(\(failure.shortDescription))") }
+                throw failure
             }
-            try Self.moveIntoPlace(partial, to: target, overwrite: overwrite)
             try? FileManager.default.removeItem(at: record)
-            self.requestLog.finished(request, status: raw.status.code, duration: ContinuousClock.now - start, bytes: Int(written - offset), version: raw.version, outcome: offset > 0 ? "downloaded(resumed at \(offset))" : "downloaded")
+            outcome.request.map {
+                self.parts.log.finished($0, status: raw.status.code, duration: ContinuousClock.now - start, bytes: Int(written - offset), version: raw.version, outcome: offset > 0 ? "downloaded(resumed at \(offset))" : "downloaded")
+            }
             return DownloadResult(url: target, byteCount: written, resumedFrom: offset, status: raw.status, headers: raw.head.headerFields)
         }
         throw CourierError(.transport, "the server answered the range request with a range that was not asked for")

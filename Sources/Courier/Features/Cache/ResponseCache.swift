@@ -20,63 +20,6 @@ struct CacheRun: Sendable {
     let requestDate: Date
 }
 
-/// What a cache lookup or a finished exchange gives the client.
-struct CacheOutcome: Sendable {
-    var fetched: FetchedResponse
-    var source: ResponseSource
-    var age: TimeInterval?
-    /// The store key, when the response came from the cache.
-    var key: String?
-}
-
-/// Decoded values of cached responses, so repeated cache hits skip decoding.
-///
-/// A value is reused only for the same key, the same type and a byte-identical body, and only
-/// for deterministic decodings of value types (a shared class instance could be mutated by one
-/// caller under another's feet). At most `capacity` values are kept, least recently used out first.
-final class DecodedValues: Sendable {
-    private struct Slot {
-        var body: Data
-        var value: any Sendable
-    }
-
-    private struct Key: Hashable {
-        var key: String
-        var type: ObjectIdentifier
-    }
-
-    private struct State {
-        var slots: [Key: Slot] = [:]
-        var recency = LRUIndex<Key>()
-    }
-
-    private let state = Locked(State())
-    let capacity: Int
-
-    init(capacity: Int = 256) { self.capacity = capacity }
-
-    /// The value decoded earlier from the same body, or a new one from `decode`, remembered.
-    func value<Value: Sendable>(key: String, body: Data, decode: () throws -> Value) rethrows -> Value {
-        guard !(Value.self is AnyObject.Type) else { return try decode() }
-        let slotKey = Key(key: key, type: ObjectIdentifier(Value.self))
-        let reused: Value? = self.state.withLock { state in
-            guard let slot = state.slots[slotKey], slot.body == body, let value = slot.value as? Value else { return nil }
-            state.recency.touch(slotKey)
-            return value
-        }
-        if let reused { return reused }
-        let value = try decode()
-        self.state.withLock { state in
-            state.slots[slotKey] = Slot(body: body, value: value)
-            state.recency.insert(slotKey, cost: 1)
-            while state.recency.count > self.capacity, let oldest = state.recency.removeOldest() {
-                state.slots[oldest] = nil
-            }
-        }
-        return value
-    }
-}
-
 /// The client's cache: keys, lookups and storing, over a ``CacheStore`` and the pure ``CacheRules``.
 struct ResponseCache: Sendable {
     let store: any CacheStore
@@ -95,7 +38,7 @@ struct ResponseCache: Sendable {
 
     /// Looks the request up and decides what to do.
     func begin(_ request: Request, policy: CachePolicy) -> CacheRun {
-        let url = DeduplicationKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path)
+        let url = LogicalKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path)
         let partition = self.configuration.partition()
         let now = self.configuration.now()
         let method = request.head.method
@@ -123,13 +66,17 @@ struct ResponseCache: Sendable {
     }
 
     /// The stored response a run decided to serve.
-    func served(_ run: CacheRun) -> CacheOutcome? {
+    func served(_ run: CacheRun) -> Outcome? {
         guard case .serve(let age) = run.action, let entry = run.entry else { return nil }
-        return CacheOutcome(fetched: Self.fetched(from: entry), source: .cache, age: age, key: run.entryKey)
+        var outcome = Outcome(response: Self.response(from: entry))
+        outcome.source = .cache
+        outcome.age = age
+        outcome.cacheKey = run.entryKey
+        return outcome
     }
 
     /// The stored response for a request, however old (cache-then-network's first value).
-    func anyStored(for request: Request, policy: CachePolicy) -> CacheOutcome? {
+    func anyStored(for request: Request, policy: CachePolicy) -> Outcome? {
         var lenient = CachePolicy.cacheElseNetwork
         if policy.cachesAnyMethod { lenient = lenient.allowingAnyMethod() }
         return self.served(self.begin(request, policy: lenient))
@@ -140,30 +87,47 @@ struct ResponseCache: Sendable {
         run.key != nil && run.policy.mode != .networkOnly
     }
 
-    /// Handles a network response: a 304 answering a revalidation becomes the refreshed stored
-    /// response; a storable response is stored; an unsafe method's success invalidates the URL.
-    func finish(_ run: CacheRun, fetched: FetchedResponse) -> CacheOutcome {
+    /// Whether a revalidating request's answer is the `304` that keeps the stored response.
+    static func isNotModified(_ run: CacheRun?, status: Int) -> Bool {
+        guard status == 304, let run, case .revalidate = run.action else { return false }
+        return run.entry != nil
+    }
+
+    /// Handles a network response that passed the status check and the unboxing: a 304
+    /// answering a revalidation becomes the refreshed stored response; a storable response is
+    /// stored (its payload); an unsafe method's success invalidates the URL.
+    ///
+    /// - Parameter sentHeaders: the header fields of the request as sent; a response that varies
+    ///   on a field whose sent value differs from the logical request's is not stored.
+    func finish(_ run: CacheRun, outcome: Outcome, sentHeaders: HTTPFields?) -> Outcome {
         let now = self.configuration.now()
-        let status = fetched.head.status.code
+        let head = outcome.response.head
+        let status = head.status.code
         if CacheRules.invalidates(method: run.method, status: status, policy: run.policy) {
             self.store.removeEntries(in: .url(run.url))
         }
-        guard let key = run.key else { return CacheOutcome(fetched: fetched, source: .network) }
-        if status == 304, case .revalidate = run.action, let entry = run.entry, let entryKey = run.entryKey {
-            let refreshed = CacheRules.refreshed(entry, notModified: fetched.head.headerFields, requestDate: run.requestDate, responseDate: now)
+        guard let key = run.key, outcome.source == .network else { return outcome }
+        if Self.isNotModified(run, status: status), let entry = run.entry, let entryKey = run.entryKey {
+            let refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
             self.store.setEntry(refreshed, forKey: entryKey)
-            var result = Self.fetched(from: refreshed)
-            result.version = fetched.version
-            return CacheOutcome(fetched: result, source: .revalidated, age: CacheRules.age(of: refreshed, now: now), key: entryKey)
+            var result = Outcome(response: Self.response(from: refreshed))
+            result.response.version = outcome.response.version
+            result.response.url = outcome.response.url
+            result.source = .revalidated
+            result.age = CacheRules.age(of: refreshed, now: now)
+            result.cacheKey = entryKey
+            return result
         }
+        let payload = outcome.payload ?? outcome.body
         if run.policy.mode != .networkOnly,
-           CacheRules.mayStore(policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status, responseHeaders: fetched.head.headerFields) {
+           CacheRules.mayStore(policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status, responseHeaders: head.headerFields),
+           Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders) {
             let entry = CacheEntry(
                 url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
-                headers: fetched.head.headerFields, body: fetched.body, requestDate: run.requestDate, responseDate: now,
-                varyingFields: CacheRules.varyingFields(responseHeaders: fetched.head.headerFields, requestHeaders: run.requestHeaders)
+                headers: head.headerFields, body: payload, requestDate: run.requestDate, responseDate: now,
+                varyingFields: CacheRules.varyingFields(responseHeaders: head.headerFields, requestHeaders: run.requestHeaders)
             )
-            let names = CacheRules.varyNames(fetched.head.headerFields) ?? []
+            let names = CacheRules.varyNames(head.headerFields) ?? []
             if names.isEmpty {
                 self.store.setEntry(entry, forKey: key)
             } else {
@@ -179,7 +143,15 @@ struct ResponseCache: Sendable {
             // A newer answer that may not be stored replaces nothing: drop the outdated entry.
             self.store.removeEntry(forKey: entryKey)
         }
-        return CacheOutcome(fetched: fetched, source: .network)
+        return outcome
+    }
+
+    /// Whether every field the response varies on had the same value in the request as sent as
+    /// in the logical request the lookup uses (see ``CacheStoreStage``).
+    static func varyMatchesSent(responseHeaders: HTTPFields, logical: HTTPFields, sent: HTTPFields?) -> Bool {
+        guard let sent, responseHeaders[.vary] != nil else { return true }
+        return CacheRules.varyingFields(responseHeaders: responseHeaders, requestHeaders: logical)
+            == CacheRules.varyingFields(responseHeaders: responseHeaders, requestHeaders: sent)
     }
 
     /// The key of one variant: the key plus the request's values of the varying fields.
@@ -188,10 +160,10 @@ struct ResponseCache: Sendable {
         return key + names.sorted().map { "\nvary:\($0)=\(values[$0].flatMap { $0 } ?? "\u{0}")" }.joined()
     }
 
-    private static func fetched(from entry: CacheEntry) -> FetchedResponse {
+    private static func response(from entry: CacheEntry) -> RawResponse {
         var head = HTTPResponse(status: .init(code: entry.status))
         head.headerFields = entry.headers
         // No URL: parsing one costs more than the rest of a memory hit; the request's URL is used.
-        return FetchedResponse(head: head, body: entry.body, version: .http1_1, url: nil)
+        return RawResponse(head: head, body: .data(entry.body), version: .http1_1, url: nil)
     }
 }

@@ -1,14 +1,6 @@
 import Foundation
 import HTTPTypes
 
-/// A response read to the end, shared by every waiter of a deduplicated request.
-struct FetchedResponse: Sendable {
-    var head: HTTPResponse
-    var body: Data
-    var version: HTTPVersion
-    var url: URL?
-}
-
 /// Lets identical in-flight requests share one network request.
 ///
 /// The first caller creates an entry and a task that performs the request; later callers with the
@@ -17,10 +9,10 @@ struct FetchedResponse: Sendable {
 /// `cancelled`; the network request is cancelled only when the last waiter has gone. The shared
 /// request runs at the highest priority among its waiters, and follows changes.
 final class Deduplicator: Sendable {
-    typealias Fetch = @Sendable (_ ticket: UInt64, _ priority: RequestPriority) async throws -> FetchedResponse
+    typealias Fetch = @Sendable (_ ticket: UInt64, _ priority: RequestPriority) async throws -> Outcome
 
     private struct Waiter {
-        var continuation: CheckedContinuation<FetchedResponse, any Error>
+        var continuation: CheckedContinuation<Outcome, any Error>
         var priority: RequestPriority
     }
 
@@ -32,7 +24,7 @@ final class Deduplicator: Sendable {
     }
 
     private struct State {
-        var entries: [DeduplicationKey: Entry] = [:]
+        var entries: [LogicalKey: Entry] = [:]
         var nextWaiter: UInt64 = 0
         var sharedCount = 0
         var wireCount = 0
@@ -40,9 +32,13 @@ final class Deduplicator: Sendable {
 
     private let state = Locked(State())
     private let reprioritize: @Sendable (_ ticket: UInt64, _ priority: RequestPriority) -> Void
+    private let makeTicket: @Sendable () -> UInt64
 
-    /// - Parameter reprioritize: called when a shared request's priority changes while it waits.
-    init(reprioritize: @escaping @Sendable (UInt64, RequestPriority) -> Void) {
+    /// - Parameters:
+    ///   - makeTicket: makes the scheduler ticket of a shared request.
+    ///   - reprioritize: called when a shared request's priority changes while it waits.
+    init(makeTicket: @escaping @Sendable () -> UInt64, reprioritize: @escaping @Sendable (UInt64, RequestPriority) -> Void) {
+        self.makeTicket = makeTicket
         self.reprioritize = reprioritize
     }
 
@@ -55,12 +51,11 @@ final class Deduplicator: Sendable {
     ///
     /// - Returns: the response and whether it was shared with an earlier request.
     func run(
-        key: DeduplicationKey,
+        key: LogicalKey,
         priority: RequestPriority,
         control: RequestControl?,
-        makeTicket: @Sendable () -> UInt64,
         fetch: @escaping Fetch
-    ) async throws -> (FetchedResponse, coalesced: Bool) {
+    ) async throws -> (Outcome, coalesced: Bool) {
         let waiterID = self.state.withLock { state -> UInt64 in
             state.nextWaiter += 1
             return state.nextWaiter
@@ -70,7 +65,7 @@ final class Deduplicator: Sendable {
             self?.change(key: key, waiterID: waiterID, to: newPriority)
         }
         let response = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<FetchedResponse, any Error>) in
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
                 let raised: (UInt64, RequestPriority)? = self.state.withLock { state in
                     let waiter = Waiter(continuation: continuation, priority: control?.priority ?? priority)
                     if var entry = state.entries[key] {
@@ -82,13 +77,13 @@ final class Deduplicator: Sendable {
                         state.entries[key] = entry
                         return entry.priority != before ? (entry.ticket, entry.priority) : nil
                     }
-                    let ticket = makeTicket()
+                    let ticket = self.makeTicket()
                     var entry = Entry(ticket: ticket, priority: waiter.priority)
                     entry.waiters[waiterID] = waiter
                     state.wireCount += 1
                     let startPriority = waiter.priority
                     entry.task = Task {
-                        let result: Result<FetchedResponse, any Error>
+                        let result: Result<Outcome, any Error>
                         do {
                             result = .success(try await fetch(ticket, startPriority))
                         } catch {
@@ -109,8 +104,8 @@ final class Deduplicator: Sendable {
     }
 
     /// The waiter gives up: resume it with `cancelled`; cancel the shared request if it was the last.
-    private func leave(key: DeduplicationKey, waiterID: UInt64) {
-        let (continuation, task): (CheckedContinuation<FetchedResponse, any Error>?, Task<Void, Never>?) = self.state.withLock { state in
+    private func leave(key: LogicalKey, waiterID: UInt64) {
+        let (continuation, task): (CheckedContinuation<Outcome, any Error>?, Task<Void, Never>?) = self.state.withLock { state in
             guard var entry = state.entries[key], let waiter = entry.waiters.removeValue(forKey: waiterID) else { return (nil, nil) }
             if entry.waiters.isEmpty {
                 state.entries[key] = nil
@@ -123,7 +118,7 @@ final class Deduplicator: Sendable {
         continuation?.resume(throwing: CourierError.cancelled())
     }
 
-    private func change(key: DeduplicationKey, waiterID: UInt64, to priority: RequestPriority) {
+    private func change(key: LogicalKey, waiterID: UInt64, to priority: RequestPriority) {
         let update: (UInt64, RequestPriority)? = self.state.withLock { state in
             guard var entry = state.entries[key], entry.waiters[waiterID] != nil else { return nil }
             entry.waiters[waiterID]?.priority = priority
@@ -136,7 +131,7 @@ final class Deduplicator: Sendable {
         if let (ticket, priority) = update { self.reprioritize(ticket, priority) }
     }
 
-    private func finish(key: DeduplicationKey, ticket: UInt64, with result: Result<FetchedResponse, any Error>) {
+    private func finish(key: LogicalKey, ticket: UInt64, with result: Result<Outcome, any Error>) {
         let waiters: [Waiter] = self.state.withLock { state in
             guard let entry = state.entries[key], entry.ticket == ticket else { return [] }
             state.entries[key] = nil

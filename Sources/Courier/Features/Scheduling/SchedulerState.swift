@@ -35,6 +35,8 @@ public struct SchedulerState: Sendable {
     private var waiting: [UInt64: (ticket: Ticket, generation: UInt32)] = [:]
     private var queues: [QueueKey: FIFO<Entry>] = [:]
     private var inFlightByHost: [String: Int] = [:]
+    /// Live (not cancelled, not started) queued requests per host: stale queue entries never count.
+    private var waitingByHost: [String: Int] = [:]
     private var inFlight = 0
     private var http2Hosts: Set<String> = []
     private var nextSequence: UInt64 = 0
@@ -76,13 +78,16 @@ public struct SchedulerState: Sendable {
         self.nextSequence += 1
         let ticket = Ticket(id: id, host: host, priority: priority, sequence: self.nextSequence, enqueuedAt: now)
         self.waiting[id] = (ticket, 0)
+        self.waitingByHost[host, default: 0] += 1
         self.queues[QueueKey(host: host, priority: priority), default: FIFO()].append(Entry(id: id, generation: 0))
         return false
     }
 
     /// Removes a queued request; returns `false` if it was not queued (already started or unknown).
     public mutating func cancel(id: UInt64) -> Bool {
-        self.waiting.removeValue(forKey: id) != nil
+        guard let record = self.waiting.removeValue(forKey: id) else { return false }
+        self.unqueue(record.ticket.host)
+        return true
     }
 
     /// Changes the priority of a queued request; returns `false` if it is not queued.
@@ -115,6 +120,7 @@ public struct SchedulerState: Sendable {
         var started: [UInt64] = []
         while self.inFlight < self.configuration.maxConcurrentRequests, let next = self.pickNext(now: now) {
             self.waiting[next.id] = nil
+            self.unqueue(next.host)
             self.take(next.host)
             started.append(next.id)
         }
@@ -142,11 +148,12 @@ public struct SchedulerState: Sendable {
     }
 
     private func hasWaiters(for host: String) -> Bool {
-        guard !self.waiting.isEmpty else { return false }
-        for priority in RequestPriority.allCases {
-            if let queue = self.queues[QueueKey(host: host, priority: priority)], !queue.isEmpty { return true }
-        }
-        return false
+        self.waitingByHost[host] != nil
+    }
+
+    private mutating func unqueue(_ host: String) {
+        let count = self.waitingByHost[host, default: 1] - 1
+        self.waitingByHost[host] = count > 0 ? count : nil
     }
 
     /// Drops stale entries at the head of each queue, then picks the best head whose host has capacity.

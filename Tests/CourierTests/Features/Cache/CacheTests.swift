@@ -303,7 +303,7 @@ struct CacheTests {
             _ = try await client.send(Self.article("/once"))
             var sources: [ResponseSource] = []
             let error = await expectCourierError {
-                for try await response in client.updates(Self.article("/once")) { sources.append(response.source) }
+                for try await response in client.updates(Self.article("/once").retry(.never)) { sources.append(response.source) }
             }
             #expect(sources == [.cache])
             #expect(error?.kind == .httpStatus)

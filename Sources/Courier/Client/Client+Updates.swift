@@ -1,0 +1,43 @@
+import Foundation
+
+extension Client {
+    /// Cache-then-network: the stored response, however old, then the network's.
+    ///
+    /// The sequence yields the cached value first (``Response/source`` `.cache`, with its
+    /// ``Response/age``) when one is stored, then the fresh one (`.network`), which replaces the
+    /// stored entry; only the fresh one when nothing is stored. A network failure ends the
+    /// sequence with the error, after the cached value. Cancelling the iterating task cancels
+    /// the request.
+    public func updates<Value: Sendable>(_ endpoint: Endpoint<Value>) -> AsyncThrowingStream<Response<Value>, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                if let cached = self.cachedResponse(endpoint) {
+                    continuation.yield(cached)
+                }
+                do {
+                    var reload = CachePolicy(mode: .reload)
+                    if (endpoint.cachePolicy ?? self.configuration.cache.policy).cachesAnyMethod { reload = reload.allowingAnyMethod() }
+                    continuation.yield(try await self.response(endpoint, control: nil, policyOverride: reload))
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The stored response for an endpoint, however old, decoded; `nil` when none is stored or it does not decode.
+    private func cachedResponse<Value: Sendable>(_ endpoint: Endpoint<Value>) -> Response<Value>? {
+        let description = endpoint.erased
+        guard let cache = self.parts.cache, let request = try? RequestBuilder.build(description, parts: self.parts),
+              var hit = cache.anyStored(for: request, policy: endpoint.cachePolicy ?? self.configuration.cache.policy),
+              let value = try? description.decoding.run(hit.body, hit.response.head, self.configuration.decoder, nil)
+        else { return nil }
+        hit.value = value
+        hit.urlString = request.urlString
+        self.parts.log.started(request)
+        self.parts.log.finished(request, status: hit.response.status.code, duration: .zero, bytes: hit.body.count, version: nil, outcome: "success(cache, age \(Int(hit.age ?? 0))s)")
+        return try? ResponseDelivery.response(hit, as: Value.self)
+    }
+}

@@ -1,0 +1,54 @@
+import Foundation
+
+/// Where in the pipeline an error happened: which request, which attempt, which stage.
+///
+/// Every ``CourierError`` that leaves a ``Client`` carries one (``CourierError/context``).
+public struct ErrorContext: Sendable, Hashable, CustomStringConvertible {
+    /// The endpoint's name.
+    public var endpoint: String
+    /// The request's identifier, as in its log lines.
+    public var requestID: RequestID
+    /// The request's URL, with secrets redacted.
+    public var url: String
+    /// The attempt that failed (1 for the first; retries count up).
+    public var attempt: Int
+    /// The stage that failed (`build`, `schedule`, `wire`, `status-check`, `transport`, …), or for
+    /// an error of a middleware, the middleware's type name.
+    public var stage: String
+
+    /// Creates a context.
+    public init(endpoint: String, requestID: RequestID, url: String, attempt: Int, stage: String) {
+        self.endpoint = endpoint
+        self.requestID = requestID
+        self.url = url
+        self.attempt = attempt
+        self.stage = stage
+    }
+
+    /// `endpoint news.article, request 1a2b3c4d, attempt 1, stage transport, url https://…`.
+    public var description: String {
+        "endpoint \(self.endpoint), request \(self.requestID), attempt \(self.attempt), stage \(self.stage), url \(self.url)"
+    }
+
+    /// The error as a ``CourierError`` with a context: an existing context is kept (the innermost
+    /// stage that failed wins); a middleware's own error that is not a `CourierError` becomes
+    /// kind `middleware`.
+    static func attach(_ error: any Error, stage: String, exchange: RequestExchange, fromMiddleware: Bool = false) -> CourierError {
+        var failure: CourierError
+        if let courier = error as? CourierError {
+            failure = courier
+        } else if fromMiddleware, !(error is CancellationError) {
+            failure = CourierError(.middleware, "\(stage) failed: \(error)", underlying: error)
+        } else {
+            failure = CourierError.wrap(error)
+        }
+        guard failure.context == nil else { return failure }
+        let request = exchange.request
+        failure.context = ErrorContext(
+            endpoint: exchange.endpoint.name, requestID: request.id,
+            url: request.url.map(Redactor.standard.redact(url:)) ?? (request.head.path ?? "/"),
+            attempt: exchange.record.attempt, stage: stage
+        )
+        return failure
+    }
+}

@@ -1,0 +1,267 @@
+import Crypto
+import Foundation
+import HTTPTypes
+
+/// Stage 1: the endpoint becomes the *logical* request — URL from the base URL (or the server
+/// directory's entry for the endpoint's service), the client's default header fields then the
+/// endpoint's, the body encoded (and compressed when asked) — and its ``LogicalKey``.
+///
+/// The logical request carries no wire id, no token, no signature and no timestamp: those are
+/// added further down (wire stage, middleware), so identical calls share a key. Fails with
+/// `invalidRequest`.
+struct BuildStage: PipelineStage {
+    let parts: ClientParts
+    var name: String { "build" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        var exchange = exchange
+        var request = try RequestBuilder.build(exchange.endpoint, parts: self.parts)
+        if let adjust = exchange.adjust { adjust(&request) }
+        if let reporter = exchange.uploadReporter, let body = request.body {
+            request.body = body.reporting(to: reporter)
+        }
+        exchange.request = request
+        if !exchange.mode.isStream {
+            exchange.key = LogicalKey(
+                request: request, endpoint: exchange.endpoint,
+                partition: self.parts.configuration.cache.partition(), varyingHeaders: self.parts.configuration.deduplication.varyingHeaders
+            )
+        }
+        return try await next(exchange)
+    }
+}
+
+/// Builds logical requests from endpoints.
+enum RequestBuilder {
+    static func build(_ endpoint: EndpointDescription, parts: ClientParts) throws -> Request {
+        let configuration = parts.configuration
+        var head: HTTPRequest
+        if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://") {
+            guard let url = URL(string: endpoint.path), let target = BaseURL(url) else {
+                throw CourierError.invalidRequest("'\(endpoint.path)' is not a valid absolute URL")
+            }
+            head = HTTPRequest(method: endpoint.method, scheme: target.scheme, authority: target.authority, path: target.path(appending: "", query: endpoint.query))
+        } else {
+            let base: BaseURL
+            if let service = endpoint.service {
+                guard let servers = configuration.servers else {
+                    throw CourierError.invalidRequest("the endpoint names the service '\(service)' but the client has no server directory")
+                }
+                base = try servers.base(for: service)
+            } else if let clientBase = parts.base {
+                base = clientBase
+            } else {
+                throw CourierError.invalidRequest("the endpoint path '\(endpoint.path)' is relative and the client has no base URL")
+            }
+            head = HTTPRequest(method: endpoint.method, scheme: base.scheme, authority: base.authority, path: base.path(appending: endpoint.path, query: endpoint.query))
+        }
+        var fields = configuration.defaultHeaders
+        for field in endpoint.headers {
+            fields[field.name] = nil
+        }
+        fields.append(contentsOf: endpoint.headers)
+        for (name, value) in endpoint.rawHeaders {
+            let forbidden: Set<Unicode.Scalar> = ["\r", "\n", "\0"]
+            if name.unicodeScalars.contains(where: forbidden.contains) || value.unicodeScalars.contains(where: forbidden.contains) {
+                throw CourierError.invalidRequest("the header field '\(Redactor.standard.isSecret(headerName: name) ? "REDACTED" : name.debugDescription)' contains CR, LF or NUL")
+            }
+            guard let fieldName = HTTPField.Name(name) else {
+                throw CourierError.invalidRequest("'\(name.debugDescription)' is not a valid header field name")
+            }
+            fields[fieldName] = value
+        }
+        head.headerFields = fields
+        var body: RequestBody?
+        if let endpointBody = endpoint.body {
+            do {
+                body = try endpointBody.encoded(with: configuration.encoder)
+            } catch {
+                throw CourierError.wrap(error)
+            }
+            if let contentType = body?.contentType, head.headerFields[.contentType] == nil {
+                head.headerFields[.contentType] = contentType
+            }
+            if endpoint.compressesRequestBody, let plain = body {
+                do {
+                    body = try plain.gzipped()
+                } catch {
+                    throw CourierError.wrap(error)
+                }
+                head.headerFields[.contentEncoding] = "gzip"
+            }
+        }
+        if configuration.decompression != nil, head.headerFields[.acceptEncoding] == nil {
+            head.headerFields[.acceptEncoding] = "gzip, deflate"
+        }
+        return Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name)
+    }
+}
+
+/// The identity of a logical request, taken before wire boxing and middleware: what makes two
+/// calls "the same" for deduplication.
+///
+/// Method, URL (query order normalised), body digest, the cache partition (two accounts never
+/// share a response), the endpoint's own middleware (a per-endpoint token or signer makes a
+/// different request), the endpoint's wire protocol and operation, and the header fields that
+/// change a response.
+struct LogicalKey: Hashable, Sendable {
+    let method: String
+    let url: String
+    let bodyDigest: Data?
+    let partition: String
+    let endpointMiddleware: [String]
+    let wire: String
+    let headers: [String]
+    let custom: String?
+
+    /// The key of a logical request; `nil` when its body is a stream (it cannot be digested
+    /// without being consumed), so the request is never shared.
+    init?(request: Request, endpoint: EndpointDescription, partition: String, varyingHeaders: [HTTPField.Name]) {
+        self.method = request.head.method.rawValue
+        self.url = LogicalKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path)
+        if let body = request.body {
+            guard let bytes = body.bytes else { return nil }
+            self.bodyDigest = Data(SHA256.hash(data: bytes))
+        } else {
+            self.bodyDigest = nil
+        }
+        self.partition = partition
+        self.endpointMiddleware = endpoint.middleware.isEmpty ? [] : endpoint.middleware.map(Self.identity(of:))
+        if let wire = endpoint.wire {
+            self.wire = "\(type(of: wire)):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
+        } else if let service = endpoint.service {
+            self.wire = "service:\(service):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
+        } else {
+            self.wire = ""
+        }
+        var headers: [String] = []
+        for name in varyingHeaders {
+            let values = request.head.headerFields[values: name]
+            if !values.isEmpty { headers.append("\(name.canonicalName):\(values.joined(separator: ","))") }
+        }
+        // A revalidation (conditional request) must not share an unconditional request's answer.
+        for name in [HTTPField.Name.ifNoneMatch, .ifModifiedSince, .range, .ifRange] {
+            if let value = request.head.headerFields[name] { headers.append("\(name.canonicalName):\(value)") }
+        }
+        self.headers = headers
+        if case .key(let key) = endpoint.deduplication.mode { self.custom = key } else { self.custom = nil }
+    }
+
+    /// A middleware's identity: the object for a class, its type and stored values for a value.
+    static func identity(of middleware: any Middleware) -> String {
+        if type(of: middleware) is AnyClass {
+            return "\(type(of: middleware))@\(ObjectIdentifier(middleware as AnyObject).hashValue)"
+        }
+        return SHA256.hex(Data(String(reflecting: middleware).utf8))
+    }
+
+    /// `scheme://authority/path?query` with the scheme and host lower-cased and query items sorted.
+    static func normalise(scheme: String?, authority: String?, path: String?) -> String {
+        let target = path ?? "/"
+        let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        var url = "\((scheme ?? "https").lowercased())://\((authority ?? "").lowercased())\(parts[0])"
+        if parts.count == 2, !parts[1].isEmpty {
+            url += "?" + parts[1].split(separator: "&").sorted().joined(separator: "&")
+        }
+        return url
+    }
+}
+
+/// An endpoint without its response type: what the stages need to know about it.
+struct EndpointDescription: Sendable {
+    var name: String
+    var method: HTTPRequest.Method
+    var path: String
+    var query: [URLQueryItem]
+    var headers: HTTPFields
+    var rawHeaders: [(name: String, value: String)]
+    var body: EndpointBody?
+    var acceptedStatuses: Range<Int>
+    var timeout: Duration?
+    var middleware: [any Middleware]
+    var priority: RequestPriority
+    var deduplication: Deduplication
+    var compressesRequestBody: Bool
+    var cachePolicy: CachePolicy?
+    var retryPolicy: RetryPolicy?
+    var isPrefetch: Bool
+    var service: ServiceID?
+    var wire: (any WireProtocol)?
+    var operation: String?
+    var isNotification: Bool
+    var decoding: ErasedDecoding
+}
+
+extension Endpoint where Response: Sendable {
+    /// The endpoint without its response type.
+    var erased: EndpointDescription { self.erased(decoding: ErasedDecoding(self.decoding)) }
+}
+
+extension Endpoint {
+    /// The endpoint without its response type, decoded by `decoding`.
+    func erased(decoding: ErasedDecoding) -> EndpointDescription {
+        EndpointDescription(
+            name: self.name, method: self.method, path: self.path, query: self.query, headers: self.headers,
+            rawHeaders: self.rawHeaders, body: self.body, acceptedStatuses: self.acceptedStatuses, timeout: self.timeout,
+            middleware: self.middleware, priority: self.priority, deduplication: self.deduplication,
+            compressesRequestBody: self.compressesRequestBody, cachePolicy: self.cachePolicy, retryPolicy: self.retryPolicy,
+            isPrefetch: self.isPrefetch, service: self.service, wire: self.wire, operation: self.operation,
+            isNotification: self.isNotification, decoding: decoding
+        )
+    }
+}
+
+/// A base URL split once into the parts every request needs.
+struct BaseURL: Sendable {
+    let scheme: String
+    let authority: String
+    let basePath: String
+
+    init?(_ url: URL) {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = components.percentEncodedHost, !host.isEmpty
+        else { return nil }
+        self.scheme = scheme
+        self.authority = components.port.map { "\(host):\($0)" } ?? host
+        var path = components.percentEncodedPath
+        while path.hasSuffix("/") { path.removeLast() }
+        if let query = components.percentEncodedQuery, !query.isEmpty {
+            self.basePath = path + "?" + query
+        } else {
+            self.basePath = path
+        }
+    }
+
+    func path(appending relative: String, query: [URLQueryItem]) -> String {
+        var path: String
+        // Byte searches: `String.contains(String)` goes through NSString on Linux.
+        if self.basePath.utf8.contains(UInt8(ascii: "?")) || relative.isEmpty {
+            path = self.basePath.isEmpty ? "/" : self.basePath
+        } else {
+            path = self.basePath + (relative.hasPrefix("/") ? relative : "/" + relative)
+        }
+        if !query.isEmpty {
+            path += path.utf8.contains(UInt8(ascii: "?")) ? "&" : "?"
+            path += query.map { item in
+                let name = QueryEncoding.escape(item.name)
+                guard let value = item.value else { return name }
+                return "\(name)=\(QueryEncoding.escape(value))"
+            }.joined(separator: "&")
+        }
+        return path
+    }
+}
+
+/// Percent-encoding of query names and values: everything but RFC 3986 unreserved characters.
+enum QueryEncoding {
+    static let allowed: CharacterSet = {
+        var set = CharacterSet()
+        set.insert(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        return set
+    }()
+
+    static func escape(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: Self.allowed) ?? text
+    }
+}

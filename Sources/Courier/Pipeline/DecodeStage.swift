@@ -1,0 +1,116 @@
+import Foundation
+import HTTPTypes
+
+/// Stage 5: the payload (after unboxing) becomes the endpoint's value — `Decodable`, `Data`,
+/// `String`, nothing, or a reformer closure — for each caller on its own (deduplicated callers
+/// share bytes, not values). Fails with `decoding`, naming the type, the coding path and a body
+/// excerpt. Streamed exchanges have no value to decode.
+///
+/// Values decoded from a cache hit are reused for deterministic decodings of value types.
+struct DecodeStage: PipelineStage {
+    let decoder: JSONDecoder
+    let values: DecodedValues
+    var name: String { "decode" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        var outcome = try await next(exchange)
+        guard !exchange.mode.isStream else { return outcome }
+        let payload = outcome.payload ?? outcome.body
+        let reuse = (outcome.cacheKey != nil && exchange.wire == nil) ? outcome.cacheKey.map { (key: $0, values: self.values) } : nil
+        outcome.value = try exchange.endpoint.decoding.run(payload, outcome.response.head, self.decoder, reuse)
+        return outcome
+    }
+}
+
+/// A ``ResponseDecoding`` without its value type.
+struct ErasedDecoding: Sendable {
+    /// Whether the body is read at all.
+    let readsBody: Bool
+    /// Decodes, reusing a value decoded earlier from the same cached body when given a key.
+    let run: @Sendable (_ body: Data, _ head: HTTPResponse, _ decoder: JSONDecoder, _ reuse: (key: String, values: DecodedValues)?) throws -> any Sendable
+
+    /// For exchanges whose body the caller reads itself (streams, downloads): nothing to decode.
+    static let streamed = ErasedDecoding(readsBody: false) { _, _, _, _ in () }
+
+    init(readsBody: Bool, run: @escaping @Sendable (Data, HTTPResponse, JSONDecoder, (key: String, values: DecodedValues)?) throws -> any Sendable) {
+        self.readsBody = readsBody
+        self.run = run
+    }
+
+    init<Value: Sendable>(_ decoding: ResponseDecoding<Value>) {
+        self.readsBody = decoding.readsBody
+        let deterministic = decoding.isDeterministic
+        self.run = { body, head, decoder, reuse in
+            let input = ResponseDecoding<Value>.Input(body: body, head: head, decoder: decoder)
+            if let reuse, deterministic {
+                return try reuse.values.value(key: reuse.key, body: body) { try decoding.run(input) }
+            }
+            return try decoding.run(input)
+        }
+    }
+}
+
+/// Decoded values of cached responses, so repeated cache hits skip decoding.
+///
+/// A value is reused only for the same key, the same type and a byte-identical body, and only
+/// for deterministic decodings of value types (a shared class instance could be mutated by one
+/// caller under another's feet). At most `capacity` values are kept, least recently used out first.
+final class DecodedValues: Sendable {
+    private struct Slot {
+        var body: Data
+        var value: any Sendable
+    }
+
+    private struct Key: Hashable {
+        var key: String
+        var type: ObjectIdentifier
+    }
+
+    private struct State {
+        var slots: [Key: Slot] = [:]
+        var recency = LRUIndex<Key>()
+    }
+
+    private let state = Locked(State())
+    let capacity: Int
+
+    init(capacity: Int = 256) { self.capacity = capacity }
+
+    /// The value decoded earlier from the same body, or a new one from `decode`, remembered.
+    func value<Value: Sendable>(key: String, body: Data, decode: () throws -> Value) rethrows -> Value {
+        guard !(Value.self is AnyObject.Type) else { return try decode() }
+        let slotKey = Key(key: key, type: ObjectIdentifier(Value.self))
+        let reused: Value? = self.state.withLock { state in
+            guard let slot = state.slots[slotKey], slot.body == body, let value = slot.value as? Value else { return nil }
+            state.recency.touch(slotKey)
+            return value
+        }
+        if let reused { return reused }
+        let value = try decode()
+        self.state.withLock { state in
+            state.slots[slotKey] = Slot(body: body, value: value)
+            state.recency.insert(slotKey, cost: 1)
+            while state.recency.count > self.capacity, let oldest = state.recency.removeOldest() {
+                state.slots[oldest] = nil
+            }
+        }
+        return value
+    }
+}
+
+/// Stage 6: while the client is constrained (Low Data Mode), a prefetch endpoint is refused with
+/// kind `constrained` or waits until it is lifted, by the client's ``ConstrainedPolicy`` — for
+/// every kind of exchange, downloads and streams included. The wait ends with the caller's
+/// cancellation or deadline.
+struct ConstrainedStage: PipelineStage {
+    let gate: ConstrainedGate
+    let policy: ConstrainedPolicy
+    var name: String { "constrained" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        if exchange.endpoint.isPrefetch {
+            try await self.gate.admit(policy: self.policy)
+        }
+        return try await next(exchange)
+    }
+}

@@ -1,0 +1,254 @@
+import Foundation
+import HTTPTypes
+
+/// Stages 15 and 16: the client's middleware in order, then the endpoint's — authentication,
+/// prerequisites, signing, your own. They run after queueing, just before the request leaves, so
+/// a token or a signature is never stale, and they see the request as boxed for the wire (the
+/// bytes that are sent). Responses come back through them in reverse order.
+///
+/// An error a middleware throws surfaces as itself: a ``CourierError`` keeps its kind; any other
+/// error becomes kind `middleware` with the error as ``CourierError/underlying``; either way its
+/// ``ErrorContext/stage`` names the middleware's type.
+struct MiddlewareStage: PipelineStage {
+    enum Scope: String, Sendable {
+        case client
+        case endpoint
+    }
+
+    let scope: Scope
+    let clientMiddleware: [any Middleware]
+    var name: String { "\(self.scope.rawValue)-middleware" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        let chain = self.scope == .client ? self.clientMiddleware : exchange.endpoint.middleware
+        if chain.isEmpty { return try await next(exchange) }
+        let response = try await MiddlewareChain.send(exchange.request, through: chain, exchange: exchange) { request in
+            var inner = exchange
+            inner.request = request
+            return try await next(inner).response
+        }
+        return Outcome(response: response)
+    }
+}
+
+/// Runs a request through a list of middleware.
+enum MiddlewareChain {
+    static func send(_ request: Request, through chain: [any Middleware], exchange: RequestExchange, last: @escaping Middleware.Next) async throws -> RawResponse {
+        var next = last
+        for middleware in chain.reversed() {
+            let inner = next
+            next = { request in
+                do {
+                    return try await middleware.intercept(request, next: inner)
+                } catch {
+                    throw ErrorContext.attach(error, stage: String(describing: type(of: middleware)), exchange: exchange, fromMiddleware: true)
+                }
+            }
+        }
+        return try await next(request)
+    }
+}
+
+/// Middleware that must see every request that goes on the wire: it runs in its place in the
+/// chain, and again on each retry attempt and on each redirect hop to the same origin, just
+/// before the transport. ``RequestSigner`` is one, so a retried or redirected request carries a
+/// fresh signature over what is actually sent.
+public protocol PerHopMiddleware: Middleware {}
+
+/// Stage 17: a failed attempt is sent again under the endpoint's ``RetryPolicy`` (or the
+/// client's): the decision is ``RetryPolicy/decide(_:)``, a pure function; a ``RetryBudget``
+/// keeps retries to a share of requests. The backoff wait is cancellable and never passes the
+/// deadline. Each retry is logged with its attempt number, and per-hop middleware (signing)
+/// runs again for it.
+struct RetryStage: PipelineStage {
+    let defaultPolicy: RetryPolicy
+    let budget: RetryBudget
+    let log: RequestLog
+    let clientMiddleware: [any Middleware]
+    var name: String { "retry" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        let policy = exchange.endpoint.retryPolicy ?? self.defaultPolicy
+        self.budget.recordRequest()
+        var current = exchange
+        var number = 1
+        while true {
+            current.request.attempt = number
+            exchange.record.setAttempt(number)
+            let result: Result<Outcome, any Error>
+            do {
+                if number == 1 {
+                    result = .success(try await next(current))
+                } else {
+                    let perHop = (self.clientMiddleware + exchange.endpoint.middleware).filter { $0 is any PerHopMiddleware }
+                    let attempt = current
+                    let response = try await MiddlewareChain.send(current.request, through: perHop, exchange: current) { request in
+                        var inner = attempt
+                        inner.request = request
+                        return try await next(inner).response
+                    }
+                    result = .success(Outcome(response: response))
+                }
+            } catch {
+                result = .failure(error)
+            }
+            guard policy.maxAttempts > number, !Task.isCancelled else { return try result.get() }
+            let facts = RetryPolicy.Attempt(
+                number: number, method: current.request.head.method,
+                hasIdempotencyKey: current.request.head.headerFields[HTTPField.Name("Idempotency-Key")!] != nil,
+                bodyCanBeResent: current.request.body.map { $0.isReplayable || !$0.hasBeenSent } ?? true,
+                result: Self.classify(result), timeLeft: current.request.remainingTime, now: Date(), jitter: Double.random(in: 0..<1)
+            )
+            guard case .retry(let delay) = policy.decide(facts), self.budget.tryRetry() else { return try result.get() }
+            if case .success(let outcome) = result {
+                await outcome.response.body.discard()
+            }
+            self.log.retrying(current.request, attempt: number + 1, after: delay, because: Self.reason(result))
+            do {
+                try await Task.sleep(for: delay)
+            } catch {
+                throw CourierError.cancelled(underlying: error)
+            }
+            number += 1
+        }
+    }
+
+    static func classify(_ result: Result<Outcome, any Error>) -> RetryPolicy.AttemptResult {
+        switch result {
+        case .success(let outcome):
+            return .status(outcome.response.status.code, retryAfter: outcome.response.head.headerFields[.retryAfter])
+        case .failure(let error):
+            guard let failure = error as? CourierError, failure.kind == .transport, failure.context?.stage == "transport" else { return .other }
+            let text = String(describing: failure.underlying ?? failure).lowercased()
+            if text.contains("refusedstream") || text.contains("refused_stream") || text.contains("refused stream") { return .notProcessed }
+            return .connectionFailed
+        }
+    }
+
+    static func reason(_ result: Result<Outcome, any Error>) -> String {
+        switch result {
+        case .success(let outcome): return "status \(outcome.response.status.code)"
+        case .failure(let error): return CourierError.wrap(error).shortDescription
+        }
+    }
+}
+
+/// Stage 18: redirects are followed here, for every transport alike, under the client's
+/// ``RedirectPolicy``: at most `maxRedirects`, loops detected, 303 (and 301/302 after a non-GET)
+/// become GET, https → http refused, `Authorization`, `Cookie`, `Proxy-Authorization` and the
+/// signature fields dropped when the origin changes. A hop to the same origin as the request
+/// passes the per-hop middleware again (it is signed again); a hop to another origin does not.
+/// A one-shot body is never resent: a 307/308 for one is handed back as it is.
+struct RedirectStage: PipelineStage {
+    let policy: RedirectPolicy
+    let clientMiddleware: [any Middleware]
+    var name: String { "redirect" }
+
+    static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        let origin = exchange.request.url
+        var request = exchange.request
+        var visited: Set<String> = []
+        var hops = 0
+        while true {
+            var response: RawResponse
+            var hopExchange = exchange
+            hopExchange.request = request
+            let hop = hopExchange
+            if hops > 0, let origin, let url = request.url, Self.sameOrigin(origin, url) {
+                let perHop = (self.clientMiddleware + exchange.endpoint.middleware).filter { $0 is any PerHopMiddleware }
+                response = try await MiddlewareChain.send(request, through: perHop, exchange: hop) { request in
+                    var inner = hop
+                    inner.request = request
+                    return try await next(inner).response
+                }
+            } else {
+                response = try await next(hop).response
+            }
+            guard self.policy.maxRedirects > 0,
+                  Self.redirectStatuses.contains(response.status.code),
+                  let location = response.head.headerFields[.location],
+                  let current = request.url
+            else {
+                if hops > 0, response.url == nil { response.url = request.url }
+                return Outcome(response: response)
+            }
+            if hops == 0 { visited.insert("\(request.head.method.rawValue) \(current.absoluteString)") }
+
+            guard let target = URL(string: location, relativeTo: current)?.absoluteURL,
+                  let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
+            else {
+                await response.body.discard()
+                throw CourierError(.redirect, "the redirect target '\(location)' is not an http(s) URL")
+            }
+            if hops >= self.policy.maxRedirects {
+                await response.body.discard()
+                throw CourierError(.redirect, "stopped after \(self.policy.maxRedirects) redirects")
+            }
+            if current.scheme?.lowercased() == "https", scheme == "http", !self.policy.allowsInsecureDowngrade {
+                await response.body.discard()
+                throw CourierError(.redirect, "refused a redirect from https to http (\(Redactor.standard.redact(url: target)))")
+            }
+            var following = request
+            let status = response.status.code
+            if status == 303 || ((status == 301 || status == 302) && request.head.method != .get && request.head.method != .head) {
+                if request.head.method != .head { following.head.method = .get }
+                following.body = nil
+                following.head.headerFields[.contentType] = nil
+                following.head.headerFields[.contentLength] = nil
+            } else if let body = request.body, !body.isReplayable {
+                // 307/308 must resend the body; a one-shot body cannot be, so hand back the 3xx.
+                if response.url == nil { response.url = current }
+                return Outcome(response: response)
+            }
+            if !Self.sameOrigin(current, target) {
+                for name in self.policy.sensitiveFields { following.head.headerFields[name] = nil }
+            }
+            following.head.scheme = scheme
+            following.head.authority = target.port.map { "\(target.host ?? ""):\($0)" } ?? target.host
+            following.head.path = Self.pathAndQuery(of: target)
+            let key = "\(following.head.method.rawValue) \(target.absoluteString)"
+            if visited.contains(key) {
+                await response.body.discard()
+                throw CourierError(.redirect, "redirect loop detected at \(Redactor.standard.redact(url: target))")
+            }
+            visited.insert(key)
+            await response.body.discard()
+            hops += 1
+            request = following
+        }
+    }
+
+    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        a.scheme?.lowercased() == b.scheme?.lowercased()
+            && a.host?.lowercased() == b.host?.lowercased()
+            && effectivePort(a) == effectivePort(b)
+    }
+
+    static func effectivePort(_ url: URL) -> Int? {
+        url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
+    }
+
+    static func pathAndQuery(of url: URL) -> String {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return "/" }
+        var path = components.percentEncodedPath
+        if path.isEmpty { path = "/" }
+        if let query = components.percentEncodedQuery { path += "?\(query)" }
+        return path
+    }
+}
+
+/// Stage 19: the transport sends the request and returns when the response head has arrived;
+/// the body streams. Fails with `transport`, `tls`, `pinMismatch`, `timeout` or `cancelled`.
+struct TransportStage: PipelineStage {
+    let transport: any Transport
+    var name: String { "transport" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        exchange.record.sent(exchange.request)
+        let response = try await self.transport.send(exchange.request)
+        exchange.record.received(status: response.status.code, version: response.version)
+        return Outcome(response: response)
+    }
+}

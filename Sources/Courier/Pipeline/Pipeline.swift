@@ -1,0 +1,223 @@
+import Foundation
+import HTTPTypes
+
+/// The request pipeline: every stage a request goes through, in order, written down in one place.
+///
+/// Going down (app → wire), each stage does its work and calls the next; coming back up
+/// (wire → app), the response passes the same stages in reverse order. `send`, `response`,
+/// `start`, `updates`, `upload`, `stream` and `download` all run this one list; a stage that does
+/// nothing for a kind of exchange (a streamed body is neither cached nor shared) says so in its
+/// own documentation.
+///
+/// | # | stage | down (request) | up (response) |
+/// |---|---|---|---|
+/// | 1 | ``ClassifyStage`` | — | errors get their presentation and raise their event |
+/// | 2 | ``BuildStage`` | endpoint → the *logical* request (no wire id, no auth, no signature) and its key | — |
+/// | 3 | ``LogStage`` | "→" line | "←" line with status, source, bytes, outcome |
+/// | 4 | ``DeadlineStage`` | starts this caller's deadline | everything below, body included, must end by it |
+/// | 5 | ``DecodeStage`` | — | the payload becomes the endpoint's value (per caller) |
+/// | 6 | ``ConstrainedStage`` | prefetches refused or deferred in Low Data Mode | — |
+/// | 7 | ``CacheLookupStage`` | a stored response may answer; stale ones get validators | — |
+/// | 8 | ``DeduplicationStage`` | an identical logical request in flight is joined | the shared bytes go to every waiter |
+/// | 9 | ``CacheStoreStage`` | — | stores what passed the status check and unboxing; a 304 refreshes |
+/// | 10 | ``ScheduleStage`` | waits for a slot by priority | the slot is freed once the body has ended |
+/// | 11 | ``WireStage`` | boxes for the wire (the JSON-RPC id is assigned here) | unboxes: business and RPC errors |
+/// | 12 | ``StatusCheckStage`` | — | a status the endpoint does not accept throws `httpStatus` |
+/// | 13 | ``CollectBodyStage`` | — | reads the body up to the size limit |
+/// | 14 | ``ContentDecodingStage`` | — | removes gzip / deflate within the bomb limits |
+/// | 15 | ``MiddlewareStage`` (client) | the client's middleware, in order | in reverse order |
+/// | 16 | ``MiddlewareStage`` (endpoint) | the endpoint's middleware: auth and signing see the bytes sent | in reverse order |
+/// | 17 | ``RetryStage`` | — | a failed attempt may be sent again, after a backoff |
+/// | 18 | ``RedirectStage`` | — | 3xx followed; a same-origin hop passes the per-hop middleware again |
+/// | 19 | ``TransportStage`` | the request goes on the wire | the head arrives; the body streams |
+///
+/// Every error leaving a stage is a ``CourierError`` carrying an ``ErrorContext``: endpoint name,
+/// request id, redacted URL, attempt and the stage that failed (for a middleware, its type name).
+final class Pipeline: Sendable {
+    /// The stages, outermost first.
+    let stages: [any PipelineStage]
+    private let entry: PipelineStageNext
+
+    init(client: ClientParts) {
+        let middleware = client.configuration.middleware
+        let stages: [any PipelineStage] = [
+            ClassifyStage(classifier: client.configuration.errorClassifier, onEvent: client.configuration.onEvent),
+            BuildStage(parts: client),
+            LogStage(log: client.log),
+            DeadlineStage(),
+            DecodeStage(decoder: client.configuration.decoder, values: client.decodedValues),
+            ConstrainedStage(gate: client.constrained, policy: client.configuration.constrainedPolicy),
+            CacheLookupStage(cache: client.cache),
+            DeduplicationStage(deduplicator: client.deduplicator, configuration: client.configuration.deduplication),
+            CacheStoreStage(cache: client.cache),
+            ScheduleStage(scheduler: client.scheduler),
+            WireStage(configuration: client.configuration, callIDs: client.callIDs),
+            StatusCheckStage(maxResponseSize: client.configuration.maxResponseSize),
+            CollectBodyStage(maxResponseSize: client.configuration.maxResponseSize),
+            ContentDecodingStage(limits: client.configuration.decompression, maxResponseSize: client.configuration.maxResponseSize),
+            MiddlewareStage(scope: .client, clientMiddleware: middleware),
+            MiddlewareStage(scope: .endpoint, clientMiddleware: []),
+            RetryStage(defaultPolicy: client.configuration.retry, budget: client.retryBudget, log: client.log, clientMiddleware: middleware),
+            RedirectStage(policy: client.configuration.redirects, clientMiddleware: middleware),
+            TransportStage(transport: client.configuration.transport),
+        ]
+        self.stages = stages
+        var next: PipelineStageNext = { _ in
+            throw CourierError(.invalidRequest, "the pipeline ended without a transport")
+        }
+        for stage in stages.reversed() {
+            let inner = next
+            next = { exchange in
+                do {
+                    return try await stage.run(exchange, next: inner)
+                } catch {
+                    throw ErrorContext.attach(error, stage: stage.name, exchange: exchange)
+                }
+            }
+        }
+        self.entry = next
+    }
+
+    /// Runs an exchange through every stage.
+    func run(_ exchange: RequestExchange) async throws -> Outcome {
+        try await self.entry(exchange)
+    }
+}
+
+/// The rest of the pipeline below a stage.
+typealias PipelineStageNext = @Sendable (RequestExchange) async throws -> Outcome
+
+/// One step of the pipeline, with one job.
+protocol PipelineStage: Sendable {
+    /// The stage's name in errors (``ErrorContext/stage``).
+    var name: String { get }
+    /// Does the stage's work on the way down, calls `next`, and its work on the way up.
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome
+}
+
+/// How much of the response the caller takes.
+enum ExchangeMode: Sendable, Equatable {
+    /// The body is read into memory, checked, unboxed, maybe cached and decoded.
+    case collect
+    /// The caller reads the body as it arrives (``Client/stream(_:)``): not cached, not shared,
+    /// not unboxed; the scheduler slot is held until the body ends.
+    case stream
+    /// A download: streamed like ``stream``, and the content coding is kept (ranges count the
+    /// bytes on disk); the download logs its own end.
+    case download
+
+    var isStream: Bool { self != .collect }
+}
+
+/// One caller's request on its way through the stages.
+struct RequestExchange: Sendable {
+    /// What the endpoint asks for, without its response type.
+    let endpoint: EndpointDescription
+    let mode: ExchangeMode
+    /// The request: logical from the build stage on, boxed for the wire from the wire stage on.
+    var request: Request
+    /// The logical request's identity (deduplication and cache key material), set by the build stage.
+    var key: LogicalKey?
+    /// The cache's decision for this request, set by the cache lookup stage.
+    var cacheRun: CacheRun?
+    /// The cache policy in force (the endpoint's, an override, or the client's).
+    let cachePolicy: CachePolicy
+    /// The wire protocol and call, set by the wire stage (`nil` protocol: REST pass-through).
+    var wire: (any WireProtocol)?
+    var call: WireCall
+    let control: RequestControl?
+    /// The priority a shared (deduplicated) exchange runs at: the highest of its waiters'.
+    var priorityOverride: RequestPriority?
+    /// The scheduler ticket, when made before scheduling (a shared exchange's).
+    var ticket: UInt64?
+    /// Whether the body must be read even when the status is accepted and the decoding ignores it
+    /// (a wire protocol, the cache or other waiters need it).
+    var readsBody: Bool
+    /// Upload progress, when the caller asked for it.
+    let uploadReporter: ProgressReporter?
+    /// A last change to the logical request (a download's `Range`).
+    let adjust: (@Sendable (inout Request) -> Void)?
+    /// What happened on the wire, shared by the stages below middleware and the ones above it.
+    let record: ExchangeRecord
+    let start: ContinuousClock.Instant
+
+    var priority: RequestPriority { self.control?.priority ?? self.endpoint.priority }
+}
+
+/// What comes back up the stages.
+struct Outcome: Sendable {
+    /// The response: its body in memory once the collect stage has run (collect mode), streaming otherwise.
+    var response: RawResponse
+    var source: ResponseSource = .network
+    /// The age of a stored response, in seconds.
+    var age: TimeInterval?
+    /// The store key of a response from the cache (to reuse decoded values).
+    var cacheKey: String?
+    /// The payload after unboxing; `nil` means the body itself.
+    var payload: Data?
+    /// The decoded value, set by the decode stage.
+    var value: (any Sendable)?
+    /// The logical request, the URL that answered and the time taken, set by the log stage.
+    var request: Request?
+    var urlString = ""
+    var duration: Duration = .zero
+
+    init(response: RawResponse) {
+        self.response = response
+    }
+
+    /// The body in memory (empty for a streaming body).
+    var body: Data { self.response.body.bytes ?? Data() }
+}
+
+/// Facts about the wire exchange that travel around the middleware (which sees only requests and
+/// responses): the request as sent, the attempt number, and what arrived.
+final class ExchangeRecord: Sendable {
+    private struct State {
+        var sentHeaders: HTTPFields?
+        var sentAuthority: String?
+        var attempt = 1
+        var status: Int?
+        var version: HTTPVersion?
+    }
+
+    private let state = Locked(State())
+
+    /// The header fields of the last request handed to the transport.
+    var sentHeaders: HTTPFields? { self.state.withLock { $0.sentHeaders } }
+    var attempt: Int { self.state.withLock { $0.attempt } }
+    var status: Int? { self.state.withLock { $0.status } }
+    var version: HTTPVersion? { self.state.withLock { $0.version } }
+
+    func sent(_ request: Request) {
+        self.state.withLock {
+            $0.sentHeaders = request.head.headerFields
+            $0.sentAuthority = request.head.authority
+        }
+    }
+
+    func received(status: Int, version: HTTPVersion) {
+        self.state.withLock {
+            $0.status = status
+            $0.version = version
+        }
+    }
+
+    func setAttempt(_ attempt: Int) {
+        self.state.withLock { $0.attempt = attempt }
+    }
+}
+
+/// The parts of a client the stages are built from.
+struct ClientParts: Sendable {
+    let configuration: Client.Configuration
+    let log: RequestLog
+    let base: BaseURL?
+    let scheduler: RequestScheduler
+    let deduplicator: Deduplicator
+    let constrained: ConstrainedGate
+    let cache: ResponseCache?
+    let decodedValues: DecodedValues
+    let retryBudget: RetryBudget
+    let callIDs: Locked<Int>
+}

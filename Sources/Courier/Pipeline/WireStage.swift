@@ -1,0 +1,126 @@
+import Foundation
+import HTTPTypes
+
+/// Stage 11: the logical request is boxed for the wire by the endpoint's ``WireProtocol`` (its
+/// own, its service's, or the client's default) — REST passes through; JSON-RPC wraps the params
+/// and gets its `id` here, after caching and deduplication have used the logical request — and
+/// on the way up the answer is unboxed: a JSON-RPC error object throws `rpc`, a non-success
+/// envelope code throws `business`.
+///
+/// Streamed bodies are boxed but not unboxed (they are read by the caller as they arrive). A
+/// `304` answering the cache's revalidation is not unboxed: the stored payload is used.
+struct WireStage: PipelineStage {
+    let defaultWire: any WireProtocol
+    let wireProtocols: [ServiceID: any WireProtocol]
+    let callIDs: Locked<Int>
+    private let defaultIsREST: Bool
+    var name: String { "wire" }
+
+    init(configuration: Client.Configuration, callIDs: Locked<Int>) {
+        self.defaultWire = configuration.defaultWireProtocol
+        self.wireProtocols = configuration.wireProtocols
+        self.callIDs = callIDs
+        self.defaultIsREST = configuration.defaultWireProtocol is RESTProtocol
+    }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        let endpoint = exchange.endpoint
+        if endpoint.wire == nil, endpoint.service == nil, self.defaultIsREST {
+            return try await next(exchange)
+        }
+        let wire = endpoint.wire ?? endpoint.service.flatMap { self.wireProtocols[$0] } ?? self.defaultWire
+        if wire is RESTProtocol { return try await next(exchange) }
+        var exchange = exchange
+        let id = self.callIDs.withLock { value -> Int in
+            value += 1
+            return value
+        }
+        let call = WireCall(operation: endpoint.operation ?? endpoint.name, isNotification: endpoint.isNotification, id: id)
+        do {
+            try wire.box(&exchange.request, call: call)
+        } catch {
+            throw CourierError.wrap(error)
+        }
+        exchange.wire = wire
+        exchange.call = call
+        exchange.readsBody = true
+        var outcome = try await next(exchange)
+        guard !exchange.mode.isStream, !call.isNotification,
+              !ResponseCache.isNotModified(exchange.cacheRun, status: outcome.response.status.code)
+        else { return outcome }
+        outcome.payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
+        return outcome
+    }
+}
+
+/// Stage 12: a status outside the endpoint's accepted statuses (2xx by default) throws kind
+/// `httpStatus`, with the header fields and the body (up to the maximum response size) kept.
+/// A `304` answering the cache's own revalidation is not an error.
+struct StatusCheckStage: PipelineStage {
+    let maxResponseSize: Int
+    var name: String { "status-check" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        let outcome = try await next(exchange)
+        let status = outcome.response.status.code
+        if exchange.endpoint.acceptedStatuses.contains(status) || ResponseCache.isNotModified(exchange.cacheRun, status: status) {
+            return outcome
+        }
+        var body = outcome.response.body.bytes
+        if body == nil {
+            body = try? await outcome.response.body.collect(upTo: self.maxResponseSize, deadline: exchange.request.deadline)
+        }
+        throw CourierError.httpStatus(outcome.response.head, body: body)
+    }
+}
+
+/// Stage 13: the body is read into memory, up to the client's maximum response size
+/// (`responseTooLarge`, reading stops there). A body nobody needs (an accepted status, a decoding
+/// that ignores the body, no cache, no wire protocol, no other waiter) is discarded instead.
+/// Streamed exchanges hand the body to the caller unread.
+struct CollectBodyStage: PipelineStage {
+    let maxResponseSize: Int
+    var name: String { "body" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        var outcome = try await next(exchange)
+        guard !exchange.mode.isStream, outcome.response.body.bytes == nil else { return outcome }
+        if !exchange.readsBody, exchange.endpoint.acceptedStatuses.contains(outcome.response.status.code) {
+            await outcome.response.body.discard()
+            outcome.response.body = .empty
+        } else {
+            outcome.response.body = .data(try await outcome.response.body.collect(upTo: self.maxResponseSize, deadline: exchange.request.deadline))
+        }
+        return outcome
+    }
+}
+
+/// Stage 14: gzip and deflate content codings are removed as the body is read, within the
+/// client's ``DecompressionLimits`` (the maximum response size for collected bodies, a ratio for
+/// streams), so a decompression bomb fails with `responseTooLarge`. Downloads ask for and keep
+/// the identity coding (their ranges count the bytes on disk).
+struct ContentDecodingStage: PipelineStage {
+    let limits: DecompressionLimits?
+    let maxResponseSize: Int
+    var name: String { "content-decoding" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        var outcome = try await next(exchange)
+        if exchange.mode == .download { return outcome }
+        outcome.response = try self.decoded(outcome.response, maxSize: exchange.mode.isStream ? nil : self.maxResponseSize)
+        return outcome
+    }
+
+    /// The response with its gzip or deflate content coding removed (lazily, as the body is read).
+    func decoded(_ raw: RawResponse, maxSize: Int?) throws -> RawResponse {
+        guard let limits = self.limits, let value = raw.head.headerFields[.contentEncoding] else { return raw }
+        guard let coding = try ContentCoding.of(value) else { return raw }
+        var decoded = raw
+        var bounded = limits
+        if let maxSize { bounded.maxSize = min(maxSize, limits.maxSize ?? .max) }
+        decoded.body = raw.body.decoded(coding, limits: bounded)
+        decoded.head.headerFields[.contentEncoding] = nil
+        decoded.head.headerFields[.contentLength] = nil
+        return decoded
+    }
+}
