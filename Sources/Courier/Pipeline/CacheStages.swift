@@ -75,8 +75,12 @@ struct DeduplicationStage: PipelineStage {
         // Waiters enforce their own deadlines; the shared exchange lives while anyone waits.
         sharing.request.deadline = nil
         sharing.readsBody = true
+        let deduplicator = self.deduplicator
+        sharing.waitersDeadline = { deduplicator.latestDeadline(key: key) }
         let shared = sharing
-        let (outcome, coalesced) = try await self.deduplicator.run(key: key, priority: exchange.priority, control: exchange.control) { ticket, priority in
+        let (outcome, coalesced) = try await self.deduplicator.run(
+            key: key, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control
+        ) { ticket, priority in
             var run = shared
             run.ticket = ticket
             run.priorityOverride = priority

@@ -55,6 +55,8 @@ enum MiddlewareChain {
 /// fresh signature over what is actually sent.
 public protocol PerHopMiddleware: Middleware {}
 
+extension RequestSigner: PerHopMiddleware {}
+
 /// Stage 17: a failed attempt is sent again under the endpoint's ``RetryPolicy`` (or the
 /// client's): the decision is ``RetryPolicy/decide(_:)``, a pure function; a ``RetryBudget``
 /// keeps retries to a share of requests. The backoff wait is cancellable and never passes the
@@ -97,7 +99,7 @@ struct RetryStage: PipelineStage {
                 number: number, method: current.request.head.method,
                 hasIdempotencyKey: current.request.head.headerFields[HTTPField.Name("Idempotency-Key")!] != nil,
                 bodyCanBeResent: current.request.body.map { $0.isReplayable || !$0.hasBeenSent } ?? true,
-                result: Self.classify(result), timeLeft: current.request.remainingTime, now: Date(), jitter: Double.random(in: 0..<1)
+                result: Self.classify(result), timeLeft: current.timeLeft, now: Date(), jitter: Double.random(in: 0..<1)
             )
             guard case .retry(let delay) = policy.decide(facts), self.budget.tryRetry() else { return try result.get() }
             if case .success(let outcome) = result {

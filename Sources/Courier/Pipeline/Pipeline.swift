@@ -133,6 +133,8 @@ struct RequestExchange: Sendable {
     /// Whether the body must be read even when the status is accepted and the decoding ignores it
     /// (a wire protocol, the cache or other waiters need it).
     var readsBody: Bool
+    /// For a shared exchange (which has no deadline of its own): the latest deadline among its waiters.
+    var waitersDeadline: (@Sendable () -> ContinuousClock.Instant?)?
     /// Upload progress, when the caller asked for it.
     let uploadReporter: ProgressReporter?
     /// A last change to the logical request (a download's `Range`).
@@ -142,6 +144,14 @@ struct RequestExchange: Sendable {
     let start: ContinuousClock.Instant
 
     var priority: RequestPriority { self.control?.priority ?? self.endpoint.priority }
+
+    /// The time left for this exchange: until its deadline, or a shared one's waiters' latest.
+    var timeLeft: Duration? {
+        if let left = self.request.remainingTime { return left }
+        guard let deadline = self.waitersDeadline?() else { return nil }
+        let left = deadline - ContinuousClock.now
+        return left > .zero ? left : .zero
+    }
 }
 
 /// What comes back up the stages.

@@ -55,9 +55,8 @@ public final class URLSessionTransport: Transport {
         for field in request.head.headerFields {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
-        if let timeout = request.remainingTime {
-            urlRequest.timeoutInterval = timeout.inSeconds
-        }
+        // The pipeline's deadline stage ends the exchange at the request's deadline (head and
+        // body); the session's own timeout stays an idle timeout, so a long stream is not cut.
         if let body = request.body {
             urlRequest.httpBody = try await body.claimCollected()
             if let contentType = body.contentType, request.head.headerFields[.contentType] == nil {

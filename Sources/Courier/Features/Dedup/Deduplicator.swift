@@ -14,6 +14,7 @@ final class Deduplicator: Sendable {
     private struct Waiter {
         var continuation: CheckedContinuation<Outcome, any Error>
         var priority: RequestPriority
+        var deadline: ContinuousClock.Instant?
     }
 
     private struct Entry {
@@ -53,6 +54,7 @@ final class Deduplicator: Sendable {
     func run(
         key: LogicalKey,
         priority: RequestPriority,
+        deadline: ContinuousClock.Instant?,
         control: RequestControl?,
         fetch: @escaping Fetch
     ) async throws -> (Outcome, coalesced: Bool) {
@@ -67,7 +69,7 @@ final class Deduplicator: Sendable {
         let response = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
                 let raised: (UInt64, RequestPriority)? = self.state.withLock { state in
-                    let waiter = Waiter(continuation: continuation, priority: control?.priority ?? priority)
+                    let waiter = Waiter(continuation: continuation, priority: control?.priority ?? priority, deadline: deadline)
                     if var entry = state.entries[key] {
                         entry.waiters[waiterID] = waiter
                         joined.withLock { $0 = true }
@@ -101,6 +103,20 @@ final class Deduplicator: Sendable {
             self.leave(key: key, waiterID: waiterID)
         }
         return (response, joined.current)
+    }
+
+    /// The latest deadline among the waiters of a shared request; `nil` when one has none (or
+    /// none is waiting): how long the shared request may still be worth waiting for.
+    func latestDeadline(key: LogicalKey) -> ContinuousClock.Instant? {
+        self.state.withLock { state in
+            guard let waiters = state.entries[key]?.waiters.values, !waiters.isEmpty else { return nil }
+            var latest: ContinuousClock.Instant?
+            for waiter in waiters {
+                guard let deadline = waiter.deadline else { return nil }
+                latest = max(latest ?? deadline, deadline)
+            }
+            return latest
+        }
     }
 
     /// The waiter gives up: resume it with `cancelled`; cancel the shared request if it was the last.
