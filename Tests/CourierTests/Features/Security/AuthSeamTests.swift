@@ -1,6 +1,7 @@
 import Courier
 import CourierAsyncHTTPClient
 import CourierTestServer
+import Crypto
 import Foundation
 import HTTPTypes
 import Testing
@@ -104,7 +105,7 @@ final class Finish<Value: Sendable>: Sendable {
     }
 }
 
-@Suite("Auth seams: cancellable waits, superseded refreshes, short-lived tokens, gates, redirects")
+@Suite("Auth seams: cancellable waits, superseded refreshes, short-lived tokens, gates, redirects, signed uploads")
 struct AuthSeamTests {
     /// How long a test waits for something that must happen while a token answer or prerequisite
     /// is still held back; generous, so only a request that truly waits for it fails the test.
@@ -458,5 +459,45 @@ struct AuthSeamTests {
             #expect(setup.tokens.state.withLock { $0.refreshCalls } == 1)
         }
         try await other.stop()
+    }
+
+    // MARK: - 6. Signed uploads
+
+    @Test(arguments: [false, true])
+    func anUploadOfDataIsSignedOverTheBytesSent(compressed: Bool) async throws {
+        let key = SymmetricKey(data: Data("upload-signing-key".utf8))
+        let verifier = SignatureVerifier(key: key, maxSkew: 60)
+        let outcomes = Locked<[String]>([])
+        let server = try await http1Server { request in
+            do {
+                try verifier.verify(method: request.method, target: request.uri, body: request.body,
+                                    signature: request.header("x-signature"), timestamp: request.header("x-signature-timestamp"), nonce: request.header("x-signature-nonce"))
+                outcomes.withLock { $0.append("ok") }
+                return .json(#"{"id":\#(request.body.count),"title":"verified"}"#)
+            } catch {
+                outcomes.withLock { $0.append("\(error)") }
+                return .text("\(error)", status: 401)
+            }
+        }
+        let content = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [RequestSigner(key: key, keyID: "k1")] }) { client in
+            var endpoint = Endpoint<Article>(method: .post, path: "/uploads", query: ["name": "blob"], body: .data(content, contentType: "application/octet-stream"))
+            endpoint.compressesRequestBody = compressed
+            let transfer = client.upload(endpoint)
+            let seen = Task { await transfer.progress.reduce(into: [TransferProgress]()) { $0.append($1) } }
+            let response = try await transfer.value
+            #expect(response.value.title == "verified")
+            #expect(outcomes.current == ["ok"])
+            let recorded = try #require(server.requests.last)
+            if compressed {
+                #expect(recorded.header("content-encoding") == "gzip")
+                #expect(recorded.body != content)
+            } else {
+                #expect(recorded.body == content)
+            }
+            #expect(response.value.id == recorded.body.count)
+            let progress = await seen.value
+            #expect(progress.last?.completedBytes == Int64(recorded.body.count))
+        }
     }
 }
