@@ -59,6 +59,14 @@ public struct RequestBody: Sendable {
         return nil
     }
 
+    /// Bytes in memory that this stream body sends unchanged (an in-memory body wrapped to
+    /// report upload progress), so they can be hashed without consuming the stream.
+    var streamedBytes: Data?
+
+    /// The exact bytes the body sends, when they are in memory: ``bytes``, or the bytes a
+    /// progress-reporting stream sends.
+    var sentBytes: Data? { self.bytes ?? self.streamedBytes }
+
     /// Claims the body for one send, and returns its content as a stream.
     ///
     /// Transports call this exactly once per attempt. A one-shot body claimed a second time throws

@@ -157,6 +157,8 @@ extension RequestBody {
             return source().observed { reporter.add($0.count) }
         }), contentType: self.contentType, length: length, isReplayable: self.isReplayable)
         body.shareSendCount(with: self)
+        // The chunks are the same bytes: a signer can still hash them.
+        body.streamedBytes = self.sentBytes
         return body
     }
 

@@ -4,10 +4,17 @@ import HTTPTypes
 /// Middleware that authenticates requests with OAuth 2.0 bearer tokens and keeps them fresh.
 ///
 /// - Before a request leaves, the current access token goes in `Authorization: Bearer …`; a token
-///   that expires within ``Configuration/refreshMargin`` is refreshed first.
+///   that expires within the refresh margin is refreshed first. The margin is
+///   ``Configuration/refreshMargin``, but at most half the token's lifetime (from when the
+///   authenticator received it — by a refresh, a sign-in, ``supply(_:)``, or from the store at
+///   creation — to its expiry): a 20-second token with the 30-second default margin is
+///   refreshed 10 seconds before it expires, not on every request. The requests that waited for
+///   a refresh use the token it brought, whatever its lifetime.
 /// - On a 401, it checks whether the request was sent with the current token. If not (another
 ///   request refreshed meanwhile), it retries with the current token, without a new refresh.
 ///   If so, it refreshes and retries once. A one-shot body is not retried: the 401 is returned.
+///   A 401 from another origin than the request's (after a redirect) says nothing about this
+///   token: it is returned as is.
 /// - Only one refresh is ever in flight; requests arriving meanwhile wait for it and all resume
 ///   with the new token. At most ``Configuration/maxRefreshes`` refreshes per
 ///   ``Configuration/refreshWindow`` stop a refresh loop.
@@ -15,6 +22,11 @@ import HTTPTypes
 ///   called once, and waiting requests fail with kind `authenticationRequired` (presented as
 ///   re-login) — or, with ``Configuration/holdWhenSignedOut``, wait until ``supply(_:)`` or
 ///   ``signIn(username:password:scope:)`` provides new credentials, then continue.
+/// - Every wait (for a refresh, or for new credentials) ends as soon as the request's task is
+///   cancelled, with kind `cancelled`, or its ``Request/deadline`` passes, with kind `timeout`.
+/// - New credentials win over a refresh in flight: a refresh that completes (or fails) after
+///   ``supply(_:)``, ``signIn(username:password:scope:)`` or ``signOut()`` changes neither the
+///   token nor the store, and the requests that waited for it continue with the new state.
 ///
 /// Token requests go through `tokenClient`, which must not itself use this middleware.
 ///
@@ -28,7 +40,7 @@ import HTTPTypes
 public final class OAuth2Authenticator: Middleware {
     /// Refresh and failure behaviour.
     public struct Configuration: Sendable {
-        /// How long before expiry a token is refreshed.
+        /// How long before expiry a token is refreshed; at most half the token's lifetime is used.
         public var refreshMargin: Duration = .seconds(30)
         /// The most refreshes within ``refreshWindow``.
         public var maxRefreshes: Int = 3
@@ -41,15 +53,31 @@ public final class OAuth2Authenticator: Middleware {
         public init() {}
     }
 
+    /// How a refresh ended, as its waiters see it.
+    private enum RefreshOutcome: Sendable {
+        /// The refresh brought this token.
+        case refreshed(OAuth2Token)
+        /// The credentials changed while it ran: decide again from the current state.
+        case superseded
+        /// The refresh failed.
+        case failed(CourierError)
+    }
+
     private struct State {
         var token: OAuth2Token?
-        var refresh: Task<OAuth2Token, any Error>?
+        /// When the current token was received, the start of its lifetime.
+        var receivedAt = Date()
+        var refresh: SharedOutcome<RefreshOutcome>?
         var refreshTimes: [ContinuousClock.Instant] = []
         var signedOut = false
         var eventRaised = false
-        var held: [UInt64: CheckedContinuation<OAuth2Token, any Error>] = [:]
-        var nextHeld: UInt64 = 0
+        /// What requests held while signed out wait for: the next supplied token.
+        var signedIn: SharedOutcome<OAuth2Token>?
+        /// Incremented whenever credentials are supplied or removed: a refresh started in an
+        /// older generation must not change the credentials.
+        var generation: UInt64 = 0
         var refreshCount = 0
+        var runningRefreshes = 0
         var usesClientCredentials = false
         var scope: String?
     }
@@ -60,6 +88,9 @@ public final class OAuth2Authenticator: Middleware {
     private let configuration: Configuration
     private let onAuthenticationRequired: @Sendable (CourierError) -> Void
     private let state: Locked<State>
+    /// Serializes changes of the credentials with their writes to the store, so the store always
+    /// ends up with the latest credentials. Taken before `state`, never inside it.
+    private let persisting = Locked(())
 
     /// Creates the middleware; the token set is read from `store` once.
     public init(
@@ -80,6 +111,10 @@ public final class OAuth2Authenticator: Middleware {
     /// How many refreshes have been performed (for tests and metrics).
     public var refreshCount: Int { self.state.withLock { $0.refreshCount } }
 
+    /// How many refreshes are still running, including ones whose result no longer counts
+    /// because credentials changed meanwhile (for tests).
+    package var runningRefreshes: Int { self.state.withLock { $0.runningRefreshes } }
+
     /// The current token set.
     public var token: OAuth2Token? { self.state.withLock { $0.token } }
 
@@ -94,44 +129,66 @@ public final class OAuth2Authenticator: Middleware {
     /// Client-credentials tokens carry no refresh token: when one expires, the grant runs again.
     public func authenticateClient(scope: String? = nil) async throws {
         let token = try await self.requestToken(.clientCredentials(scope: scope))
-        try self.supply(token)
-        self.state.withLock { state in
-            state.usesClientCredentials = true
-            state.scope = scope
-        }
+        try self.supply(token, clientCredentialsScope: .some(scope))
     }
 
     /// Installs new credentials (saved to the store) and resumes held requests with them.
+    ///
+    /// A refresh in flight no longer counts: its result is dropped, and the requests waiting for
+    /// it continue with these credentials.
     public func supply(_ token: OAuth2Token) throws {
-        try self.store.save(token)
-        let held = self.state.withLock { state -> [CheckedContinuation<OAuth2Token, any Error>] in
-            state.token = token
-            state.signedOut = false
-            state.eventRaised = false
-            state.refreshTimes.removeAll()
-            state.usesClientCredentials = false
-            defer { state.held.removeAll() }
-            return Array(state.held.values)
-        }
-        for waiter in held { waiter.resume(returning: token) }
+        try self.supply(token, clientCredentialsScope: nil)
     }
 
-    /// Forgets the credentials.
+    /// Installs credentials; `clientCredentialsScope` is set for a client-credentials token.
+    private func supply(_ token: OAuth2Token, clientCredentialsScope: String??) throws {
+        let (superseded, held) = try self.persisting.withLock { _ in
+            try self.store.save(token)
+            return self.state.withLock { state -> (SharedOutcome<RefreshOutcome>?, SharedOutcome<OAuth2Token>?) in
+                state.token = token
+                state.receivedAt = Date()
+                state.generation += 1
+                state.signedOut = false
+                state.eventRaised = false
+                state.refreshTimes.removeAll()
+                state.usesClientCredentials = clientCredentialsScope != nil
+                state.scope = clientCredentialsScope ?? nil
+                defer {
+                    state.refresh = nil
+                    state.signedIn = nil
+                }
+                return (state.refresh, state.signedIn)
+            }
+        }
+        superseded?.complete(.success(.superseded))
+        held?.complete(.success(token))
+    }
+
+    /// Forgets the credentials; a refresh in flight no longer counts.
     public func signOut() throws {
-        try self.store.save(nil)
-        self.state.withLock { $0.token = nil }
+        let superseded = try self.persisting.withLock { _ in
+            try self.store.save(nil)
+            return self.state.withLock { state -> SharedOutcome<RefreshOutcome>? in
+                state.token = nil
+                state.generation += 1
+                defer { state.refresh = nil }
+                return state.refresh
+            }
+        }
+        superseded?.complete(.success(.superseded))
     }
 
     /// Adds the bearer token, refreshing it when needed, and retries once after a 401.
     public func intercept(_ request: Request, next: Next) async throws -> RawResponse {
-        let token = try await self.validToken(replacing: nil)
+        let token = try await self.validToken(replacing: nil, deadline: request.deadline)
         var authorized = request
         authorized.head.headerFields[.authorization] = "Bearer \(token.accessToken)"
         let response = try await next(authorized)
         guard response.status == .unauthorized, Self.isTokenProblem(response) else { return response }
+        guard Self.isFromOrigin(of: authorized, response) else { return response }
         guard request.body?.isReplayable ?? true else { return response }
         await response.body.discard()
-        let fresh = try await self.validToken(replacing: token.accessToken)
+        let fresh = try await self.validToken(replacing: token.accessToken, deadline: request.deadline)
         authorized.head.headerFields[.authorization] = "Bearer \(fresh.accessToken)"
         return try await next(authorized)
     }
@@ -144,72 +201,102 @@ public final class OAuth2Authenticator: Middleware {
         return challenges.isEmpty || challenges.contains { $0.scheme == "bearer" }
     }
 
+    /// Whether the response came from the request's origin (scheme, host and port), and not
+    /// from another one a redirect led to. A response without a URL was not redirected.
+    static func isFromOrigin(of request: Request, _ response: RawResponse) -> Bool {
+        guard let url = response.url else { return true }
+        guard let scheme = request.head.scheme, let authority = request.head.authority,
+              let requestURL = URL(string: "\(scheme)://\(authority)/")
+        else { return false }
+        func port(_ url: URL) -> Int? {
+            url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
+        }
+        return url.scheme?.lowercased() == requestURL.scheme?.lowercased()
+            && url.host?.lowercased() == requestURL.host?.lowercased()
+            && port(url) == port(requestURL)
+    }
+
     // MARK: - Token state
 
     private enum Step {
         case use(OAuth2Token)
-        case wait(Task<OAuth2Token, any Error>)
-        case hold(UInt64)
+        case wait(SharedOutcome<RefreshOutcome>)
+        case hold(SharedOutcome<OAuth2Token>)
         case fail(CourierError)
     }
 
+    /// The margin for `token`: the configured one, at most half the token's lifetime.
+    private func refreshMargin(for token: OAuth2Token, receivedAt: Date) -> Duration {
+        guard let expiresAt = token.expiresAt else { return self.configuration.refreshMargin }
+        let halfLifetime = max(0, expiresAt.timeIntervalSince(receivedAt) / 2)
+        return min(self.configuration.refreshMargin, .milliseconds(Int64(halfLifetime * 1000)))
+    }
+
     /// The token to send. With `stale`, the caller got a 401 with that token: a different current
-    /// token is returned as is; the same one is refreshed.
-    private func validToken(replacing stale: String?) async throws -> OAuth2Token {
-        let step = self.state.withLock { state -> Step in
-            if state.signedOut || state.token == nil {
-                if self.configuration.holdWhenSignedOut {
-                    state.nextHeld += 1
-                    return .hold(state.nextHeld)
-                }
-                return .fail(Self.signedOutError())
-            }
-            let token = state.token!
-            if let stale, token.accessToken != stale { return .use(token) }
-            if stale == nil, !token.expires(within: self.configuration.refreshMargin) { return .use(token) }
-            if let refresh = state.refresh { return .wait(refresh) }
-            let now = ContinuousClock.now
-            state.refreshTimes.removeAll { now - $0 > self.configuration.refreshWindow }
-            guard state.refreshTimes.count < self.configuration.maxRefreshes else {
-                return .fail(CourierError(.authenticationRequired, "stopped after \(self.configuration.maxRefreshes) token refreshes in \(self.configuration.refreshWindow)"))
-            }
-            state.refreshTimes.append(now)
-            state.refreshCount += 1
-            let refreshToken = token.refreshToken
-            let task = Task { try await self.performRefresh(refreshToken) }
-            state.refresh = task
-            return .wait(task)
-        }
-        switch step {
-        case .use(let token):
-            return token
-        case .fail(let error):
-            throw error
-        case .wait(let task):
-            do {
-                return try await task.value
-            } catch {
-                if self.configuration.holdWhenSignedOut { return try await self.validToken(replacing: nil) }
-                throw CourierError.wrap(error)
-            }
-        case .hold(let id):
-            return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                    let ready: OAuth2Token? = self.state.withLock { state in
-                        if !state.signedOut, let token = state.token { return token }
-                        state.held[id] = continuation
-                        return nil
+    /// token is returned as is; the same one is refreshed. Waits end at `deadline` or on
+    /// cancellation.
+    private func validToken(replacing stale: String?, deadline: ContinuousClock.Instant?) async throws -> OAuth2Token {
+        var stale = stale
+        while true {
+            // A request that can no longer wait neither waits nor starts a refresh.
+            let interruption = SharedOutcome<OAuth2Token>.interruption(deadline: deadline, waitingFor: "credentials")
+            let step = self.state.withLock { state -> Step in
+                guard !state.signedOut, let token = state.token else {
+                    if self.configuration.holdWhenSignedOut {
+                        if let interruption { return .fail(interruption) }
+                        let signedIn = state.signedIn ?? SharedOutcome<OAuth2Token>()
+                        state.signedIn = signedIn
+                        return .hold(signedIn)
                     }
-                    if let ready { continuation.resume(returning: ready) }
+                    return .fail(Self.signedOutError())
                 }
-            } onCancel: {
-                let waiter = self.state.withLock { $0.held.removeValue(forKey: id) }
-                waiter?.resume(throwing: CourierError.cancelled())
+                if let stale, token.accessToken != stale { return .use(token) }
+                if stale == nil, !token.expires(within: self.refreshMargin(for: token, receivedAt: state.receivedAt)) { return .use(token) }
+                if let interruption { return .fail(interruption) }
+                if let refresh = state.refresh { return .wait(refresh) }
+                let now = ContinuousClock.now
+                state.refreshTimes.removeAll { now - $0 > self.configuration.refreshWindow }
+                guard state.refreshTimes.count < self.configuration.maxRefreshes else {
+                    return .fail(CourierError(.authenticationRequired, "stopped after \(self.configuration.maxRefreshes) token refreshes in \(self.configuration.refreshWindow)"))
+                }
+                state.refreshTimes.append(now)
+                state.refreshCount += 1
+                state.runningRefreshes += 1
+                let refresh = SharedOutcome<RefreshOutcome>()
+                state.refresh = refresh
+                let refreshToken = token.refreshToken
+                let generation = state.generation
+                Task {
+                    await self.performRefresh(refreshToken, generation: generation, outcome: refresh)
+                    self.state.withLock { $0.runningRefreshes -= 1 }
+                }
+                return .wait(refresh)
+            }
+            switch step {
+            case .use(let token):
+                return token
+            case .fail(let error):
+                throw error
+            case .wait(let refresh):
+                switch try await refresh.value(deadline: deadline, waitingFor: "the token refresh") {
+                case .refreshed(let token):
+                    return token
+                case .superseded:
+                    continue
+                case .failed(let error):
+                    guard self.configuration.holdWhenSignedOut else { throw error }
+                    stale = nil
+                }
+            case .hold(let signedIn):
+                _ = try await signedIn.value(deadline: deadline, waitingFor: "signing in")
+                stale = nil
             }
         }
     }
 
-    private func performRefresh(_ refreshToken: String?) async throws -> OAuth2Token {
+    /// Runs one refresh and reports it to `outcome`; it changes the credentials only if they are
+    /// still those of `generation`.
+    private func performRefresh(_ refreshToken: String?, generation: UInt64, outcome: SharedOutcome<RefreshOutcome>) async {
         do {
             var token: OAuth2Token
             if let refreshToken {
@@ -220,32 +307,54 @@ public final class OAuth2Authenticator: Middleware {
             } else {
                 throw CourierError(.authenticationRequired, "the access token expired and there is no refresh token")
             }
-            try? self.store.save(token)
-            self.state.withLock { state in
-                state.token = token
-                state.refresh = nil
+            let installed = self.persisting.withLock { _ in
+                let current = self.state.withLock { state -> Bool in
+                    guard state.generation == generation else { return false }
+                    state.token = token
+                    state.receivedAt = Date()
+                    state.refresh = nil
+                    return true
+                }
+                if current { try? self.store.save(token) }
+                return current
             }
-            return token
+            outcome.complete(.success(installed ? .refreshed(token) : .superseded))
         } catch {
             var failure = CourierError.wrap(error)
             let invalidGrant = OAuth2TokenEndpoint.errorCode(of: failure) == "invalid_grant"
             if failure.kind == .authenticationRequired || invalidGrant || failure.status?.code == 400 || failure.status?.code == 401 {
                 failure = CourierError(.authenticationRequired, "signing in again is required: the token refresh was refused (\(OAuth2TokenEndpoint.errorCode(of: failure) ?? failure.shortDescription))", underlying: failure)
                 failure.presentation = .reLogin
-                let raise = self.state.withLock { state -> Bool in
-                    state.refresh = nil
-                    state.signedOut = true
-                    state.token = nil
-                    defer { state.eventRaised = true }
-                    return !state.eventRaised
+                let raise = self.persisting.withLock { _ -> Bool? in
+                    let raise = self.state.withLock { state -> Bool? in
+                        guard state.generation == generation else { return nil }
+                        state.refresh = nil
+                        state.signedOut = true
+                        state.token = nil
+                        defer { state.eventRaised = true }
+                        return !state.eventRaised
+                    }
+                    if raise != nil { try? self.store.save(nil) }
+                    return raise
                 }
-                try? self.store.save(nil)
+                guard let raise else {
+                    outcome.complete(.success(.superseded))
+                    return
+                }
                 if raise { self.onAuthenticationRequired(failure) }
             } else {
                 // A network failure: keep the credentials, let a later request try again.
-                self.state.withLock { $0.refresh = nil }
+                let current = self.state.withLock { state -> Bool in
+                    guard state.generation == generation else { return false }
+                    state.refresh = nil
+                    return true
+                }
+                guard current else {
+                    outcome.complete(.success(.superseded))
+                    return
+                }
             }
-            throw failure
+            outcome.complete(.success(.failed(failure)))
         }
     }
 

@@ -2,6 +2,13 @@
 /// before any request passes, holds requests meanwhile, shares the result, and runs again after
 /// ``invalidate()``.
 ///
+/// - A request waiting for the prerequisite stops waiting as soon as its task is cancelled
+///   (kind `cancelled`) or its ``Request/deadline`` passes (kind `timeout`); the fetch itself
+///   goes on, and its result serves the next requests.
+/// - ``invalidate()`` during a fetch is not lost: that fetch's result goes to the requests
+///   already waiting for it, but does not satisfy the gate; the next request runs the
+///   prerequisite again.
+///
 /// `fetch` must not send through a client that uses this gate (it would wait for itself).
 ///
 /// ```swift
@@ -10,9 +17,19 @@
 /// }
 /// ```
 public final class PrerequisiteGate<Value: Sendable>: Middleware {
+    private struct State {
+        /// The prerequisite's result, while valid.
+        var value: Value?
+        /// The fetch in flight for the current generation, if any.
+        var pending: SharedOutcome<Value>?
+        /// Incremented by ``invalidate()``: a fetch started in an older generation cannot satisfy the gate.
+        var generation: UInt64 = 0
+        var runs = 0
+    }
+
     private let fetch: @Sendable () async throws -> Value
     private let apply: @Sendable (Value, inout Request) -> Void
-    private let state = Locked<(value: Value?, task: Task<Value, any Error>?, runs: Int)>((nil, nil, 0))
+    private let state = Locked(State())
 
     /// Creates a gate.
     public init(fetch: @escaping @Sendable () async throws -> Value, apply: @escaping @Sendable (Value, inout Request) -> Void) {
@@ -23,39 +40,67 @@ public final class PrerequisiteGate<Value: Sendable>: Middleware {
     /// How many times the prerequisite has run.
     public var runCount: Int { self.state.withLock { $0.runs } }
 
-    /// Forgets the result: the next request runs the prerequisite again.
+    /// Forgets the result: the next request runs the prerequisite again, even when a fetch is in
+    /// flight (its result then serves only the requests already waiting for it).
     public func invalidate() {
-        self.state.withLock { $0.value = nil }
+        self.state.withLock { state in
+            state.value = nil
+            state.pending = nil
+            state.generation += 1
+        }
     }
 
     /// Waits for the prerequisite (running it if needed), applies it, and passes the request on.
     public func intercept(_ request: Request, next: Next) async throws -> RawResponse {
-        let value = try await self.value()
+        let value = try await self.value(deadline: request.deadline)
         var request = request
         self.apply(value, &request)
         return try await next(request)
     }
 
-    private func value() async throws -> Value {
-        let (ready, task) = self.state.withLock { state -> (Value?, Task<Value, any Error>?) in
-            if let value = state.value { return (value, nil) }
-            if let task = state.task { return (nil, task) }
+    private enum Step {
+        case ready(Value)
+        case wait(SharedOutcome<Value>)
+        case fail(CourierError)
+    }
+
+    private func value(deadline: ContinuousClock.Instant?) async throws -> Value {
+        let what = "the prerequisite"
+        let interruption = SharedOutcome<Value>.interruption(deadline: deadline, waitingFor: what)
+        let step = self.state.withLock { state -> Step in
+            if let value = state.value { return .ready(value) }
+            if let pending = state.pending { return .wait(pending) }
+            // A request that can no longer wait does not start a fetch.
+            if let interruption { return .fail(interruption) }
             state.runs += 1
-            let task = Task { [fetch] in try await fetch() }
-            state.task = task
-            return (nil, task)
-        }
-        if let ready { return ready }
-        do {
-            let value = try await task!.value
-            self.state.withLock { state in
-                state.value = value
-                state.task = nil
+            let outcome = SharedOutcome<Value>()
+            state.pending = outcome
+            let generation = state.generation
+            Task { [fetch] in
+                let result: Result<Value, any Error>
+                do {
+                    result = .success(try await fetch())
+                } catch {
+                    result = .failure(CourierError.wrap(error))
+                }
+                self.finish(result, generation: generation, outcome: outcome)
             }
-            return value
-        } catch {
-            self.state.withLock { $0.task = nil }
-            throw CourierError.wrap(error)
+            return .wait(outcome)
         }
+        switch step {
+        case .ready(let value): return value
+        case .wait(let outcome): return try await outcome.value(deadline: deadline, waitingFor: what)
+        case .fail(let error): throw error
+        }
+    }
+
+    /// Records a fetch's result (unless the gate was invalidated meanwhile) and hands it to its waiters.
+    private func finish(_ result: Result<Value, any Error>, generation: UInt64, outcome: SharedOutcome<Value>) {
+        self.state.withLock { state in
+            guard state.generation == generation else { return }
+            if case .success(let value) = result { state.value = value }
+            state.pending = nil
+        }
+        outcome.complete(result)
     }
 }

@@ -52,7 +52,10 @@ public struct SignatureHeaders: Sendable, Hashable {
 /// Middleware that signs each request with HMAC-SHA256 just before it leaves (after queueing),
 /// so the timestamp is fresh when the request is sent.
 ///
-/// A streamed body cannot be hashed without consuming it: such requests fail with `invalidRequest`.
+/// The signature covers the bytes actually sent. A body held in memory is hashed as is, also
+/// when it is sent as a stream of its bytes (as ``Client/upload(_:)`` sends one, to report
+/// progress). Any other streamed body cannot be hashed without consuming it: such requests fail
+/// with `invalidRequest`.
 public struct RequestSigner: Middleware {
     private let key: SymmetricKey
     private let keyID: String?
@@ -72,7 +75,7 @@ public struct RequestSigner: Middleware {
         var signed = request
         let body: Data
         if let requestBody = request.body {
-            guard let bytes = requestBody.bytes else { throw CourierError.invalidRequest("a streamed body cannot be signed") }
+            guard let bytes = requestBody.sentBytes else { throw CourierError.invalidRequest("a streamed body cannot be signed") }
             body = bytes
         } else {
             body = Data()
