@@ -229,7 +229,9 @@ public final class AsyncHTTPClientTransport: Transport {
                 fields.append(HTTPField(name: fieldName, value: value))
             }
         }
-        let expected = response.headers.first(name: "content-length").flatMap { Int($0) }
+        // Content-Length is 1*DIGIT (RFC 9110 §8.6); one too large for `Int` saturates, so the
+        // size limit rejects it.
+        let expected = response.headers.first(name: "content-length").flatMap { UntrustedNumber.digits($0.trimmingCharacters(in: .whitespaces)) }
         let body = response.body
         let stream = ByteStream {
             var iterator = body.makeAsyncIterator()
@@ -263,9 +265,10 @@ public final class AsyncHTTPClientTransport: Transport {
         }
     }
 
+    /// The duration as a `TimeAmount`, saturating (a timeout of 10^10 seconds is the longest
+    /// `TimeAmount`, not an overflow).
     static func timeAmount(_ duration: Duration) -> TimeAmount {
-        let (seconds, attoseconds) = duration.components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        .nanoseconds(duration.saturatingNanoseconds)
     }
 
     static func host(of authority: String?) -> String? {

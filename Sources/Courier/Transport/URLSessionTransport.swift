@@ -56,7 +56,9 @@ public final class URLSessionTransport: Transport {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
         if let timeout = request.remainingTime {
-            urlRequest.timeoutInterval = timeout.inSeconds
+            // FoundationNetworking turns the interval into whole milliseconds: keep it where that
+            // cannot overflow (2^31 seconds is about 68 years).
+            urlRequest.timeoutInterval = UntrustedNumber.clamp(timeout.inSeconds, to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) ?? 0
         }
         if let body = request.body {
             urlRequest.httpBody = try await body.claimCollected()
@@ -82,6 +84,12 @@ public final class URLSessionTransport: Transport {
             if let name = HTTPField.Name("\(name)") {
                 fields.append(HTTPField(name: name, value: "\(value)"))
             }
+        }
+        // HTTPResponse.Status traps outside 0...999: a status the platform passed on from a
+        // broken status line is a malformed response, not a crash.
+        guard (0...999).contains(head.statusCode) else {
+            task.cancel()
+            throw CourierError.transport("the server sent a malformed status code \(head.statusCode)")
         }
         let status = HTTPResponse.Status(code: head.statusCode, reasonPhrase: HTTPURLResponse.localizedString(forStatusCode: head.statusCode).capitalized)
         var expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
