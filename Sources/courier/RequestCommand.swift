@@ -371,6 +371,8 @@ struct RequestCommand: AsyncParsableCommand {
             }
         } catch let error as CourierError where error.kind == .pinMismatch {
             code = self.fail("TLS pin mismatch: \(error.message); nothing was sent", code: Self.exitCode(for: error))
+        } catch let error as CourierError where error.kind == .tls {
+            code = self.fail("TLS failure (\(error.tlsReason?.rawValue ?? "unknown")): \(error.message)", code: Self.exitCode(for: error))
         } catch let error as CourierError {
             code = self.fail(error.description, code: Self.exitCode(for: error))
         } catch {
