@@ -78,6 +78,7 @@ public final class AsyncHTTPClientTransport: Transport {
     public let httpClient: HTTPClient
     private let pinning: PinningPolicy
     private let pinnedTLS: [String: TLSConfiguration]
+    private let tlsConfiguration: TLSConfiguration?
 
     /// Creates a transport with its own connection pool.
     ///
@@ -136,6 +137,7 @@ public final class AsyncHTTPClientTransport: Transport {
             }
         }
         self.pinning = configuration.pinning
+        self.tlsConfiguration = configuration.tlsConfiguration
         var pinnedTLS: [String: TLSConfiguration] = [:]
         for host in configuration.pinning.pins.keys {
             let anchors = configuration.pinning.anchors(for: host)
@@ -216,10 +218,10 @@ public final class AsyncHTTPClientTransport: Transport {
             do {
                 response = try await self.httpClient.execute(outgoing, deadline: deadline)
             } catch {
-                throw Self.mapError(error, pinnedHost: pinnedHost)
+                throw await self.failure(error, request: request, pinnedHost: pinnedHost, tls: outgoing.tlsConfiguration)
             }
         } catch {
-            throw Self.mapError(error, pinnedHost: pinnedHost)
+            throw await self.failure(error, request: request, pinnedHost: pinnedHost, tls: outgoing.tlsConfiguration)
         }
 
         var fields = HTTPFields()
@@ -229,7 +231,9 @@ public final class AsyncHTTPClientTransport: Transport {
                 fields.append(HTTPField(name: fieldName, value: value))
             }
         }
-        let expected = response.headers.first(name: "content-length").flatMap { Int($0) }
+        // Content-Length is 1*DIGIT (RFC 9110 §8.6); one too large for `Int` saturates, so the
+        // size limit rejects it.
+        let expected = response.headers.first(name: "content-length").flatMap { UntrustedNumber.digits($0.trimmingCharacters(in: .whitespaces)) }
         let body = response.body
         let stream = ByteStream {
             var iterator = body.makeAsyncIterator()
@@ -263,9 +267,37 @@ public final class AsyncHTTPClientTransport: Transport {
         }
     }
 
+    /// The duration as a `TimeAmount`, saturating (a timeout of 10^10 seconds is the longest
+    /// `TimeAmount`, not an overflow).
     static func timeAmount(_ duration: Duration) -> TimeAmount {
-        let (seconds, attoseconds) = duration.components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        .nanoseconds(duration.saturatingNanoseconds)
+    }
+
+    /// The error for a failed exchange: ``mapError(_:pinnedHost:)``, and for a certificate chain
+    /// BoringSSL rejected, the reason ``TLSDiagnosis`` finds on a second, rejected handshake.
+    private func failure(_ error: any Error, request: Courier.Request, pinnedHost: String?, tls: TLSConfiguration?) async -> CourierError {
+        var mapped = Self.mapError(error, pinnedHost: pinnedHost)
+        guard mapped.kind == .tls, TLSDiagnosis.isCertificateVerifyFailure(error), !Task.isCancelled,
+              let host = Self.host(of: request.head.authority)
+        else { return mapped }
+        let port = Self.port(of: request.head.authority) ?? (request.head.scheme?.lowercased() == "http" ? 80 : 443)
+        let timeout = min(request.remainingTime ?? .seconds(5), .seconds(5))
+        let configuration = tls ?? self.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
+        if let reason = await TLSDiagnosis.reason(host: host, port: port, configuration: configuration, group: self.httpClient.eventLoopGroup, timeout: Self.timeAmount(timeout)) {
+            mapped.tlsReason = reason
+            mapped.message = Self.tlsMessage(reason, error)
+        }
+        return mapped
+    }
+
+    /// The message of a TLS failure: the reason in words, then the platform's own text.
+    static func tlsMessage(_ reason: TLSFailureReason?, _ error: any Error) -> String {
+        "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(error))"
+    }
+
+    static func port(of authority: String?) -> Int? {
+        guard let authority, let colon = authority.lastIndex(of: ":"), !authority.hasSuffix("]") else { return nil }
+        return UntrustedNumber.digits(authority[authority.index(after: colon)...], limit: 65535)
     }
 
     static func host(of authority: String?) -> String? {
@@ -277,11 +309,15 @@ public final class AsyncHTTPClientTransport: Transport {
 
     static func mapError(_ error: any Error, pinnedHost: String? = nil) -> CourierError {
         if let mismatch = error as? PinMismatch {
-            return CourierError(.pinMismatch, mismatch.description, underlying: error)
+            var mapped = CourierError(.pinMismatch, mismatch.description, underlying: error)
+            mapped.tlsReason = .pinMismatch
+            return mapped
         }
         if let pinnedHost, error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
             // A pinned host whose chain does not end at a pinned authority fails the handshake.
-            return CourierError(.pinMismatch, "the certificate presented for \(pinnedHost) does not chain to a pinned authority: \(error)", underlying: error)
+            var mapped = CourierError(.pinMismatch, "the certificate presented for \(pinnedHost) does not chain to a pinned authority: \(error)", underlying: error)
+            mapped.tlsReason = .pinMismatch
+            return mapped
         }
         if let error = error as? CourierError { return error }
         if error is CancellationError { return .init(.cancelled, "the request was cancelled", underlying: error) }
@@ -302,14 +338,19 @@ public final class AsyncHTTPClientTransport: Transport {
         if error is ReadIdleTimeoutError {
             return CourierError(.timeout, "nothing was received within the read timeout", underlying: error)
         }
-        if let error = error as? NIOSSLError {
-            return CourierError(.tls, "the TLS handshake failed: \(error)", underlying: error)
-        }
-        if let error = error as? BoringSSLError {
-            return CourierError(.tls, "the TLS handshake failed: \(error)", underlying: error)
-        }
-        if let error = error as? NIOSSLExtraError {
-            return CourierError(.tls, "the TLS handshake failed: \(error)", underlying: error)
+        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            // A rejected chain's reason is not in the error: `failure` finds it (nil until then).
+            let reason: TLSFailureReason?
+            if TLSDiagnosis.isCertificateVerifyFailure(error) {
+                reason = nil
+            } else if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
+                reason = .hostnameMismatch
+            } else {
+                reason = .handshakeFailure
+            }
+            var mapped = CourierError(.tls, Self.tlsMessage(reason, error), underlying: error)
+            mapped.tlsReason = reason
+            return mapped
         }
         if error is HTTPParserError {
             return CourierError(.transport, "the server sent a malformed response: \(error)", underlying: error)

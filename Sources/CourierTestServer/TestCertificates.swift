@@ -17,11 +17,23 @@ public struct TestCertificates: Sendable {
     /// The leaf's SubjectPublicKeyInfo, DER.
     public let leafSPKIDER: Data
 
-    /// Makes a new CA and a leaf certificate for the given DNS names and IPv4 addresses.
+    /// A flaw built into the leaf, to see how clients reject it.
+    public enum LeafFlaw: Sendable, Hashable {
+        /// Valid until a day ago.
+        case expired
+        /// Valid from tomorrow.
+        case notYetValid
+        /// Signed by its own key, not by the CA (which is still made, and may be trusted).
+        case selfSigned
+    }
+
+    /// Makes a new CA and a leaf certificate for the given DNS names and IPv4 addresses; the leaf
+    /// has `leafFlaw` when one is given (for a leaf for the wrong host, pass other `dnsNames`).
     public static func generate(
         commonName: String = "Courier Test CA",
         dnsNames: [String] = ["localhost"],
-        ipv4Addresses: [[UInt8]] = [[127, 0, 0, 1]]
+        ipv4Addresses: [[UInt8]] = [[127, 0, 0, 1]],
+        leafFlaw: LeafFlaw? = nil
     ) throws -> TestCertificates {
         let now = Date()
         let caKey = P256.Signing.PrivateKey()
@@ -44,14 +56,20 @@ public struct TestCertificates: Sendable {
         let leafKey = P256.Signing.PrivateKey()
         var names: [GeneralName] = dnsNames.map { .dnsName($0) }
         names += ipv4Addresses.map { .ipAddress(ASN1OctetString(contentBytes: ArraySlice($0))) }
+        let leafName = try DistinguishedName { CommonName(dnsNames.first ?? "localhost") }
+        let validity: (from: TimeInterval, until: TimeInterval) = switch leafFlaw {
+        case .expired: (-86400 * 30, -86400)
+        case .notYetValid: (86400, 86400 * 30)
+        default: (-3600, 86400 * 30)
+        }
         let leaf = try Certificate(
             version: .v3,
             serialNumber: .init(),
             publicKey: .init(leafKey.publicKey),
-            notValidBefore: now.addingTimeInterval(-3600),
-            notValidAfter: now.addingTimeInterval(86400 * 30),
-            issuer: caName,
-            subject: try DistinguishedName { CommonName(dnsNames.first ?? "localhost") },
+            notValidBefore: now.addingTimeInterval(validity.from),
+            notValidAfter: now.addingTimeInterval(validity.until),
+            issuer: leafFlaw == .selfSigned ? leafName : caName,
+            subject: leafName,
             signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
@@ -59,7 +77,7 @@ public struct TestCertificates: Sendable {
                 try ExtendedKeyUsage([.serverAuth])
                 SubjectAlternativeNames(names)
             },
-            issuerPrivateKey: .init(caKey)
+            issuerPrivateKey: leafFlaw == .selfSigned ? .init(leafKey) : .init(caKey)
         )
         var serializer = DER.Serializer()
         try serializer.serialize(leaf.publicKey)

@@ -126,6 +126,20 @@ struct RequestCommand: AsyncParsableCommand {
         }
     }
 
+    /// The most requests `--repeat` sends (each one's outcome is kept for the summary).
+    static let repeatLimit = 1_000_000
+    /// The most requests `--concurrency` keeps in flight.
+    static let concurrencyLimit = 10_000
+    /// The longest `--timeout`: larger values mean this (2^31 seconds, about 68 years).
+    static let longestTimeout: Double = 2_147_483_648
+
+    /// The timeout `--timeout` gives: `nil` for a value that is not a positive number (NaN,
+    /// infinity, zero or less); a value past ``longestTimeout`` is that.
+    static func timeoutDuration(seconds: Double) -> Duration? {
+        guard seconds.isFinite, seconds > 0 else { return nil }
+        return .milliseconds(Int64((min(seconds, Self.longestTimeout) * 1000).rounded(.up)))
+    }
+
     func validate() throws {
         if Self.cachePolicy(named: self.cachePolicy) == nil {
             throw ValidationError("'\(self.cachePolicy)' is not a cache policy (http, cache-else-network, network-only, or seconds)")
@@ -144,6 +158,15 @@ struct RequestCommand: AsyncParsableCommand {
         }
         if self.repeatCount < 1 || self.concurrency < 1 {
             throw ValidationError("--repeat and --concurrency must be at least 1")
+        }
+        if self.repeatCount > Self.repeatLimit || self.concurrency > Self.concurrencyLimit {
+            throw ValidationError("--repeat must be at most \(Self.repeatLimit) and --concurrency at most \(Self.concurrencyLimit)")
+        }
+        if Self.timeoutDuration(seconds: self.timeout) == nil {
+            throw ValidationError("--timeout must be a number of seconds greater than 0, not '\(self.timeout)'")
+        }
+        if self.maxSize < 0 {
+            throw ValidationError("--max-size must be a number of bytes, at least 0")
         }
         if RequestPriority(name: self.priority) == nil {
             throw ValidationError("'\(self.priority)' is not a priority (veryLow, low, normal, high, veryHigh)")
@@ -293,7 +316,7 @@ struct RequestCommand: AsyncParsableCommand {
         })
         var endpoint = Endpoint<Data>(
             name: "cli", method: method, path: url.absoluteString, headers: fields, body: body,
-            acceptedStatuses: 100..<600, timeout: .milliseconds(Int64(self.timeout * 1000)), decoding: .data
+            acceptedStatuses: 100..<600, timeout: Self.timeoutDuration(seconds: self.timeout), decoding: .data
         )
         endpoint.priority = RequestPriority(name: self.priority) ?? .normal
         if let target {
@@ -349,6 +372,8 @@ struct RequestCommand: AsyncParsableCommand {
             }
         } catch let error as CourierError where error.kind == .pinMismatch {
             code = self.fail("TLS pin mismatch: \(error.message); nothing was sent", code: Self.exitCode(for: error))
+        } catch let error as CourierError where error.kind == .tls {
+            code = self.fail("TLS failure (\(error.tlsReason?.rawValue ?? "unknown")): \(error.message)", code: Self.exitCode(for: error))
         } catch let error as CourierError {
             code = self.fail(error.description, code: Self.exitCode(for: error))
         } catch {

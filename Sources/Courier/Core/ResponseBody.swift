@@ -23,9 +23,9 @@ public struct ResponseBody: AsyncSequence, Sendable {
         ResponseBody(storage: .bytes(data), expectedLength: data.count)
     }
 
-    /// A body streamed from the connection.
+    /// A body streamed from the connection; a negative `expectedLength` counts as unknown.
     public static func stream(_ stream: ByteStream, expectedLength: Int?) -> ResponseBody {
-        ResponseBody(storage: .stream(stream), expectedLength: expectedLength)
+        ResponseBody(storage: .stream(stream), expectedLength: expectedLength.flatMap { $0 >= 0 ? $0 : nil })
     }
 
     /// An empty body.

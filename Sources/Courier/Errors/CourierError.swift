@@ -66,6 +66,8 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     public var rpcData: JSONValue?
     /// The event a `business` code maps to (such as `sessionExpired`), if any.
     public var event: String?
+    /// Why the TLS connection failed, for `tls` and `pinMismatch` errors, when the transport could tell.
+    public var tlsReason: TLSFailureReason?
     /// How a user interface should present the error, as decided by the client's classifier.
     public var presentation: ErrorPresentation = .alert
     /// Which request, attempt and pipeline stage failed; set for every error a ``Client`` throws.

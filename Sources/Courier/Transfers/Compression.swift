@@ -166,7 +166,8 @@ struct Inflater: ChunkTransformer {
             error.limit = maxSize
             throw error
         }
-        if self.decodedTotal > self.limits.ratioFloor, self.decodedTotal > self.limits.maxRatio * max(self.compressedTotal, 1) {
+        let (allowed, overflow) = self.limits.maxRatio.multipliedReportingOverflow(by: max(self.compressedTotal, 1))
+        if self.decodedTotal > self.limits.ratioFloor, !overflow, self.decodedTotal > allowed {
             throw CourierError(.responseTooLarge, "the response body expands more than \(self.limits.maxRatio) times when decompressed (a decompression bomb?)")
         }
     }

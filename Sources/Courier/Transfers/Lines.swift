@@ -143,7 +143,9 @@ struct ServerSentEventParser: Sendable {
         case "data": self.data.append(String(value))
         case "event": self.event = String(value)
         case "id" where !value.contains("\0"): self.lastID = String(value)
-        case "retry": if let milliseconds = Int(value), value.allSatisfy(\.isASCII) { self.retry = milliseconds }
+        // Only ASCII digits set the reconnection time (a sign, a space or nothing is ignored);
+        // a value too large for `Int` is `Int.max`.
+        case "retry": if let milliseconds = UntrustedNumber.digits(value) { self.retry = milliseconds }
         default: break
         }
         return nil

@@ -82,6 +82,12 @@ public final class URLSessionTransport: Transport {
                 fields.append(HTTPField(name: name, value: "\(value)"))
             }
         }
+        // HTTPResponse.Status traps outside 0...999: a status the platform passed on from a
+        // broken status line is a malformed response, not a crash.
+        guard (0...999).contains(head.statusCode) else {
+            task.cancel()
+            throw CourierError.transport("the server sent a malformed status code \(head.statusCode)")
+        }
         let status = HTTPResponse.Status(code: head.statusCode, reasonPhrase: HTTPURLResponse.localizedString(forStatusCode: head.statusCode).capitalized)
         var expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
         // URLSession decodes gzip, deflate (and br on Apple platforms) itself but keeps the
@@ -113,13 +119,82 @@ public final class URLSessionTransport: Transport {
         case NSURLErrorCancelled: return .cancelled(underlying: error)
         case NSURLErrorTimedOut: return .timeout(underlying: error)
         case NSURLErrorServerCertificateUntrusted, NSURLErrorServerCertificateHasBadDate, NSURLErrorServerCertificateHasUnknownRoot,
-             NSURLErrorServerCertificateNotYetValid, NSURLErrorSecureConnectionFailed, NSURLErrorClientCertificateRejected:
-            return CourierError(.tls, "the TLS handshake failed: \(nsError.localizedDescription)", underlying: error)
+             NSURLErrorServerCertificateNotYetValid, NSURLErrorSecureConnectionFailed, NSURLErrorClientCertificateRejected,
+             NSURLErrorClientCertificateRequired:
+            let reason = Self.tlsReason(nsError)
+            var mapped = CourierError(.tls, "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))", underlying: error)
+            mapped.tlsReason = reason
+            return mapped
         case NSURLErrorNetworkConnectionLost:
             return .transport("the connection was closed before the response completed", underlying: error)
         default:
+            // FoundationNetworking passes most libcurl TLS failures on as NSURLErrorUnknown with
+            // libcurl's text ("SSL certificate problem: …"): still a TLS failure, never `transport`.
+            if Self.isTLSText(nsError) {
+                let reason = Self.tlsReason(nsError)
+                var mapped = CourierError(.tls, "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))", underlying: error)
+                mapped.tlsReason = reason
+                return mapped
+            }
             return .transport(nsError.localizedDescription, underlying: error)
         }
+    }
+}
+
+extension URLSessionTransport {
+    /// Why a TLS connection failed, from what the platform says: the error code where it is
+    /// specific (`…HasBadDate`, `…NotYetValid`, `…HasUnknownRoot`), else the Secure Transport
+    /// status Apple platforms attach, else libcurl's wording (FoundationNetworking on Linux);
+    /// `nil` when none of them tells.
+    /// Whether libcurl's text says the failure is TLS's: a certificate problem, a failed TLS
+    /// connect, or OpenSSL's own error.
+    static func isTLSText(_ error: NSError) -> Bool {
+        let text = Self.texts(of: error).lowercased()
+        return ["ssl certificate problem", "ssl: ", "ssl_connect", "ssl routines", "ssl connect error", "tls connect error", "ssl peer certificate"]
+            .contains { text.contains($0) }
+    }
+
+    /// The error's description and those of the errors and strings in its user info.
+    private static func texts(of error: NSError) -> String {
+        var texts = [error.localizedDescription]
+        for value in error.userInfo.values {
+            if let text = value as? String { texts.append(text) }
+            if let inner = value as? NSError { texts.append(inner.localizedDescription) }
+        }
+        return texts.joined(separator: " ")
+    }
+
+    static func tlsReason(_ error: NSError) -> TLSFailureReason? {
+        switch error.code {
+        case NSURLErrorServerCertificateHasBadDate: return .expired
+        case NSURLErrorServerCertificateNotYetValid: return .notYetValid
+        case NSURLErrorServerCertificateHasUnknownRoot: return .untrustedIssuer
+        case NSURLErrorClientCertificateRejected, NSURLErrorClientCertificateRequired: return .handshakeFailure
+        default: break
+        }
+        // Secure Transport statuses (SecureTransport.h): errSSLCertExpired, errSSLCertNotYetValid,
+        // errSSLXCertChainInvalid, errSSLUnknownRootCert, errSSLNoRootCert, errSSLHostNameMismatch.
+        if let status = error.userInfo["_kCFStreamErrorCodeKey"] as? Int {
+            switch status {
+            case -9814: return .expired
+            case -9815: return .notYetValid
+            case -9807, -9812, -9813: return .untrustedIssuer
+            case -9843: return .hostnameMismatch
+            default: break
+            }
+        }
+        let text = Self.texts(of: error).lowercased()
+        let wordings: [(String, TLSFailureReason)] = [
+            ("certificate has expired", .expired), ("certificate is not yet valid", .notYetValid),
+            ("self-signed certificate", .untrustedIssuer), ("self signed certificate", .untrustedIssuer),
+            ("unable to get local issuer certificate", .untrustedIssuer), ("unable to get issuer certificate", .untrustedIssuer),
+            ("no alternative certificate subject name matches", .hostnameMismatch), ("does not match target host name", .hostnameMismatch),
+        ]
+        if let match = wordings.first(where: { text.contains($0.0) }) { return match.1 }
+        if error.code == NSURLErrorSecureConnectionFailed { return .handshakeFailure }
+        // libcurl's other TLS failures: a failed connect, OpenSSL's own errors.
+        if ["ssl_connect", "ssl routines", "ssl connect error", "tls connect error"].contains(where: { text.contains($0) }) { return .handshakeFailure }
+        return nil
     }
 }
 

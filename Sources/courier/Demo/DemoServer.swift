@@ -13,8 +13,10 @@ enum DemoServer {
         let parts = request.path.split(separator: "/").map(String.init)
         switch (request.method, parts.first, parts.count) {
         case ("GET", "news", 1):
-            let page = Int(request.query["page"] ?? "1") ?? 1
-            let start = (page - 1) * 3
+            // Any page number from the query, however large or negative, lands in 1...last+1.
+            let lastPage = (Self.titles.count + 2) / 3
+            let page = min(max(Int(request.query["page"] ?? "1") ?? 1, 1), lastPage + 1)
+            let start = min((page - 1) * 3, Self.titles.count)
             let items = (start..<min(start + 3, Self.titles.count)).map { NewsItem(id: $0 + 1, title: Self.titles[$0]) }
             var response = ScriptedResponse.json(encoding: NewsPage(page: page, items: items, next: start + 3 < Self.titles.count ? page + 1 : nil))
             response.headers += [("Cache-Control", "max-age=60"), ("ETag", "\"news-\(page)\"")]

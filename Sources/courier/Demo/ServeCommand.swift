@@ -17,6 +17,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Where to write the CA certificate (PEM) that signed the server's certificate.")
     var caOut: String = "courier-demo-ca.pem"
 
+    func validate() throws {
+        guard (0...65535).contains(self.port) else {
+            throw ValidationError("--port must be between 0 and 65535")
+        }
+    }
+
     func run() async throws {
         let server: TestServer
         if self.plain {

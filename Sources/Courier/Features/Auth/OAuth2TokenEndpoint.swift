@@ -70,7 +70,8 @@ public struct OAuth2TokenEndpoint: Sendable {
             accessToken: response.access_token,
             tokenType: response.token_type ?? "Bearer",
             refreshToken: response.refresh_token,
-            expiresAt: response.expires_in.map { Date().addingTimeInterval($0) },
+            // A negative lifetime is already expired; a huge one is 2^31 seconds (as delta-seconds are).
+            expiresAt: response.expires_in.flatMap { UntrustedNumber.clamp($0, to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) }.map { Date().addingTimeInterval($0) },
             scope: response.scope
         )
     }

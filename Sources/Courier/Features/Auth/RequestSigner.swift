@@ -118,7 +118,10 @@ public final class SignatureVerifier: Sendable {
 
     /// Verifies a request given its method, target (path and query), body and header values.
     public func verify(method: String, target: String, body: Data, signature: String?, timestamp: String?, nonce: String?, now: Date = Date()) throws {
-        guard let signature, let timestamp, let nonce, let seconds = TimeInterval(timestamp) else { throw Rejection.missingHeaders }
+        // The timestamp is whole seconds, digits only (no sign, exponent, "nan" or "inf"); one
+        // too large for `Int` saturates and is then stale.
+        guard let signature, let timestamp, let nonce, let whole = UntrustedNumber.digits(timestamp) else { throw Rejection.missingHeaders }
+        let seconds = TimeInterval(whole)
         let expected = SignatureCanonicalForm.mac(SignatureCanonicalForm.text(method: method, target: target, body: body, timestamp: timestamp, nonce: nonce), key: self.key)
         guard Data(expected.utf8) == Data(signature.utf8) else { throw Rejection.badSignature }
         guard abs(now.timeIntervalSince1970 - seconds) <= self.maxSkew else { throw Rejection.staleTimestamp }

@@ -51,10 +51,11 @@ struct CacheControl: Sendable, Equatable {
     func has(_ name: String) -> Bool { self.directives[name] != nil }
 
     /// A delta-seconds directive (`max-age=60`); an invalid value counts as 0 where the RFC says
-    /// so for freshness (a stale response is the safe reading).
+    /// so for freshness (a stale response is the safe reading), and a value past 2^31 counts as
+    /// 2^31 (RFC 9111 §1.2.2).
     func seconds(_ name: String) -> TimeInterval? {
         guard let entry = self.directives[name] else { return nil }
-        guard let text = entry, let value = Int(text), value >= 0 else { return 0 }
+        guard let text = entry, let value = UntrustedNumber.deltaSeconds(text) else { return 0 }
         return TimeInterval(value)
     }
 }

@@ -43,7 +43,7 @@ package enum CacheRules {
         case .cacheElseNetwork:
             return .serve(age: age)
         case .cacheFor(let lifetime):
-            let stored = max(0, now.timeIntervalSince(entry.responseDate))
+            let stored = Self.boundedAge(now.timeIntervalSince(entry.responseDate))
             if stored < lifetime.inSeconds { return .serve(age: stored) }
             return self.refetch(entry)
         case .http:
@@ -61,8 +61,8 @@ package enum CacheRules {
             if let minFresh = request.seconds("min-fresh"), lifetime - age < minFresh { fresh = false }
             if fresh { return .serve(age: age) }
             if !response.has("must-revalidate"), request.has("max-stale") {
-                // `max-stale` without a value accepts any staleness.
-                let limit = request.directives["max-stale"].flatMap { $0 }.flatMap(TimeInterval.init) ?? .infinity
+                // `max-stale` without a value accepts any staleness; an invalid value accepts none.
+                let limit: TimeInterval = request.directives["max-stale"].flatMap { $0 }.map { UntrustedNumber.deltaSeconds($0).map(TimeInterval.init) ?? 0 } ?? .infinity
                 if age - lifetime <= limit { return .serve(age: age) }
             }
             return self.refetch(entry)
@@ -129,14 +129,27 @@ package enum CacheRules {
 
     /// The entry's current age (RFC 9111 §4.2.3), from its `Date` and `Age` fields and the
     /// times the request was sent and its response arrived.
+    ///
+    /// `Age` is delta-seconds (RFC 9111 §5.1): a value past 2^31 counts as 2^31, an invalid one is
+    /// ignored. The result is never negative, never NaN and at most ``ageLimit``, whatever the
+    /// stored dates say (a cache file is input too).
     package static func age(of entry: CacheEntry, now: Date) -> TimeInterval {
         let date = entry.headers[.date].flatMap(HTTPDate.parse) ?? entry.responseDate
-        let ageValue = entry.headers[.age].flatMap { TimeInterval($0.trimmingCharacters(in: .whitespaces)) } ?? 0
-        let apparentAge = max(0, entry.responseDate.timeIntervalSince(date))
-        let responseDelay = max(0, entry.responseDate.timeIntervalSince(entry.requestDate))
+        let ageValue = entry.headers[.age].flatMap { UntrustedNumber.deltaSeconds($0.trimmingCharacters(in: .whitespaces)) }.map(TimeInterval.init) ?? 0
+        let apparentAge = self.boundedAge(entry.responseDate.timeIntervalSince(date))
+        let responseDelay = self.boundedAge(entry.responseDate.timeIntervalSince(entry.requestDate))
         let correctedInitialAge = max(apparentAge, ageValue + responseDelay)
-        let residentTime = max(0, now.timeIntervalSince(entry.responseDate))
-        return correctedInitialAge + residentTime
+        let residentTime = self.boundedAge(now.timeIntervalSince(entry.responseDate))
+        return self.boundedAge(correctedInitialAge + residentTime)
+    }
+
+    /// The largest age the cache reports: 2^32 seconds (two of RFC 9111's 2^31 caps, so a capped
+    /// `Age` plus time in the cache still compares as older than any capped lifetime).
+    package static let ageLimit = TimeInterval(2 * UntrustedNumber.deltaSecondsLimit)
+
+    /// A time difference as an age: NaN and negative are 0, anything past ``ageLimit`` is that.
+    static func boundedAge(_ seconds: TimeInterval) -> TimeInterval {
+        UntrustedNumber.clamp(seconds, to: self.ageLimit) ?? 0
     }
 
     /// The lower-cased field names a response's `Vary` lists; `nil` for `Vary: *` (never reusable).

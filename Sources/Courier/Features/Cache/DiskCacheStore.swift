@@ -207,7 +207,11 @@ public final class DiskCacheStore: CacheStore {
         let length = data[(start + 4)..<(start + 8)].reduce(0) { $0 << 8 | Int($1) }
         guard data.count >= 8 + length,
               let record = try? JSONDecoder().decode(Record.self, from: data[(start + 8)..<(start + 8 + length)]),
-              record.key == key
+              record.key == key,
+              // The record is not covered by the body's digest: a status that no response can
+              // have (HTTPResponse.Status traps outside 0...999) makes the file a miss.
+              (100...999).contains(record.status),
+              record.requestDate.isFinite, record.responseDate.isFinite
         else { return nil }
         let body = Data(data[(start + 8 + length)...])
         guard body.count == record.bodyLength, SHA256.hex(body) == record.bodyDigest else { return nil }

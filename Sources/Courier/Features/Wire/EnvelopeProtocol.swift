@@ -52,7 +52,7 @@ public struct EnvelopeProtocol: WireProtocol {
         let code: String
         switch codeValue {
         case .integer(let value): code = "\(value)"
-        case .number(let value): code = value.rounded() == value ? "\(Int(value))" : "\(value)"
+        case .number(let value): code = Self.codeText(value)
         case .string(let value): code = value
         default:
             throw CourierError.decoding(type: JSONValue.self, codingPath: self.codeKey, reason: "the code is not a number or a string", body: body, underlying: nil)
@@ -65,6 +65,16 @@ public struct EnvelopeProtocol: WireProtocol {
             throw error
         }
         return try (members[self.dataKey] ?? .null).encoded()
+    }
+}
+
+extension EnvelopeProtocol {
+    /// A numeric code as text: integers as their digits (`1e20` is `100000000000000000000`, never a
+    /// conversion that traps), other numbers as Swift prints them.
+    static func codeText(_ value: Double) -> String {
+        if let integer = Int(exactly: value) { return "\(integer)" }
+        if value.isFinite, value.rounded() == value { return String(format: "%.0f", value) }
+        return "\(value)"
     }
 }
 
