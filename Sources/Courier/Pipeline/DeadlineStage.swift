@@ -13,13 +13,20 @@ struct DeadlineStage: PipelineStage {
     var name: String { "deadline" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
-        guard let deadline = exchange.request.deadline else { return try await next(exchange) }
+        // A deadline decades away (a hostile or careless timeout) is no deadline: the clock's
+        // sleep cannot even represent it.
+        guard let deadline = exchange.request.deadline, deadline - ContinuousClock.now < Deadline.longest else {
+            return try await next(exchange)
+        }
         return try await Deadline.run(until: deadline) { try await next(exchange) }
     }
 }
 
 /// Runs work under a deadline.
 enum Deadline {
+    /// The longest deadline enforced: about 68 years.
+    static let longest = Duration.seconds(Int64(1) << 31)
+
     /// Runs `work`, cancelling it when `deadline` passes; throws kind `timeout` then.
     static func run<Result: Sendable>(until deadline: ContinuousClock.Instant, _ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
         if ContinuousClock.now >= deadline { throw CourierError.timeout() }

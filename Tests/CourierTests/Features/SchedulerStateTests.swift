@@ -148,3 +148,20 @@ struct SchedulerStateTests {
         #expect(count == 10_000)
     }
 }
+
+extension SchedulerStateTests {
+    /// A cancelled entry never makes an idle host look busy: a newcomer starts at once.
+    @Test
+    func aCancelledEntryLeavesNoGhostInFrontOfANewcomer() {
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 8, maxRequestsPerHost: 1))
+        let first = state.submit(id: 1, host: "a", priority: .normal, now: self.t0)
+        let second = state.submit(id: 2, host: "a", priority: .normal, now: self.t0)
+        let cancelled = state.cancel(id: 2)
+        let started = state.finish(host: "a", now: self.t0)
+        #expect(first && !second && cancelled && started.isEmpty)
+        // Host a is idle; before the fix the stale queue entry made it look busy and id 3 waited forever.
+        let third = state.submit(id: 3, host: "a", priority: .normal, now: self.t0)
+        #expect(third)
+        #expect(state.queuedCount == 0)
+    }
+}

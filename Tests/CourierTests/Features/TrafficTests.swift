@@ -41,9 +41,10 @@ struct DeduplicationTests {
 
     @Test
     func cancellingNinetyNineLeavesTheLastOneServed() async throws {
-        let server = try await trafficServer(delay: .seconds(2))
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
         try await withClient(.asyncHTTPClient, server: server) { client in
-            let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow")) }
+            let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow/blocker")) }
             #expect(await eventually { server.requests.count == 1 })
             for handle in handles.dropLast() { handle.cancel() }
             for handle in handles.dropLast() {
@@ -53,8 +54,9 @@ struct DeduplicationTests {
             // Every cancelled waiter was released while the shared request was still on the wire.
             #expect(server.abandonedCount == 0)
             #expect(client.traffic.inFlight == 1)
+            await gate.open()
             let last = try await handles.last!.value
-            #expect(last.title == "/slow")
+            #expect(last.title == "/slow/blocker")
             #expect(server.requests.count == 1)
             #expect(server.abandonedCount == 0)
         }

@@ -63,7 +63,10 @@ final class SharedOutcome<Value: Sendable>: Sendable {
         case .ready(let result): return try result.get()
         case .waiting(let waiter): id = waiter
         }
-        let timer = deadline.map { deadline in
+        // A deadline beyond what the clock's sleep can represent is no deadline.
+        var timed: ContinuousClock.Instant?
+        if let deadline, deadline - ContinuousClock.now < Deadline.longest { timed = deadline }
+        let timer = timed.map { deadline in
             Task { [weak self] in
                 guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
                 self?.end(id, with: Self.timeout(what))

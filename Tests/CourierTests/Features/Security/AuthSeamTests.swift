@@ -400,8 +400,12 @@ struct AuthSeamTests {
 
     @Test
     func aSuppliedShortLivedTokenIsUsedAsIs() async throws {
-        let short = OAuth2Token(accessToken: "short", refreshToken: "r-short", expiresAt: Date().addingTimeInterval(20))
-        try await self.withAuth(token: short) { setup in
+        // A 2-minute token under a 10-minute margin: shorter-lived than the margin, with a minute
+        // of slack for a loaded machine.
+        let short = OAuth2Token(accessToken: "short", refreshToken: "r-short", expiresAt: Date().addingTimeInterval(120))
+        var configuration = OAuth2Authenticator.Configuration()
+        configuration.refreshMargin = .seconds(600)
+        try await self.withAuth(token: short, configuration: configuration) { setup in
             for index in 0..<3 {
                 let article = try await setup.client.send(Self.article("/api/\(index)"))
                 #expect(article.title == "short")

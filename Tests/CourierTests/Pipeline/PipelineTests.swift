@@ -1,0 +1,180 @@
+@testable import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Foundation
+import InMemoryLogging
+import Logging
+import Testing
+
+@Suite("The pipeline: one stage list, whole-exchange deadlines, errors with context")
+struct PipelineTests {
+    @Test
+    func theStageListIsTheDocumentedOrder() {
+        let client = Client(configuration: .init(transport: URLSessionTransport()))
+        #expect(client.pipeline.stages.map(\.name) == [
+            "classify", "build", "log", "deadline", "decode", "constrained", "cache-lookup", "deduplication", "cache-store",
+            "schedule", "wire", "status-check", "body", "content-decoding", "client-middleware", "endpoint-middleware",
+            "retry", "redirect", "transport",
+        ])
+    }
+
+    // MARK: - A deadline covers the whole exchange (item: deadline × body)
+
+    @Test(arguments: TransportKind.allCases)
+    func aBodyThatStallsAfterTheHeadTimesOutAtTheDeadlineOverHTTP1(_ kind: TransportKind) async throws {
+        let server = try await http1Server { _ in
+            .json(#"{"id":1,"title":"never finished"}"#).with(.stallMidBody(afterBytes: 5, .seconds(30)))
+        }
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/stall", timeout: .seconds(2)).retry(.never)) }
+            #expect(error?.kind == .timeout)
+            #expect(error?.context?.stage == "deadline")
+        }
+    }
+
+    /// HTTP/2 over TLS needs AsyncHTTPClient: URLSession on Linux does not speak HTTP/2.
+    @Test
+    func aStalledHTTP2StreamTimesOutWhileTheConnectionCarriesOtherTraffic() async throws {
+        let server = try await tlsServer { request in
+            if request.path == "/stall" {
+                return .json(#"{"id":1,"title":"never finished"}"#).with(.stallMidBody(afterBytes: 5, .seconds(30)))
+            }
+            return await Routes.standard(request)
+        }
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let stalled = client.start(Endpoint<Article>(path: "/stall", timeout: .seconds(3)).retry(.never))
+            // Other streams on the same connection keep it busy while the stalled one waits.
+            var versions: Set<HTTPVersion> = []
+            for index in 0..<20 {
+                versions.insert(try await client.response(Endpoint<Article>(path: "/json?n=\(index)")).version)
+            }
+            #expect(versions == [.http2])
+            let error = await expectCourierError { _ = try await stalled.value }
+            #expect(error?.kind == .timeout)
+            #expect(Set(server.requests.map(\.connectionID)).count == 1)
+        }
+    }
+
+    // MARK: - Errors with context
+
+    @Test(arguments: TransportKind.allCases)
+    func everyErrorNamesTheEndpointRequestAttemptURLAndStage(_ kind: TransportKind) async throws {
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test") { _ in handler }
+        logger.logLevel = .info
+        let server = try await http1Server { request in
+            request.path == "/busy" ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : await Routes.standard(request)
+        }
+        try await withClient(kind, server: server, configure: { $0.logger = logger }) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(name: "orders.list", path: "/busy", query: ["access_token": "s3cr3t"]))
+            }
+            let context = try #require(error?.context)
+            #expect(error?.kind == .httpStatus)
+            #expect(context.endpoint == "orders.list")
+            #expect(context.stage == "status-check")
+            #expect(context.attempt == 3)
+            #expect(context.url.contains("access_token=REDACTED"))
+            #expect(!context.description.contains("s3cr3t"))
+            // Each retry is logged with its attempt number, under the request's id.
+            let lines = handler.entries.map { "\($0.message)" }
+            let retries = lines.filter { $0.hasPrefix("↻ ") }
+            #expect(retries.count == 2)
+            #expect(retries.first?.contains("attempt 2") == true)
+            #expect(retries.last?.contains("attempt 3") == true)
+            #expect(retries.allSatisfy { $0.contains("\(context.requestID)") && $0.contains("after status 503") })
+
+            let decoding = await expectCourierError { _ = try await client.send(Endpoint<Article>(name: "bad", path: "/bad-json")) }
+            #expect(decoding?.kind == .decoding)
+            #expect(decoding?.context?.stage == "decode")
+            #expect(decoding?.context?.attempt == 1)
+        }
+    }
+
+    struct Refusal: Error, CustomStringConvertible {
+        var description: String { "refused by policy" }
+    }
+
+    struct PolicyGate: Middleware {
+        func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+            throw Refusal()
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aMiddlewaresOwnErrorSurfacesAsItselfNamedAfterTheMiddleware(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.middleware = [PolicyGate()] }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .middleware)
+            #expect(error?.underlying is Refusal)
+            #expect(error?.context?.stage == "PolicyGate")
+            #expect(error?.message.contains("refused by policy") == true)
+            #expect(server.requests.isEmpty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aTransportFailureNamesTheTransportStage(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/close-before").retry(.never)) }
+            #expect(error?.kind == .transport)
+            #expect(error?.context?.stage == "transport")
+        }
+    }
+
+    // MARK: - Constrained mode applies to every kind of exchange
+
+    @Test(arguments: TransportKind.allCases)
+    func constrainedModeRefusesPrefetchDownloadsAndStreams(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await withClient(kind, server: server) { client in
+            client.isConstrained = true
+            let prefetch = Endpoint<Data>(path: "/json", decoding: .data).prefetch()
+            let download = await expectCourierError { _ = try await client.download(prefetch, to: DownloadDestination(directory: directory, fileName: "p.json")).value }
+            #expect(download?.kind == .constrained)
+            let stream = await expectCourierError { _ = try await client.stream(prefetch) }
+            #expect(stream?.kind == .constrained)
+            #expect(server.requests.isEmpty)
+            client.isConstrained = false
+            _ = try await client.download(prefetch, to: DownloadDestination(directory: directory, fileName: "p.json")).value
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    // MARK: - Retries on the wire
+
+    @Test(arguments: TransportKind.allCases)
+    func anIdempotencyKeyMakesAPostRetryable(_ kind: TransportKind) async throws {
+        let counter = PathCounter()
+        let server = try await http1Server { request in
+            counter.hit(request.path) < 3 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":1,"title":"third time"}"#)
+        }
+        try await withClient(kind, server: server) { client in
+            let plain = await expectCourierError { _ = try await client.send(Endpoint<Article>(method: .post, path: "/plain", body: .json(["a": 1]))) }
+            #expect(plain?.status?.code == 503)
+            #expect(counter["/plain"] == 1)
+            let keyed = try await client.send(Endpoint<Article>(method: .post, path: "/keyed", body: .json(["a": 1])).header("Idempotency-Key", "k-1"))
+            #expect(keyed.title == "third time")
+            #expect(counter["/keyed"] == 3)
+            #expect(server.requests.filter { $0.path == "/keyed" }.allSatisfy { $0.header("idempotency-key") == "k-1" })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aConnectionClosedBeforeAnyResponseByteIsRetriedForAGet(_ kind: TransportKind) async throws {
+        let counter = PathCounter()
+        let server = try await http1Server { request in
+            counter.hit(request.path) == 1 ? ScriptedResponse(behaviour: .closeBeforeResponding) : .json(#"{"id":1,"title":"reconnected"}"#)
+        }
+        try await withClient(kind, server: server) { client in
+            let article = try await client.send(Endpoint<Article>(path: "/flaky"))
+            #expect(article.title == "reconnected")
+            #expect(counter["/flaky"] >= 2)
+        }
+    }
+}
