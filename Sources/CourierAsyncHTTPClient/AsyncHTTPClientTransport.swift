@@ -44,7 +44,13 @@ public final class AsyncHTTPClientTransport: Transport {
         public var http2MaxFrameSize: Int?
 
         /// Creates a configuration; `configure` may change any default.
-        public init(configure: (inout Configuration) -> Void = { _ in }) {
+        public init() {
+            self.init { _ in }
+        }
+
+        /// Creates a configuration; `configure` may change any default and may throw — call
+        /// ``trust(pemCertificates:)`` inside it — in which case so does this initialiser.
+        public init(configure: (inout Configuration) throws -> Void) rethrows {
             self.httpVersion = .automatic
             self.tlsConfiguration = nil
             self.connectTimeout = .seconds(10)
@@ -53,7 +59,7 @@ public final class AsyncHTTPClientTransport: Transport {
             self.maxConnectionsPerHost = 8
             self.pinning = PinningPolicy()
             self.http2MaxFrameSize = 1 << 20
-            configure(&self)
+            try configure(&self)
         }
 
         /// Trusts only the given certificate authorities (PEM), in addition to nothing else.

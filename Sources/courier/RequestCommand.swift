@@ -110,6 +110,9 @@ struct RequestCommand: AsyncParsableCommand {
     @Option(name: .customShort("F"), help: "A multipart form field, 'name=value', or a file, 'name=@path' (repeatable; defaults the method to POST).")
     var form: [String] = []
 
+    @Option(name: .long, help: "Send a failed attempt again up to this many times: idempotent methods (or a request with an Idempotency-Key), on connection failures and 429, 502, 503, 504, with backoff and Retry-After (default 0).")
+    var retry: Int = 0
+
     @Option(name: .long, help: "A directory for a disk cache: responses that may be stored are kept there and reused.")
     var cache: String?
 
@@ -164,6 +167,9 @@ struct RequestCommand: AsyncParsableCommand {
         }
         if Self.timeoutDuration(seconds: self.timeout) == nil {
             throw ValidationError("--timeout must be a number of seconds greater than 0, not '\(self.timeout)'")
+        }
+        if !(0...100).contains(self.retry) {
+            throw ValidationError("--retry must be a number of retries from 0 to 100")
         }
         if self.maxSize < 0 {
             throw ValidationError("--max-size must be a number of bytes, at least 0")
@@ -309,6 +315,7 @@ struct RequestCommand: AsyncParsableCommand {
             }
             $0.maxResponseSize = self.maxSize
             $0.defaultHeaders[.userAgent] = "courier/1.0"
+            $0.retry = RetryPolicy(maxAttempts: self.retry + 1)
             if let directory = self.cache {
                 $0.cache.store = DiskCacheStore(directory: URL(fileURLWithPath: directory))
                 $0.cache.policy = Self.cachePolicy(named: self.cachePolicy) ?? .http

@@ -204,3 +204,31 @@ struct CLITests {
         try await server.stop()
     }
 }
+
+extension CLITests {
+    @Test
+    func retryRetriesAFailedGetAndShowsEachAttempt() async throws {
+        let counter = Locked(0)
+        let server = try await http1Server { _ in
+            let n = counter.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return n < 3 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .text("finally")
+        }
+        let url = server.baseURL.absoluteString + "/flaky"
+        let once = try await runCourier(["request", url])
+        #expect(once.status == 4)
+        #expect(counter.current == 1)
+        counter.withLock { $0 = 0 }
+        let retried = try await runCourier(["request", url, "--retry", "2", "-v"])
+        #expect(retried.status == 0)
+        #expect(retried.stdout == "finally")
+        #expect(counter.current == 3)
+        #expect(retried.stderr.contains("attempt 2"))
+        #expect(retried.stderr.contains("attempt 3"))
+        let refused = try await runCourier(["request", url, "--retry", "-1"])
+        #expect(refused.status == 64)
+        try await server.stop()
+    }
+}

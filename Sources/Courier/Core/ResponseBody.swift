@@ -117,9 +117,11 @@ public struct ResponseBody: AsyncSequence, Sendable {
     }
 }
 
-/// Runs an action once, when a streamed body ends, fails, is cancelled or is dropped unread.
+/// Runs an action once, when a streamed body ends, fails, is cancelled or is dropped unread;
+/// a body dropped unread is also cancelled, so its connection stops receiving it.
 final class BodyLease: Sendable {
     private let action: Locked<(@Sendable () -> Void)?>
+    private let onDrop: Locked<(@Sendable () -> Void)?> = Locked(nil)
 
     init(_ action: @escaping @Sendable () -> Void) {
         self.action = Locked(action)
@@ -134,17 +136,26 @@ final class BodyLease: Sendable {
         action?()
     }
 
-    deinit { self.end() }
+    /// Called at deinit when the action has not run: the body was dropped before its end.
+    func whenDropped(_ cancel: @escaping @Sendable () -> Void) {
+        self.onDrop.withLock { $0 = cancel }
+    }
+
+    deinit {
+        if self.action.current != nil { self.onDrop.current?() }
+        self.end()
+    }
 }
 
 extension ResponseBody {
     /// This body, ending `lease` when the last chunk has been read, reading fails, the reader
-    /// cancels, or the body is dropped.
+    /// cancels, or the body is dropped (which also cancels it).
     func ending(with lease: BodyLease) -> ResponseBody {
         guard case .stream(let stream) = self.storage else {
             lease.end()
             return self
         }
+        lease.whenDropped { stream.cancel() }
         let ended = ByteStream(onCancel: {
             stream.cancel()
             lease.end()

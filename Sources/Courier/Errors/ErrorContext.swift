@@ -42,13 +42,28 @@ public struct ErrorContext: Sendable, Hashable, CustomStringConvertible {
         } else {
             failure = CourierError.wrap(error)
         }
-        guard failure.context == nil else { return failure }
+        // Keep the context of this request's innermost failing stage; an error that carries
+        // another request's context (a nested client's, as a prerequisite fetch or a token
+        // refresh has) is re-attributed to this request and this stage.
+        if let context = failure.context, context.requestID == exchange.request.id { return failure }
         let request = exchange.request
         failure.context = ErrorContext(
             endpoint: exchange.endpoint.name, requestID: request.id,
             url: request.url.map(Redactor.standard.redact(url:)) ?? (request.head.path ?? "/"),
             attempt: exchange.record.attempt, stage: stage
         )
+        return failure
+    }
+
+    /// The error with its context moved onto `exchange`'s request (endpoint, id, URL), keeping
+    /// the stage and attempt: for a deduplicated joiner, which failed with a shared exchange.
+    static func rebase(_ error: any Error, onto exchange: RequestExchange) -> CourierError {
+        var failure = CourierError.wrap(error)
+        guard var context = failure.context, context.requestID != exchange.request.id else { return failure }
+        context.endpoint = exchange.endpoint.name
+        context.requestID = exchange.request.id
+        context.url = exchange.request.url.map(Redactor.standard.redact(url:)) ?? (exchange.request.head.path ?? "/")
+        failure.context = context
         return failure
     }
 }

@@ -15,16 +15,19 @@ struct BuildStage: PipelineStage {
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         var exchange = exchange
-        var request = try RequestBuilder.build(exchange.endpoint, parts: self.parts)
+        var request = try RequestBuilder.build(exchange.endpoint, parts: self.parts, id: exchange.request.id)
         if let adjust = exchange.adjust { adjust(&request) }
         if let reporter = exchange.uploadReporter, let body = request.body {
             request.body = body.reporting(to: reporter)
         }
         exchange.request = request
+        exchange.wireIdentity = RequestBuilder.wireIdentity(of: exchange.endpoint, configuration: self.parts.configuration)
         if !exchange.mode.isStream {
+            // Read once: the dedup key, the cache lookup and the cache store all use this value.
+            exchange.partition = self.parts.configuration.cache.partition()
             exchange.key = LogicalKey(
-                request: request, endpoint: exchange.endpoint,
-                partition: self.parts.configuration.cache.partition(), varyingHeaders: self.parts.configuration.deduplication.varyingHeaders
+                request: request, endpoint: exchange.endpoint, partition: exchange.partition, wire: exchange.wireIdentity,
+                ignoredHeaders: self.parts.configuration.deduplication.ignoredHeaders
             )
         }
         return try await next(exchange)
@@ -33,7 +36,16 @@ struct BuildStage: PipelineStage {
 
 /// Builds logical requests from endpoints.
 enum RequestBuilder {
-    static func build(_ endpoint: EndpointDescription, parts: ClientParts) throws -> Request {
+    /// What the wire stage will do with the endpoint's requests, as text: `""` for REST, else the
+    /// protocol, the operation and whether it is a notification. Part of the cache and dedup keys,
+    /// so two operations with the same params never share an answer.
+    static func wireIdentity(of endpoint: EndpointDescription, configuration: Client.Configuration) -> String {
+        let wire = endpoint.wire ?? endpoint.service.flatMap { configuration.wireProtocols[$0] } ?? configuration.defaultWireProtocol
+        if wire is RESTProtocol { return "" }
+        return "\(type(of: wire)):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
+    }
+
+    static func build(_ endpoint: EndpointDescription, parts: ClientParts, id: RequestID = RequestID()) throws -> Request {
         let configuration = parts.configuration
         var head: HTTPRequest
         if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://") {
@@ -93,7 +105,7 @@ enum RequestBuilder {
         if configuration.decompression != nil, head.headerFields[.acceptEncoding] == nil {
             head.headerFields[.acceptEncoding] = "gzip, deflate"
         }
-        return Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name)
+        return Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)
     }
 }
 
@@ -109,14 +121,16 @@ struct LogicalKey: Hashable, Sendable {
     let url: String
     let bodyDigest: Data?
     let partition: String
-    let endpointMiddleware: [String]
+    let endpointMiddleware: [MiddlewareIdentity]
     let wire: String
     let headers: [String]
+    let acceptedStatuses: Range<Int>
     let custom: String?
 
-    /// The key of a logical request; `nil` when its body is a stream (it cannot be digested
-    /// without being consumed), so the request is never shared.
-    init?(request: Request, endpoint: EndpointDescription, partition: String, varyingHeaders: [HTTPField.Name]) {
+    /// The key of a logical request; `nil` when it must never be shared: its body is a stream
+    /// (it cannot be digested without being consumed), or it has endpoint middleware whose
+    /// identity cannot be told (a value that is not `Hashable`, such as a closure).
+    init?(request: Request, endpoint: EndpointDescription, partition: String, wire: String, ignoredHeaders: [HTTPField.Name]) {
         self.method = request.head.method.rawValue
         self.url = LogicalKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path)
         if let body = request.body {
@@ -126,33 +140,32 @@ struct LogicalKey: Hashable, Sendable {
             self.bodyDigest = nil
         }
         self.partition = partition
-        self.endpointMiddleware = endpoint.middleware.isEmpty ? [] : endpoint.middleware.map(Self.identity(of:))
-        if let wire = endpoint.wire {
-            self.wire = "\(type(of: wire)):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
-        } else if let service = endpoint.service {
-            self.wire = "service:\(service):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
-        } else {
-            self.wire = ""
+        var middleware: [MiddlewareIdentity] = []
+        for item in endpoint.middleware {
+            guard let identity = Self.identity(of: item) else { return nil }
+            middleware.append(identity)
         }
+        self.endpointMiddleware = middleware
+        self.wire = wire
         var headers: [String] = []
-        for name in varyingHeaders {
-            let values = request.head.headerFields[values: name]
-            if !values.isEmpty { headers.append("\(name.canonicalName):\(values.joined(separator: ","))") }
-        }
-        // A revalidation (conditional request) must not share an unconditional request's answer.
-        for name in [HTTPField.Name.ifNoneMatch, .ifModifiedSince, .range, .ifRange] {
-            if let value = request.head.headerFields[name] { headers.append("\(name.canonicalName):\(value)") }
+        for field in request.head.headerFields where !ignoredHeaders.contains(field.name) {
+            headers.append("\(field.name.canonicalName):\(field.value)")
         }
         self.headers = headers
+        self.acceptedStatuses = endpoint.acceptedStatuses
         if case .key(let key) = endpoint.deduplication.mode { self.custom = key } else { self.custom = nil }
     }
 
-    /// A middleware's identity: the object for a class, its type and stored values for a value.
-    static func identity(of middleware: any Middleware) -> String {
+    /// A middleware's identity: the object for a class instance, the value for a `Hashable`
+    /// value; `nil` for any other value (two closures cannot be told apart).
+    static func identity(of middleware: any Middleware) -> MiddlewareIdentity? {
         if type(of: middleware) is AnyClass {
-            return "\(type(of: middleware))@\(ObjectIdentifier(middleware as AnyObject).hashValue)"
+            return MiddlewareIdentity(value: AnyHashable(ObjectIdentifier(middleware as AnyObject)))
         }
-        return SHA256.hex(Data(String(reflecting: middleware).utf8))
+        if let hashable = middleware as? any Hashable {
+            return MiddlewareIdentity(value: AnyHashable(hashable))
+        }
+        return nil
     }
 
     /// `scheme://authority/path?query` with the scheme and host lower-cased and query items sorted.
@@ -165,6 +178,14 @@ struct LogicalKey: Hashable, Sendable {
         }
         return url
     }
+}
+
+/// A middleware's identity in a ``LogicalKey``.
+///
+/// Unchecked: the value is an `ObjectIdentifier` or a `Hashable` middleware, and every
+/// middleware is `Sendable`.
+struct MiddlewareIdentity: Hashable, @unchecked Sendable {
+    let value: AnyHashable
 }
 
 /// An endpoint without its response type: what the stages need to know about it.

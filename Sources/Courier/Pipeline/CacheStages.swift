@@ -15,8 +15,9 @@ struct CacheLookupStage: PipelineStage {
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, !exchange.mode.isStream else { return try await next(exchange) }
         var exchange = exchange
-        let run = cache.begin(exchange.request, policy: exchange.cachePolicy)
-        if let hit = cache.served(run) {
+        let run = cache.begin(exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
+        // A stored status this endpoint does not accept (another endpoint's 404) is not an answer.
+        if let hit = cache.served(run), exchange.endpoint.acceptedStatuses.contains(hit.response.status.code) {
             return hit
         }
         if case .revalidate(let conditions) = run.action {
@@ -72,19 +73,28 @@ struct DeduplicationStage: PipelineStage {
             return try await next(exchange)
         }
         var sharing = exchange
-        // Waiters enforce their own deadlines; the shared exchange lives while anyone waits.
+        // Waiters enforce their own deadlines; the shared exchange lives while anyone waits, at
+        // the highest priority among them (the deduplicator owns it, not the first caller).
         sharing.request.deadline = nil
+        sharing.control = nil
         sharing.readsBody = true
         let deduplicator = self.deduplicator
         sharing.waitersDeadline = { deduplicator.latestDeadline(key: key) }
         let shared = sharing
-        let (outcome, coalesced) = try await self.deduplicator.run(
-            key: key, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control
-        ) { ticket, priority in
-            var run = shared
-            run.ticket = ticket
-            run.priorityOverride = priority
-            return try await next(run)
+        let outcome: Outcome
+        let coalesced: Bool
+        do {
+            (outcome, coalesced) = try await self.deduplicator.run(
+                key: key, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control
+            ) { ticket, priority in
+                var run = shared
+                run.ticket = ticket
+                run.priorityOverride = priority
+                return try await next(run)
+            }
+        } catch {
+            // A joiner's error names the joiner's own request, not the one that went on the wire.
+            throw ErrorContext.rebase(error, onto: exchange)
         }
         guard coalesced else { return outcome }
         var joined = outcome

@@ -116,8 +116,12 @@ struct RequestExchange: Sendable {
     let mode: ExchangeMode
     /// The request: logical from the build stage on, boxed for the wire from the wire stage on.
     var request: Request
-    /// The logical request's identity (deduplication and cache key material), set by the build stage.
+    /// The logical request's identity for deduplication, set by the build stage.
     var key: LogicalKey?
+    /// The cache partition, read once by the build stage.
+    var partition = ""
+    /// What the wire stage does to the request, as text (see ``RequestBuilder/wireIdentity(of:configuration:)``).
+    var wireIdentity = ""
     /// The cache's decision for this request, set by the cache lookup stage.
     var cacheRun: CacheRun?
     /// The cache policy in force (the endpoint's, an override, or the client's).
@@ -125,7 +129,8 @@ struct RequestExchange: Sendable {
     /// The wire protocol and call, set by the wire stage (`nil` protocol: REST pass-through).
     var wire: (any WireProtocol)?
     var call: WireCall
-    let control: RequestControl?
+    /// The caller's live priority; `nil` for a shared exchange, whose priority the deduplicator owns.
+    var control: RequestControl?
     /// The priority a shared (deduplicated) exchange runs at: the highest of its waiters'.
     var priorityOverride: RequestPriority?
     /// The scheduler ticket, when made before scheduling (a shared exchange's).

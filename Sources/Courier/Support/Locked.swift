@@ -5,7 +5,7 @@ import Foundation
 /// `Synchronization.Mutex` needs macOS 15 / iOS 18; this box works on every supported platform.
 /// Every access to `value` goes through `withLock`, so the class is safe to share: that is why
 /// it may be declared `@unchecked Sendable`.
-package final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value: Sendable>: @unchecked Sendable {
     private var value: Value
     private let lock = NSLock()
 

@@ -76,13 +76,24 @@ extension Client {
         for _ in 0..<2 {
             let rangeStart = offset
             let ifRange = validator
-            let outcome = try await self.run(description, mode: .download) { request in
-                // Ranges count bytes of the representation as sent: never content-coded here.
-                request.head.headerFields[.acceptEncoding] = "identity"
-                if rangeStart > 0, let ifRange {
-                    request.head.headerFields[.range] = "bytes=\(rangeStart)-"
-                    request.head.headerFields[.ifRange] = ifRange
+            let outcome: Outcome
+            do {
+                outcome = try await self.run(description, mode: .download) { request in
+                    // Ranges count bytes of the representation as sent: never content-coded here.
+                    request.head.headerFields[.acceptEncoding] = "identity"
+                    if rangeStart > 0, let ifRange {
+                        request.head.headerFields[.range] = "bytes=\(rangeStart)-"
+                        request.head.headerFields[.ifRange] = ifRange
+                    }
                 }
+            } catch let error as CourierError where error.status?.code == 416 && rangeStart > 0 {
+                // The range is not satisfiable (the partial file is complete, or the resource
+                // shrank): start again from zero rather than failing the same way forever.
+                offset = 0
+                validator = nil
+                try? FileManager.default.removeItem(at: partial)
+                try? FileManager.default.removeItem(at: record)
+                continue
             }
             let raw = outcome.response
             var total: Int64?

@@ -24,7 +24,7 @@ enum Seam {
     }
 
     /// A middleware that sets a header field to a fixed value.
-    struct SetHeader: Middleware {
+    struct SetHeader: Middleware, Hashable {
         var name: String
         var value: String
         func intercept(_ request: Request, next: Next) async throws -> RawResponse {

@@ -41,10 +41,10 @@ public struct CacheEntry: Sendable, Equatable {
 
     /// The status of an index entry: a response that varies is stored once per variant, and the
     /// entry under the request's own key only names the fields it varies on (in `Vary`).
-    public static let variantIndexStatus = 0
+    package static let variantIndexStatus = 0
 
     /// Whether this entry is a variant index rather than a response.
-    public var isVariantIndex: Bool { self.status == Self.variantIndexStatus }
+    package var isVariantIndex: Bool { self.status == Self.variantIndexStatus }
 
     /// The bytes the entry occupies, roughly: its body plus its header fields.
     public var cost: Int {

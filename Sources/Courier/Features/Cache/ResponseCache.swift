@@ -27,8 +27,9 @@ struct ResponseCache: Sendable {
 
     /// The key of a request (method, normalised URL, body digest when there is a body,
     /// partition), or `nil` when its body is a stream that cannot be digested.
-    static func key(for request: Request, url: String, partition: String) -> String? {
+    static func key(for request: Request, url: String, partition: String, wire: String) -> String? {
         var key = "\(request.head.method.rawValue) \(url)\npartition:\(partition)"
+        if !wire.isEmpty { key += "\nwire:\(wire)" }
         if let body = request.body {
             guard let bytes = body.bytes else { return nil }
             key += "\nbody:\(SHA256.hex(bytes))"
@@ -37,15 +38,18 @@ struct ResponseCache: Sendable {
     }
 
     /// Looks the request up and decides what to do.
-    func begin(_ request: Request, policy: CachePolicy) -> CacheRun {
+    ///
+    /// - Parameters:
+    ///   - partition: the partition, read once for the request.
+    ///   - wire: the wire identity (operation) of the request; `""` for REST.
+    func begin(_ request: Request, policy: CachePolicy, partition: String, wire: String) -> CacheRun {
         let url = LogicalKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path)
-        let partition = self.configuration.partition()
         let now = self.configuration.now()
         let method = request.head.method
         var key: String?
         var entryKey: String?
         var entry: CacheEntry?
-        if CacheRules.handles(method, policy: policy), let requestKey = Self.key(for: request, url: url, partition: partition) {
+        if CacheRules.handles(method, policy: policy), let requestKey = Self.key(for: request, url: url, partition: partition, wire: wire) {
             key = requestKey
             if policy.mode != .reload, policy.mode != .networkOnly {
                 entryKey = requestKey
@@ -76,10 +80,10 @@ struct ResponseCache: Sendable {
     }
 
     /// The stored response for a request, however old (cache-then-network's first value).
-    func anyStored(for request: Request, policy: CachePolicy) -> Outcome? {
+    func anyStored(for request: Request, policy: CachePolicy, wire: String) -> Outcome? {
         var lenient = CachePolicy.cacheElseNetwork
         if policy.cachesAnyMethod { lenient = lenient.allowingAnyMethod() }
-        return self.served(self.begin(request, policy: lenient))
+        return self.served(self.begin(request, policy: lenient, partition: self.configuration.partition(), wire: wire))
     }
 
     /// Whether the run may store its response, so its body must be read.

@@ -6,19 +6,19 @@
 /// waited, ties broken by arrival order. Cancelled and re-prioritised entries are dropped lazily
 /// when they reach the head of a queue, so every operation is O(1) amortised plus a scan of the
 /// queue heads (hosts × 5).
-public struct SchedulerState: Sendable {
+package struct SchedulerState: Sendable {
     /// One request known to the scheduler.
-    public struct Ticket: Sendable, Equatable {
+    package struct Ticket: Sendable, Equatable {
         /// The ticket's identifier.
-        public var id: UInt64
+        package var id: UInt64
         /// The host the request goes to.
-        public var host: String
+        package var host: String
         /// Its current priority.
-        public var priority: RequestPriority
+        package var priority: RequestPriority
         /// Arrival order, for FIFO within a priority.
-        public var sequence: UInt64
+        package var sequence: UInt64
         /// When it was queued, for ageing.
-        public var enqueuedAt: ContinuousClock.Instant
+        package var enqueuedAt: ContinuousClock.Instant
     }
 
     private struct QueueKey: Hashable {
@@ -31,7 +31,7 @@ public struct SchedulerState: Sendable {
         var generation: UInt32
     }
 
-    public private(set) var configuration: SchedulerConfiguration
+    package private(set) var configuration: SchedulerConfiguration
     private var waiting: [UInt64: (ticket: Ticket, generation: UInt32)] = [:]
     private var queues: [QueueKey: FIFO<Entry>] = [:]
     private var inFlightByHost: [String: Int] = [:]
@@ -42,27 +42,27 @@ public struct SchedulerState: Sendable {
     private var nextSequence: UInt64 = 0
 
     /// Creates an empty state.
-    public init(configuration: SchedulerConfiguration = .default) {
+    package init(configuration: SchedulerConfiguration = .default) {
         self.configuration = configuration
     }
 
     /// The number of requests waiting.
-    public var queuedCount: Int { self.waiting.count }
+    package var queuedCount: Int { self.waiting.count }
     /// The number of requests on the wire.
-    public var inFlightCount: Int { self.inFlight }
+    package var inFlightCount: Int { self.inFlight }
 
     /// Whether a request to `host` may start now without queueing.
-    public func hasCapacity(for host: String) -> Bool {
+    package func hasCapacity(for host: String) -> Bool {
         self.inFlight < self.configuration.maxConcurrentRequests && self.inFlightByHost[host, default: 0] < self.limit(for: host)
     }
 
     /// The per-host limit that applies to `host`.
-    public func limit(for host: String) -> Int {
+    package func limit(for host: String) -> Int {
         self.http2Hosts.contains(host) ? self.configuration.maxRequestsPerHTTP2Host : self.configuration.maxRequestsPerHost
     }
 
     /// Records that `host` answered over HTTP/2, raising its limit.
-    public mutating func markHTTP2(_ host: String) {
+    package mutating func markHTTP2(_ host: String) {
         self.http2Hosts.insert(host)
     }
 
@@ -70,7 +70,7 @@ public struct SchedulerState: Sendable {
     ///
     /// A request only starts at once when nothing of the same host is queued, so a newcomer never
     /// overtakes requests already waiting for that host.
-    public mutating func submit(id: UInt64, host: String, priority: RequestPriority, now: ContinuousClock.Instant) -> Bool {
+    package mutating func submit(id: UInt64, host: String, priority: RequestPriority, now: ContinuousClock.Instant) -> Bool {
         if self.hasCapacity(for: host) && !self.hasWaiters(for: host) {
             self.take(host)
             return true
@@ -84,14 +84,14 @@ public struct SchedulerState: Sendable {
     }
 
     /// Removes a queued request; returns `false` if it was not queued (already started or unknown).
-    public mutating func cancel(id: UInt64) -> Bool {
+    package mutating func cancel(id: UInt64) -> Bool {
         guard let record = self.waiting.removeValue(forKey: id) else { return false }
         self.unqueue(record.ticket.host)
         return true
     }
 
     /// Changes the priority of a queued request; returns `false` if it is not queued.
-    public mutating func reprioritize(id: UInt64, to priority: RequestPriority) -> Bool {
+    package mutating func reprioritize(id: UInt64, to priority: RequestPriority) -> Bool {
         guard var record = self.waiting[id] else { return false }
         guard record.ticket.priority != priority else { return true }
         record.ticket.priority = priority
@@ -102,12 +102,12 @@ public struct SchedulerState: Sendable {
     }
 
     /// The priority of a queued request.
-    public func priority(of id: UInt64) -> RequestPriority? {
+    package func priority(of id: UInt64) -> RequestPriority? {
         self.waiting[id]?.ticket.priority
     }
 
     /// Records that a started request to `host` finished, and returns the queued requests that start now, in order.
-    public mutating func finish(host: String, now: ContinuousClock.Instant) -> [UInt64] {
+    package mutating func finish(host: String, now: ContinuousClock.Instant) -> [UInt64] {
         self.inFlight -= 1
         let count = self.inFlightByHost[host, default: 1] - 1
         self.inFlightByHost[host] = count > 0 ? count : nil
@@ -115,7 +115,7 @@ public struct SchedulerState: Sendable {
     }
 
     /// Starts as many queued requests as capacity allows and returns them in start order.
-    public mutating func startReady(now: ContinuousClock.Instant) -> [UInt64] {
+    package mutating func startReady(now: ContinuousClock.Instant) -> [UInt64] {
         guard !self.waiting.isEmpty else { return [] }
         var started: [UInt64] = []
         while self.inFlight < self.configuration.maxConcurrentRequests, let next = self.pickNext(now: now) {
@@ -128,14 +128,14 @@ public struct SchedulerState: Sendable {
     }
 
     /// A snapshot for metrics.
-    public var snapshot: TrafficSnapshot {
+    package var snapshot: TrafficSnapshot {
         var queued: [RequestPriority: Int] = [:]
         for record in self.waiting.values { queued[record.ticket.priority, default: 0] += 1 }
         return TrafficSnapshot(queuedByPriority: queued, inFlightByHost: self.inFlightByHost)
     }
 
     /// The effective priority of a ticket after ageing, in priority levels.
-    public func effectivePriority(of ticket: Ticket, now: ContinuousClock.Instant) -> Double {
+    package func effectivePriority(of ticket: Ticket, now: ContinuousClock.Instant) -> Double {
         let waited = now - ticket.enqueuedAt
         return Double(ticket.priority.rawValue) + max(0, waited / self.configuration.agingInterval).rounded(.down)
     }
