@@ -314,6 +314,11 @@ public final class AsyncHTTPClientTransport: Transport {
     }
 
     static func mapError(_ error: any Error, pinnedHost: String? = nil) -> CourierError {
+        if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .refusedStream {
+            var refused = CourierError(.transport, "the server refused the HTTP/2 stream (REFUSED_STREAM); it did not process the request", underlying: error)
+            refused.wasNotProcessed = true
+            return refused
+        }
         if let mismatch = error as? PinMismatch {
             var mapped = CourierError(.pinMismatch, mismatch.description, underlying: error)
             mapped.tlsReason = .pinMismatch

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
+import NIOHTTP2
 
 /// Answers the requests of one HTTP/1.1 connection or one HTTP/2 stream.
 ///
@@ -90,6 +91,14 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .closeBeforeResponding:
             self.responding = false
             context.close(promise: nil)
+        case .resetStream(let code):
+            self.responding = false
+            // Written below the HTTP/1 codec, straight to the stream: a RST_STREAM frame.
+            if let codec = try? context.pipeline.syncOperations.context(handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self) {
+                codec.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(HTTP2ErrorCode(networkCode: Int(code)))), promise: nil)
+            } else {
+                context.close(promise: nil)
+            }
         case .closeMidBody(let bytes):
             self.responding = false
             self.writeHead(response, chunked: false, context: context)

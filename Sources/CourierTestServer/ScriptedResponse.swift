@@ -25,6 +25,9 @@ public struct ScriptedResponse: Sendable {
         /// Send `length` bytes of filler (the letter `a`) with `Content-Length`, as fast as the
         /// client reads them, without holding them in memory (for bulk-transfer benchmarks).
         case generated(length: Int)
+        /// HTTP/2: reset the stream with RST_STREAM and this error code (7 is REFUSED_STREAM: the
+        /// request was not processed) instead of answering. HTTP/1.1: close the connection.
+        case resetStream(errorCode: UInt32)
     }
 
     /// The status code.

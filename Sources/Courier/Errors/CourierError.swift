@@ -72,6 +72,9 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     public var presentation: ErrorPresentation = .alert
     /// Which request, attempt and pipeline stage failed; set for every error a ``Client`` throws.
     public var context: ErrorContext?
+    /// Set by a transport when the server provably did not process the request (an HTTP/2
+    /// stream it refused with REFUSED_STREAM): the retry stage may then send any method again.
+    package var wasNotProcessed = false
 
     /// Creates an error of the given kind.
     public init(_ kind: Kind, _ message: String, underlying: (any Error)? = nil) {

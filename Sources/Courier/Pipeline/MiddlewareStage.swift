@@ -121,9 +121,7 @@ struct RetryStage: PipelineStage {
             return .status(outcome.response.status.code, retryAfter: outcome.response.head.headerFields[.retryAfter])
         case .failure(let error):
             guard let failure = error as? CourierError, failure.kind == .transport, failure.context?.stage == "transport" else { return .other }
-            let text = String(describing: failure.underlying ?? failure).lowercased()
-            if text.contains("refusedstream") || text.contains("refused_stream") || text.contains("refused stream") { return .notProcessed }
-            return .connectionFailed
+            return failure.wasNotProcessed ? .notProcessed : .connectionFailed
         }
     }
 
