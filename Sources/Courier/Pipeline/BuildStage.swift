@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 
-/// Stage 1: the endpoint becomes the *logical* request — URL from the base URL (or the server
+/// Stage 2: the endpoint becomes the *logical* request — URL from the base URL (or the server
 /// directory's entry for the endpoint's service), the client's default header fields then the
 /// endpoint's, the body encoded (and compressed when asked) — and its ``LogicalKey``.
 ///

@@ -16,7 +16,8 @@ struct DecodeStage: PipelineStage {
         var outcome = try await next(exchange)
         guard !exchange.mode.isStream else { return outcome }
         let payload = outcome.payload ?? outcome.body
-        let reuse = (outcome.cacheKey != nil && exchange.wire == nil) ? outcome.cacheKey.map { (key: $0, values: self.values) } : nil
+        // A cache hit's stored payload is already unboxed, whatever the wire protocol.
+        let reuse = outcome.cacheKey.map { (key: $0, values: self.values) }
         outcome.value = try exchange.endpoint.decoding.run(payload, outcome.response.head, self.decoder, reuse)
         return outcome
     }

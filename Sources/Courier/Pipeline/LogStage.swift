@@ -1,6 +1,6 @@
 import Foundation
 
-/// Stage 2: one log line when the request starts and one when it ends (request id, endpoint name,
+/// Stage 3: one log line when the request starts and one when it ends (request id, endpoint name,
 /// method, redacted URL, status, duration, bytes, HTTP version, outcome).
 struct LogStage: PipelineStage {
     let log: RequestLog
@@ -43,7 +43,7 @@ struct LogStage: PipelineStage {
     }
 }
 
-/// Stage 3: every error leaving the pipeline gets its presentation from the client's
+/// Stage 1: every error leaving the pipeline gets its presentation from the client's
 /// ``ErrorClassifier``, and a business code mapped to an event raises it.
 struct ClassifyStage: PipelineStage {
     let classifier: ErrorClassifier

@@ -10,7 +10,10 @@
 /// - change the response `next` returned.
 ///
 /// Order: the client's middleware runs first, in array order, then the endpoint's, then the
-/// redirect handling and the transport. Responses travel back in reverse order.
+/// retry and redirect stages and the transport; responses travel back in reverse order. It runs
+/// after the cache, deduplication, scheduling and wire boxing (see "The request pipeline"), so it
+/// sees the request that is about to be sent. A middleware that waits must honour task
+/// cancellation: the caller's deadline and cancellation end a request by cancelling it.
 ///
 /// ```swift
 /// struct UserAgent: Middleware {
