@@ -914,3 +914,26 @@ struct SeamMatrixTests {
         }
     }
 }
+
+extension SeamMatrixTests {
+    /// The second half of cache × wire: a JSON-RPC error object under HTTP 200 is never stored.
+    @Test(arguments: TransportKind.allCases)
+    func cacheAndWire_aJSONRPCErrorObjectIsNeverStored(_ kind: TransportKind) async throws {
+        let counter = PathCounter()
+        let server = try await http1Server { request in
+            Seam.rpcAnswer(request, error: counter.hit(request.path) == 1)
+        }
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            var endpoint = Seam.sum([3, 4])
+            endpoint.cachePolicy = .cacheElseNetwork.allowingAnyMethod()
+            let error = await expectCourierError { _ = try await client.send(endpoint) }
+            #expect(error?.kind == .rpc)
+            let second = try await client.response(endpoint)
+            #expect(second.value == 7)
+            #expect(second.source == .network)
+            let third = try await client.response(endpoint)
+            #expect(third.source == .cache)
+            #expect(counter["/rpc"] == 2)
+        }
+    }
+}
