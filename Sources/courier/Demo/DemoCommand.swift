@@ -108,6 +108,7 @@ struct DemoCommand: AsyncParsableCommand {
             tally.requests += 1
             tally.failures += 1
             print("   failed as expected: kind \(error.kind), status \(error.status?.code ?? 0)")
+            print("   context: \(error.context?.description ?? "-")")
             print("   \(error)")
         }
 

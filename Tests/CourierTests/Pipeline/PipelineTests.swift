@@ -18,6 +18,17 @@ struct PipelineTests {
         ])
     }
 
+    @Test
+    func theDocCArticleListsTheStagesInTheOrderOfTheCode() throws {
+        let article = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources/Courier/Courier.docc/Pipeline.md")
+        let rows = try String(contentsOf: article, encoding: .utf8).split(separator: "\n").filter { $0.hasPrefix("| ") && $0.contains("| `") }
+        let documented = rows.compactMap { row in row.split(separator: "`").dropFirst().first.map(String.init) }
+        let client = Client(configuration: .init(transport: URLSessionTransport()))
+        #expect(documented == client.pipeline.stages.map(\.name))
+    }
+
     // MARK: - A deadline covers the whole exchange (item: deadline × body)
 
     @Test(arguments: TransportKind.allCases)
