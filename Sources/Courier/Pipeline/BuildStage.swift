@@ -25,6 +25,8 @@ struct BuildStage: PipelineStage {
         if !exchange.mode.isStream {
             // Read once: the dedup key, the cache lookup and the cache store all use this value.
             exchange.partition = self.parts.configuration.cache.partition()
+        }
+        if !exchange.mode.isStream, self.parts.configuration.deduplication.isEnabled, DeduplicationStage.shares(exchange) {
             exchange.key = LogicalKey(
                 request: request, endpoint: exchange.endpoint, partition: exchange.partition, wire: exchange.wireIdentity,
                 ignoredHeaders: self.parts.configuration.deduplication.ignoredHeaders
