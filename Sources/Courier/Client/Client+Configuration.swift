@@ -53,6 +53,11 @@ extension Client {
         public var decompression: DecompressionLimits?
         /// The response cache: its store (none by default, so nothing is cached), default policy and partition.
         public var cache: CacheConfiguration
+        /// The longest a streamed body (``Client/stream(_:)``, downloads) may go without a byte
+        /// before it fails with kind `timeout`, enforced for each stream on its own whatever the
+        /// transport and HTTP version; `nil` for no limit. Collected bodies are covered by the
+        /// request's deadline instead.
+        public var bodyIdleTimeout: Duration?
         /// How failed attempts are retried, for endpoints without a policy of their own.
         public var retry: RetryPolicy
         /// Called with events raised by responses (such as a business code mapped to "session expired").
@@ -92,6 +97,7 @@ extension Client {
             self.cache = CacheConfiguration()
             self.decompression = DecompressionLimits()
             self.retry = .standard
+            self.bodyIdleTimeout = .seconds(30)
             try configure(&self)
         }
     }

@@ -191,46 +191,66 @@ struct MiddlewareIdentity: Hashable, @unchecked Sendable {
 }
 
 /// An endpoint without its response type: what the stages need to know about it.
-struct EndpointDescription: Sendable {
-    var name: String
-    var method: HTTPRequest.Method
-    var path: String
-    var query: [URLQueryItem]
-    var headers: HTTPFields
-    var rawHeaders: [(name: String, value: String)]
-    var body: EndpointBody?
-    var acceptedStatuses: Range<Int>
-    var timeout: Duration?
-    var middleware: [any Middleware]
-    var priority: RequestPriority
-    var deduplication: Deduplication
-    var compressesRequestBody: Bool
-    var cachePolicy: CachePolicy?
-    var retryPolicy: RetryPolicy?
-    var isPrefetch: Bool
-    var service: ServiceID?
-    var wire: (any WireProtocol)?
-    var operation: String?
-    var isNotification: Bool
-    var decoding: ErasedDecoding
+///
+/// A class, made once per call: the stages pass it along with one reference instead of copying
+/// twenty fields at every step.
+final class EndpointDescription: Sendable {
+    let name: String
+    let method: HTTPRequest.Method
+    let path: String
+    let query: [URLQueryItem]
+    let headers: HTTPFields
+    let rawHeaders: [(name: String, value: String)]
+    let body: EndpointBody?
+    let acceptedStatuses: Range<Int>
+    let timeout: Duration?
+    let middleware: [any Middleware]
+    let priority: RequestPriority
+    let deduplication: Deduplication
+    let compressesRequestBody: Bool
+    let cachePolicy: CachePolicy?
+    let retryPolicy: RetryPolicy?
+    let isPrefetch: Bool
+    let service: ServiceID?
+    let wire: (any WireProtocol)?
+    let operation: String?
+    let isNotification: Bool
+    let decoding: ErasedDecoding
+
+    init<Value>(_ endpoint: Endpoint<Value>, decoding: ErasedDecoding, acceptedStatuses: Range<Int>? = nil) {
+        self.name = endpoint.name
+        self.method = endpoint.method
+        self.path = endpoint.path
+        self.query = endpoint.query
+        self.headers = endpoint.headers
+        self.rawHeaders = endpoint.rawHeaders
+        self.body = endpoint.body
+        self.acceptedStatuses = acceptedStatuses ?? endpoint.acceptedStatuses
+        self.timeout = endpoint.timeout
+        self.middleware = endpoint.middleware
+        self.priority = endpoint.priority
+        self.deduplication = endpoint.deduplication
+        self.compressesRequestBody = endpoint.compressesRequestBody
+        self.cachePolicy = endpoint.cachePolicy
+        self.retryPolicy = endpoint.retryPolicy
+        self.isPrefetch = endpoint.isPrefetch
+        self.service = endpoint.service
+        self.wire = endpoint.wire
+        self.operation = endpoint.operation
+        self.isNotification = endpoint.isNotification
+        self.decoding = decoding
+    }
 }
 
 extension Endpoint where Response: Sendable {
     /// The endpoint without its response type.
-    var erased: EndpointDescription { self.erased(decoding: ErasedDecoding(self.decoding)) }
+    var erased: EndpointDescription { EndpointDescription(self, decoding: ErasedDecoding(self.decoding)) }
 }
 
 extension Endpoint {
     /// The endpoint without its response type, decoded by `decoding`.
-    func erased(decoding: ErasedDecoding) -> EndpointDescription {
-        EndpointDescription(
-            name: self.name, method: self.method, path: self.path, query: self.query, headers: self.headers,
-            rawHeaders: self.rawHeaders, body: self.body, acceptedStatuses: self.acceptedStatuses, timeout: self.timeout,
-            middleware: self.middleware, priority: self.priority, deduplication: self.deduplication,
-            compressesRequestBody: self.compressesRequestBody, cachePolicy: self.cachePolicy, retryPolicy: self.retryPolicy,
-            isPrefetch: self.isPrefetch, service: self.service, wire: self.wire, operation: self.operation,
-            isNotification: self.isNotification, decoding: decoding
-        )
+    func erased(decoding: ErasedDecoding, acceptedStatuses: Range<Int>? = nil) -> EndpointDescription {
+        EndpointDescription(self, decoding: decoding, acceptedStatuses: acceptedStatuses)
     }
 }
 

@@ -95,9 +95,12 @@ struct RetryStage: PipelineStage {
                 result = .failure(error)
             }
             guard policy.maxAttempts > number, !Task.isCancelled else { return try result.get() }
+            if case .success(let outcome) = result, !policy.retryableStatuses.contains(outcome.response.status.code) {
+                return outcome
+            }
             let facts = RetryPolicy.Attempt(
                 number: number, method: current.request.head.method,
-                hasIdempotencyKey: current.request.head.headerFields[HTTPField.Name("Idempotency-Key")!] != nil,
+                hasIdempotencyKey: current.request.head.headerFields[Self.idempotencyKey] != nil,
                 bodyCanBeResent: current.request.body.map { $0.isReplayable || !$0.hasBeenSent } ?? true,
                 result: Self.classify(result), timeLeft: current.timeLeft, now: Date(), jitter: Double.random(in: 0..<1)
             )
@@ -114,6 +117,8 @@ struct RetryStage: PipelineStage {
             number += 1
         }
     }
+
+    static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
 
     static func classify(_ result: Result<Outcome, any Error>) -> RetryPolicy.AttemptResult {
         switch result {

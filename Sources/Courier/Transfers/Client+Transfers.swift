@@ -59,8 +59,7 @@ extension Client {
         let directory = target.deletingLastPathComponent()
         let partial = directory.appendingPathComponent(".courier-\(destination.fileName).partial")
         let record = directory.appendingPathComponent(".courier-\(destination.fileName).partial.json")
-        var description = endpoint.erased(decoding: .streamed)
-        description.acceptedStatuses = 200..<300
+        let description = endpoint.erased(decoding: .streamed, acceptedStatuses: 200..<300)
         let urlString = try RequestBuilder.build(description, parts: self.parts).urlString
         var offset: Int64 = 0
         var validator: String?
