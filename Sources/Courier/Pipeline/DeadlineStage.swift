@@ -65,35 +65,87 @@ enum Deadline {
     /// Runs `work`, cancelling it when `deadline` passes; throws kind `timeout` then.
     ///
     /// The work runs in a task of its own (it inherits priority and task-local values, and is
-    /// cancelled with the caller); the deadline is a Dispatch timer, not a sleeping task, so a
-    /// request costs one task and one timer.
+    /// cancelled with the caller). Deadlines are watched by one ``DeadlineWatch`` thread for the
+    /// whole process, so a request costs one task and two short locked sections, no timer of its own.
     static func run<Result: Sendable>(until deadline: ContinuousClock.Instant, _ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
-        let left = deadline - ContinuousClock.now
-        if left <= .zero { throw CourierError.timeout() }
-        let expired = Locked(false)
+        if deadline <= ContinuousClock.now { throw CourierError.timeout() }
         let task = Task { try await work() }
-        // The timer holds the task only until the work is over: a cancelled Dispatch item stays
-        // queued until its time, and must not keep the result (a streaming body) alive.
-        let running = Locked<Task<Result, any Error>?>(task)
-        let timer = DispatchWorkItem {
-            expired.withLock { $0 = true }
-            running.current?.cancel()
-        }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(min(left, Self.longest).nanoseconds)), execute: timer)
+        let watch = DeadlineWatch.shared.watch(until: deadline) { task.cancel() }
         let result = await withTaskCancellationHandler {
             await task.result
         } onCancel: {
             task.cancel()
         }
-        timer.cancel()
-        running.withLock { $0 = nil }
         // Work that ended because the deadline cancelled it (a body cut short, a wait given up)
         // is a timeout, never a success — unless the caller itself was cancelled.
-        if expired.current, !Task.isCancelled {
+        if DeadlineWatch.shared.end(watch), !Task.isCancelled {
             if case .failure(let error as CourierError) = result, error.kind == .timeout { throw error }
-            throw CourierError.timeout(underlying: (try? result.get()) == nil ? result.failure : nil)
+            throw CourierError.timeout(underlying: result.failure)
         }
         return try result.get()
+    }
+}
+
+/// One thread that watches every running deadline of the process and fires the ones that pass.
+///
+/// Requests in flight are few (hundreds at most), so the thread scans them all, at most ten
+/// times a second and only while some are watched: a deadline fires within about 0.1 s of its
+/// time. Starting and ending a watch is a dictionary insert and remove under a lock.
+final class DeadlineWatch: @unchecked Sendable {
+    static let shared = DeadlineWatch()
+
+    private struct Entry {
+        var deadline: ContinuousClock.Instant
+        var fire: @Sendable () -> Void
+    }
+
+    private let condition = NSCondition()
+    // Guarded by `condition`.
+    private var entries: [UInt64: Entry] = [:]
+    private var fired: Set<UInt64> = []
+    private var nextID: UInt64 = 0
+    private var started = false
+
+    /// Starts watching; `fire` runs on the watch thread once `deadline` has passed.
+    func watch(until deadline: ContinuousClock.Instant, fire: @escaping @Sendable () -> Void) -> UInt64 {
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        self.nextID &+= 1
+        let id = self.nextID
+        self.entries[id] = Entry(deadline: deadline, fire: fire)
+        if !self.started {
+            self.started = true
+            let thread = Thread { [unowned self] in self.loop() }
+            thread.name = "courier-deadlines"
+            thread.start()
+        }
+        if self.entries.count == 1 { self.condition.signal() }
+        return id
+    }
+
+    /// Stops watching; returns whether the deadline had fired.
+    func end(_ id: UInt64) -> Bool {
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        self.entries[id] = nil
+        return self.fired.remove(id) != nil
+    }
+
+    private func loop() {
+        while true {
+            self.condition.lock()
+            while self.entries.isEmpty { self.condition.wait() }
+            let now = ContinuousClock.now
+            var due: [@Sendable () -> Void] = []
+            for (id, entry) in self.entries where entry.deadline <= now {
+                due.append(entry.fire)
+                self.entries[id] = nil
+                self.fired.insert(id)
+            }
+            self.condition.unlock()
+            for fire in due { fire() }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
     }
 }
 
@@ -104,12 +156,3 @@ extension Result {
     }
 }
 
-extension Duration {
-    /// The duration in whole nanoseconds, saturating.
-    fileprivate var nanoseconds: Int64 {
-        let (seconds, attoseconds) = self.components
-        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        return product.addingReportingOverflow(attoseconds / 1_000_000_000).overflow ? .max : product + attoseconds / 1_000_000_000
-    }
-}

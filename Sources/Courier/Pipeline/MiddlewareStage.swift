@@ -152,7 +152,6 @@ struct RedirectStage: PipelineStage {
     static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
-        let origin = exchange.request.url
         var request = exchange.request
         var visited: Set<String> = []
         var hops = 0
@@ -161,7 +160,8 @@ struct RedirectStage: PipelineStage {
             var hopExchange = exchange
             hopExchange.request = request
             let hop = hopExchange
-            if hops > 0, let origin, let url = request.url, Self.sameOrigin(origin, url) {
+            // URLs are parsed only once a redirect happens: most requests have none.
+            if hops > 0, let origin = exchange.request.url, let url = request.url, Self.sameOrigin(origin, url) {
                 let perHop = (self.clientMiddleware + exchange.endpoint.middleware).filter { $0 is any PerHopMiddleware }
                 response = try await MiddlewareChain.send(request, through: perHop, exchange: hop) { request in
                     var inner = hop

@@ -187,39 +187,28 @@ struct Outcome: Sendable {
 
 /// Facts about the wire exchange that travel around the middleware (which sees only requests and
 /// responses): the request as sent, the attempt number, and what arrived.
-final class ExchangeRecord: Sendable {
-    private struct State {
-        var sentHeaders: HTTPFields?
-        var sentAuthority: String?
-        var attempt = 1
-        var status: Int?
-        var version: HTTPVersion?
-    }
-
-    private let state = Locked(State())
-
+///
+/// Unchecked: its fields are written and read one stage after another along one exchange (each
+/// read happens after the awaited call that wrote it returned), never concurrently; a shared
+/// (deduplicated) exchange writes them in its own task before its waiters are resumed.
+final class ExchangeRecord: @unchecked Sendable {
     /// The header fields of the last request handed to the transport.
-    var sentHeaders: HTTPFields? { self.state.withLock { $0.sentHeaders } }
-    var attempt: Int { self.state.withLock { $0.attempt } }
-    var status: Int? { self.state.withLock { $0.status } }
-    var version: HTTPVersion? { self.state.withLock { $0.version } }
+    private(set) var sentHeaders: HTTPFields?
+    private(set) var attempt = 1
+    private(set) var status: Int?
+    private(set) var version: HTTPVersion?
 
     func sent(_ request: Request) {
-        self.state.withLock {
-            $0.sentHeaders = request.head.headerFields
-            $0.sentAuthority = request.head.authority
-        }
+        self.sentHeaders = request.head.headerFields
     }
 
     func received(status: Int, version: HTTPVersion) {
-        self.state.withLock {
-            $0.status = status
-            $0.version = version
-        }
+        self.status = status
+        self.version = version
     }
 
     func setAttempt(_ attempt: Int) {
-        self.state.withLock { $0.attempt = attempt }
+        self.attempt = attempt
     }
 }
 
