@@ -54,8 +54,8 @@ public struct ResponseBody: AsyncSequence, Sendable {
     ///
     /// - Parameters:
     ///   - limit: the most bytes accepted.
-    ///   - deadline: when reading must be over; checked as each chunk arrives (a body that stalls
-    ///     completely is ended by the transport's idle read timeout).
+    ///   - deadline: when reading must be over; checked as each chunk arrives. (Inside a client,
+    ///     the pipeline's deadline stage also ends a body that stalls completely.)
     /// - Throws: ``CourierError`` of kind `responseTooLarge` when the announced length or the bytes
     ///   read pass `limit`, kind `timeout` past the deadline; reading stops at that point.
     public func collect(upTo limit: Int, deadline: ContinuousClock.Instant? = nil) async throws -> Data {

@@ -8,8 +8,8 @@ extension Client {
     ///
     /// It goes through the same stages as ``send(_:)``; the body is neither cached nor shared nor
     /// unboxed, and bypasses the size limit; gzip and deflate are decoded within the client's
-    /// ``DecompressionLimits``. The timeout covers the wait for the head; a stalled body is ended
-    /// by the transport's idle read timeout. The scheduler slot is held until the body has been
+    /// ``DecompressionLimits``. The timeout covers the wait for the head; a body that brings no byte
+    /// for ``Configuration/bodyIdleTimeout`` fails with kind `timeout`. The scheduler slot is held until the body has been
     /// read to the end, cancelled or dropped. A status outside the endpoint's accepted statuses
     /// throws kind `httpStatus`, as ``send(_:)`` does.
     public func stream<Value>(_ endpoint: Endpoint<Value>) async throws -> StreamingResponse {
