@@ -835,11 +835,12 @@ struct SeamMatrixTests {
         // A stream's timeout covers the wait for its head: a long-lived body (server-sent events)
         // is not cut at the deadline. Collected bodies are: see PipelineTests.
         let server = try await http1Server { _ in
-            ScriptedResponse(status: 200, body: Data(repeating: 65, count: 120)).with(.stallMidBody(afterBytes: 10, .seconds(14)))
+            ScriptedResponse(status: 200, body: Data(repeating: 65, count: 120)).with(.stallMidBody(afterBytes: 10, .seconds(24)))
         }
         try await withClient(kind, server: server) { client in
-            // The head comes at once, the rest of the body 14 s later: past the 8-second timeout.
-            let stream = try await client.stream(Endpoint<Data>(path: "/long", timeout: .seconds(8), decoding: .data))
+            // The head comes at once, the rest of the body 24 s later: past the 20-second timeout.
+            // (A generous timeout: the head must arrive in time even while the whole suite runs.)
+            let stream = try await client.stream(Endpoint<Data>(path: "/long", timeout: .seconds(20), decoding: .data))
             var count = 0
             for try await chunk in stream.body { count += chunk.count }
             #expect(count == 120)
