@@ -15,7 +15,7 @@ struct BuildStage: PipelineStage {
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         var exchange = exchange
-        var request = try RequestBuilder.build(exchange.endpoint, parts: self.parts, id: exchange.request.id)
+        var request = try RequestBuilder.build(exchange.endpoint, configuration: self.parts.configuration, base: self.parts.base, id: exchange.request.id)
         if let adjust = exchange.adjust { adjust(&request) }
         if let reporter = exchange.uploadReporter, let body = request.body {
             request.body = body.reporting(to: reporter)
@@ -42,13 +42,19 @@ enum RequestBuilder {
     /// protocol, the operation and whether it is a notification. Part of the cache and dedup keys,
     /// so two operations with the same params never share an answer.
     static func wireIdentity(of endpoint: EndpointDescription, configuration: Client.Configuration) -> String {
+        if endpoint.wire == nil, endpoint.service == nil, configuration.defaultWireProtocol is RESTProtocol { return "" }
         let wire = endpoint.wire ?? endpoint.service.flatMap { configuration.wireProtocols[$0] } ?? configuration.defaultWireProtocol
         if wire is RESTProtocol { return "" }
         return "\(type(of: wire)):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
     }
 
     static func build(_ endpoint: EndpointDescription, parts: ClientParts, id: RequestID = RequestID()) throws -> Request {
-        let configuration = parts.configuration
+        try self.build(endpoint, configuration: parts.configuration, base: parts.base, id: id)
+    }
+
+    /// Builds the request; `configuration` is borrowed, not copied (it holds objects every
+    /// request shares, whose reference counts would otherwise bounce between cores).
+    static func build(_ endpoint: EndpointDescription, configuration: Client.Configuration, base clientBase: BaseURL?, id: RequestID) throws -> Request {
         var head: HTTPRequest
         if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://") {
             guard let url = URL(string: endpoint.path), let target = BaseURL(url) else {
@@ -62,7 +68,7 @@ enum RequestBuilder {
                     throw CourierError.invalidRequest("the endpoint names the service '\(service)' but the client has no server directory")
                 }
                 base = try servers.base(for: service)
-            } else if let clientBase = parts.base {
+            } else if let clientBase {
                 base = clientBase
             } else {
                 throw CourierError.invalidRequest("the endpoint path '\(endpoint.path)' is relative and the client has no base URL")
