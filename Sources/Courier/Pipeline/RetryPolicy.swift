@@ -149,7 +149,9 @@ public struct RetryPolicy: Sendable, Hashable {
         let exponent = Double(min(max(attempt - 1, 0), 62))
         let cap = min(self.maxDelay.inSeconds, self.baseDelay.inSeconds * pow(2, exponent))
         let share = jitter.isFinite ? min(max(jitter, 0), 1) : 0
-        return .milliseconds(Int64((max(cap, 0) * share * 1000).rounded()))
+        // A careless configuration (a maxDelay of centuries) must not trap: at most ~30 years.
+        let milliseconds = min(max(cap, 0) * share * 1000, 1e12)
+        return .milliseconds(Int64(milliseconds.isFinite ? milliseconds.rounded() : 0))
     }
 
     /// The wait a `Retry-After` value asks for (RFC 9110 §10.2.3): delay-seconds or an HTTP date;

@@ -242,6 +242,23 @@ struct LogicalIdentityTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aStoredStatusIsServedOnlyToEndpointsThatAcceptIt(_ kind: TransportKind) async throws {
+        // 404 is heuristically cacheable (RFC 9111 §4.2.2); here it is explicitly fresh for a minute.
+        let server = try await http1Server { _ in .text("gone", status: 404, headers: [("Cache-Control", "max-age=60")]) }
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            let lenient = Endpoint<String>(path: "/maybe", acceptedStatuses: 200..<500, decoding: .string)
+            let first = try await client.response(lenient)
+            let second = try await client.response(lenient)
+            #expect(first.status.code == 404)
+            #expect(second.source == .cache)
+            // An endpoint that accepts only 2xx is never answered with the stored 404 as a success.
+            let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: "/maybe", decoding: .string)) }
+            #expect(error?.status?.code == 404)
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func twoJSONRPCOperationsWithTheSameParamsNeverShareACachedAnswer(_ kind: TransportKind) async throws {
         let server = try await http1Server { request in
             let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] ?? [:]

@@ -74,6 +74,9 @@ struct RetryPolicyTests {
         #expect(self.decide(.connectionFailed, number: 60, jitter: 1, policy: self.policy.attempts(100)) == .retry(after: .seconds(10)))
         #expect(self.decide(.connectionFailed, number: 1, jitter: .infinity) == .retry(after: .zero))
         #expect(self.decide(.connectionFailed, number: 1, jitter: -3) == .retry(after: .zero))
+        // A careless configuration never traps.
+        let careless = RetryPolicy(maxAttempts: 5, baseDelay: .seconds(Int64.max / 2), maxDelay: .seconds(Int64.max))
+        #expect(self.decide(.connectionFailed, number: 4, jitter: 1, policy: careless) == .retry(after: .milliseconds(1_000_000_000_000)))
     }
 
     /// RFC 9110 §10.2.3: Retry-After is delay-seconds or an HTTP-date.
