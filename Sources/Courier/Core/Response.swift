@@ -35,4 +35,7 @@ public enum ResponseSource: String, Sendable, Hashable {
     case cache
     /// The cache, after the server confirmed it is current (`304 Not Modified`).
     case revalidated
+    /// The cache, past the response's freshness: served while it is revalidated in the
+    /// background (`stale-while-revalidate`) or because the server failed (`stale-if-error`).
+    case stale
 }

@@ -34,10 +34,11 @@ struct LogStage: PipelineStage {
         case .coalesced: text = "success(coalesced)"
         case .cache: text = "success(cache, age \(Int(outcome.age ?? 0))s)"
         case .revalidated: text = "success(revalidated)"
+        case .stale: text = "success(stale, age \(Int(outcome.age ?? 0))s)"
         }
         self.log.finished(
             exchange.request, status: outcome.response.status.code, duration: outcome.duration, bytes: outcome.body.count,
-            version: outcome.source == .cache ? nil : outcome.response.version, outcome: text
+            version: outcome.source == .cache || outcome.source == .stale ? nil : outcome.response.version, outcome: text
         )
         return outcome
     }

@@ -145,7 +145,7 @@ struct RequestExchange: Sendable {
     /// A last change to the logical request (a download's `Range`).
     let adjust: (@Sendable (inout Request) -> Void)?
     /// What happened on the wire, shared by the stages below middleware and the ones above it.
-    let record: ExchangeRecord
+    var record: ExchangeRecord
     let start: ContinuousClock.Instant
 
     var priority: RequestPriority { self.control?.priority ?? self.endpoint.priority }

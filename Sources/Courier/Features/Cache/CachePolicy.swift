@@ -47,6 +47,58 @@ public struct CachePolicy: Sendable, Hashable {
         policy.cachesAnyMethod = true
         return policy
     }
+
+    /// How long past its freshness a stored response may be served while it is revalidated in
+    /// the background, overriding the response's `stale-while-revalidate`; `nil`: the response's.
+    public private(set) var staleWhileRevalidate: Duration?
+    /// How long past its freshness a stored response may be served when the origin answers
+    /// 500, 502, 503 or 504 or cannot be reached, overriding `stale-if-error`; `nil`: the response's.
+    public private(set) var staleIfError: Duration?
+    /// The freshness given to a response without explicit expiry (RFC 9111 §4.2.2).
+    public private(set) var heuristic: HeuristicFreshness = .standard
+
+    /// The same policy, serving stale responses for these windows whatever the responses say
+    /// (RFC 5861): `.zero` turns a behaviour off, `nil` keeps the response's directive.
+    ///
+    /// Under ``http`` the response's `must-revalidate` or `no-cache`, or the request's
+    /// `no-cache`, still forbid serving stale (RFC 9111 §4.2.4). Under ``cacheFor(_:)`` the
+    /// windows count from the end of the app-chosen lifetime, and only these overrides apply.
+    public func servingStale(whileRevalidating: Duration? = nil, ifError: Duration? = nil) -> CachePolicy {
+        var policy = self
+        policy.staleWhileRevalidate = whileRevalidating
+        policy.staleIfError = ifError
+        return policy
+    }
+
+    /// The same policy with another heuristic freshness rule.
+    public func heuristicFreshness(_ rule: HeuristicFreshness) -> CachePolicy {
+        var policy = self
+        policy.heuristic = rule
+        return policy
+    }
+}
+
+/// The freshness lifetime a cache gives a response that states none (RFC 9111 §4.2.2): a
+/// fraction of the time since its `Last-Modified`, up to a limit.
+///
+/// Only responses with a status code the RFC calls heuristically cacheable (200, 203, 204, 206,
+/// 300, 301, 308, 404, 405, 410, 414, 501) or marked `public` get one.
+public struct HeuristicFreshness: Sendable, Hashable {
+    /// The fraction of the time between `Last-Modified` and `Date`.
+    public var fraction: Double
+    /// The longest lifetime given.
+    public var limit: Duration
+
+    /// A rule: `fraction` of the time since `Last-Modified`, at most `limit`.
+    public init(fraction: Double, limit: Duration) {
+        self.fraction = fraction.isNaN ? 0 : min(max(fraction, 0), 1)
+        self.limit = max(limit, .zero)
+    }
+
+    /// 10% of the time since `Last-Modified`, at most a day (the RFC's suggestion).
+    public static let standard = HeuristicFreshness(fraction: 0.1, limit: .seconds(86_400))
+    /// No heuristic freshness: a response without explicit expiry is stale at once.
+    public static let none = HeuristicFreshness(fraction: 0, limit: .zero)
 }
 
 /// The client's response cache: where responses are stored, the default policy and the partition.

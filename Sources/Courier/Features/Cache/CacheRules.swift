@@ -5,10 +5,15 @@ import HTTPTypes
 package enum CacheAction: Sendable, Equatable {
     /// Answer with the stored response, which is this old.
     case serve(age: TimeInterval)
+    /// Answer at once with the stored, stale response (this old), and revalidate it in the
+    /// background with these conditional fields (none: a full fetch) — `stale-while-revalidate`.
+    case serveStale(age: TimeInterval, revalidate: HTTPFields)
     /// Ask the server whether the stored response is still current, with these conditional fields.
     case revalidate(HTTPFields)
     /// Ask the server for a full response.
     case fetch
+    /// Nothing usable is stored and the request said `only-if-cached`: answer `504` without the network.
+    case unavailable
 }
 
 /// The cache's decisions as pure functions: values in, a decision out, no I/O and no clock.
@@ -19,7 +24,14 @@ package enum CacheRules {
     /// Status codes whose responses may be given heuristic freshness (RFC 9110 §15.1).
     static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
     /// The largest heuristic freshness lifetime given to a response with only `Last-Modified`.
-    static let heuristicLimit: TimeInterval = 24 * 3600
+    /// Status codes whose caching rules this cache implements (for `must-understand`).
+    static let understoodStatuses: Set<Int> = [200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501]
+    /// Header fields never stored (RFC 9111 §3.1): the hop-by-hop fields of RFC 9110 §7.6.1 and
+    /// the fields of the proxy that forwarded the response. Fields named in `Connection` go too.
+    static let unstoredFields: Set<String> = [
+        "connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade", "trailer",
+        "proxy-authenticate", "proxy-authentication-info", "proxy-authorization",
+    ]
     /// Header fields a request may carry that make it conditional or partial: such requests
     /// bypass the cache (the caller is managing validation itself).
     static let conditionalFields: [HTTPField.Name] = [.ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince, .ifRange, .range]
@@ -33,31 +45,47 @@ package enum CacheRules {
     package static func action(
         policy: CachePolicy, method: HTTPRequest.Method, requestHeaders: HTTPFields, entry: CacheEntry?, now: Date
     ) -> CacheAction {
+        let action = self.networkOrStored(policy: policy, method: method, requestHeaders: requestHeaders, entry: entry, now: now)
+        // RFC 9111 §5.2.1.7: only-if-cached never reaches the origin.
+        if CacheControl(requestHeaders).has("only-if-cached") {
+            switch action {
+            case .serve, .serveStale: return action
+            case .revalidate, .fetch, .unavailable: return .unavailable
+            }
+        }
+        return action
+    }
+
+    private static func networkOrStored(
+        policy: CachePolicy, method: HTTPRequest.Method, requestHeaders: HTTPFields, entry: CacheEntry?, now: Date
+    ) -> CacheAction {
         guard self.handles(method, policy: policy) else { return .fetch }
         guard let entry, self.matchesVary(entry, requestHeaders: requestHeaders) else { return .fetch }
         if self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) { return .fetch }
-        let age = self.age(of: entry, now: now)
         switch policy.mode {
         case .networkOnly, .reload:
             return .fetch
         case .cacheElseNetwork:
-            return .serve(age: age)
+            return .serve(age: self.age(of: entry, now: now))
         case .cacheFor(let lifetime):
             let stored = Self.boundedAge(now.timeIntervalSince(entry.responseDate))
             if stored < lifetime.inSeconds { return .serve(age: stored) }
+            if let window = policy.staleWhileRevalidate, stored - lifetime.inSeconds <= window.inSeconds {
+                return .serveStale(age: stored, revalidate: self.conditions(for: entry))
+            }
             return self.refetch(entry)
         case .http:
             let request = CacheControl(requestHeaders)
             if request.has("no-store") { return .fetch }
             let response = CacheControl(entry.headers)
-            let pragmaNoCache = requestHeaders[.cacheControl] == nil
-                && (requestHeaders[values: HTTPField.Name("Pragma")!].contains { $0.lowercased().contains("no-cache") })
-            if request.has("no-cache") || pragmaNoCache || response.has("no-cache") {
+            if request.has("no-cache") || self.pragmaNoCache(requestHeaders) || response.has("no-cache") {
                 return self.refetch(entry)
             }
-            let lifetime = self.freshnessLifetime(of: entry)
+            let age = self.age(of: entry, now: now)
+            let lifetime = self.freshnessLifetime(of: entry, heuristic: policy.heuristic)
             var fresh = age < lifetime
-            if let maxAge = request.seconds("max-age"), age > maxAge { fresh = false }
+            // RFC 8246: a fresh `immutable` response is not revalidated because a reload asked for a younger one.
+            if let maxAge = request.seconds("max-age"), age > maxAge, !(fresh && response.has("immutable")) { fresh = false }
             if let minFresh = request.seconds("min-fresh"), lifetime - age < minFresh { fresh = false }
             if fresh { return .serve(age: age) }
             if !response.has("must-revalidate"), request.has("max-stale") {
@@ -65,15 +93,69 @@ package enum CacheRules {
                 let limit: TimeInterval = request.directives["max-stale"].flatMap { $0 }.map { UntrustedNumber.deltaSeconds($0).map(TimeInterval.init) ?? 0 } ?? .infinity
                 if age - lifetime <= limit { return .serve(age: age) }
             }
+            // RFC 5861 §3: within the window, serve the stale response and revalidate in the background.
+            if age >= lifetime, request.seconds("max-age") == nil, request.seconds("min-fresh") == nil,
+               age - lifetime <= self.staleWindow("stale-while-revalidate", override: policy.staleWhileRevalidate, entry: entry, requestHeaders: requestHeaders) {
+                return .serveStale(age: age, revalidate: self.conditions(for: entry))
+            }
             return self.refetch(entry)
         }
     }
 
+    private static func pragmaNoCache(_ requestHeaders: HTTPFields) -> Bool {
+        requestHeaders[.cacheControl] == nil
+            && requestHeaders[values: HTTPField.Name("Pragma")!].contains { $0.lowercased().contains("no-cache") }
+    }
+
+    /// How long past its freshness lifetime the entry may be served under `directive`
+    /// (`stale-while-revalidate` or `stale-if-error`, RFC 5861): the policy's override, else the
+    /// response's directive (and for `stale-if-error` the request's too, the larger); 0 when the
+    /// response says `must-revalidate` or `no-cache` or the request says `no-cache` (RFC 9111 §4.2.4).
+    package static func staleWindow(_ directive: String, override: Duration?, entry: CacheEntry, requestHeaders: HTTPFields) -> TimeInterval {
+        let response = CacheControl(entry.headers)
+        let request = CacheControl(requestHeaders)
+        if response.has("must-revalidate") || response.has("no-cache") || request.has("no-cache") || self.pragmaNoCache(requestHeaders) {
+            return -1
+        }
+        if let override { return override.inSeconds }
+        var window = response.has(directive) ? response.seconds(directive) ?? 0 : -1
+        if directive == "stale-if-error", request.has(directive) { window = max(window, request.seconds(directive) ?? 0) }
+        return window
+    }
+
+    /// Whether a stored response may answer because the origin failed (RFC 5861 §4:
+    /// `stale-if-error`), at time `now`.
+    package static func servesStaleOnError(policy: CachePolicy, entry: CacheEntry, requestHeaders: HTTPFields, now: Date) -> TimeInterval? {
+        let age: TimeInterval
+        let lifetime: TimeInterval
+        switch policy.mode {
+        case .cacheFor(let duration):
+            guard let window = policy.staleIfError else { return nil }
+            age = Self.boundedAge(now.timeIntervalSince(entry.responseDate))
+            lifetime = duration.inSeconds
+            return age - lifetime <= window.inSeconds ? age : nil
+        case .http:
+            age = self.age(of: entry, now: now)
+            lifetime = self.freshnessLifetime(of: entry, heuristic: policy.heuristic)
+        case .networkOnly, .reload, .cacheElseNetwork:
+            return nil
+        }
+        let window = self.staleWindow("stale-if-error", override: policy.staleIfError, entry: entry, requestHeaders: requestHeaders)
+        return window >= 0 && age - lifetime <= window ? age : nil
+    }
+
+    /// The conditional fields that revalidate the entry (RFC 9111 §4.3.1): its `ETag` in
+    /// `If-None-Match` and its `Last-Modified` in `If-Modified-Since`, byte for byte as received.
+    static func conditions(for entry: CacheEntry) -> HTTPFields {
+        var conditions = HTTPFields()
+        if let etag = entry.headers[values: .eTag].first { conditions[.ifNoneMatch] = etag }
+        if let modified = entry.headers[values: .lastModified].first { conditions[.ifModifiedSince] = modified }
+        return conditions
+    }
+
     /// Revalidation when the entry has a validator, a full fetch otherwise.
     private static func refetch(_ entry: CacheEntry) -> CacheAction {
-        var conditions = HTTPFields()
-        if let etag = entry.headers[.eTag] { conditions[.ifNoneMatch] = etag }
-        if let modified = entry.headers[.lastModified] { conditions[.ifModifiedSince] = modified }
+        let conditions = self.conditions(for: entry)
         return conditions.isEmpty ? .fetch : .revalidate(conditions)
     }
 
@@ -85,7 +167,14 @@ package enum CacheRules {
         if self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) { return false }
         let request = CacheControl(requestHeaders)
         let response = CacheControl(responseHeaders)
-        if request.has("no-store") || response.has("no-store") { return false }
+        if request.has("no-store") { return false }
+        if response.has("must-understand") {
+            // RFC 9111 §5.2.2.3: stored only when the cache knows the status code's rules, and
+            // then `no-store` (sent for caches that do not) is ignored.
+            guard self.understoodStatuses.contains(status) else { return false }
+        } else if response.has("no-store") {
+            return false
+        }
         if self.varyNames(responseHeaders) == nil { return false }
         switch policy.mode {
         case .networkOnly:
@@ -99,20 +188,20 @@ package enum CacheRules {
             guard explicit || self.heuristicallyCacheable.contains(status) else { return false }
             // Storing a response that is stale at once and cannot be revalidated is useless.
             let hasValidator = responseHeaders[.eTag] != nil || responseHeaders[.lastModified] != nil
-            return hasValidator || self.freshnessLifetime(status: status, headers: responseHeaders, received: .distantPast) > 0
+            return hasValidator || self.freshnessLifetime(status: status, headers: responseHeaders, received: .distantPast, heuristic: policy.heuristic) > 0
         }
     }
 
     /// How long a response stays fresh (RFC 9111 §4.2.1): `max-age`, else `Expires` − `Date`,
-    /// else 10% of `Date` − `Last-Modified` (capped at a day) when heuristics are allowed, else 0.
-    /// `s-maxage` is ignored: this is a private cache.
-    package static func freshnessLifetime(of entry: CacheEntry) -> TimeInterval {
-        self.freshnessLifetime(status: entry.status, headers: entry.headers, received: entry.responseDate)
+    /// else the policy's heuristic (by default 10% of `Date` − `Last-Modified`, capped at a day)
+    /// for a status that allows it, else 0. `s-maxage` is ignored: this is a private cache.
+    package static func freshnessLifetime(of entry: CacheEntry, heuristic: HeuristicFreshness = .standard) -> TimeInterval {
+        self.freshnessLifetime(status: entry.status, headers: entry.headers, received: entry.responseDate, heuristic: heuristic)
     }
 
     /// The freshness lifetime of a response with this status and these fields, received at `received`
     /// (the stand-in for a missing `Date`).
-    static func freshnessLifetime(status: Int, headers: HTTPFields, received: Date) -> TimeInterval {
+    static func freshnessLifetime(status: Int, headers: HTTPFields, received: Date, heuristic: HeuristicFreshness = .standard) -> TimeInterval {
         let control = CacheControl(headers)
         if let maxAge = control.seconds("max-age") { return maxAge }
         let date = headers[.date].flatMap(HTTPDate.parse) ?? received
@@ -124,7 +213,7 @@ package enum CacheRules {
         guard self.heuristicallyCacheable.contains(status) || control.has("public"),
               let modified = headers[.lastModified].flatMap(HTTPDate.parse)
         else { return 0 }
-        return min(self.heuristicLimit, max(0, date.timeIntervalSince(modified) / 10))
+        return min(heuristic.limit.inSeconds, max(0, date.timeIntervalSince(modified) * heuristic.fraction))
     }
 
     /// The entry's current age (RFC 9111 §4.2.3), from its `Date` and `Age` fields and the
@@ -135,12 +224,32 @@ package enum CacheRules {
     /// stored dates say (a cache file is input too).
     package static func age(of entry: CacheEntry, now: Date) -> TimeInterval {
         let date = entry.headers[.date].flatMap(HTTPDate.parse) ?? entry.responseDate
-        let ageValue = entry.headers[.age].flatMap { UntrustedNumber.deltaSeconds($0.trimmingCharacters(in: .whitespaces)) }.map(TimeInterval.init) ?? 0
+        let ageValue = self.ageField(entry.headers) ?? 0
         let apparentAge = self.boundedAge(entry.responseDate.timeIntervalSince(date))
         let responseDelay = self.boundedAge(entry.responseDate.timeIntervalSince(entry.requestDate))
         let correctedInitialAge = max(apparentAge, ageValue + responseDelay)
         let residentTime = self.boundedAge(now.timeIntervalSince(entry.responseDate))
         return self.boundedAge(correctedInitialAge + residentTime)
+    }
+
+    /// The value of the `Age` field (RFC 9111 §5.1): delta-seconds, read from the field's first
+    /// member (`Age: 7200, 0` and two lines `Age: 7200`, `Age: 0` are both 7200); a value that is
+    /// not delta-seconds (`7200.0`, `10a`, `-1`) is ignored; one past 2^31 is 2^31.
+    package static func ageField(_ headers: HTTPFields) -> TimeInterval? {
+        guard let line = headers[values: .age].first else { return nil }
+        let first = line.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        return UntrustedNumber.deltaSeconds(first.trimmingCharacters(in: .whitespaces)).map(TimeInterval.init)
+    }
+
+    /// The fields of a response as stored (RFC 9111 §3.1): without hop-by-hop and proxy fields,
+    /// and without the fields its `Connection` names.
+    package static func storable(_ headers: HTTPFields) -> HTTPFields {
+        var named = self.unstoredFields
+        for value in headers[values: .connection] {
+            for part in value.split(separator: ",") { named.insert(part.trimmingCharacters(in: .whitespaces).lowercased()) }
+        }
+        guard headers.contains(where: { named.contains($0.name.canonicalName) }) else { return headers }
+        return HTTPFields(headers.filter { !named.contains($0.name.canonicalName) })
     }
 
     /// The largest age the cache reports: 2^32 seconds (two of RFC 9111's 2^31 caps, so a capped
@@ -196,9 +305,9 @@ package enum CacheRules {
     /// replace the stored ones (except framing fields), the body stays, the times are the new exchange's.
     package static func refreshed(_ entry: CacheEntry, notModified: HTTPFields, requestDate: Date, responseDate: Date) -> CacheEntry {
         var entry = entry
-        let excluded: Set<HTTPField.Name> = [.contentLength, .transferEncoding, .connection, .init("Keep-Alive")!]
+        let excluded: Set<HTTPField.Name> = [.contentLength, .contentRange]
         var replaced = Set<HTTPField.Name>()
-        for field in notModified where !excluded.contains(field.name) {
+        for field in self.storable(notModified) where !excluded.contains(field.name) {
             if replaced.insert(field.name).inserted { entry.headers[field.name] = nil }
             entry.headers.append(field)
         }

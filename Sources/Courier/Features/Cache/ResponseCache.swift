@@ -12,11 +12,13 @@ struct CacheRun: Sendable {
     let entryKey: String?
     let url: String
     let partition: String
+    /// The wire identity the key was made with.
+    let wire: String
     let method: HTTPRequest.Method
     /// The request's header fields before any conditional fields were added.
     let requestHeaders: HTTPFields
     let entry: CacheEntry?
-    let action: CacheAction
+    var action: CacheAction
     let requestDate: Date
 }
 
@@ -28,12 +30,19 @@ struct ResponseCache: Sendable {
     /// The key of a request (method, normalised URL, body digest when there is a body,
     /// partition), or `nil` when its body is a stream that cannot be digested.
     static func key(for request: Request, url: String, partition: String, wire: String) -> String? {
-        var key = "\(request.head.method.rawValue) \(url)\npartition:\(partition)"
-        if !wire.isEmpty { key += "\nwire:\(wire)" }
+        var digest: String?
         if let body = request.body {
             guard let bytes = body.bytes else { return nil }
-            key += "\nbody:\(SHA256.hex(bytes))"
+            digest = SHA256.hex(bytes)
         }
+        return self.key(method: request.head.method, url: url, partition: partition, wire: wire, bodyDigest: digest)
+    }
+
+    /// The key of a request with this method, URL, partition, wire identity and body digest.
+    static func key(method: HTTPRequest.Method, url: String, partition: String, wire: String, bodyDigest: String?) -> String? {
+        var key = "\(method.rawValue) \(url)\npartition:\(partition)"
+        if !wire.isEmpty { key += "\nwire:\(wire)" }
+        if let bodyDigest { key += "\nbody:\(bodyDigest)" }
         return key
     }
 
@@ -62,20 +71,39 @@ struct ResponseCache: Sendable {
                 }
             }
         }
-        let action = key == nil ? .fetch : CacheRules.action(policy: policy, method: method, requestHeaders: request.head.headerFields, entry: entry, now: now)
+        let action = CacheRules.action(policy: policy, method: method, requestHeaders: request.head.headerFields, entry: entry, now: now)
         return CacheRun(
-            policy: policy, key: key, entryKey: entryKey, url: url, partition: partition, method: method,
+            policy: policy, key: key, entryKey: entryKey, url: url, partition: partition, wire: wire, method: method,
             requestHeaders: request.head.headerFields, entry: entry, action: action, requestDate: now
         )
     }
 
-    /// The stored response a run decided to serve.
+    /// The stored response a run decided to serve (fresh, or stale while it is revalidated).
     func served(_ run: CacheRun) -> Outcome? {
-        guard case .serve(let age) = run.action, let entry = run.entry else { return nil }
+        guard let entry = run.entry else { return nil }
+        switch run.action {
+        case .serve(let age): return Self.stored(entry, age: age, source: .cache, key: run.entryKey)
+        case .serveStale(let age, _): return Self.stored(entry, age: age, source: .stale, key: run.entryKey)
+        case .revalidate, .fetch, .unavailable: return nil
+        }
+    }
+
+    /// The stored response a run may serve because the origin failed (`stale-if-error`), or `nil`.
+    func staleOnError(_ run: CacheRun) -> Outcome? {
+        guard let entry = run.entry,
+              let age = CacheRules.servesStaleOnError(policy: run.policy, entry: entry, requestHeaders: run.requestHeaders, now: self.configuration.now())
+        else { return nil }
+        return Self.stored(entry, age: age, source: .stale, key: run.entryKey)
+    }
+
+    /// A stored response as an outcome, with the `Age` field a cache MUST generate when it uses
+    /// a stored response (RFC 9111 §5.1): its current age in whole seconds.
+    static func stored(_ entry: CacheEntry, age: TimeInterval, source: ResponseSource, key: String?) -> Outcome {
         var outcome = Outcome(response: Self.response(from: entry))
-        outcome.source = .cache
+        outcome.response.head.headerFields[.age] = String(Int(age.rounded(.down)))
+        outcome.source = source
         outcome.age = age
-        outcome.cacheKey = run.entryKey
+        outcome.cacheKey = key
         return outcome
     }
 
@@ -108,19 +136,27 @@ struct ResponseCache: Sendable {
         let head = outcome.response.head
         let status = head.status.code
         if CacheRules.invalidates(method: run.method, status: status, policy: run.policy) {
+            // RFC 9111 §4.4: the target URI, and the same-origin URIs in Location and
+            // Content-Location; every variant of each goes (they share the URL).
             self.store.removeEntries(in: .url(run.url))
+            for name in [HTTPField.Name.location, .contentLocation] {
+                if let value = head.headerFields[values: name].first, let url = Self.sameOrigin(value, as: run.url) {
+                    self.store.removeEntries(in: .url(url))
+                }
+            }
+            self.storeUnderContentLocation(run, outcome: outcome, now: now)
         }
         guard let key = run.key, outcome.source == .network else { return outcome }
         if Self.isNotModified(run, status: status), let entry = run.entry, let entryKey = run.entryKey {
             let refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
             self.store.setEntry(refreshed, forKey: entryKey)
-            var result = Outcome(response: Self.response(from: refreshed))
+            var result = Self.stored(refreshed, age: CacheRules.age(of: refreshed, now: now), source: .revalidated, key: entryKey)
             result.response.version = outcome.response.version
             result.response.url = outcome.response.url
-            result.source = .revalidated
-            result.age = CacheRules.age(of: refreshed, now: now)
-            result.cacheKey = entryKey
             return result
+        }
+        if run.method == .head, (200..<300).contains(status) {
+            self.updateStoredGET(run, headResponse: head.headerFields, now: now)
         }
         let payload = outcome.payload ?? outcome.body
         if run.policy.mode != .networkOnly,
@@ -128,7 +164,7 @@ struct ResponseCache: Sendable {
            Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders) {
             let entry = CacheEntry(
                 url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
-                headers: head.headerFields, body: payload, requestDate: run.requestDate, responseDate: now,
+                headers: CacheRules.storable(head.headerFields), body: payload, requestDate: run.requestDate, responseDate: now,
                 varyingFields: CacheRules.varyingFields(responseHeaders: head.headerFields, requestHeaders: run.requestHeaders)
             )
             let names = CacheRules.varyNames(head.headerFields) ?? []
@@ -148,6 +184,61 @@ struct ResponseCache: Sendable {
             self.store.removeEntry(forKey: entryKey)
         }
         return outcome
+    }
+
+    /// The normalised form of a `Location` or `Content-Location` value (relative to `url`) when
+    /// it has the same origin (scheme, host and port) as `url`; `nil` otherwise.
+    static func sameOrigin(_ reference: String, as url: String) -> String? {
+        guard let base = URL(string: url), let resolved = URL(string: reference, relativeTo: base)?.absoluteURL,
+              let target = URLComponents(url: resolved, resolvingAgainstBaseURL: false),
+              let origin = URLComponents(url: base, resolvingAgainstBaseURL: false),
+              target.scheme?.lowercased() == origin.scheme?.lowercased(), target.host?.lowercased() == origin.host?.lowercased(),
+              target.port == origin.port
+        else { return nil }
+        let authority = (target.percentEncodedHost ?? "") + (target.port.map { ":\($0)" } ?? "")
+        let path = (target.percentEncodedPath.isEmpty ? "/" : target.percentEncodedPath) + (target.percentEncodedQuery.map { "?\($0)" } ?? "")
+        return LogicalKey.normalise(scheme: target.scheme, authority: authority, path: path)
+    }
+
+    /// A POST response with explicit freshness whose `Content-Location` is its own URL is the
+    /// current representation of that URL: it answers a later GET (RFC 9110 §9.3.3, RFC 9111 §4.4).
+    private func storeUnderContentLocation(_ run: CacheRun, outcome: Outcome, now: Date) {
+        let head = outcome.response.head
+        guard run.method == .post, run.policy.mode == .http, [200, 203].contains(head.status.code),
+              let location = head.headerFields[values: .contentLocation].first,
+              Self.sameOrigin(location, as: run.url) == run.url
+        else { return }
+        let control = CacheControl(head.headerFields)
+        guard control.has("max-age") || head.headerFields[.expires] != nil, !control.has("no-store"),
+              CacheRules.varyNames(head.headerFields) == [],
+              let getKey = Self.key(method: .get, url: run.url, partition: run.partition, wire: run.wire, bodyDigest: nil)
+        else { return }
+        let entry = CacheEntry(
+            url: run.url, method: HTTPRequest.Method.get.rawValue, partition: run.partition, status: head.status.code,
+            headers: CacheRules.storable(head.headerFields), body: outcome.payload ?? outcome.body,
+            requestDate: run.requestDate, responseDate: now
+        )
+        self.store.setEntry(entry, forKey: getKey)
+    }
+
+    /// A successful HEAD response updates the stored GET response of the URL (RFC 9111 §4.3.5):
+    /// with the same validator its fields replace the stored ones; with a different validator or
+    /// length the stored response is outdated and removed.
+    private func updateStoredGET(_ run: CacheRun, headResponse: HTTPFields, now: Date) {
+        guard let getKey = Self.key(method: .get, url: run.url, partition: run.partition, wire: run.wire, bodyDigest: nil),
+              let entry = self.store.entry(forKey: getKey), !entry.isVariantIndex
+        else { return }
+        let etag = headResponse[values: .eTag].first
+        let modified = headResponse[values: .lastModified].first
+        let length = headResponse[values: .contentLength].first
+        let sameValidator = (etag != nil && etag == entry.headers[values: .eTag].first)
+            || (etag == nil && modified != nil && modified == entry.headers[values: .lastModified].first)
+        let sameLength = length == nil || entry.headers[values: .contentLength].first == nil || length == entry.headers[values: .contentLength].first
+        if sameValidator, sameLength {
+            self.store.setEntry(CacheRules.refreshed(entry, notModified: headResponse, requestDate: run.requestDate, responseDate: now), forKey: getKey)
+        } else if etag != nil || modified != nil || !sameLength {
+            self.store.removeEntry(forKey: getKey)
+        }
     }
 
     /// Whether every field the response varies on had the same value in the request as sent as
