@@ -7,8 +7,9 @@ import HTTPTypes
 /// `If-None-Match` / `If-Modified-Since` added for the network.
 ///
 /// Stale responses (RFC 5861): within a `stale-while-revalidate` window the stored response
-/// answers at once (source `.stale`) and one background request revalidates it — background
-/// requests go through deduplication, so however many callers ask, one reaches the origin.
+/// answers at once (source `.stale`) and one background request revalidates it: however many
+/// callers ask meanwhile, one reaches the origin (and it goes through deduplication, joining an
+/// identical request already in flight).
 /// Within a `stale-if-error` window a stored response answers when the origin answers 500, 502,
 /// 503 or 504, or cannot be reached (a transport error or a timeout of the transport's own).
 /// A request with `Cache-Control: only-if-cached` never reaches the network: without a usable
@@ -28,8 +29,8 @@ struct CacheLookupStage: PipelineStage {
         let accepted = exchange.endpoint.acceptedStatuses
         // A stored status this endpoint does not accept (another endpoint's 404) is not an answer.
         if let hit = cache.served(run), accepted.contains(hit.response.status.code) {
-            if case .serveStale(_, let conditions) = run.action {
-                Self.revalidateInBackground(exchange, run: run, conditions: conditions, next: next)
+            if case .serveStale(_, let conditions) = run.action, let entryKey = run.entryKey, cache.beginRevalidation(entryKey) {
+                Self.revalidateInBackground(exchange, run: run, conditions: conditions, next: next) { cache.endRevalidation(entryKey) }
             }
             return hit
         }
@@ -86,10 +87,14 @@ struct CacheLookupStage: PipelineStage {
     }
 
     /// Revalidates a stale entry that was served, in a task of its own, through the stages
-    /// below: deduplication (one request however many callers), the cache store (which a `304`
-    /// refreshes and a `200` replaces), the scheduler and the wire. Its own deadline is the
-    /// caller's; it is not cancelled with the caller. A failure leaves the stored response as it is.
-    static func revalidateInBackground(_ exchange: RequestExchange, run: CacheRun, conditions: HTTPFields, next: @escaping PipelineStageNext) {
+    /// below: deduplication (it joins an identical request in flight), the cache store (which a
+    /// `304` refreshes and a `200` replaces), the scheduler and the wire. One runs per entry at a
+    /// time (the caller claimed it); `done` ends the claim after the store was updated. Its
+    /// deadline is the caller's; it is not cancelled with the caller. A failure leaves the
+    /// stored response as it is.
+    static func revalidateInBackground(
+        _ exchange: RequestExchange, run: CacheRun, conditions: HTTPFields, next: @escaping PipelineStageNext, done: @escaping @Sendable () -> Void
+    ) {
         var background = exchange
         background.request.head.headerFields.append(contentsOf: conditions)
         background.control = nil
@@ -99,6 +104,7 @@ struct CacheLookupStage: PipelineStage {
         background.cacheRun?.action = conditions.isEmpty ? .fetch : .revalidate(conditions)
         let request = background
         Task {
+            defer { done() }
             if let deadline = request.request.deadline, deadline - ContinuousClock.now < Deadline.longest {
                 _ = try? await Deadline.run(until: deadline) { try await next(request) }
             } else {

@@ -26,6 +26,19 @@ struct CacheRun: Sendable {
 struct ResponseCache: Sendable {
     let store: any CacheStore
     let configuration: CacheConfiguration
+    /// The entries being revalidated in the background (`stale-while-revalidate`), by entry key.
+    private let revalidating = Locked(Set<String>())
+
+    /// Claims the background revalidation of an entry: `true` for the first caller, `false`
+    /// while one is under way. The claim ends with ``endRevalidation(_:)``.
+    func beginRevalidation(_ entryKey: String) -> Bool {
+        self.revalidating.withLock { $0.insert(entryKey).inserted }
+    }
+
+    /// Ends a background revalidation claimed with ``beginRevalidation(_:)``.
+    func endRevalidation(_ entryKey: String) {
+        _ = self.revalidating.withLock { $0.remove(entryKey) }
+    }
 
     /// The key of a request (method, normalised URL, body digest when there is a body,
     /// partition), or `nil` when its body is a stream that cannot be digested.

@@ -1,0 +1,556 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+/// A cache store that counts its writes, so a test can wait for a background revalidation.
+final class RecordingStore: CacheStore {
+    let inner = MemoryCacheStore()
+    let writes = Locked(0)
+    let stored = Locked([CacheEntry]())
+    func entry(forKey key: String) -> CacheEntry? { self.inner.entry(forKey: key) }
+    func setEntry(_ entry: CacheEntry, forKey key: String) {
+        self.stored.withLock { $0.append(entry) }
+        self.writes.withLock { $0 += 1 }
+        self.inner.setEntry(entry, forKey: key)
+    }
+    func removeEntry(forKey key: String) { self.inner.removeEntry(forKey: key) }
+    func removeEntries(in scope: CacheScope) { self.inner.removeEntries(in: scope) }
+}
+
+/// An IMF-fixdate for `date` (RFC 9110 §5.6.7).
+func imfDate(_ date: Date) -> String {
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "GMT")
+    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+    return formatter.string(from: date)
+}
+
+/// Each test cites the section of RFC 9111 (HTTP Caching), RFC 5861 (stale content) or RFC 8246
+/// (immutable) whose rule it shows, through the public API against the in-process server.
+@Suite("HTTP cache: the rules of RFC 9111, one by one")
+struct RFC9111Tests {
+    /// Runs `body` with a caching client (hand-moved clock, retries off) against a server with `handler`.
+    func withCache(
+        _ kind: TransportKind = .asyncHTTPClient,
+        store: any CacheStore = MemoryCacheStore(),
+        policy: CachePolicy = .http,
+        handler: @escaping TestServer.Handler,
+        _ body: (Client, TestServer, TestClock) async throws -> Void
+    ) async throws {
+        let clock = TestClock()
+        let server = try await http1Server(handler)
+        try await withClient(kind, server: server, configure: {
+            $0.cache = CacheConfiguration(store: store, policy: policy, now: { clock.now })
+            $0.retry = .never
+        }) { client in
+            try await body(client, server, clock)
+        }
+    }
+
+    static func get(_ path: String, _ headers: HTTPFields = [:], policy: CachePolicy? = nil, accepting: Range<Int> = 200..<300) -> Endpoint<String> {
+        var endpoint = Endpoint<String>(path: path, headers: headers, acceptedStatuses: accepting, decoding: .string)
+        endpoint.cachePolicy = policy
+        return endpoint
+    }
+
+    /// A body that changes on every answer, so a stored answer is told from a new one.
+    static func counted(_ counter: Locked<Int>) -> String {
+        "answer \(counter.withLock { $0 += 1; return $0 })"
+    }
+
+    // MARK: - §5.1 Age
+
+    @Test(arguments: TransportKind.allCases)
+    func aStoredResponseCarriesAnAgeFieldCountingItsTimeInTheCache(_ kind: TransportKind) async throws {
+        // RFC 9111 §5.1: a cache MUST generate Age when it uses a stored response; §4.2.3: a
+        // stored Age: 30 that sat 3 more seconds is at least 33.
+        try await withCache(kind, handler: { _ in .text("article", headers: [("Cache-Control", "max-age=100"), ("Age", "30")]) }) { client, server, clock in
+            let first = try await client.response(Self.get("/a"))
+            #expect(first.headers[.age] == "30")
+            clock.advance(3)
+            let hit = try await client.response(Self.get("/a"))
+            #expect(hit.source == .cache)
+            #expect(hit.headers[.age] == "33")
+            #expect(hit.headers[values: .age].count == 1)
+            #expect(hit.age == .seconds(33))
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    struct AgeRow: Sendable, CustomTestStringConvertible {
+        let lines: [String]
+        let stale: Bool
+        var testDescription: String { self.lines.joined(separator: " | ") }
+    }
+
+    /// Under `max-age=3600`: an Age of 7200 makes the response stale at once.
+    static let ageRows: [AgeRow] = [
+        AgeRow(lines: ["7200, 0"], stale: true),          // a list on one line: its first member
+        AgeRow(lines: ["7200", "0"], stale: true),        // two lines: the first
+        AgeRow(lines: ["0, 7200"], stale: false),
+        AgeRow(lines: ["7200.0"], stale: false),          // not delta-seconds: ignored
+        AgeRow(lines: ["10a"], stale: false),
+        AgeRow(lines: ["-1"], stale: false),
+        AgeRow(lines: [""], stale: false),
+        AgeRow(lines: ["99999999999999999999999999"], stale: true),   // past Int: the largest value, no trap
+        AgeRow(lines: ["3599"], stale: false),
+    ]
+
+    @Test(arguments: ageRows)
+    func ageIsDeltaSecondsReadFromTheFirstMember(_ row: AgeRow) async throws {
+        // RFC 9111 §5.1: Age is a non-negative integer; an invalid value is ignored; a list is read by its first member.
+        let counter = Locked(0)
+        let headers = [("Cache-Control", "max-age=3600")] + row.lines.map { ("Age", $0) }
+        try await withCache(handler: { _ in .text(Self.counted(counter), headers: headers) }) { client, server, _ in
+            _ = try await client.send(Self.get("/a"))
+            let second = try await client.response(Self.get("/a"))
+            #expect(second.source == (row.stale ? .network : .cache))
+            #expect(server.requests.count == (row.stale ? 2 : 1))
+        }
+    }
+
+    // MARK: - §5.3 Expires
+
+    struct ExpiresRow: Sendable, CustomTestStringConvertible {
+        let value: String
+        let valid: Bool
+        var testDescription: String { self.value }
+    }
+
+    /// The test clock's now is Fri, 15 Jan 2027 08:00:00 GMT; each valid value is two hours later.
+    static let expiresRows: [ExpiresRow] = [
+        ExpiresRow(value: "Fri, 15 Jan 2027 10:00:00 GMT", valid: true),       // IMF-fixdate
+        ExpiresRow(value: "Friday, 15-Jan-27 10:00:00 GMT", valid: true),      // obsolete RFC 850
+        ExpiresRow(value: "Fri Jan 15 10:00:00 2027", valid: true),            // obsolete asctime
+        ExpiresRow(value: "Fri, 15 Jan 2027 9:00:00 GMT", valid: false),       // one-digit hour
+        ExpiresRow(value: "Fri, 15-Jan-2027 10:00:00 GMT", valid: false),      // dashes
+        ExpiresRow(value: "Fri,  15 Jan 2027 10:00:00 GMT", valid: false),     // several spaces
+        ExpiresRow(value: "Fri 15 Jan 2027 10:00:00 GMT", valid: false),       // no comma
+        ExpiresRow(value: "Fri, 15 Jan 2027 10.00.00 GMT", valid: false),      // dots for colons
+        ExpiresRow(value: "Fri, 15 Jan 2027 10:00:00 UTC", valid: false),      // UTC for GMT
+        ExpiresRow(value: "0", valid: false),
+        ExpiresRow(value: "Fri, 15 Jan 99999999999999999999 10:00:00 GMT", valid: false),
+        ExpiresRow(value: "Friday, 15-Jan-27 10:00:00 UTC", valid: false),
+        ExpiresRow(value: "Fri Jan 15 10:00:00 2027 GMT", valid: false),
+    ]
+
+    @Test(arguments: expiresRows)
+    func anExpiresThatIsNotAnHTTPDateIsInThePast(_ row: ExpiresRow) async throws {
+        // RFC 9111 §5.3: a cache MUST interpret an invalid Expires, such as "0", as a time in the
+        // past; RFC 9110 §5.6.7: IMF-fixdate and the two obsolete formats are the only dates.
+        #expect((HTTPDate.parse(row.value) != nil) == row.valid)
+        let counter = Locked(0)
+        let date = imfDate(TestClock().now)
+        try await withCache(handler: { _ in .text(Self.counted(counter), headers: [("Date", date), ("Expires", row.value)]) }) { client, server, _ in
+            _ = try await client.send(Self.get("/e"))
+            let second = try await client.response(Self.get("/e"))
+            #expect(second.source == (row.valid ? .cache : .network))
+            #expect(server.requests.count == (row.valid ? 1 : 2))
+        }
+    }
+
+    // MARK: - §3.1 Storing header fields
+
+    @Test(arguments: TransportKind.allCases)
+    func hopByHopFieldsAreNeitherStoredNorReplayed(_ kind: TransportKind) async throws {
+        // RFC 9111 §3.1 and RFC 9110 §7.6.1: Connection and the fields it names, and the
+        // standard hop-by-hop and proxy fields, are not stored.
+        let store = RecordingStore()
+        let headers = [
+            ("Cache-Control", "max-age=60"), ("Connection", "X-Hop, x-other"), ("X-Hop", "secret"), ("X-Other", "also"),
+            ("Keep-Alive", "timeout=5"), ("Proxy-Authenticate", "Basic realm=\"proxy\""), ("X-Kept", "yes"),
+        ]
+        try await withCache(kind, store: store, handler: { _ in .text("body", headers: headers) }) { client, server, _ in
+            let first = try await client.response(Self.get("/h"))
+            #expect(first.headers[HTTPField.Name("X-Kept")!] == "yes")
+            let hit = try await client.response(Self.get("/h"))
+            #expect(hit.source == .cache)
+            #expect(hit.headers[HTTPField.Name("X-Kept")!] == "yes")
+            for name in ["X-Hop", "X-Other", "Keep-Alive", "Proxy-Authenticate", "Connection"] {
+                #expect(hit.headers[HTTPField.Name(name)!] == nil, "\(name) replayed")
+            }
+            let entry = try #require(store.stored.withLock { $0.last })
+            #expect(entry.headers[HTTPField.Name("X-Hop")!] == nil)
+            #expect(entry.headers[HTTPField.Name("Proxy-Authenticate")!] == nil)
+            #expect(server.requests.count == 1)
+        }
+        // The rule itself, with the fields present (a transport may drop some before the cache sees them).
+        let stored = CacheRules.storable(HTTPFields(headers.map { HTTPField(name: HTTPField.Name($0.0)!, value: $0.1) }))
+        #expect(stored.map(\.name.canonicalName).sorted() == ["cache-control", "x-kept"])
+    }
+
+    // MARK: - RFC 5861 stale-while-revalidate
+
+    @Test(arguments: TransportKind.allCases)
+    func staleWhileRevalidateServesAtOnceAndRevalidatesOnceForManyCallers(_ kind: TransportKind) async throws {
+        // RFC 5861 §3: within the window the stale response is served and revalidated in the
+        // background; deduplication makes the background request one, however many callers.
+        let store = RecordingStore()
+        let gate = Gate()
+        let counter = Locked(0)
+        let handler: TestServer.Handler = { request in
+            if request.header("If-None-Match") == "\"v1\"" {
+                await gate.wait()
+                return ScriptedResponse(status: 304, headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=100"), ("X-Revalidated", "yes")])
+            }
+            return .text(Self.counted(counter), headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=1, stale-while-revalidate=60")])
+        }
+        try await withCache(kind, store: store, handler: handler) { client, server, clock in
+            let first = try await client.send(Self.get("/swr"))
+            clock.advance(5)   // 4 s past freshness, inside the 60 s window
+            let answers = try await withThrowingTaskGroup(of: Response<String>.self) { group in
+                for _ in 0..<5 { group.addTask { try await client.response(Self.get("/swr")) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.allSatisfy { $0.source == .stale && $0.value == first })
+            #expect(answers.allSatisfy { $0.headers[.age] == "5" })
+            #expect(await eventually { server.requests.count == 2 })
+            await gate.open()
+            #expect(await eventually { store.writes.withLock { $0 } == 2 })
+            #expect(server.requests.count == 2)
+            #expect(server.requests.last?.header("If-None-Match") == "\"v1\"")
+            // The 304 made it fresh again: served without the network, with the refreshed fields.
+            let after = try await client.response(Self.get("/swr"))
+            #expect(after.source == .cache)
+            #expect(after.headers[HTTPField.Name("X-Revalidated")!] == "yes")
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test
+    func pastTheStaleWhileRevalidateWindowTheCallerWaitsForTheOrigin() async throws {
+        let counter = Locked(0)
+        try await withCache(handler: { _ in .text(Self.counted(counter), headers: [("Cache-Control", "max-age=1, stale-while-revalidate=10")]) }) { client, server, clock in
+            _ = try await client.send(Self.get("/swr"))
+            clock.advance(20)
+            let late = try await client.response(Self.get("/swr"))
+            #expect(late.source == .network)
+            #expect(late.value == "answer 2")
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test
+    func anEndpointOverridesStaleWhileRevalidateEitherWay() async throws {
+        // The policy's window replaces the response's: zero turns it off, a value turns it on.
+        let counter = Locked(0)
+        try await withCache(handler: { request in
+            let directive = request.path == "/with" ? "max-age=1, stale-while-revalidate=60" : "max-age=1"
+            return .text(Self.counted(counter), headers: [("Cache-Control", directive)])
+        }) { client, server, clock in
+            _ = try await client.send(Self.get("/with"))
+            _ = try await client.send(Self.get("/without"))
+            clock.advance(5)
+            let off = try await client.response(Self.get("/with", policy: CachePolicy.http.servingStale(whileRevalidating: .zero)))
+            #expect(off.source == .network)
+            let on = try await client.response(Self.get("/without", policy: CachePolicy.http.servingStale(whileRevalidating: .seconds(30))))
+            #expect(on.source == .stale)
+            #expect(await eventually { server.requests.count == 4 })
+        }
+    }
+
+    // MARK: - RFC 5861 stale-if-error
+
+    @Test(arguments: [500, 502, 503, 504])
+    func staleIfErrorServesTheStoredResponseWhenTheOriginFails(_ status: Int) async throws {
+        // RFC 5861 §4: within the window, an error answer (500, 502, 503, 504) gets the stale response.
+        let failing = Locked(false)
+        try await withCache(handler: { request in
+            if failing.withLock({ $0 }) { return .text("down", status: status) }
+            let directive = request.path == "/strict" ? "max-age=1, stale-if-error=60, must-revalidate" : "max-age=1, stale-if-error=60"
+            return .text("good", headers: [("Cache-Control", directive)])
+        }) { client, server, clock in
+            _ = try await client.send(Self.get("/sie"))
+            _ = try await client.send(Self.get("/strict"))
+            failing.withLock { $0 = true }
+            clock.advance(30)
+            let stale = try await client.response(Self.get("/sie"))
+            #expect(stale.source == .stale)
+            #expect(stale.value == "good")
+            #expect(stale.headers[.age] == "30")
+            // must-revalidate forbids it (RFC 9111 §4.2.4).
+            let strict = await expectCourierError { _ = try await client.send(Self.get("/strict")) }
+            #expect(strict?.status?.code == status)
+            // Past the window the error comes through.
+            clock.advance(60)
+            let late = await expectCourierError { _ = try await client.send(Self.get("/sie")) }
+            #expect(late?.status?.code == status)
+            #expect(server.requests.count == 5)
+        }
+    }
+
+    @Test
+    func staleIfErrorServesTheStoredResponseWhenTheOriginCannotBeReached() async throws {
+        // RFC 5861 §4: "an error is any situation that would result in a 500, 502, 503 or 504
+        // response" — here the origin is gone: connection refused.
+        let clock = TestClock()
+        let server = try await http1Server { _ in .text("good", headers: [("Cache-Control", "max-age=1")]) }
+        let store = MemoryCacheStore()
+        try await withClient(.asyncHTTPClient, server: server, configure: {
+            $0.cache = CacheConfiguration(store: store, now: { clock.now })
+        }) { client in
+            _ = try await client.send(Self.get("/gone"))
+        }
+        // The server has stopped; a new client (no pooled connection) on the same store finds nobody there.
+        let transport = AsyncHTTPClientTransport()
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
+            $0.cache = CacheConfiguration(store: store, policy: CachePolicy.http.servingStale(ifError: .seconds(300)), now: { clock.now })
+            $0.retry = .never
+        })
+        do {
+            clock.advance(100)
+            let stale = try await client.response(Self.get("/gone"))
+            #expect(stale.source == .stale)
+            #expect(stale.value == "good")
+            // Without the override the response has no stale-if-error: the failure surfaces.
+            let error = await expectCourierError { _ = try await client.send(Self.get("/gone", policy: .http)) }
+            #expect(error?.kind == .transport)
+        } catch {
+            try? await transport.shutdown()
+            throw error
+        }
+        try await transport.shutdown()
+    }
+
+    // MARK: - §4.4 Invalidation
+
+    @Test(arguments: [HTTPRequest.Method.post, .put, .delete, HTTPRequest.Method("PURGE")!])
+    func anUnsafeMethodInvalidatesItsTargetAndTheSameOriginLocations(_ method: HTTPRequest.Method) async throws {
+        // RFC 9111 §4.4: a cache MUST invalidate the target URI, and the URIs in Location and
+        // Content-Location when they have the same origin, after a non-error response to an unsafe method.
+        let counter = Locked(0)
+        try await withCache(handler: { request in
+            if request.method != "GET" {
+                return .text("done", headers: [("Location", "/other"), ("Content-Location", "/third?b=2&a=1"), ("Vary", "Accept-Language")])
+            }
+            return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600"), ("Vary", "Accept-Language")])
+        }) { client, server, _ in
+            let english: HTTPFields = [.acceptLanguage: "en"]
+            let french: HTTPFields = [.acceptLanguage: "fr"]
+            for path in ["/items", "/other", "/third?a=1&b=2", "/unrelated"] {
+                _ = try await client.send(Self.get(path, english))
+            }
+            _ = try await client.send(Self.get("/items", french))
+            #expect(try await client.response(Self.get("/items", french)).source == .cache)
+            #expect(server.requests.count == 5)
+
+            _ = try await client.send(Endpoint<String>(method: method, path: "/items", decoding: .string))
+            #expect(server.requests.count == 6)
+            // Every variant of the target, and both same-origin locations, are gone.
+            for (path, headers) in [("/items", english), ("/items", french), ("/other", english), ("/third?a=1&b=2", english)] {
+                #expect(try await client.response(Self.get(path, headers)).source == .network, "\(path) \(headers)")
+            }
+            #expect(try await client.response(Self.get("/unrelated", english)).source == .cache)
+        }
+    }
+
+    @Test
+    func anErrorAnswerOrAnotherOriginsLocationInvalidatesNothingElse() async throws {
+        let counter = Locked(0)
+        try await withCache(handler: { request in
+            if request.method == "POST" {
+                return request.path == "/fail"
+                    ? .text("no", status: 500, headers: [("Location", "/kept")])
+                    : .text("ok", headers: [("Location", "http://elsewhere.example/kept"), ("Content-Location", "https://127.0.0.1/kept")])
+            }
+            return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
+        }) { client, _, _ in
+            _ = try await client.send(Self.get("/kept"))
+            _ = try await client.send(Self.get("/fail"))
+            _ = await expectCourierError { _ = try await client.send(Endpoint<String>(method: .post, path: "/fail", decoding: .string)) }
+            #expect(try await client.response(Self.get("/fail")).source == .cache)
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/ok", decoding: .string))
+            #expect(try await client.response(Self.get("/kept")).source == .cache)
+        }
+    }
+
+    // MARK: - §5.2.1 Request directives
+
+    @Test(arguments: TransportKind.allCases)
+    func onlyIfCachedNeverTouchesTheNetwork(_ kind: TransportKind) async throws {
+        // RFC 9111 §5.2.1.7: with nothing usable stored the answer is 504, without the network.
+        let onlyIfCached: HTTPFields = [.cacheControl: "only-if-cached"]
+        try await withCache(kind, handler: { request in .text("x", headers: [("Cache-Control", request.path == "/short" ? "max-age=1" : "max-age=60")]) }) { client, server, clock in
+            let nothing = await expectCourierError { _ = try await client.send(Self.get("/fresh", onlyIfCached)) }
+            #expect(nothing?.kind == .httpStatus)
+            #expect(nothing?.status?.code == 504)
+            #expect(server.requests.isEmpty)
+            // An endpoint that accepts 504 gets the generated response instead of an error.
+            let accepted = try await client.response(Self.get("/fresh", onlyIfCached, accepting: 200..<600))
+            #expect(accepted.status.code == 504)
+            #expect(server.requests.isEmpty)
+
+            _ = try await client.send(Self.get("/fresh"))
+            _ = try await client.send(Self.get("/short"))
+            clock.advance(10)
+            #expect(try await client.response(Self.get("/fresh", onlyIfCached)).source == .cache)
+            // Stale and not allowed to be: 504 again, still no request.
+            let stale = await expectCourierError { _ = try await client.send(Self.get("/short", onlyIfCached)) }
+            #expect(stale?.status?.code == 504)
+            // max-stale lets it be served (§5.2.1.2).
+            let lenient = try await client.response(Self.get("/short", [.cacheControl: "only-if-cached, max-stale=60"]))
+            #expect(lenient.source == .cache)
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test
+    func maxStaleMinFreshAndNoCacheFromTheRequestAreHonoured() async throws {
+        let counter = Locked(0)
+        try await withCache(handler: { request in
+            if request.header("If-None-Match") == "\"t\"" {
+                return ScriptedResponse(status: 304, headers: [("ETag", "\"t\""), ("Cache-Control", "max-age=60")])
+            }
+            return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=60"), ("ETag", "\"t\"")])
+        }) { client, server, clock in
+            _ = try await client.send(Self.get("/d"))
+            clock.advance(50)
+            // §5.2.1.3 min-fresh: 10 s of freshness left is less than asked for.
+            let minFresh = try await client.response(Self.get("/d", [.cacheControl: "min-fresh=30"]))
+            #expect(minFresh.source == .revalidated)
+            #expect(server.requests.count == 2)
+            clock.advance(70)   // 10 s stale
+            // §5.2.1.2 max-stale: 10 s of staleness is within 20.
+            #expect(try await client.response(Self.get("/d", [.cacheControl: "max-stale=20"])).source == .cache)
+            #expect(try await client.response(Self.get("/d", [.cacheControl: "max-stale=5"])).source == .revalidated)
+            #expect(server.requests.count == 3)
+            // §5.2.1.4 no-cache: a fresh response is revalidated anyway.
+            #expect(try await client.response(Self.get("/d", [.cacheControl: "no-cache"])).source == .revalidated)
+            #expect(server.requests.count == 4)
+            #expect(server.requests.last?.header("If-None-Match") == "\"t\"")
+        }
+    }
+
+    // MARK: - Optional behaviours
+
+    @Test
+    func aFreshImmutableResponseIsNotRevalidatedOnAReload() async throws {
+        // RFC 8246 §2: during its freshness an immutable response is not revalidated because a
+        // reload asked for a younger one (max-age=0); a forced reload (no-cache) still revalidates.
+        try await withCache(handler: { request in
+            let immutable = request.path == "/immutable" ? ", immutable" : ""
+            return .text("v", headers: [("Cache-Control", "max-age=600\(immutable)"), ("ETag", "\"i\"")])
+        }) { client, server, clock in
+            _ = try await client.send(Self.get("/immutable"))
+            _ = try await client.send(Self.get("/mutable"))
+            clock.advance(1)
+            #expect(try await client.response(Self.get("/immutable", [.cacheControl: "max-age=0"])).source == .cache)
+            #expect(try await client.response(Self.get("/mutable", [.cacheControl: "max-age=0"])).source == .network)
+            #expect(server.requests.count == 3)
+            _ = try await client.send(Self.get("/immutable", [.cacheControl: "no-cache"]))
+            #expect(server.requests.count == 4)
+        }
+    }
+
+    @Test
+    func aPOSTResponseWithFreshnessAndItsOwnContentLocationAnswersALaterGET() async throws {
+        // RFC 9110 §9.3.3 and RFC 9111 §4.4: such a response is the representation of its URL.
+        try await withCache(handler: { request in
+            if request.method == "POST" {
+                let location = request.path == "/doc" ? "/doc" : "/somewhere-else"
+                return .text("posted", headers: [("Cache-Control", "max-age=60"), ("Content-Location", location)])
+            }
+            return .text("from GET")
+        }) { client, server, _ in
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/doc", decoding: .string))
+            let answer = try await client.response(Self.get("/doc"))
+            #expect(answer.source == .cache)
+            #expect(answer.value == "posted")
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/other", decoding: .string))
+            #expect(try await client.response(Self.get("/other")).value == "from GET")
+            #expect(server.requests.count == 3)
+        }
+    }
+
+    @Test(arguments: [
+        (rule: HeuristicFreshness.standard, daysLater: 0.9, cached: true),    // 10% of 10 days, capped at a day
+        (rule: HeuristicFreshness.standard, daysLater: 1.1, cached: false),
+        (rule: HeuristicFreshness.none, daysLater: 0.0, cached: false),
+        (rule: HeuristicFreshness(fraction: 0.5, limit: .seconds(10 * 86_400)), daysLater: 4.9, cached: true),
+        (rule: HeuristicFreshness(fraction: 0.5, limit: .seconds(10 * 86_400)), daysLater: 5.1, cached: false),
+        (rule: HeuristicFreshness(fraction: .nan, limit: .seconds(-5)), daysLater: 0.0, cached: false),
+    ])
+    func heuristicFreshnessIsAConfigurableFractionOfTheTimeSinceLastModified(rule: HeuristicFreshness, daysLater: Double, cached: Bool) async throws {
+        // RFC 9111 §4.2.2: a cache MAY assign a heuristic lifetime to a response without
+        // explicit expiry whose status allows it; Courier's is a fraction of Date − Last-Modified.
+        let now = TestClock().now
+        let headers = [("Date", imfDate(now)), ("Last-Modified", imfDate(now.addingTimeInterval(-10 * 86_400)))]
+        let counter = Locked(0)
+        try await withCache(policy: CachePolicy.http.heuristicFreshness(rule), handler: { _ in .text(Self.counted(counter), headers: headers) }) { client, server, clock in
+            _ = try await client.send(Self.get("/h"))
+            clock.advance(daysLater * 86_400)
+            let second = try await client.response(Self.get("/h"))
+            #expect(second.source == (cached ? .cache : .network))
+            #expect(server.requests.count == (cached ? 1 : 2))
+        }
+    }
+
+    @Test
+    func mustUnderstandStoresAnUnderstoodStatusDespiteNoStore() async throws {
+        // RFC 9111 §5.2.2.3: a cache that understands the status code ignores no-store sent for
+        // caches that do not; one it does not understand is not stored.
+        let counter = Locked(0)
+        try await withCache(handler: { request in
+            let status = request.path == "/created" ? 201 : 200
+            return .text(Self.counted(counter), status: status, headers: [("Cache-Control", "max-age=60, no-store, must-understand")])
+        }) { client, server, _ in
+            _ = try await client.send(Self.get("/ok"))
+            #expect(try await client.response(Self.get("/ok")).source == .cache)
+            _ = try await client.send(Self.get("/created"))
+            #expect(try await client.response(Self.get("/created")).source == .network)
+            #expect(server.requests.count == 3)
+        }
+    }
+
+    @Test
+    func aHEADResponseUpdatesOrRetiresTheStoredGETResponse() async throws {
+        // RFC 9111 §4.3.5: a HEAD response with the stored response's validator updates its
+        // fields; a different validator means the stored response is outdated.
+        let etag = Locked("\"a\"")
+        let counter = Locked(0)
+        try await withCache(handler: { request in
+            let current = etag.withLock { $0 }
+            if request.method == "HEAD" {
+                // The body is not sent (a HEAD response), but gives the Content-Length a GET would have.
+                return ScriptedResponse(status: 200, headers: [("ETag", current), ("Cache-Control", "max-age=60"), ("X-Seen", "head")], body: Data("answer 0".utf8))
+            }
+            return .text(Self.counted(counter), headers: [("ETag", current), ("Cache-Control", "max-age=60")])
+        }) { client, server, _ in
+            _ = try await client.send(Self.get("/r"))
+            _ = try await client.response(Endpoint<String>(method: .head, path: "/r", decoding: .string))
+            let updated = try await client.response(Self.get("/r"))
+            #expect(updated.source == .cache)
+            #expect(updated.value == "answer 1")
+            #expect(updated.headers[HTTPField.Name("X-Seen")!] == "head")
+
+            etag.withLock { $0 = "\"b\"" }
+            var head = Endpoint<String>(method: .head, path: "/r", headers: [.cacheControl: "no-cache"], decoding: .string)
+            head.name = "HEAD /r, past the stored HEAD response"
+            _ = try await client.response(head)
+            let refetched = try await client.response(Self.get("/r"))
+            #expect(refetched.source == .network)
+            #expect(refetched.value == "answer 2")
+            #expect(server.requests.count == 4)
+        }
+    }
+
+    // MARK: - §4.3.1 Validators
+
+    @Test(arguments: ["\"plain\"", "W/\"weak tag\"", "unquoted-invalid", "\"with \\\\ backslash\"", "\"\"", "W/\"\""])
+    func anETagIsSentBackByteForByte(_ tag: String) async throws {
+        // RFC 9111 §4.3.1: the stored entity tag goes in If-None-Match as received.
+        try await withCache(handler: { request in
+            if request.header("If-None-Match") != nil { return ScriptedResponse(status: 304, headers: [("ETag", tag)]) }
+            return .text("tagged", headers: [("ETag", tag), ("Cache-Control", "max-age=0")])
+        }) { client, server, _ in
+            _ = try await client.send(Self.get("/t"))
+            let second = try await client.response(Self.get("/t"))
+            #expect(second.source == .revalidated)
+            #expect(server.requests.last?.header("If-None-Match") == tag)
+        }
+    }
+}
