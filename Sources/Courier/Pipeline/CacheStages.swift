@@ -34,9 +34,15 @@ struct CacheLookupStage: PipelineStage {
             }
             return hit
         }
+        let original = exchange
         switch run.action {
         case .unavailable:
             return try Self.notCached(accepted: accepted)
+        case .resume(let fields):
+            // Only the missing bytes are asked for; the answer comes from the combined entry.
+            exchange.request.head.headerFields[.range] = fields[.range]
+            exchange.request.head.headerFields[.ifRange] = fields[.ifRange]
+            exchange.cacheRun = run
         case .revalidate(let conditions), .serveStale(_, let conditions):
             exchange.request.head.headerFields.append(contentsOf: conditions)
             exchange.cacheRun = run
@@ -45,7 +51,7 @@ struct CacheLookupStage: PipelineStage {
             exchange.cacheRun = run
         }
         if cache.mayStore(run) { exchange.readsBody = true }
-        guard run.entry != nil else { return try await next(exchange) }
+        guard run.entry != nil else { return try await Self.answer(run, cache: cache, outcome: next(exchange)) }
         // stale-if-error: the origin's failure may be answered by the stored response.
         let outcome: Outcome
         do {
@@ -58,7 +64,24 @@ struct CacheLookupStage: PipelineStage {
            accepted.contains(stale.response.status.code) {
             return stale
         }
-        return outcome
+        if case .resume = run.action, outcome.response.status.code == 206, cache.answerAfterNetwork(run, outcome: outcome) == nil {
+            // The origin sent a part that does not complete the stored one: ask as the caller did.
+            var plain = original
+            plain.cacheRun = run
+            plain.cacheRun?.action = .fetch
+            let run = plain.cacheRun!
+            return try await Self.answer(run, cache: cache, outcome: next(plain))
+        }
+        return Self.answer(run, cache: cache, outcome: outcome)
+    }
+
+    /// For a request with a `Range`, or one completing a partial entry: the answer built from the
+    /// entry as stored after the network's part arrived (RFC 9111 §3.4), else the network's answer.
+    static func answer(_ run: CacheRun, cache: ResponseCache, outcome: Outcome) -> Outcome {
+        let resumed: Bool
+        if case .resume = run.action { resumed = true } else { resumed = false }
+        guard resumed || run.wantedRange != nil, let answer = cache.answerAfterNetwork(run, outcome: outcome) else { return outcome }
+        return answer
     }
 
     /// The statuses after which `stale-if-error` may serve a stored response (RFC 5861 §4).

@@ -14,6 +14,10 @@ package enum CacheAction: Sendable, Equatable {
     case fetch
     /// Nothing usable is stored and the request said `only-if-cached`: answer `504` without the network.
     case unavailable
+    /// The stored partial response holds the start of what is wanted: ask the origin for the
+    /// rest with these fields (`Range` replacing the request's, and `If-Range`), then answer
+    /// from the combined entry (RFC 9111 §3.4).
+    case resume(HTTPFields)
 }
 
 /// The cache's decisions as pure functions: values in, a decision out, no I/O and no clock.
@@ -32,9 +36,16 @@ package enum CacheRules {
         "connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade", "trailer",
         "proxy-authenticate", "proxy-authentication-info", "proxy-authorization",
     ]
-    /// Header fields a request may carry that make it conditional or partial: such requests
-    /// bypass the cache (the caller is managing validation itself).
-    static let conditionalFields: [HTTPField.Name] = [.ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince, .ifRange, .range]
+    /// Header fields a request may carry that make it conditional: such requests bypass the
+    /// cache (the caller is managing validation itself). A `Range` alone is answered by the
+    /// cache when it holds the bytes (see `PartialContent.swift`).
+    static let conditionalFields: [HTTPField.Name] = [.ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince, .ifRange]
+
+    /// Whether the request's `Range` (if any) is one the cache handles: a single byte range.
+    static func rangeIsHandled(_ requestHeaders: HTTPFields) -> Bool {
+        let values = requestHeaders[values: .range]
+        return values.isEmpty || (values.count == 1 && ByteRangeRequest.parse(values[0]) != nil)
+    }
 
     /// Whether the policy lets the cache handle `method` at all.
     package static func handles(_ method: HTTPRequest.Method, policy: CachePolicy) -> Bool {
@@ -45,12 +56,25 @@ package enum CacheRules {
     package static func action(
         policy: CachePolicy, method: HTTPRequest.Method, requestHeaders: HTTPFields, entry: CacheEntry?, now: Date
     ) -> CacheAction {
-        let action = self.networkOrStored(policy: policy, method: method, requestHeaders: requestHeaders, entry: entry, now: now)
+        var action = self.networkOrStored(policy: policy, method: method, requestHeaders: requestHeaders, entry: entry, now: now)
+        if let entry, !entry.isVariantIndex {
+            // A stored response that does not hold the bytes asked for cannot answer alone; a
+            // partial one is completed from the origin rather than revalidated.
+            let wanted = requestHeaders[.range].flatMap(ByteRangeRequest.parse)
+            switch action {
+            case .serve, .serveStale:
+                if !self.answers(entry, wanted: wanted) { action = self.resumption(of: entry, wanted: wanted).map(CacheAction.resume) ?? .fetch }
+            case .revalidate:
+                if entry.status == 206 { action = self.resumption(of: entry, wanted: wanted).map(CacheAction.resume) ?? .fetch }
+            case .fetch, .unavailable, .resume:
+                break
+            }
+        }
         // RFC 9111 §5.2.1.7: only-if-cached never reaches the origin.
         if CacheControl(requestHeaders).has("only-if-cached") {
             switch action {
             case .serve, .serveStale: return action
-            case .revalidate, .fetch, .unavailable: return .unavailable
+            case .revalidate, .fetch, .unavailable, .resume: return .unavailable
             }
         }
         return action
@@ -61,7 +85,7 @@ package enum CacheRules {
     ) -> CacheAction {
         guard self.handles(method, policy: policy) else { return .fetch }
         guard let entry, self.matchesVary(entry, requestHeaders: requestHeaders) else { return .fetch }
-        if self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) { return .fetch }
+        if self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) || !self.rangeIsHandled(requestHeaders) { return .fetch }
         switch policy.mode {
         case .networkOnly, .reload:
             return .fetch
@@ -164,7 +188,8 @@ package enum CacheRules {
         policy: CachePolicy, method: HTTPRequest.Method, requestHeaders: HTTPFields, status: Int, responseHeaders: HTTPFields
     ) -> Bool {
         guard self.handles(method, policy: policy) else { return false }
-        if self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) { return false }
+        if self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) || !self.rangeIsHandled(requestHeaders) { return false }
+        if status == 206, !self.mayStorePartial(method: method, responseHeaders: responseHeaders) { return false }
         let request = CacheControl(requestHeaders)
         let response = CacheControl(responseHeaders)
         if request.has("no-store") { return false }
@@ -180,9 +205,9 @@ package enum CacheRules {
         case .networkOnly:
             return false
         case .cacheElseNetwork, .cacheFor, .reload:
-            return (200..<300).contains(status) && status != 206
+            return (200..<300).contains(status)
         case .http:
-            guard status >= 200, status != 206, status != 304 else { return false }
+            guard status >= 200, status != 304 else { return false }
             let explicit = response.has("public") || response.has("private") || response.has("max-age")
                 || responseHeaders[.expires] != nil
             guard explicit || self.heuristicallyCacheable.contains(status) else { return false }

@@ -17,6 +17,8 @@ struct CacheRun: Sendable {
     let method: HTTPRequest.Method
     /// The request's header fields before any conditional fields were added.
     let requestHeaders: HTTPFields
+    /// The single byte range the request asks for (`Range`), if any.
+    var wantedRange: ByteRangeRequest? { self.requestHeaders[.range].flatMap(ByteRangeRequest.parse) }
     let entry: CacheEntry?
     var action: CacheAction
     let requestDate: Date
@@ -95,9 +97,9 @@ struct ResponseCache: Sendable {
     func served(_ run: CacheRun) -> Outcome? {
         guard let entry = run.entry else { return nil }
         switch run.action {
-        case .serve(let age): return Self.stored(entry, age: age, source: .cache, key: run.entryKey)
-        case .serveStale(let age, _): return Self.stored(entry, age: age, source: .stale, key: run.entryKey)
-        case .revalidate, .fetch, .unavailable: return nil
+        case .serve(let age): return Self.stored(entry, age: age, source: .cache, key: run.entryKey, wanted: run.wantedRange)
+        case .serveStale(let age, _): return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange)
+        case .revalidate, .fetch, .unavailable, .resume: return nil
         }
     }
 
@@ -106,17 +108,26 @@ struct ResponseCache: Sendable {
         guard let entry = run.entry,
               let age = CacheRules.servesStaleOnError(policy: run.policy, entry: entry, requestHeaders: run.requestHeaders, now: self.configuration.now())
         else { return nil }
-        return Self.stored(entry, age: age, source: .stale, key: run.entryKey)
+        return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange)
     }
 
     /// A stored response as an outcome, with the `Age` field a cache MUST generate when it uses
     /// a stored response (RFC 9111 §5.1): its current age in whole seconds.
-    static func stored(_ entry: CacheEntry, age: TimeInterval, source: ResponseSource, key: String?) -> Outcome {
+    static func stored(_ entry: CacheEntry, age: TimeInterval, source: ResponseSource, key: String?, wanted: ByteRangeRequest? = nil) -> Outcome? {
         var outcome = Outcome(response: Self.response(from: entry))
+        if let wanted {
+            guard let answer = CacheRules.answer(from: entry, wanted: wanted) else { return nil }
+            outcome.response.head.status = .init(code: answer.status)
+            outcome.response.head.headerFields = answer.headers
+            outcome.response.body = .data(answer.body)
+            // A slice is not the stored body: no decoded value of the whole may stand for it.
+            outcome.cacheKey = nil
+        } else {
+            outcome.cacheKey = key
+        }
         outcome.response.head.headerFields[.age] = String(Int(age.rounded(.down)))
         outcome.source = source
         outcome.age = age
-        outcome.cacheKey = key
         return outcome
     }
 
@@ -163,7 +174,7 @@ struct ResponseCache: Sendable {
         if Self.isNotModified(run, status: status), let entry = run.entry, let entryKey = run.entryKey {
             let refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
             self.store.setEntry(refreshed, forKey: entryKey)
-            var result = Self.stored(refreshed, age: CacheRules.age(of: refreshed, now: now), source: .revalidated, key: entryKey)
+            guard var result = Self.stored(refreshed, age: CacheRules.age(of: refreshed, now: now), source: .revalidated, key: entryKey) else { return outcome }
             result.response.version = outcome.response.version
             result.response.url = outcome.response.url
             return result
@@ -172,6 +183,22 @@ struct ResponseCache: Sendable {
             self.updateStoredGET(run, headResponse: head.headerFields, now: now)
         }
         let payload = outcome.payload ?? outcome.body
+        if status == 206 {
+            // A part of the representation: combined with what is stored (RFC 9111 §3.4).
+            if run.policy.mode != .networkOnly, outcome.payload == nil,
+               CacheRules.mayStore(policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status, responseHeaders: head.headerFields),
+               Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders) {
+                let template = CacheEntry(
+                    url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
+                    headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now
+                )
+                let stored = self.store.entry(forKey: key)
+                if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template) {
+                    self.store.setEntry(entry, forKey: key)
+                }
+            }
+            return outcome
+        }
         if run.policy.mode != .networkOnly,
            CacheRules.mayStore(policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status, responseHeaders: head.headerFields),
            Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders) {

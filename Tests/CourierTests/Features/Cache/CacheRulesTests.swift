@@ -160,14 +160,19 @@ struct CacheRulesTests {
         StoreRow(name: "500 without explicit freshness", status: 500, response: [("ETag", "e")], stored: false),
         StoreRow(name: "500 with max-age", status: 500, response: [("Cache-Control", "max-age=5")], stored: true),
         StoreRow(name: "404 is heuristically cacheable", status: 404, response: [("ETag", "e")], stored: true),
-        StoreRow(name: "206 partial content is not stored", status: 206, response: [("Cache-Control", "max-age=60")], stored: false),
+        StoreRow(name: "206 without Content-Range or validator is not stored", status: 206, response: [("Cache-Control", "max-age=60")], stored: false),
+        StoreRow(name: "206 with its range and a strong ETag is stored (RFC 9111 §3.3)", status: 206, response: [("Cache-Control", "max-age=60"), ("Content-Range", "bytes 0-9/100"), ("ETag", "\"p\"")], stored: true),
+        StoreRow(name: "206 with only a weak ETag is not stored", status: 206, response: [("Cache-Control", "max-age=60"), ("Content-Range", "bytes 0-9/100"), ("ETag", "W/\"p\"")], stored: false),
+        StoreRow(name: "206 of a content-coded body is not stored", status: 206, response: [("Cache-Control", "max-age=60"), ("Content-Range", "bytes 0-9/100"), ("ETag", "\"p\""), ("Content-Encoding", "gzip")], stored: false),
         StoreRow(name: "POST not opted in", method: .post, response: [("Cache-Control", "max-age=60")], stored: false),
         StoreRow(name: "POST opted in", policy: CachePolicy.cacheFor(.seconds(30)).allowingAnyMethod(), method: .post, response: [], stored: true),
         StoreRow(name: "network only", policy: .networkOnly, response: [("Cache-Control", "max-age=60")], stored: false),
         StoreRow(name: "app policy stores a 2xx without headers", policy: .cacheElseNetwork, response: [], stored: true),
         StoreRow(name: "app policy does not store an error", policy: .cacheElseNetwork, status: 404, response: [("Cache-Control", "max-age=60")], stored: false),
         StoreRow(name: "app policy respects no-store", policy: .cacheFor(.seconds(60)), response: [("Cache-Control", "no-store")], stored: false),
-        StoreRow(name: "a ranged request is not stored", request: [("Range", "bytes=0-9")], response: [("Cache-Control", "max-age=60")], stored: false),
+        StoreRow(name: "a ranged request answered in full is stored", request: [("Range", "bytes=0-9")], response: [("Cache-Control", "max-age=60")], stored: true),
+        StoreRow(name: "a request for several ranges is not stored", request: [("Range", "bytes=0-9,20-29")], response: [("Cache-Control", "max-age=60")], stored: false),
+        StoreRow(name: "a request with If-Range is not stored", request: [("Range", "bytes=0-9"), ("If-Range", "\"p\"")], response: [("Cache-Control", "max-age=60")], stored: false),
     ]
 
     @Test(arguments: storeRows)

@@ -1,0 +1,141 @@
+import Foundation
+import HTTPTypes
+
+/// Partial content in the cache (RFC 9111 §3.3–3.4, §4.3.4; RFC 9110 §14): `206` responses are
+/// stored with their range, combined with later ones of the same representation, and ranges are
+/// answered from what is stored — asking the origin only for the bytes that are missing.
+///
+/// Choices: one range per request (a `Range` with several is passed to the origin untouched and
+/// its answer is not stored); a partial response is stored only when it has a strong `ETag` or a
+/// `Last-Modified`, no content coding, no `Vary`, and came through no wire protocol (REST).
+extension CacheRules {
+    /// Whether a `206` response may be stored as a partial entry.
+    static func mayStorePartial(method: HTTPRequest.Method, responseHeaders: HTTPFields) -> Bool {
+        guard method == .get, let range = responseHeaders[values: .contentRange].first, ContentRangeHeader.parse(range) != nil,
+              responseHeaders[values: .contentRange].count == 1, responseHeaders[.vary] == nil
+        else { return false }
+        if let coding = responseHeaders[.contentEncoding], coding.lowercased() != "identity" { return false }
+        return Validators.strongETag(responseHeaders[values: .eTag].first) != nil || responseHeaders[.lastModified] != nil
+    }
+
+    /// Whether two responses carry the same representation, by a strong validator: the same
+    /// strong `ETag`, or — when neither has an `ETag` — the same `Last-Modified` (RFC 9111 §3.4).
+    static func sameRepresentation(_ a: HTTPFields, _ b: HTTPFields) -> Bool {
+        let tagA = a[values: .eTag].first
+        let tagB = b[values: .eTag].first
+        if tagA != nil || tagB != nil { return Validators.sameStrong(tagA, tagB) }
+        guard let modifiedA = a[values: .lastModified].first, let modifiedB = b[values: .lastModified].first else { return false }
+        return modifiedA == modifiedB
+    }
+
+    /// The bytes an entry holds and where they lie: all of them for a complete response, the
+    /// `Content-Range` for a partial one; `nil` for an empty or damaged entry.
+    static func piece(of entry: CacheEntry) -> PartialBody? {
+        if entry.status == 206 {
+            guard let text = entry.headers[values: .contentRange].first, let range = ContentRangeHeader.parse(text) else { return nil }
+            return PartialBody(range, bytes: entry.body)
+        }
+        guard !entry.body.isEmpty else { return nil }
+        return PartialBody(range: 0...(entry.body.count - 1), bytes: entry.body, completeLength: entry.body.count)
+    }
+
+    /// The positions a request's `Range` asks for, given what is known of the representation.
+    static func positions(_ wanted: ByteRangeRequest, in piece: PartialBody) -> ClosedRange<Int>? {
+        if let length = piece.completeLength { return wanted.resolve(length: length) }
+        // Unknown length: only an explicit first and last position can be placed.
+        if case .closed(let first, let last) = wanted.spec { return first...last }
+        return nil
+    }
+
+    /// Whether the entry alone answers the request: a complete response answers a request
+    /// without `Range` and any satisfiable range; a partial one only ranges inside it.
+    static func answers(_ entry: CacheEntry, wanted: ByteRangeRequest?) -> Bool {
+        guard let wanted else { return entry.status != 206 }
+        guard let piece = self.piece(of: entry), let positions = self.positions(wanted, in: piece) else { return false }
+        return piece.slice(positions) != nil
+    }
+
+    /// The request for only the missing bytes, when the entry holds the start of what is wanted:
+    /// `Range` from the first missing byte, and `If-Range` with the entry's validator so that a
+    /// changed representation comes back whole (RFC 9110 §13.1.5). `nil`: ask as the caller did.
+    static func resumption(of entry: CacheEntry, wanted: ByteRangeRequest?) -> HTTPFields? {
+        guard entry.status == 206, let piece = self.piece(of: entry) else { return nil }
+        let validator = Validators.strongETag(entry.headers[values: .eTag].first) ?? entry.headers[values: .lastModified].first
+        guard let validator else { return nil }
+        let next = piece.range.upperBound + 1
+        let range: String
+        if let wanted {
+            guard let positions = self.positions(wanted, in: piece), piece.range.contains(positions.lowerBound),
+                  positions.upperBound > piece.range.upperBound
+            else { return nil }
+            range = "bytes=\(next)-\(positions.upperBound)"
+        } else {
+            guard piece.range.lowerBound == 0 else { return nil }
+            range = "bytes=\(next)-"
+        }
+        return [.range: range, .ifRange: validator]
+    }
+
+    /// The response the entry gives a request: the whole stored response, or a `206` with the
+    /// wanted bytes and their `Content-Range`; `nil` when it does not hold them.
+    static func answer(from entry: CacheEntry, wanted: ByteRangeRequest?) -> (status: Int, headers: HTTPFields, body: Data)? {
+        guard let wanted else {
+            return entry.status == 206 ? nil : (entry.status, entry.headers, entry.body)
+        }
+        guard let piece = self.piece(of: entry), let positions = self.positions(wanted, in: piece),
+              let bytes = piece.slice(positions),
+              let contentRange = ContentRangeHeader(range: positions, completeLength: piece.completeLength)
+        else { return nil }
+        var headers = entry.headers
+        headers[.contentRange] = contentRange.header
+        headers[.contentLength] = String(bytes.count)
+        return (206, headers, bytes)
+    }
+
+    /// The entry after a new `206` arrives: combined with the stored one when both carry the same
+    /// representation and their ranges touch (the newer fields win, RFC 9111 §3.4), else the new
+    /// part alone. A combination that covers every byte becomes a complete `200` response.
+    static func combined(stored: CacheEntry?, partial headers: HTTPFields, body: Data, template: CacheEntry) -> CacheEntry? {
+        guard let text = headers[values: .contentRange].first, let range = ContentRangeHeader.parse(text),
+              var piece = PartialBody(range, bytes: body)
+        else { return nil }
+        if let stored, !stored.isVariantIndex, self.sameRepresentation(stored.headers, headers),
+           let old = self.piece(of: stored), let union = old.merged(with: piece) {
+            piece = union
+        }
+        var entry = template
+        var fields = self.storable(headers)
+        fields[.contentLength] = String(piece.bytes.count)
+        if piece.isComplete {
+            fields[.contentRange] = nil
+            entry.status = 200
+        } else {
+            guard let header = ContentRangeHeader(range: piece.range, completeLength: piece.completeLength) else { return nil }
+            fields[.contentRange] = header.header
+            entry.status = 206
+        }
+        entry.headers = fields
+        entry.body = piece.bytes
+        return entry
+    }
+}
+
+extension ResponseCache {
+    /// After the network answered a request the cache planned for (a range, or the rest of a
+    /// partial entry): the response built from the entry as now stored, when the stored entry
+    /// is the representation that just arrived and holds what the caller asked for.
+    func answerAfterNetwork(_ run: CacheRun, outcome: Outcome) -> Outcome? {
+        let status = outcome.response.status.code
+        guard status == 206 || outcome.source == .revalidated, let key = run.entryKey ?? run.key,
+              let entry = self.store.entry(forKey: key), !entry.isVariantIndex,
+              CacheRules.sameRepresentation(entry.headers, outcome.response.head.headerFields),
+              let answer = CacheRules.answer(from: entry, wanted: run.wantedRange)
+        else { return nil }
+        var result = outcome
+        result.response.head.status = .init(code: answer.status)
+        result.response.head.headerFields = answer.headers
+        result.response.body = .data(answer.body)
+        result.payload = nil
+        return result
+    }
+}

@@ -1,0 +1,198 @@
+import Courier
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+/// An origin with one 1000-byte representation that honours single byte ranges and `If-Range`.
+final class RangeOrigin: Sendable {
+    static let length = 1000
+    let etag = Locked("\"m1\"")
+    let version = Locked(1)
+
+    /// The representation's bytes for the current version.
+    func content() -> Data {
+        let version = self.version.withLock { $0 }
+        return Data((0..<Self.length).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ version) })
+    }
+
+    func handle(_ request: RecordedRequest) async -> ScriptedResponse {
+        let etag = self.etag.withLock { $0 }
+        let body = self.content()
+        var headers = [("ETag", etag), ("Cache-Control", "max-age=600"), ("X-Version", "\(self.version.withLock { $0 })")]
+        let ifRange = request.header("If-Range")
+        guard let range = request.header("Range"), ifRange == nil || ifRange == etag,
+              let spec = range.split(separator: "=").last, !range.contains(",")
+        else { return ScriptedResponse(status: 200, headers: headers, body: body) }
+        let bounds = spec.split(separator: "-", omittingEmptySubsequences: false)
+        let first: Int, last: Int
+        if bounds[0].isEmpty {
+            first = Self.length - Int(bounds[1])!
+            last = Self.length - 1
+        } else {
+            first = Int(bounds[0])!
+            last = bounds[1].isEmpty ? Self.length - 1 : min(Int(bounds[1])!, Self.length - 1)
+        }
+        guard first <= last else { return ScriptedResponse(status: 416, headers: [("Content-Range", "bytes */\(Self.length)")]) }
+        headers.append(("Content-Range", "bytes \(first)-\(last)/\(Self.length)"))
+        return ScriptedResponse(status: 206, headers: headers, body: body[first...last])
+    }
+}
+
+/// RFC 9111 §3.3–3.4 and §4.3.4: partial responses are stored, combined and answered from.
+@Suite("HTTP cache: partial content (RFC 9111 §3.3, §3.4)")
+struct PartialContentTests {
+    func withRangeCache(_ kind: TransportKind, _ body: (Client, TestServer, RangeOrigin) async throws -> Void) async throws {
+        let origin = RangeOrigin()
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            try await body(client, server, origin)
+        }
+    }
+
+    static func range(_ value: String?) -> Endpoint<Data> {
+        var headers = HTTPFields()
+        if let value { headers[.range] = value }
+        return Endpoint<Data>(path: "/media", headers: headers, decoding: .data)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aStoredPartResponseAnswersARangeInsideIt(_ kind: TransportKind) async throws {
+        // RFC 9111 §3.3: a cache MAY store a 206; a later range it covers is served from it.
+        try await withRangeCache(kind) { client, server, origin in
+            let first = try await client.response(Self.range("bytes=0-99"))
+            #expect(first.status.code == 206)
+            #expect(first.value == origin.content()[0...99])
+            let inside = try await client.response(Self.range("bytes=10-19"))
+            #expect(inside.source == .cache)
+            #expect(inside.status.code == 206)
+            #expect(inside.headers[.contentRange] == "bytes 10-19/1000")
+            #expect(inside.value == origin.content()[10...19])
+            #expect(inside.headers[.age] != nil)
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aLongerRangeAsksTheOriginOnlyForTheRest(_ kind: TransportKind) async throws {
+        // RFC 9111 §3.4: parts with the same strong validator are combined; only the missing
+        // bytes are requested, with If-Range so a changed representation comes back whole.
+        try await withRangeCache(kind) { client, server, origin in
+            _ = try await client.send(Self.range("bytes=0-99"))
+            let longer = try await client.response(Self.range("bytes=50-199"))
+            #expect(server.requests.count == 2)
+            #expect(server.requests.last?.header("Range") == "bytes=100-199")
+            #expect(server.requests.last?.header("If-Range") == "\"m1\"")
+            #expect(longer.status.code == 206)
+            #expect(longer.headers[.contentRange] == "bytes 50-199/1000")
+            #expect(longer.value == origin.content()[50...199])
+            // Both parts are now one: any range inside 0-199 is answered without the network.
+            let combined = try await client.response(Self.range("bytes=0-199"))
+            #expect(combined.source == .cache)
+            #expect(combined.value == origin.content()[0...199])
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anInterruptedDownloadResumesFromTheCache(_ kind: TransportKind) async throws {
+        // RFC 9111 §3.4: the stored first half plus the rest from the origin make the complete
+        // response, which the caller gets as a 200 and which is stored complete.
+        try await withRangeCache(kind) { client, server, origin in
+            _ = try await client.send(Self.range("bytes=0-499"))
+            let whole = try await client.response(Self.range(nil))
+            #expect(server.requests.last?.header("Range") == "bytes=500-")
+            #expect(whole.status.code == 200)
+            #expect(whole.value == origin.content())
+            #expect(whole.headers[.contentRange] == nil)
+            let again = try await client.response(Self.range(nil))
+            #expect(again.source == .cache)
+            #expect(again.value == origin.content())
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test
+    func aChangedRepresentationIsFetchedWholeAndReplacesTheParts() async throws {
+        // RFC 9110 §13.1.5: If-Range with the old validator fails, the origin sends all of the
+        // new representation; RFC 9111 §3.4: parts with different validators are never combined.
+        try await withRangeCache(.asyncHTTPClient) { client, server, origin in
+            _ = try await client.send(Self.range("bytes=0-99"))
+            origin.etag.withLock { $0 = "\"m2\"" }
+            origin.version.withLock { $0 = 2 }
+            let whole = try await client.response(Self.range(nil))
+            #expect(whole.status.code == 200)
+            #expect(whole.value == origin.content())
+            #expect(server.requests.last?.header("If-Range") == "\"m1\"")
+            let part = try await client.response(Self.range("bytes=0-9"))
+            #expect(part.source == .cache)
+            #expect(part.value == origin.content()[0...9])
+        }
+    }
+
+    @Test
+    func aCompleteStoredResponseAnswersRangesIncludingSuffixes() async throws {
+        try await withRangeCache(.asyncHTTPClient) { client, server, origin in
+            _ = try await client.send(Self.range(nil))
+            let suffix = try await client.response(Self.range("bytes=-10"))
+            #expect(suffix.source == .cache)
+            #expect(suffix.status.code == 206)
+            #expect(suffix.headers[.contentRange] == "bytes 990-999/1000")
+            #expect(suffix.value == origin.content()[990...999])
+            let open = try await client.response(Self.range("bytes=995-"))
+            #expect(open.value == origin.content()[995...999])
+            // Past the end: not satisfiable from the cache, so the origin is asked.
+            _ = try? await client.send(Self.range("bytes=5000-"))
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test
+    func theNewerPartsFieldsUpdateTheStoredOnes() async throws {
+        // RFC 9111 §3.4: when combining, the header fields of the newer response are used.
+        try await withRangeCache(.asyncHTTPClient) { client, _, origin in
+            _ = try await client.send(Self.range("bytes=0-99"))
+            origin.version.withLock { $0 = 1 }   // same bytes and validator, new field value below
+            let second = try await client.response(Self.range("bytes=100-199"))
+            #expect(second.headers[HTTPField.Name("X-Version")!] == "1")
+            let served = try await client.response(Self.range("bytes=0-199"))
+            #expect(served.source == .cache)
+            #expect(served.headers[HTTPField.Name("X-Version")!] == "1")
+            #expect(served.headers[.contentLength] == "200")
+        }
+    }
+
+    @Test(arguments: [
+        "bytes 0-99999999999999999999/1000",   // past Int
+        "bytes 0-9/1000",                      // says 10 bytes, 100 arrive
+        "bytes 50-10/1000",                    // backwards
+        "bytes 0-99/50",                       // past its own length
+        "bytes */1000",                        // the unsatisfied form
+        "items 0-99/1000",
+    ])
+    func aHostileContentRangeIsNeverStored(_ contentRange: String) async throws {
+        let server = try await http1Server { _ in
+            ScriptedResponse(status: 206, headers: [("ETag", "\"h\""), ("Cache-Control", "max-age=600"), ("Content-Range", contentRange)], body: Data(repeating: 1, count: 100))
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            let first = try await client.response(Self.range("bytes=0-99"))
+            #expect(first.status.code == 206)
+            #expect(first.value.count == 100)
+            let second = try await client.response(Self.range("bytes=0-9"))
+            #expect(second.source == .network)
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test
+    func aRequestForSeveralRangesGoesToTheOriginUntouched() async throws {
+        // One range per request is what the cache answers; several pass through, not stored.
+        try await withRangeCache(.asyncHTTPClient) { client, server, _ in
+            _ = try await client.send(Self.range(nil))
+            _ = try await client.send(Self.range("bytes=0-1,5-6"))
+            _ = try await client.send(Self.range("bytes=0-1,5-6"))
+            #expect(server.requests.count == 3)
+            #expect(server.requests.last?.header("Range") == "bytes=0-1,5-6")
+        }
+    }
+}
