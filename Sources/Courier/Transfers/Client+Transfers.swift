@@ -97,7 +97,7 @@ extension Client {
             let raw = outcome.response
             var total: Int64?
             if raw.status.code == 206 {
-                guard offset > 0, let range = ContentRange(raw.head.headerFields[.contentRange] ?? ""), range.start == offset else {
+                guard offset > 0, let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""), Int64(range.range.lowerBound) == offset else {
                     // A range we did not ask for: start again from zero without one.
                     raw.body.byteStream.cancel()
                     offset = 0
@@ -105,7 +105,7 @@ extension Client {
                     try? FileManager.default.removeItem(at: partial)
                     continue
                 }
-                total = range.total
+                total = range.completeLength.map(Int64.init)
             } else {
                 // The whole body: the server ignored the range or the resource changed.
                 offset = 0
@@ -198,26 +198,5 @@ struct PartialDownload: Codable {
     static func validator(of headers: HTTPFields) -> String? {
         if let etag = headers[.eTag], !etag.hasPrefix("W/") { return etag }
         return headers[.lastModified]
-    }
-}
-
-/// A `Content-Range: bytes start-end/total` value.
-struct ContentRange: Equatable {
-    var start: Int64
-    var end: Int64
-    var total: Int64?
-
-    init?(_ value: String) {
-        let text = value.trimmingCharacters(in: .whitespaces)
-        guard text.lowercased().hasPrefix("bytes ") else { return nil }
-        let spec = text.dropFirst("bytes ".count)
-        let parts = spec.split(separator: "/", maxSplits: 1)
-        guard parts.count == 2 else { return nil }
-        let bounds = parts[0].split(separator: "-", maxSplits: 1)
-        guard bounds.count == 2, let start = Int64(bounds[0]), let end = Int64(bounds[1]), start <= end else { return nil }
-        self.start = start
-        self.end = end
-        self.total = parts[1] == "*" ? nil : Int64(parts[1])
-        if let total = self.total, end >= total { return nil }
     }
 }

@@ -48,6 +48,8 @@ final class CacheOrigin: Sendable {
                 return ScriptedResponse(status: 304, headers: [("Cache-Control", "no-cache")])
             }
             return article([("Last-Modified", Self.lastModified), ("Cache-Control", "no-cache")])
+        case "/swr":
+            return article([("Cache-Control", "max-age=1, stale-while-revalidate=600")])
         case "/no-store":
             return article([("Cache-Control", "no-store, max-age=60")])
         case "/vary":
@@ -384,11 +386,15 @@ struct CacheTests {
             _ = try await client.send(Self.article("/etag"))
             clock.advance(30)
             _ = try await client.send(Self.article("/etag"))
+            _ = try await client.send(Self.article("/swr"))
+            clock.advance(70)
+            _ = try await client.send(Self.article("/swr"))
             let lines = logs.entries.map { "\($0.message)" }
-            #expect(lines.count == 3)
+            #expect(lines.count == 5)
             #expect(lines[0].hasSuffix(" success"))
             #expect(lines[1].hasSuffix("success(cache, age 3s)"))
             #expect(lines[2].hasSuffix("success(revalidated)"))
+            #expect(lines[4].hasSuffix("success(stale, age 70s)"))
         }
     }
 }

@@ -62,6 +62,29 @@ struct RFC9111Tests {
         "answer \(counter.withLock { $0 += 1; return $0 })"
     }
 
+    @Test
+    func theDocCArticleNamesOnlyTestsThatExist() throws {
+        // Every rule row of Caching.md names its tests; a renamed or deleted test fails here.
+        let root = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let article = try String(contentsOf: root.appendingPathComponent("Sources/Courier/Courier.docc/Caching.md"), encoding: .utf8)
+        let rows = article.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| Rule") }
+        #expect(rows.count >= 20)
+        let tests = try FileManager.default.subpathsOfDirectory(atPath: root.appendingPathComponent("Tests").path)
+            .filter { $0.hasSuffix(".swift") }
+            .map { try String(contentsOf: root.appendingPathComponent("Tests").appendingPathComponent($0), encoding: .utf8) }
+            .joined()
+        for row in rows {
+            let cells = row.split(separator: "|")
+            let names = cells.last.map { $0.split(separator: "`").enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) } } ?? []
+            #expect(!names.isEmpty, "\(row)")
+            for name in names {
+                let function = name.split(separator: ".").last.map(String.init) ?? name
+                #expect(tests.contains("func \(function)(") || tests.contains("struct \(function)"), "\(name) is not a test")
+            }
+        }
+    }
+
     // MARK: - §5.1 Age
 
     @Test(arguments: TransportKind.allCases)
@@ -251,6 +274,30 @@ struct RFC9111Tests {
             #expect(on.source == .stale)
             #expect(await eventually { server.requests.count == 4 })
         }
+    }
+
+    @Test(arguments: [
+        ("stale-while-revalidate=99999999999999999999", true),   // past Int: 2^31 seconds, no trap
+        ("stale-while-revalidate=-5", false),                    // invalid: a window of nothing
+        ("stale-while-revalidate=1e9", false),
+        ("stale-while-revalidate", false),
+        ("stale-while-revalidate=\"30\"", true),                 // quoted-string form
+        ("stale-while-revalidate=30, must-revalidate", false),   // RFC 9111 §4.2.4
+    ])
+    func staleWindowsFromTheWireNeverTrap(_ directive: String, _ servesStale: Bool) {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let entry = CacheEntry(
+            url: "u", method: "GET", partition: "", status: 200,
+            headers: [.cacheControl: "max-age=10, \(directive)", .eTag: "\"e\""], body: Data(),
+            requestDate: now.addingTimeInterval(-20), responseDate: now.addingTimeInterval(-20)
+        )
+        let action = CacheRules.action(policy: .http, method: .get, requestHeaders: [:], entry: entry, now: now)
+        if case .serveStale = action { #expect(servesStale) } else { #expect(!servesStale, "\(action)") }
+        // The same numbers in stale-if-error, from the response and from the request.
+        let onError = CacheRules.servesStaleOnError(
+            policy: .http, entry: entry, requestHeaders: [.cacheControl: directive.replacingOccurrences(of: "while-revalidate", with: "if-error")], now: now
+        )
+        #expect((onError != nil) == servesStale)
     }
 
     // MARK: - RFC 5861 stale-if-error
