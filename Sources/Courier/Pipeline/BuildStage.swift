@@ -134,6 +134,9 @@ struct LogicalKey: Hashable, Sendable {
     let headers: [String]
     let acceptedStatuses: Range<Int>
     let custom: String?
+    /// The fields the cache lookup added (validators, a `Range` for the missing bytes): callers
+    /// whose requests the cache changed differently never share one exchange.
+    var cachePlan = ""
 
     /// The key of a logical request; `nil` when it must never be shared: its body is a stream
     /// (it cannot be digested without being consumed), or it has endpoint middleware whose

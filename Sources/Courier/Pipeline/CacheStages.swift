@@ -25,8 +25,11 @@ struct CacheLookupStage: PipelineStage {
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, !exchange.mode.isStream else { return try await next(exchange) }
         var exchange = exchange
-        let run = cache.begin(exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
+        var planned = cache.begin(exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
         let accepted = exchange.endpoint.acceptedStatuses
+        // Completing a partial entry brings a 206, which the endpoint must accept.
+        if case .resume = planned.action, !accepted.contains(206) { planned.action = .fetch }
+        let run = planned
         // A stored status this endpoint does not accept (another endpoint's 404) is not an answer.
         if let hit = cache.served(run), accepted.contains(hit.response.status.code) {
             if case .serveStale(_, let conditions) = run.action, let entryKey = run.entryKey, cache.beginRevalidation(entryKey) {
@@ -34,45 +37,60 @@ struct CacheLookupStage: PipelineStage {
             }
             return hit
         }
+        // Nothing usable stored and only-if-cached: the network is never asked (RFC 9111 §5.2.1.7).
+        if case .unavailable = run.action { return try Self.notCached(accepted: accepted) }
+        if CacheControl(run.requestHeaders).has("only-if-cached") { return try Self.notCached(accepted: accepted) }
+        if cache.mayStore(run) { exchange.readsBody = true }
         let original = exchange
+        var resumed = false
         switch run.action {
-        case .unavailable:
-            return try Self.notCached(accepted: accepted)
         case .resume(let fields):
             // Only the missing bytes are asked for; the answer comes from the combined entry.
             exchange.request.head.headerFields[.range] = fields[.range]
             exchange.request.head.headerFields[.ifRange] = fields[.ifRange]
+            exchange.key?.cachePlan = Self.plan(fields)
             exchange.cacheRun = run
+            resumed = true
         case .revalidate(let conditions), .serveStale(_, let conditions):
             exchange.request.head.headerFields.append(contentsOf: conditions)
+            exchange.key?.cachePlan = Self.plan(conditions)
             exchange.cacheRun = run
             exchange.cacheRun?.action = conditions.isEmpty ? .fetch : .revalidate(conditions)
-        case .serve, .fetch:
+        case .serve, .fetch, .unavailable:
             exchange.cacheRun = run
         }
-        if cache.mayStore(run) { exchange.readsBody = true }
-        guard run.entry != nil else { return try await Self.answer(run, cache: cache, outcome: next(exchange)) }
-        // stale-if-error: the origin's failure may be answered by the stored response.
-        let outcome: Outcome
-        do {
-            outcome = try await next(exchange)
-        } catch let error as CourierError where Self.isOriginFailure(error) {
-            if let stale = cache.staleOnError(run), accepted.contains(stale.response.status.code) { return stale }
-            throw error
-        }
-        if Self.originFailureStatuses.contains(outcome.response.status.code), let stale = cache.staleOnError(run),
-           accepted.contains(stale.response.status.code) {
-            return stale
-        }
-        if case .resume = run.action, outcome.response.status.code == 206, cache.answerAfterNetwork(run, outcome: outcome) == nil {
-            // The origin sent a part that does not complete the stored one: ask as the caller did.
+        // The caller's own request, when completing a partial entry does not work out.
+        let asAsked: @Sendable () async throws -> Outcome = {
             var plain = original
             plain.cacheRun = run
             plain.cacheRun?.action = .fetch
-            let run = plain.cacheRun!
-            return try await Self.answer(run, cache: cache, outcome: next(plain))
+            return try await Self.answer(plain.cacheRun!, cache: cache, outcome: next(plain))
+        }
+        let outcome: Outcome
+        do {
+            outcome = try await next(exchange)
+        } catch let error as CourierError where run.entry != nil && Self.isOriginFailure(error, deadline: exchange.request.deadline) {
+            // stale-if-error: the origin's failure may be answered by the stored response.
+            if let stale = cache.staleOnError(run), accepted.contains(stale.response.status.code) { return stale }
+            throw error
+        } catch let error as CourierError where resumed && error.kind == .httpStatus && (400..<500).contains(error.status?.code ?? 0) {
+            // The origin refused the range it was asked for (a 416): the caller never sent one.
+            return try await asAsked()
+        }
+        if run.entry != nil, Self.originFailureStatuses.contains(outcome.response.status.code), let stale = cache.staleOnError(run),
+           accepted.contains(stale.response.status.code) {
+            return stale
+        }
+        if resumed, outcome.response.status.code == 206, cache.answerAfterNetwork(run, outcome: outcome) == nil {
+            // The origin sent a part that does not complete the stored one: ask as the caller did.
+            return try await asAsked()
         }
         return Self.answer(run, cache: cache, outcome: outcome)
+    }
+
+    /// The fields the cache added to a request, as text for the deduplication key.
+    static func plan(_ fields: HTTPFields) -> String {
+        fields.map { "\($0.name.canonicalName): \($0.value)" }.joined(separator: "\n")
     }
 
     /// For a request with a `Range`, or one completing a partial entry: the answer built from the
@@ -87,11 +105,13 @@ struct CacheLookupStage: PipelineStage {
     /// The statuses after which `stale-if-error` may serve a stored response (RFC 5861 §4).
     static let originFailureStatuses: Set<Int> = [500, 502, 503, 504]
 
-    /// Whether an error means the origin failed or could not be reached.
-    static func isOriginFailure(_ error: CourierError) -> Bool {
+    /// Whether an error means the origin failed or could not be reached (not that the caller
+    /// gave up: its cancellation or its own deadline end the call).
+    static func isOriginFailure(_ error: CourierError, deadline: ContinuousClock.Instant?) -> Bool {
         switch error.kind {
         case .httpStatus: return error.status.map { Self.originFailureStatuses.contains($0.code) } ?? false
-        case .transport, .timeout: return !Task.isCancelled
+        case .transport: return !Task.isCancelled
+        case .timeout: return !Task.isCancelled && !(deadline.map { ContinuousClock.now >= $0 } ?? false)
         default: return false
         }
     }
@@ -125,6 +145,9 @@ struct CacheLookupStage: PipelineStage {
         background.record = ExchangeRecord()
         background.cacheRun = run
         background.cacheRun?.action = conditions.isEmpty ? .fetch : .revalidate(conditions)
+        background.key?.cachePlan = Self.plan(conditions)
+        // Nobody waits for it: it yields to requests someone waits for.
+        background.priorityOverride = .low
         let request = background
         Task {
             defer { done() }

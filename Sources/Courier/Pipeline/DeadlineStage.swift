@@ -10,8 +10,15 @@ import Foundation
 /// response head only; their bodies may legitimately last for hours, and a stalled one is ended
 /// by ``Client/Configuration/bodyIdleTimeout``: each read must bring a byte within it, for each
 /// stream on its own (an HTTP/2 stream that stalls times out even while its connection is busy).
+///
+/// An exchange that deduplication will share (a collected GET or HEAD, by default) has its
+/// deadline enforced where it waits — as a waiter of the shared request, which the
+/// deduplicator resumes with kind `timeout` when the deadline passes — and so runs without a
+/// task of its own; the stages between (decoding, the cache lookup) do not wait. Every other
+/// exchange runs in a task that the deadline cancels.
 struct DeadlineStage: PipelineStage {
     let bodyIdleTimeout: Duration?
+    let deduplication: DeduplicationConfiguration
     var name: String { "deadline" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
@@ -19,7 +26,17 @@ struct DeadlineStage: PipelineStage {
         // A deadline decades away (a hostile or careless timeout) is no deadline: the clock's
         // sleep cannot even represent it.
         if let deadline = exchange.request.deadline, deadline - ContinuousClock.now < Deadline.longest {
-            outcome = try await Deadline.run(until: deadline) { try await next(exchange) }
+            if self.waitsOnlyAsAWaiter(exchange) {
+                if deadline <= ContinuousClock.now { throw CourierError.timeout() }
+                do {
+                    outcome = try await next(exchange)
+                } catch var error as CourierError where error.kind == .timeout && ContinuousClock.now >= deadline {
+                    error.context?.stage = self.name
+                    throw error
+                }
+            } else {
+                outcome = try await Deadline.run(until: deadline) { try await next(exchange) }
+            }
         } else {
             outcome = try await next(exchange)
         }
@@ -27,6 +44,16 @@ struct DeadlineStage: PipelineStage {
             outcome.response.body = outcome.response.body.idleLimited(idle)
         }
         return outcome
+    }
+}
+
+extension DeadlineStage {
+    /// Whether every wait below this stage is one the deduplicator bounds by the deadline: the
+    /// exchange is collected, will be shared, and is no prefetch (which may wait for the
+    /// constrained gate).
+    func waitsOnlyAsAWaiter(_ exchange: RequestExchange) -> Bool {
+        exchange.mode == .collect && self.deduplication.isEnabled && exchange.key != nil
+            && !exchange.endpoint.isPrefetch && DeduplicationStage.shares(exchange)
     }
 }
 

@@ -44,7 +44,7 @@ final class Pipeline: Sendable {
             ClassifyStage(classifier: client.configuration.errorClassifier, onEvent: client.configuration.onEvent),
             BuildStage(parts: client),
             LogStage(log: client.log),
-            DeadlineStage(bodyIdleTimeout: client.configuration.bodyIdleTimeout),
+            DeadlineStage(bodyIdleTimeout: client.configuration.bodyIdleTimeout, deduplication: client.configuration.deduplication),
             DecodeStage(decoder: client.configuration.decoder, values: client.decodedValues),
             ConstrainedStage(gate: client.constrained, policy: client.configuration.constrainedPolicy),
             CacheLookupStage(cache: client.cache),

@@ -73,7 +73,9 @@ package enum CacheRules {
         // RFC 9111 §5.2.1.7: only-if-cached never reaches the origin.
         if CacheControl(requestHeaders).has("only-if-cached") {
             switch action {
-            case .serve, .serveStale: return action
+            case .serve: return action
+            // Served as it is: no background request either.
+            case .serveStale(let age, _): return .serve(age: age)
             case .revalidate, .fetch, .unavailable, .resume: return .unavailable
             }
         }

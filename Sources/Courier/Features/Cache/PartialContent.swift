@@ -15,17 +15,24 @@ extension CacheRules {
               responseHeaders[values: .contentRange].count == 1, responseHeaders[.vary] == nil
         else { return false }
         if let coding = responseHeaders[.contentEncoding], coding.lowercased() != "identity" { return false }
-        return Validators.strongETag(responseHeaders[values: .eTag].first) != nil || responseHeaders[.lastModified] != nil
+        return self.strongValidator(responseHeaders) != nil
     }
 
-    /// Whether two responses carry the same representation, by a strong validator: the same
-    /// strong `ETag`, or — when neither has an `ETag` — the same `Last-Modified` (RFC 9111 §3.4).
+    /// The response's strong validator: a strong `ETag`, or — when it has no `ETag` at all — a
+    /// `Last-Modified` at least 60 seconds before its `Date` (RFC 9110 §8.8.2.2); `nil` otherwise
+    /// (a weak `ETag` makes `Last-Modified` unusable for `If-Range` too, RFC 9110 §13.1.5).
+    static func strongValidator(_ headers: HTTPFields) -> String? {
+        if let etag = headers[values: .eTag].first { return Validators.strongETag(etag) }
+        guard let text = headers[values: .lastModified].first, let modified = HTTPDate.parse(text),
+              let date = headers[values: .date].first.flatMap(HTTPDate.parse), date.timeIntervalSince(modified) >= 60
+        else { return nil }
+        return text
+    }
+
+    /// Whether two responses carry the same representation: the same strong validator (RFC 9111 §3.4).
     static func sameRepresentation(_ a: HTTPFields, _ b: HTTPFields) -> Bool {
-        let tagA = a[values: .eTag].first
-        let tagB = b[values: .eTag].first
-        if tagA != nil || tagB != nil { return Validators.sameStrong(tagA, tagB) }
-        guard let modifiedA = a[values: .lastModified].first, let modifiedB = b[values: .lastModified].first else { return false }
-        return modifiedA == modifiedB
+        guard let validatorA = self.strongValidator(a), let validatorB = self.strongValidator(b) else { return false }
+        return validatorA.utf8.elementsEqual(validatorB.utf8)
     }
 
     /// The bytes an entry holds and where they lie: all of them for a complete response, the
@@ -35,7 +42,8 @@ extension CacheRules {
             guard let text = entry.headers[values: .contentRange].first, let range = ContentRangeHeader.parse(text) else { return nil }
             return PartialBody(range, bytes: entry.body)
         }
-        guard !entry.body.isEmpty else { return nil }
+        // Only a 200 is a representation whose bytes a range may be taken from (never an error page).
+        guard entry.status == 200, !entry.body.isEmpty else { return nil }
         return PartialBody(range: 0...(entry.body.count - 1), bytes: entry.body, completeLength: entry.body.count)
     }
 
@@ -59,9 +67,11 @@ extension CacheRules {
     /// `Range` from the first missing byte, and `If-Range` with the entry's validator so that a
     /// changed representation comes back whole (RFC 9110 §13.1.5). `nil`: ask as the caller did.
     static func resumption(of entry: CacheEntry, wanted: ByteRangeRequest?) -> HTTPFields? {
-        guard entry.status == 206, let piece = self.piece(of: entry) else { return nil }
-        let validator = Validators.strongETag(entry.headers[values: .eTag].first) ?? entry.headers[values: .lastModified].first
-        guard let validator else { return nil }
+        // The complete length must be known: otherwise the missing bytes may be none, and the
+        // origin would answer 416 to a caller who never sent a range.
+        guard entry.status == 206, let piece = self.piece(of: entry), piece.completeLength != nil,
+              let validator = self.strongValidator(entry.headers)
+        else { return nil }
         let next = piece.range.upperBound + 1
         let range: String
         if let wanted {
@@ -126,7 +136,8 @@ extension ResponseCache {
     /// is the representation that just arrived and holds what the caller asked for.
     func answerAfterNetwork(_ run: CacheRun, outcome: Outcome) -> Outcome? {
         let status = outcome.response.status.code
-        guard status == 206 || outcome.source == .revalidated, let key = run.entryKey ?? run.key,
+        guard run.policy.mode != .networkOnly, run.policy.mode != .reload,
+              status == 206 || outcome.source == .revalidated, let key = run.entryKey ?? run.key,
               let entry = self.store.entry(forKey: key), !entry.isVariantIndex,
               CacheRules.sameRepresentation(entry.headers, outcome.response.head.headerFields),
               let answer = CacheRules.answer(from: entry, wanted: run.wantedRange)
@@ -136,6 +147,7 @@ extension ResponseCache {
         result.response.head.headerFields = answer.headers
         result.response.body = .data(answer.body)
         result.payload = nil
+        result.cacheKey = nil
         return result
     }
 }

@@ -31,10 +31,14 @@ struct ResponseCache: Sendable {
     /// The entries being revalidated in the background (`stale-while-revalidate`), by entry key.
     private let revalidating = Locked(Set<String>())
 
+    /// The most background revalidations under way at once; past it a stale hit is served
+    /// without one (a later hit starts it).
+    static let backgroundLimit = 8
+
     /// Claims the background revalidation of an entry: `true` for the first caller, `false`
-    /// while one is under way. The claim ends with ``endRevalidation(_:)``.
+    /// while one is under way (or too many are). The claim ends with ``endRevalidation(_:)``.
     func beginRevalidation(_ entryKey: String) -> Bool {
-        self.revalidating.withLock { $0.insert(entryKey).inserted }
+        self.revalidating.withLock { $0.count < Self.backgroundLimit && $0.insert(entryKey).inserted }
     }
 
     /// Ends a background revalidation claimed with ``beginRevalidation(_:)``.
@@ -123,6 +127,8 @@ struct ResponseCache: Sendable {
             // A slice is not the stored body: no decoded value of the whole may stand for it.
             outcome.cacheKey = nil
         } else {
+            // A partial entry is never a whole response (RFC 9111 §3.3).
+            guard entry.status != 206 else { return nil }
             outcome.cacheKey = key
         }
         outcome.response.head.headerFields[.age] = String(Int(age.rounded(.down)))
@@ -248,8 +254,11 @@ struct ResponseCache: Sendable {
               let location = head.headerFields[values: .contentLocation].first,
               Self.sameOrigin(location, as: run.url) == run.url
         else { return }
+        // The response of a request redirected elsewhere does not speak for this URL.
+        if let final = outcome.response.url, Self.sameOrigin(final.absoluteString, as: run.url) != run.url { return }
         let control = CacheControl(head.headerFields)
         guard control.has("max-age") || head.headerFields[.expires] != nil, !control.has("no-store"),
+              !CacheControl(run.requestHeaders).has("no-store"),
               CacheRules.varyNames(head.headerFields) == [],
               let getKey = Self.key(method: .get, url: run.url, partition: run.partition, wire: run.wire, bodyDigest: nil)
         else { return }
@@ -273,7 +282,9 @@ struct ResponseCache: Sendable {
         let length = headResponse[values: .contentLength].first
         let sameValidator = (etag != nil && etag == entry.headers[values: .eTag].first)
             || (etag == nil && modified != nil && modified == entry.headers[values: .lastModified].first)
-        let sameLength = length == nil || entry.headers[values: .contentLength].first == nil || length == entry.headers[values: .contentLength].first
+        // A partial entry's Content-Length is its part's, not the representation's.
+        let sameLength = entry.status == 206 || length == nil || entry.headers[values: .contentLength].first == nil
+            || length == entry.headers[values: .contentLength].first
         if sameValidator, sameLength {
             self.store.setEntry(CacheRules.refreshed(entry, notModified: headResponse, requestDate: run.requestDate, responseDate: now), forKey: getKey)
         } else if etag != nil || modified != nil || !sameLength {

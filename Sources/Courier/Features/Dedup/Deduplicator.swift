@@ -6,7 +6,9 @@ import HTTPTypes
 /// The first caller creates an entry and a task that performs the request; later callers with the
 /// same key join the entry. Each waiter is resumed with the same bytes (and decodes them itself).
 /// Cancellation is reference-counted: a waiter that cancels is resumed at once with kind
-/// `cancelled`; the network request is cancelled only when the last waiter has gone. The shared
+/// `cancelled`, and one whose deadline passes with kind `timeout` (each waiter's deadline is
+/// watched here, so a waiter needs no task of its own); the network request is cancelled only
+/// when the last waiter has gone. The shared
 /// request runs at the highest priority among its waiters, and follows changes.
 final class Deduplicator: Sendable {
     typealias Fetch = @Sendable (_ ticket: UInt64, _ priority: RequestPriority) async throws -> Outcome
@@ -63,6 +65,8 @@ final class Deduplicator: Sendable {
             return state.nextWaiter
         }
         let joined = Locked(false)
+        var watch: UInt64?
+        defer { if let watch { _ = DeadlineWatch.shared.end(watch) } }
         control?.onPriorityChange { [weak self] newPriority in
             self?.change(key: key, waiterID: waiterID, to: newPriority)
         }
@@ -97,6 +101,12 @@ final class Deduplicator: Sendable {
                     return nil
                 }
                 if let (ticket, newPriority) = raised { self.reprioritize(ticket, newPriority) }
+                // Watched only once the waiter is in place, so a deadline that fires at once finds it.
+                if let deadline {
+                    watch = DeadlineWatch.shared.watch(until: deadline) { [weak self] in
+                        self?.leave(key: key, waiterID: waiterID, with: CourierError.timeout())
+                    }
+                }
                 if Task.isCancelled { self.leave(key: key, waiterID: waiterID) }
             }
         } onCancel: {
@@ -119,8 +129,9 @@ final class Deduplicator: Sendable {
         }
     }
 
-    /// The waiter gives up: resume it with `cancelled`; cancel the shared request if it was the last.
-    private func leave(key: LogicalKey, waiterID: UInt64) {
+    /// The waiter gives up: resume it with `error` (`cancelled` unless said otherwise); cancel the
+    /// shared request if it was the last.
+    private func leave(key: LogicalKey, waiterID: UInt64, with error: CourierError = .cancelled()) {
         let (continuation, task): (CheckedContinuation<Outcome, any Error>?, Task<Void, Never>?) = self.state.withLock { state in
             guard var entry = state.entries[key], let waiter = entry.waiters.removeValue(forKey: waiterID) else { return (nil, nil) }
             if entry.waiters.isEmpty {
@@ -131,7 +142,7 @@ final class Deduplicator: Sendable {
             return (waiter.continuation, nil)
         }
         task?.cancel()
-        continuation?.resume(throwing: CourierError.cancelled())
+        continuation?.resume(throwing: error)
     }
 
     private func change(key: LogicalKey, waiterID: UInt64, to priority: RequestPriority) {

@@ -195,4 +195,85 @@ struct PartialContentTests {
             #expect(server.requests.last?.header("Range") == "bytes=0-1,5-6")
         }
     }
+
+    // MARK: - Where partial content meets other features
+
+    @Test
+    func aCallerThatJoinsAnotherNeverGetsTheRestOfAPartialEntryAsItsBody() async throws {
+        // Seam cache × deduplication: A completes a stored part (it asks for bytes 500-); B, a
+        // network-only call of the same URL at the same time, must not share A's 206.
+        let origin = RangeOrigin()
+        let gate = Gate()
+        let server = try await http1Server { request in
+            if request.header("Range") == "bytes=500-" { await gate.wait() }
+            return await origin.handle(request)
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            _ = try await client.send(Self.range("bytes=0-499"))
+            async let completing = client.send(Self.range(nil))
+            #expect(await eventually { server.requests.count == 2 })
+            var networkOnly = Self.range(nil)
+            networkOnly.cachePolicy = .networkOnly
+            async let plain = client.send(networkOnly)
+            #expect(await eventually { server.requests.count == 3 })
+            await gate.open()
+            #expect(try await completing == origin.content())
+            #expect(try await plain == origin.content())
+        }
+    }
+
+    @Test
+    func aStoredErrorPageIsNeverSlicedIntoARange() async throws {
+        // A fresh stored 404 must not answer a range request as a 206 with part of the error page.
+        let server = try await http1Server { _ in .text("no such page", status: 404, headers: [("Cache-Control", "max-age=600")]) }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            let lenient = Endpoint<Data>(path: "/missing", acceptedStatuses: 200..<500, decoding: .data)
+            _ = try await client.send(lenient)
+            let ranged = Endpoint<Data>(path: "/missing", headers: [.range: "bytes=0-3"], acceptedStatuses: 200..<500, decoding: .data)
+            let answer = try await client.response(ranged)
+            #expect(answer.status.code == 404)
+            #expect(answer.source == .network)
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test
+    func staleIfErrorNeverServesAPartOfTheBodyAsTheWhole() async throws {
+        // RFC 9111 §3.3: an incomplete response is never used to answer a request for all of it.
+        let failing = Locked(false)
+        let origin = RangeOrigin()
+        let clock = TestClock()
+        let server = try await http1Server { request in
+            if failing.withLock({ $0 }) { return .text("down", status: 503) }
+            var response = await origin.handle(request)
+            response.headers = response.headers.map { $0.0 == "Cache-Control" ? ($0.0, "max-age=1, stale-if-error=600") : $0 }
+            return response
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: {
+            $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+            $0.retry = .never
+        }) { client in
+            _ = try await client.send(Self.range("bytes=0-99"))
+            failing.withLock { $0 = true }
+            clock.advance(10)
+            let error = await expectCourierError { _ = try await client.send(Self.range(nil)) }
+            #expect(error?.status?.code == 503)
+            // A range inside the stored part may be served stale.
+            let part = try await client.response(Self.range("bytes=0-9"))
+            #expect(part.source == .stale)
+            #expect(part.value == origin.content()[0...9])
+        }
+    }
+
+    @Test
+    func anEndpointThatDoesNotAccept206IsNeverSentTheCachesOwnRange() async throws {
+        try await withRangeCache(.asyncHTTPClient) { client, server, origin in
+            _ = try await client.send(Self.range("bytes=0-99"))
+            let strict = Endpoint<Data>(path: "/media", acceptedStatuses: 200..<206, decoding: .data)
+            let whole = try await client.response(strict)
+            #expect(whole.status.code == 200)
+            #expect(whole.value == origin.content())
+            #expect(server.requests.last?.header("Range") == nil)
+        }
+    }
 }

@@ -494,6 +494,22 @@ struct RFC9111Tests {
     }
 
     @Test
+    func onlyIfCachedServesAStaleWhileRevalidateResponseWithoutTheBackgroundRequest() async throws {
+        // RFC 9111 §5.2.1.7: only-if-cached never reaches the origin, not even in the background.
+        try await withCache(handler: { _ in .text("v", headers: [("Cache-Control", "max-age=1, stale-while-revalidate=600, stale-if-error=600")]) }) { client, server, clock in
+            _ = try await client.send(Self.get("/s"))
+            clock.advance(10)
+            let answer = try await client.response(Self.get("/s", [.cacheControl: "only-if-cached, max-stale=0"]))
+            #expect(answer.value == "v")
+            // A normal request after it starts the background revalidation: the only second request.
+            let normal = try await client.response(Self.get("/s"))
+            #expect(normal.source == .stale)
+            #expect(await eventually { server.requests.count == 2 })
+            #expect(server.requests.last?.header("Cache-Control") == nil)
+        }
+    }
+
+    @Test
     func aPOSTResponseWithFreshnessAndItsOwnContentLocationAnswersALaterGET() async throws {
         // RFC 9110 §9.3.3 and RFC 9111 §4.4: such a response is the representation of its URL.
         try await withCache(handler: { request in
@@ -510,6 +526,10 @@ struct RFC9111Tests {
             _ = try await client.send(Endpoint<String>(method: .post, path: "/other", decoding: .string))
             #expect(try await client.response(Self.get("/other")).value == "from GET")
             #expect(server.requests.count == 3)
+            // RFC 9111 §5.2.1.5: a request's no-store keeps its response out of the cache.
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/doc", headers: [.cacheControl: "no-store"], decoding: .string))
+            #expect(try await client.response(Self.get("/doc")).value == "from GET")
+            #expect(server.requests.count == 5)
         }
     }
 
