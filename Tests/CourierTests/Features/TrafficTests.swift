@@ -118,7 +118,8 @@ struct DeduplicationTests {
     func sharedRequestRunsAtTheHighestWaitersPriority() async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1) }) { client in
+        // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let normal = client.start(Endpoint<Article>(path: "/normal"))
@@ -140,7 +141,8 @@ struct SchedulerTests {
     func withOneSlotTheServerSeesRequestsInPriorityOrder() async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1) }) { client in
+        // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let order: [RequestPriority] = [.low, .high, .veryLow, .veryHigh, .normal, .high]
@@ -164,7 +166,8 @@ struct SchedulerTests {
     func reprioritisedQueuedRequestMovesAhead() async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1) }) { client in
+        // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             // One at a time: each request's task must reach the queue before the next starts, or
@@ -187,7 +190,8 @@ struct SchedulerTests {
     func cancelledQueuedRequestNeverReachesTheServer() async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1) }) { client in
+        // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let doomed = client.start(Endpoint<Article>(path: "/doomed"))
