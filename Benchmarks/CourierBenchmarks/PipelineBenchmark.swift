@@ -33,8 +33,10 @@ struct PipelineBenchmark {
             })
             let client = Client(configuration: .init(transport: transport, baseURL: URL(string: url)!) {
                 if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
-                // Identical concurrent GETs would be coalesced; this benchmark measures the pipeline per request.
-                $0.deduplication.isEnabled = false
+                // Identical concurrent GETs would be coalesced; this benchmark measures the pipeline per
+                // request. COURIER_BENCH_DEDUP=1 keeps it on (the default configuration): meaningful at
+                // concurrency 1 only, where nothing can be coalesced.
+                $0.deduplication.isEnabled = ProcessInfo.processInfo.environment["COURIER_BENCH_DEDUP"] != nil
                 if let limit = ProcessInfo.processInfo.environment["COURIER_BENCH_HOST_LIMIT"].flatMap(Int.init) {
                     $0.scheduling = .init(maxConcurrentRequests: limit, maxRequestsPerHost: limit)
                 }

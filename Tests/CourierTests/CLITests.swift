@@ -18,16 +18,13 @@ func runCourier(_ arguments: [String]) async throws -> (status: Int32, stdout: S
     process.standardOutput = out
     process.standardError = err
     try process.run()
-    // Blocking reads happen on dispatch threads, never on the cooperative pool the in-process
-    // test servers need.
-    func drain(_ pipe: Pipe) async -> Data {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(returning: pipe.fileHandleForReading.readDataToEndOfFile()) }
-        }
-    }
-    async let stdoutData = drain(out)
-    async let stderrData = drain(err)
-    let (stdout, stderr) = await (stdoutData, stderrData)
+    // Blocking reads happen on threads of their own, never on the pool the in-process test
+    // servers need.
+    let stdoutHandle = out.fileHandleForReading
+    let stderrHandle = err.fileHandleForReading
+    async let stdoutData = onOwnThread { stdoutHandle.readDataToEndOfFile() }
+    async let stderrData = onOwnThread { stderrHandle.readDataToEndOfFile() }
+    let (stdout, stderr) = try await (stdoutData, stderrData)
     while process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
     return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
 }

@@ -19,9 +19,13 @@ public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
     public static let http2 = HTTPVersion(major: 2, minor: 0)
     /// HTTP/3.
     public static let http3 = HTTPVersion(major: 3, minor: 0)
+    /// A version the transport could not tell (`URLSessionTransport` over TLS, where the platform
+    /// negotiates HTTP/1.1 or HTTP/2 without saying which before the body has ended).
+    public static let unknown = HTTPVersion(major: 0, minor: 0)
 
-    /// The version as written in logs, for example `HTTP/1.1` or `HTTP/2`.
+    /// The version as written in logs, for example `HTTP/1.1`, `HTTP/2` or `HTTP/?`.
     public var description: String {
-        self.major >= 2 ? "HTTP/\(self.major)" : "HTTP/\(self.major).\(self.minor)"
+        if self == .unknown { return "HTTP/?" }
+        return self.major >= 2 ? "HTTP/\(self.major)" : "HTTP/\(self.major).\(self.minor)"
     }
 }

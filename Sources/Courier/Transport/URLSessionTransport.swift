@@ -7,10 +7,20 @@ import FoundationNetworking
 /// A transport over `URLSession`: light, no extra dependencies, one session per transport.
 ///
 /// Redirects are not followed by the session; the pipeline follows them under its
-/// ``RedirectPolicy``. Streamed request bodies are collected into memory before sending. On Linux
+/// ``RedirectPolicy``. The platform never acts behind the pipeline's back: the session has no
+/// cookie storage, no URL cache and no credential storage (Courier's cache and auth decide), and
+/// an authentication challenge (`401` with `WWW-Authenticate: Basic` or `Digest`) is answered
+/// without a credential, so the `401` comes back as a response for the auth middleware and the
+/// status check to see. The platform's proxy settings apply (system settings on Apple
+/// platforms, the `http_proxy` / `https_proxy` environment variables through libcurl on Linux).
+///
+/// The version is `HTTP/1.1` for cleartext `http` and ``HTTPVersion/unknown`` over TLS, where
+/// the platform may negotiate HTTP/2 without saying so when the head arrives.
+///
+/// Streamed request bodies are collected into memory before sending. On Linux
 /// (FoundationNetworking, libcurl underneath) there is no server-trust challenge, so TLS pinning is
-/// not available, HTTP/2 is not reported, and HTTP/1.1 connections are reused less than keep-alive
-/// allows: for HTTP/2 and pinning use `AsyncHTTPClientTransport`. The response body is delivered by
+/// not available, and HTTP/1.1 connections are reused less than keep-alive allows: for HTTP/2 and
+/// pinning use `AsyncHTTPClientTransport`. The response body is delivered by
 /// the session as it arrives and buffered until read; ``ResponseBody/collect(upTo:)`` cancels the
 /// task as soon as the size limit is passed.
 public final class URLSessionTransport: Transport {
@@ -32,6 +42,7 @@ public final class URLSessionTransport: Transport {
 
     /// Creates a transport with its own session, built from `configuration`.
     public init(configuration: URLSessionConfiguration = .ephemeral) {
+        let configuration = Self.sealed(configuration)
         let delegate = SessionDelegate()
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
@@ -41,6 +52,20 @@ public final class URLSessionTransport: Transport {
 
     deinit {
         self.session.invalidateAndCancel()
+    }
+
+    /// A copy of `configuration` with the platform's own cookie, cache and credential handling
+    /// turned off.
+    static func sealed(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
+        // `copy()` keeps every other setting the app made (timeouts, proxies, headers, limits).
+        let sealed = (configuration.copy() as? URLSessionConfiguration) ?? configuration
+        sealed.httpCookieStorage = nil
+        sealed.httpShouldSetCookies = false
+        sealed.httpCookieAcceptPolicy = .never
+        sealed.urlCache = nil
+        sealed.urlCredentialStorage = nil
+        sealed.requestCachePolicy = .reloadIgnoringLocalCacheData
+        return sealed
     }
 
     /// Sends the request with a data task of the session.
@@ -109,7 +134,9 @@ public final class URLSessionTransport: Transport {
                 return chunk
             }
         }
-        return RawResponse(head: HTTPResponse(status: status, headerFields: fields), body: .stream(body, expectedLength: expected), version: .http1_1, url: head.url ?? url)
+        // Cleartext is HTTP/1.1 (neither platform speaks h2c); over TLS either may have been negotiated.
+        let version: HTTPVersion = url.scheme?.lowercased() == "http" ? .http1_1 : .unknown
+        return RawResponse(head: HTTPResponse(status: status, headerFields: fields), body: .stream(body, expectedLength: expected), version: version, url: head.url ?? url)
     }
 
     static func mapError(_ error: any Error) -> CourierError {
@@ -204,6 +231,8 @@ private final class Exchange: Sendable {
     let chunks: AsyncThrowingStream<Data, any Error>
     private let chunkSink: AsyncThrowingStream<Data, any Error>.Continuation
     private let head = Locked<HeadState>(.waiting(nil))
+    /// The `401` of an authentication challenge answered without a credential (Linux).
+    private let challengeResponse = Locked<HTTPURLResponse?>(nil)
 
     enum HeadState {
         case waiting(CheckedContinuation<HTTPURLResponse, any Error>?)
@@ -230,7 +259,20 @@ private final class Exchange: Sendable {
         self.chunkSink.yield(data)
     }
 
+    /// The platform asked for a credential, and none is given: the task ends, and `response`
+    /// (the 401 that asked) is the answer.
+    func challenged(by response: HTTPURLResponse?) {
+        self.challengeResponse.withLock { $0 = response }
+    }
+
     func completed(error: (any Error)?) {
+        if let error, let challenge = self.challengeResponse.withLock({ $0 }) {
+            // The cancellation was ours, answering the challenge: the 401 is the response.
+            _ = error
+            self.resumeHead(.success(challenge))
+            self.chunkSink.finish()
+            return
+        }
         if let error {
             let mapped = URLSessionTransport.mapError(error)
             self.resumeHead(.failure(mapped))
@@ -278,6 +320,26 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
 
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
         completionHandler(nil)
+    }
+
+    /// Challenges: the server's trust is the platform's to judge (default handling); any other
+    /// (Basic, Digest, NTLM, a client certificate) is answered without a credential, so the
+    /// `401` (or the handshake's failure) reaches the pipeline instead of the task waiting forever.
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        #if canImport(Darwin)
+        // Apple platforms (not compiled here): the system judges the server's trust, and default
+        // handling without a credential storage continues without a credential, delivering the 401.
+        completionHandler(.performDefaultHandling, nil)
+        #else
+        // FoundationNetworking waits forever on default handling without a stored credential and
+        // has no "continue without credential": the task is cancelled, and its exchange answers
+        // with the 401 the challenge carries (its body, as far as it had arrived).
+        self.exchange(for: task)?.challenged(by: challenge.failureResponse as? HTTPURLResponse)
+        completionHandler(.cancelAuthenticationChallenge, nil)
+        #endif
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {

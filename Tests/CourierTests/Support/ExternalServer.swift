@@ -48,14 +48,10 @@ final class ExternalServer: @unchecked Sendable {
     /// The repository's root, found from this file's path.
     static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// Starts `python3 script PORT` and waits (off the cooperative pool) until it prints "ready".
+    /// Starts `python3 script PORT` and waits (on a thread of its own) until it prints "ready".
     static func start(pythonScript: String, environment: [String: String] = [:]) async throws -> ExternalServer {
         do {
-            return try await withCheckedThrowingContinuation { continuation in
-                DispatchQueue.global().async {
-                    continuation.resume(with: Result { try Self.retrying { try ExternalServer(pythonScript: pythonScript, environment: environment) } })
-                }
-            }
+            return try await onOwnThread { try Self.retrying { try ExternalServer(pythonScript: pythonScript, environment: environment) } }
         } catch {
             Issue.record("the interop server \(pythonScript) did not start; run scripts/install-interop.sh (CI does)")
             throw error
@@ -64,11 +60,7 @@ final class ExternalServer: @unchecked Sendable {
 
     /// Starts `executable arguments…` (with `{port}` replaced by a free port) and waits until the port accepts connections.
     static func start(executable: String, arguments: [String], environment: [String: String] = [:]) async throws -> ExternalServer {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try Self.retrying { try ExternalServer(executable: executable, arguments: arguments, environment: environment) } })
-            }
-        }
+        try await onOwnThread { try Self.retrying { try ExternalServer(executable: executable, arguments: arguments, environment: environment) } }
     }
 
     private init(executable: String, arguments: [String], environment: [String: String]) throws {

@@ -243,3 +243,17 @@ final class PathCounter: Sendable {
 
     subscript(_ path: String) -> Int { self.counts.withLock { $0[path, default: 0] } }
 }
+
+/// Runs blocking work (a process's pipe, a polling loop, a blocking connect) on a thread of its
+/// own and returns its result.
+///
+/// Never on `DispatchQueue.global()`: on Linux the Swift concurrency pool and the global queues
+/// share libdispatch's default-QoS threads, so work that blocks there stalls every task of the
+/// process — in-process test servers and clients included.
+func onOwnThread<Value: Sendable>(_ work: @escaping @Sendable () throws -> Value) async throws -> Value {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try work() }) }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+}

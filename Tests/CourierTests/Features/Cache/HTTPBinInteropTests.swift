@@ -9,7 +9,7 @@ struct HTTPBinAnything: Decodable, Sendable {
 
 /// Interop with httpbin (PyPI) under gunicorn, an HTTP server none of us wrote, on a loopback port.
 /// `.ci/run` installs it; under CI (COURIER_CI=1) these tests always run, and fail if it is missing.
-@Suite("Interop: httpbin caching endpoints", .enabled(if: ExternalServer.enabled(module: "httpbin") && ExternalServer.enabled(module: "gunicorn")))
+@Suite("Interop: httpbin caching endpoints and auth challenges", .enabled(if: ExternalServer.enabled(module: "httpbin") && ExternalServer.enabled(module: "gunicorn")))
 struct HTTPBinInteropTests {
     func withHTTPBin(_ body: (Client, TestClock, MemoryCacheStore) async throws -> Void) async throws {
         let start = {
@@ -26,6 +26,27 @@ struct HTTPBinInteropTests {
                 $0.cache = CacheConfiguration(store: store, now: { clock.now })
             })
             try await body(client, clock, store)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aBasicAuthChallengeWithoutCredentialsIsA401OnBothTransports(_ kind: TransportKind) async throws {
+        // httpbin's /basic-auth answers 401 with WWW-Authenticate: Basic; URLSession once waited
+        // forever for a credential nobody gave.
+        try await withHTTPBin { client, _, _ in
+            let transport: any Transport = kind == .urlSession ? URLSessionTransport() : client.configuration.transport
+            let courier = Client(configuration: .init(transport: transport, baseURL: client.configuration.baseURL))
+            let anonymous = Endpoint<String>(path: "/basic-auth/u/p", acceptedStatuses: 200..<500, timeout: .seconds(10), decoding: .string)
+            let denied = try await courier.response(anonymous)
+            #expect(denied.status.code == 401)
+            #expect(denied.headers[.wwwAuthenticate]?.hasPrefix("Basic") == true)
+            let signedIn = Endpoint<String>(
+                path: "/basic-auth/u/p", headers: [.authorization: "Basic " + Data("u:p".utf8).base64EncodedString()],
+                timeout: .seconds(10), decoding: .string
+            )
+            let allowed = try await courier.response(signedIn)
+            #expect(allowed.status.code == 200)
+            #expect(allowed.value.contains("\"authenticated\": true"))
         }
     }
 

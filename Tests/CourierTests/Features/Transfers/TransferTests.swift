@@ -6,30 +6,26 @@ import Foundation
 import HTTPTypes
 import Testing
 
-/// Runs a command with `input` on standard input and returns its standard output (off the cooperative pool).
+/// Runs a command with `input` on standard input and returns its standard output (its blocking
+/// reads and writes on threads of their own).
 func runTool(_ arguments: [String], input: Data) async throws -> Data {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            do {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-                process.arguments = arguments
-                let stdin = Pipe(), stdout = Pipe()
-                process.standardInput = stdin
-                process.standardOutput = stdout
-                process.standardError = FileHandle.nullDevice
-                try process.run()
-                DispatchQueue.global().async {
-                    stdin.fileHandleForWriting.write(input)
-                    try? stdin.fileHandleForWriting.close()
-                }
-                let output = stdout.fileHandleForReading.readDataToEndOfFile()
-                while process.isRunning { usleep(1000) }
-                continuation.resume(returning: output)
-            } catch {
-                continuation.resume(throwing: error)
-            }
-        }
+    try await onOwnThread {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        let stdin = Pipe(), stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let writer = stdin.fileHandleForWriting
+        Thread {
+            writer.write(input)
+            try? writer.close()
+        }.start()
+        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        while process.isRunning { usleep(1000) }
+        return output
     }
 }
 

@@ -1,0 +1,86 @@
+import Courier
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+/// Behaviours where `URLSessionTransport` used to differ from the AsyncHTTPClient transport,
+/// run on both: the platform must neither wait for a credential nobody gives, nor keep cookies
+/// or cached responses behind the pipeline's back, nor round a deadline to whole seconds.
+@Suite("URLSession and AsyncHTTPClient transports behave alike")
+struct URLSessionParityTests {
+    @Test(arguments: TransportKind.allCases, ["Basic realm=\"api\"", "Digest realm=\"api\", qop=\"auth\", nonce=\"abc\", opaque=\"xyz\""])
+    func aChallengeWithoutACredentialComesBackAsThe401(_ kind: TransportKind, _ challenge: String) async throws {
+        // Without an answer to the platform's authentication challenge the task waited forever.
+        let server = try await http1Server { _ in .text("who are you?", status: 401, headers: [("WWW-Authenticate", challenge)]) }
+        try await withClient(kind, server: server) { client in
+            let lenient = Endpoint<String>(path: "/basic-auth/u/p", acceptedStatuses: 200..<500, timeout: .seconds(10), decoding: .string)
+            let response = try await client.response(lenient)
+            #expect(response.status.code == 401)
+            #expect(response.headers[.wwwAuthenticate] == challenge)
+            #expect(response.value == "who are you?")
+            let strict = Endpoint<String>(path: "/basic-auth/u/p", timeout: .seconds(10), decoding: .string)
+            let error = await expectCourierError { _ = try await client.send(strict) }
+            #expect(error?.kind == .httpStatus)
+            #expect(error?.status?.code == 401)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func thePlatformKeepsNoCookiesAndAnswersNothingFromItsOwnCache(_ kind: TransportKind) async throws {
+        // Courier's cache and (later) cookie jar decide; the session's storages are off.
+        let server = try await http1Server { request in
+            .text("hello", headers: [("Set-Cookie", "session=secret; Path=/"), ("Cache-Control", "max-age=600"), ("ETag", "\"e\"")])
+        }
+        try await withClient(kind, server: server) { client in
+            _ = try await client.send(Endpoint<String>(path: "/set", decoding: .string))
+            _ = try await client.send(Endpoint<String>(path: "/set", decoding: .string))
+            #expect(server.requests.count == 2)
+            #expect(server.requests.allSatisfy { $0.header("Cookie") == nil })
+            #expect(server.requests.allSatisfy { $0.header("If-None-Match") == nil })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aSubSecondDeadlineNeverFiresBeforeItsTime(_ kind: TransportKind) async throws {
+        // A 900 ms timeout once fired after about 3 ms on Linux (the platform rounded it to whole
+        // seconds); the pipeline's clock decides. The property is a lower bound, so it holds on a
+        // loaded machine too: an answer in time is a value, and a timeout comes no earlier.
+        let server = try await http1Server { request in
+            request.path == "/quick" ? ScriptedResponse.text("in time") : ScriptedResponse.text("late").with(.stall(.seconds(5)))
+        }
+        try await withClient(kind, server: server) { client in
+            let clock = ContinuousClock()
+            let start = clock.now
+            do {
+                let quick = try await client.send(Endpoint<String>(path: "/quick", timeout: .milliseconds(900), decoding: .string).retry(.never))
+                #expect(quick == "in time")
+            } catch let error as CourierError where error.kind == .timeout {
+                #expect(clock.now - start >= .milliseconds(900), "timed out early, after \(clock.now - start)")
+            }
+            let lateStart = clock.now
+            let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: "/late", timeout: .milliseconds(900), decoding: .string).retry(.never)) }
+            #expect(error?.kind == .timeout)
+            #expect(clock.now - lateStart >= .milliseconds(900))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func theVersionIsTheOneSpokenNeverAGuess(_ kind: TransportKind) async throws {
+        // Cleartext is HTTP/1.1 on both; over TLS URLSession says .unknown rather than a wrong
+        // value (it may negotiate HTTP/2 without telling), AsyncHTTPClient says what ALPN chose.
+        let server = try await http1Server { _ in .text("v") }
+        try await withClient(kind, server: server) { client in
+            let response = try await client.response(Endpoint<String>(path: "/v", decoding: .string))
+            #expect(response.version == .http1_1)
+        }
+        #expect(HTTPVersion.unknown.description == "HTTP/?")
+        if kind == .asyncHTTPClient {
+            let tls = try await tlsServer { _ in .text("v") }
+            try await withClient(kind, server: tls) { client in
+                let response = try await client.response(Endpoint<String>(path: "/v", decoding: .string))
+                #expect(response.version == .http2)
+            }
+        }
+    }
+}
