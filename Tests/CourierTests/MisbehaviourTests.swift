@@ -35,6 +35,7 @@ struct MisbehaviourTests {
 
     @Test
     func bodyThatStallsCompletelyEndsWithTheIdleReadTimeout() async throws {
+        // AsyncHTTPClient only: the idle read timeout is a transportConfiguration setting
         let server = try await http1Server()
         try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.readTimeout = .milliseconds(300) }) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/slow-body")) }
@@ -71,10 +72,10 @@ struct MisbehaviourTests {
         }
     }
 
-    @Test
-    func bytesBeyondTheAnnouncedLengthAreNeverDelivered() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func bytesBeyondTheAnnouncedLengthAreNeverDelivered(kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             // The announced 10 bytes are the response; the extra bytes are not part of it.
             do {
                 let text = try await client.send(Endpoint<String>(path: "/larger", decoding: .string))
@@ -123,15 +124,16 @@ struct MisbehaviourTests {
         }
     }
 
-    @Test
-    func connectionRefusedIsATransportError() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func connectionRefusedIsATransportError(kind: TransportKind) async throws {
         let server = try await http1Server()
         let port = server.port
         try await server.stop()
-        let transport = AsyncHTTPClientTransport()
+        let ahc = AsyncHTTPClientTransport()
+        let transport: any Transport = kind == .asyncHTTPClient ? ahc : URLSessionTransport()
         let client = Client(configuration: .init(transport: transport, baseURL: URL(string: "http://127.0.0.1:\(port)")!))
         let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
         #expect(error?.kind == .transport)
-        try await transport.shutdown()
+        try await ahc.shutdown()
     }
 }

@@ -76,10 +76,10 @@ struct ClientTests {
         }
     }
 
-    @Test
-    func reformerMapsTheRawResponseToAnyType() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func reformerMapsTheRawResponseToAnyType(kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let endpoint = Endpoint<Int>(path: "/text", decoding: .reform { body, head in
                 #expect(head.status == .ok)
                 return body.count
@@ -115,10 +115,10 @@ struct ClientTests {
         }
     }
 
-    @Test
-    func cancellingTheSwiftTaskCancelsTheHTTPRequest() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func cancellingTheSwiftTaskCancelsTheHTTPRequest(kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let task = Task { try await client.send(Endpoint<Article>(path: "/stall")) }
             #expect(await eventually { server.requests.count == 1 })
             task.cancel()
@@ -129,10 +129,10 @@ struct ClientTests {
         }
     }
 
-    @Test
-    func startedHandleDeliversTheResponse() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func startedHandleDeliversTheResponse(kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let handle = client.start(Endpoint<Article>(path: "/json"))
             let value = try await handle.value
             let response = try await handle.response
@@ -141,10 +141,10 @@ struct ClientTests {
         }
     }
 
-    @Test
-    func severalClientsCoexistWithTheirOwnConfiguration() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func severalClientsCoexistWithTheirOwnConfiguration(kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.defaultHeaders[.userAgent] = "one" }) { first in
+        try await withClient(kind, server: server, configure: { $0.defaultHeaders[.userAgent] = "one" }) { first in
             let second = Client(configuration: .init(transport: first.configuration.transport, baseURL: server.baseURL) {
                 $0.defaultHeaders[.userAgent] = "two"
             })

@@ -8,13 +8,13 @@ import Testing
 
 @Suite("Logging and cURL output show requests without secrets")
 struct LoggingTests {
-    @Test
-    func oneLineAtStartAndOneAtEndWithTheDetails() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func oneLineAtStartAndOneAtEndWithTheDetails(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let handler = InMemoryLogHandler()
         var logger = Logger(label: "test") { _ in handler }
         logger.logLevel = .debug
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.logger = logger }) { client in
+        try await withClient(kind, server: server, configure: { $0.logger = logger }) { client in
             _ = try await client.send(Endpoint<Article>(name: "news.article", path: "/json", query: ["access_token": "s3cr3t", "page": "1"]))
             let lines = handler.entries.map { "\($0.message)" }
             #expect(lines.count == 2)
@@ -37,12 +37,12 @@ struct LoggingTests {
         }
     }
 
-    @Test
-    func failuresAreLoggedWithTheirKind() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func failuresAreLoggedWithTheirKind(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let handler = InMemoryLogHandler()
         let logger = Logger(label: "test") { _ in handler }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.logger = logger }) { client in
+        try await withClient(kind, server: server, configure: { $0.logger = logger }) { client in
             _ = try? await client.send(Endpoint<Article>(path: "/status/500"))
             #expect(handler.entries.count == 1)
             let last = handler.entries.last.map { "\($0.message)" } ?? ""
@@ -50,10 +50,10 @@ struct LoggingTests {
         }
     }
 
-    @Test
-    func nothingIsLoggedByDefault() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func nothingIsLoggedByDefault(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             #expect(client.configuration.logger == nil)
             _ = try await client.send(Endpoint<Article>(path: "/json"))
         }

@@ -27,25 +27,25 @@ struct Boom: Error {}
 
 @Suite("Middleware can do each thing the chain promises")
 struct MiddlewareTests {
-    @Test
-    func middlewareChangesTheRequest() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func middlewareChangesTheRequest(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let stamp = ClosureMiddleware { request, next in
             var request = request
             request.head.headerFields[HTTPField.Name("X-Stamp")!] = "stamped"
             return try await next(request)
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [stamp] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [stamp] }) { client in
             let received = try await client.send(Endpoint<Echo>(path: "/echo"))
             #expect(received.headers["x-stamp"] == "stamped")
         }
     }
 
-    @Test
-    func throwingShortCircuitsAndNothingIsSent() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func throwingShortCircuitsAndNothingIsSent(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let refuse = ClosureMiddleware { _, _ in throw CourierError(.invalidRequest, "refused by policy") }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [refuse] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [refuse] }) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo")) }
             #expect(error?.kind == .invalidRequest)
             #expect(error?.message == "refused by policy")
@@ -53,18 +53,18 @@ struct MiddlewareTests {
         }
     }
 
-    @Test
-    func foreignErrorsAreWrappedButKept() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func foreignErrorsAreWrappedButKept(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [ClosureMiddleware { _, _ in throw Boom() }] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [ClosureMiddleware { _, _ in throw Boom() }] }) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo")) }
             #expect(error?.underlying is Boom)
             #expect(server.requests.isEmpty)
         }
     }
 
-    @Test
-    func middlewareAnswersWithoutCallingNext() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func middlewareAnswersWithoutCallingNext(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let fixture = ClosureMiddleware { request, next in
             if request.head.path == "/json" {
@@ -72,22 +72,22 @@ struct MiddlewareTests {
             }
             return try await next(request)
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [fixture] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [fixture] }) { client in
             let received = try await client.send(Endpoint<Article>(path: "/json"))
             #expect(received == Article(id: 42, title: "fixture"))
             #expect(server.requests.isEmpty)
         }
     }
 
-    @Test
-    func middlewareHoldsRequestsUntilAGateOpens() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func middlewareHoldsRequestsUntilAGateOpens(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let gate = Gate()
         let hold = ClosureMiddleware { request, next in
             await gate.wait()
             return try await next(request)
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [hold] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [hold] }) { client in
             let handles = (0..<3).map { _ in client.start(Endpoint<Article>(path: "/json").deduplication(.disabled)) }
             var held = false
             for _ in 0..<500 where !held {
@@ -102,8 +102,8 @@ struct MiddlewareTests {
         }
     }
 
-    @Test
-    func retryCallsNextAgainWithAReplayableBody() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func retryCallsNextAgainWithAReplayableBody(_ kind: TransportKind) async throws {
         let attempts = Locked(0)
         let server = try await http1Server { request in
             let attempt = attempts.withLock { value -> Int in value += 1; return value }
@@ -114,7 +114,7 @@ struct MiddlewareTests {
             guard first.status == .serviceUnavailable else { return first }
             return try await next(request)
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [retry] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [retry] }) { client in
             let echo = try await client.send(Endpoint<Echo>(method: .post, path: "/echo", body: .json(Article(id: 1, title: "again"))))
             #expect(echo.body.contains("again"))
             #expect(server.requests.count == 2)
@@ -122,8 +122,8 @@ struct MiddlewareTests {
         }
     }
 
-    @Test
-    func aOneShotBodyIsNeverSentTwice() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aOneShotBodyIsNeverSentTwice(_ kind: TransportKind) async throws {
         let server = try await http1Server { _ in .text("try again", status: 503) }
         let retry = ClosureMiddleware { request, next in
             let first = try await next(request)
@@ -134,7 +134,7 @@ struct MiddlewareTests {
             continuation.yield(Data("once".utf8))
             continuation.finish()
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [retry] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [retry] }) { client in
             let endpoint = Endpoint<Data>(method: .post, path: "/upload", body: .body(.stream(chunks, length: 4, contentType: "text/plain")), decoding: .data)
             let error = await expectCourierError { _ = try await client.send(endpoint) }
             #expect(error?.kind == .invalidRequest)
@@ -144,8 +144,8 @@ struct MiddlewareTests {
         }
     }
 
-    @Test
-    func middlewareChangesTheResponse() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func middlewareChangesTheResponse(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let rewrite = ClosureMiddleware { request, next in
             var response = try await next(request)
@@ -155,14 +155,14 @@ struct MiddlewareTests {
             response.head.headerFields[.contentLength] = nil
             return response
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [rewrite] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [rewrite] }) { client in
             let received = try await client.send(Endpoint<Article>(path: "/json"))
             #expect(received.title == "HELLO")
         }
     }
 
-    @Test
-    func clientMiddlewareRunsBeforeEndpointMiddlewareAndResponsesUnwindInReverse() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func clientMiddlewareRunsBeforeEndpointMiddlewareAndResponsesUnwindInReverse(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let trail = Locked<[String]>([])
         func tracer(_ name: String) -> ClosureMiddleware {
@@ -173,7 +173,7 @@ struct MiddlewareTests {
                 return response
             }
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [tracer("c1"), tracer("c2")] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [tracer("c1"), tracer("c2")] }) { client in
             _ = try await client.send(Endpoint<Article>(path: "/json", middleware: [tracer("e1")]))
             #expect(trail.current == ["→c1", "→c2", "→e1", "←e1", "←c2", "←c1"])
         }

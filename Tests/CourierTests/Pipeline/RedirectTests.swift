@@ -89,6 +89,7 @@ struct RedirectTests {
 
     @Test
     func httpsToHTTPDowngradeIsRefused() async throws {
+        // AsyncHTTPClient only: needs an HTTPS origin (URLSession on Linux cannot trust the test CA)
         let plain = try await http1Server()
         let server = try await tlsServer()
         let target = plain.baseURL.appendingPathComponent("echo").absoluteString
@@ -100,10 +101,10 @@ struct RedirectTests {
         try await plain.stop()
     }
 
-    @Test
-    func redirectsCanBeTurnedOff() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func redirectsCanBeTurnedOff(kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.redirects = .none }) { client in
+        try await withClient(kind, server: server, configure: { $0.redirects = .none }) { client in
             let response = try await client.response(Endpoint<Void>(path: "/redirect/1", acceptedStatuses: 200..<400, decoding: .none))
             #expect(response.status.code == 302)
             #expect(server.requests.count == 1)

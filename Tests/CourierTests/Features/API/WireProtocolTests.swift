@@ -24,23 +24,23 @@ func apiServer(_ rpc: JSONRPCTestServer) async throws -> TestServer {
 
 @Suite("Wire protocols per endpoint and per service")
 struct WireProtocolTests {
-    func client(_ server: TestServer, _ configure: (inout Client.Configuration) -> Void = { _ in }, _ body: (Client) async throws -> Void) async throws {
+    func client(_ kind: TransportKind, _ server: TestServer, _ configure: (inout Client.Configuration) -> Void = { _ in }, _ body: (Client) async throws -> Void) async throws {
         let servers = ServerDirectory(
             urls: ["rest": [.develop: server.baseURL], "rpc": [.develop: server.baseURL.appendingPathComponent("rpc")], "shop": [.develop: server.baseURL.appendingPathComponent("env")]],
             buildDefault: .develop, isReleaseBuild: false
         )
-        try await withClient(.asyncHTTPClient, server: server, configure: {
+        try await withClient(kind, server: server, configure: {
             $0.servers = servers
             $0.wireProtocols = ["rpc": .jsonRPC, "shop": .envelope]
             configure(&$0)
         }, body)
     }
 
-    @Test
-    func jsonRPCCallsWithNamedAndPositionalParamsCoexistWithREST() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func jsonRPCCallsWithNamedAndPositionalParamsCoexistWithREST(_ kind: TransportKind) async throws {
         let rpc = JSONRPCTestServer()
         let server = try await apiServer(rpc)
-        try await self.client(server) { client in
+        try await self.client(kind, server) { client in
             let named = try await client.send(Endpoint<Int>.rpc("sum", params: Pair(a: 2, b: 5), service: "rpc"))
             let positional = try await client.send(Endpoint<Int>.rpc("sum", params: [1, 2, 3], service: "rpc"))
             let rest = try await client.send(Endpoint<Article>(path: "/json").service("rest"))
@@ -55,11 +55,11 @@ struct WireProtocolTests {
         }
     }
 
-    @Test
-    func serviceDefaultProtocolAppliesToPlainEndpoints() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func serviceDefaultProtocolAppliesToPlainEndpoints(_ kind: TransportKind) async throws {
         let rpc = JSONRPCTestServer()
         let server = try await apiServer(rpc)
-        try await self.client(server) { client in
+        try await self.client(kind, server) { client in
             var endpoint = Endpoint<[Int]>(method: .post, path: "", body: .json([4, 5])).service("rpc")
             endpoint.operation = "echo"
             let echoed = try await client.send(endpoint)
@@ -67,11 +67,11 @@ struct WireProtocolTests {
         }
     }
 
-    @Test
-    func notificationHasNoIDAndExpectsNoResult() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func notificationHasNoIDAndExpectsNoResult(_ kind: TransportKind) async throws {
         let rpc = JSONRPCTestServer()
         let server = try await apiServer(rpc)
-        try await self.client(server) { client in
+        try await self.client(kind, server) { client in
             try await client.send(Endpoint<Void>.rpcNotification("record", params: ["opened"], service: "rpc"))
             #expect(rpc.recorded.current == ["opened"])
             let sent = try JSONDecoder().decode(JSONValue.self, from: rpc.rawBodies.current[0])
@@ -79,11 +79,11 @@ struct WireProtocolTests {
         }
     }
 
-    @Test
-    func errorObjectBecomesAnRPCError() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func errorObjectBecomesAnRPCError(_ kind: TransportKind) async throws {
         let rpc = JSONRPCTestServer()
         let server = try await apiServer(rpc)
-        try await self.client(server) { client in
+        try await self.client(kind, server) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Double>.rpc("divide", params: [1, 0], service: "rpc")) }
             #expect(error?.kind == .rpc)
             #expect(error?.code == "4000")
@@ -94,11 +94,11 @@ struct WireProtocolTests {
         }
     }
 
-    @Test
-    func batchMatchesReorderedAnswersByIDAndKeepsEachCallsError() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func batchMatchesReorderedAnswersByIDAndKeepsEachCallsError(_ kind: TransportKind) async throws {
         let rpc = JSONRPCTestServer()
         let server = try await apiServer(rpc)
-        try await self.client(server) { client in
+        try await self.client(kind, server) { client in
             let batch = JSONRPCBatch(service: "rpc")
             let sum = batch.call("sum", params: [1, 2, 3], as: Int.self)
             let failing = batch.call("divide", params: [1, 0], as: Double.self)
@@ -120,11 +120,11 @@ struct WireProtocolTests {
         }
     }
 
-    @Test
-    func envelopeDataIsDecodedAndBusinessCodesBecomeErrorsWithTheServersMessage() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func envelopeDataIsDecodedAndBusinessCodesBecomeErrorsWithTheServersMessage(_ kind: TransportKind) async throws {
         let server = try await apiServer(JSONRPCTestServer())
         let events = Locked<[String]>([])
-        try await self.client(server, {
+        try await self.client(kind, server, {
             $0.wireProtocols["shop"] = EnvelopeProtocol(successCodes: [0], events: [1001: "sessionExpired"])
             $0.onEvent = { event in events.withLock { $0.append(event.name) } }
         }) { client in
@@ -140,11 +140,11 @@ struct WireProtocolTests {
         }
     }
 
-    @Test
-    func envelopeKeysAndSuccessCodesAreConfigurable() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func envelopeKeysAndSuccessCodesAreConfigurable(_ kind: TransportKind) async throws {
         let server = try await apiServer(JSONRPCTestServer())
         let custom = EnvelopeProtocol(codeKey: "status", messageKey: "message", dataKey: "payload", successCodes: ["OK"])
-        try await self.client(server) { client in
+        try await self.client(kind, server) { client in
             let profile = try await client.send(Endpoint<Profile>(path: "/custom").service("shop").wire(custom))
             #expect(profile.name == "bob")
             let error = await expectCourierError { _ = try await client.send(Endpoint<Profile>(path: "/custom-fail").service("shop").wire(custom)) }
@@ -153,8 +153,8 @@ struct WireProtocolTests {
         }
     }
 
-    @Test
-    func aCustomSignedEnvelopeProtocolPlugsIn() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aCustomSignedEnvelopeProtocolPlugsIn(_ kind: TransportKind) async throws {
         let key = SymmetricKey(data: Data("shared-secret".utf8))
         let server = try await http1Server { request in
             // The server checks the request's signature and signs its answer the same way.
@@ -165,7 +165,7 @@ struct WireProtocolTests {
             let answer = SignedEnvelope.Box(payload: payload, signature: SignedEnvelope.sign(payload, key: key))
             return .json(encoding: answer)
         }
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let endpoint = Endpoint<Profile>(method: .post, path: "/signed", body: .json(["ask": "profile"])).wire(SignedEnvelope(key: key))
             let signed = try await client.send(endpoint)
             #expect(signed == Profile(name: "signed", level: 9))

@@ -143,11 +143,11 @@ struct CacheStoreTests {
         func removeEntries(in scope: CacheScope) { self.entries.withLock { $0 = [:] } }
     }
 
-    @Test
-    func anAppsOwnStoreIsUsedByTheClient() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func anAppsOwnStoreIsUsedByTheClient(_ kind: TransportKind) async throws {
         let store = CountingStore()
         let server = try await http1Server(CacheOrigin().handle)
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache.store = store }) { client in
+        try await withClient(kind, server: server, configure: { $0.cache.store = store }) { client in
             _ = try await client.send(Endpoint<Article>(path: "/max-age"))
             let second = try await client.response(Endpoint<Article>(path: "/max-age"))
             #expect(second.source == .cache)
@@ -156,13 +156,13 @@ struct CacheStoreTests {
         }
     }
 
-    @Test
-    func aDiskCacheServesAcrossClientsAndACorruptEntryFallsBackToTheNetwork() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aDiskCacheServesAcrossClientsAndACorruptEntryFallsBackToTheNetwork(_ kind: TransportKind) async throws {
         let directory = temporaryDirectory("client")
         defer { try? FileManager.default.removeItem(at: directory) }
         let server = try await http1Server(CacheOrigin().handle)
         let endpoint = Endpoint<Article>(path: "/max-age")
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache.store = DiskCacheStore(directory: directory) }) { first in
+        try await withClient(kind, server: server, configure: { $0.cache.store = DiskCacheStore(directory: directory) }) { first in
             let original = try await first.send(endpoint)
             // A second client on the same directory, as after an app restart.
             let second = Client(configuration: .init(transport: first.configuration.transport, baseURL: server.baseURL) {

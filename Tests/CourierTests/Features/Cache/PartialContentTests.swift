@@ -112,11 +112,11 @@ struct PartialContentTests {
         }
     }
 
-    @Test
-    func aChangedRepresentationIsFetchedWholeAndReplacesTheParts() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aChangedRepresentationIsFetchedWholeAndReplacesTheParts(_ kind: TransportKind) async throws {
         // RFC 9110 §13.1.5: If-Range with the old validator fails, the origin sends all of the
         // new representation; RFC 9111 §3.4: parts with different validators are never combined.
-        try await withRangeCache(.asyncHTTPClient) { client, server, origin in
+        try await withRangeCache(kind) { client, server, origin in
             _ = try await client.send(Self.range("bytes=0-99"))
             origin.etag.withLock { $0 = "\"m2\"" }
             origin.version.withLock { $0 = 2 }
@@ -130,9 +130,9 @@ struct PartialContentTests {
         }
     }
 
-    @Test
-    func aCompleteStoredResponseAnswersRangesIncludingSuffixes() async throws {
-        try await withRangeCache(.asyncHTTPClient) { client, server, origin in
+    @Test(arguments: TransportKind.allCases)
+    func aCompleteStoredResponseAnswersRangesIncludingSuffixes(_ kind: TransportKind) async throws {
+        try await withRangeCache(kind) { client, server, origin in
             _ = try await client.send(Self.range(nil))
             let suffix = try await client.response(Self.range("bytes=-10"))
             #expect(suffix.source == .cache)
@@ -147,10 +147,10 @@ struct PartialContentTests {
         }
     }
 
-    @Test
-    func theNewerPartsFieldsUpdateTheStoredOnes() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func theNewerPartsFieldsUpdateTheStoredOnes(_ kind: TransportKind) async throws {
         // RFC 9111 §3.4: when combining, the header fields of the newer response are used.
-        try await withRangeCache(.asyncHTTPClient) { client, _, origin in
+        try await withRangeCache(kind) { client, _, origin in
             _ = try await client.send(Self.range("bytes=0-99"))
             origin.version.withLock { $0 = 1 }   // same bytes and validator, new field value below
             let second = try await client.response(Self.range("bytes=100-199"))
@@ -162,7 +162,7 @@ struct PartialContentTests {
         }
     }
 
-    @Test(arguments: [
+    @Test(arguments: TransportKind.allCases, [
         "bytes 0-99999999999999999999/1000",   // past Int
         "bytes 0-9/1000",                      // says 10 bytes, 100 arrive
         "bytes 50-10/1000",                    // backwards
@@ -170,11 +170,11 @@ struct PartialContentTests {
         "bytes */1000",                        // the unsatisfied form
         "items 0-99/1000",
     ])
-    func aHostileContentRangeIsNeverStored(_ contentRange: String) async throws {
+    func aHostileContentRangeIsNeverStored(_ kind: TransportKind, _ contentRange: String) async throws {
         let server = try await http1Server { _ in
             ScriptedResponse(status: 206, headers: [("ETag", "\"h\""), ("Cache-Control", "max-age=600"), ("Content-Range", contentRange)], body: Data(repeating: 1, count: 100))
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
             let first = try await client.response(Self.range("bytes=0-99"))
             #expect(first.status.code == 206)
             #expect(first.value.count == 100)
@@ -184,10 +184,10 @@ struct PartialContentTests {
         }
     }
 
-    @Test
-    func aRequestForSeveralRangesGoesToTheOriginUntouched() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aRequestForSeveralRangesGoesToTheOriginUntouched(_ kind: TransportKind) async throws {
         // One range per request is what the cache answers; several pass through, not stored.
-        try await withRangeCache(.asyncHTTPClient) { client, server, _ in
+        try await withRangeCache(kind) { client, server, _ in
             _ = try await client.send(Self.range(nil))
             _ = try await client.send(Self.range("bytes=0-1,5-6"))
             _ = try await client.send(Self.range("bytes=0-1,5-6"))
@@ -198,8 +198,8 @@ struct PartialContentTests {
 
     // MARK: - Where partial content meets other features
 
-    @Test
-    func aCallerThatJoinsAnotherNeverGetsTheRestOfAPartialEntryAsItsBody() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aCallerThatJoinsAnotherNeverGetsTheRestOfAPartialEntryAsItsBody(_ kind: TransportKind) async throws {
         // Seam cache × deduplication: A completes a stored part (it asks for bytes 500-); B, a
         // network-only call of the same URL at the same time, must not share A's 206.
         let origin = RangeOrigin()
@@ -208,7 +208,7 @@ struct PartialContentTests {
             if request.header("Range") == "bytes=500-" { await gate.wait() }
             return await origin.handle(request)
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
             _ = try await client.send(Self.range("bytes=0-499"))
             async let completing = client.send(Self.range(nil))
             #expect(await eventually { server.requests.count == 2 })
@@ -222,11 +222,11 @@ struct PartialContentTests {
         }
     }
 
-    @Test
-    func aStoredErrorPageIsNeverSlicedIntoARange() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aStoredErrorPageIsNeverSlicedIntoARange(_ kind: TransportKind) async throws {
         // A fresh stored 404 must not answer a range request as a 206 with part of the error page.
         let server = try await http1Server { _ in .text("no such page", status: 404, headers: [("Cache-Control", "max-age=600")]) }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
             let lenient = Endpoint<Data>(path: "/missing", acceptedStatuses: 200..<500, decoding: .data)
             _ = try await client.send(lenient)
             let ranged = Endpoint<Data>(path: "/missing", headers: [.range: "bytes=0-3"], acceptedStatuses: 200..<500, decoding: .data)
@@ -237,8 +237,8 @@ struct PartialContentTests {
         }
     }
 
-    @Test
-    func staleIfErrorNeverServesAPartOfTheBodyAsTheWhole() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func staleIfErrorNeverServesAPartOfTheBodyAsTheWhole(_ kind: TransportKind) async throws {
         // RFC 9111 §3.3: an incomplete response is never used to answer a request for all of it.
         let failing = Locked(false)
         let origin = RangeOrigin()
@@ -249,7 +249,7 @@ struct PartialContentTests {
             response.headers = response.headers.map { $0.0 == "Cache-Control" ? ($0.0, "max-age=1, stale-if-error=600") : $0 }
             return response
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: {
+        try await withClient(kind, server: server, configure: {
             $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
             $0.retry = .never
         }) { client in
@@ -265,9 +265,9 @@ struct PartialContentTests {
         }
     }
 
-    @Test
-    func anEndpointThatDoesNotAccept206IsNeverSentTheCachesOwnRange() async throws {
-        try await withRangeCache(.asyncHTTPClient) { client, server, origin in
+    @Test(arguments: TransportKind.allCases)
+    func anEndpointThatDoesNotAccept206IsNeverSentTheCachesOwnRange(_ kind: TransportKind) async throws {
+        try await withRangeCache(kind) { client, server, origin in
             _ = try await client.send(Self.range("bytes=0-99"))
             let strict = Endpoint<Data>(path: "/media", acceptedStatuses: 200..<206, decoding: .data)
             let whole = try await client.response(strict)
