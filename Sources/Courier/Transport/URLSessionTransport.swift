@@ -157,6 +157,11 @@ public final class URLSessionTransport: Transport {
         default:
             // FoundationNetworking passes most libcurl TLS failures on as NSURLErrorUnknown with
             // libcurl's text ("SSL certificate problem: …"): still a TLS failure, never `transport`.
+            // libcurl decodes gzip and deflate itself on Linux; a body it cannot decode is the
+            // same failure as on the other transport: kind `decoding`, not `transport`.
+            if Self.isContentCodingText(nsError) {
+                return CourierError(.decoding, "the response's content coding could not be decoded (\(nsError.localizedDescription))", underlying: error)
+            }
             if Self.isTLSText(nsError) {
                 let reason = Self.tlsReason(nsError)
                 var mapped = CourierError(.tls, "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))", underlying: error)
@@ -179,6 +184,13 @@ extension URLSessionTransport {
         let text = Self.texts(of: error).lowercased()
         return ["ssl certificate problem", "ssl: ", "ssl_connect", "ssl routines", "ssl connect error", "tls connect error", "ssl peer certificate"]
             .contains { text.contains($0) }
+    }
+
+    /// Whether libcurl's text says the body's content coding could not be decoded (corrupt
+    /// data, or a coding it does not know).
+    static func isContentCodingText(_ error: NSError) -> Bool {
+        let text = Self.texts(of: error).lowercased()
+        return ["error while processing content unencoding", "unrecognized or bad http content or transfer-encoding"].contains { text.contains($0) }
     }
 
     /// The error's description and those of the errors and strings in its user info.
