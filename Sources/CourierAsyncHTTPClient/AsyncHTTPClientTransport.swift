@@ -189,8 +189,13 @@ public final class AsyncHTTPClientTransport: Transport {
         outgoing.method = HTTPMethod(rawValue: request.head.method.rawValue)
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.head.headerFields.count + 1)
-        for field in request.head.headerFields {
+        for field in request.head.headerFields where field.name != .cookie {
             headers.add(name: field.name.rawName, value: field.value)
+        }
+        // HTTPFields keeps each cookie as a field of its own (for HTTP/2 compression); on the wire
+        // they are one `Cookie` field, joined by "; " (RFC 6265 §5.4: never more than one).
+        if let cookie = request.head.headerFields[.cookie] {
+            headers.add(name: "Cookie", value: cookie)
         }
         if let body = request.body {
             if let contentType = body.contentType, request.head.headerFields[.contentType] == nil {

@@ -60,6 +60,9 @@ extension Client {
         public var bodyIdleTimeout: Duration?
         /// How failed attempts are retried, for endpoints without a policy of their own.
         public var retry: RetryPolicy
+        /// The client's cookies: stored from responses and sent with requests (RFC 6265); `nil`
+        /// (the default) for none.
+        public var cookies: CookieJar?
         /// Called with events raised by responses (such as a business code mapped to "session expired").
         public var onEvent: (@Sendable (CourierEvent) -> Void)?
 
@@ -98,6 +101,7 @@ extension Client {
             self.decompression = DecompressionLimits()
             self.retry = .standard
             self.bodyIdleTimeout = .seconds(30)
+            self.cookies = nil
             try configure(&self)
         }
     }

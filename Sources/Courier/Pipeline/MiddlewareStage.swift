@@ -244,7 +244,7 @@ struct RedirectStage: PipelineStage {
     }
 }
 
-/// Stage 19: the transport sends the request and returns when the response head has arrived;
+/// Stage 20: the transport sends the request and returns when the response head has arrived;
 /// the body streams. Fails with `transport`, `tls`, `pinMismatch`, `timeout` or `cancelled`.
 struct TransportStage: PipelineStage {
     let transport: any Transport

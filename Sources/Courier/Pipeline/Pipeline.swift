@@ -29,7 +29,8 @@ import HTTPTypes
 /// | 16 | ``MiddlewareStage`` (endpoint) | the endpoint's middleware: auth and signing see the bytes sent | in reverse order |
 /// | 17 | ``RetryStage`` | — | a failed attempt may be sent again, after a backoff |
 /// | 18 | ``RedirectStage`` | — | 3xx followed; a same-origin hop passes the per-hop middleware again |
-/// | 19 | ``TransportStage`` | the request goes on the wire | the head arrives; the body streams |
+/// | 19 | ``CookieStage`` | the jar's cookies for this hop's URL | `Set-Cookie` stored, a redirect's too |
+/// | 20 | ``TransportStage`` | the request goes on the wire | the head arrives; the body streams |
 ///
 /// Every error leaving a stage is a ``CourierError`` carrying an ``ErrorContext``: endpoint name,
 /// request id, redacted URL, attempt and the stage that failed (for a middleware, its type name).
@@ -59,6 +60,7 @@ final class Pipeline: Sendable {
             MiddlewareStage(scope: .endpoint, clientMiddleware: []),
             RetryStage(defaultPolicy: client.configuration.retry, budget: client.retryBudget, log: client.log, clientMiddleware: middleware),
             RedirectStage(policy: client.configuration.redirects, clientMiddleware: middleware),
+            CookieStage(jar: client.configuration.cookies),
             TransportStage(transport: client.configuration.transport),
         ]
         self.stages = stages

@@ -77,8 +77,12 @@ public final class URLSessionTransport: Transport {
         urlRequest.httpMethod = request.head.method.rawValue
         // Courier's own cache decides; the platform's cache must neither answer nor revalidate.
         urlRequest.cachePolicy = .reloadIgnoringLocalCacheData
-        for field in request.head.headerFields {
+        for field in request.head.headerFields where field.name != .cookie {
             urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
+        }
+        // One `Cookie` field, its cookies joined by "; " (RFC 6265 §5.4), not by the "," addValue uses.
+        if let cookie = request.head.headerFields[.cookie] {
+            urlRequest.setValue(cookie, forHTTPHeaderField: "Cookie")
         }
         // The pipeline's deadline stage ends the exchange at the request's deadline (head and
         // body); the session's own timeout stays an idle timeout, so a long stream is not cut.
@@ -103,7 +107,11 @@ public final class URLSessionTransport: Transport {
         }
         var fields = HTTPFields()
         for (name, value) in head.allHeaderFields {
-            if let name = HTTPField.Name("\(name)") {
+            guard let name = HTTPField.Name("\(name)") else { continue }
+            if name == .setCookie {
+                // The platform joins several Set-Cookie fields with ","; each is a field again.
+                for cookie in Self.splitSetCookie("\(value)") { fields.append(HTTPField(name: name, value: cookie)) }
+            } else {
                 fields.append(HTTPField(name: name, value: "\(value)"))
             }
         }
@@ -184,6 +192,31 @@ extension URLSessionTransport {
         let text = Self.texts(of: error).lowercased()
         return ["ssl certificate problem", "ssl: ", "ssl_connect", "ssl routines", "ssl connect error", "tls connect error", "ssl peer certificate"]
             .contains { text.contains($0) }
+    }
+
+    /// The `Set-Cookie` values the platform joined with ",": split at a comma followed by a new
+    /// `name=value` (not at the comma inside an `Expires` date such as `Wed, 09 Jun 2021`).
+    static func splitSetCookie(_ joined: String) -> [String] {
+        var values: [String] = []
+        var current = ""
+        var rest = Substring(joined)
+        while let comma = rest.firstIndex(of: ",") {
+            let following = rest[rest.index(after: comma)...]
+            let nextToken = following.prefix { $0 != ";" && $0 != "," }
+            current += rest[..<comma]
+            let name = nextToken.firstIndex(of: "=").map { nextToken[..<$0].trimmingCharacters(in: .whitespaces) } ?? ""
+            if !name.isEmpty, !name.contains(" ") {
+                values.append(current.trimmingCharacters(in: .whitespaces))
+                current = ""
+            } else {
+                current += ","
+            }
+            rest = following
+        }
+        current += rest
+        let last = current.trimmingCharacters(in: .whitespaces)
+        if !last.isEmpty { values.append(last) }
+        return values
     }
 
     /// Whether libcurl's text says the body's content coding could not be decoded (corrupt

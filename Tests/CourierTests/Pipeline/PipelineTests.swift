@@ -14,7 +14,7 @@ struct PipelineTests {
         #expect(client.pipeline.stages.map(\.name) == [
             "classify", "build", "log", "deadline", "decode", "constrained", "cache-lookup", "deduplication", "cache-store",
             "schedule", "wire", "status-check", "body", "content-decoding", "client-middleware", "endpoint-middleware",
-            "retry", "redirect", "transport",
+            "retry", "redirect", "cookies", "transport",
         ])
     }
 

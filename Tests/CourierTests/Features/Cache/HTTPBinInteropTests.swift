@@ -9,7 +9,7 @@ struct HTTPBinAnything: Decodable, Sendable {
 
 /// Interop with httpbin (PyPI) under gunicorn, an HTTP server none of us wrote, on a loopback port.
 /// `.ci/run` installs it; under CI (COURIER_CI=1) these tests always run, and fail if it is missing.
-@Suite("Interop: httpbin caching endpoints and auth challenges", .enabled(if: ExternalServer.enabled(module: "httpbin") && ExternalServer.enabled(module: "gunicorn")))
+@Suite("Interop: httpbin caching, auth challenge and cookie endpoints", .enabled(if: ExternalServer.enabled(module: "httpbin") && ExternalServer.enabled(module: "gunicorn")))
 struct HTTPBinInteropTests {
     func withHTTPBin(_ body: (Client, TestClock, MemoryCacheStore) async throws -> Void) async throws {
         let start = {
@@ -47,6 +47,29 @@ struct HTTPBinInteropTests {
             let allowed = try await courier.response(signedIn)
             #expect(allowed.status.code == 200)
             #expect(allowed.value.contains("\"authenticated\": true"))
+        }
+    }
+
+    struct HTTPBinCookies: Decodable, Sendable {
+        var cookies: [String: String]
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func httpbinsCookiesAreSetSentAndDeletedThroughTheJar(_ kind: TransportKind) async throws {
+        // /cookies/set answers 302 → /cookies with Set-Cookie; /cookies echoes what it received;
+        // /cookies/delete expires them (RFC 6265 §5.3).
+        try await withHTTPBin { client, _, _ in
+            let transport: any Transport = kind == .urlSession ? URLSessionTransport() : client.configuration.transport
+            let jar = CookieJar()
+            let courier = Client(configuration: .init(transport: transport, baseURL: client.configuration.baseURL) { $0.cookies = jar })
+            let set = try await courier.send(Endpoint<HTTPBinCookies>(path: "/cookies/set", query: ["flavour": "oat", "size": "large"]))
+            #expect(set.cookies == ["flavour": "oat", "size": "large"])
+            #expect(Set(jar.allCookies.map(\.name)) == ["flavour", "size"])
+            let deleted = try await courier.send(Endpoint<HTTPBinCookies>(path: "/cookies/delete", query: ["flavour": ""]))
+            #expect(deleted.cookies == ["size": "large"])
+            jar.removeAll()
+            let none = try await courier.send(Endpoint<HTTPBinCookies>(path: "/cookies"))
+            #expect(none.cookies.isEmpty)
         }
     }
 

@@ -1,0 +1,229 @@
+import Foundation
+
+/// An HTTP cookie as a user agent stores it (RFC 6265 §5.3).
+public struct Cookie: Sendable, Hashable, Codable {
+    /// The cookie's name.
+    public var name: String
+    /// The cookie's value.
+    public var value: String
+    /// The host (host-only cookie) or domain it is sent to, lower-cased, without a leading dot.
+    public var domain: String
+    /// Whether it goes to exactly ``domain`` (no `Domain` attribute) rather than its subdomains too.
+    public var hostOnly: Bool
+    /// The path prefix of the URLs it is sent to.
+    public var path: String
+    /// When it expires; `nil` for a session cookie (kept until ``CookieJar/removeAll()`` or the jar goes).
+    public var expires: Date?
+    /// Whether it is sent only over `https`.
+    public var secure: Bool
+    /// Whether scripts may not read it: kept out of ``CookieJar/cookies(for:)``.
+    public var httpOnly: Bool
+    /// Its `SameSite` attribute, when it has one.
+    public var sameSite: SameSite?
+    /// When it was first stored (kept when a newer cookie replaces it; orders the `Cookie` field).
+    public var created: Date
+
+    /// The `SameSite` attribute (RFC 6265bis §4.1.2.7).
+    public enum SameSite: String, Sendable, Hashable, Codable {
+        /// Sent only with same-site requests.
+        case strict = "Strict"
+        /// Sent with same-site requests and top-level navigations.
+        case lax = "Lax"
+        /// Sent with every request; requires `Secure`.
+        case none = "None"
+    }
+
+    /// Creates a cookie; a `domain` is lower-cased and loses a leading dot.
+    public init(
+        name: String, value: String, domain: String, hostOnly: Bool = true, path: String = "/", expires: Date? = nil,
+        secure: Bool = false, httpOnly: Bool = false, sameSite: SameSite? = nil, created: Date = Date()
+    ) {
+        self.name = name
+        self.value = value
+        self.domain = Self.canonical(domain)
+        self.hostOnly = hostOnly
+        self.path = path.hasPrefix("/") ? path : "/"
+        self.expires = expires
+        self.secure = secure
+        self.httpOnly = httpOnly
+        self.sameSite = sameSite
+        self.created = created
+    }
+
+    static func canonical(_ domain: String) -> String {
+        var domain = domain.lowercased()
+        while domain.hasPrefix(".") { domain.removeFirst() }
+        return domain
+    }
+
+    /// Whether the cookie has expired at `now`.
+    func isExpired(at now: Date) -> Bool {
+        self.expires.map { $0 <= now } ?? false
+    }
+
+    /// Whether the cookie goes with a request to `url` (RFC 6265 §5.4): domain, path and `Secure`
+    /// match, and it has not expired.
+    func matches(host: String, path: String, secure: Bool, now: Date) -> Bool {
+        guard !self.isExpired(at: now), !self.secure || secure else { return false }
+        let domainMatches = self.hostOnly ? host == self.domain : CookieRules.domainMatches(host, self.domain)
+        return domainMatches && CookieRules.pathMatches(path, self.path)
+    }
+}
+
+/// The rules of RFC 6265 §5 as pure functions: parsing `Set-Cookie`, dates, domain and path matching.
+package enum CookieRules {
+    /// The longest `name=value` plus attributes accepted (RFC 6265 §6.1 asks for at least 4096 bytes).
+    static let maxCookieBytes = 4096
+
+    /// The cookie a `Set-Cookie` value makes for a response to `url` (host, path, scheme), or `nil`
+    /// when the user agent must ignore it (§5.2, §5.3 and the `Secure`/`SameSite=None` rules of RFC 6265bis).
+    package static func parse(_ header: String, host: String, requestPath: String, secureOrigin: Bool, now: Date) -> Cookie? {
+        guard header.utf8.count <= Self.maxCookieBytes else { return nil }
+        let parts = header.split(separator: ";", omittingEmptySubsequences: false)
+        guard let pair = parts.first, let equals = pair.firstIndex(of: "=") else { return nil }
+        let name = pair[..<equals].trimmingCharacters(in: .whitespaces)
+        let value = pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+        guard !name.isEmpty, !Self.hasControlCharacters(name), !Self.hasControlCharacters(value) else { return nil }
+
+        var expires: Date?
+        var maxAge: Date?
+        var domain: String?
+        var path: String?
+        var secure = false
+        var httpOnly = false
+        var sameSite: Cookie.SameSite?
+        for attribute in parts.dropFirst() {
+            let pieces = attribute.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = pieces[0].trimmingCharacters(in: .whitespaces).lowercased()
+            let text = pieces.count == 2 ? pieces[1].trimmingCharacters(in: .whitespaces) : ""
+            switch key {
+            case "expires":
+                if let date = Self.cookieDate(text) { expires = date }
+            case "max-age":
+                // §5.2.2: an optional "-" and digits; zero or less expires at once.
+                let negative = text.hasPrefix("-")
+                guard let seconds = UntrustedNumber.digits(negative ? text.dropFirst() : Substring(text), limit: Int(Int32.max)) else { continue }
+                maxAge = negative || seconds == 0 ? .distantPast : now.addingTimeInterval(TimeInterval(seconds))
+            case "domain":
+                if !text.isEmpty { domain = Cookie.canonical(text) }
+            case "path":
+                if text.hasPrefix("/") { path = text }
+            case "secure":
+                secure = true
+            case "httponly":
+                httpOnly = true
+            case "samesite":
+                switch text.lowercased() {
+                case "strict": sameSite = .strict
+                case "lax": sameSite = .lax
+                case "none": sameSite = SameSite.none
+                default: sameSite = .lax   // RFC 6265bis: an unknown value is "Lax"-like; keep it bounded
+                }
+            default:
+                continue   // unknown attributes are ignored (§5.2)
+            }
+        }
+        // RFC 6265bis §5.7: a Secure cookie only from a secure origin; SameSite=None needs Secure.
+        if secure, !secureOrigin { return nil }
+        if sameSite == SameSite.none, !secure { return nil }
+        let host = host.lowercased()
+        var hostOnly = true
+        var cookieDomain = host
+        if let domain, !domain.isEmpty {
+            // §5.3 step 6: the request host must domain-match; a bare name without a dot (a
+            // top-level domain) is never a cookie domain unless it is the host itself.
+            guard Self.domainMatches(host, domain) else { return nil }
+            if domain != host {
+                guard domain.contains("."), !Self.isIPAddress(host) else { return nil }
+            }
+            hostOnly = false
+            cookieDomain = domain
+        }
+        return Cookie(
+            name: name, value: value, domain: cookieDomain, hostOnly: hostOnly, path: path ?? Self.defaultPath(requestPath),
+            expires: maxAge ?? expires, secure: secure, httpOnly: httpOnly, sameSite: sameSite, created: now
+        )
+    }
+
+    typealias SameSite = Cookie.SameSite
+
+    private static func hasControlCharacters(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+    }
+
+    /// §5.1.3: the host equals the domain, or ends with "." + domain and is not an IP address.
+    package static func domainMatches(_ host: String, _ domain: String) -> Bool {
+        let host = host.lowercased()
+        let domain = domain.lowercased()
+        if host == domain { return true }
+        return host.hasSuffix("." + domain) && !Self.isIPAddress(host)
+    }
+
+    static func isIPAddress(_ host: String) -> Bool {
+        host.contains(":") || (!host.isEmpty && host.allSatisfy { $0.isNumber || $0 == "." })
+    }
+
+    /// §5.1.4: the request path equals the cookie path, or starts with it at a `/` boundary.
+    package static func pathMatches(_ requestPath: String, _ cookiePath: String) -> Bool {
+        if requestPath == cookiePath { return true }
+        guard requestPath.hasPrefix(cookiePath) else { return false }
+        return cookiePath.hasSuffix("/") || requestPath.dropFirst(cookiePath.count).hasPrefix("/")
+    }
+
+    /// §5.1.4: the directory of the request path (`/a/b/c` → `/a/b`), or `/`.
+    package static func defaultPath(_ requestPath: String) -> String {
+        guard requestPath.hasPrefix("/"), let slash = requestPath.lastIndex(of: "/"), slash != requestPath.startIndex else { return "/" }
+        return String(requestPath[..<slash])
+    }
+
+    /// The cookie-date algorithm of §5.1.1: tokens in any order, lenient as servers are, with the
+    /// year fixed up (70–99 → 19xx, 0–69 → 20xx); `nil` for anything it does not accept.
+    package static func cookieDate(_ text: String) -> Date? {
+        let delimiters = CharacterSet(charactersIn: "\t !\"#$%&'()*+,-./;<=>?@[\\]^_`{|}~")
+        var time: (Int, Int, Int)?
+        var day: Int?
+        var month: Int?
+        var year: Int?
+        let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+        for token in text.components(separatedBy: delimiters) where !token.isEmpty {
+            if time == nil, let parsed = Self.time(token) {
+                time = parsed
+            } else if day == nil, let value = Self.leadingDigits(token, min: 1, max: 2) {
+                day = value
+            } else if month == nil, token.count >= 3, let index = months.firstIndex(of: token.prefix(3).lowercased()) {
+                month = index + 1
+            } else if year == nil, let value = Self.leadingDigits(token, min: 2, max: 4) {
+                year = value
+            }
+        }
+        guard let (hour, minute, second) = time, let day, let month, var year else { return nil }
+        if (70...99).contains(year) { year += 1900 } else if (0...69).contains(year) { year += 2000 }
+        guard (1...31).contains(day), year >= 1601, hour <= 23, minute <= 59, second <= 59 else { return nil }
+        var components = DateComponents()
+        components.calendar = Calendar(identifier: .gregorian)
+        components.timeZone = TimeZone(identifier: "GMT")
+        (components.year, components.month, components.day) = (year, month, day)
+        (components.hour, components.minute, components.second) = (hour, minute, second)
+        guard components.isValidDate, let date = components.date else { return nil }
+        return date
+    }
+
+    /// `h:m:s` with one or two digits each (§5.1.1 time-field), anything after the seconds ignored.
+    private static func time(_ token: String) -> (Int, Int, Int)? {
+        let fields = token.split(separator: ":", omittingEmptySubsequences: false)
+        guard fields.count == 3, let hour = Self.leadingDigits(String(fields[0]), min: 1, max: 2, whole: true),
+              let minute = Self.leadingDigits(String(fields[1]), min: 1, max: 2, whole: true),
+              let second = Self.leadingDigits(String(fields[2]), min: 1, max: 2)
+        else { return nil }
+        return (hour, minute, second)
+    }
+
+    /// The 1…`max` digits a token starts with (at least `min`); with `whole`, nothing may follow them.
+    private static func leadingDigits(_ token: String, min: Int, max: Int, whole: Bool = false) -> Int? {
+        let digits = token.prefix { $0.isASCII && $0.isNumber }
+        guard digits.count >= min, digits.count <= max else { return nil }
+        if whole, digits.count != token.count { return nil }
+        if !whole, digits.count < token.count, token[digits.endIndex].isASCII, token[digits.endIndex].isNumber { return nil }
+        return Int(digits)
+    }
+}

@@ -1,0 +1,178 @@
+import Foundation
+
+/// The client's cookies (RFC 6265): stored from `Set-Cookie` on every response, including each
+/// redirect hop and retry, and sent in `Cookie` on every request they match.
+///
+/// ```swift
+/// let cookies = CookieJar(store: FileCookieStore(file: appSupport.appendingPathComponent("cookies.json")))
+/// let client = Client(configuration: .init(transport: transport, baseURL: api) { $0.cookies = cookies })
+/// cookies.removeAll()   // at sign-out
+/// ```
+///
+/// Rules: domain and path matching (§5.1.3, §5.1.4), host-only cookies, `Expires` (the lenient
+/// cookie-date algorithm of §5.1.1) and `Max-Age` (which wins), `Secure` cookies only from and to
+/// `https`, `SameSite=None` only with `Secure`, `HttpOnly` kept out of ``cookies(for:)``, a newer
+/// cookie replacing one with the same name, domain and path (keeping its creation time), an
+/// expired one deleting it. At most 50 cookies per domain and 3,000 in all (the oldest go first),
+/// 4,096 bytes each. A `Domain` attribute must domain-match the host and contain a dot; there is no
+/// public-suffix list, so `Domain=co.uk` from `a.co.uk` is accepted (documented limit). All
+/// requests of an app are treated as same-site: `SameSite` is kept and reported, not enforced.
+///
+/// With ``storesResponseCookies`` off, `Set-Cookie` is ignored but the cookies the app puts in
+/// the jar with ``set(_:)`` are still sent.
+public final class CookieJar: Sendable {
+    private struct State {
+        var cookies: [Cookie] = []
+        var storesResponseCookies: Bool
+    }
+
+    private let state: Locked<State>
+    private let store: (any CookieStore)?
+    private let now: @Sendable () -> Date
+
+    /// The most cookies kept for one domain, and in all.
+    static let perDomainLimit = 50
+    static let totalLimit = 3000
+
+    /// Creates a jar; with a `store`, persistent cookies are loaded from it now and saved to it on
+    /// every change (session cookies never are).
+    public init(store: (any CookieStore)? = nil, storesResponseCookies: Bool = true, now: @escaping @Sendable () -> Date = { Date() }) {
+        let loaded = store?.load() ?? []
+        let current = now()
+        self.state = Locked(State(cookies: loaded.filter { $0.expires != nil && !$0.isExpired(at: current) }, storesResponseCookies: storesResponseCookies))
+        self.store = store
+        self.now = now
+    }
+
+    /// Whether `Set-Cookie` fields of responses are stored.
+    public var storesResponseCookies: Bool {
+        get { self.state.withLock { $0.storesResponseCookies } }
+        set { self.state.withLock { $0.storesResponseCookies = newValue } }
+    }
+
+    /// Puts a cookie in the jar (replacing one with the same name, domain and path), as if a
+    /// server had set it; an expired one removes that cookie.
+    public func set(_ cookie: Cookie) {
+        self.change { cookies in Self.insert(cookie, into: &cookies, now: self.now()) }
+    }
+
+    /// The cookies a request to `url` would carry, without the `HttpOnly` ones: what a script-like
+    /// caller may see.
+    public func cookies(for url: URL) -> [Cookie] {
+        self.matching(url).filter { !$0.httpOnly }
+    }
+
+    /// Every cookie in the jar, `HttpOnly` ones included, for the app's own inspection (never
+    /// hand this to web content).
+    public var allCookies: [Cookie] {
+        let now = self.now()
+        return self.state.withLock { $0.cookies.filter { !$0.isExpired(at: now) } }
+    }
+
+    /// Removes every cookie (call it at sign-out), in memory and in the store.
+    public func removeAll() {
+        self.change { $0.removeAll() }
+    }
+
+    /// Removes the cookies of one domain and its subdomains.
+    public func remove(domain: String) {
+        let domain = Cookie.canonical(domain)
+        self.change { cookies in cookies.removeAll { CookieRules.domainMatches($0.domain, domain) } }
+    }
+
+    // MARK: - Used by the pipeline
+
+    /// The `Cookie` field value for a request to `url`, `HttpOnly` cookies included (§5.4: longer
+    /// paths first, then older ones); `nil` when none matches.
+    func headerValue(for url: URL) -> String? {
+        let cookies = self.matching(url)
+        guard !cookies.isEmpty else { return nil }
+        return cookies.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
+    }
+
+    /// Stores the cookies of a response to `url` (when storing is on).
+    func receive(_ setCookieValues: [String], from url: URL) {
+        guard !setCookieValues.isEmpty, self.storesResponseCookies, let host = url.host, !host.isEmpty else { return }
+        let now = self.now()
+        let secure = url.scheme?.lowercased() == "https"
+        let path = url.path.isEmpty ? "/" : url.path
+        let cookies = setCookieValues.compactMap { CookieRules.parse($0, host: host, requestPath: path, secureOrigin: secure, now: now) }
+        guard !cookies.isEmpty else { return }
+        self.change { stored in
+            for cookie in cookies { Self.insert(cookie, into: &stored, now: now) }
+        }
+    }
+
+    private func matching(_ url: URL) -> [Cookie] {
+        guard let host = url.host?.lowercased(), !host.isEmpty else { return [] }
+        let path = url.path.isEmpty ? "/" : url.path
+        let secure = url.scheme?.lowercased() == "https"
+        let now = self.now()
+        return self.state.withLock { $0.cookies }
+            .filter { $0.matches(host: host, path: path, secure: secure, now: now) }
+            .sorted { $0.path.count != $1.path.count ? $0.path.count > $1.path.count : $0.created < $1.created }
+    }
+
+    private func change(_ body: (inout [Cookie]) -> Void) {
+        let persistent: [Cookie] = self.state.withLock { state in
+            body(&state.cookies)
+            return state.cookies.filter { $0.expires != nil }
+        }
+        self.store?.save(persistent)
+    }
+
+    /// §5.3 steps 11–12 and the limits of §6.1.
+    private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], now: Date) {
+        var cookie = cookie
+        cookies.removeAll { $0.isExpired(at: now) }
+        if let index = cookies.firstIndex(where: { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }) {
+            cookie.created = cookies[index].created
+            cookies.remove(at: index)
+        }
+        guard !cookie.isExpired(at: now) else { return }
+        cookies.append(cookie)
+        let sameDomain = cookies.indices.filter { cookies[$0].domain == cookie.domain }
+        if sameDomain.count > Self.perDomainLimit, let oldest = sameDomain.min(by: { cookies[$0].created < cookies[$1].created }) {
+            cookies.remove(at: oldest)
+        }
+        if cookies.count > Self.totalLimit, let oldest = cookies.indices.min(by: { cookies[$0].created < cookies[$1].created }) {
+            cookies.remove(at: oldest)
+        }
+    }
+}
+
+/// Where a ``CookieJar`` keeps its persistent cookies between launches.
+public protocol CookieStore: Sendable {
+    /// The cookies stored, or none when nothing is or it cannot be read.
+    func load() -> [Cookie]
+    /// Replaces what is stored with `cookies` (the persistent ones: session cookies are never passed).
+    func save(_ cookies: [Cookie])
+}
+
+/// Cookies in one JSON file readable and writable by the owner only (0600), written to a
+/// temporary file and renamed into place; a file that cannot be read is an empty jar.
+public struct FileCookieStore: CookieStore {
+    /// The file.
+    public let file: URL
+
+    /// Creates a store in `file` (created on the first save).
+    public init(file: URL) {
+        self.file = file
+    }
+
+    /// The cookies in the file.
+    public func load() -> [Cookie] {
+        guard let data = try? Data(contentsOf: self.file) else { return [] }
+        return (try? JSONDecoder().decode([Cookie].self, from: data)) ?? []
+    }
+
+    /// Writes the cookies, owner-only.
+    public func save(_ cookies: [Cookie]) {
+        guard let data = try? JSONEncoder().encode(cookies) else { return }
+        let temporary = self.file.deletingLastPathComponent().appendingPathComponent(".\(self.file.lastPathComponent).\(UUID().uuidString).tmp")
+        guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600]) else { return }
+        if rename(temporary.path, self.file.path) != 0 {
+            try? FileManager.default.removeItem(at: temporary)
+        }
+    }
+}

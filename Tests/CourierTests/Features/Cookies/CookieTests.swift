@@ -1,0 +1,267 @@
+import Courier
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+/// RFC 6265's rules, one by one, as pure functions (each test names its section).
+@Suite("Cookies: the rules of RFC 6265")
+struct CookieRulesTests {
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    static func parse(_ header: String, host: String = "www.example.com", path: String = "/a/b/c", secure: Bool = true) -> Cookie? {
+        CookieRules.parse(header, host: host, requestPath: path, secureOrigin: secure, now: Self.now)
+    }
+
+    @Test
+    func aNameValuePairAndItsAttributes() throws {
+        // §5.2: name=value, then attributes in any case; unknown ones ignored.
+        let cookie = try #require(Self.parse("sid=abc 123; Path=/; SECURE; HttpOnly; SameSite=Strict; Flavour=chocolate"))
+        #expect(cookie.name == "sid")
+        #expect(cookie.value == "abc 123")
+        #expect(cookie.path == "/")
+        #expect(cookie.secure && cookie.httpOnly)
+        #expect(cookie.sameSite == .strict)
+        #expect(cookie.hostOnly)
+        #expect(cookie.domain == "www.example.com")
+        #expect(cookie.expires == nil)
+    }
+
+    @Test(arguments: [
+        ("a=1; Max-Age=60; Expires=Wed, 09 Jun 2021 10:18:14 GMT", 60.0),   // §5.3 step 3: Max-Age wins
+        ("a=1; Expires=Wed, 09 Jun 2021 10:18:14 GMT; Max-Age=60", 60.0),
+        ("a=1; Max-Age=99999999999999999999", Double(Int32.max)),           // saturates, no trap
+    ])
+    func maxAgeWinsOverExpires(_ header: String, _ seconds: Double) throws {
+        let cookie = try #require(Self.parse(header))
+        #expect(cookie.expires == Self.now.addingTimeInterval(seconds))
+    }
+
+    @Test(arguments: ["a=1; Max-Age=0", "a=1; Max-Age=-5", "a=1; Expires=Thu, 01 Jan 1970 00:00:00 GMT"])
+    func zeroOrNegativeMaxAgeAndPastExpiresExpireAtOnce(_ header: String) throws {
+        // §5.2.2: delta-seconds ≤ 0 means the earliest representable time.
+        let cookie = try #require(Self.parse(header))
+        #expect(try #require(cookie.expires) <= Self.now)
+    }
+
+    @Test(arguments: ["a=1; Max-Age=1e9", "a=1; Max-Age=", "a=1; Max-Age=ten", "a=1; Expires=not a date"])
+    func anInvalidLifetimeIsIgnoredNotATrap(_ header: String) throws {
+        let cookie = try #require(Self.parse(header))
+        #expect(cookie.expires == nil)
+    }
+
+    @Test(arguments: [
+        ("Sun, 06 Nov 1994 08:49:37 GMT", 784_111_777.0),
+        ("Sunday, 06-Nov-94 08:49:37 GMT", 784_111_777.0),
+        ("Sun Nov  6 08:49:37 1994", 784_111_777.0),
+        ("06 Nov 1994 8:49:37", 784_111_777.0),            // the algorithm takes tokens in any order
+        ("Wed, 09 Jun 2021 10:18:14 GMT", 1_623_233_894.0),
+    ])
+    func theCookieDateAlgorithmReadsWhatServersSend(_ text: String, _ seconds: Double) {
+        // §5.1.1: lenient on purpose (cookies predate strict HTTP dates), years 70–99 are 19xx.
+        #expect(CookieRules.cookieDate(text) == Date(timeIntervalSince1970: seconds))
+    }
+
+    @Test(arguments: ["", "31 Feb 2021 10:00:00", "06 Nov 1994 25:00:00", "06 Nov 1500 08:00:00", "06 Nov 99999999999 08:00:00", "08:49:37"])
+    func anImpossibleCookieDateIsNoDate(_ text: String) {
+        #expect(CookieRules.cookieDate(text) == nil)
+    }
+
+    @Test
+    func domainAttributesMustCoverTheHost() throws {
+        // §5.3 step 6 and §5.1.3.
+        let parent = try #require(Self.parse("a=1; Domain=.Example.COM"))
+        #expect(parent.domain == "example.com")
+        #expect(!parent.hostOnly)
+        #expect(Self.parse("a=1; Domain=other.com") == nil)
+        #expect(Self.parse("a=1; Domain=com") == nil)                        // a top-level domain
+        #expect(Self.parse("a=1; Domain=0.0.1", host: "127.0.0.1") == nil)     // an IP address has no parent
+        #expect(try #require(Self.parse("a=1; Domain=127.0.0.1", host: "127.0.0.1")).hostOnly == false)
+    }
+
+    @Test(arguments: [
+        ("www.example.com", "example.com", true), ("example.com", "example.com", true),
+        ("badexample.com", "example.com", false), ("example.com", "www.example.com", false),
+        ("127.0.0.1", "0.0.1", false),
+    ])
+    func domainMatching(_ host: String, _ domain: String, _ matches: Bool) {
+        #expect(CookieRules.domainMatches(host, domain) == matches)   // §5.1.3
+    }
+
+    @Test(arguments: [
+        ("/", "/", true), ("/api", "/api", true), ("/api/v1", "/api", true), ("/api/v1", "/api/", true),
+        ("/apis", "/api", false), ("/", "/api", false),
+    ])
+    func pathMatching(_ path: String, _ cookiePath: String, _ matches: Bool) {
+        #expect(CookieRules.pathMatches(path, cookiePath) == matches)   // §5.1.4
+    }
+
+    @Test(arguments: [("/a/b/c", "/a/b"), ("/a", "/"), ("/", "/"), ("", "/"), ("relative", "/")])
+    func theDefaultPathIsTheRequestsDirectory(_ path: String, _ expected: String) {
+        #expect(CookieRules.defaultPath(path) == expected)   // §5.1.4
+        #expect(Self.parse("a=1", path: path)?.path == expected)
+    }
+
+    @Test
+    func secureAndSameSiteNoneNeedASecureOrigin() {
+        // RFC 6265bis §5.7: no Secure cookie from http; SameSite=None requires Secure.
+        #expect(Self.parse("a=1; Secure", secure: false) == nil)
+        #expect(Self.parse("a=1; SameSite=None", secure: true) == nil)
+        #expect(Self.parse("a=1; SameSite=None; Secure", secure: true)?.sameSite == Cookie.SameSite.none)
+    }
+
+    @Test(arguments: ["=nameless", "noequals", "a=b\u{01}c", "a\nb=c", "big=" + String(repeating: "x", count: 5000)])
+    func malformedOrHugeCookiesAreIgnored(_ header: String) {
+        #expect(Self.parse(header) == nil)
+    }
+
+    @Test
+    func theJarReplacesKeepsOrderAndLimits() throws {
+        // §5.3 step 11: same name, domain and path replaces (keeping its creation time); §5.4:
+        // longer paths first, then older; §6.1 limits: 50 per domain.
+        let clock = TestClock(start: Self.now)
+        let jar = CookieJar(now: { clock.now })
+        let url = URL(string: "https://www.example.com/api/items")!
+        jar.set(Cookie(name: "a", value: "1", domain: "www.example.com", path: "/", created: clock.now))
+        clock.advance(1)
+        jar.set(Cookie(name: "b", value: "2", domain: "www.example.com", path: "/api", created: clock.now))
+        clock.advance(1)
+        jar.set(Cookie(name: "a", value: "3", domain: "www.example.com", path: "/", created: clock.now))
+        #expect(jar.cookies(for: url).map { "\($0.name)=\($0.value)" } == ["b=2", "a=3"])
+        #expect(jar.allCookies.first { $0.name == "a" }?.created == Self.now)
+        for index in 0..<60 { jar.set(Cookie(name: "n\(index)", value: "v", domain: "www.example.com", created: clock.now.addingTimeInterval(Double(index)))) }
+        #expect(jar.allCookies.count == 50)
+        jar.set(Cookie(name: "b", value: "gone", domain: "www.example.com", path: "/api", expires: .distantPast))
+        #expect(!jar.allCookies.contains { $0.name == "b" })
+    }
+}
+
+/// Cookies through the pipeline against the in-process server, on both transports.
+@Suite("Cookies through the client")
+struct CookieJarTests {
+    /// `/login` answers 302 to `/home` with a session cookie; every route echoes the Cookie field it got.
+    static func origin(_ request: RecordedRequest) async -> ScriptedResponse {
+        let received = request.header("Cookie") ?? ""
+        switch request.path {
+        case "/login":
+            return ScriptedResponse(status: 302, headers: [
+                ("Location", "/home"), ("Set-Cookie", "session=s3cr3t; Path=/; HttpOnly"), ("Set-Cookie", "theme=dark; Path=/; Expires=Wed, 09 Jun 2100 10:18:14 GMT; Max-Age=3600"),
+                ("Set-Cookie", "api=1; Path=/api"), ("Set-Cookie", "secure=1; Secure"),
+            ])
+        case "/logout":
+            return .text("bye", headers: [("Set-Cookie", "theme=; Path=/; Max-Age=0")])
+        case "/flaky":
+            let attempts = request.query["n"] ?? "0"
+            return attempts == "0" && !received.contains("retry=1")
+                ? .text("busy", status: 503, headers: [("Set-Cookie", "retry=1; Path=/")])
+                : .text(received)
+        default:
+            return .text(received)
+        }
+    }
+
+    func withJar(_ kind: TransportKind, jar: CookieJar = CookieJar(), _ body: (Client, TestServer, CookieJar) async throws -> Void) async throws {
+        let server = try await http1Server(Self.origin)
+        try await withClient(kind, server: server, configure: { $0.cookies = jar; $0.retry = .never }) { client in
+            try await body(client, server, jar)
+        }
+    }
+
+    static func get(_ path: String, headers: HTTPFields = [:]) -> Endpoint<String> {
+        Endpoint<String>(path: path, headers: headers, decoding: .string)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aLoginRedirectsSessionCookieIsSentWithTheRedirectedRequestAndAfter(_ kind: TransportKind) async throws {
+        // Seam cookies × redirects: the 302's Set-Cookie is stored before its hop leaves.
+        try await withJar(kind) { client, server, jar in
+            let home = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            #expect(home == "session=s3cr3t; theme=dark")
+            #expect(server.requests.map(\.path) == ["/login", "/home"])
+            // §5.4: path-matched, longer paths first; a Secure cookie from http was ignored.
+            #expect(try await client.send(Self.get("/api/items")) == "api=1; session=s3cr3t; theme=dark")
+            #expect(try await client.send(Self.get("/apis")) == "session=s3cr3t; theme=dark")
+            // HttpOnly stays out of what scripts may see; the app's own view has it.
+            let url = server.baseURL.appendingPathComponent("home")
+            #expect(jar.cookies(for: url).map(\.name) == ["theme"])
+            #expect(Set(jar.allCookies.map(\.name)) == ["session", "theme", "api"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func maxAgeZeroDeletesAndSignOutClearsEverything(_ kind: TransportKind) async throws {
+        try await withJar(kind) { client, server, jar in
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            _ = try await client.send(Self.get("/logout"))
+            #expect(try await client.send(Self.get("/home")) == "session=s3cr3t")
+            jar.removeAll()
+            #expect(try await client.send(Self.get("/home")) == "")
+            #expect(server.requests.last?.header("Cookie") == nil)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func withStoringOffTheAppsOwnCookiesAreStillSent(_ kind: TransportKind) async throws {
+        // The seed's requirement: cookies injected even when automatic storage is off.
+        let jar = CookieJar(storesResponseCookies: false)
+        try await withJar(kind, jar: jar) { client, server, jar in
+            jar.set(Cookie(name: "device", value: "42", domain: server.baseURL.host!))
+            let home = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            #expect(home == "device=42")
+            #expect(jar.allCookies.map(\.name) == ["device"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anEndpointsOwnCookieFieldStaysFirst(_ kind: TransportKind) async throws {
+        try await withJar(kind) { client, _, jar in
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            let echoed = try await client.send(Self.get("/home", headers: [.cookie: "mine=1"]))
+            #expect(echoed == "mine=1; session=s3cr3t; theme=dark")
+            #expect(jar.allCookies.count == 3)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aRetriedAttemptCarriesTheCookieTheFailedOneSet(_ kind: TransportKind) async throws {
+        // Seam cookies × retry: the stage sits below retry, so the second attempt has the cookie.
+        let server = try await http1Server(Self.origin)
+        try await withClient(kind, server: server, configure: { $0.cookies = CookieJar(); $0.retry = RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1)) }) { client in
+            let echoed = try await client.send(Self.get("/flaky"))
+            #expect(echoed == "retry=1")
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test
+    func aCachedResponseSetsNoCookieAgain() async throws {
+        // Seam cookies × cache: the stage is below the cache; a hit does not replay Set-Cookie.
+        let jar = CookieJar()
+        let server = try await http1Server { _ in .text("page", headers: [("Cache-Control", "max-age=60"), ("Set-Cookie", "seen=1")]) }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cookies = jar; $0.cache.store = MemoryCacheStore() }) { client in
+            _ = try await client.send(Self.get("/page"))
+            jar.removeAll()
+            let hit = try await client.response(Self.get("/page"))
+            #expect(hit.source == .cache)
+            #expect(jar.allCookies.isEmpty)
+        }
+    }
+
+    @Test
+    func persistentCookiesSurviveARestartOwnerOnlyAndSessionCookiesDoNot() async throws {
+        let directory = temporaryDirectory("cookies")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("cookies.json")
+        try await withJar(.asyncHTTPClient, jar: CookieJar(store: FileCookieStore(file: file))) { client, server, _ in
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            #expect(posixPermissions(file) == 0o600)
+            // After a restart only the cookie with a lifetime (theme) is there.
+            let restarted = CookieJar(store: FileCookieStore(file: file))
+            #expect(restarted.allCookies.map(\.name) == ["theme"])
+            #expect(restarted.cookies(for: server.baseURL.appendingPathComponent("home")).first?.value == "dark")
+        }
+        try Data("not json".utf8).write(to: file)
+        #expect(CookieJar(store: FileCookieStore(file: file)).allCookies.isEmpty)
+    }
+}
