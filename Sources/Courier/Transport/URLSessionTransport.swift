@@ -20,7 +20,9 @@ import FoundationNetworking
 /// Streamed request bodies are collected into memory before sending. On Linux
 /// (FoundationNetworking, libcurl underneath) there is no server-trust challenge, so TLS pinning is
 /// not available, and HTTP/1.1 connections are reused less than keep-alive allows: for HTTP/2 and
-/// pinning use `AsyncHTTPClientTransport`. The response body is delivered by
+/// pinning use `AsyncHTTPClientTransport`. Nor is there a per-session CA bundle: the session
+/// trusts the system's roots only (FoundationNetworking reads `URLSessionCertificateAuthorityInfoFile`
+/// on Android only), so a server with a private CA fails with kind `tls` (`untrustedIssuer`). The response body is delivered by
 /// the session as it arrives and buffered until read; ``ResponseBody/collect(upTo:)`` cancels the
 /// task as soon as the size limit is passed.
 public final class URLSessionTransport: Transport {

@@ -83,4 +83,22 @@ struct URLSessionParityTests {
             }
         }
     }
+
+    @Test(arguments: TransportKind.allCases)
+    func cancellingARequestMidBodyStopsTheTransfer(_ kind: TransportKind) async throws {
+        // The server sends 100 chunks 100 ms apart (10 s); a cancelled request must close its
+        // connection at once, which the server sees as an abandoned exchange long before its end.
+        let server = try await http1Server { _ in
+            ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: 100 * 1024))
+                .with(.chunked(chunkSize: 1024, delay: .milliseconds(100)))
+        }
+        try await withClient(kind, server: server) { client in
+            let handle = client.start(Endpoint<Data>(path: "/slow-body", decoding: .data).retry(.never))
+            #expect(await eventually { server.requests.count == 1 })
+            handle.cancel()
+            let error = await expectCourierError { _ = try await handle.value }
+            #expect(error?.kind == .cancelled)
+            #expect(await eventually(seconds: 8) { server.abandonedCount == 1 })
+        }
+    }
 }
