@@ -124,6 +124,17 @@ public final class OAuth2Authenticator: Middleware {
         try self.supply(token)
     }
 
+    /// Signs in with the code an authorization callback carries (authorization-code grant with
+    /// PKCE), after checking the callback's `state`, and resumes held requests.
+    ///
+    /// - Throws: kind `authenticationRequired` for a callback that does not belong to `request`
+    ///   or that carries an error (nothing is sent then); the token endpoint's errors otherwise.
+    public func signIn(with request: OAuth2AuthorizationRequest, callback: URL) async throws {
+        let code = try request.authorizationCode(from: callback)
+        let token = try await self.requestToken(.authorizationCode(code: code, redirectURI: request.redirectURI, codeVerifier: request.codeVerifier))
+        try self.supply(token)
+    }
+
     /// Authenticates the client itself (client-credentials grant) and resumes held requests.
     ///
     /// Client-credentials tokens carry no refresh token: when one expires, the grant runs again.
@@ -176,6 +187,28 @@ public final class OAuth2Authenticator: Middleware {
             }
         }
         superseded?.complete(.success(.superseded))
+    }
+
+    /// Signs out, and revokes the tokens at the server's revocation endpoint (RFC 7009) when the
+    /// token endpoint names one: the refresh token first (revoking it ends the grant), then the
+    /// access token.
+    ///
+    /// The local sign-out happens whatever the server answers.
+    /// - Returns: whether the server confirmed every revocation (`false` without an endpoint).
+    @discardableResult
+    public func signOut(revokingTokens: Bool) async throws -> Bool {
+        let token = self.token
+        try self.signOut()
+        guard revokingTokens, let token else { return false }
+        var targets: [(String, String)] = []
+        if let refresh = token.refreshToken { targets.append((refresh, "refresh_token")) }
+        targets.append((token.accessToken, "access_token"))
+        var confirmed = true
+        for (value, hint) in targets {
+            guard let endpoint = self.tokenEndpoint.revocation(of: value, hint: hint) else { return false }
+            do { _ = try await self.tokenClient.send(endpoint) } catch { confirmed = false }
+        }
+        return confirmed
     }
 
     /// Adds the bearer token, refreshing it when needed, and retries once after a 401.

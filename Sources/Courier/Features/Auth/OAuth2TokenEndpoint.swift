@@ -11,6 +11,8 @@ public struct OAuth2TokenEndpoint: Sendable {
         case clientCredentials(scope: String?)
         /// A refresh token (§6).
         case refreshToken(String)
+        /// An authorization code (§4.1.3) with its PKCE verifier (RFC 7636 §4.5).
+        case authorizationCode(code: String, redirectURI: String, codeVerifier: String)
     }
 
     /// The token endpoint's URL.
@@ -19,12 +21,15 @@ public struct OAuth2TokenEndpoint: Sendable {
     public var clientID: String
     /// The client secret (sent with HTTP Basic authentication), for confidential clients.
     public var clientSecret: String?
+    /// The revocation endpoint (RFC 7009), when the server has one: sign-out revokes the tokens there.
+    public var revocationURL: URL?
 
     /// Creates a token endpoint.
-    public init(url: URL, clientID: String, clientSecret: String? = nil) {
+    public init(url: URL, clientID: String, clientSecret: String? = nil, revocationURL: URL? = nil) {
         self.url = url
         self.clientID = clientID
         self.clientSecret = clientSecret
+        self.revocationURL = revocationURL
     }
 
     /// The request for a grant: a form POST, client authentication by Basic when there is a secret.
@@ -39,21 +44,44 @@ public struct OAuth2TokenEndpoint: Sendable {
             if let scope { fields.append(.init(name: "scope", value: scope)) }
         case .refreshToken(let token):
             fields = [.init(name: "grant_type", value: "refresh_token"), .init(name: "refresh_token", value: token)]
-        }
-        var headers: HTTPFields = [.accept: "application/json"]
-        if let secret = self.clientSecret {
-            let credentials = Data("\(FormEncoding.escape(self.clientID)):\(FormEncoding.escape(secret))".utf8).base64EncodedString()
-            headers[.authorization] = "Basic \(credentials)"
-        } else {
-            fields.append(.init(name: "client_id", value: self.clientID))
+        case .authorizationCode(let code, let redirectURI, let verifier):
+            fields = [
+                .init(name: "grant_type", value: "authorization_code"), .init(name: "code", value: code),
+                .init(name: "redirect_uri", value: redirectURI), .init(name: "code_verifier", value: verifier),
+            ]
         }
         var endpoint = Endpoint<OAuth2Token>(
-            name: "oauth2.token", method: .post, path: self.url.absoluteString, headers: headers, body: .form(fields),
+            name: "oauth2.token", method: .post, path: self.url.absoluteString, headers: [.accept: "application/json"], body: nil,
             decoding: ResponseDecoding { input in try Self.decodeToken(input.body) }
         )
+        self.authenticate(&endpoint, fields: fields)
         endpoint.deduplication = .disabled
         endpoint.wire = RESTProtocol()
         return endpoint
+    }
+
+    /// The request revoking `token` (RFC 7009 §2.1), or `nil` without a revocation endpoint.
+    public func revocation(of token: String, hint: String) -> Endpoint<Data>? {
+        guard let url = self.revocationURL else { return nil }
+        var endpoint = Endpoint<Data>(
+            name: "oauth2.revoke", method: .post, path: url.absoluteString, headers: [.accept: "application/json"], decoding: .data
+        )
+        self.authenticate(&endpoint, fields: [.init(name: "token", value: token), .init(name: "token_type_hint", value: hint)])
+        endpoint.deduplication = .disabled
+        endpoint.wire = RESTProtocol()
+        return endpoint
+    }
+
+    /// Client authentication (RFC 6749 §2.3): HTTP Basic with a secret, else `client_id` in the form.
+    private func authenticate<Value>(_ endpoint: inout Endpoint<Value>, fields: [URLQueryItem]) {
+        var fields = fields
+        if let secret = self.clientSecret {
+            let credentials = Data("\(FormEncoding.escape(self.clientID)):\(FormEncoding.escape(secret))".utf8).base64EncodedString()
+            endpoint.headers[.authorization] = "Basic \(credentials)"
+        } else {
+            fields.append(.init(name: "client_id", value: self.clientID))
+        }
+        endpoint.body = .form(fields)
     }
 
     private struct TokenResponse: Decodable {
