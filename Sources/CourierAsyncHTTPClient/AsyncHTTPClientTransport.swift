@@ -78,7 +78,13 @@ public final class AsyncHTTPClientTransport: Transport {
         case automatic
         /// Always HTTP/1.1.
         case http1Only
+        /// HTTP/2 only: over TLS, ALPN offers `h2` alone, and a response over anything else fails
+        /// with kind `transport`; a cleartext `http` URL fails with `invalidRequest` (AsyncHTTPClient
+        /// has no HTTP/2 over cleartext, h2c).
+        case http2Only
     }
+
+    private let requiresHTTP2: Bool
 
     /// The underlying client, for advanced use.
     public let httpClient: HTTPClient
@@ -114,7 +120,12 @@ public final class AsyncHTTPClientTransport: Transport {
         var config = HTTPClient.Configuration()
         config.redirectConfiguration = .disallow
         config.tlsConfiguration = configuration.tlsConfiguration
-        config.httpVersion = configuration.httpVersion == .automatic ? .automatic : .http1Only
+        config.httpVersion = configuration.httpVersion == .http1Only ? .http1Only : .automatic
+        if configuration.httpVersion == .http2Only {
+            var tls = configuration.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
+            tls.applicationProtocols = ["h2"]
+            config.tlsConfiguration = tls
+        }
         config.timeout.connect = Self.timeAmount(configuration.connectTimeout)
         let readTimeout = configuration.readTimeout.map(Self.timeAmount)
         let verifier = configuration.pinning.hasPublicKeyPins ? PinVerifier(policy: configuration.pinning) : nil
@@ -143,12 +154,13 @@ public final class AsyncHTTPClientTransport: Transport {
             }
         }
         self.pinning = configuration.pinning
-        self.tlsConfiguration = configuration.tlsConfiguration
+        self.tlsConfiguration = config.tlsConfiguration
+        self.requiresHTTP2 = configuration.httpVersion == .http2Only
         var pinnedTLS: [String: TLSConfiguration] = [:]
         for host in configuration.pinning.pins.keys {
             let anchors = configuration.pinning.anchors(for: host)
             guard !anchors.isEmpty else { continue }
-            var tls = configuration.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
+            var tls = config.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
             let certificates = anchors.flatMap { (try? NIOSSLCertificate.fromPEMBytes(Array($0.utf8))) ?? [] }
             tls.trustRoots = .certificates(certificates)
             tls.additionalTrustRoots = []
@@ -174,6 +186,9 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// Sends the request and returns when the response head arrives; the body streams afterwards.
     public func send(_ request: Courier.Request) async throws -> RawResponse {
+        if self.requiresHTTP2, request.head.scheme?.lowercased() != "https" {
+            throw CourierError.invalidRequest("HTTP/2 was required, and AsyncHTTPClient speaks it over TLS only (no h2c): use https")
+        }
         let urlString = request.urlString
         var outgoing = HTTPClientRequest(url: urlString)
         var pinnedHost: String?
@@ -258,6 +273,10 @@ public final class AsyncHTTPClientTransport: Transport {
             }
         }
         let version: Courier.HTTPVersion = response.version.major >= 2 ? .http2 : Courier.HTTPVersion(major: response.version.major, minor: response.version.minor)
+        if self.requiresHTTP2, version.major < 2 {
+            stream.cancel()
+            throw CourierError.transport("HTTP/2 was required, and the server answered over \(version)")
+        }
         return RawResponse(
             head: HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase), headerFields: fields),
             body: .stream(stream, expectedLength: expected),

@@ -59,7 +59,7 @@ struct RequestCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Use HTTP/1.1 only.")
     var http1 = false
 
-    @Flag(name: .long, help: "Allow HTTP/2 (negotiated by ALPN over TLS; the default).")
+    @Flag(name: .long, help: "Require HTTP/2 (over TLS, ALPN offers h2 only); fails if the server does not speak it.")
     var http2 = false
 
     @Option(name: .long, help: "A PEM file of CA certificates to trust instead of the system's.")
@@ -269,7 +269,7 @@ struct RequestCommand: AsyncParsableCommand {
         }
 
         var transportConfiguration = AsyncHTTPClientTransport.Configuration()
-        transportConfiguration.httpVersion = self.http1 ? .http1Only : .automatic
+        transportConfiguration.httpVersion = self.http1 ? .http1Only : self.http2 ? .http2Only : .automatic
         if let cacert = self.cacert {
             do {
                 let pem = try Data(contentsOf: URL(fileURLWithPath: cacert))

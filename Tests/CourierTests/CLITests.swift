@@ -180,6 +180,31 @@ struct CLITests {
     }
 
     @Test
+    func http1AndHttp2FlagsForceTheVersion() async throws {
+        // `--http2` offers h2 alone by ALPN and fails on anything else; `--http1` never speaks HTTP/2.
+        let server = try await tlsServer()
+        let ca = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-ca-\(UUID().uuidString).pem")
+        try Data(Certificates.shared.caPEM.utf8).write(to: ca)
+        defer { try? FileManager.default.removeItem(at: ca) }
+        let url = server.baseURL.absoluteString + "/json"
+        let two = try await runCourier(["request", url, "--cacert", ca.path, "--http2", "-i"])
+        #expect(two.status == 0)
+        #expect(two.stdout.hasPrefix("HTTP/2 200"))
+        let one = try await runCourier(["request", url, "--cacert", ca.path, "--http1", "-i"])
+        #expect(one.status == 0)
+        #expect(one.stdout.hasPrefix("HTTP/1.1 200"))
+        #expect(server.requests.map(\.httpVersion) == ["HTTP/2", "HTTP/1.1"])
+        // Cleartext has no HTTP/2 here (no h2c): a clear error, nothing sent.
+        let plain = try await http1Server()
+        let refused = try await runCourier(["request", plain.baseURL.absoluteString + "/json", "--http2"])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("h2c"))
+        #expect(plain.requests.isEmpty)
+        try await plain.stop()
+        try await server.stop()
+    }
+
+    @Test
     func pinsOnTheCommandLine() async throws {
         let server = try await tlsServer()
         let ca = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-ca-\(UUID().uuidString).pem")
