@@ -39,6 +39,10 @@ public final class AsyncHTTPClientTransport: Transport {
         /// TLS pins by host: public-key pins are checked on every new connection before it carries
         /// a request; certificate-authority pins replace the trust roots for that host.
         public var pinning: PinningPolicy
+        /// Addresses to connect to instead of resolving a host name, like curl's `--resolve`
+        /// (host → IP address; DNS pre-resolution or an HTTPDNS answer): the request keeps its URL,
+        /// `Host` and TLS server name, and the certificate is still checked against the host.
+        public var resolvedHosts: [String: String]
         /// The largest HTTP/2 DATA frame the server may send (SETTINGS_MAX_FRAME_SIZE, 16 KiB to
         /// 16 MiB); `nil` keeps the protocol's 16 KiB. Larger frames cut per-frame work on bulk bodies.
         public var http2MaxFrameSize: Int?
@@ -58,6 +62,7 @@ public final class AsyncHTTPClientTransport: Transport {
             self.idleTimeout = .seconds(60)
             self.maxConnectionsPerHost = 8
             self.pinning = PinningPolicy()
+            self.resolvedHosts = [:]
             self.http2MaxFrameSize = 1 << 20
             try configure(&self)
         }
@@ -121,6 +126,7 @@ public final class AsyncHTTPClientTransport: Transport {
         config.redirectConfiguration = .disallow
         config.tlsConfiguration = configuration.tlsConfiguration
         config.httpVersion = configuration.httpVersion == .http1Only ? .http1Only : .automatic
+        config.dnsOverride = Dictionary(configuration.resolvedHosts.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
         if configuration.httpVersion == .http2Only {
             var tls = configuration.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
             tls.applicationProtocols = ["h2"]

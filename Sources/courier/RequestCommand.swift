@@ -62,6 +62,9 @@ struct RequestCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Require HTTP/2 (over TLS, ALPN offers h2 only); fails if the server does not speak it.")
     var http2 = false
 
+    @Option(name: .long, help: "HOST:PORT:ADDRESS — connect to ADDRESS for HOST instead of resolving it (as curl; TLS still checks HOST). Repeatable.")
+    var resolve: [String] = []
+
     @Option(name: .long, help: "A PEM file of CA certificates to trust instead of the system's.")
     var cacert: String?
 
@@ -270,6 +273,14 @@ struct RequestCommand: AsyncParsableCommand {
 
         var transportConfiguration = AsyncHTTPClientTransport.Configuration()
         transportConfiguration.httpVersion = self.http1 ? .http1Only : self.http2 ? .http2Only : .automatic
+        for entry in self.resolve {
+            // HOST:PORT:ADDRESS (an IPv6 address may hold colons: the first two split).
+            let parts = entry.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3, !parts[0].isEmpty, UntrustedNumber.digits(parts[1], limit: 65_535) != nil, !parts[2].isEmpty else {
+                return self.fail("--resolve takes HOST:PORT:ADDRESS, got '\(entry)'", code: 3)
+            }
+            transportConfiguration.resolvedHosts[String(parts[0])] = String(parts[2]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        }
         if let cacert = self.cacert {
             do {
                 let pem = try Data(contentsOf: URL(fileURLWithPath: cacert))

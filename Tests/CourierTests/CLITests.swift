@@ -205,6 +205,25 @@ struct CLITests {
     }
 
     @Test
+    func resolveConnectsANameThatDoesNotResolveToTheGivenAddress() async throws {
+        // Like curl's --resolve: the URL, Host field and TLS name stay; the connection goes to the address.
+        let server = try await http1Server()
+        let port = server.baseURL.port!
+        let url = "http://api.courier.invalid:\(port)/json"
+        let resolved = try await runCourier(["request", url, "--resolve", "api.courier.invalid:\(port):127.0.0.1"])
+        #expect(resolved.status == 0)
+        #expect(resolved.stdout == #"{"id":1,"title":"Hello"}"#)
+        #expect(server.requests.first?.header("Host") == "api.courier.invalid:\(port)")
+        // Without it the name does not resolve (.invalid is reserved, RFC 6761): a transport error.
+        let unresolved = try await runCourier(["request", url, "--retry", "0"])
+        #expect(unresolved.status == 5)
+        let malformed = try await runCourier(["request", url, "--resolve", "api.courier.invalid"])
+        #expect(malformed.status == 3)
+        #expect(server.requests.count == 1)
+        try await server.stop()
+    }
+
+    @Test
     func pinsOnTheCommandLine() async throws {
         let server = try await tlsServer()
         let ca = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-ca-\(UUID().uuidString).pem")
