@@ -42,6 +42,9 @@ extension Client {
         public var constrainedPolicy: ConstrainedPolicy
         /// The services and environments endpoints with a ``Endpoint/service`` resolve against.
         public var servers: ServerDirectory?
+        /// What every endpoint of a service gets: middleware, header fields, timeout, retry and
+        /// cache policies (its own settings win).
+        public var serviceDefaults: [ServiceID: ServiceDefaults]
         /// The wire protocol of each service, for endpoints that do not set their own.
         public var wireProtocols: [ServiceID: any WireProtocol]
         /// The wire protocol of endpoints that set none and whose service has none (REST by default).
@@ -102,6 +105,7 @@ extension Client {
             self.retry = .standard
             self.bodyIdleTimeout = .seconds(30)
             self.cookies = nil
+            self.serviceDefaults = [:]
             try configure(&self)
         }
     }

@@ -84,7 +84,7 @@ public final class Client: Sendable {
 
     /// Builds the logical request an endpoint describes (before wire boxing and middleware), without sending it.
     public func makeRequest<Value>(for endpoint: Endpoint<Value>) throws -> Request {
-        try RequestBuilder.build(endpoint.erased(decoding: .streamed), parts: self.parts)
+        try RequestBuilder.build(self.configuration.withServiceDefaults(endpoint.erased(decoding: .streamed)), parts: self.parts)
     }
 
     func response<Value: Sendable>(
@@ -99,6 +99,7 @@ public final class Client: Sendable {
         _ endpoint: EndpointDescription, mode: ExchangeMode, control: RequestControl? = nil, policyOverride: CachePolicy? = nil,
         uploadReporter: ProgressReporter? = nil, adjust: (@Sendable (inout Request) -> Void)? = nil
     ) async throws -> Outcome {
+        let endpoint = self.configuration.withServiceDefaults(endpoint)
         let exchange = RequestExchange(
             endpoint: endpoint, mode: mode, request: Request(head: HTTPRequest(method: endpoint.method, scheme: nil, authority: nil, path: nil), name: endpoint.name),
             cachePolicy: policyOverride ?? endpoint.cachePolicy ?? self.configuration.cache.policy,

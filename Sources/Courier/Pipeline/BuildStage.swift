@@ -249,6 +249,34 @@ final class EndpointDescription: Sendable {
         self.isNotification = endpoint.isNotification
         self.decoding = decoding
     }
+
+    /// A copy of `other` with these settings replaced (a service's defaults applied).
+    init(
+        copying other: EndpointDescription, headers: HTTPFields, middleware: [any Middleware], timeout: Duration?,
+        retryPolicy: RetryPolicy?, cachePolicy: CachePolicy?
+    ) {
+        self.name = other.name
+        self.method = other.method
+        self.path = other.path
+        self.query = other.query
+        self.headers = headers
+        self.rawHeaders = other.rawHeaders
+        self.body = other.body
+        self.acceptedStatuses = other.acceptedStatuses
+        self.timeout = timeout
+        self.middleware = middleware
+        self.priority = other.priority
+        self.deduplication = other.deduplication
+        self.compressesRequestBody = other.compressesRequestBody
+        self.cachePolicy = cachePolicy
+        self.retryPolicy = retryPolicy
+        self.isPrefetch = other.isPrefetch
+        self.service = other.service
+        self.wire = other.wire
+        self.operation = other.operation
+        self.isNotification = other.isNotification
+        self.decoding = other.decoding
+    }
 }
 
 extension Endpoint where Response: Sendable {

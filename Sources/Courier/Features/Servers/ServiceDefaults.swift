@@ -1,0 +1,61 @@
+import Foundation
+import HTTPTypes
+
+/// What every endpoint of one service gets without repeating it: middleware (auth for one
+/// backend, signing for another), header fields, a timeout, a retry policy and a cache policy.
+///
+/// ```swift
+/// $0.serviceDefaults[.payments] = ServiceDefaults(middleware: [signer], headers: [.init("X-Api")!: "2"], timeout: .seconds(10))
+/// let charge = Endpoint<Receipt>(method: .post, path: "/charges", body: .json(order)).service(.payments)
+/// ```
+///
+/// An endpoint's own settings win: its header fields replace the service's of the same name, its
+/// timeout, retry and cache policies replace the service's, and its middleware runs after the
+/// service's (which runs after the client's). TLS pins stay per host, on the transport
+/// (`PinningPolicy`): a service's hosts are the ones its server directory entries name.
+public struct ServiceDefaults: Sendable {
+    /// Middleware for the service's endpoints, after the client's and before the endpoint's own.
+    public var middleware: [any Middleware]
+    /// Header fields for the service's endpoints, after the client's defaults.
+    public var headers: HTTPFields
+    /// The timeout of the service's endpoints that set none.
+    public var timeout: Duration?
+    /// The retry policy of the service's endpoints that set none.
+    public var retry: RetryPolicy?
+    /// The cache policy of the service's endpoints that set none.
+    public var cachePolicy: CachePolicy?
+
+    /// Creates defaults for a service.
+    public init(
+        middleware: [any Middleware] = [], headers: HTTPFields = [:], timeout: Duration? = nil,
+        retry: RetryPolicy? = nil, cachePolicy: CachePolicy? = nil
+    ) {
+        self.middleware = middleware
+        self.headers = headers
+        self.timeout = timeout
+        self.retry = retry
+        self.cachePolicy = cachePolicy
+    }
+}
+
+extension EndpointDescription {
+    /// The endpoint with its service's defaults applied under its own settings.
+    func applying(_ defaults: ServiceDefaults) -> EndpointDescription {
+        var headers = defaults.headers
+        for field in self.headers { headers[field.name] = nil }
+        headers.append(contentsOf: self.headers)
+        return EndpointDescription(
+            copying: self, headers: headers, middleware: defaults.middleware + self.middleware,
+            timeout: self.timeout ?? defaults.timeout, retryPolicy: self.retryPolicy ?? defaults.retry,
+            cachePolicy: self.cachePolicy ?? defaults.cachePolicy
+        )
+    }
+}
+
+extension Client.Configuration {
+    /// The endpoint with its service's ``ServiceDefaults`` applied, if it has a service with some.
+    func withServiceDefaults(_ endpoint: EndpointDescription) -> EndpointDescription {
+        guard let service = endpoint.service, let defaults = self.serviceDefaults[service] else { return endpoint }
+        return endpoint.applying(defaults)
+    }
+}
