@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "Courier", targets: ["Courier"]),
         .library(name: "CourierAsyncHTTPClient", targets: ["CourierAsyncHTTPClient"]),
         .library(name: "CourierTesting", targets: ["CourierTesting"]),
+        .library(name: "CourierOpenAPI", targets: ["CourierOpenAPI"]),
         .executable(name: "courier", targets: ["courier"]),
     ],
     dependencies: [
@@ -25,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
     ],
     targets: [
         // The system's zlib, for gzip and deflate content coding.
@@ -54,6 +56,16 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // OpenAPI in both directions, in its own library so the core stays free of the runtime.
+        .target(
+            name: "CourierOpenAPI",
+            dependencies: [
+                "Courier",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -105,6 +117,19 @@ let package = Package(
             path: "Benchmarks/CourierBenchmarks",
             swiftSettings: swiftSettings
         ),
+        // A client generated from Tests/PetsAPI/openapi.yaml (see its README), for the OpenAPI tests.
+        .target(
+            name: "PetsAPI",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Tests/PetsAPI",
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml", "README.md"],
+            // Generated code, kept as the generator writes it: its unused `public import`s of the
+            // empty component files would be the build's only warnings.
+            swiftSettings: [.unsafeFlags(["-suppress-warnings"])]
+        ),
         .testTarget(
             name: "CourierTests",
             dependencies: [
@@ -112,6 +137,9 @@ let package = Package(
                 "CourierAsyncHTTPClient",
                 "CourierTesting",
                 "CourierTestServer",
+                "CourierOpenAPI",
+                "PetsAPI",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
