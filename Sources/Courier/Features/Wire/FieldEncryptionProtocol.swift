@@ -1,0 +1,77 @@
+import Crypto
+import Foundation
+import HTTPTypes
+
+/// A wire protocol that encrypts selected fields of JSON bodies with AES-GCM before sending and
+/// decrypts them on receipt, around another protocol (REST by default).
+///
+/// ```swift
+/// let sealed = FieldEncryptionProtocol(fields: ["card", "cvv"], key: SymmetricKey(data: appKey))
+/// let pay = Endpoint<Receipt>(method: .post, path: "/pay", body: .json(order)).wire(sealed)
+/// ```
+///
+/// Each listed top-level field of the request's JSON object becomes a base64 string of the
+/// AES-GCM box (nonce, ciphertext, tag) of its JSON value, sealed with the field's name as
+/// authenticated data, so a value moved to another field fails too. The same fields of the
+/// response's JSON object are opened after the inner protocol has unboxed it. A field that fails
+/// to open (tampered, another key, not base64) fails the call with kind `decoding` and code
+/// `fieldIntegrity`; nothing is delivered. A request body that is not a JSON object fails with
+/// `invalidRequest` before anything is sent. Fields not present are left alone.
+public struct FieldEncryptionProtocol: WireProtocol {
+    /// The names of the top-level fields sealed.
+    public let fields: Set<String>
+    private let key: SymmetricKey
+    private let inner: any WireProtocol
+
+    /// Creates the protocol; the key is 128, 192 or 256 bits (AES-GCM).
+    public init(fields: Set<String>, key: SymmetricKey, inner: any WireProtocol = RESTProtocol()) {
+        self.fields = fields
+        self.key = key
+        self.inner = inner
+    }
+
+    /// Seals the listed fields of the JSON body, then lets the inner protocol box the request.
+    public func box(_ request: inout Request, call: WireCall) throws {
+        if let body = request.body {
+            guard let bytes = body.bytes else {
+                throw CourierError.invalidRequest("field encryption needs a body held in memory, not a stream")
+            }
+            guard var object = (try? JSONSerialization.jsonObject(with: bytes, options: [.fragmentsAllowed])) as? [String: Any] else {
+                throw CourierError.invalidRequest("field encryption needs a JSON object body")
+            }
+            for name in self.fields {
+                guard let value = object[name] else { continue }
+                let plain = try JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed])
+                let sealed = try AES.GCM.seal(plain, using: self.key, authenticating: Data(name.utf8))
+                guard let combined = sealed.combined else { throw CourierError.invalidRequest("AES-GCM gave no combined box") }
+                object[name] = combined.base64EncodedString()
+            }
+            let encoded = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+            request.body = .data(encoded, contentType: body.contentType ?? "application/json")
+        }
+        try self.inner.box(&request, call: call)
+    }
+
+    /// Lets the inner protocol unbox the response, then opens the listed fields.
+    public func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data {
+        let payload = try self.inner.unbox(body, head: head, call: call)
+        guard var object = (try? JSONSerialization.jsonObject(with: payload, options: [.fragmentsAllowed])) as? [String: Any] else {
+            return payload
+        }
+        var opened = false
+        for name in self.fields {
+            guard let value = object[name] else { continue }
+            do {
+                guard let text = value as? String, let combined = Data(base64Encoded: text) else { throw CourierError.invalidRequest("not base64") }
+                let plain = try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: self.key, authenticating: Data(name.utf8))
+                object[name] = try JSONSerialization.jsonObject(with: plain, options: [.fragmentsAllowed])
+                opened = true
+            } catch {
+                var failure = CourierError(.decoding, "the encrypted field '\(name)' failed its integrity check (tampered, or sealed with another key)")
+                failure.code = "fieldIntegrity"
+                throw failure
+            }
+        }
+        return opened ? try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) : payload
+    }
+}

@@ -1,0 +1,91 @@
+import Courier
+import CourierTestServer
+import Crypto
+import Foundation
+import Testing
+
+/// Selected JSON fields sealed with AES-GCM on the way out and opened on the way back.
+@Suite("Field encryption wire protocol")
+struct FieldEncryptionTests {
+    struct Payment: Codable, Sendable, Equatable {
+        var amount: Int
+        var card: String
+        var cvv: Int
+    }
+
+    static let key = SymmetricKey(size: .bits256)
+
+    /// Echoes the request body; `/tamper` flips one byte of the sealed `card`; `/plain` answers unsealed.
+    static func origin(_ request: RecordedRequest) async -> ScriptedResponse {
+        var object = (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any]) ?? [:]
+        if request.path == "/tamper", let text = object["card"] as? String, var bytes = Data(base64Encoded: text) {
+            bytes[bytes.count / 2] ^= 0x01
+            object["card"] = bytes.base64EncodedString()
+        }
+        if request.path == "/plain" { return .json(#"{"amount":1,"card":"4111","cvv":123}"#) }
+        let body = (try? JSONSerialization.data(withJSONObject: object)) ?? Data()
+        return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")], body: body)
+    }
+
+    static func pay(_ path: String, key: SymmetricKey = Self.key) -> Endpoint<Payment> {
+        Endpoint<Payment>(method: .post, path: path, body: .json(Payment(amount: 42, card: "4111 1111 1111 1111", cvv: 737)))
+            .wire(FieldEncryptionProtocol(fields: ["card", "cvv"], key: key))
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func sealedFieldsTravelEncryptedAndComeBackOpened(_ kind: TransportKind) async throws {
+        let server = try await http1Server(Self.origin)
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let echoed = try await client.send(Self.pay("/echo"))
+            #expect(echoed == Payment(amount: 42, card: "4111 1111 1111 1111", cvv: 737))
+            // On the wire: the amount in clear, card and cvv as base64 AES-GCM boxes.
+            let request = try #require(server.requests.first)
+            let sent = try #require(try JSONSerialization.jsonObject(with: request.body) as? [String: Any])
+            #expect(sent["amount"] as? Int == 42)
+            let card = try #require(sent["card"] as? String)
+            #expect(!card.contains("4111"))
+            #expect(Data(base64Encoded: card)?.count == 12 + "\"4111 1111 1111 1111\"".utf8.count + 16)
+            #expect(sent["cvv"] is String)
+        }
+    }
+
+    /// A card sealed under another key, as a server with the wrong key would send it.
+    static let foreignCard: String = {
+        let sealed = try! AES.GCM.seal(Data("\"4111\"".utf8), using: SymmetricKey(size: .bits256), authenticating: Data("card".utf8))
+        return sealed.combined!.base64EncodedString()
+    }()
+
+    @Test(arguments: ["/tamper", "/foreign", "/swapped"])
+    func aTamperedForeignOrMovedFieldFailsTypedAndDeliversNothing(_ path: String) async throws {
+        let server = try await http1Server { request in
+            switch request.path {
+            case "/foreign":
+                return .json(#"{"amount":1,"card":"\#(Self.foreignCard)","cvv":1}"#)
+            case "/swapped":
+                // The sealed cvv moved into card: the field name is authenticated, so it fails.
+                let object = (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any]) ?? [:]
+                let cvv = object["cvv"] as? String ?? ""
+                return .json(#"{"amount":1,"card":"\#(cvv)","cvv":"\#(cvv)"}"#)
+            default:
+                return await Self.origin(request)
+            }
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.retry = .never }) { client in
+            let error = await expectCourierError { _ = try await client.send(Self.pay(path)) }
+            #expect(error?.kind == .decoding)
+            #expect(error?.code == "fieldIntegrity")
+        }
+    }
+
+    @Test
+    func aBodyThatIsNotAJSONObjectIsRefusedBeforeSending() async throws {
+        let server = try await http1Server(Self.origin)
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let endpoint = Endpoint<Payment>(method: .post, path: "/echo", body: .data(Data("card=4111".utf8), contentType: "application/x-www-form-urlencoded"))
+                .wire(FieldEncryptionProtocol(fields: ["card"], key: Self.key))
+            let error = await expectCourierError { _ = try await client.send(endpoint) }
+            #expect(error?.kind == .invalidRequest)
+            #expect(server.requests.isEmpty)
+        }
+    }
+}
