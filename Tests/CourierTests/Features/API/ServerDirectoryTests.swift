@@ -90,7 +90,7 @@ struct ServiceDefaultsTests {
     }
 
     /// Two services on two servers; each server echoes the path, X-Api and X-Stamp it got, and
-    /// `/flaky` fails once with 503, `/slow` answers after 3 s.
+    /// `/flaky` fails once with 503, `/slow` answers after 20 s.
     static func handler(_ label: String) -> TestServer.Handler {
         let failed = Locked(false)
         return { request in
@@ -100,7 +100,7 @@ struct ServiceDefaultsTests {
             }
             if firstFlaky { return .text("busy", status: 503) }
             let response = ScriptedResponse.text("\(label) \(request.path) api=\(request.header("X-Api") ?? "-") stamp=\(request.headers.filter { $0.0.lowercased() == "x-stamp" }.map(\.1).joined(separator: ","))")
-            return request.path == "/slow" ? response.with(.stall(.seconds(3))) : response
+            return request.path == "/slow" ? response.with(.stall(.seconds(20))) : response
         }
     }
 
@@ -110,7 +110,10 @@ struct ServiceDefaultsTests {
         let payments = try await http1Server(Self.handler("payments"))
         let paymentsTest = try await http1Server(Self.handler("payments-test"))
         let servers = ServerDirectory(
-            urls: ["news": [.develop: news.baseURL], "payments": [.develop: payments.baseURL, .test: paymentsTest.baseURL]],
+            urls: [
+                "news": [.develop: news.baseURL], "reports": [.develop: news.baseURL],
+                "payments": [.develop: payments.baseURL, .test: paymentsTest.baseURL],
+            ],
             buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore()
         )
         try await withClient(kind, server: news, configure: {
@@ -118,9 +121,12 @@ struct ServiceDefaultsTests {
             $0.middleware = [Stamp(name: "client")]
             $0.retry = .never
             $0.serviceDefaults["payments"] = ServiceDefaults(
-                middleware: [Stamp(name: "payments")], headers: [HTTPField.Name("X-Api")!: "2"], timeout: .seconds(1),
+                middleware: [Stamp(name: "payments")], headers: [HTTPField.Name("X-Api")!: "2"],
                 retry: RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1))
             )
+            // Only the service whose calls should be short gets a short timeout (a loaded machine
+            // must not make the other calls time out).
+            $0.serviceDefaults["reports"] = ServiceDefaults(timeout: .seconds(1))
             $0.serviceDefaults["news"] = ServiceDefaults(headers: [HTTPField.Name("X-Api")!: "1"])
         }) { client in
             func call(_ service: ServiceID, _ path: String, headers: HTTPFields = [:]) -> Endpoint<String> {
@@ -133,8 +139,8 @@ struct ServiceDefaultsTests {
             #expect(try await client.send(call("payments", "/charge", headers: [HTTPField.Name("X-Api")!: "3"])) == "payments /charge api=3 stamp=client,payments")
             // The service's retry policy: one 503, then the answer.
             #expect(try await client.send(call("payments", "/flaky")) == "payments /flaky api=2 stamp=client,payments")
-            // The service's 1 s timeout ends a 3 s answer; news has none of its own and waits.
-            let timedOut = await expectCourierError { _ = try await client.send(call("payments", "/slow")) }
+            // The reports service's 1 s timeout ends a 20 s answer (the client's default is 60 s).
+            let timedOut = await expectCourierError { _ = try await client.send(call("reports", "/slow")) }
             #expect(timedOut?.kind == .timeout)
             // Environments keep switching under the defaults.
             try servers.switchEnvironment(to: .test)
