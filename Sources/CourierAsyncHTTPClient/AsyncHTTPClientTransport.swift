@@ -83,9 +83,11 @@ public final class AsyncHTTPClientTransport: Transport {
         case automatic
         /// Always HTTP/1.1.
         case http1Only
-        /// HTTP/2 only: over TLS, ALPN offers `h2` alone, and a response over anything else fails
-        /// with kind `transport`; a cleartext `http` URL fails with `invalidRequest` (AsyncHTTPClient
-        /// has no HTTP/2 over cleartext, h2c).
+        /// HTTP/2 only: a response over any other version fails with kind `tls` (reason
+        /// `handshakeFailure`, never retried); a cleartext `http` URL fails with `invalidRequest`
+        /// before anything is sent (AsyncHTTPClient has no HTTP/2 over cleartext, h2c). The version
+        /// is known only once the response head arrives — AsyncHTTPClient's pool offers both `h2`
+        /// and `http/1.1` by ALPN — so a server that speaks only HTTP/1.1 has received the request.
         case http2Only
     }
 
@@ -127,11 +129,6 @@ public final class AsyncHTTPClientTransport: Transport {
         config.tlsConfiguration = configuration.tlsConfiguration
         config.httpVersion = configuration.httpVersion == .http1Only ? .http1Only : .automatic
         config.dnsOverride = Dictionary(configuration.resolvedHosts.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
-        if configuration.httpVersion == .http2Only {
-            var tls = configuration.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
-            tls.applicationProtocols = ["h2"]
-            config.tlsConfiguration = tls
-        }
         config.timeout.connect = Self.timeAmount(configuration.connectTimeout)
         let readTimeout = configuration.readTimeout.map(Self.timeAmount)
         let verifier = configuration.pinning.hasPublicKeyPins ? PinVerifier(policy: configuration.pinning) : nil
@@ -281,7 +278,9 @@ public final class AsyncHTTPClientTransport: Transport {
         let version: Courier.HTTPVersion = response.version.major >= 2 ? .http2 : Courier.HTTPVersion(major: response.version.major, minor: response.version.minor)
         if self.requiresHTTP2, version.major < 2 {
             stream.cancel()
-            throw CourierError.transport("HTTP/2 was required, and the server answered over \(version)")
+            var error = CourierError(.tls, "HTTP/2 was required, and the server answered over \(version)")
+            error.tlsReason = .handshakeFailure
+            throw error
         }
         return RawResponse(
             head: HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase), headerFields: fields),

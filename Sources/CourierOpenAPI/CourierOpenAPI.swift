@@ -40,10 +40,13 @@ public struct CourierClientTransport: ClientTransport {
             endpointBody = .data(bytes, contentType: contentType ?? "application/octet-stream")
         }
         // Every status is an answer for the generated client to map; none is an error here.
-        let endpoint = Endpoint<Data>(
+        var endpoint = Endpoint<Data>(
             name: operationID, method: request.method, path: target, headers: headers, body: endpointBody,
             acceptedStatuses: 100..<1000, decoding: .data
         )
+        // The generated client reads the raw HTTP answer: no envelope or RPC unboxing, whatever
+        // the client's default wire protocol.
+        endpoint.wire = RESTProtocol()
         let response = try await self.client.response(endpoint)
         let head = HTTPResponse(status: response.status, headerFields: response.headers)
         return (head, response.value.isEmpty && request.method == .head ? nil : HTTPBody(response.value))
@@ -72,6 +75,12 @@ public struct OpenAPIClientTransportAdapter: Transport {
             throw CourierError(.invalidRequest, "the request has no absolute URL")
         }
         var head = request.head
+        // HTTPFields keeps each cookie as a field; the other transport gets them as one `Cookie`
+        // field (RFC 6265 §5.4), whatever it does with repeated fields.
+        if let cookie = head.headerFields[.cookie] {
+            head.headerFields[.cookie] = nil
+            head.headerFields.append(HTTPField(name: .cookie, value: cookie))
+        }
         var body: HTTPBody?
         if let requestBody = request.body {
             let bytes = try await requestBody.claimCollected()

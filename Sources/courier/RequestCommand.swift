@@ -59,7 +59,7 @@ struct RequestCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Use HTTP/1.1 only.")
     var http1 = false
 
-    @Flag(name: .long, help: "Require HTTP/2 (over TLS, ALPN offers h2 only); fails if the server does not speak it.")
+    @Flag(name: .long, help: "Require HTTP/2 (over TLS); a response over another version fails, and http:// is refused (no h2c).")
     var http2 = false
 
     @Option(name: .long, help: "HOST:PORT:ADDRESS — connect to ADDRESS for HOST instead of resolving it (as curl; TLS still checks HOST). Repeatable.")

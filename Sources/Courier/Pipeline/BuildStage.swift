@@ -57,10 +57,15 @@ enum RequestBuilder {
     static func build(_ endpoint: EndpointDescription, configuration: Client.Configuration, base clientBase: BaseURL?, id: RequestID) throws -> Request {
         var head: HTTPRequest
         if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://") {
-            guard let url = URL(string: endpoint.path), let target = BaseURL(url) else {
+            guard let url = URL(string: endpoint.path), let target = BaseURL(url),
+                  let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+            else {
                 throw CourierError.invalidRequest("'\(endpoint.path)' is not a valid absolute URL")
             }
-            head = HTTPRequest(method: endpoint.method, scheme: target.scheme, authority: target.authority, path: target.path(appending: "", query: endpoint.query))
+            // An absolute URL's path is kept as written: `/items/` and `/items` are different resources.
+            var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+            if let query = components.percentEncodedQuery { path += "?" + query }
+            head = HTTPRequest(method: endpoint.method, scheme: target.scheme, authority: target.authority, path: BaseURL.appending(endpoint.query, to: path))
         } else {
             let base: BaseURL
             if let service = endpoint.service {
@@ -314,21 +319,26 @@ struct BaseURL: Sendable {
     }
 
     func path(appending relative: String, query: [URLQueryItem]) -> String {
-        var path: String
+        let path: String
         // Byte searches: `String.contains(String)` goes through NSString on Linux.
         if self.basePath.utf8.contains(UInt8(ascii: "?")) || relative.isEmpty {
             path = self.basePath.isEmpty ? "/" : self.basePath
         } else {
             path = self.basePath + (relative.hasPrefix("/") ? relative : "/" + relative)
         }
-        if !query.isEmpty {
-            path += path.utf8.contains(UInt8(ascii: "?")) ? "&" : "?"
-            path += query.map { item in
-                let name = QueryEncoding.escape(item.name)
-                guard let value = item.value else { return name }
-                return "\(name)=\(QueryEncoding.escape(value))"
-            }.joined(separator: "&")
-        }
+        return Self.appending(query, to: path)
+    }
+
+    /// `path` with the query items appended, percent-encoded.
+    static func appending(_ query: [URLQueryItem], to path: String) -> String {
+        guard !query.isEmpty else { return path }
+        var path = path
+        path += path.utf8.contains(UInt8(ascii: "?")) ? "&" : "?"
+        path += query.map { item in
+            let name = QueryEncoding.escape(item.name)
+            guard let value = item.value else { return name }
+            return "\(name)=\(QueryEncoding.escape(value))"
+        }.joined(separator: "&")
         return path
     }
 }

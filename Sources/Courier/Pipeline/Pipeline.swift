@@ -172,6 +172,8 @@ struct Outcome: Sendable {
     var cacheKey: String?
     /// The payload after unboxing; `nil` means the body itself.
     var payload: Data?
+    /// Whether the cache may store the payload (its wire protocol allows it).
+    var payloadMayBeCached = true
     /// The decoded value, set by the decode stage.
     var value: (any Sendable)?
     /// The logical request, the URL that answered and the time taken, set by the log stage.

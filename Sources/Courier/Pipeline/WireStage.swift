@@ -49,6 +49,7 @@ struct WireStage: PipelineStage {
               !ResponseCache.isNotModified(exchange.cacheRun, status: outcome.response.status.code)
         else { return outcome }
         outcome.payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
+        outcome.payloadMayBeCached = wire.payloadMayBeCached
         return outcome
     }
 }

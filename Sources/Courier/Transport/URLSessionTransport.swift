@@ -313,9 +313,9 @@ private final class Exchange: Sendable {
     }
 
     func completed(error: (any Error)?) {
-        if let error, let challenge = self.challengeResponse.withLock({ $0 }) {
+        if let error, (error as NSError).domain == NSURLErrorDomain, (error as NSError).code == NSURLErrorCancelled,
+           let challenge = self.challengeResponse.withLock({ $0 }) {
             // The cancellation was ours, answering the challenge: the 401 is the response.
-            _ = error
             self.resumeHead(.success(challenge))
             self.chunkSink.finish()
             return
@@ -377,9 +377,14 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
         #if canImport(Darwin)
-        // Apple platforms (not compiled here): the system judges the server's trust, and default
-        // handling without a credential storage continues without a credential, delivering the 401.
-        completionHandler(.performDefaultHandling, nil)
+        // Apple platforms (not compiled here): the system judges the server's trust; any other
+        // protection space is rejected, so no system credential (Negotiate, NTLM) is offered and
+        // the 401 is delivered.
+        if challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust {
+            completionHandler(.performDefaultHandling, nil)
+        } else {
+            completionHandler(.rejectProtectionSpace, nil)
+        }
         #else
         // FoundationNetworking waits forever on default handling without a stored credential and
         // has no "continue without credential": the task is cancelled, and its exchange answers

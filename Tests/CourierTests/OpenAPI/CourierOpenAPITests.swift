@@ -73,6 +73,26 @@ struct CourierOpenAPITests {
     }
 
     @Test
+    func aGeneratedClientReadsRawAnswersWhateverTheDefaultWireProtocolAndKeepsTrailingSlashes() async throws {
+        // An envelope default must not unbox (or fail) a generated client's answers; an absolute
+        // URL's trailing slash is part of the resource.
+        let server = try await http1Server { request in
+            request.path == "/pets/42/" ? .json(#"{"id":42,"name":"Slash"}"#) : await PetsOrigin.handle(request)
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.defaultWireProtocol = EnvelopeProtocol() }) { courier in
+            let pets = PetsAPI.Client(serverURL: server.baseURL, transport: CourierClientTransport(client: courier))
+            guard case .ok(let ok) = try await pets.getPet(path: .init(petId: 42)), case .json(let rex) = ok.body else {
+                Issue.record("pet 42 was not found")
+                return
+            }
+            #expect(rex.name == "Rex")
+            let slash = try await courier.send(Endpoint<Data>(path: server.baseURL.absoluteString + "/pets/42/", decoding: .data).wire(RESTProtocol()))
+            #expect(String(decoding: slash, as: UTF8.self).contains("Slash"))
+            #expect(server.requests.last?.path == "/pets/42/")
+        }
+    }
+
+    @Test
     func identicalGeneratedCallsInFlightShareOneRequest() async throws {
         // Courier's deduplication applies to a generated client's GETs too.
         let gate = Gate()

@@ -176,7 +176,7 @@ struct ResponseCache: Sendable {
             }
             self.storeUnderContentLocation(run, outcome: outcome, now: now)
         }
-        guard let key = run.key, outcome.source == .network else { return outcome }
+        guard let key = run.key, outcome.source == .network, outcome.payloadMayBeCached else { return outcome }
         if Self.isNotModified(run, status: status), let entry = run.entry, let entryKey = run.entryKey {
             let refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
             self.store.setEntry(refreshed, forKey: entryKey)

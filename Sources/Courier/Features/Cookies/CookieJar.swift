@@ -99,7 +99,18 @@ public final class CookieJar: Sendable {
         let cookies = setCookieValues.compactMap { CookieRules.parse($0, host: host, requestPath: path, secureOrigin: secure, now: now) }
         guard !cookies.isEmpty else { return }
         self.change { stored in
-            for cookie in cookies { Self.insert(cookie, into: &stored, now: now) }
+            for cookie in cookies {
+                // RFC 6265bis §5.7: an insecure origin may not overwrite or shadow a Secure cookie
+                // of the same name whose domain and path overlap its own (session fixation).
+                if !secure, stored.contains(where: { old in
+                    old.secure && old.name == cookie.name
+                        && (CookieRules.domainMatches(old.domain, cookie.domain) || CookieRules.domainMatches(cookie.domain, old.domain))
+                        && CookieRules.pathMatches(cookie.path, old.path)
+                }) {
+                    continue
+                }
+                Self.insert(cookie, into: &stored, now: now)
+            }
         }
     }
 
@@ -113,12 +124,13 @@ public final class CookieJar: Sendable {
             .sorted { $0.path.count != $1.path.count ? $0.path.count > $1.path.count : $0.created < $1.created }
     }
 
+    /// Changes the cookies and saves the persistent ones, under the lock: two changes never reach
+    /// the store out of order (a sign-out's empty jar is never overwritten by an older snapshot).
     private func change(_ body: (inout [Cookie]) -> Void) {
-        let persistent: [Cookie] = self.state.withLock { state in
+        self.state.withLock { state in
             body(&state.cookies)
-            return state.cookies.filter { $0.expires != nil }
+            self.store?.save(state.cookies.filter { $0.expires != nil })
         }
-        self.store?.save(persistent)
     }
 
     /// §5.3 steps 11–12 and the limits of §6.1.
@@ -170,9 +182,13 @@ public struct FileCookieStore: CookieStore {
     public func save(_ cookies: [Cookie]) {
         guard let data = try? JSONEncoder().encode(cookies) else { return }
         let temporary = self.file.deletingLastPathComponent().appendingPathComponent(".\(self.file.lastPathComponent).\(UUID().uuidString).tmp")
-        guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600]) else { return }
-        if rename(temporary.path, self.file.path) != 0 {
-            try? FileManager.default.removeItem(at: temporary)
+        // Created owner-only from the start (no moment at the umask's permissions), then renamed.
+        let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard descriptor >= 0 else { return }
+        let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        if written != data.count || rename(temporary.path, self.file.path) != 0 {
+            unlink(temporary.path)
         }
     }
 }

@@ -16,7 +16,8 @@ import HTTPTypes
 /// response's JSON object are opened after the inner protocol has unboxed it. A field that fails
 /// to open (tampered, another key, not base64) fails the call with kind `decoding` and code
 /// `fieldIntegrity`; nothing is delivered. A request body that is not a JSON object fails with
-/// `invalidRequest` before anything is sent. Fields not present are left alone.
+/// `invalidRequest` before anything is sent. Fields not present are left alone. Responses are
+/// never stored by the response cache (their payload holds the decrypted fields).
 public struct FieldEncryptionProtocol: WireProtocol {
     /// The names of the top-level fields sealed.
     public let fields: Set<String>
@@ -51,6 +52,9 @@ public struct FieldEncryptionProtocol: WireProtocol {
         }
         try self.inner.box(&request, call: call)
     }
+
+    /// Decrypted payloads never rest in the cache.
+    public var payloadMayBeCached: Bool { false }
 
     /// Lets the inner protocol unbox the response, then opens the listed fields.
     public func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data {

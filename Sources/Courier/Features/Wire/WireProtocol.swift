@@ -19,6 +19,14 @@ public protocol WireProtocol: Sendable {
     func box(_ request: inout Request, call: WireCall) throws
     /// Returns the payload to decode, or throws the protocol's error.
     func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data
+    /// Whether the unboxed payload may be stored by the response cache (`false` when unboxing
+    /// reveals what must not rest on disk, such as decrypted fields). `true` by default.
+    var payloadMayBeCached: Bool { get }
+}
+
+extension WireProtocol {
+    /// Payloads may be cached.
+    public var payloadMayBeCached: Bool { true }
 }
 
 /// What a wire protocol knows about the call it boxes.

@@ -78,6 +78,24 @@ struct FieldEncryptionTests {
     }
 
     @Test
+    func decryptedAnswersNeverRestInTheCache() async throws {
+        // The payload holds the opened fields: the cache must not store it, whatever the server says.
+        let server = try await http1Server { request in
+            var response = await Self.origin(request)
+            response.headers.append(("Cache-Control", "max-age=600"))
+            return response
+        }
+        let store = MemoryCacheStore()
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache.store = store; $0.retry = .never }) { client in
+            var endpoint = Self.pay("/echo")
+            endpoint.cachePolicy = CachePolicy.http.allowingAnyMethod()
+            _ = try await client.send(endpoint)
+            _ = try await client.send(endpoint)
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test
     func aBodyThatIsNotAJSONObjectIsRefusedBeforeSending() async throws {
         let server = try await http1Server(Self.origin)
         try await withClient(.asyncHTTPClient, server: server) { client in

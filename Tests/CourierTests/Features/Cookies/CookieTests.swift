@@ -233,6 +233,17 @@ struct CookieJarTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func anInsecureOriginCannotOverwriteASecureCookie(_ kind: TransportKind) async throws {
+        // RFC 6265bis §5.7: session fixation over http is refused.
+        try await withJar(kind) { client, server, jar in
+            jar.set(Cookie(name: "session", value: "real", domain: server.baseURL.host!, secure: true))
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            #expect(jar.allCookies.first { $0.name == "session" }?.value == "real")
+            #expect(jar.allCookies.contains { $0.name == "theme" })
+        }
+    }
+
     @Test
     func aCachedResponseSetsNoCookieAgain() async throws {
         // Seam cookies × cache: the stage is below the cache; a hit does not replay Set-Cookie.
