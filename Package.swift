@@ -117,14 +117,14 @@ let package = Package(
             path: "Benchmarks/CourierBenchmarks",
             swiftSettings: swiftSettings
         ),
-        // A client generated from Tests/PetsAPI/openapi.yaml (see its README), for the OpenAPI tests.
+        // A client generated from Examples/PetsAPI/openapi.yaml (see its README), for the OpenAPI tests.
         .target(
             name: "PetsAPI",
             dependencies: [
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
-            path: "Tests/PetsAPI",
+            path: "Examples/PetsAPI",
             exclude: ["openapi.yaml", "openapi-generator-config.yaml", "README.md"],
             // Generated code, kept as the generator writes it: its unused `public import`s of the
             // empty component files would be the build's only warnings.

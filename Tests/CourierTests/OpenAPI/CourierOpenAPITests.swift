@@ -10,7 +10,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// The pets API of `Tests/PetsAPI/openapi.yaml`, served by the in-process server: pet 42 is Rex
+/// The pets API of `Examples/PetsAPI/openapi.yaml`, served by the in-process server: pet 42 is Rex
 /// (cacheable for a minute), others are 404; POST /pets creates pet 7. `/pets/500` closes the connection.
 enum PetsOrigin {
     static func handle(_ request: RecordedRequest) async -> ScriptedResponse {

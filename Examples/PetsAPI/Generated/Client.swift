@@ -16,7 +16,7 @@ public import struct Foundation.Data
 #endif
 public import struct Foundation.Date
 import HTTPTypes
-/// A small API for Courier's OpenAPI tests (the client in Tests/PetsAPI/Generated is generated from it).
+/// A small API for Courier's OpenAPI tests (the client in Examples/PetsAPI/Generated is generated from it).
 public struct Client: APIProtocol {
     /// The underlying HTTP client.
     private let client: UniversalClient
