@@ -72,14 +72,14 @@ struct CourierOpenAPITests {
         }
     }
 
-    @Test
-    func aGeneratedClientReadsRawAnswersWhateverTheDefaultWireProtocolAndKeepsTrailingSlashes() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aGeneratedClientReadsRawAnswersWhateverTheDefaultWireProtocolAndKeepsTrailingSlashes(_ kind: TransportKind) async throws {
         // An envelope default must not unbox (or fail) a generated client's answers; an absolute
         // URL's trailing slash is part of the resource.
         let server = try await http1Server { request in
             request.path == "/pets/42/" ? .json(#"{"id":42,"name":"Slash"}"#) : await PetsOrigin.handle(request)
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.defaultWireProtocol = EnvelopeProtocol() }) { courier in
+        try await withClient(kind, server: server, configure: { $0.defaultWireProtocol = EnvelopeProtocol() }) { courier in
             let pets = PetsAPI.Client(serverURL: server.baseURL, transport: CourierClientTransport(client: courier))
             guard case .ok(let ok) = try await pets.getPet(path: .init(petId: 42)), case .json(let rex) = ok.body else {
                 Issue.record("pet 42 was not found")
@@ -92,15 +92,15 @@ struct CourierOpenAPITests {
         }
     }
 
-    @Test
-    func identicalGeneratedCallsInFlightShareOneRequest() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func identicalGeneratedCallsInFlightShareOneRequest(_ kind: TransportKind) async throws {
         // Courier's deduplication applies to a generated client's GETs too.
         let gate = Gate()
         let server = try await http1Server { request in
             await gate.wait()
             return await PetsOrigin.handle(request)
         }
-        try await withClient(.asyncHTTPClient, server: server) { courier in
+        try await withClient(kind, server: server) { courier in
             let pets = PetsAPI.Client(serverURL: server.baseURL, transport: CourierClientTransport(client: courier))
             async let first = pets.getPet(path: .init(petId: 42))
             async let second = pets.getPet(path: .init(petId: 42))
@@ -112,10 +112,10 @@ struct CourierOpenAPITests {
         }
     }
 
-    @Test
-    func courierFailuresReachTheGeneratedClientAsCourierErrors() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func courierFailuresReachTheGeneratedClientAsCourierErrors(_ kind: TransportKind) async throws {
         let server = try await http1Server(PetsOrigin.handle)
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.retry = .never }) { courier in
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { courier in
             let pets = PetsAPI.Client(serverURL: server.baseURL, transport: CourierClientTransport(client: courier))
             do {
                 _ = try await pets.getPet(path: .init(petId: 500))

@@ -55,8 +55,8 @@ struct FieldEncryptionTests {
         return sealed.combined!.base64EncodedString()
     }()
 
-    @Test(arguments: ["/tamper", "/foreign", "/swapped"])
-    func aTamperedForeignOrMovedFieldFailsTypedAndDeliversNothing(_ path: String) async throws {
+    @Test(arguments: TransportKind.allCases, ["/tamper", "/foreign", "/swapped"])
+    func aTamperedForeignOrMovedFieldFailsTypedAndDeliversNothing(_ kind: TransportKind, _ path: String) async throws {
         let server = try await http1Server { request in
             switch request.path {
             case "/foreign":
@@ -70,15 +70,15 @@ struct FieldEncryptionTests {
                 return await Self.origin(request)
             }
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.retry = .never }) { client in
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
             let error = await expectCourierError { _ = try await client.send(Self.pay(path)) }
             #expect(error?.kind == .decoding)
             #expect(error?.code == "fieldIntegrity")
         }
     }
 
-    @Test
-    func decryptedAnswersNeverRestInTheCache() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func decryptedAnswersNeverRestInTheCache(_ kind: TransportKind) async throws {
         // The payload holds the opened fields: the cache must not store it, whatever the server says.
         let server = try await http1Server { request in
             var response = await Self.origin(request)
@@ -86,7 +86,7 @@ struct FieldEncryptionTests {
             return response
         }
         let store = MemoryCacheStore()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache.store = store; $0.retry = .never }) { client in
+        try await withClient(kind, server: server, configure: { $0.cache.store = store; $0.retry = .never }) { client in
             var endpoint = Self.pay("/echo")
             endpoint.cachePolicy = CachePolicy.http.allowingAnyMethod()
             _ = try await client.send(endpoint)
@@ -95,6 +95,7 @@ struct FieldEncryptionTests {
         }
     }
 
+    /// Refused in the wire stage, before any transport is involved: one transport is enough.
     @Test
     func aBodyThatIsNotAJSONObjectIsRefusedBeforeSending() async throws {
         let server = try await http1Server(Self.origin)

@@ -123,12 +123,12 @@ struct RFC9111Tests {
         AgeRow(lines: ["3599"], stale: false),
     ]
 
-    @Test(arguments: ageRows)
-    func ageIsDeltaSecondsReadFromTheFirstMember(_ row: AgeRow) async throws {
+    @Test(arguments: TransportKind.allCases, ageRows)
+    func ageIsDeltaSecondsReadFromTheFirstMember(_ kind: TransportKind, _ row: AgeRow) async throws {
         // RFC 9111 §5.1: Age is a non-negative integer; an invalid value is ignored; a list is read by its first member.
         let counter = Locked(0)
         let headers = [("Cache-Control", "max-age=3600")] + row.lines.map { ("Age", $0) }
-        try await withCache(handler: { _ in .text(Self.counted(counter), headers: headers) }) { client, server, _ in
+        try await withCache(kind, handler: { _ in .text(Self.counted(counter), headers: headers) }) { client, server, _ in
             _ = try await client.send(Self.get("/a"))
             let second = try await client.response(Self.get("/a"))
             #expect(second.source == (row.stale ? .network : .cache))
@@ -161,14 +161,14 @@ struct RFC9111Tests {
         ExpiresRow(value: "Fri Jan 15 10:00:00 2027 GMT", valid: false),
     ]
 
-    @Test(arguments: expiresRows)
-    func anExpiresThatIsNotAnHTTPDateIsInThePast(_ row: ExpiresRow) async throws {
+    @Test(arguments: TransportKind.allCases, expiresRows)
+    func anExpiresThatIsNotAnHTTPDateIsInThePast(_ kind: TransportKind, _ row: ExpiresRow) async throws {
         // RFC 9111 §5.3: a cache MUST interpret an invalid Expires, such as "0", as a time in the
         // past; RFC 9110 §5.6.7: IMF-fixdate and the two obsolete formats are the only dates.
         #expect((HTTPDate.parse(row.value) != nil) == row.valid)
         let counter = Locked(0)
         let date = imfDate(TestClock().now)
-        try await withCache(handler: { _ in .text(Self.counted(counter), headers: [("Date", date), ("Expires", row.value)]) }) { client, server, _ in
+        try await withCache(kind, handler: { _ in .text(Self.counted(counter), headers: [("Date", date), ("Expires", row.value)]) }) { client, server, _ in
             _ = try await client.send(Self.get("/e"))
             let second = try await client.response(Self.get("/e"))
             #expect(second.source == (row.valid ? .cache : .network))
@@ -244,10 +244,10 @@ struct RFC9111Tests {
         }
     }
 
-    @Test
-    func pastTheStaleWhileRevalidateWindowTheCallerWaitsForTheOrigin() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func pastTheStaleWhileRevalidateWindowTheCallerWaitsForTheOrigin(_ kind: TransportKind) async throws {
         let counter = Locked(0)
-        try await withCache(handler: { _ in .text(Self.counted(counter), headers: [("Cache-Control", "max-age=1, stale-while-revalidate=10")]) }) { client, server, clock in
+        try await withCache(kind, handler: { _ in .text(Self.counted(counter), headers: [("Cache-Control", "max-age=1, stale-while-revalidate=10")]) }) { client, server, clock in
             _ = try await client.send(Self.get("/swr"))
             clock.advance(20)
             let late = try await client.response(Self.get("/swr"))
@@ -257,11 +257,11 @@ struct RFC9111Tests {
         }
     }
 
-    @Test
-    func anEndpointOverridesStaleWhileRevalidateEitherWay() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func anEndpointOverridesStaleWhileRevalidateEitherWay(_ kind: TransportKind) async throws {
         // The policy's window replaces the response's: zero turns it off, a value turns it on.
         let counter = Locked(0)
-        try await withCache(handler: { request in
+        try await withCache(kind, handler: { request in
             let directive = request.path == "/with" ? "max-age=1, stale-while-revalidate=60" : "max-age=1"
             return .text(Self.counted(counter), headers: [("Cache-Control", directive)])
         }) { client, server, clock in
@@ -302,11 +302,11 @@ struct RFC9111Tests {
 
     // MARK: - RFC 5861 stale-if-error
 
-    @Test(arguments: [500, 502, 503, 504])
-    func staleIfErrorServesTheStoredResponseWhenTheOriginFails(_ status: Int) async throws {
+    @Test(arguments: TransportKind.allCases, [500, 502, 503, 504])
+    func staleIfErrorServesTheStoredResponseWhenTheOriginFails(_ kind: TransportKind, _ status: Int) async throws {
         // RFC 5861 §4: within the window, an error answer (500, 502, 503, 504) gets the stale response.
         let failing = Locked(false)
-        try await withCache(handler: { request in
+        try await withCache(kind, handler: { request in
             if failing.withLock({ $0 }) { return .text("down", status: status) }
             let directive = request.path == "/strict" ? "max-age=1, stale-if-error=60, must-revalidate" : "max-age=1, stale-if-error=60"
             return .text("good", headers: [("Cache-Control", directive)])
@@ -330,20 +330,21 @@ struct RFC9111Tests {
         }
     }
 
-    @Test
-    func staleIfErrorServesTheStoredResponseWhenTheOriginCannotBeReached() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func staleIfErrorServesTheStoredResponseWhenTheOriginCannotBeReached(_ kind: TransportKind) async throws {
         // RFC 5861 §4: "an error is any situation that would result in a 500, 502, 503 or 504
         // response" — here the origin is gone: connection refused.
         let clock = TestClock()
         let server = try await http1Server { _ in .text("good", headers: [("Cache-Control", "max-age=1")]) }
         let store = MemoryCacheStore()
-        try await withClient(.asyncHTTPClient, server: server, configure: {
+        try await withClient(kind, server: server, configure: {
             $0.cache = CacheConfiguration(store: store, now: { clock.now })
         }) { client in
             _ = try await client.send(Self.get("/gone"))
         }
         // The server has stopped; a new client (no pooled connection) on the same store finds nobody there.
-        let transport = AsyncHTTPClientTransport()
+        let ahc = kind == .asyncHTTPClient ? AsyncHTTPClientTransport() : nil
+        let transport: any Transport = ahc ?? URLSessionTransport()
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
             $0.cache = CacheConfiguration(store: store, policy: CachePolicy.http.servingStale(ifError: .seconds(300)), now: { clock.now })
             $0.retry = .never
@@ -357,20 +358,20 @@ struct RFC9111Tests {
             let error = await expectCourierError { _ = try await client.send(Self.get("/gone", policy: .http)) }
             #expect(error?.kind == .transport)
         } catch {
-            try? await transport.shutdown()
+            try? await ahc?.shutdown()
             throw error
         }
-        try await transport.shutdown()
+        try await ahc?.shutdown()
     }
 
     // MARK: - §4.4 Invalidation
 
-    @Test(arguments: [HTTPRequest.Method.post, .put, .delete, HTTPRequest.Method("PURGE")!])
-    func anUnsafeMethodInvalidatesItsTargetAndTheSameOriginLocations(_ method: HTTPRequest.Method) async throws {
+    @Test(arguments: TransportKind.allCases, [HTTPRequest.Method.post, .put, .delete, HTTPRequest.Method("PURGE")!])
+    func anUnsafeMethodInvalidatesItsTargetAndTheSameOriginLocations(_ kind: TransportKind, _ method: HTTPRequest.Method) async throws {
         // RFC 9111 §4.4: a cache MUST invalidate the target URI, and the URIs in Location and
         // Content-Location when they have the same origin, after a non-error response to an unsafe method.
         let counter = Locked(0)
-        try await withCache(handler: { request in
+        try await withCache(kind, handler: { request in
             if request.method != "GET" {
                 return .text("done", headers: [("Location", "/other"), ("Content-Location", "/third?b=2&a=1"), ("Vary", "Accept-Language")])
             }
@@ -395,10 +396,10 @@ struct RFC9111Tests {
         }
     }
 
-    @Test
-    func anErrorAnswerOrAnotherOriginsLocationInvalidatesNothingElse() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func anErrorAnswerOrAnotherOriginsLocationInvalidatesNothingElse(_ kind: TransportKind) async throws {
         let counter = Locked(0)
-        try await withCache(handler: { request in
+        try await withCache(kind, handler: { request in
             if request.method == "POST" {
                 return request.path == "/fail"
                     ? .text("no", status: 500, headers: [("Location", "/kept")])
@@ -445,10 +446,10 @@ struct RFC9111Tests {
         }
     }
 
-    @Test
-    func maxStaleMinFreshAndNoCacheFromTheRequestAreHonoured() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func maxStaleMinFreshAndNoCacheFromTheRequestAreHonoured(_ kind: TransportKind) async throws {
         let counter = Locked(0)
-        try await withCache(handler: { request in
+        try await withCache(kind, handler: { request in
             if request.header("If-None-Match") == "\"t\"" {
                 return ScriptedResponse(status: 304, headers: [("ETag", "\"t\""), ("Cache-Control", "max-age=60")])
             }
@@ -474,11 +475,11 @@ struct RFC9111Tests {
 
     // MARK: - Optional behaviours
 
-    @Test
-    func aFreshImmutableResponseIsNotRevalidatedOnAReload() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aFreshImmutableResponseIsNotRevalidatedOnAReload(_ kind: TransportKind) async throws {
         // RFC 8246 §2: during its freshness an immutable response is not revalidated because a
         // reload asked for a younger one (max-age=0); a forced reload (no-cache) still revalidates.
-        try await withCache(handler: { request in
+        try await withCache(kind, handler: { request in
             let immutable = request.path == "/immutable" ? ", immutable" : ""
             return .text("v", headers: [("Cache-Control", "max-age=600\(immutable)"), ("ETag", "\"i\"")])
         }) { client, server, clock in
@@ -493,10 +494,10 @@ struct RFC9111Tests {
         }
     }
 
-    @Test
-    func onlyIfCachedServesAStaleWhileRevalidateResponseWithoutTheBackgroundRequest() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func onlyIfCachedServesAStaleWhileRevalidateResponseWithoutTheBackgroundRequest(_ kind: TransportKind) async throws {
         // RFC 9111 §5.2.1.7: only-if-cached never reaches the origin, not even in the background.
-        try await withCache(handler: { _ in .text("v", headers: [("Cache-Control", "max-age=1, stale-while-revalidate=600, stale-if-error=600")]) }) { client, server, clock in
+        try await withCache(kind, handler: { _ in .text("v", headers: [("Cache-Control", "max-age=1, stale-while-revalidate=600, stale-if-error=600")]) }) { client, server, clock in
             _ = try await client.send(Self.get("/s"))
             clock.advance(10)
             let answer = try await client.response(Self.get("/s", [.cacheControl: "only-if-cached, max-stale=0"]))
@@ -509,10 +510,10 @@ struct RFC9111Tests {
         }
     }
 
-    @Test
-    func aPOSTResponseWithFreshnessAndItsOwnContentLocationAnswersALaterGET() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aPOSTResponseWithFreshnessAndItsOwnContentLocationAnswersALaterGET(_ kind: TransportKind) async throws {
         // RFC 9110 §9.3.3 and RFC 9111 §4.4: such a response is the representation of its URL.
-        try await withCache(handler: { request in
+        try await withCache(kind, handler: { request in
             if request.method == "POST" {
                 let location = request.path == "/doc" ? "/doc" : "/somewhere-else"
                 return .text("posted", headers: [("Cache-Control", "max-age=60"), ("Content-Location", location)])
@@ -546,22 +547,24 @@ struct RFC9111Tests {
         // explicit expiry whose status allows it; Courier's is a fraction of Date − Last-Modified.
         let now = TestClock().now
         let headers = [("Date", imfDate(now)), ("Last-Modified", imfDate(now.addingTimeInterval(-10 * 86_400)))]
-        let counter = Locked(0)
-        try await withCache(policy: CachePolicy.http.heuristicFreshness(rule), handler: { _ in .text(Self.counted(counter), headers: headers) }) { client, server, clock in
-            _ = try await client.send(Self.get("/h"))
-            clock.advance(daysLater * 86_400)
-            let second = try await client.response(Self.get("/h"))
-            #expect(second.source == (cached ? .cache : .network))
-            #expect(server.requests.count == (cached ? 1 : 2))
+        for kind in TransportKind.allCases {
+            let counter = Locked(0)
+            try await withCache(kind, policy: CachePolicy.http.heuristicFreshness(rule), handler: { _ in .text(Self.counted(counter), headers: headers) }) { client, server, clock in
+                _ = try await client.send(Self.get("/h"))
+                clock.advance(daysLater * 86_400)
+                let second = try await client.response(Self.get("/h"))
+                #expect(second.source == (cached ? .cache : .network), "\(kind)")
+                #expect(server.requests.count == (cached ? 1 : 2), "\(kind)")
+            }
         }
     }
 
-    @Test
-    func mustUnderstandStoresAnUnderstoodStatusDespiteNoStore() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func mustUnderstandStoresAnUnderstoodStatusDespiteNoStore(_ kind: TransportKind) async throws {
         // RFC 9111 §5.2.2.3: a cache that understands the status code ignores no-store sent for
         // caches that do not; one it does not understand is not stored.
         let counter = Locked(0)
-        try await withCache(handler: { request in
+        try await withCache(kind, handler: { request in
             let status = request.path == "/created" ? 201 : 200
             return .text(Self.counted(counter), status: status, headers: [("Cache-Control", "max-age=60, no-store, must-understand")])
         }) { client, server, _ in
@@ -573,13 +576,13 @@ struct RFC9111Tests {
         }
     }
 
-    @Test
-    func aHEADResponseUpdatesOrRetiresTheStoredGETResponse() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aHEADResponseUpdatesOrRetiresTheStoredGETResponse(_ kind: TransportKind) async throws {
         // RFC 9111 §4.3.5: a HEAD response with the stored response's validator updates its
         // fields; a different validator means the stored response is outdated.
         let etag = Locked("\"a\"")
         let counter = Locked(0)
-        try await withCache(handler: { request in
+        try await withCache(kind, handler: { request in
             let current = etag.withLock { $0 }
             if request.method == "HEAD" {
                 // The body is not sent (a HEAD response), but gives the Content-Length a GET would have.
@@ -607,10 +610,10 @@ struct RFC9111Tests {
 
     // MARK: - §4.3.1 Validators
 
-    @Test(arguments: ["\"plain\"", "W/\"weak tag\"", "unquoted-invalid", "\"with \\\\ backslash\"", "\"\"", "W/\"\""])
-    func anETagIsSentBackByteForByte(_ tag: String) async throws {
+    @Test(arguments: TransportKind.allCases, ["\"plain\"", "W/\"weak tag\"", "unquoted-invalid", "\"with \\\\ backslash\"", "\"\"", "W/\"\""])
+    func anETagIsSentBackByteForByte(_ kind: TransportKind, _ tag: String) async throws {
         // RFC 9111 §4.3.1: the stored entity tag goes in If-None-Match as received.
-        try await withCache(handler: { request in
+        try await withCache(kind, handler: { request in
             if request.header("If-None-Match") != nil { return ScriptedResponse(status: 304, headers: [("ETag", tag)]) }
             return .text("tagged", headers: [("ETag", tag), ("Cache-Control", "max-age=0")])
         }) { client, server, _ in

@@ -244,12 +244,12 @@ struct CookieJarTests {
         }
     }
 
-    @Test
-    func aCachedResponseSetsNoCookieAgain() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aCachedResponseSetsNoCookieAgain(_ kind: TransportKind) async throws {
         // Seam cookies × cache: the stage is below the cache; a hit does not replay Set-Cookie.
         let jar = CookieJar()
         let server = try await http1Server { _ in .text("page", headers: [("Cache-Control", "max-age=60"), ("Set-Cookie", "seen=1")]) }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cookies = jar; $0.cache.store = MemoryCacheStore() }) { client in
+        try await withClient(kind, server: server, configure: { $0.cookies = jar; $0.cache.store = MemoryCacheStore() }) { client in
             _ = try await client.send(Self.get("/page"))
             jar.removeAll()
             let hit = try await client.response(Self.get("/page"))
@@ -258,13 +258,13 @@ struct CookieJarTests {
         }
     }
 
-    @Test
-    func persistentCookiesSurviveARestartOwnerOnlyAndSessionCookiesDoNot() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func persistentCookiesSurviveARestartOwnerOnlyAndSessionCookiesDoNot(_ kind: TransportKind) async throws {
         let directory = temporaryDirectory("cookies")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("cookies.json")
-        try await withJar(.asyncHTTPClient, jar: CookieJar(store: FileCookieStore(file: file))) { client, server, _ in
+        try await withJar(kind, jar: CookieJar(store: FileCookieStore(file: file))) { client, server, _ in
             _ = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
             #expect(posixPermissions(file) == 0o600)
             // After a restart only the cookie with a lifetime (theme) is there.
