@@ -68,6 +68,15 @@ extension Client {
         public var cookies: CookieJar?
         /// Called with events raised by responses (such as a business code mapped to "session expired").
         public var onEvent: (@Sendable (CourierEvent) -> Void)?
+        /// What watches every request go through the pipeline: metrics, tracing, HAR capture,
+        /// your own (see ``EventMonitor``). The ``logger`` gets a ``LogMonitor`` of its own.
+        public var eventMonitors: [any EventMonitor]
+        /// Whether the log lines at `.trace` include request and response bodies (redacted, capped).
+        public var logsBodies: Bool
+        /// Debug options (log level, body logging, HAR capture) switched on without a rebuild;
+        /// `nil` (the default) reads them from the process's environment and launch arguments
+        /// once, when the client is created. ``DebugOptions/off`` ignores the environment.
+        public var debugOptions: DebugOptions?
 
         /// Creates a configuration with the defaults.
         public init(transport: any Transport, baseURL: URL? = nil) {
@@ -100,6 +109,9 @@ extension Client {
             self.defaultWireProtocol = RESTProtocol()
             self.errorClassifier = .standard
             self.onEvent = nil
+            self.eventMonitors = []
+            self.logsBodies = false
+            self.debugOptions = nil
             self.cache = CacheConfiguration()
             self.decompression = DecompressionLimits()
             self.retry = .standard

@@ -36,8 +36,16 @@ extension Client {
         else { return nil }
         hit.value = value
         hit.urlString = request.urlString
-        self.parts.log.started(request)
-        self.parts.log.finished(request, status: hit.response.status.code, duration: .zero, bytes: hit.body.count, version: nil, outcome: "success(cache, age \(Int(hit.age ?? 0))s)")
+        let events = self.parts.events
+        if events.isActive {
+            events.emit(request) { $0.requestStarted($1) }
+            events.emit(request) { $0.cacheHit($1, source: .cache, age: hit.age ?? 0) }
+            let result = EventHub.result(
+                response: hit.response.head, body: hit.body, bodySize: hit.body.count, version: nil, source: .cache, age: hit.age,
+                start: .now, url: request.urlString, record: ExchangeRecord(), delivery: .collected
+            )
+            events.emit(request) { $0.requestFinished($1, result: result) }
+        }
         return try? ResponseDelivery.response(hit, as: Value.self)
     }
 }

@@ -23,7 +23,7 @@ public final class Client: Sendable {
         let scheduler = RequestScheduler(configuration: configuration.scheduling)
         self.parts = ClientParts(
             configuration: configuration,
-            log: RequestLog(logger: configuration.logger, redactor: configuration.redactor),
+            events: EventHub(Self.monitors(of: configuration)),
             base: configuration.baseURL.flatMap(BaseURL.init),
             scheduler: scheduler,
             deduplicator: Deduplicator(makeTicket: { scheduler.makeTicket() }, reprioritize: { scheduler.reprioritize(ticket: $0, to: $1) }),

@@ -79,4 +79,51 @@ public struct Redactor: Sendable {
         }
         return result
     }
+
+    /// A body as text for a log line, with secrets hidden and at most `limit` bytes shown.
+    ///
+    /// JSON has the values of secret-named keys replaced (at any depth), a form body
+    /// (`application/x-www-form-urlencoded`) its secret-named fields, other text its bearer tokens
+    /// and `name=value` secrets; bytes that are not UTF-8 text are shown as a byte count only.
+    public func redact(body: Data, contentType: String?, limit: Int) -> String {
+        if body.isEmpty { return "(empty)" }
+        let type = contentType?.lowercased() ?? ""
+        let text: String
+        if type.contains("json") || (type.isEmpty && (body.first == UInt8(ascii: "{") || body.first == UInt8(ascii: "["))),
+           let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
+           let data = try? JSONSerialization.data(withJSONObject: self.redact(json: object), options: [.sortedKeys, .fragmentsAllowed]),
+           let json = String(data: data, encoding: .utf8) {
+            text = json
+        } else if type.contains("x-www-form-urlencoded"), let form = String(data: body, encoding: .utf8) {
+            text = form.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+                return parts.count == 2 && self.isSecret(queryName: name) ? "\(parts[0])=\(self.replacement)" : String(pair)
+            }.joined(separator: "&")
+        } else if !Self.looksBinary(type), let plain = String(data: body, encoding: .utf8) {
+            text = self.redactFreeText(plain)
+        } else {
+            return "(\(body.count) bytes, binary)"
+        }
+        let utf8 = Array(text.utf8)
+        guard utf8.count > limit else { return text }
+        let shown = String(decoding: utf8.prefix(max(0, limit)), as: UTF8.self)
+        return "\(shown)… (\(body.count) bytes)"
+    }
+
+    private func redact(json: Any) -> Any {
+        if let object = json as? [String: Any] {
+            var result: [String: Any] = [:]
+            for (key, value) in object {
+                result[key] = self.isSecret(queryName: key) || self.isSecret(headerName: key) ? self.replacement : self.redact(json: value)
+            }
+            return result
+        }
+        if let array = json as? [Any] { return array.map { self.redact(json: $0) } }
+        return json
+    }
+
+    private static func looksBinary(_ type: String) -> Bool {
+        ["image/", "audio/", "video/", "octet-stream", "protobuf", "application/zip", "application/gzip", "application/pdf"].contains { type.contains($0) }
+    }
 }

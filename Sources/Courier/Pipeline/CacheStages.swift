@@ -20,10 +20,25 @@ import HTTPTypes
 /// configured: nothing happens.
 struct CacheLookupStage: PipelineStage {
     let cache: ResponseCache?
+    let events: EventHub
     var name: String { "cache-lookup" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, !exchange.mode.isStream else { return try await next(exchange) }
+        guard self.events.isActive else { return try await self.lookUp(exchange, cache: cache, next: next) }
+        let outcome = try await self.lookUp(exchange, cache: cache, next: next)
+        switch outcome.source {
+        case .cache, .stale:
+            self.events.emit(exchange.request) { $0.cacheHit($1, source: outcome.source, age: outcome.age ?? 0) }
+        case .revalidated:
+            self.events.emit(exchange.request) { $0.cacheRevalidated($1) }
+        case .network, .coalesced:
+            break
+        }
+        return outcome
+    }
+
+    private func lookUp(_ exchange: RequestExchange, cache: ResponseCache, next: @escaping PipelineStageNext) async throws -> Outcome {
         var exchange = exchange
         var planned = cache.begin(exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
         let accepted = exchange.endpoint.acceptedStatuses
@@ -176,12 +191,17 @@ struct CacheLookupStage: PipelineStage {
 /// are part of the logical request) or give each account its own cache partition.
 struct CacheStoreStage: PipelineStage {
     let cache: ResponseCache?
+    let events: EventHub
     var name: String { "cache-store" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, let run = exchange.cacheRun else { return try await next(exchange) }
         let outcome = try await next(exchange)
-        return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders)
+        guard self.events.isActive else { return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) }
+        let events = self.events
+        return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) {
+            events.emit(exchange.request) { $0.cacheStored($1) }
+        }
     }
 }
 
@@ -197,6 +217,7 @@ struct CacheStoreStage: PipelineStage {
 struct DeduplicationStage: PipelineStage {
     let deduplicator: Deduplicator
     let configuration: DeduplicationConfiguration
+    let events: EventHub
     var name: String { "deduplication" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
@@ -215,8 +236,15 @@ struct DeduplicationStage: PipelineStage {
         let outcome: Outcome
         let coalesced: Bool
         do {
+            var onJoin: (@Sendable (RequestID) -> Void)?
+            if self.events.isActive {
+                let events = self.events
+                let joiner = exchange.request
+                onJoin = { leader in events.emit(joiner) { monitor, event in monitor.deduplicationJoined(event, sharing: leader) } }
+            }
             (outcome, coalesced) = try await self.deduplicator.run(
-                key: key, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control
+                key: key, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control,
+                requestID: exchange.request.id, onJoin: onJoin
             ) { ticket, priority in
                 var run = shared
                 run.ticket = ticket
@@ -251,30 +279,61 @@ struct DeduplicationStage: PipelineStage {
 /// body — so the scheduler never believes a busy connection is free.
 struct ScheduleStage: PipelineStage {
     let scheduler: RequestScheduler
+    let events: EventHub
     var name: String { "schedule" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         let scheduler = self.scheduler
+        let events = self.events
         let ticket = exchange.ticket ?? scheduler.makeTicket()
         let host = exchange.request.head.authority ?? ""
         if let control = exchange.control {
             control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) }
         }
-        try await scheduler.acquire(ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority)
+        if events.isActive {
+            try await self.acquireObserved(exchange, ticket: ticket, host: host)
+        } else {
+            try await scheduler.acquire(ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority)
+        }
+        let release: @Sendable (Bool) -> Void = { spokeHTTP2 in
+            scheduler.release(host: host, spokeHTTP2: spokeHTTP2)
+            events.emit(exchange.request) { $0.slotReleased($1, host: host) }
+        }
         var outcome: Outcome
         do {
             outcome = try await next(exchange)
         } catch {
-            scheduler.release(host: host, spokeHTTP2: exchange.record.version.map { $0.major >= 2 } ?? false)
+            release(exchange.record.version.map { $0.major >= 2 } ?? false)
             throw error
         }
         let spokeHTTP2 = outcome.response.version.major >= 2
         guard exchange.mode.isStream, outcome.response.body.bytes == nil else {
-            scheduler.release(host: host, spokeHTTP2: spokeHTTP2)
+            release(spokeHTTP2)
             return outcome
         }
-        let lease = BodyLease { scheduler.release(host: host, spokeHTTP2: spokeHTTP2) }
+        let lease = BodyLease { release(spokeHTTP2) }
         outcome.response.body = outcome.response.body.ending(with: lease)
         return outcome
+    }
+
+    /// Acquires a slot, telling the monitors when the request waits, leaves the queue and holds the slot.
+    private func acquireObserved(_ exchange: RequestExchange, ticket: UInt64, host: String) async throws {
+        let events = self.events
+        let started = ContinuousClock.now
+        let parked = Locked(false)
+        do {
+            try await self.scheduler.acquire(ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority) {
+                parked.withLock { $0 = true }
+                events.emit(exchange.request) { $0.requestQueued($1, host: host) }
+            }
+        } catch {
+            if parked.current { events.emit(exchange.request) { $0.requestDequeued($1, host: host) } }
+            throw error
+        }
+        if parked.current {
+            exchange.record.queued = .now - started
+            events.emit(exchange.request) { $0.requestDequeued($1, host: host) }
+        }
+        events.emit(exchange.request) { $0.slotAcquired($1, host: host) }
     }
 }

@@ -10,6 +10,7 @@ import HTTPTypes
 struct DecodeStage: PipelineStage {
     let decoder: JSONDecoder
     let values: DecodedValues
+    let events: EventHub
     var name: String { "decode" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
@@ -18,7 +19,12 @@ struct DecodeStage: PipelineStage {
         let payload = outcome.payload ?? outcome.body
         // A cache hit's stored payload is already unboxed, whatever the wire protocol.
         let reuse = outcome.cacheKey.map { (key: $0, values: self.values) }
-        outcome.value = try exchange.endpoint.decoding.run(payload, outcome.response.head, self.decoder, reuse)
+        let value = try exchange.endpoint.decoding.run(payload, outcome.response.head, self.decoder, reuse)
+        outcome.value = value
+        if self.events.isActive {
+            let type = String(describing: Swift.type(of: value))
+            self.events.emit(exchange.request) { $0.decoded($1, as: type) }
+        }
         return outcome
     }
 }

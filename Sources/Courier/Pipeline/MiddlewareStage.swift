@@ -17,17 +17,23 @@ struct MiddlewareStage: PipelineStage {
 
     let scope: Scope
     let clientMiddleware: [any Middleware]
+    let events: EventHub
     var name: String { "\(self.scope.rawValue)-middleware" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         let chain = self.scope == .client ? self.clientMiddleware : exchange.endpoint.middleware
         if chain.isEmpty { return try await next(exchange) }
-        let response = try await MiddlewareChain.send(exchange.request, through: chain, exchange: exchange) { request in
-            var inner = exchange
-            inner.request = request
-            return try await next(inner).response
+        let send = {
+            try await MiddlewareChain.send(exchange.request, through: chain, exchange: exchange) { request in
+                var inner = exchange
+                inner.request = request
+                return try await next(inner).response
+            }
         }
-        return Outcome(response: response)
+        guard self.events.isActive else { return Outcome(response: try await send()) }
+        // Middleware (an authenticator) reports its own events through the task-local scope.
+        let scope = MonitorScope(events: self.events, request: exchange.request)
+        return Outcome(response: try await MonitorScope.$current.withValue(scope) { try await send() })
     }
 }
 
@@ -65,7 +71,7 @@ extension RequestSigner: PerHopMiddleware {}
 struct RetryStage: PipelineStage {
     let defaultPolicy: RetryPolicy
     let budget: RetryBudget
-    let log: RequestLog
+    let events: EventHub
     let clientMiddleware: [any Middleware]
     var name: String { "retry" }
 
@@ -108,7 +114,10 @@ struct RetryStage: PipelineStage {
             if case .success(let outcome) = result {
                 await outcome.response.body.discard()
             }
-            self.log.retrying(current.request, attempt: number + 1, after: delay, because: Self.reason(result))
+            if self.events.isActive {
+                let reason = Self.reason(result)
+                self.events.emit(current.request) { $0.retrying($1, attempt: number + 1, after: delay, reason: reason) }
+            }
             do {
                 try await Task.sleep(for: delay)
             } catch {
@@ -147,6 +156,7 @@ struct RetryStage: PipelineStage {
 struct RedirectStage: PipelineStage {
     let policy: RedirectPolicy
     let clientMiddleware: [any Middleware]
+    let events: EventHub
     var name: String { "redirect" }
 
     static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
@@ -159,6 +169,7 @@ struct RedirectStage: PipelineStage {
             var response: RawResponse
             var hopExchange = exchange
             hopExchange.request = request
+            hopExchange.hop = hops
             let hop = hopExchange
             // URLs are parsed only once a redirect happens: most requests have none.
             if hops > 0, let origin = exchange.request.url, let url = request.url, Self.sameOrigin(origin, url) {
@@ -220,6 +231,10 @@ struct RedirectStage: PipelineStage {
             }
             visited.insert(key)
             await response.body.discard()
+            if self.events.isActive {
+                let location = Redactor.standard.redact(url: target)
+                self.events.emit(exchange.request) { $0.redirected($1, status: status, location: location) }
+            }
             hops += 1
             request = following
         }
@@ -248,12 +263,34 @@ struct RedirectStage: PipelineStage {
 /// the body streams. Fails with `transport`, `tls`, `pinMismatch`, `timeout` or `cancelled`.
 struct TransportStage: PipelineStage {
     let transport: any Transport
+    let events: EventHub
     var name: String { "transport" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
-        exchange.record.sent(exchange.request)
-        let response = try await self.transport.send(exchange.request)
-        exchange.record.received(status: response.status.code, version: response.version)
+        guard self.events.isActive else {
+            exchange.record.sent(exchange.request)
+            let response = try await self.transport.send(exchange.request)
+            exchange.record.received(status: response.status.code, version: response.version)
+            return Outcome(response: response)
+        }
+        var request = exchange.request
+        let started = AttemptEvent(request: request, attempt: request.attempt, hop: exchange.hop)
+        self.events.emit { $0.attemptStarted(started) }
+        for monitor in self.events.monitors {
+            for field in monitor.fieldsToSend(with: started) { request.head.headerFields[field.name] = field.value }
+        }
+        let attempt = AttemptEvent(request: request, attempt: request.attempt, hop: exchange.hop)
+        exchange.record.sent(request, observed: true)
+        let response: RawResponse
+        do {
+            response = try await self.transport.send(request)
+        } catch {
+            let failure = CourierError.wrap(error)
+            self.events.emit { $0.attemptFailed(attempt, error: failure) }
+            throw error
+        }
+        exchange.record.received(status: response.status.code, version: response.version, observed: true)
+        self.events.emit { $0.responseReceived(attempt, response: response.head, version: response.version) }
         return Outcome(response: response)
     }
 }

@@ -13,7 +13,7 @@ import HTTPTypes
 /// |---|---|---|---|
 /// | 1 | ``ClassifyStage`` | — | errors get their presentation and raise their event |
 /// | 2 | ``BuildStage`` | endpoint → the *logical* request (no wire id, no auth, no signature) and its key | — |
-/// | 3 | ``LogStage`` | "→" line | "←" line with status, source, bytes, outcome |
+/// | 3 | ``ObserveStage`` | the "request started" event ("→" log line) | the "finished", "failed" or "cancelled" event ("←" line) |
 /// | 4 | ``DeadlineStage`` | starts this caller's deadline | everything below, body included, must end by it |
 /// | 5 | ``DecodeStage`` | — | the payload becomes the endpoint's value (per caller) |
 /// | 6 | ``ConstrainedStage`` | prefetches refused or deferred in Low Data Mode | — |
@@ -44,24 +44,24 @@ final class Pipeline: Sendable {
         let stages: [any PipelineStage] = [
             ClassifyStage(classifier: client.configuration.errorClassifier, onEvent: client.configuration.onEvent),
             BuildStage(parts: client),
-            LogStage(log: client.log),
+            ObserveStage(events: client.events),
             DeadlineStage(bodyIdleTimeout: client.configuration.bodyIdleTimeout, deduplication: client.configuration.deduplication),
-            DecodeStage(decoder: client.configuration.decoder, values: client.decodedValues),
+            DecodeStage(decoder: client.configuration.decoder, values: client.decodedValues, events: client.events),
             ConstrainedStage(gate: client.constrained, policy: client.configuration.constrainedPolicy),
-            CacheLookupStage(cache: client.cache),
-            DeduplicationStage(deduplicator: client.deduplicator, configuration: client.configuration.deduplication),
-            CacheStoreStage(cache: client.cache),
-            ScheduleStage(scheduler: client.scheduler),
+            CacheLookupStage(cache: client.cache, events: client.events),
+            DeduplicationStage(deduplicator: client.deduplicator, configuration: client.configuration.deduplication, events: client.events),
+            CacheStoreStage(cache: client.cache, events: client.events),
+            ScheduleStage(scheduler: client.scheduler, events: client.events),
             WireStage(configuration: client.configuration, callIDs: client.callIDs),
             StatusCheckStage(maxResponseSize: client.configuration.maxResponseSize),
             CollectBodyStage(maxResponseSize: client.configuration.maxResponseSize),
             ContentDecodingStage(limits: client.configuration.decompression, maxResponseSize: client.configuration.maxResponseSize),
-            MiddlewareStage(scope: .client, clientMiddleware: middleware),
-            MiddlewareStage(scope: .endpoint, clientMiddleware: []),
-            RetryStage(defaultPolicy: client.configuration.retry, budget: client.retryBudget, log: client.log, clientMiddleware: middleware),
-            RedirectStage(policy: client.configuration.redirects, clientMiddleware: middleware),
+            MiddlewareStage(scope: .client, clientMiddleware: middleware, events: client.events),
+            MiddlewareStage(scope: .endpoint, clientMiddleware: [], events: client.events),
+            RetryStage(defaultPolicy: client.configuration.retry, budget: client.retryBudget, events: client.events, clientMiddleware: middleware),
+            RedirectStage(policy: client.configuration.redirects, clientMiddleware: middleware, events: client.events),
             CookieStage(jar: client.configuration.cookies),
-            TransportStage(transport: client.configuration.transport),
+            TransportStage(transport: client.configuration.transport, events: client.events),
         ]
         self.stages = stages
         var next: PipelineStageNext = { _ in
@@ -149,6 +149,8 @@ struct RequestExchange: Sendable {
     /// What happened on the wire, shared by the stages below middleware and the ones above it.
     var record: ExchangeRecord
     let start: ContinuousClock.Instant
+    /// 0 for the request, 1, 2, … for the redirect hops after it (set by the redirect stage).
+    var hop = 0
 
     var priority: RequestPriority { self.control?.priority ?? self.endpoint.priority }
 
@@ -180,6 +182,8 @@ struct Outcome: Sendable {
     var request: Request?
     var urlString = ""
     var duration: Duration = .zero
+    /// The caller's record of the wire exchange, set by the observe stage.
+    var record: ExchangeRecord?
 
     init(response: RawResponse) {
         self.response = response
@@ -201,14 +205,25 @@ final class ExchangeRecord: @unchecked Sendable {
     private(set) var attempt = 1
     private(set) var status: Int?
     private(set) var version: HTTPVersion?
+    /// What monitors read at the end (written only when a monitor listens): the body of the
+    /// last request sent, the time spent queued, and from sending the last attempt to its head.
+    private(set) var sentBody: Data?
+    var queued: Duration = .zero
+    private(set) var wait: Duration?
+    private var sentAt: ContinuousClock.Instant?
 
-    func sent(_ request: Request) {
+    func sent(_ request: Request, observed: Bool = false) {
         self.sentHeaders = request.head.headerFields
+        if observed {
+            self.sentBody = request.body?.sentBytes
+            self.sentAt = .now
+        }
     }
 
-    func received(status: Int, version: HTTPVersion) {
+    func received(status: Int, version: HTTPVersion, observed: Bool = false) {
         self.status = status
         self.version = version
+        if observed, let sentAt { self.wait = .now - sentAt }
     }
 
     func setAttempt(_ attempt: Int) {
@@ -219,7 +234,8 @@ final class ExchangeRecord: @unchecked Sendable {
 /// The parts of a client the stages are built from.
 struct ClientParts: Sendable {
     let configuration: Client.Configuration
-    let log: RequestLog
+    /// The client's event monitors, its log monitor among them.
+    let events: EventHub
     let base: BaseURL?
     let scheduler: RequestScheduler
     let deduplicator: Deduplicator

@@ -125,12 +125,16 @@ extension Client {
                 try Self.moveIntoPlace(partial, to: target, overwrite: destination.overwrite)
             } catch {
                 let failure = CourierError.wrap(error)
-                outcome.request.map { self.parts.log.finished($0, status: raw.status.code, duration: ContinuousClock.now - start, bytes: 0, version: raw.version, outcome: "failure(\(failure.shortDescription))") }
+                outcome.request.map { self.parts.events.failed($0, failure: failure, start: start, record: outcome.record ?? ExchangeRecord()) }
                 throw failure
             }
             try? FileManager.default.removeItem(at: record)
-            outcome.request.map {
-                self.parts.log.finished($0, status: raw.status.code, duration: ContinuousClock.now - start, bytes: Int(written - offset), version: raw.version, outcome: offset > 0 ? "downloaded(resumed at \(offset))" : "downloaded")
+            if let request = outcome.request, self.parts.events.isActive {
+                let result = EventHub.result(
+                    response: raw.head, body: nil, bodySize: Int(written - offset), version: raw.version, source: .network, age: nil,
+                    start: start, url: outcome.urlString, record: outcome.record ?? ExchangeRecord(), delivery: .downloaded(resumedAt: offset)
+                )
+                self.parts.events.emit(request) { $0.requestFinished($1, result: result) }
             }
             return DownloadResult(url: target, byteCount: written, resumedFrom: offset, status: raw.status, headers: raw.head.headerFields)
         }

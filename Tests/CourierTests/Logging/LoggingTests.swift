@@ -44,7 +44,9 @@ struct LoggingTests {
         let logger = Logger(label: "test") { _ in handler }
         try await withClient(kind, server: server, configure: { $0.logger = logger }) { client in
             _ = try? await client.send(Endpoint<Article>(path: "/status/500"))
-            #expect(handler.entries.count == 1)
+            // Both lines are at `.info`: the start and the end.
+            #expect(handler.entries.count == 2)
+            #expect(handler.entries.allSatisfy { $0.level == .info })
             let last = handler.entries.last.map { "\($0.message)" } ?? ""
             #expect(last.hasSuffix("failure(http_status_500)"))
         }

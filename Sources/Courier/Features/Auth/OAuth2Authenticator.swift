@@ -313,6 +313,7 @@ public final class OAuth2Authenticator: Middleware {
             case .wait(let refresh):
                 switch try await refresh.value(deadline: deadline, waitingFor: "the token refresh") {
                 case .refreshed(let token):
+                    MonitorScope.authRefreshed()
                     return token
                 case .superseded:
                     continue

@@ -161,7 +161,7 @@ struct ResponseCache: Sendable {
     ///
     /// - Parameter sentHeaders: the header fields of the request as sent; a response that varies
     ///   on a field whose sent value differs from the logical request's is not stored.
-    func finish(_ run: CacheRun, outcome: Outcome, sentHeaders: HTTPFields?) -> Outcome {
+    func finish(_ run: CacheRun, outcome: Outcome, sentHeaders: HTTPFields?, didStore: (() -> Void)? = nil) -> Outcome {
         let now = self.configuration.now()
         let head = outcome.response.head
         let status = head.status.code
@@ -201,6 +201,7 @@ struct ResponseCache: Sendable {
                 let stored = self.store.entry(forKey: key)
                 if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template) {
                     self.store.setEntry(entry, forKey: key)
+                    didStore?()
                 }
             }
             return outcome
@@ -225,6 +226,7 @@ struct ResponseCache: Sendable {
                 self.store.setEntry(index, forKey: key)
                 self.store.setEntry(entry, forKey: Self.variantKey(key, names: names, requestHeaders: run.requestHeaders))
             }
+            didStore?()
         } else if run.entry != nil, let entryKey = run.entryKey, (200..<300).contains(status) || status == 404 || status == 410 {
             // A newer answer that may not be stored replaces nothing: drop the outdated entry.
             self.store.removeEntry(forKey: entryKey)

@@ -21,6 +21,8 @@ final class Deduplicator: Sendable {
 
     private struct Entry {
         var ticket: UInt64
+        /// The request that went on the wire for this entry.
+        var leader: RequestID
         var task: Task<Void, Never>?
         var waiters: [UInt64: Waiter] = [:]
         var priority: RequestPriority
@@ -58,6 +60,8 @@ final class Deduplicator: Sendable {
         priority: RequestPriority,
         deadline: ContinuousClock.Instant?,
         control: RequestControl?,
+        requestID: RequestID = RequestID(),
+        onJoin: (@Sendable (RequestID) -> Void)? = nil,
         fetch: @escaping Fetch
     ) async throws -> (Outcome, coalesced: Bool) {
         let waiterID = self.state.withLock { state -> UInt64 in
@@ -72,7 +76,7 @@ final class Deduplicator: Sendable {
         }
         let response = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
-                let raised: (UInt64, RequestPriority)? = self.state.withLock { state in
+                let (raised, leader): ((UInt64, RequestPriority)?, RequestID?) = self.state.withLock { state in
                     let waiter = Waiter(continuation: continuation, priority: control?.priority ?? priority, deadline: deadline)
                     if var entry = state.entries[key] {
                         entry.waiters[waiterID] = waiter
@@ -81,10 +85,10 @@ final class Deduplicator: Sendable {
                         let before = entry.priority
                         entry.priority = max(entry.priority, waiter.priority)
                         state.entries[key] = entry
-                        return entry.priority != before ? (entry.ticket, entry.priority) : nil
+                        return (entry.priority != before ? (entry.ticket, entry.priority) : nil, entry.leader)
                     }
                     let ticket = self.makeTicket()
-                    var entry = Entry(ticket: ticket, priority: waiter.priority)
+                    var entry = Entry(ticket: ticket, leader: requestID, priority: waiter.priority)
                     entry.waiters[waiterID] = waiter
                     state.wireCount += 1
                     let startPriority = waiter.priority
@@ -98,8 +102,9 @@ final class Deduplicator: Sendable {
                         self.finish(key: key, ticket: ticket, with: result)
                     }
                     state.entries[key] = entry
-                    return nil
+                    return (nil, nil)
                 }
+                if let leader { onJoin?(leader) }
                 if let (ticket, newPriority) = raised { self.reprioritize(ticket, newPriority) }
                 // Watched only once the waiter is in place, so a deadline that fires at once finds it.
                 if let deadline {

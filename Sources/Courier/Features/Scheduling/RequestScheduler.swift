@@ -33,7 +33,8 @@ package final class RequestScheduler: Sendable {
     /// Waits until the request may start; throws kind `cancelled` if the task is cancelled while queued.
     ///
     /// Every successful `acquire` must be balanced by one ``release(host:)``.
-    package func acquire(ticket: UInt64, host: String, priority: RequestPriority) async throws {
+    /// `onPark` is called (before waiting) when no slot is free.
+    package func acquire(ticket: UInt64, host: String, priority: RequestPriority, onPark: (@Sendable () -> Void)? = nil) async throws {
         let startsNow = self.state.withLock { state -> Bool in
             let now = ContinuousClock.now
             if state.decisions.submit(id: ticket, host: host, priority: priority, now: now) { return true }
@@ -41,6 +42,7 @@ package final class RequestScheduler: Sendable {
             return false
         }
         if startsNow { return }
+        onPark?()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let resumeNow: Result<Void, any Error>? = self.state.withLock { state in

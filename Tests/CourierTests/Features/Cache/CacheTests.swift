@@ -389,7 +389,7 @@ struct CacheTests {
             _ = try await client.send(Self.article("/swr"))
             clock.advance(70)
             _ = try await client.send(Self.article("/swr"))
-            let lines = logs.entries.map { "\($0.message)" }
+            let lines = logs.entries.map { "\($0.message)" }.filter { $0.hasPrefix("← ") }
             #expect(lines.count == 5)
             #expect(lines[0].hasSuffix(" success"))
             #expect(lines[1].hasSuffix("success(cache, age 3s)"))

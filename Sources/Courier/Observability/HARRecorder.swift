@@ -1,0 +1,265 @@
+import Foundation
+import HTTPTypes
+
+/// An event monitor that records a client's traffic as an HTTP Archive (HAR 1.2) file.
+///
+/// One entry per caller's request, when it ends: the request as it went on the wire (its last
+/// attempt, after redirects), the response with its body up to `bodyLimit` bytes, timings, the
+/// HTTP version, and Courier's own facts as the custom field `_courier` (request id, endpoint,
+/// source — network, cache, revalidated, stale, coalesced — attempts, error). Secrets are hidden
+/// with the client's ``Redactor``, as in the log lines: header values, query values, and
+/// secret-named keys of JSON and form bodies. The file opens in a browser's developer tools
+/// (Network → Import HAR).
+///
+/// ```swift
+/// let har = HARRecorder()
+/// let client = Client(configuration: .init(transport: transport, baseURL: api) { $0.eventMonitors = [har] })
+/// // … use the client …
+/// try har.write(to: URL(fileURLWithPath: "session.har"))
+/// ```
+///
+/// The server's IP address is not known to Courier's transports and is left out (it is optional
+/// in HAR 1.2); DNS, connect and TLS timings are `-1` (not known).
+public final class HARRecorder: EventMonitor, Sendable {
+    /// The most bytes of a body an entry keeps (a longer one is cut and marked `_courier.truncated`).
+    public let bodyLimit: Int
+    /// What is hidden.
+    public let redactor: Redactor
+    /// A file rewritten after each entry, when given.
+    public let file: URL?
+    private let recorded = Locked<[HAR.Entry]>([])
+
+    /// Creates a recorder; with `file`, the HAR file is rewritten after each request ends.
+    public init(bodyLimit: Int = 256 * 1024, redactor: Redactor = .standard, writingTo file: URL? = nil) {
+        self.bodyLimit = bodyLimit
+        self.redactor = redactor
+        self.file = file
+    }
+
+    /// The number of entries recorded so far.
+    public var count: Int { self.recorded.withLock { $0.count } }
+
+    /// The HAR document of everything recorded so far, as JSON.
+    public func harData() throws -> Data {
+        let document = HAR(log: .init(entries: self.recorded.current))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(document)
+    }
+
+    /// Writes the HAR document to a file (atomically).
+    public func write(to url: URL) throws {
+        try self.harData().write(to: url, options: .atomic)
+    }
+
+    public func requestFinished(_ request: RequestEvent, result: RequestResult) {
+        self.record(request, result: result, error: nil)
+    }
+
+    public func requestFailed(_ request: RequestEvent, error: CourierError, result: RequestResult) {
+        self.record(request, result: result, error: error)
+    }
+
+    public func requestCancelled(_ request: RequestEvent, error: CourierError, result: RequestResult) {
+        self.record(request, result: result, error: error)
+    }
+
+    private func record(_ event: RequestEvent, result: RequestResult, error: CourierError?) {
+        let entry = self.entry(event, result: result, error: error)
+        self.recorded.withLock { $0.append(entry) }
+        if let file = self.file { try? self.write(to: file) }
+    }
+
+    private func entry(_ event: RequestEvent, result: RequestResult, error: CourierError?) -> HAR.Entry {
+        let logical = event.request
+        let fields = result.sentFields ?? logical.head.headerFields
+        let url = self.redactor.redact(urlString: result.url.isEmpty ? logical.urlString : result.url)
+        let version = result.version.map(Self.versionText) ?? ""
+        let sentBody = result.sentBody ?? logical.body?.bytes
+        var request = HAR.Request(
+            method: logical.head.method.rawValue, url: url, httpVersion: version,
+            headers: fields.map { HAR.Pair(name: $0.name.canonicalName, value: self.redactor.value(of: $0)) },
+            queryString: Self.query(of: url), headersSize: -1, bodySize: sentBody?.count ?? 0
+        )
+        if let sentBody {
+            let type = fields[.contentType] ?? logical.body?.contentType ?? ""
+            request.postData = HAR.PostData(mimeType: type, text: self.text(of: sentBody, contentType: type).text)
+        }
+        let head = result.response
+        let contentType = head?.headerFields[.contentType] ?? ""
+        var content = HAR.Content(size: result.bodySize, mimeType: contentType)
+        var truncated = false
+        if let body = result.body, !body.isEmpty {
+            let (text, encoding, cut) = self.text(of: body, contentType: contentType)
+            content.text = text
+            content.encoding = encoding
+            truncated = cut
+        }
+        let response = HAR.Response(
+            status: head?.status.code ?? 0, statusText: head?.status.reasonPhrase ?? "", httpVersion: version,
+            headers: (head?.headerFields ?? [:]).map { HAR.Pair(name: $0.name.canonicalName, value: self.redactor.value(of: $0)) },
+            content: content, redirectURL: head?.headerFields[.location].map(self.redactor.redact(urlString:)) ?? "",
+            headersSize: -1, bodySize: head == nil ? -1 : result.bodySize
+        )
+        let total = Self.milliseconds(result.duration)
+        let blocked = Self.milliseconds(result.queued)
+        let wait = min(result.wait.map(Self.milliseconds) ?? 0, max(0, total - blocked))
+        let receive = max(0, total - blocked - wait)
+        let timings = HAR.Timings(blocked: blocked, dns: -1, connect: -1, send: 0, wait: wait, receive: receive, ssl: -1)
+        let courier = HAR.CourierFields(
+            id: event.id.description, endpoint: event.name, source: result.source.rawValue, attempts: result.attempts,
+            age: result.age, error: error.map { self.redactor.redactFreeText($0.shortDescription) },
+            errorKind: error?.kind.rawValue, truncated: truncated ? true : nil
+        )
+        return HAR.Entry(
+            startedDateTime: Self.timestamp(event.date.addingTimeInterval(-result.duration.inSeconds)),
+            time: blocked + wait + receive, request: request, response: response, cache: HAR.Cache(), timings: timings, _courier: courier
+        )
+    }
+
+    /// A body as HAR text: redacted text when it is UTF-8, base64 otherwise; and whether it was cut.
+    private func text(of body: Data, contentType: String) -> (text: String, encoding: String?, truncated: Bool) {
+        let cut = body.count > self.bodyLimit
+        if String(data: body, encoding: .utf8) != nil, !contentType.lowercased().contains("octet-stream") {
+            // Redacted as in the logs; the limit is applied by the redactor (it marks the cut).
+            return (self.redactor.redact(body: body, contentType: contentType, limit: self.bodyLimit), nil, cut)
+        }
+        return (body.prefix(self.bodyLimit).base64EncodedString(), "base64", cut)
+    }
+
+    private static func query(of url: String) -> [HAR.Pair] {
+        guard let items = URLComponents(string: url)?.queryItems else { return [] }
+        return items.map { HAR.Pair(name: $0.name, value: $0.value ?? "") }
+    }
+
+    static func versionText(_ version: HTTPVersion) -> String {
+        switch (version.major, version.minor) {
+        case (2, _): return "HTTP/2.0"
+        case (3, _): return "HTTP/3.0"
+        case (0, _): return "unknown"
+        default: return "HTTP/\(version.major).\(version.minor)"
+        }
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Double {
+        (duration.inSeconds * 1_000_000).rounded() / 1000
+    }
+
+    private static func timestamp(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+}
+
+/// The parts of a HAR 1.2 document Courier writes (field names as the format spells them).
+struct HAR: Codable, Sendable {
+    struct Log: Codable, Sendable {
+        var version = "1.2"
+        var creator = Creator()
+        var entries: [Entry]
+    }
+
+    struct Creator: Codable, Sendable {
+        var name = "Courier"
+        var version = "1.0"
+    }
+
+    struct Entry: Codable, Sendable {
+        var startedDateTime: String
+        var time: Double
+        var request: Request
+        var response: Response
+        var cache: Cache
+        var timings: Timings
+        // swiftlint:disable:next identifier_name
+        var _courier: CourierFields
+    }
+
+    struct Pair: Codable, Sendable {
+        var name: String
+        var value: String
+    }
+
+    struct Request: Codable, Sendable {
+        var method: String
+        var url: String
+        var httpVersion: String
+        var cookies: [Pair] = []
+        var headers: [Pair]
+        var queryString: [Pair]
+        var postData: PostData?
+        var headersSize: Int
+        var bodySize: Int
+
+        init(method: String, url: String, httpVersion: String, headers: [Pair], queryString: [Pair], headersSize: Int, bodySize: Int) {
+            self.method = method
+            self.url = url
+            self.httpVersion = httpVersion
+            self.headers = headers
+            self.queryString = queryString
+            self.headersSize = headersSize
+            self.bodySize = bodySize
+        }
+    }
+
+    struct PostData: Codable, Sendable {
+        var mimeType: String
+        var text: String
+    }
+
+    struct Response: Codable, Sendable {
+        var status: Int
+        var statusText: String
+        var httpVersion: String
+        var cookies: [Pair] = []
+        var headers: [Pair]
+        var content: Content
+        var redirectURL: String
+        var headersSize: Int
+        var bodySize: Int
+
+        init(status: Int, statusText: String, httpVersion: String, headers: [Pair], content: Content, redirectURL: String, headersSize: Int, bodySize: Int) {
+            self.status = status
+            self.statusText = statusText
+            self.httpVersion = httpVersion
+            self.headers = headers
+            self.content = content
+            self.redirectURL = redirectURL
+            self.headersSize = headersSize
+            self.bodySize = bodySize
+        }
+    }
+
+    struct Content: Codable, Sendable {
+        var size: Int
+        var mimeType: String
+        var text: String?
+        var encoding: String?
+    }
+
+    struct Cache: Codable, Sendable {}
+
+    struct Timings: Codable, Sendable {
+        var blocked: Double
+        var dns: Double
+        var connect: Double
+        var send: Double
+        var wait: Double
+        var receive: Double
+        var ssl: Double
+    }
+
+    struct CourierFields: Codable, Sendable {
+        var id: String
+        var endpoint: String
+        var source: String
+        var attempts: Int
+        var age: Double?
+        var error: String?
+        var errorKind: String?
+        var truncated: Bool?
+    }
+
+    var log: Log
+}

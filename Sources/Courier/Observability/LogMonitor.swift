@@ -1,0 +1,115 @@
+import Foundation
+import HTTPTypes
+import Logging
+
+/// The event monitor that writes a client's log lines through swift-log.
+///
+/// Installed for you when ``Client/Configuration/logger`` is set. What each level prints:
+///
+/// | level | lines |
+/// |---|---|
+/// | `.info` | `→` when a request starts, `←` when it ends (status, duration, bytes, HTTP version, outcome), `↻` before each retry |
+/// | `.debug` | also `⋯` when a request waits for a slot, `⤷` for each redirect followed, `⇆` when a request joins an identical one in flight, `⟳` when an authenticator refreshed its credential, `▣` when a response is stored in the cache |
+/// | `.trace` | also, when `logsBodies` is on, `⇡` the request body as sent and `⇣` the response body, each capped at `bodyLimit` bytes, secrets redacted by key name, binary shown as a byte count |
+///
+/// Every line starts with the arrow and the request id, and names URLs with secrets redacted.
+public struct LogMonitor: EventMonitor {
+    /// Where the lines go.
+    public let logger: Logger
+    /// What is hidden in URLs and bodies.
+    public let redactor: Redactor
+    /// Whether bodies are logged at `.trace`.
+    public let logsBodies: Bool
+    /// The most bytes of a body one line shows.
+    public let bodyLimit: Int
+
+    /// Creates a log monitor.
+    public init(logger: Logger, redactor: Redactor = .standard, logsBodies: Bool = false, bodyLimit: Int = 4096) {
+        self.logger = logger
+        self.redactor = redactor
+        self.logsBodies = logsBodies
+        self.bodyLimit = bodyLimit
+    }
+
+    public func requestStarted(_ request: RequestEvent) {
+        guard self.logger.logLevel <= .info else { return }
+        self.logger.info("→ \(request.id) \(request.name) \(request.method.rawValue) \(self.url(of: request.request))")
+    }
+
+    public func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
+        guard self.logger.logLevel <= .info else { return }
+        self.logger.info("↻ \(request.id) \(request.name) \(request.method.rawValue) \(self.url(of: request.request)) attempt \(attempt) in \(Self.milliseconds(delay))ms after \(reason)")
+    }
+
+    public func requestQueued(_ request: RequestEvent, host: String) {
+        guard self.logger.logLevel <= .debug else { return }
+        self.logger.debug("⋯ \(request.id) \(request.name) waits for a slot for \(host)")
+    }
+
+    public func redirected(_ request: RequestEvent, status: Int, location: String) {
+        guard self.logger.logLevel <= .debug else { return }
+        self.logger.debug("⤷ \(request.id) \(request.name) \(status) to \(location)")
+    }
+
+    public func deduplicationJoined(_ request: RequestEvent, sharing: RequestID) {
+        guard self.logger.logLevel <= .debug else { return }
+        self.logger.debug("⇆ \(request.id) \(request.name) joins \(sharing)")
+    }
+
+    public func authRefreshed(_ request: RequestEvent) {
+        guard self.logger.logLevel <= .debug else { return }
+        self.logger.debug("⟳ \(request.id) \(request.name) credential refreshed")
+    }
+
+    public func cacheStored(_ request: RequestEvent) {
+        guard self.logger.logLevel <= .debug else { return }
+        self.logger.debug("▣ \(request.id) \(request.name) stored in the cache")
+    }
+
+    public func requestFinished(_ request: RequestEvent, result: RequestResult) {
+        guard self.logger.logLevel <= .info else { return }
+        let outcome: String
+        switch (result.delivery, result.source) {
+        case (.streaming, _): outcome = "streaming"
+        case (.downloaded(let offset), _): outcome = offset > 0 ? "downloaded(resumed at \(offset))" : "downloaded"
+        case (.collected, .network): outcome = "success"
+        case (.collected, .coalesced): outcome = "success(coalesced)"
+        case (.collected, .cache): outcome = "success(cache, age \(Int(result.age ?? 0))s)"
+        case (.collected, .revalidated): outcome = "success(revalidated)"
+        case (.collected, .stale): outcome = "success(stale, age \(Int(result.age ?? 0))s)"
+        }
+        self.finished(request, result: result, outcome: outcome)
+    }
+
+    public func requestFailed(_ request: RequestEvent, error: CourierError, result: RequestResult) {
+        guard self.logger.logLevel <= .info else { return }
+        self.finished(request, result: result, outcome: "failure(\(error.shortDescription))")
+    }
+
+    public func requestCancelled(_ request: RequestEvent, error: CourierError, result: RequestResult) {
+        guard self.logger.logLevel <= .info else { return }
+        self.finished(request, result: result, outcome: "failure(\(error.shortDescription))")
+    }
+
+    private func finished(_ request: RequestEvent, result: RequestResult, outcome: String) {
+        let status = result.response.map { String($0.status.code) } ?? "-"
+        let version = result.version?.description ?? "-"
+        self.logger.info("← \(request.id) \(request.name) \(request.method.rawValue) \(self.url(of: request.request)) \(status) \(Self.milliseconds(result.duration))ms \(result.bodySize)B \(version) \(outcome)")
+        guard self.logsBodies, self.logger.logLevel <= .trace else { return }
+        if let sent = result.sentBody ?? request.request.body?.bytes {
+            let type = result.sentFields?[.contentType] ?? request.request.body?.contentType
+            self.logger.trace("⇡ \(request.id) \(self.redactor.redact(body: sent, contentType: type, limit: self.bodyLimit))")
+        }
+        if let body = result.body {
+            self.logger.trace("⇣ \(request.id) \(self.redactor.redact(body: body, contentType: result.response?.headerFields[.contentType], limit: self.bodyLimit))")
+        }
+    }
+
+    private func url(of request: Request) -> String {
+        request.url.map(self.redactor.redact(url:)) ?? (request.head.path ?? "/")
+    }
+
+    static func milliseconds(_ duration: Duration) -> String {
+        String(format: "%.1f", duration.inSeconds * 1000)
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+
+/// Stage 3: the start and the end of each caller's request, as events for the client's monitors
+/// (``EventMonitor``): "started" on the way down; "finished", "failed" or "cancelled" on the way
+/// up, with status, source, bytes, HTTP version and timings. The log lines are one monitor
+/// (``LogMonitor``). A stream's request "finishes" when its head arrives; a download's when its
+/// file is in place (the download reports that itself).
+struct ObserveStage: PipelineStage {
+    let events: EventHub
+    var name: String { "observe" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        let events = self.events
+        events.emit(exchange.request) { $0.requestStarted($1) }
+        var outcome: Outcome
+        do {
+            outcome = try await next(exchange)
+        } catch {
+            var failure = CourierError.wrap(error)
+            if Task.isCancelled, failure.kind == .transport {
+                let context = failure.context
+                failure = .cancelled(underlying: failure)
+                failure.context = context
+            }
+            events.failed(exchange.request, failure: failure, start: exchange.start, record: exchange.record)
+            throw error
+        }
+        outcome.duration = .now - exchange.start
+        outcome.urlString = outcome.response.url?.absoluteString ?? exchange.request.urlString
+        outcome.request = exchange.request
+        outcome.record = exchange.record
+        guard events.isActive, exchange.mode != .download else { return outcome }
+        let fromStore = outcome.source == .cache || outcome.source == .stale
+        let result = EventHub.result(
+            response: outcome.response.head, body: exchange.mode.isStream ? nil : outcome.body,
+            bodySize: exchange.mode.isStream ? 0 : outcome.body.count,
+            version: fromStore ? nil : outcome.response.version,
+            source: outcome.source, age: outcome.age, start: exchange.start, url: outcome.urlString,
+            record: exchange.record, delivery: exchange.mode.isStream ? .streaming : .collected
+        )
+        events.emit(exchange.request) { $0.requestFinished($1, result: result) }
+        return outcome
+    }
+}
+
+/// Stage 1: every error leaving the pipeline gets its presentation from the client's
+/// ``ErrorClassifier``, and a business code mapped to an event raises it.
+struct ClassifyStage: PipelineStage {
+    let classifier: ErrorClassifier
+    let onEvent: (@Sendable (CourierEvent) -> Void)?
+    var name: String { "classify" }
+
+    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        do {
+            return try await next(exchange)
+        } catch {
+            throw self.classified(error)
+        }
+    }
+
+    func classified(_ error: any Error) -> CourierError {
+        var failure = CourierError.wrap(error)
+        if Task.isCancelled, failure.kind == .transport {
+            let context = failure.context
+            failure = .cancelled(underlying: failure)
+            failure.context = context
+        }
+        failure.presentation = self.classifier.classify(failure)
+        if let name = failure.event, let onEvent = self.onEvent {
+            onEvent(CourierEvent(name: name, error: failure))
+        }
+        return failure
+    }
+}
