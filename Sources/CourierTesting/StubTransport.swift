@@ -36,6 +36,89 @@ public final class StubTransport: Transport {
     }
 }
 
+extension StubTransport {
+    /// One row of a stub's route table: a method and a path pattern, and what to answer.
+    ///
+    /// In a pattern, `*` matches one path segment and `**` any number of them (at the end);
+    /// the query is ignored unless the pattern has one, which must then match exactly.
+    public struct Route: Sendable {
+        /// The method to match; `nil` matches any.
+        public let method: HTTPRequest.Method?
+        /// The path pattern.
+        public let pattern: String
+        /// How long to wait before answering (cancellable).
+        public let delay: Duration?
+        let answer: @Sendable (Request) async throws -> RawResponse
+
+        /// A route answering with a response.
+        public init(_ method: HTTPRequest.Method?, _ pattern: String, delay: Duration? = nil, _ response: RawResponse) {
+            self.init(method, pattern, delay: delay) { _ in response }
+        }
+
+        /// A route failing with an error, as a transport would (a timeout, a reset connection).
+        public init(_ method: HTTPRequest.Method?, _ pattern: String, delay: Duration? = nil, failing error: CourierError) {
+            self.init(method, pattern, delay: delay) { _ in throw error }
+        }
+
+        /// A route answering with a closure.
+        public init(_ method: HTTPRequest.Method?, _ pattern: String, delay: Duration? = nil, _ answer: @escaping @Sendable (Request) async throws -> RawResponse) {
+            self.method = method
+            self.pattern = pattern
+            self.delay = delay
+            self.answer = answer
+        }
+
+        /// Whether the route matches a request's method and path.
+        public func matches(_ request: Request) -> Bool {
+            if let method = self.method, method != request.head.method { return false }
+            let target = request.head.path ?? "/"
+            let (path, query) = Self.split(target)
+            let (patternPath, patternQuery) = Self.split(self.pattern)
+            if let patternQuery, patternQuery != query { return false }
+            let segments = path.split(separator: "/", omittingEmptySubsequences: true)
+            let wanted = patternPath.split(separator: "/", omittingEmptySubsequences: true)
+            for (index, part) in wanted.enumerated() {
+                if part == "**" { return true }
+                guard index < segments.count else { return false }
+                if part != "*", part != segments[index] { return false }
+            }
+            return wanted.count == segments.count
+        }
+
+        private static func split(_ target: String) -> (Substring, Substring?) {
+            guard let mark = target.firstIndex(of: "?") else { return (target[...], nil) }
+            return (target[..<mark], target[target.index(after: mark)...])
+        }
+    }
+
+    /// Creates a stub answering from a route table: the first matching route answers; a request
+    /// no route matches fails with kind `invalidRequest`, naming its method and path.
+    ///
+    /// ```swift
+    /// let stub = StubTransport(routes: [
+    ///     .init(.get, "/articles/*", .json(#"{"id": 1, "title": "Hello"}"#)),
+    ///     .init(.post, "/articles", .status(.created)),
+    ///     .init(.get, "/slow", delay: .seconds(2), .json("{}")),
+    ///     .init(nil, "/offline/**", failing: CourierError(.transport, "no route to host")),
+    /// ])
+    /// ```
+    public convenience init(routes: [Route]) {
+        self.init { request in
+            guard let route = routes.first(where: { $0.matches(request) }) else {
+                throw CourierError(.invalidRequest, "no stub route for \(request.head.method.rawValue) \(request.head.path ?? "/")")
+            }
+            if let delay = route.delay {
+                do {
+                    try await Task.sleep(for: delay)
+                } catch {
+                    throw CourierError.cancelled(underlying: error)
+                }
+            }
+            return try await route.answer(request)
+        }
+    }
+}
+
 extension RawResponse {
     /// A JSON response with the given text and status.
     public static func json(_ text: String, status: HTTPResponse.Status = .ok) -> RawResponse {

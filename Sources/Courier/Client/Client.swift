@@ -21,9 +21,11 @@ public final class Client: Sendable {
     public init(configuration: Configuration) {
         self.configuration = configuration
         let scheduler = RequestScheduler(configuration: configuration.scheduling)
+        let events = EventHub(Self.monitors(of: configuration))
         self.parts = ClientParts(
             configuration: configuration,
-            events: EventHub(Self.monitors(of: configuration)),
+            events: events,
+            keepsLogicalRequests: events.isActive || configuration.transport is any ReadsLogicalRequests,
             base: configuration.baseURL.flatMap(BaseURL.init),
             scheduler: scheduler,
             deduplicator: Deduplicator(makeTicket: { scheduler.makeTicket() }, reprioritize: { scheduler.reprioritize(ticket: $0, to: $1) }),

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 
@@ -22,6 +23,9 @@ public struct Request: Sendable {
     public let id: RequestID
     /// Which attempt this is: 1, then 2, 3, … when the retry stage sends the request again.
     public internal(set) var attempt: Int = 1
+    /// The logical request this one was boxed from, kept for fixture recording and replay
+    /// (set only when a monitor listens or the transport asks for it).
+    package var logical: LogicalRequest?
 
     /// Creates a request.
     public init(head: HTTPRequest, body: RequestBody? = nil, timeout: Duration? = nil, name: String = "request", id: RequestID = RequestID()) {
@@ -96,3 +100,38 @@ public struct RawResponse: Sendable {
     /// The status of the response.
     public var status: HTTPResponse.Status { self.head.status }
 }
+
+/// What identifies a logical request across runs: method, path and query, wire protocol and body
+/// (no host, no wire id, no token), for naming recorded fixtures.
+package final class LogicalRequest: Sendable {
+    package let method: String
+    package let pathAndQuery: String
+    package let wire: String
+    package let body: Data?
+
+    init(_ request: Request, wire: String) {
+        self.method = request.head.method.rawValue
+        self.pathAndQuery = request.head.path ?? "/"
+        self.wire = wire
+        self.body = request.body?.bytes
+    }
+
+    /// A stable digest of the logical request, as hex.
+    package var fingerprint: String {
+        Request.fingerprint(method: self.method, pathAndQuery: self.pathAndQuery, wire: self.wire, body: self.body)
+    }
+}
+
+extension Request {
+    /// A stable digest of a request's method, path and query, wire protocol and body, as hex.
+    package static func fingerprint(method: String, pathAndQuery: String, wire: String, body: Data?) -> String {
+        var hasher = SHA256()
+        hasher.update(data: Data("\(method)\n\(pathAndQuery)\n\(wire)\n".utf8))
+        if let body { hasher.update(data: body) }
+        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// A transport that needs the logical request of what it is sent (``Request/logical``): a
+/// fixture replay transport names its files after it.
+package protocol ReadsLogicalRequests: Transport {}

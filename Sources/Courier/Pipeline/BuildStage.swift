@@ -22,6 +22,9 @@ struct BuildStage: PipelineStage {
         }
         exchange.request = request
         exchange.wireIdentity = RequestBuilder.wireIdentity(of: exchange.endpoint, configuration: self.parts.configuration)
+        if self.parts.keepsLogicalRequests {
+            exchange.request.logical = LogicalRequest(request, wire: exchange.wireIdentity)
+        }
         if !exchange.mode.isStream {
             // Read once: the dedup key, the cache lookup and the cache store all use this value.
             exchange.partition = self.parts.configuration.cache.partition()

@@ -236,6 +236,8 @@ struct ClientParts: Sendable {
     let configuration: Client.Configuration
     /// The client's event monitors, its log monitor among them.
     let events: EventHub
+    /// Whether requests carry their logical request down to the transport (``Request/logical``).
+    let keepsLogicalRequests: Bool
     let base: BaseURL?
     let scheduler: RequestScheduler
     let deduplicator: Deduplicator

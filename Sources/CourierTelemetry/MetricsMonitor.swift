@@ -1,0 +1,112 @@
+import Courier
+import CoreMetrics
+import Foundation
+import HTTPTypes
+
+/// An event monitor that reports a client's requests through swift-metrics.
+///
+/// No backend is bundled: bootstrap one (Prometheus, StatsD, OpenTelemetry…) with
+/// `MetricsSystem.bootstrap(_:)`, or pass a factory. Labels and dimensions follow the
+/// swift-server convention (snake case); no dimension carries a URL, a query or an id, so the
+/// number of series stays bounded by your endpoints, hosts and outcomes:
+///
+/// | metric | type | dimensions | what |
+/// |---|---|---|---|
+/// | `courier_requests_total` | counter | `endpoint`, `method`, `outcome`, `source` | requests ended |
+/// | `courier_request_duration` | timer | `endpoint`, `method`, `outcome` | from start to end, nanoseconds |
+/// | `courier_request_body_bytes` | counter | `endpoint` | request body bytes sent (last attempt) |
+/// | `courier_response_body_bytes` | counter | `endpoint`, `source` | response body bytes received |
+/// | `courier_retries_total` | counter | `endpoint` | attempts sent again by the retry stage |
+/// | `courier_requests_queued` | meter | `host` | requests waiting for a scheduler slot |
+/// | `courier_requests_in_flight` | meter | `host` | requests holding a slot |
+///
+/// `outcome` is `success`, `http_4xx` / `http_5xx` (a status the endpoint does not accept,
+/// by class), or the ``CourierError/Kind`` of any other failure (`timeout`, `transport`,
+/// `cancelled`, `decoding`, …). `source` is `network`, `cache`, `revalidated`, `stale` or
+/// `coalesced` (shared by deduplication). `endpoint` is the endpoint's name: give endpoints names
+/// that do not embed ids.
+public struct MetricsMonitor: EventMonitor {
+    private let factory: any MetricsFactory
+
+    /// Creates a monitor reporting to `factory` (the bootstrapped one by default).
+    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+    }
+
+    public func requestQueued(_ request: RequestEvent, host: String) {
+        Meter(label: "courier_requests_queued", dimensions: [("host", host)], factory: self.factory).increment()
+    }
+
+    public func requestDequeued(_ request: RequestEvent, host: String) {
+        Meter(label: "courier_requests_queued", dimensions: [("host", host)], factory: self.factory).decrement()
+    }
+
+    public func slotAcquired(_ request: RequestEvent, host: String) {
+        Meter(label: "courier_requests_in_flight", dimensions: [("host", host)], factory: self.factory).increment()
+    }
+
+    public func slotReleased(_ request: RequestEvent, host: String) {
+        Meter(label: "courier_requests_in_flight", dimensions: [("host", host)], factory: self.factory).decrement()
+    }
+
+    public func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
+        Counter(label: "courier_retries_total", dimensions: [("endpoint", request.name)], factory: self.factory).increment()
+    }
+
+    public func requestFinished(_ request: RequestEvent, result: RequestResult) {
+        self.ended(request, result: result, outcome: "success")
+    }
+
+    public func requestFailed(_ request: RequestEvent, error: CourierError, result: RequestResult) {
+        self.ended(request, result: result, outcome: Self.outcome(of: error))
+    }
+
+    public func requestCancelled(_ request: RequestEvent, error: CourierError, result: RequestResult) {
+        self.ended(request, result: result, outcome: Self.outcome(of: error))
+    }
+
+    /// The `outcome` dimension of a failure.
+    static func outcome(of error: CourierError) -> String {
+        if error.kind == .httpStatus, let status = error.status?.code { return "http_\(status / 100)xx" }
+        return Self.snakeCase(error.kind.rawValue)
+    }
+
+    static func snakeCase(_ name: String) -> String {
+        var result = ""
+        for character in name {
+            if character.isUppercase {
+                result += "_" + character.lowercased()
+            } else {
+                result.append(character)
+            }
+        }
+        return result
+    }
+
+    private func ended(_ request: RequestEvent, result: RequestResult, outcome: String) {
+        let method = request.method.rawValue
+        let source = result.source.rawValue
+        Counter(
+            label: "courier_requests_total",
+            dimensions: [("endpoint", request.name), ("method", method), ("outcome", outcome), ("source", source)],
+            factory: self.factory
+        ).increment()
+        Timer(
+            label: "courier_request_duration",
+            dimensions: [("endpoint", request.name), ("method", method), ("outcome", outcome)],
+            factory: self.factory
+        ).recordNanoseconds(Self.nanoseconds(result.duration))
+        if let sent = result.sentBody, !sent.isEmpty {
+            Counter(label: "courier_request_body_bytes", dimensions: [("endpoint", request.name)], factory: self.factory).increment(by: sent.count)
+        }
+        if result.bodySize > 0 {
+            Counter(label: "courier_response_body_bytes", dimensions: [("endpoint", request.name), ("source", source)], factory: self.factory)
+                .increment(by: result.bodySize)
+        }
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

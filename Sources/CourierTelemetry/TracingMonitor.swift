@@ -1,0 +1,172 @@
+import Courier
+import Foundation
+import HTTPTypes
+import Tracing
+
+/// An event monitor that traces a client's requests through swift-distributed-tracing.
+///
+/// Each caller's request is one span (named after the endpoint), a child of the caller's
+/// task-local span (`InstrumentationContext.current`); each attempt on the wire (every retry and
+/// redirect hop) is a child span of kind `client` named after the method, whose context the tracer
+/// injects into the outgoing request's header fields (W3C `traceparent` with an OpenTelemetry
+/// tracer). Attributes follow the OpenTelemetry HTTP client conventions: `http.request.method`,
+/// `server.address`, `server.port`, `url.full` (secrets redacted), `http.request.resend_count`,
+/// `http.response.status_code`, `error.type`.
+///
+/// A request that joins an identical one in flight (deduplication) has no attempt of its own:
+/// its span is linked to the attempt spans of the request that went on the wire, whichever
+/// started first.
+///
+/// An attempt span ends when its response head arrives (or the attempt fails); the request's
+/// span when the caller gets its value or error.
+public final class TracingMonitor: EventMonitor, Sendable {
+    private struct State {
+        var requests: [RequestID: any Span] = [:]
+        var attempts: [RequestID: any Span] = [:]
+        /// The attempt spans of each request that went on the wire, for joiners to link to.
+        var network: [RequestID: [InstrumentationContext]] = [:]
+        /// The spans of the requests that joined each one.
+        var joiners: [RequestID: [any Span]] = [:]
+    }
+
+    private let tracer: any Tracer
+    private let redactor: Redactor
+    private let state = Locked(State())
+
+    /// Creates a monitor that starts spans with `tracer` (the bootstrapped one by default).
+    public init(tracer: any Tracer = InstrumentationSystem.tracer, redactor: Redactor = .standard) {
+        self.tracer = tracer
+        self.redactor = redactor
+    }
+
+    public func requestStarted(_ request: RequestEvent) {
+        let span = self.tracer.startSpan(request.name, context: InstrumentationContext.current ?? .topLevel, ofKind: .client)
+        self.describe(span, request.request)
+        span.attributes["courier.endpoint"] = request.name
+        span.attributes["courier.request_id"] = request.id.description
+        self.state.withLock { $0.requests[request.id] = span }
+    }
+
+    public func attemptStarted(_ attempt: AttemptEvent) {
+        let parent = self.state.withLock { $0.requests[attempt.id]?.context }
+        let span = self.tracer.startSpan(
+            attempt.request.head.method.rawValue, context: parent ?? InstrumentationContext.current ?? .topLevel, ofKind: .client
+        )
+        self.describe(span, attempt.request)
+        let resends = attempt.attempt - 1 + attempt.hop
+        if resends > 0 { span.attributes["http.request.resend_count"] = resends }
+        let joiners = self.state.withLock { state -> [any Span] in
+            state.attempts[attempt.id] = span
+            state.network[attempt.id, default: []].append(span.context)
+            return state.joiners[attempt.id] ?? []
+        }
+        for joiner in joiners { joiner.addLink(SpanLink(context: span.context, attributes: [:])) }
+    }
+
+    public func fieldsToSend(with attempt: AttemptEvent) -> HTTPFields {
+        guard let span = self.state.withLock({ $0.attempts[attempt.id] }) else { return [:] }
+        var fields = HTTPFields()
+        self.tracer.inject(span.context, into: &fields, using: HTTPFieldsInjector())
+        return fields
+    }
+
+    public func responseReceived(_ attempt: AttemptEvent, response: HTTPResponse, version: HTTPVersion) {
+        guard let span = self.state.withLock({ $0.attempts.removeValue(forKey: attempt.id) }) else { return }
+        span.attributes["http.response.status_code"] = response.status.code
+        if response.status.code >= 400 {
+            span.attributes["error.type"] = String(response.status.code)
+            span.setStatus(SpanStatus(code: .error))
+        }
+        span.end()
+    }
+
+    public func attemptFailed(_ attempt: AttemptEvent, error: CourierError) {
+        guard let span = self.state.withLock({ $0.attempts.removeValue(forKey: attempt.id) }) else { return }
+        span.attributes["error.type"] = MetricsMonitor.outcome(of: error)
+        span.recordError(error)
+        span.setStatus(SpanStatus(code: .error))
+        span.end()
+    }
+
+    public func deduplicationJoined(_ request: RequestEvent, sharing: RequestID) {
+        let (span, network) = self.state.withLock { state -> ((any Span)?, [InstrumentationContext]) in
+            guard let span = state.requests[request.id] else { return (nil, []) }
+            state.joiners[sharing, default: []].append(span)
+            return (span, state.network[sharing] ?? [])
+        }
+        guard let span else { return }
+        span.attributes["courier.deduplicated"] = true
+        for context in network { span.addLink(SpanLink(context: context, attributes: [:])) }
+    }
+
+    public func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
+        guard let span = self.state.withLock({ $0.requests[request.id] }) else { return }
+        var attributes = SpanAttributes()
+        attributes["courier.attempt"] = attempt
+        attributes["courier.reason"] = reason
+        span.addEvent(SpanEvent(name: "retry", attributes: attributes))
+    }
+
+    public func requestFinished(_ request: RequestEvent, result: RequestResult) {
+        guard let span = self.ended(request.id) else { return }
+        if let status = result.response?.status.code { span.attributes["http.response.status_code"] = status }
+        span.attributes["courier.source"] = result.source.rawValue
+        span.end()
+    }
+
+    public func requestFailed(_ request: RequestEvent, error: CourierError, result: RequestResult) {
+        self.fail(request, error: error)
+    }
+
+    public func requestCancelled(_ request: RequestEvent, error: CourierError, result: RequestResult) {
+        self.fail(request, error: error)
+    }
+
+    private func fail(_ request: RequestEvent, error: CourierError) {
+        guard let span = self.ended(request.id) else { return }
+        if let status = error.status?.code { span.attributes["http.response.status_code"] = status }
+        span.attributes["error.type"] = error.kind == .httpStatus ? String(error.status?.code ?? 0) : MetricsMonitor.outcome(of: error)
+        span.recordError(error)
+        span.setStatus(SpanStatus(code: .error))
+        span.end()
+    }
+
+    /// Forgets everything about a request that ended, and returns its span.
+    private func ended(_ id: RequestID) -> (any Span)? {
+        self.state.withLock { state in
+            state.network[id] = nil
+            state.joiners[id] = nil
+            state.attempts[id] = nil
+            return state.requests.removeValue(forKey: id)
+        }
+    }
+
+    private func describe(_ span: any Span, _ request: Request) {
+        span.attributes["http.request.method"] = request.head.method.rawValue
+        let authority = request.head.authority ?? ""
+        let (host, port) = Self.split(authority, scheme: request.head.scheme)
+        span.attributes["server.address"] = host
+        if let port { span.attributes["server.port"] = port }
+        span.attributes["url.full"] = self.redactor.redact(urlString: request.urlString)
+    }
+
+    /// Host and port of an authority (`[::1]:8080`, `example.com`), the port defaulting by scheme.
+    static func split(_ authority: String, scheme: String?) -> (String, Int?) {
+        var host = authority
+        var port: Int?
+        if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]") {
+            host = String(authority[..<colon])
+            port = Int(authority[authority.index(after: colon)...])
+        }
+        if port == nil { port = scheme == "https" ? 443 : scheme == "http" ? 80 : nil }
+        return (host, port)
+    }
+}
+
+/// Writes a tracer's propagation fields into HTTP header fields.
+struct HTTPFieldsInjector: Injector {
+    func inject(_ value: String, forKey key: String, into carrier: inout HTTPFields) {
+        guard let name = HTTPField.Name(key) else { return }
+        carrier[name] = value
+    }
+}
