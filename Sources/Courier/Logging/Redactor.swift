@@ -120,6 +120,15 @@ public struct Redactor: Sendable {
             return result
         }
         if let array = json as? [Any] { return array.map { self.redact(json: $0) } }
+        if let text = json as? String {
+            // JSON inside a string (an echo, an envelope) is redacted as JSON; other text as free text.
+            if text.first == "{" || text.first == "[", let inner = try? JSONSerialization.jsonObject(with: Data(text.utf8)),
+               let data = try? JSONSerialization.data(withJSONObject: self.redact(json: inner), options: [.sortedKeys]),
+               let redacted = String(data: data, encoding: .utf8) {
+                return redacted
+            }
+            return self.redactFreeText(text)
+        }
         return json
     }
 

@@ -88,4 +88,117 @@ struct LoggingTests {
         #expect(!error.description.contains("abc123"))
         #expect(error.description.contains("\"error\":\"bad\""))
     }
+
+    @Test(arguments: TransportKind.allCases)
+    func debugAddsRedirectQueueAndJoinLinesAndInfoDoesNot(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test") { _ in handler }
+        logger.logLevel = .info
+        try await withClient(kind, server: server, configure: { $0.logger = logger }) { client in
+            _ = try await client.send(Endpoint<Echo>(path: "/redirect/1"))
+            #expect(handler.entries.map { "\($0.message)".prefix(1) } == ["→", "←"])
+        }
+        let debugServer = try await http1Server()
+        let debugHandler = InMemoryLogHandler()
+        logger = Logger(label: "test") { _ in debugHandler }
+        logger.logLevel = .debug
+        try await withClient(kind, server: debugServer, configure: {
+            $0.logger = logger
+            $0.cache = CacheConfiguration(store: MemoryCacheStore(), policy: .http)
+        }) { client in
+            _ = try await client.send(Endpoint<Echo>(path: "/redirect/1"))
+            let lines = debugHandler.entries.map { "\($0.message)" }
+            #expect(lines.map { $0.prefix(1) } == ["→", "⤷", "←"])
+            #expect(lines[1].contains("302 to http://127.0.0.1:\(debugServer.port)/"))
+            #expect(debugHandler.entries[1].level == .debug)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func traceLogsBodiesRedactedAndCappedOnlyWhenAskedTo(_ kind: TransportKind) async throws {
+        let routes: TestServer.Handler = { request in
+            request.path == "/long" ? .json("[" + Array(repeating: #""0123456789""#, count: 1000).joined(separator: ",") + "]") : await Routes.standard(request)
+        }
+        let server = try await http1Server(routes)
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test") { _ in handler }
+        logger.logLevel = .trace
+        let json = #"{"user":"ann","password":"pa ss word","nested":{"refresh_token":"r-123"}}"#
+        let login = Endpoint<Echo>(method: .post, path: "/echo", body: .data(Data(json.utf8), contentType: "application/json"))
+        try await withClient(kind, server: server, configure: { $0.logger = logger }) { client in
+            _ = try await client.send(login)
+            // Off by default, even at trace.
+            #expect(!handler.entries.contains { "\($0.message)".hasPrefix("⇡") })
+        }
+        let bodyServer = try await http1Server(routes)
+        try await withClient(kind, server: bodyServer, configure: {
+            $0.logger = logger
+            $0.logsBodies = true
+        }) { client in
+            _ = try await client.send(login)
+            _ = try await client.send(Endpoint<[String]>(path: "/long"))
+            let lines = handler.entries.map { "\($0.message)" }
+            let sent = try #require(lines.first { $0.hasPrefix("⇡") })
+            #expect(sent.contains(#""user":"ann""#))
+            #expect(sent.contains(#""password":"REDACTED""#))
+            #expect(sent.contains(#""refresh_token":"REDACTED""#))
+            #expect(!lines.joined().contains("pa ss word"))
+            #expect(!lines.joined().contains("r-123"))
+            let received = lines.filter { $0.hasPrefix("⇣") }
+            #expect(received.count == 2)
+            // The big body is cut at the limit and says how long it was.
+            let big = try #require(received.last)
+            #expect(big.utf8.count < 4096 + 100)
+            #expect(big.hasSuffix(" bytes)"))
+        }
+    }
+
+    @Test
+    func redactingABodyHandlesJSONFormsTextAndBinary() {
+        let redactor = Redactor.standard
+        let json = redactor.redact(body: Data(#"{"a":[{"client_secret":"x y"}],"ok":1}"#.utf8), contentType: "application/json", limit: 1000)
+        #expect(json == #"{"a":[{"client_secret":"REDACTED"}],"ok":1}"#)
+        let form = redactor.redact(body: Data("grant_type=password&password=hunter 2&user=ann".utf8), contentType: "application/x-www-form-urlencoded", limit: 1000)
+        #expect(form == "grant_type=password&password=REDACTED&user=ann")
+        let text = redactor.redact(body: Data("Authorization: Bearer abc.def".utf8), contentType: "text/plain", limit: 1000)
+        #expect(!text.contains("abc.def"))
+        let binary = redactor.redact(body: Data([0xff, 0xfe, 0x00, 0x01]), contentType: "application/octet-stream", limit: 1000)
+        #expect(binary == "(4 bytes, binary)")
+        let notJSON = redactor.redact(body: Data("{not json".utf8), contentType: "application/json", limit: 3)
+        #expect(notJSON == "{no… (9 bytes)")
+        #expect(redactor.redact(body: Data(), contentType: nil, limit: 10) == "(empty)")
+    }
+
+    @Test
+    func debugOptionsComeFromTheEnvironmentAndLaunchArgumentsWin() {
+        let none = DebugOptions(environment: [:], arguments: ["app"])
+        #expect(none == .off)
+        let fromEnvironment = DebugOptions(environment: ["COURIER_LOG_LEVEL": "DEBUG", "COURIER_LOG_BODIES": "1", "COURIER_HAR": "/tmp/a.har"], arguments: [])
+        #expect(fromEnvironment == DebugOptions(logLevel: .debug, logsBodies: true, harPath: "/tmp/a.har"))
+        let both = DebugOptions(
+            environment: ["COURIER_LOG_LEVEL": "debug"],
+            arguments: ["app", "-CourierLogLevel", "trace", "-CourierLogBodies", "YES", "-CourierHAR", "/tmp/b.har"]
+        )
+        #expect(both == DebugOptions(logLevel: .trace, logsBodies: true, harPath: "/tmp/b.har"))
+        // Nonsense is ignored, never a crash.
+        let nonsense = DebugOptions(environment: ["COURIER_LOG_LEVEL": "loud", "COURIER_LOG_BODIES": "maybe"], arguments: ["-CourierLogLevel"])
+        #expect(nonsense == .off)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aDebugLevelFromTheEnvironmentRaisesTheClientsLoggerWithoutARebuild(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test") { _ in handler }
+        logger.logLevel = .error
+        let options = DebugOptions(environment: ["COURIER_LOG_LEVEL": "debug"], arguments: [])
+        try await withClient(kind, server: server, configure: {
+            $0.logger = logger
+            $0.debugOptions = options
+        }) { client in
+            _ = try await client.send(Endpoint<Echo>(path: "/redirect/1"))
+            #expect(handler.entries.map { "\($0.message)".prefix(1) } == ["→", "⤷", "←"])
+        }
+    }
 }
