@@ -96,7 +96,7 @@ public final class HARRecorder: EventMonitor, Sendable {
             truncated = cut
         }
         let response = HAR.Response(
-            status: head?.status.code ?? 0, statusText: head?.status.reasonPhrase ?? "", httpVersion: version,
+            status: head?.status.code ?? 0, statusText: head.map(Self.statusText) ?? "", httpVersion: version,
             headers: (head?.headerFields ?? [:]).map { HAR.Pair(name: $0.name.canonicalName, value: self.redactor.value(of: $0)) },
             content: content, redirectURL: head?.headerFields[.location].map(self.redactor.redact(urlString:)) ?? "",
             headersSize: -1, bodySize: head == nil ? -1 : result.bodySize
@@ -130,6 +130,22 @@ public final class HARRecorder: EventMonitor, Sendable {
     private static func query(of url: String) -> [HAR.Pair] {
         guard let items = URLComponents(string: url)?.queryItems else { return [] }
         return items.map { HAR.Pair(name: $0.name, value: $0.value ?? "") }
+    }
+
+    /// The reason phrase of RFC 9110 §15 for the code (transports differ in what they report), or the response's own.
+    static func statusText(_ head: HTTPResponse) -> String {
+        let standard: [Int: String] = [
+            100: "Continue", 101: "Switching Protocols", 200: "OK", 201: "Created", 202: "Accepted", 203: "Non-Authoritative Information",
+            204: "No Content", 205: "Reset Content", 206: "Partial Content", 300: "Multiple Choices", 301: "Moved Permanently", 302: "Found",
+            303: "See Other", 304: "Not Modified", 307: "Temporary Redirect", 308: "Permanent Redirect", 400: "Bad Request",
+            401: "Unauthorized", 402: "Payment Required", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable",
+            407: "Proxy Authentication Required", 408: "Request Timeout", 409: "Conflict", 410: "Gone", 411: "Length Required",
+            412: "Precondition Failed", 413: "Content Too Large", 414: "URI Too Long", 415: "Unsupported Media Type", 416: "Range Not Satisfiable",
+            417: "Expectation Failed", 421: "Misdirected Request", 422: "Unprocessable Content", 426: "Upgrade Required", 428: "Precondition Required",
+            429: "Too Many Requests", 431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
+            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported",
+        ]
+        return standard[head.status.code] ?? head.status.reasonPhrase
     }
 
     static func versionText(_ version: HTTPVersion) -> String {

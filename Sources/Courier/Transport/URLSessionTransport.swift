@@ -123,7 +123,8 @@ public final class URLSessionTransport: Transport {
             task.cancel()
             throw CourierError.transport("the server sent a malformed status code \(head.statusCode)")
         }
-        let status = HTTPResponse.Status(code: head.statusCode, reasonPhrase: HTTPURLResponse.localizedString(forStatusCode: head.statusCode).capitalized)
+        // The platform does not report the server's reason phrase: the standard one for the code, as the other transport gives for well-behaved servers.
+        let status = HTTPResponse.Status(code: head.statusCode)
         var expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
         // URLSession decodes gzip, deflate (and br on Apple platforms) itself but keeps the
         // header fields: drop them, so the body handed up is what they describe.

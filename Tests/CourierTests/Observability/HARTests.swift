@@ -1,0 +1,150 @@
+import Courier
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+@Suite("HAR 1.2 capture: valid files, redacted secrets, Courier's own facts")
+struct HARTests {
+    static func json(_ data: Data) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    static func entries(_ recorder: HARRecorder) throws -> [[String: Any]] {
+        let document = try Self.json(try recorder.harData())
+        let log = try #require(document["log"] as? [String: Any])
+        return try #require(log["entries"] as? [[String: Any]])
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aSessionIsRecordedAsAValidHARFileWithSecretsRedacted(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let recorder = HARRecorder()
+        try await withClient(kind, server: server, configure: {
+            $0.eventMonitors = [recorder]
+            $0.defaultHeaders[.authorization] = "Bearer secret token with spaces"
+        }) { client in
+            _ = try await client.send(Endpoint<Article>(name: "article", path: "/json", query: [URLQueryItem(name: "access_token", value: "q-secret"), URLQueryItem(name: "page", value: "2")]))
+            let login = #"{"user":"ann","password":"pa ss"}"#
+            _ = try await client.send(Endpoint<Echo>(name: "login", method: .post, path: "/echo", body: .data(Data(login.utf8), contentType: "application/json")))
+            _ = try? await client.send(Endpoint<Article>(name: "missing", path: "/status/404").retry(.never))
+        }
+        let data = try recorder.harData()
+        let violations = try HARSchema.validate(har: data)
+        #expect(violations == [])
+        let text = String(decoding: data, as: UTF8.self)
+        #expect(!text.contains("secret token"))
+        #expect(!text.contains("q-secret"))
+        #expect(!text.contains("pa ss"))
+        let entries = try Self.entries(recorder)
+        #expect(entries.count == 3)
+        let first = entries[0]
+        let request = try #require(first["request"] as? [String: Any])
+        #expect(request["method"] as? String == "GET")
+        #expect((request["url"] as? String)?.contains("access_token=REDACTED") == true)
+        #expect((request["queryString"] as? [[String: String]])?.contains { $0["name"] == "page" && $0["value"] == "2" } == true)
+        #expect((request["headers"] as? [[String: String]])?.contains { $0["name"] == "authorization" && $0["value"] == "REDACTED" } == true)
+        #expect(request["httpVersion"] as? String == "HTTP/1.1")
+        let response = try #require(first["response"] as? [String: Any])
+        #expect(response["status"] as? Int == 200)
+        #expect(response["statusText"] as? String == "OK")
+        let content = try #require(response["content"] as? [String: Any])
+        #expect(content["size"] as? Int == 24)
+        #expect(content["mimeType"] as? String == "application/json")
+        #expect((content["text"] as? String)?.contains(#""id":1"#) == true)
+        let courier = try #require(first["_courier"] as? [String: Any])
+        #expect(courier["endpoint"] as? String == "article")
+        #expect(courier["source"] as? String == "network")
+        #expect(courier["attempts"] as? Int == 1)
+        let timings = try #require(first["timings"] as? [String: Double])
+        #expect((timings["wait"] ?? -1) >= 0)
+        #expect(abs((first["time"] as? Double ?? 0) - ((timings["blocked"] ?? 0) + (timings["send"] ?? 0) + (timings["wait"] ?? 0) + (timings["receive"] ?? 0))) < 0.01)
+        let post = try #require(entries[1]["request"] as? [String: Any])
+        let postData = try #require(post["postData"] as? [String: String])
+        #expect(postData["mimeType"] == "application/json")
+        #expect(postData["text"]?.contains(#""password":"REDACTED""#) == true)
+        let failed = try #require(entries[2]["_courier"] as? [String: Any])
+        #expect(failed["errorKind"] as? String == CourierError.Kind.httpStatus.rawValue)
+        #expect((entries[2]["response"] as? [String: Any])?["status"] as? Int == 404)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func cacheAndDeduplicationShowInTheCourierFields(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await http1Server { request in
+            if request.path == "/shared" { await gate.wait() }
+            return .json(#"{"id":1,"title":"x"}"#, headers: [("Cache-Control", "max-age=600")])
+        }
+        let recorder = HARRecorder()
+        try await withClient(kind, server: server, configure: {
+            $0.eventMonitors = [recorder]
+            $0.cache = CacheConfiguration(store: MemoryCacheStore())
+        }) { client in
+            _ = try await client.send(Endpoint<Article>(path: "/cached"))
+            _ = try await client.send(Endpoint<Article>(path: "/cached"))
+            let first = client.start(Endpoint<Article>(path: "/shared"))
+            #expect(await eventually { server.requests.contains { $0.path == "/shared" } })
+            let second = client.start(Endpoint<Article>(path: "/shared"))
+            try await Task.sleep(for: .milliseconds(100))
+            await gate.open()
+            _ = try await first.value
+            _ = try await second.value
+        }
+        let data = try recorder.harData()
+        #expect(try HARSchema.validate(har: data) == [])
+        let sources = try Self.entries(recorder).compactMap { ($0["_courier"] as? [String: Any])?["source"] as? String }
+        #expect(sources.sorted() == ["cache", "coalesced", "network", "network"])
+        let hit = try #require(try Self.entries(recorder).first { ($0["_courier"] as? [String: Any])?["source"] as? String == "cache" })
+        #expect((hit["response"] as? [String: Any])?["httpVersion"] as? String == "")
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func bodiesAreCutAtTheLimitAndBinaryIsBase64(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            if request.path == "/bytes" {
+                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data((0..<2000).map { UInt8($0 % 256) }))
+            }
+            return .json("[" + Array(repeating: "1", count: 2000).joined(separator: ",") + "]")
+        }
+        let recorder = HARRecorder(bodyLimit: 100)
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [recorder] }) { client in
+            _ = try await client.send(Endpoint<[Int]>(path: "/numbers"))
+            _ = try await client.send(Endpoint<Data>(path: "/bytes", decoding: .data))
+        }
+        #expect(try HARSchema.validate(har: try recorder.harData()) == [])
+        let entries = try Self.entries(recorder)
+        let numbers = try #require((entries[0]["response"] as? [String: Any])?["content"] as? [String: Any])
+        #expect(numbers["size"] as? Int == 4001)
+        #expect(((numbers["text"] as? String)?.utf8.count ?? 0) < 130)
+        #expect((entries[0]["_courier"] as? [String: Any])?["truncated"] as? Bool == true)
+        let bytes = try #require((entries[1]["response"] as? [String: Any])?["content"] as? [String: Any])
+        #expect(bytes["encoding"] as? String == "base64")
+        #expect(Data(base64Encoded: bytes["text"] as? String ?? "") == Data((0..<100).map { UInt8($0) }))
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func theHAREnvironmentVariableWritesTheFileAfterEachRequest(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("courier-\(UUID().uuidString).har").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let options = DebugOptions(environment: ["COURIER_HAR": path], arguments: [])
+        try await withClient(kind, server: server, configure: { $0.debugOptions = options }) { client in
+            _ = try await client.send(Endpoint<Article>(path: "/json"))
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect(try HARSchema.validate(har: data) == [])
+            _ = try await client.send(Endpoint<Article>(path: "/json"))
+            let again = try Self.json(try Data(contentsOf: URL(fileURLWithPath: path)))
+            #expect(((again["log"] as? [String: Any])?["entries"] as? [Any])?.count == 2)
+        }
+    }
+
+    @Test
+    func theValidatorRejectsWhatTheSchemaForbids() throws {
+        // The schema check is only worth something if it can fail.
+        let broken = #"{"log":{"version":"1.2","creator":{"name":"x","version":"1"},"entries":[{"startedDateTime":"2026-01-01T00:00:00Z","time":1,"request":{"method":"GET"},"response":{},"cache":{},"timings":{"send":-1,"wait":0,"receive":0}}]}}"#
+        let violations = try HARSchema.validate(har: Data(broken.utf8))
+        #expect(violations.contains { $0.contains("/log/entries/0/timings/send") })
+        #expect(violations.contains { $0.contains("/log/entries/0/request") && $0.contains("url") })
+        #expect(violations.contains { $0.contains("/log/entries/0/response") })
+    }
+}
