@@ -1,0 +1,209 @@
+import Courier
+import CourierTelemetry
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import InMemoryTracing
+import MetricsTestKit
+import Testing
+import Tracing
+
+/// An in-memory tracer that propagates its context as W3C Trace Context (`traceparent`), as an
+/// OpenTelemetry tracer does; ids have the W3C lengths (32 and 16 hex digits).
+struct W3CInMemoryTracer: Tracer {
+    typealias Span = InMemorySpan
+    let inner: InMemoryTracer
+
+    init() {
+        let next = Locked<UInt64>(0)
+        @Sendable func hex(_ digits: Int) -> String {
+            let value = next.withLock { $0 += 1; return $0 }
+            let text = String(value, radix: 16)
+            return String(repeating: "0", count: digits - text.count) + text
+        }
+        self.inner = InMemoryTracer(idGenerator: .init(nextTraceID: { "4bf92f35" + hex(24) }, nextSpanID: { "a" + hex(15) }))
+    }
+
+    func startSpan<Instant: TracerInstant>(
+        _ operationName: String, context: @autoclosure () -> InstrumentationContext, ofKind kind: SpanKind,
+        at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
+    ) -> InMemorySpan {
+        self.inner.startSpan(operationName, context: context(), ofKind: kind, at: instant(), function: function, file: fileID, line: line)
+    }
+
+    func forceFlush() {}
+
+    func inject<Carrier, Inject: Injector>(_ context: InstrumentationContext, into carrier: inout Carrier, using injector: Inject) where Inject.Carrier == Carrier {
+        guard let span = context.inMemorySpanContext else { return }
+        injector.inject("00-\(span.traceID)-\(span.spanID)-01", forKey: "traceparent", into: &carrier)
+    }
+
+    func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout InstrumentationContext, using extractor: Extract) where Extract.Carrier == Carrier {}
+
+    var finishedSpans: [FinishedInMemorySpan] { self.inner.finishedSpans }
+}
+
+@Suite("Metrics and tracing monitors: bounded labels, span trees, trace context on the wire")
+struct TelemetryTests {
+    @Test(arguments: TransportKind.allCases)
+    func requestsAreCountedByOutcomeAndSourceWithBoundedLabels(_ kind: TransportKind) async throws {
+        let calls = Locked(0)
+        let server = try await http1Server { request in
+            if request.path == "/flaky" {
+                let call = calls.withLock { $0 += 1; return $0 }
+                if call == 1 { return .text("busy", status: 503, headers: [("Retry-After", "0")]) }
+            }
+            if request.path.hasPrefix("/status/") { return await Routes.standard(request) }
+            return .json(#"{"id":1,"title":"x"}"#, headers: [("Cache-Control", "max-age=600")])
+        }
+        let metrics = TestMetrics()
+        try await withClient(kind, server: server, configure: {
+            $0.eventMonitors = [MetricsMonitor(factory: metrics)]
+            $0.cache = CacheConfiguration(store: MemoryCacheStore())
+        }) { client in
+            _ = try await client.send(Endpoint<Article>(name: "article", path: "/json", query: [URLQueryItem(name: "id", value: "12345")]))
+            _ = try await client.send(Endpoint<Article>(name: "article", path: "/json", query: [URLQueryItem(name: "id", value: "12345")]))
+            _ = try? await client.send(Endpoint<Article>(name: "missing", path: "/status/404").retry(.never))
+            _ = try? await client.send(Endpoint<Article>(name: "broken", path: "/status/500").retry(.never))
+            _ = try await client.send(Endpoint<Article>(name: "flaky", path: "/flaky"))
+            let post = Endpoint<Article>(name: "create", method: .post, path: "/create", body: .data(Data(#"{"title":"new"}"#.utf8), contentType: "application/json"))
+            _ = try await client.send(post)
+        }
+        func total(_ dimensions: [(String, String)]) -> Int64 { metrics.counterTotal(label: "courier_requests_total", dimensions: dimensions) }
+        #expect(total([("endpoint", "article"), ("method", "GET"), ("outcome", "success"), ("source", "network")]) == 1)
+        #expect(total([("endpoint", "article"), ("method", "GET"), ("outcome", "success"), ("source", "cache")]) == 1)
+        #expect(total([("endpoint", "missing"), ("method", "GET"), ("outcome", "http_4xx"), ("source", "network")]) == 1)
+        #expect(total([("endpoint", "broken"), ("method", "GET"), ("outcome", "http_5xx"), ("source", "network")]) == 1)
+        #expect(metrics.counterTotal(label: "courier_retries_total", dimensions: [("endpoint", "flaky")]) == 1)
+        #expect(metrics.counterTotal(label: "courier_request_body_bytes", dimensions: [("endpoint", "create")]) == 15)
+        #expect(metrics.counterTotal(label: "courier_response_body_bytes", dimensions: [("endpoint", "article"), ("source", "network")]) == 20)
+        let timers = metrics.timers(label: "courier_request_duration")
+        #expect(timers.reduce(0) { $0 + $1.values.count } == 6)
+        #expect(timers.allSatisfy { $0.values.allSatisfy { $0 > 0 } })
+        // The gauges are back to zero, and every label is bounded: no URL, query, id or port.
+        for meter in metrics.meters(label: "courier_requests_in_flight") { #expect(meter.lastValue == 0) }
+        #expect(!metrics.meters(label: "courier_requests_in_flight").isEmpty)
+        let everyValue = metrics.counters.flatMap(\.dimensions).map(\.1) + metrics.timers.flatMap(\.dimensions).map(\.1)
+        #expect(!everyValue.contains { $0.contains("/") || $0.contains("?") || $0.contains("12345") })
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func queuedRequestsRaiseAndLowerTheQueueGauge(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await http1Server { request in
+            if request.path == "/held" { await gate.wait() }
+            return .json(#"{"id":1,"title":"x"}"#)
+        }
+        let metrics = TestMetrics()
+        try await withClient(kind, server: server, configure: {
+            $0.eventMonitors = [MetricsMonitor(factory: metrics)]
+            $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1, maxRequestsPerHost: 1)
+        }) { client in
+            let held = client.start(Endpoint<Article>(path: "/held"))
+            #expect(await eventually { server.requests.count == 1 })
+            let waiting = client.start(Endpoint<Article>(path: "/next"))
+            let host = "127.0.0.1:\(server.port)"
+            #expect(await eventually { (try? metrics.expectMeter("courier_requests_queued", [("host", host)]).lastValue) == 1 })
+            #expect(try metrics.expectMeter("courier_requests_in_flight", [("host", host)]).lastValue == 1)
+            await gate.open()
+            _ = try await held.value
+            _ = try await waiting.value
+            #expect(try metrics.expectMeter("courier_requests_queued", [("host", host)]).lastValue == 0)
+            #expect(try metrics.expectMeter("courier_requests_in_flight", [("host", host)]).lastValue == 0)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aRequestIsASpanUnderTheCallersWithOneChildPerAttemptAndTraceparentOnTheWire(_ kind: TransportKind) async throws {
+        let calls = Locked(0)
+        let server = try await http1Server { request in
+            let call = calls.withLock { $0 += 1; return $0 }
+            if call == 1 { return .text("busy", status: 503, headers: [("Retry-After", "0")]) }
+            return .json(#"{"id":1,"title":"x"}"#)
+        }
+        let tracer = W3CInMemoryTracer()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [TracingMonitor(tracer: tracer)] }) { client in
+            try await tracer.withSpan("screen.load") { _ in
+                _ = try await client.send(Endpoint<Article>(name: "article", path: "/article?token=t-secret"))
+            }
+        }
+        let spans = tracer.finishedSpans
+        let parent = try #require(spans.first { $0.operationName == "screen.load" })
+        let request = try #require(spans.first { $0.operationName == "article" })
+        let attempts = spans.filter { $0.operationName == "GET" }
+        #expect(request.parentSpanID == parent.spanID)
+        #expect(request.traceID == parent.traceID)
+        #expect(attempts.count == 2)
+        #expect(attempts.allSatisfy { $0.parentSpanID == request.spanID && $0.kind == .client })
+        #expect(attempts.map { $0.attributes.get("http.response.status_code")?.toSpanAttribute() } == [.int64(503), .int64(200)])
+        #expect(attempts[0].attributes.get("http.request.resend_count") == nil)
+        #expect(attempts[1].attributes.get("http.request.resend_count")?.toSpanAttribute() == .int64(1))
+        #expect(attempts[0].attributes.get("error.type")?.toSpanAttribute() == .string("503"))
+        #expect(attempts[0].attributes.get("http.request.method")?.toSpanAttribute() == .string("GET"))
+        #expect(attempts[0].attributes.get("server.address")?.toSpanAttribute() == .string("127.0.0.1"))
+        #expect(attempts[0].attributes.get("server.port")?.toSpanAttribute() == .int64(Int64(server.port)))
+        #expect(attempts[0].attributes.get("url.full")?.toSpanAttribute() == .string("http://127.0.0.1:\(server.port)/article?token=REDACTED"))
+        #expect(request.attributes.get("http.response.status_code")?.toSpanAttribute() == .int64(200))
+        #expect(request.events.map(\.name) == ["retry"])
+        // Each attempt carried its own span's context: the server saw W3C traceparent headers.
+        let sent = server.requests.map { $0.header("traceparent") }
+        #expect(sent == attempts.map { "00-\($0.traceID)-\($0.spanID)-01" })
+        #expect(sent.allSatisfy { ($0 ?? "").range(of: "^00-[0-9a-f]{32}-[0-9a-f]{16}-01$", options: .regularExpression) != nil })
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func deduplicatedCallersShareOneNetworkSpanAndLinkToIt(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await http1Server { _ in
+            await gate.wait()
+            return .json(#"{"id":1,"title":"x"}"#)
+        }
+        let tracer = W3CInMemoryTracer()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [TracingMonitor(tracer: tracer)] }) { client in
+            let first = client.start(Endpoint<Article>(name: "shared", path: "/shared"))
+            #expect(await eventually { server.requests.count == 1 })
+            let second = client.start(Endpoint<Article>(name: "shared", path: "/shared"))
+            let third = client.start(Endpoint<Article>(name: "shared", path: "/shared"))
+            try await Task.sleep(for: .milliseconds(100))
+            await gate.open()
+            _ = try await first.value
+            _ = try await second.value
+            _ = try await third.value
+        }
+        let spans = tracer.finishedSpans
+        let network = spans.filter { $0.operationName == "GET" }
+        #expect(network.count == 1)
+        let callers = spans.filter { $0.operationName == "shared" }
+        #expect(callers.count == 3)
+        let attempt = try #require(network.first)
+        let leader = callers.filter { $0.spanID == attempt.parentSpanID }
+        #expect(leader.count == 1)
+        let joiners = callers.filter { $0.spanID != attempt.parentSpanID }
+        #expect(joiners.count == 2)
+        for joiner in joiners {
+            #expect(joiner.links.compactMap { $0.context.inMemorySpanContext?.spanID } == [attempt.spanID])
+            #expect(joiner.attributes.get("courier.deduplicated")?.toSpanAttribute() == .bool(true))
+        }
+        #expect(server.requests.first?.header("traceparent") == "00-\(attempt.traceID)-\(attempt.spanID)-01")
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aFailedRequestsSpansSayWhatWentWrong(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let tracer = W3CInMemoryTracer()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [TracingMonitor(tracer: tracer)] }) { client in
+            _ = try? await client.send(Endpoint<Article>(name: "gone", path: "/status/404").retry(.never))
+            _ = try? await client.send(Endpoint<Article>(name: "cut", path: "/close-before").retry(.never))
+        }
+        let spans = tracer.finishedSpans
+        let gone = try #require(spans.first { $0.operationName == "gone" })
+        #expect(gone.status?.code == .error)
+        #expect(gone.attributes.get("error.type")?.toSpanAttribute() == .string("404"))
+        let cut = try #require(spans.first { $0.operationName == "cut" })
+        #expect(cut.status?.code == .error)
+        #expect(cut.attributes.get("error.type")?.toSpanAttribute() == .string("transport"))
+        #expect(cut.errors.count == 1)
+        // No span is left open.
+        #expect(tracer.inner.activeSpans.isEmpty)
+    }
+}
