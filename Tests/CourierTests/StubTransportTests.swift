@@ -21,4 +21,45 @@ struct StubTransportTests {
         let sent = try #require(stub.requests.first?.body?.bytes)
         #expect(try JSONDecoder().decode(Article.self, from: sent) == Article(id: 3, title: "new"))
     }
+
+    // The stub is itself the transport under test here (no socket is involved), so these run once.
+    @Test
+    func aRouteTableAnswersByMethodAndPathPattern() async throws {
+        let stub = StubTransport(routes: [
+            .init(.get, "/articles/*", .json(#"{"id":1,"title":"one"}"#)),
+            .init(.post, "/articles", .json(#"{"id":2,"title":"created"}"#, status: .created)),
+            .init(.get, "/search?q=swift", .json(#"{"id":3,"title":"found"}"#)),
+            .init(nil, "/offline/**", failing: CourierError(.transport, "no route to host")),
+            .init(.get, "/slow", delay: .milliseconds(50), .json(#"{"id":4,"title":"late"}"#)),
+        ])
+        let client = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.example.com")!) {
+            $0.retry = .never
+            $0.debugOptions = .off
+        })
+        #expect(try await client.send(Endpoint<Article>(path: "/articles/17")).title == "one")
+        #expect(try await client.send(Endpoint<Article>(method: .post, path: "/articles")).title == "created")
+        #expect(try await client.send(Endpoint<Article>(path: "/search", query: [URLQueryItem(name: "q", value: "swift")])).title == "found")
+        let started = ContinuousClock.now
+        #expect(try await client.send(Endpoint<Article>(path: "/slow")).title == "late")
+        #expect(ContinuousClock.now - started >= .milliseconds(50))
+        let offline = await expectCourierError { _ = try await client.send(Endpoint<Article>(method: .put, path: "/offline/a/b")) }
+        #expect(offline?.kind == .transport)
+        // Nothing matches: a clear error naming the request, never a silent 200.
+        for (method, path) in [(HTTPRequest.Method.get, "/articles/17/comments"), (.delete, "/articles"), (.get, "/search")] {
+            let unmatched = await expectCourierError { _ = try await client.send(Endpoint<Article>(method: method, path: path)) }
+            #expect(unmatched?.kind == .invalidRequest)
+            #expect(unmatched?.message.contains("no stub route for \(method.rawValue) \(path)") == true)
+        }
+    }
+
+    @Test
+    func aDelayedRouteIsCancellable() async throws {
+        let stub = StubTransport(routes: [.init(.get, "/never", delay: .seconds(3600), .status(.ok))])
+        let client = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.example.com")!) { $0.debugOptions = .off })
+        let handle = client.start(Endpoint<Article>(path: "/never"))
+        try await Task.sleep(for: .milliseconds(20))
+        handle.cancel()
+        let error = await expectCourierError { _ = try await handle.value }
+        #expect(error?.kind == .cancelled)
+    }
 }
