@@ -83,6 +83,9 @@ struct RequestCommand: AsyncParsableCommand {
     @Flag(name: .customShort("i"), help: "Print the status line and header fields before the body.")
     var include = false
 
+    @Option(name: .long, help: "Record the exchange to this HAR 1.2 file (secrets redacted; opens in a browser's developer tools).")
+    var har: String?
+
     @Flag(name: .customShort("v"), help: "Print the log lines of the request to standard error.")
     var verbose = false
 
@@ -314,7 +317,9 @@ struct RequestCommand: AsyncParsableCommand {
         }
         let verbose = self.verbose
         let wire = WireCounter()
+        let recorder = self.har.map { HARRecorder(writingTo: URL(fileURLWithPath: $0)) }
         let client = Client(configuration: .init(transport: transport) {
+            $0.eventMonitors = recorder.map { [$0] } ?? []
             $0.servers = servers
             $0.wireProtocols = protocols
             $0.middleware = [wire]

@@ -272,4 +272,31 @@ extension CLITests {
         #expect(refused.status == 64)
         try await server.stop()
     }
+
+    @Test
+    func harFilesFromRequestAndDemoValidate() async throws {
+        let server = try await http1Server()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("courier-har-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let single = folder.appendingPathComponent("request.har")
+        let request = try await runCourier(["request", "--har", single.path, "-H", "Authorization: Bearer cli-secret", server.baseURL.absoluteString + "/json?token=abc"])
+        #expect(request.status == 0)
+        let data = try Data(contentsOf: single)
+        #expect(try HARSchema.validate(har: data) == [])
+        let text = String(decoding: data, as: UTF8.self)
+        #expect(!text.contains("cli-secret"))
+        #expect(!text.contains("token=abc"))
+        #expect(text.contains(#""status" : 200"#))
+        try await server.stop()
+
+        let demoFile = folder.appendingPathComponent("demo.har")
+        let demo = try await runCourier(["demo", "--har", demoFile.path])
+        #expect(demo.status == 0)
+        let demoData = try Data(contentsOf: demoFile)
+        #expect(try HARSchema.validate(har: demoData) == [])
+        let entries = ((try JSONSerialization.jsonObject(with: demoData) as? [String: Any])?["log"] as? [String: Any])?["entries"] as? [Any]
+        #expect((entries?.count ?? 0) > 5)
+        #expect(demo.stdout.contains("HAR: \(entries?.count ?? -1) entries written to \(demoFile.path)"))
+    }
 }

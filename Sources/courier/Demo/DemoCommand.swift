@@ -14,6 +14,9 @@ struct DemoCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Use HTTP/1.1 instead of HTTP/2.")
     var http1 = false
 
+    @Option(name: .long, help: "Record the demo's traffic to this HAR 1.2 file (secrets redacted; opens in a browser's developer tools).")
+    var har: String?
+
     func run() async throws {
         let certificates = try TestCertificates.generate()
         let server = try await TestServer.start(.tls(certificates), handler: DemoServer.respond)
@@ -24,7 +27,9 @@ struct DemoCommand: AsyncParsableCommand {
         transportConfiguration.httpVersion = self.http1 ? .http1Only : .automatic
         let transport = AsyncHTTPClientTransport(configuration: transportConfiguration)
         let logger = Logger(label: "courier.demo") { _ in PlainLogHandler(stream: .standardOutput, prefix: "  ") }
+        let recorder = self.har.map { HARRecorder(writingTo: URL(fileURLWithPath: $0)) }
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
+            $0.eventMonitors = recorder.map { [$0] } ?? []
             $0.logger = logger
             $0.defaultHeaders[.accept] = "application/json"
             $0.defaultHeaders[.userAgent] = "courier-demo/1.0"
@@ -43,6 +48,10 @@ struct DemoCommand: AsyncParsableCommand {
         let connections = server.connectionCount
         try await server.stop()
         print("")
+        if let recorder, let path = self.har {
+            try recorder.write(to: URL(fileURLWithPath: path))
+            print("HAR: \(recorder.count) entries written to \(path)")
+        }
         print("Summary: \(tally.requests) requests, \(tally.failures) expected failures, \(tally.bytes) body bytes, versions \(tally.versions.sorted().joined(separator: ", ")), \(connections) TCP connection\(connections == 1 ? "" : "s") used")
     }
 
