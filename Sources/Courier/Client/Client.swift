@@ -8,7 +8,7 @@ import Logging
 /// shared instance. A client owns one transport, so connections are pooled and reused. Every
 /// request — `send`, `response`, `start`, `updates`, `upload`, `stream`, `download` — goes
 /// through the same list of stages, written down in `Pipeline/Pipeline.swift` and in the
-/// "The request pipeline" article: classify → build → log → deadline → decode → constrained →
+/// "The request pipeline" article: classify → build → observe → deadline → decode → constrained →
 /// cache lookup → deduplication → cache store → schedule → wire → status check → body → content
 /// decoding → client middleware → endpoint middleware → retry → redirects → transport.
 public final class Client: Sendable {

@@ -178,7 +178,7 @@ struct Outcome: Sendable {
     var payloadMayBeCached = true
     /// The decoded value, set by the decode stage.
     var value: (any Sendable)?
-    /// The logical request, the URL that answered and the time taken, set by the log stage.
+    /// The logical request, the URL that answered and the time taken, set by the observe stage.
     var request: Request?
     var urlString = ""
     var duration: Duration = .zero
