@@ -124,9 +124,13 @@ let package = Package(
                 "Courier",
                 "CourierAsyncHTTPClient",
                 "CourierTestServer",
+                "CourierTelemetry",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Benchmarks/CourierBenchmarks",
             swiftSettings: swiftSettings

@@ -1,7 +1,11 @@
 import AsyncHTTPClient
 import Courier
 import CourierAsyncHTTPClient
+import CoreMetrics
+import CourierTelemetry
 import Foundation
+import Logging
+import Tracing
 import NIOCore
 import NIOFoundationCompat
 import NIOSSL
@@ -39,6 +43,19 @@ struct PipelineBenchmark {
                 $0.deduplication.isEnabled = ProcessInfo.processInfo.environment["COURIER_BENCH_DEDUP"] != nil
                 if let limit = ProcessInfo.processInfo.environment["COURIER_BENCH_HOST_LIMIT"].flatMap(Int.init) {
                     $0.scheduling = .init(maxConcurrentRequests: limit, maxRequestsPerHost: limit)
+                }
+                // COURIER_BENCH_MONITORS=log: log lines at .info into a handler that drops them (the
+                // lines are still formatted); =telemetry: metrics and tracing with no-op backends;
+                // =all: both. Unset: no monitor, the zero-cost path.
+                $0.debugOptions = .off
+                let monitors = ProcessInfo.processInfo.environment["COURIER_BENCH_MONITORS"] ?? "none"
+                if monitors == "log" || monitors == "all" {
+                    var logger = Logger(label: "bench") { _ in DiscardingLogHandler() }
+                    logger.logLevel = .info
+                    $0.logger = logger
+                }
+                if monitors == "telemetry" || monitors == "all" {
+                    $0.eventMonitors = [MetricsMonitor(factory: NOOPMetricsHandler.instance), TracingMonitor(tracer: NoOpTracer())]
                 }
             })
             let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
@@ -100,4 +117,18 @@ struct PipelineBenchmark {
             try await transport.shutdown()
         }
     }
+}
+
+/// A log handler that keeps its level and drops every message (the benchmark's logging cost is
+/// Courier's formatting, not a sink's I/O).
+struct DiscardingLogHandler: LogHandler {
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { self.metadata[key] }
+        set { self.metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {}
 }
