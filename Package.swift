@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "CourierTesting", targets: ["CourierTesting"]),
         .library(name: "CourierOpenAPI", targets: ["CourierOpenAPI"]),
         .library(name: "CourierTelemetry", targets: ["CourierTelemetry"]),
+        .library(name: "CourierOutbox", targets: ["CourierOutbox"]),
         .executable(name: "courier", targets: ["courier"]),
     ],
     dependencies: [
@@ -30,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         // The system's zlib, for gzip and deflate content coding.
@@ -83,6 +85,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // A durable outbox on SQLite through GRDB, in its own library.
+        .target(
+            name: "CourierOutbox",
+            dependencies: [
+                "Courier",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "CourierTesting",
             dependencies: [
@@ -112,6 +124,7 @@ let package = Package(
             dependencies: [
                 "Courier",
                 "CourierAsyncHTTPClient",
+                "CourierOutbox",
                 "CourierTestServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -157,6 +170,7 @@ let package = Package(
                 "CourierTestServer",
                 "CourierOpenAPI",
                 "CourierTelemetry",
+                "CourierOutbox",
                 "PetsAPI",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),

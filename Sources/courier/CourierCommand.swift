@@ -5,6 +5,6 @@ struct CourierCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "courier",
         abstract: "Courier, the network layer: a demo and a curl-like client running the whole pipeline.",
-        subcommands: [DemoCommand.self, RequestCommand.self, ServeCommand.self, EnvCommand.self]
+        subcommands: [DemoCommand.self, RequestCommand.self, ServeCommand.self, EnvCommand.self, OutboxCommand.self]
     )
 }

@@ -280,4 +280,34 @@ struct EventMonitorTests {
         _ = try await watched.send(Endpoint<Article>(path: "/a"))
         #expect(stub.requests.last?.logical?.pathAndQuery == "/a")
     }
+
+    @Test(arguments: TransportKind.allCases)
+    func aStreamFinishesAtItsHeadAndADownloadWhenItsFileIsInPlace(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let monitor = RecordingMonitor()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("courier-events-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [monitor] }) { client in
+            let stream = try await client.stream(Endpoint<Data>(path: "/chunked", decoding: .data))
+            let streamID = try #require(monitor.entries.first?.id)
+            // The head has arrived; the body has not been read: the request has "finished" as a stream.
+            #expect(monitor.results.current[streamID]?.delivery == .streaming)
+            #expect(monitor.results.current[streamID]?.body == nil)
+            #expect(!monitor.names(of: streamID).contains("slot-"))
+            var bytes = 0
+            for try await chunk in stream.body { bytes += chunk.count }
+            #expect(bytes > 0)
+            // The slot is given back when the body ends.
+            #expect(await eventually { monitor.names(of: streamID).contains("slot-") })
+
+            let result = try await client.download(Endpoint<Data>(path: "/json", decoding: .data), to: DownloadDestination(directory: folder, fileName: "a.json")).value
+            #expect(result.byteCount == 24)
+            let downloadID = try #require(monitor.entries.last { $0.name == "finished" }?.id)
+            #expect(downloadID != streamID)
+            #expect(monitor.results.current[downloadID]?.delivery == .downloaded(resumedAt: 0))
+            #expect(monitor.results.current[downloadID]?.bodySize == 24)
+            #expect(monitor.names(of: downloadID).filter { $0 == "finished" }.count == 1)
+        }
+    }
 }

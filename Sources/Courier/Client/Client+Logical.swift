@@ -1,0 +1,9 @@
+import Foundation
+
+extension Client {
+    /// The logical request an endpoint builds on this client — URL, the client's and the
+    /// endpoint's header fields, the encoded body — without sending it (a durable outbox stores it).
+    package func logicalRequest<Value: Sendable>(for endpoint: Endpoint<Value>) throws -> Request {
+        try RequestBuilder.build(endpoint.erased, parts: self.parts)
+    }
+}

@@ -1,0 +1,473 @@
+import Courier
+import Foundation
+import HTTPTypes
+
+/// A durable outbox: requests stored in a SQLite file before they are sent, delivered through a
+/// ``Client`` until the server has them, across crashes and restarts.
+///
+/// ```swift
+/// let outbox = try Outbox(path: appSupport.appendingPathComponent("outbox.sqlite").path, client: client)
+/// let id = try outbox.enqueue(MessagesAPI.send(text), queue: "messages", reference: draft.id)
+/// outbox.start()                                    // delivers in the background, now and after restarts
+/// for await item in outbox.completions() {          // also the ones that finished before a restart
+///     show(item)
+///     try outbox.acknowledge(item.id)
+/// }
+/// ```
+///
+/// **Durability.** ``enqueue(_:queue:reference:maxAttempts:expiresAfter:)`` returns only after the
+/// item is committed with SQLite's `synchronous = FULL` in WAL mode: the write-ahead log is
+/// fsynced before the commit returns, so an id the app holds survives a crash, a force-quit or
+/// a power cut (as far as the disk honours fsync). An enqueue that throws stored nothing.
+///
+/// **Exactly-once effect.** Each item gets an `Idempotency-Key` when it is enqueued, sent with
+/// every attempt, after every restart: a server that honours the key applies the item once even
+/// when a response is lost. Items are marked in flight (durably) before they are sent; an item
+/// found in flight when the outbox opens was interrupted and is sent again with the same key.
+///
+/// **Order and failures.** Items of one queue are delivered in order, one at a time: a failing
+/// head blocks its queue, other queues go on. A 2xx delivers. A 408, 429, 5xx or a network
+/// failure is tried again later (the client's retry policy runs first, within an attempt; then
+/// the outbox's backoff, or the server's `Retry-After`), up to the item's maximum attempts. Any
+/// other status, too many attempts, or expiry makes the item dead, with its last error and the
+/// response — never silently dropped; ``retry(_:)`` revives it.
+///
+/// **Results and pruning.** A delivered item keeps its status, header fields and body (up to
+/// ``Configuration/resultBodyLimit``). ``prune()`` (run when the outbox opens) deletes delivered
+/// items the app acknowledged more than ``Configuration/deliveredRetention`` ago, and dead items
+/// older than ``Configuration/deadRetention``; nothing unacknowledged is pruned.
+///
+/// Everything goes through the client: authentication, signing, pinning, metrics and logs apply.
+/// Bodies must be in memory (a streamed body is refused with kind `invalidRequest`).
+public final class Outbox: Sendable {
+    /// How an outbox delivers and keeps items.
+    public struct Configuration: Sendable {
+        /// The most attempts an item takes unless it says otherwise.
+        public var maxAttempts = 10
+        /// The wait after the first failed attempt; doubled after each (with jitter), up to ``maxDelay``.
+        public var baseDelay: Duration = .seconds(1)
+        /// The longest wait between attempts, `Retry-After` included.
+        public var maxDelay: Duration = .seconds(300)
+        /// The most body bytes kept with a result.
+        public var resultBodyLimit = 64 * 1024
+        /// How long a delivered, acknowledged item is kept.
+        public var deliveredRetention: Duration = .seconds(7 * 86400)
+        /// How long a dead item is kept.
+        public var deadRetention: Duration = .seconds(30 * 86400)
+        /// How long a write waits for a database another connection holds before failing with kind `locked`.
+        public var busyTimeout: Duration = .seconds(2)
+        /// Queues whose items are sent together, by queue name.
+        public var batches: [String: OutboxBatching] = [:]
+        /// Statements run on each connection when it opens (tests use it to cap the file's size).
+        package var pragmas: [String] = []
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// The configuration.
+    public let configuration: Configuration
+    let store: OutboxStore
+    private let client: Client
+    private let completionsHub = Locked<[UUID: AsyncStream<OutboxItem>.Continuation]>([:])
+    private let wakeup = Wakeup()
+    private let worker = Locked<Task<Void, Never>?>(nil)
+
+    /// Opens (or creates) the outbox at `path`, migrates its schema, puts interrupted items back
+    /// in line and prunes old ones. Fails with a typed ``OutboxError`` for a corrupt, locked,
+    /// read-only or unopenable file.
+    public init(path: String, client: Client, configuration: Configuration = Configuration()) throws(OutboxError) {
+        self.configuration = configuration
+        self.client = client
+        self.store = try OutboxStore(path: path, busyTimeout: configuration.busyTimeout.seconds, pragmas: configuration.pragmas)
+        _ = try self.prune()
+    }
+
+    // MARK: - Enqueueing
+
+    /// Stores the endpoint's request durably and returns its id (see "Durability" above).
+    ///
+    /// The request is built now, as the client builds it (URL, default and endpoint header
+    /// fields, encoded body), without authentication or signing: those run at delivery. With a
+    /// `reference` already in the outbox, nothing is stored and that item's id is returned.
+    @discardableResult
+    public func enqueue<Value: Sendable>(
+        _ endpoint: Endpoint<Value>, queue: String = "default", reference: String? = nil, maxAttempts: Int? = nil, expiresAfter: Duration? = nil
+    ) throws(OutboxError) -> OutboxItemID {
+        let request: Request
+        do {
+            request = try self.client.logicalRequest(for: endpoint)
+        } catch {
+            throw OutboxError(.invalidRequest, "the request cannot be built: \(error)")
+        }
+        var body: Data?
+        if let requestBody = request.body {
+            guard let bytes = requestBody.bytes else { throw OutboxError(.invalidRequest, "a streamed body cannot be stored; give the endpoint a body in memory") }
+            body = bytes
+        }
+        var headers = request.head.headerFields.map { [$0.name.canonicalName, $0.value] }
+        if let type = request.body?.contentType, request.head.headerFields[.contentType] == nil { headers.append(["content-type", type]) }
+        let now = Date()
+        let id = try self.store.insert(.init(
+            queue: queue, reference: reference, name: request.name, method: request.head.method.rawValue, url: request.urlString,
+            headers: headers, body: body, idempotencyKey: UUID().uuidString, maxAttempts: max(1, maxAttempts ?? self.configuration.maxAttempts),
+            createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.seconds) }
+        ))
+        self.wakeup.signal()
+        return id
+    }
+
+    // MARK: - Reading
+
+    /// The item with this id, with its state and result; `nil` if there is none (or it was pruned).
+    public func item(_ id: OutboxItemID) throws(OutboxError) -> OutboxItem? {
+        try self.store.item(id)
+    }
+
+    /// The items in a state (all of them for `nil`), oldest first.
+    public func items(in state: OutboxItem.State? = nil) throws(OutboxError) -> [OutboxItem] {
+        try self.store.items(state: state)
+    }
+
+    /// Completed items — delivered or dead — as they complete, starting with those completed
+    /// earlier (before a restart too) that the app has not acknowledged yet.
+    public func completions() -> AsyncStream<OutboxItem> {
+        let (stream, continuation) = AsyncStream<OutboxItem>.makeStream()
+        let key = UUID()
+        self.completionsHub.withLock { $0[key] = continuation }
+        continuation.onTermination = { [weak self] _ in _ = self?.completionsHub.withLock { $0.removeValue(forKey: key) } }
+        for item in (try? self.store.unacknowledged()) ?? [] { continuation.yield(item) }
+        return stream
+    }
+
+    /// Marks a completed item as seen by the app: ``completions()`` does not yield it again, and
+    /// it may be pruned.
+    public func acknowledge(_ id: OutboxItemID) throws(OutboxError) {
+        try self.store.acknowledge(id)
+    }
+
+    /// Sends a dead item again, from its first attempt.
+    public func retry(_ id: OutboxItemID) throws(OutboxError) {
+        try self.store.revive(id, now: Date())
+        self.wakeup.signal()
+    }
+
+    /// Deletes what the retention policy lets go (see "Results and pruning"); returns how many items went.
+    @discardableResult
+    public func prune() throws(OutboxError) -> Int {
+        let now = Date()
+        return try self.store.prune(
+            deliveredBefore: now.addingTimeInterval(-self.configuration.deliveredRetention.seconds),
+            deadBefore: now.addingTimeInterval(-self.configuration.deadRetention.seconds)
+        )
+    }
+
+    // MARK: - Delivering
+
+    /// Starts delivering in the background, until ``stop()``; new items wake it at once.
+    public func start() {
+        self.worker.withLock { task in
+            guard task == nil else { return }
+            task = Task { [self] in await self.deliver(untilIdle: false) }
+        }
+    }
+
+    /// Stops the background delivery; an attempt in flight is cancelled and stays pending.
+    public func stop() async {
+        let task = self.worker.withLock { task -> Task<Void, Never>? in
+            defer { task = nil }
+            return task
+        }
+        task?.cancel()
+        await task?.value
+    }
+
+    /// Delivers until no item is pending (waiting for backoffs as needed), or until the task is cancelled.
+    public func deliverAll() async {
+        await self.deliver(untilIdle: true)
+    }
+
+    private func deliver(untilIdle: Bool) async {
+        while !Task.isCancelled {
+            let heads: [String: [OutboxStore.StoredRequest]]
+            do {
+                heads = try self.store.heads(limitPerQueue: max(1, self.configuration.batches.values.map(\.maxCount).max() ?? 1))
+            } catch {
+                // The storage failed; wait and look again rather than spin.
+                await self.wakeup.wait(upTo: .seconds(1))
+                continue
+            }
+            if heads.isEmpty {
+                if untilIdle { return }
+                await self.wakeup.wait(upTo: .seconds(60))
+                continue
+            }
+            let now = Date()
+            var due: [(String, [OutboxStore.StoredRequest])] = []
+            var earliest: Date?
+            for (queue, items) in heads {
+                let ready = self.readyAt(queue: queue, items: items)
+                if ready <= now { due.append((queue, items)) } else { earliest = min(earliest ?? ready, ready) }
+            }
+            if due.isEmpty {
+                let wait = max(0.001, (earliest ?? now.addingTimeInterval(1)).timeIntervalSince(now))
+                await self.wakeup.wait(upTo: .milliseconds(Int64(min(wait, 60) * 1000)))
+                continue
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for (queue, items) in due {
+                    group.addTask { await self.deliverHead(queue: queue, items: items) }
+                }
+            }
+        }
+    }
+
+    /// When a queue's head may be sent: its next attempt time, and for a batching queue also
+    /// when the batch is full or old enough.
+    private func readyAt(queue: String, items: [OutboxStore.StoredRequest]) -> Date {
+        guard let head = items.first else { return .distantFuture }
+        guard let batching = self.configuration.batches[queue], head.attempts == 0 else { return head.nextAttemptAt }
+        let bytes = items.reduce(0) { $0 + ($1.body?.count ?? 0) }
+        if items.count >= batching.maxCount || bytes >= batching.maxBytes { return head.nextAttemptAt }
+        return max(head.nextAttemptAt, head.createdAt.addingTimeInterval(batching.maxAge.seconds))
+    }
+
+    private func deliverHead(queue: String, items: [OutboxStore.StoredRequest]) async {
+        guard let head = items.first else { return }
+        let now = Date()
+        if let expires = head.expiresAt, expires <= now {
+            self.finish([head.id], state: .dead, error: "expired before it could be delivered", result: nil, retryAt: nil)
+            return
+        }
+        if let batching = self.configuration.batches[queue] {
+            await self.deliverBatch(items, batching: batching)
+        } else {
+            await self.deliverOne(head)
+        }
+    }
+
+    private func deliverOne(_ item: OutboxStore.StoredRequest) async {
+        do {
+            try self.store.begin([item.id], batch: nil)
+        } catch {
+            return
+        }
+        var fields = HTTPFields()
+        for pair in item.headers where pair.count == 2 {
+            if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
+        }
+        fields[Self.idempotencyKey] = item.idempotencyKey
+        let endpoint = Self.endpoint(name: item.name, method: item.method, url: item.url, fields: fields, body: item.body)
+        await self.send(endpoint, ids: [item.id], attempts: item.attempts + 1, maxAttempts: item.maxAttempts)
+    }
+
+    private func deliverBatch(_ items: [OutboxStore.StoredRequest], batching: OutboxBatching) async {
+        var chosen: [OutboxStore.StoredRequest] = []
+        var bytes = 0
+        for item in items {
+            if !chosen.isEmpty, chosen.count >= batching.maxCount || bytes + (item.body?.count ?? 0) > batching.maxBytes { break }
+            chosen.append(item)
+            bytes += item.body?.count ?? 0
+        }
+        // A batch sent before (a retry) is sent again with exactly its items and its key.
+        let key = "batch-" + chosen.map(\.idempotencyKey).joined(separator: ",").sha256Prefix
+        do {
+            try self.store.begin(chosen.map(\.id), batch: key)
+        } catch {
+            return
+        }
+        var endpoint = batching.makeRequest(chosen.map { OutboxBatchItem(id: $0.id, body: $0.body ?? Data(), idempotencyKey: $0.idempotencyKey) })
+        endpoint.headers[Self.idempotencyKey] = key
+        endpoint.acceptedStatuses = 100..<600
+        let attempts = chosen.map(\.attempts).max() ?? 0
+        await self.send(endpoint, ids: chosen.map(\.id), attempts: attempts + 1, maxAttempts: chosen.map(\.maxAttempts).min() ?? 1)
+    }
+
+    private func send(_ endpoint: Endpoint<Data>, ids: [OutboxItemID], attempts: Int, maxAttempts: Int) async {
+        do {
+            let response = try await self.client.response(endpoint)
+            let result = OutboxItem.Result(status: response.status.code, headers: response.headers, body: Data(response.value.prefix(self.configuration.resultBodyLimit)))
+            switch response.status.code {
+            case 200..<300:
+                self.finish(ids, state: .delivered, error: nil, result: result, retryAt: nil)
+            case 408, 429, 500..<600:
+                self.failed(ids, error: "status \(response.status.code)", result: result, attempts: attempts, maxAttempts: maxAttempts,
+                            retryAfter: response.headers[.retryAfter])
+            default:
+                self.finish(ids, state: .dead, error: "status \(response.status.code)", result: result, retryAt: nil)
+            }
+        } catch {
+            if Task.isCancelled {
+                // Stopped, not failed: the item stays in line for the next run.
+                self.finish(ids, state: .pending, error: nil, result: nil, retryAt: Date())
+                return
+            }
+            let failure = CourierError.wrap(error)
+            if failure.kind == .invalidRequest {
+                self.finish(ids, state: .dead, error: failure.description, result: nil, retryAt: nil)
+            } else {
+                self.failed(ids, error: failure.description, result: nil, attempts: attempts, maxAttempts: maxAttempts, retryAfter: nil)
+            }
+        }
+    }
+
+    private func failed(_ ids: [OutboxItemID], error: String, result: OutboxItem.Result?, attempts: Int, maxAttempts: Int, retryAfter: String?) {
+        guard attempts < maxAttempts else {
+            self.finish(ids, state: .dead, error: "\(error) (after \(attempts) attempts)", result: result, retryAt: nil)
+            return
+        }
+        self.finish(ids, state: .pending, error: error, result: nil, retryAt: Date().addingTimeInterval(self.delay(attempt: attempts, retryAfter: retryAfter).seconds))
+    }
+
+    /// The wait before the next attempt: the server's `Retry-After` (seconds or a date), else
+    /// exponential backoff with jitter; never more than ``Configuration/maxDelay``.
+    func delay(attempt: Int, retryAfter: String?) -> Duration {
+        let cap = self.configuration.maxDelay
+        if let retryAfter {
+            let text = retryAfter.trimmingCharacters(in: .whitespaces)
+            if let seconds = UInt64(text) { return min(.seconds(Int64(min(seconds, 1 << 32))), cap) }
+            if let date = HTTPDate.parse(text) { return min(.milliseconds(Int64(max(0, date.timeIntervalSinceNow) * 1000)), cap) }
+        }
+        let exponent = min(max(0, attempt - 1), 20)
+        let base = self.configuration.baseDelay * (1 << exponent)
+        return min(base * Double.random(in: 0.5...1.0), cap)
+    }
+
+    private func finish(_ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?) {
+        try? self.store.finish(ids, state: state, error: error, result: result, retryAt: retryAt, now: Date())
+        guard state == .delivered || state == .dead else { return }
+        let subscribers = self.completionsHub.withLock { Array($0.values) }
+        guard !subscribers.isEmpty else { return }
+        for id in ids {
+            guard let item = try? self.store.item(id) else { continue }
+            for subscriber in subscribers { subscriber.yield(item) }
+        }
+    }
+
+    static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
+
+    static func endpoint(name: String, method: String, url: String, fields: HTTPFields, body: Data?) -> Endpoint<Data> {
+        var endpoint = Endpoint<Data>(
+            name: name, method: HTTPRequest.Method(method) ?? .post, path: url, headers: fields,
+            body: body.map { .data($0, contentType: fields[.contentType] ?? "application/octet-stream") },
+            acceptedStatuses: 100..<600, decoding: .data
+        )
+        endpoint.name = name
+        return endpoint
+    }
+}
+
+/// How the items of one queue are sent together: up to `maxCount` items or `maxBytes` of bodies
+/// in one request, sent when either is reached or the oldest item is `maxAge` old.
+///
+/// Each item keeps its own state; a batch's attempt succeeds or fails for all of its items. A
+/// batch that failed is sent again with exactly its items and the same `Idempotency-Key`.
+public struct OutboxBatching: Sendable {
+    /// The most items in one request.
+    public var maxCount: Int
+    /// The most body bytes in one request.
+    public var maxBytes: Int
+    /// How long the oldest item waits for others.
+    public var maxAge: Duration
+    /// Builds the request for a batch (an analytics endpoint taking a JSON array, say).
+    public var makeRequest: @Sendable ([OutboxBatchItem]) -> Endpoint<Data>
+
+    /// Creates a batching rule.
+    public init(maxCount: Int, maxBytes: Int = 1 << 20, maxAge: Duration, makeRequest: @escaping @Sendable ([OutboxBatchItem]) -> Endpoint<Data>) {
+        self.maxCount = max(1, maxCount)
+        self.maxBytes = max(1, maxBytes)
+        self.maxAge = maxAge
+        self.makeRequest = makeRequest
+    }
+
+    /// Joins the items' JSON bodies into one JSON array, posted to `url`.
+    public static func jsonArray(maxCount: Int, maxBytes: Int = 1 << 20, maxAge: Duration, url: String, name: String = "outbox.batch") -> OutboxBatching {
+        OutboxBatching(maxCount: maxCount, maxBytes: maxBytes, maxAge: maxAge) { items in
+            var body = Data("[".utf8)
+            for (index, item) in items.enumerated() {
+                if index > 0 { body.append(UInt8(ascii: ",")) }
+                body.append(item.body.isEmpty ? Data("null".utf8) : item.body)
+            }
+            body.append(UInt8(ascii: "]"))
+            return Endpoint<Data>(name: name, method: .post, path: url, body: .data(body, contentType: "application/json"), decoding: .data)
+        }
+    }
+}
+
+/// One item of a batch, as a ``OutboxBatching`` rule sees it.
+public struct OutboxBatchItem: Sendable {
+    /// The item's id.
+    public let id: OutboxItemID
+    /// The item's body.
+    public let body: Data
+    /// The item's own key.
+    public let idempotencyKey: String
+}
+
+/// Wakes the delivery loop early (an enqueue, a retry) from a timed wait.
+final class Wakeup: Sendable {
+    private struct State {
+        var pending = false
+        var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
+        /// Waits that ended (by time) before their waiter was parked: it must not park.
+        var abandoned: Set<UUID> = []
+    }
+
+    private let state = Locked(State())
+
+    func signal() {
+        let waiters = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            let waiters = Array(state.waiters.values)
+            state.waiters.removeAll()
+            if waiters.isEmpty { state.pending = true }
+            return waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Waits for a signal (one that came while nobody waited counts), at most `duration`.
+    func wait(upTo duration: Duration) async {
+        let key = UUID()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let resumeNow = self.state.withLock { state -> Bool in
+                        if state.abandoned.remove(key) != nil { return true }
+                        if state.pending {
+                            state.pending = false
+                            return true
+                        }
+                        state.waiters[key] = continuation
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            }
+            group.addTask { try? await Task.sleep(for: duration) }
+            await group.next()
+            group.cancelAll()
+            let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+                if let waiter = state.waiters.removeValue(forKey: key) { return waiter }
+                state.abandoned.insert(key)
+                return nil
+            }
+            waiter?.resume()
+        }
+        // A waiter that was signalled or resumed above left no mark; one that never parked did.
+        _ = self.state.withLock { $0.abandoned.remove(key) }
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = self.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+extension String {
+    /// The first 32 hex digits of the SHA-256 of the text.
+    var sha256Prefix: String {
+        Request.fingerprint(method: "", pathAndQuery: self, wire: "", body: nil).prefix(32).description
+    }
+}

@@ -1,0 +1,308 @@
+import Courier
+import Foundation
+import GRDB
+import HTTPTypes
+
+/// The outbox's SQLite file, through GRDB: schema, migrations and every query.
+final class OutboxStore: Sendable {
+    let pool: DatabasePool
+
+    /// Opens (creating if needed) and migrates the database at `path`.
+    init(path: String, busyTimeout: TimeInterval, pragmas: [String]) throws(OutboxError) {
+        var configuration = GRDB.Configuration()
+        configuration.busyMode = .timeout(busyTimeout)
+        configuration.label = "courier.outbox"
+        let extra = pragmas
+        configuration.prepareDatabase { db in
+            // Every commit reaches the disk before it returns (the WAL is fsynced): an enqueue
+            // that returned survives a crash and a power cut.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            for pragma in extra { try db.execute(sql: pragma) }
+        }
+        do {
+            self.pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(self.pool)
+            // An item in flight when the process died was interrupted: it is sent again.
+            try self.pool.write { db in
+                try db.execute(sql: "UPDATE item SET state = 'pending' WHERE state = 'inFlight'")
+            }
+        } catch {
+            throw Self.map(error, "opening the outbox at \(path)")
+        }
+    }
+
+    /// The schema, one versioned migration at a time (GRDB's migrator records which have run).
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE item (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    queue TEXT NOT NULL,
+                    reference TEXT UNIQUE,
+                    name TEXT NOT NULL,
+                    method TEXT NOT NULL,
+                    url TEXT NOT NULL,
+                    headers TEXT NOT NULL,
+                    body BLOB,
+                    idempotency_key TEXT NOT NULL UNIQUE,
+                    state TEXT NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    max_attempts INTEGER NOT NULL,
+                    created_at REAL NOT NULL,
+                    expires_at REAL,
+                    next_attempt_at REAL NOT NULL,
+                    last_error TEXT,
+                    result_status INTEGER,
+                    result_headers TEXT,
+                    result_body BLOB,
+                    finished_at REAL,
+                    acknowledged INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE INDEX item_by_queue ON item(queue, state, id);
+                """)
+        }
+        migrator.registerMigration("v2-batches") { db in
+            // Items delivered together in one request share a batch id.
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN batch TEXT")
+        }
+        return migrator
+    }
+
+    // MARK: - Writing
+
+    struct NewItem: Sendable {
+        var queue: String
+        var reference: String?
+        var name: String
+        var method: String
+        var url: String
+        var headers: [[String]]
+        var body: Data?
+        var idempotencyKey: String
+        var maxAttempts: Int
+        var createdAt: Date
+        var expiresAt: Date?
+    }
+
+    /// Stores an item; with a reference already stored, returns that item's id and stores nothing.
+    func insert(_ item: NewItem) throws(OutboxError) -> OutboxItemID {
+        do {
+            return try self.pool.write { db -> OutboxItemID in
+                if let reference = item.reference,
+                   let existing = try Int64.fetchOne(db, sql: "SELECT id FROM item WHERE reference = ?", arguments: [reference]) {
+                    return OutboxItemID(rawValue: existing)
+                }
+                let headers = String(decoding: try JSONEncoder().encode(item.headers), as: UTF8.self)
+                try db.execute(
+                    sql: """
+                        INSERT INTO item (queue, reference, name, method, url, headers, body, idempotency_key, state, max_attempts,
+                                          created_at, expires_at, next_attempt_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        item.queue, item.reference, item.name, item.method, item.url, headers, item.body, item.idempotencyKey,
+                        item.maxAttempts, item.createdAt.timeIntervalSince1970, item.expiresAt?.timeIntervalSince1970,
+                        item.createdAt.timeIntervalSince1970,
+                    ]
+                )
+                return OutboxItemID(rawValue: db.lastInsertedRowID)
+            }
+        } catch {
+            throw Self.map(error, "storing the item")
+        }
+    }
+
+    /// Marks the items as being sent (one more attempt each), durably, before anything goes on the wire.
+    func begin(_ ids: [OutboxItemID], batch: String?) throws(OutboxError) {
+        do {
+            try self.pool.write { db in
+                for id in ids {
+                    try db.execute(sql: "UPDATE item SET state = 'inFlight', attempts = attempts + 1, batch = ? WHERE id = ?", arguments: [batch, id.rawValue])
+                }
+            }
+        } catch {
+            throw Self.map(error, "marking items in flight")
+        }
+    }
+
+    /// Records how the items' attempt ended.
+    func finish(_ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, now: Date) throws(OutboxError) {
+        do {
+            try self.pool.write { db in
+                for id in ids {
+                    let headers = try result.map { result in
+                        String(decoding: try JSONEncoder().encode(result.headers.map { [$0.name.canonicalName, $0.value] }), as: UTF8.self)
+                    }
+                    try db.execute(
+                        sql: """
+                            UPDATE item SET state = ?, last_error = COALESCE(?, last_error), result_status = COALESCE(?, result_status),
+                                result_headers = COALESCE(?, result_headers), result_body = COALESCE(?, result_body),
+                                next_attempt_at = COALESCE(?, next_attempt_at), finished_at = ?
+                            WHERE id = ?
+                            """,
+                        arguments: [
+                            state.rawValue, error, result?.status, headers, result?.body, retryAt?.timeIntervalSince1970,
+                            state == .delivered || state == .dead ? now.timeIntervalSince1970 : nil, id.rawValue,
+                        ]
+                    )
+                }
+            }
+        } catch {
+            throw Self.map(error, "recording a delivery")
+        }
+    }
+
+    /// Sends a dead item again: pending, attempts reset, due now.
+    func revive(_ id: OutboxItemID, now: Date) throws(OutboxError) {
+        let changed: Int
+        do {
+            changed = try self.pool.write { db in
+                try db.execute(
+                    sql: "UPDATE item SET state = 'pending', attempts = 0, next_attempt_at = ?, finished_at = NULL, expires_at = NULL WHERE id = ? AND state = 'dead'",
+                    arguments: [now.timeIntervalSince1970, id.rawValue]
+                )
+                return db.changesCount
+            }
+        } catch {
+            throw Self.map(error, "retrying item \(id)")
+        }
+        if changed == 0 { throw OutboxError(.notFound, "no dead item with id \(id)") }
+    }
+
+    func acknowledge(_ id: OutboxItemID) throws(OutboxError) {
+        do {
+            try self.pool.write { db in try db.execute(sql: "UPDATE item SET acknowledged = 1 WHERE id = ?", arguments: [id.rawValue]) }
+        } catch {
+            throw Self.map(error, "acknowledging item \(id)")
+        }
+    }
+
+    /// Deletes finished items: delivered and acknowledged ones finished before `deliveredBefore`,
+    /// dead ones finished before `deadBefore`. Returns how many went.
+    func prune(deliveredBefore: Date, deadBefore: Date) throws(OutboxError) -> Int {
+        do {
+            return try self.pool.write { db in
+                try db.execute(
+                    sql: "DELETE FROM item WHERE (state = 'delivered' AND acknowledged = 1 AND finished_at < ?) OR (state = 'dead' AND finished_at < ?)",
+                    arguments: [deliveredBefore.timeIntervalSince1970, deadBefore.timeIntervalSince1970]
+                )
+                return db.changesCount
+            }
+        } catch {
+            throw Self.map(error, "pruning")
+        }
+    }
+
+    // MARK: - Reading
+
+    func item(_ id: OutboxItemID) throws(OutboxError) -> OutboxItem? {
+        try self.read { db in try Row.fetchOne(db, sql: "SELECT * FROM item WHERE id = ?", arguments: [id.rawValue]).map(Self.item(from:)) }
+    }
+
+    func items(state: OutboxItem.State?, limit: Int = Int.max) throws(OutboxError) -> [OutboxItem] {
+        try self.read { db in
+            if let state {
+                return try Row.fetchAll(db, sql: "SELECT * FROM item WHERE state = ? ORDER BY id LIMIT ?", arguments: [state.rawValue, limit]).map(Self.item(from:))
+            }
+            return try Row.fetchAll(db, sql: "SELECT * FROM item ORDER BY id LIMIT ?", arguments: [limit]).map(Self.item(from:))
+        }
+    }
+
+    /// Completed (delivered or dead) items the app has not acknowledged, oldest first.
+    func unacknowledged() throws(OutboxError) -> [OutboxItem] {
+        try self.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM item WHERE state IN ('delivered', 'dead') AND acknowledged = 0 ORDER BY finished_at, id").map(Self.item(from:))
+        }
+    }
+
+    /// The head of each queue that still has work: its oldest pending item, then the ones after it.
+    func heads(limitPerQueue: Int) throws(OutboxError) -> [String: [StoredRequest]] {
+        try self.read { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT * FROM item WHERE state = 'pending' ORDER BY queue, id
+                """)
+            var heads: [String: [StoredRequest]] = [:]
+            for row in rows {
+                let queue: String = row["queue"]
+                if heads[queue, default: []].count < limitPerQueue { heads[queue, default: []].append(try Self.request(from: row)) }
+            }
+            return heads
+        }
+    }
+
+    /// An item as it is sent.
+    struct StoredRequest: Sendable {
+        var id: OutboxItemID
+        var queue: String
+        var name: String
+        var method: String
+        var url: String
+        var headers: [[String]]
+        var body: Data?
+        var idempotencyKey: String
+        var attempts: Int
+        var maxAttempts: Int
+        var expiresAt: Date?
+        var nextAttemptAt: Date
+        var createdAt: Date
+    }
+
+    private func read<T>(_ body: (Database) throws -> T) throws(OutboxError) -> T {
+        do {
+            return try self.pool.read(body)
+        } catch {
+            throw Self.map(error, "reading the outbox")
+        }
+    }
+
+    private static func request(from row: Row) throws -> StoredRequest {
+        let headersText: String = row["headers"]
+        return StoredRequest(
+            id: OutboxItemID(rawValue: row["id"]), queue: row["queue"], name: row["name"], method: row["method"], url: row["url"],
+            headers: (try? JSONDecoder().decode([[String]].self, from: Data(headersText.utf8))) ?? [],
+            body: row["body"], idempotencyKey: row["idempotency_key"], attempts: row["attempts"], maxAttempts: row["max_attempts"],
+            expiresAt: (row["expires_at"] as Double?).map(Date.init(timeIntervalSince1970:)),
+            nextAttemptAt: Date(timeIntervalSince1970: row["next_attempt_at"]),
+            createdAt: Date(timeIntervalSince1970: row["created_at"])
+        )
+    }
+
+    private static func item(from row: Row) -> OutboxItem {
+        var result: OutboxItem.Result?
+        if let status = row["result_status"] as Int? {
+            var fields = HTTPFields()
+            let text: String = row["result_headers"] ?? "[]"
+            for pair in (try? JSONDecoder().decode([[String]].self, from: Data(text.utf8))) ?? [] where pair.count == 2 {
+                if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
+            }
+            result = OutboxItem.Result(status: status, headers: fields, body: row["result_body"] ?? Data())
+        }
+        let method: String = row["method"]
+        return OutboxItem(
+            id: OutboxItemID(rawValue: row["id"]), queue: row["queue"], reference: row["reference"], name: row["name"],
+            method: HTTPRequest.Method(method) ?? .post, url: row["url"], idempotencyKey: row["idempotency_key"],
+            state: OutboxItem.State(rawValue: row["state"]) ?? .pending, attempts: row["attempts"], maxAttempts: row["max_attempts"],
+            createdAt: Date(timeIntervalSince1970: row["created_at"]),
+            expiresAt: (row["expires_at"] as Double?).map(Date.init(timeIntervalSince1970:)),
+            nextAttemptAt: Date(timeIntervalSince1970: row["next_attempt_at"]), lastError: row["last_error"], result: result,
+            finishedAt: (row["finished_at"] as Double?).map(Date.init(timeIntervalSince1970:)),
+            acknowledged: (row["acknowledged"] as Int? ?? 0) != 0
+        )
+    }
+
+    /// A storage failure as an ``OutboxError`` of the right kind.
+    static func map(_ error: any Error, _ doing: String) -> OutboxError {
+        if let error = error as? OutboxError { return error }
+        guard let database = error as? DatabaseError else { return OutboxError(.storage, "\(doing): \(error)") }
+        let text = "\(doing): \(database.message ?? "SQLite error \(database.extendedResultCode.rawValue)")"
+        switch database.resultCode {
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB: return OutboxError(.corrupt, text)
+        case .SQLITE_BUSY, .SQLITE_LOCKED: return OutboxError(.locked, text)
+        case .SQLITE_READONLY: return OutboxError(.readOnly, text)
+        case .SQLITE_FULL: return OutboxError(.full, text)
+        case .SQLITE_CANTOPEN: return OutboxError(.cannotOpen, text)
+        default: return OutboxError(.storage, text)
+        }
+    }
+}

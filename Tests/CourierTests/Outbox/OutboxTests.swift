@@ -1,0 +1,282 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Foundation
+import GRDB
+import HTTPTypes
+import Testing
+
+@testable import CourierOutbox
+
+/// A server that applies each `Idempotency-Key` once, as an idempotent API does, and remembers
+/// every request it saw.
+final class IdempotentServer: Sendable {
+    struct State {
+        var seen: [String] = []
+        var applied: [String: Int] = [:]
+        var bodies: [Data] = []
+    }
+
+    let state = Locked(State())
+    let script: @Sendable (RecordedRequest, Int) -> ScriptedResponse?
+
+    /// `script` may answer a request itself (by its path and how many times its key was seen).
+    init(script: @escaping @Sendable (RecordedRequest, Int) -> ScriptedResponse? = { _, _ in nil }) {
+        self.script = script
+    }
+
+    func respond(_ request: RecordedRequest) async -> ScriptedResponse {
+        let key = request.header("idempotency-key") ?? "none"
+        let count = self.state.withLock { state -> Int in
+            state.seen.append(key)
+            return state.seen.filter { $0 == key }.count
+        }
+        if let scripted = self.script(request, count) { return scripted }
+        let first = self.state.withLock { state -> Bool in
+            state.bodies.append(request.body)
+            state.applied[key, default: 0] += 1
+            return state.applied[key] == 1
+        }
+        return .json(#"{"applied":\#(first)}"#, status: first ? 201 : 200)
+    }
+}
+
+@Suite("Durable outbox: stored before sent, delivered once, across restarts", .serialized)
+struct OutboxTests {
+    static func databasePath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("courier-outbox-\(UUID().uuidString).sqlite").path
+    }
+
+    static func post(_ path: String, _ json: String = #"{"text":"hi"}"#) -> Endpoint<Data> {
+        Endpoint<Data>(name: "send", method: .post, path: path, body: .data(Data(json.utf8), contentType: "application/json"), decoding: .data)
+    }
+
+    /// Runs `body` with a client on `kind` talking to `server` and an outbox at a fresh path.
+    static func withOutbox(
+        _ kind: TransportKind, server: TestServer, path: String = databasePath(), configuration: Outbox.Configuration = .init(),
+        configure: @escaping (inout Client.Configuration) -> Void = { _ in }, _ body: (Outbox, Client, String) async throws -> Void
+    ) async throws {
+        try await withClient(kind, server: server, configure: {
+            $0.retry = .never
+            configure(&$0)
+        }) { client in
+            let outbox = try Outbox(path: path, client: client, configuration: configuration)
+            try await body(outbox, client, path)
+            await outbox.stop()
+        }
+    }
+
+    static var fast: Outbox.Configuration {
+        var configuration = Outbox.Configuration()
+        configuration.baseDelay = .milliseconds(10)
+        configuration.maxDelay = .milliseconds(50)
+        return configuration
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func itemsAreDeliveredOnceWithTheirOwnKeyAndTheirResultsKept(_ kind: TransportKind) async throws {
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        try await Self.withOutbox(kind, server: server) { outbox, _, _ in
+            let ids = try (0..<3).map { try outbox.enqueue(Self.post("/messages", #"{"n":\#($0)}"#), queue: "messages") }
+            #expect(try outbox.items(in: .pending).map(\.id) == ids)
+            await outbox.deliverAll()
+            let items = try ids.map { try #require(try outbox.item($0)) }
+            #expect(items.allSatisfy { $0.state == .delivered && $0.attempts == 1 })
+            #expect(items.map { $0.result?.status } == [201, 201, 201])
+            #expect(items.first?.result?.body == Data(#"{"applied":true}"#.utf8))
+            #expect(items.first?.result?.headers[.contentType] == "application/json")
+            // Each item had its own key, sent as stored, in order.
+            #expect(api.state.current.seen == items.map(\.idempotencyKey))
+            #expect(Set(items.map(\.idempotencyKey)).count == 3)
+            #expect(api.state.current.bodies.map { String(decoding: $0, as: UTF8.self) } == [#"{"n":0}"#, #"{"n":1}"#, #"{"n":2}"#])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func a503WithRetryAfterAndAConnectionResetAreTriedAgainWithTheSameKey(_ kind: TransportKind) async throws {
+        let api = IdempotentServer { request, count in
+            switch (request.path, count) {
+            case ("/busy", 1), ("/busy", 2): return .text("busy", status: 503, headers: [("Retry-After", "0")])
+            case ("/reset", 1): return ScriptedResponse(status: 200).with(.closeBeforeResponding)
+            default: return nil
+            }
+        }
+        let server = try await http1Server(api.respond)
+        try await Self.withOutbox(kind, server: server, configuration: Self.fast) { outbox, _, _ in
+            let busy = try outbox.enqueue(Self.post("/busy"), queue: "a")
+            let reset = try outbox.enqueue(Self.post("/reset"), queue: "b")
+            await outbox.deliverAll()
+            let busyItem = try #require(try outbox.item(busy))
+            #expect(busyItem.state == .delivered)
+            #expect(busyItem.attempts == 3)
+            #expect(api.state.current.seen.filter { $0 == busyItem.idempotencyKey }.count == 3)
+            let resetItem = try #require(try outbox.item(reset))
+            #expect(resetItem.state == .delivered)
+            #expect(resetItem.attempts == 2)
+            #expect(api.state.current.applied.values.allSatisfy { $0 == 1 })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func a400IsADeadLetterWithItsErrorAndAFailingHeadBlocksOnlyItsQueue(_ kind: TransportKind) async throws {
+        let api = IdempotentServer { request, _ in
+            switch request.path {
+            case "/bad": return .json(#"{"error":"bad"}"#, status: 400)
+            case "/down": return .text("down", status: 503, headers: [("Retry-After", "3600")])
+            default: return nil
+            }
+        }
+        let server = try await http1Server(api.respond)
+        try await Self.withOutbox(kind, server: server) { outbox, _, _ in
+            let bad = try outbox.enqueue(Self.post("/bad"), queue: "a")
+            let afterBad = try outbox.enqueue(Self.post("/ok"), queue: "a")
+            let down = try outbox.enqueue(Self.post("/down"), queue: "b")
+            let blocked = try outbox.enqueue(Self.post("/blocked"), queue: "b")
+            let other = try outbox.enqueue(Self.post("/other"), queue: "c")
+            outbox.start()
+            #expect(await eventually { (try? outbox.item(other))?.state == .delivered && (try? outbox.item(afterBad))?.state == .delivered })
+            #expect(await eventually { (try? outbox.item(down))?.attempts == 1 })
+            await outbox.stop()
+            let dead = try #require(try outbox.item(bad))
+            #expect(dead.state == .dead)
+            #expect(dead.lastError == "status 400")
+            #expect(dead.result?.status == 400)
+            #expect(dead.result?.body == Data(#"{"error":"bad"}"#.utf8))
+            // The head of queue b waits an hour; the item behind it was never sent.
+            #expect(try outbox.item(down)?.state == .pending)
+            #expect(try outbox.item(blocked)?.attempts == 0)
+            #expect(!api.state.current.seen.contains(try #require(try outbox.item(blocked)).idempotencyKey))
+            // A dead item can be sent again.
+            try outbox.retry(bad)
+            #expect(try outbox.item(bad)?.state == .pending)
+            #expect(try outbox.item(bad)?.attempts == 0)
+            let missing = #expect(throws: OutboxError.self) { try outbox.retry(OutboxItemID(rawValue: 999_999)) }
+            #expect(missing?.kind == .notFound)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func a401RefreshesTheTokenOnceForAllItems(_ kind: TransportKind) async throws {
+        let oauth = OAuthServer()
+        let server = try await http1Server(oauth.respond)
+        let expired = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(-10))
+        let tokenClient = Client(configuration: .init(transport: URLSessionTransport()))
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
+            tokenClient: tokenClient, store: InMemoryCredentialStore(expired)
+        )
+        try await Self.withOutbox(kind, server: server, configure: { $0.middleware = [auth] }) { outbox, _, _ in
+            let ids = try (0..<5).map { try outbox.enqueue(Self.post("/api/\($0)"), queue: "q\($0)") }
+            await outbox.deliverAll()
+            for id in ids { #expect(try outbox.item(id)?.state == .delivered) }
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+            // The token never rests in the outbox: it is added at delivery.
+            #expect(try outbox.items().allSatisfy { $0.result?.status == 200 })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anItemInFlightWhenTheProcessDiedIsSentAgainAfterARestart(_ kind: TransportKind) async throws {
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        let path = Self.databasePath()
+        try await Self.withOutbox(kind, server: server, path: path) { outbox, client, _ in
+            let id = try outbox.enqueue(Self.post("/m"), reference: "draft-1")
+            // As if the process died after marking it in flight and sending it.
+            try outbox.store.begin([id], batch: nil)
+            #expect(try outbox.item(id)?.state == .inFlight)
+            let reopened = try Outbox(path: path, client: client)
+            #expect(try reopened.item(id)?.state == .pending)
+            #expect(try reopened.item(id)?.attempts == 1)
+            // The same reference is the same item.
+            #expect(try reopened.enqueue(Self.post("/m"), reference: "draft-1") == id)
+            await reopened.deliverAll()
+            let item = try #require(try reopened.item(id))
+            #expect(item.state == .delivered)
+            #expect(item.attempts == 2)
+            #expect(item.reference == "draft-1")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func completionsIncludeThoseFromBeforeARestartUntilAcknowledged(_ kind: TransportKind) async throws {
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        let path = Self.databasePath()
+        try await Self.withOutbox(kind, server: server, path: path) { outbox, client, _ in
+            let first = try outbox.enqueue(Self.post("/a"))
+            let second = try outbox.enqueue(Self.post("/b"))
+            await outbox.deliverAll()
+            let reopened = try Outbox(path: path, client: client)
+            var iterator = reopened.completions().makeAsyncIterator()
+            #expect(await iterator.next()?.id == first)
+            #expect(await iterator.next()?.id == second)
+            try reopened.acknowledge(first)
+            var again = reopened.completions().makeAsyncIterator()
+            #expect(await again.next()?.id == second)
+            // A live completion arrives on the open stream.
+            let third = try reopened.enqueue(Self.post("/c"))
+            await reopened.deliverAll()
+            #expect(await again.next()?.id == third)
+            // Acknowledged deliveries past retention are pruned; nothing unacknowledged is.
+            var keepNothing = Outbox.Configuration()
+            keepNothing.deliveredRetention = .zero
+            keepNothing.deadRetention = .zero
+            try await Task.sleep(for: .milliseconds(10))
+            let pruning = try Outbox(path: path, client: client, configuration: keepNothing)
+            #expect(try pruning.items().map(\.id) == [second, third])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func expiredItemsAndItemsOutOfAttemptsAreDeadNotDropped(_ kind: TransportKind) async throws {
+        let api = IdempotentServer { request, _ in request.path == "/down" ? .text("down", status: 503, headers: [("Retry-After", "0")]) : nil }
+        let server = try await http1Server(api.respond)
+        try await Self.withOutbox(kind, server: server, configuration: Self.fast) { outbox, _, _ in
+            let expired = try outbox.enqueue(Self.post("/late"), queue: "a", expiresAfter: .zero)
+            let tired = try outbox.enqueue(Self.post("/down"), queue: "b", maxAttempts: 2)
+            await outbox.deliverAll()
+            #expect(try outbox.item(expired)?.state == .dead)
+            #expect(try outbox.item(expired)?.lastError == "expired before it could be delivered")
+            #expect(try outbox.item(expired)?.attempts == 0)
+            let out = try #require(try outbox.item(tired))
+            #expect(out.state == .dead)
+            #expect(out.attempts == 2)
+            #expect(out.lastError == "status 503 (after 2 attempts)")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aBatchingQueueSendsItemsTogetherAndEachKeepsItsState(_ kind: TransportKind) async throws {
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        var configuration = Self.fast
+        configuration.batches["analytics"] = .jsonArray(maxCount: 3, maxAge: .milliseconds(100), url: server.baseURL.absoluteString + "/events")
+        try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
+            let ids = try (0..<7).map { try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
+            await outbox.deliverAll()
+            for id in ids { #expect(try outbox.item(id)?.state == .delivered) }
+            let bodies = api.state.current.bodies.map { String(decoding: $0, as: UTF8.self) }
+            #expect(bodies == [#"[{"e":0},{"e":1},{"e":2}]"#, #"[{"e":3},{"e":4},{"e":5}]"#, #"[{"e":6}]"#])
+            #expect(api.state.current.seen.allSatisfy { $0.hasPrefix("batch-") })
+            #expect(Set(api.state.current.seen).count == 3)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aFailedBatchIsSentAgainWithTheSameItemsAndKey(_ kind: TransportKind) async throws {
+        let api = IdempotentServer { _, count in count == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : nil }
+        let server = try await http1Server(api.respond)
+        var configuration = Self.fast
+        configuration.batches["analytics"] = .jsonArray(maxCount: 2, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
+            _ = try (0..<2).map { try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
+            await outbox.deliverAll()
+            let seen = api.state.current.seen
+            #expect(seen.count == 2)
+            #expect(seen[0] == seen[1])
+            #expect(try outbox.items().allSatisfy { $0.state == .delivered && $0.attempts == 2 })
+        }
+    }
+}
