@@ -1,0 +1,113 @@
+import Courier
+import CourierTesting
+import Foundation
+import GRDB
+import Testing
+
+@testable import CourierOutbox
+
+/// Bad storage gives typed errors and loses nothing. No network is involved (the stub transport
+/// is never reached), so these run once rather than per transport.
+@Suite("Durable outbox: corrupt, locked, read-only and full files; migrations")
+struct OutboxStorageTests {
+    static let client = Client(configuration: .init(transport: StubTransport { _ in .status(.ok) }) { $0.debugOptions = .off })
+
+    static func post() -> Endpoint<Data> {
+        Endpoint<Data>(name: "send", method: .post, path: "https://api.example/messages", body: .data(Data(#"{"x":1}"#.utf8), contentType: "application/json"), decoding: .data)
+    }
+
+    @Test
+    func aFileThatIsNotADatabaseIsCorrupt() throws {
+        let path = OutboxTests.databasePath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: path))
+        let error = #expect(throws: OutboxError.self) { _ = try Outbox(path: path, client: Self.client) }
+        #expect(error?.kind == .corrupt)
+    }
+
+    @Test
+    func aDirectoryInPlaceOfTheFileCannotBeOpened() throws {
+        let path = OutboxTests.databasePath()
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let error = #expect(throws: OutboxError.self) { _ = try Outbox(path: path, client: Self.client) }
+        #expect(error?.kind == .cannotOpen)
+    }
+
+    @Test
+    func aDatabaseHeldByAnotherConnectionIsLockedAndTheEnqueueStoresNothing() throws {
+        let path = OutboxTests.databasePath()
+        var configuration = Outbox.Configuration()
+        configuration.busyTimeout = .milliseconds(200)
+        let outbox = try Outbox(path: path, client: Self.client, configuration: configuration)
+        try outbox.enqueue(Self.post())
+        // Another process's connection (here another SQLite connection) holds the write lock.
+        var holder = GRDB.Configuration()
+        holder.allowsUnsafeTransactions = true
+        let other = try DatabaseQueue(path: path, configuration: holder)
+        try other.inDatabase { db in try db.execute(sql: "BEGIN EXCLUSIVE") }
+        let error = #expect(throws: OutboxError.self) { try outbox.enqueue(Self.post()) }
+        #expect(error?.kind == .locked)
+        #expect(error?.nothingStored == true)
+        try other.inDatabase { db in try db.execute(sql: "COMMIT") }
+        #expect(try outbox.items().count == 1)
+        try outbox.enqueue(Self.post())
+        #expect(try outbox.items().count == 2)
+    }
+
+    @Test
+    func aReadOnlyDatabaseRefusesTheEnqueueWithATypedError() throws {
+        // The suite runs as root in CI, for whom file permissions do not stop a write; SQLite's
+        // own read-only switch makes every write fail as a read-only file would.
+        let path = OutboxTests.databasePath()
+        _ = try Outbox(path: path, client: Self.client)
+        var configuration = Outbox.Configuration()
+        configuration.pragmas = ["PRAGMA query_only = ON"]
+        let error = #expect(throws: OutboxError.self) { _ = try Outbox(path: path, client: Self.client, configuration: configuration) }
+        #expect(error?.kind == .readOnly)
+    }
+
+    @Test
+    func aFullDatabaseRefusesTheEnqueueAndKeepsWhatItHad() throws {
+        let path = OutboxTests.databasePath()
+        var configuration = Outbox.Configuration()
+        configuration.pragmas = ["PRAGMA max_page_count = 16"]
+        let outbox = try Outbox(path: path, client: Self.client, configuration: configuration)
+        try outbox.enqueue(Self.post())
+        let big = Endpoint<Data>(name: "big", method: .post, path: "https://api.example/upload", body: .data(Data(count: 256 * 1024), contentType: "application/octet-stream"), decoding: .data)
+        let error = #expect(throws: OutboxError.self) { try outbox.enqueue(big) }
+        #expect(error?.kind == .full)
+        #expect(try outbox.items().map(\.name) == ["send"])
+    }
+
+    @Test
+    func aStreamedBodyCannotBeStored() throws {
+        let outbox = try Outbox(path: OutboxTests.databasePath(), client: Self.client)
+        let stream = Endpoint<Data>(name: "stream", method: .post, path: "https://api.example/up", body: .body(.stream(AsyncStream<Data> { $0.finish() }, length: nil)), decoding: .data)
+        let error = #expect(throws: OutboxError.self) { try outbox.enqueue(stream) }
+        #expect(error?.kind == .invalidRequest)
+        #expect(try outbox.items().isEmpty)
+    }
+
+    @Test
+    func aDatabaseFromTheFirstSchemaIsMigratedWithItsItems() throws {
+        let path = OutboxTests.databasePath()
+        let old = try DatabaseQueue(path: path)
+        try OutboxStore.migrator.migrate(old, upTo: "v1")
+        try old.write { db in
+            try db.execute(sql: """
+                INSERT INTO item (queue, name, method, url, headers, body, idempotency_key, state, max_attempts, created_at, next_attempt_at)
+                VALUES ('default', 'legacy', 'POST', 'https://api.example/old', '[["content-type","application/json"]]', X'7B7D', 'k-legacy', 'pending', 10, 0, 0)
+                """)
+        }
+        try old.close()
+        let outbox = try Outbox(path: path, client: Self.client)
+        let items = try outbox.items()
+        #expect(items.map(\.name) == ["legacy"])
+        #expect(items.first?.idempotencyKey == "k-legacy")
+        let applied = try outbox.store.pool.read { db in try OutboxStore.migrator.appliedIdentifiers(db) }
+        #expect(applied == ["v1", "v2-batches"])
+        let columns = try outbox.store.pool.read { db in try db.columns(in: "item").map(\.name) }
+        #expect(columns.contains("batch"))
+    }
+}
