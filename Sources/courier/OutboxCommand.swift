@@ -61,6 +61,9 @@ struct OutboxCommand: AsyncParsableCommand {
         @Option(name: .long, help: "Store this many items, with references PREFIX-0 … PREFIX-(N-1) when --reference is given as PREFIX.")
         var count = 1
 
+        @Option(name: .long, help: "With --count: spread the items over this many queues, QUEUE-0 … QUEUE-(N-1).")
+        var queues = 1
+
         func run() async throws {
             guard let method = HTTPRequest.Method(self.method.uppercased()) else { throw ValidationError("'\(self.method)' is not a method") }
             try await self.options.withOutbox { outbox in
@@ -72,7 +75,8 @@ struct OutboxCommand: AsyncParsableCommand {
                         body: json.map { .data(Data($0.utf8), contentType: "application/json") }, decoding: .data
                     )
                     let reference = self.reference.map { self.count > 1 ? "\($0)-\(index)" : $0 }
-                    let id = try outbox.enqueue(endpoint, queue: self.queue, reference: reference)
+                    let queue = self.queues > 1 ? "\(self.queue)-\(index % self.queues)" : self.queue
+                    let id = try outbox.enqueue(endpoint, queue: queue, reference: reference)
                     if self.count == 1 { print(id) }
                 }
                 if self.count > 1 { print("\(self.count) items stored") }

@@ -1,6 +1,7 @@
 import Courier
 import CourierAsyncHTTPClient
 import CourierTestServer
+import CourierTesting
 import Foundation
 import GRDB
 import HTTPTypes
@@ -8,12 +9,14 @@ import Testing
 
 @testable import CourierOutbox
 
-/// A server that applies each `Idempotency-Key` once, as an idempotent API does, and remembers
-/// every request it saw.
+/// A server that applies each `Idempotency-Key` once, as an idempotent API does (a repeat is
+/// answered without being applied again), and remembers every request it saw.
 final class IdempotentServer: Sendable {
     struct State {
+        /// The key of every request that arrived, repeats included.
         var seen: [String] = []
-        var applied: [String: Int] = [:]
+        /// The keys applied, in order: each once.
+        var applied: [String] = []
         var bodies: [Data] = []
     }
 
@@ -33,9 +36,10 @@ final class IdempotentServer: Sendable {
         }
         if let scripted = self.script(request, count) { return scripted }
         let first = self.state.withLock { state -> Bool in
+            guard !state.applied.contains(key) else { return false }
             state.bodies.append(request.body)
-            state.applied[key, default: 0] += 1
-            return state.applied[key] == 1
+            state.applied.append(key)
+            return true
         }
         return .json(#"{"applied":\#(first)}"#, status: first ? 201 : 200)
     }
@@ -114,7 +118,10 @@ struct OutboxTests {
             let resetItem = try #require(try outbox.item(reset))
             #expect(resetItem.state == .delivered)
             #expect(resetItem.attempts == 2)
-            #expect(api.state.current.applied.values.allSatisfy { $0 == 1 })
+            // The reset request was sent twice with one key and applied once.
+            #expect(api.state.current.seen.filter { $0 == resetItem.idempotencyKey }.count == 2)
+            #expect(Set(api.state.current.applied) == [resetItem.idempotencyKey, busyItem.idempotencyKey])
+            #expect(api.state.current.applied.count == 2)
         }
     }
 
@@ -278,5 +285,83 @@ struct OutboxTests {
             #expect(seen[0] == seen[1])
             #expect(try outbox.items().allSatisfy { $0.state == .delivered && $0.attempts == 2 })
         }
+    }
+}
+
+@Suite("Durable outbox: killed at random moments, nothing lost, nothing applied twice")
+struct OutboxCrashTests {
+    /// Starts the built `courier` executable and, after `killAfter`, kills it with SIGKILL.
+    /// Returns whether it ran to the end (exit status 0) before the kill.
+    static func run(_ arguments: [String], killAfter: Duration?) async throws -> Bool {
+        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        var executable = directory.appendingPathComponent("courier")
+        if !FileManager.default.fileExists(atPath: executable.path) {
+            executable = ExternalServer.root.appendingPathComponent(".build/debug/courier")
+        }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let started = ContinuousClock.now
+        while process.isRunning {
+            if let killAfter, ContinuousClock.now - started >= killAfter {
+                kill(process.processIdentifier, SIGKILL)
+                while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
+                return false
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        return process.terminationStatus == 0
+    }
+
+    @Test
+    func aThousandPostsSurviveTwentyKillsAndAreAppliedExactlyOnce() async throws {
+        let api = IdempotentServer()
+        let server = try await http1Server { request in
+            // A little work per request, so kills land while requests are in flight.
+            try? await Task.sleep(for: .milliseconds(2))
+            return await api.respond(request)
+        }
+        let path = OutboxTests.databasePath()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let url = server.baseURL.absoluteString + "/apply"
+        var kills = 0
+        var enqueueKills = 0
+        // Enqueue 1,000 items (spread over 4 queues), killed at random moments; the references
+        // make a rerun store only what is missing.
+        let enqueue = ["outbox", "enqueue", "--db", path, "POST", url, "--count", "1000", "--reference", "item", "--queues", "4"]
+        while true {
+            let killAfter: Duration? = enqueueKills < 6 ? .milliseconds(Int64.random(in: 10...120)) : nil
+            if try await Self.run(enqueue, killAfter: killAfter) { break }
+            enqueueKills += 1
+            kills += 1
+        }
+        // Deliver, killed at random moments, until at least 20 kills in all.
+        var deliveryKills = 0
+        while kills < 20 || deliveryKills < 10 {
+            if try await Self.run(["outbox", "run", "--db", path], killAfter: .milliseconds(Int64.random(in: 20...120))) { break }
+            deliveryKills += 1
+            kills += 1
+        }
+        #expect(try await Self.run(["outbox", "run", "--db", path], killAfter: nil))
+        #expect(kills >= 20)
+
+        let client = Client(configuration: .init(transport: StubTransport { _ in .status(.ok) }) { $0.debugOptions = .off })
+        let outbox = try Outbox(path: path, client: client)
+        let items = try outbox.items()
+        #expect(items.count == 1000)
+        #expect(Set(items.compactMap(\.reference)).count == 1000)
+        #expect(items.allSatisfy { $0.state == .delivered })
+        let state = api.state.current
+        // Every item reached the server, each under the one key it was stored with (a resend
+        // after a kill reused it), so each was applied once.
+        #expect(state.applied.count == 1000)
+        #expect(Set(state.applied).count == 1000)
+        #expect(Set(state.seen) == Set(items.map(\.idempotencyKey)))
+        // What the kills cost: requests the server saw more than once (answered without applying).
+        print("outbox crash test: \(kills) kills (\(enqueueKills) during enqueue, \(deliveryKills) during delivery), \(state.seen.count) requests for 1000 items, \(state.seen.count - 1000) resent after a kill, \(items.filter { $0.attempts > 1 }.count) items took more than one attempt")
+        try await server.stop()
     }
 }
