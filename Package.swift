@@ -138,6 +138,7 @@ let package = Package(
                 "CourierAsyncHTTPClient",
                 "CourierTestServer",
                 "CourierTelemetry",
+                "CourierOutbox",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),

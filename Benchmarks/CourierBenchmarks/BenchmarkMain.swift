@@ -41,8 +41,10 @@ struct BenchmarkMain {
                 only: Self.option("--only", in: arguments),
                 scratchDirectory: Self.option("--scratch", in: arguments).map { URL(fileURLWithPath: $0) }
             ).run()
+        case "outbox":
+            try await OutboxBenchmark(rounds: rounds, items: Self.option("--items", in: arguments).flatMap(Int.init) ?? 1000).run()
         default:
-            print("unknown benchmark '\(suite)'; available: pipeline, traffic, cache, transfer")
+            print("unknown benchmark '\(suite)'; available: pipeline, traffic, cache, transfer, outbox")
         }
     }
 

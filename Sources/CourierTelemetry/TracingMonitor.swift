@@ -42,8 +42,10 @@ public final class TracingMonitor: EventMonitor, Sendable {
     public func requestStarted(_ request: RequestEvent) {
         let span = self.tracer.startSpan(request.name, context: InstrumentationContext.current ?? .topLevel, ofKind: .client)
         self.describe(span, request.request)
-        span.attributes["courier.endpoint"] = request.name
-        span.attributes["courier.request_id"] = request.id.description
+        if span.isRecording {
+            span.attributes["courier.endpoint"] = request.name
+            span.attributes["courier.request_id"] = request.id.description
+        }
         self.state.withLock { $0.requests[request.id] = span }
     }
 
@@ -142,6 +144,7 @@ public final class TracingMonitor: EventMonitor, Sendable {
     }
 
     private func describe(_ span: any Span, _ request: Request) {
+        guard span.isRecording else { return }
         span.attributes["http.request.method"] = request.head.method.rawValue
         let authority = request.head.authority ?? ""
         let (host, port) = Self.split(authority, scheme: request.head.scheme)

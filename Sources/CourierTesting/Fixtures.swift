@@ -54,7 +54,7 @@ public enum Fixtures {
 /// Header values, query values and secret-named JSON keys are redacted with the ``Redactor``
 /// before anything is written; `Content-Encoding` and `Content-Length` are dropped (the body is
 /// stored decoded). Answers from the cache and from a shared request are not recorded again.
-public struct FixtureRecorder: EventMonitor {
+public struct FixtureRecorder: EventMonitor, RecordsLogicalRequests {
     /// Where the files go.
     public let directory: URL
     /// What is hidden.

@@ -64,6 +64,9 @@ struct OutboxCommand: AsyncParsableCommand {
         @Option(name: .long, help: "With --count: spread the items over this many queues, QUEUE-0 … QUEUE-(N-1).")
         var queues = 1
 
+        @Option(name: .long, help: "With --count: wait this many milliseconds between items, as an app producing them over time.")
+        var intervalMs = 0
+
         func run() async throws {
             guard let method = HTTPRequest.Method(self.method.uppercased()) else { throw ValidationError("'\(self.method)' is not a method") }
             try await self.options.withOutbox { outbox in
@@ -78,6 +81,7 @@ struct OutboxCommand: AsyncParsableCommand {
                     let queue = self.queues > 1 ? "\(self.queue)-\(index % self.queues)" : self.queue
                     let id = try outbox.enqueue(endpoint, queue: queue, reference: reference)
                     if self.count == 1 { print(id) }
+                    if self.intervalMs > 0 { try await Task.sleep(for: .milliseconds(self.intervalMs)) }
                 }
                 if self.count > 1 { print("\(self.count) items stored") }
             }

@@ -25,7 +25,7 @@ public final class Client: Sendable {
         self.parts = ClientParts(
             configuration: configuration,
             events: events,
-            keepsLogicalRequests: events.isActive || configuration.transport is any ReadsLogicalRequests,
+            keepsLogicalRequests: configuration.transport is any ReadsLogicalRequests || events.monitors.contains { $0 is any RecordsLogicalRequests },
             base: configuration.baseURL.flatMap(BaseURL.init),
             scheduler: scheduler,
             deduplicator: Deduplicator(makeTicket: { scheduler.makeTicket() }, reprioritize: { scheduler.reprioritize(ticket: $0, to: $1) }),

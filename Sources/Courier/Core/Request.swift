@@ -24,7 +24,7 @@ public struct Request: Sendable {
     /// Which attempt this is: 1, then 2, 3, … when the retry stage sends the request again.
     public internal(set) var attempt: Int = 1
     /// The logical request this one was boxed from, kept for fixture recording and replay
-    /// (set only when a monitor listens or the transport asks for it).
+    /// (set only when a fixture recorder or replay transport asks for it).
     package var logical: LogicalRequest?
 
     /// Creates a request.
@@ -135,3 +135,7 @@ extension Request {
 /// A transport that needs the logical request of what it is sent (``Request/logical``): a
 /// fixture replay transport names its files after it.
 package protocol ReadsLogicalRequests: Transport {}
+
+/// An event monitor that needs the logical request of what it sees (``Request/logical``): a
+/// fixture recorder names its files after it.
+package protocol RecordsLogicalRequests: EventMonitor {}

@@ -64,7 +64,9 @@ public struct Redactor: Sendable {
 
     /// A URL string with secrets hidden (see ``redact(url:)``); unparsable input is returned as is.
     public func redact(urlString: String) -> String {
-        URL(string: urlString).map(self.redact(url:)) ?? urlString
+        // Without a query or user info there is nothing to hide (and nothing to parse).
+        guard urlString.utf8.contains(UInt8(ascii: "?")) || urlString.utf8.contains(UInt8(ascii: "@")) else { return urlString }
+        return URL(string: urlString).map(self.redact(url:)) ?? urlString
     }
 
     /// Hides bearer tokens and `name=value` pairs with secret names inside free text.

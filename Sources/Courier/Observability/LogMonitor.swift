@@ -106,7 +106,7 @@ public struct LogMonitor: EventMonitor {
     }
 
     private func url(of request: Request) -> String {
-        request.url.map(self.redactor.redact(url:)) ?? (request.head.path ?? "/")
+        self.redactor.redact(urlString: request.urlString)
     }
 
     static func milliseconds(_ duration: Duration) -> String {

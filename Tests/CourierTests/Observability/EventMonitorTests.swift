@@ -266,7 +266,7 @@ struct EventMonitorTests {
     }
 
     @Test
-    func withoutAMonitorNoEventIsBuiltAndRequestsCarryNoLogicalCopy() async throws {
+    func withoutAMonitorNoEventIsBuiltAndOnlyAFixtureRecorderMakesRequestsCarryALogicalCopy() async throws {
         let stub = StubTransport { _ in .json(#"{"id":1,"title":"x"}"#) }
         let quiet = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.example")!) { $0.debugOptions = .off })
         #expect(!quiet.parts.events.isActive)
@@ -278,6 +278,12 @@ struct EventMonitorTests {
         })
         #expect(watched.parts.events.isActive)
         _ = try await watched.send(Endpoint<Article>(path: "/a"))
+        #expect(stub.requests.last?.logical == nil)
+        let recording = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.example")!) {
+            $0.debugOptions = .off
+            $0.eventMonitors = [FixtureRecorder(directory: FileManager.default.temporaryDirectory.appendingPathComponent("courier-unused-\(UUID().uuidString)"))]
+        })
+        _ = try await recording.send(Endpoint<Article>(path: "/a"))
         #expect(stub.requests.last?.logical?.pathAndQuery == "/a")
     }
 

@@ -316,6 +316,14 @@ struct OutboxCrashTests {
         return process.terminationStatus == 0
     }
 
+    /// How many items the outbox file holds (read while no process has it open).
+    static func count(_ path: String) throws -> Int {
+        guard FileManager.default.fileExists(atPath: path) else { return 0 }
+        let queue = try DatabaseQueue(path: path)
+        defer { try? queue.close() }
+        return try queue.read { db in (try? Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item")) ?? 0 }
+    }
+
     @Test
     func aThousandPostsSurviveTwentyKillsAndAreAppliedExactlyOnce() async throws {
         let api = IdempotentServer()
@@ -329,19 +337,24 @@ struct OutboxCrashTests {
         let url = server.baseURL.absoluteString + "/apply"
         var kills = 0
         var enqueueKills = 0
-        // Enqueue 1,000 items (spread over 4 queues), killed at random moments; the references
-        // make a rerun store only what is missing.
-        let enqueue = ["outbox", "enqueue", "--db", path, "POST", url, "--count", "1000", "--reference", "item", "--queues", "4"]
+        var stored: [Int] = []
+        // Enqueue 1,000 items (spread over 4 queues, one every millisecond, as an app producing
+        // them), killed at random moments; the references make a rerun store only what is missing.
+        let enqueue = ["outbox", "enqueue", "--db", path, "POST", url, "--count", "1000", "--reference", "item", "--queues", "4", "--interval-ms", "1"]
         while true {
-            let killAfter: Duration? = enqueueKills < 6 ? .milliseconds(Int64.random(in: 10...120)) : nil
+            let killAfter: Duration? = enqueueKills < 6 ? .milliseconds(Int64.random(in: 200...700)) : nil
             if try await Self.run(enqueue, killAfter: killAfter) { break }
             enqueueKills += 1
             kills += 1
+            stored.append(try Self.count(path))
         }
+        // Each kill landed while items were being stored: some were, not all.
+        #expect(stored.contains { $0 > 0 && $0 < 1000 })
+        #expect(stored == stored.sorted())
         // Deliver, killed at random moments, until at least 20 kills in all.
         var deliveryKills = 0
         while kills < 20 || deliveryKills < 10 {
-            if try await Self.run(["outbox", "run", "--db", path], killAfter: .milliseconds(Int64.random(in: 20...120))) { break }
+            if try await Self.run(["outbox", "run", "--db", path], killAfter: .milliseconds(Int64.random(in: 20...150))) { break }
             deliveryKills += 1
             kills += 1
         }
@@ -361,7 +374,7 @@ struct OutboxCrashTests {
         #expect(Set(state.applied).count == 1000)
         #expect(Set(state.seen) == Set(items.map(\.idempotencyKey)))
         // What the kills cost: requests the server saw more than once (answered without applying).
-        print("outbox crash test: \(kills) kills (\(enqueueKills) during enqueue, \(deliveryKills) during delivery), \(state.seen.count) requests for 1000 items, \(state.seen.count - 1000) resent after a kill, \(items.filter { $0.attempts > 1 }.count) items took more than one attempt")
+        print("outbox crash test: \(kills) kills (\(enqueueKills) during enqueue, items stored at each: \(stored), \(deliveryKills) during delivery), \(state.seen.count) requests for 1000 items, \(state.seen.count - 1000) resent after a kill, \(items.filter { $0.attempts > 1 }.count) items took more than one attempt")
         try await server.stop()
     }
 }
