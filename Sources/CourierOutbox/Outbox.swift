@@ -303,7 +303,11 @@ public final class Outbox: Sendable {
                 return
             }
             let failure = CourierError.wrap(error)
-            if failure.kind == .invalidRequest {
+            if failure.kind == .cancelled {
+                // The client cancelled it (`cancelAll`, a shutdown): not the item's failure. It
+                // stays in line, after a pause so a shut-down client is not asked in a loop.
+                self.finish(ids, state: .pending, error: failure.message, result: nil, retryAt: Date().addingTimeInterval(self.configuration.baseDelay.seconds))
+            } else if failure.kind == .invalidRequest {
                 self.finish(ids, state: .dead, error: failure.description, result: nil, retryAt: nil)
             } else {
                 self.failed(ids, error: failure.description, result: nil, attempts: attempts, maxAttempts: maxAttempts, retryAfter: nil)

@@ -216,16 +216,16 @@ final class OutboxStore: Sendable {
         }
     }
 
-    /// The head of each queue that still has work: its oldest pending item, then the ones after it.
+    /// The head of each queue that still has work: its oldest pending items, at most `limitPerQueue`.
     func heads(limitPerQueue: Int) throws(OutboxError) -> [String: [StoredRequest]] {
         try self.read { db in
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT * FROM item WHERE state = 'pending' ORDER BY queue, id
-                """)
             var heads: [String: [StoredRequest]] = [:]
-            for row in rows {
-                let queue: String = row["queue"]
-                if heads[queue, default: []].count < limitPerQueue { heads[queue, default: []].append(try Self.request(from: row)) }
+            // One indexed lookup per queue (item_by_queue), however many items wait.
+            for queue in try String.fetchAll(db, sql: "SELECT DISTINCT queue FROM item WHERE state = 'pending'") {
+                let rows = try Row.fetchAll(
+                    db, sql: "SELECT * FROM item WHERE queue = ? AND state = 'pending' ORDER BY id LIMIT ?", arguments: [queue, limitPerQueue]
+                )
+                heads[queue] = try rows.map(Self.request(from:))
             }
             return heads
         }

@@ -8,7 +8,7 @@ import Logging
 /// shared instance. A client owns one transport, so connections are pooled and reused. Every
 /// request — `send`, `response`, `start`, `updates`, `upload`, `stream`, `download` — goes
 /// through the same list of stages, written down in `Pipeline/Pipeline.swift` and in the
-/// "The request pipeline" article: classify → build → observe → deadline → decode → constrained →
+/// "The request pipeline" article: classify → build → observe → lifecycle → deadline → decode → constrained →
 /// cache lookup → deduplication → cache store → schedule → wire → status check → body → content
 /// decoding → client middleware → endpoint middleware → retry → redirects → transport.
 public final class Client: Sendable {
@@ -26,6 +26,7 @@ public final class Client: Sendable {
             configuration: configuration,
             events: events,
             keepsLogicalRequests: configuration.transport is any ReadsLogicalRequests || events.monitors.contains { $0 is any RecordsLogicalRequests },
+            lifecycle: Lifecycle(),
             base: configuration.baseURL.flatMap(BaseURL.init),
             scheduler: scheduler,
             deduplicator: Deduplicator(makeTicket: { scheduler.makeTicket() }, reprioritize: { scheduler.reprioritize(ticket: $0, to: $1) }),

@@ -218,6 +218,7 @@ struct DeduplicationStage: PipelineStage {
     let deduplicator: Deduplicator
     let configuration: DeduplicationConfiguration
     let events: EventHub
+    let lifecycle: Lifecycle
     var name: String { "deduplication" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
@@ -244,7 +245,8 @@ struct DeduplicationStage: PipelineStage {
             }
             (outcome, coalesced) = try await self.deduplicator.run(
                 key: key, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control,
-                requestID: exchange.request.id, onJoin: onJoin
+                requestID: exchange.request.id, onJoin: onJoin,
+                onWaiting: { [lifecycle = self.lifecycle, ticket = exchange.lifecycleTicket] leave in lifecycle.attach(ticket, leave) }
             ) { ticket, priority in
                 var run = shared
                 run.ticket = ticket
@@ -280,6 +282,7 @@ struct DeduplicationStage: PipelineStage {
 struct ScheduleStage: PipelineStage {
     let scheduler: RequestScheduler
     let events: EventHub
+    let lifecycle: Lifecycle
     var name: String { "schedule" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
@@ -290,6 +293,8 @@ struct ScheduleStage: PipelineStage {
         if let control = exchange.control {
             control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) }
         }
+        // A suspended client holds what would go to the network here, before it takes a slot.
+        try await self.lifecycle.admit()
         if events.isActive {
             try await self.acquireObserved(exchange, ticket: ticket, host: host)
         } else {

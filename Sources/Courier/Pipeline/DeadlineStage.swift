@@ -19,6 +19,7 @@ import Foundation
 struct DeadlineStage: PipelineStage {
     let bodyIdleTimeout: Duration?
     let deduplication: DeduplicationConfiguration
+    let lifecycle: Lifecycle
     var name: String { "deadline" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
@@ -35,10 +36,19 @@ struct DeadlineStage: PipelineStage {
                     throw error
                 }
             } else {
-                outcome = try await Deadline.run(until: deadline) { try await next(exchange) }
+                let lifecycle = self.lifecycle
+                outcome = try await Deadline.run(until: deadline, attach: { task in lifecycle.attach(exchange.lifecycleTicket) { _ in task.cancel() } }) {
+                    try await next(exchange)
+                }
             }
-        } else {
+        } else if self.waitsOnlyAsAWaiter(exchange) {
             outcome = try await next(exchange)
+        } else {
+            // No deadline, but a task of its own all the same, so `cancelAll` can reach the work.
+            let lifecycle = self.lifecycle
+            outcome = try await Deadline.runCancellable(attach: { task in lifecycle.attach(exchange.lifecycleTicket) { _ in task.cancel() } }) {
+                try await next(exchange)
+            }
         }
         if exchange.mode.isStream, let idle = self.bodyIdleTimeout, idle < Deadline.longest, outcome.response.body.bytes == nil {
             outcome.response.body = outcome.response.body.idleLimited(idle)
@@ -94,9 +104,12 @@ enum Deadline {
     /// The work runs in a task of its own (it inherits priority and task-local values, and is
     /// cancelled with the caller). Deadlines are watched by one ``DeadlineWatch`` thread for the
     /// whole process, so a request costs one task and two short locked sections, no timer of its own.
-    static func run<Result: Sendable>(until deadline: ContinuousClock.Instant, _ work: @escaping @Sendable () async throws -> Result) async throws -> Result {
+    static func run<Result: Sendable>(
+        until deadline: ContinuousClock.Instant, attach: ((Task<Result, any Error>) -> Void)? = nil, _ work: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
         if deadline <= ContinuousClock.now { throw CourierError.timeout() }
         let task = Task { try await work() }
+        attach?(task)
         let watch = DeadlineWatch.shared.watch(until: deadline) { task.cancel() }
         let result = await withTaskCancellationHandler {
             await task.result
@@ -110,6 +123,22 @@ enum Deadline {
             throw CourierError.timeout(underlying: result.failure)
         }
         return try result.get()
+    }
+}
+
+extension Deadline {
+    /// Runs `work` in a task of its own, without a deadline, handing the task to `attach` (so
+    /// it can be cancelled from elsewhere); cancelled with the caller.
+    static func runCancellable<Result: Sendable>(
+        attach: (Task<Result, any Error>) -> Void, _ work: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
+        let task = Task { try await work() }
+        attach(task)
+        return try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
     }
 }
 

@@ -14,6 +14,7 @@ import HTTPTypes
 /// | 1 | ``ClassifyStage`` | — | errors get their presentation and raise their event |
 /// | 2 | ``BuildStage`` | endpoint → the *logical* request (no wire id, no auth, no signature) and its key | — |
 /// | 3 | ``ObserveStage`` | the "request started" event ("→" log line) | the "finished", "failed" or "cancelled" event ("←" line) |
+/// | 3½ | ``LifecycleStage`` | a ticket, so `cancelAll` reaches the request; refused after `shutdown` | a request `cancelAll` ended fails with its reason |
 /// | 4 | ``DeadlineStage`` | starts this caller's deadline | everything below, body included, must end by it |
 /// | 5 | ``DecodeStage`` | — | the payload becomes the endpoint's value (per caller) |
 /// | 6 | ``ConstrainedStage`` | prefetches refused or deferred in Low Data Mode | — |
@@ -45,13 +46,14 @@ final class Pipeline: Sendable {
             ClassifyStage(classifier: client.configuration.errorClassifier, onEvent: client.configuration.onEvent),
             BuildStage(parts: client),
             ObserveStage(events: client.events),
-            DeadlineStage(bodyIdleTimeout: client.configuration.bodyIdleTimeout, deduplication: client.configuration.deduplication),
+            LifecycleStage(lifecycle: client.lifecycle),
+            DeadlineStage(bodyIdleTimeout: client.configuration.bodyIdleTimeout, deduplication: client.configuration.deduplication, lifecycle: client.lifecycle),
             DecodeStage(decoder: client.configuration.decoder, values: client.decodedValues, events: client.events),
             ConstrainedStage(gate: client.constrained, policy: client.configuration.constrainedPolicy),
             CacheLookupStage(cache: client.cache, events: client.events),
-            DeduplicationStage(deduplicator: client.deduplicator, configuration: client.configuration.deduplication, events: client.events),
+            DeduplicationStage(deduplicator: client.deduplicator, configuration: client.configuration.deduplication, events: client.events, lifecycle: client.lifecycle),
             CacheStoreStage(cache: client.cache, events: client.events),
-            ScheduleStage(scheduler: client.scheduler, events: client.events),
+            ScheduleStage(scheduler: client.scheduler, events: client.events, lifecycle: client.lifecycle),
             WireStage(configuration: client.configuration, callIDs: client.callIDs),
             StatusCheckStage(maxResponseSize: client.configuration.maxResponseSize),
             CollectBodyStage(maxResponseSize: client.configuration.maxResponseSize),
@@ -151,6 +153,8 @@ struct RequestExchange: Sendable {
     let start: ContinuousClock.Instant
     /// 0 for the request, 1, 2, … for the redirect hops after it (set by the redirect stage).
     var hop = 0
+    /// The caller's ticket in the client's lifecycle (set by the lifecycle stage).
+    var lifecycleTicket: UInt64?
 
     var priority: RequestPriority { self.control?.priority ?? self.endpoint.priority }
 
@@ -238,6 +242,8 @@ struct ClientParts: Sendable {
     let events: EventHub
     /// Whether requests carry their logical request down to the transport (``Request/logical``).
     let keepsLogicalRequests: Bool
+    /// Running requests, suspension and shutdown.
+    let lifecycle: Lifecycle
     let base: BaseURL?
     let scheduler: RequestScheduler
     let deduplicator: Deduplicator

@@ -12,7 +12,7 @@ struct PipelineTests {
     func theStageListIsTheDocumentedOrder() {
         let client = Client(configuration: .init(transport: URLSessionTransport()))
         #expect(client.pipeline.stages.map(\.name) == [
-            "classify", "build", "observe", "deadline", "decode", "constrained", "cache-lookup", "deduplication", "cache-store",
+            "classify", "build", "observe", "lifecycle", "deadline", "decode", "constrained", "cache-lookup", "deduplication", "cache-store",
             "schedule", "wire", "status-check", "body", "content-decoding", "client-middleware", "endpoint-middleware",
             "retry", "redirect", "cookies", "transport",
         ])

@@ -62,6 +62,7 @@ final class Deduplicator: Sendable {
         control: RequestControl?,
         requestID: RequestID = RequestID(),
         onJoin: (@Sendable (RequestID) -> Void)? = nil,
+        onWaiting: ((@escaping @Sendable (CourierError) -> Void) -> Void)? = nil,
         fetch: @escaping Fetch
     ) async throws -> (Outcome, coalesced: Bool) {
         let waiterID = self.state.withLock { state -> UInt64 in
@@ -105,6 +106,8 @@ final class Deduplicator: Sendable {
                     return (nil, nil)
                 }
                 if let leader { onJoin?(leader) }
+                // Someone else (the client's `cancelAll`) may end this wait.
+                onWaiting?({ [weak self] error in self?.leave(key: key, waiterID: waiterID, with: error) })
                 if let (ticket, newPriority) = raised { self.reprioritize(ticket, newPriority) }
                 // Watched only once the waiter is in place, so a deadline that fires at once finds it.
                 if let deadline {

@@ -1,0 +1,36 @@
+import Foundation
+
+extension Client {
+    /// Cancels every request of this client, queued or in flight; each caller gets a
+    /// ``CourierError`` of kind `cancelled` whose message is `reason`. Returns how many were cancelled.
+    ///
+    /// A stream or download is covered until its response head has arrived; its body is the
+    /// caller's to cancel. New requests are not affected.
+    @discardableResult
+    public func cancelAll(reason: String = "all requests were cancelled") -> Int {
+        self.parts.lifecycle.cancelAll(reason: reason)
+    }
+
+    /// Holds requests that would go to the network — new ones and queued ones — until
+    /// ``resume()``, without failing them (their deadlines still run); answers from the cache
+    /// still come. For an app in the background, or during a sign-out.
+    public func suspend() {
+        self.parts.lifecycle.suspend()
+    }
+
+    /// Lets held requests go, in their priority order.
+    public func resume() {
+        self.parts.lifecycle.resume()
+    }
+
+    /// Whether the client holds its network requests (see ``suspend()``).
+    public var isSuspended: Bool { self.parts.lifecycle.isSuspended }
+
+    /// Stops taking requests (new ones fail with kind `cancelled`, "the client is shut down"),
+    /// lets the running ones finish for up to `gracePeriod`, then cancels the rest. Returns how
+    /// many were cancelled. The transport is the app's to shut down afterwards.
+    @discardableResult
+    public func shutdown(gracePeriod: Duration) async -> Int {
+        await self.parts.lifecycle.shutdown(grace: gracePeriod)
+    }
+}

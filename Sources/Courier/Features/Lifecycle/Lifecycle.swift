@@ -1,0 +1,138 @@
+import Foundation
+
+/// A client's lifecycle: which requests are running (to cancel them all), whether new network
+/// requests are held (suspended), and whether the client still takes requests (shut down).
+///
+/// Each caller's request holds a ticket from the lifecycle stage until it returns; the stage
+/// that runs the request's work in a task of its own (the deadline stage), or the deduplicator
+/// for a request that waits on a shared one, attaches a canceller to the ticket.
+final class Lifecycle: Sendable {
+    private struct Entry {
+        var cancellers: [@Sendable (CourierError) -> Void] = []
+        var reason: String?
+    }
+
+    private struct State {
+        var nextTicket: UInt64 = 0
+        var running: [UInt64: Entry] = [:]
+        var suspended = false
+        var shutDown = false
+        var held: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+        var nextHeld: UInt64 = 0
+    }
+
+    private let state = Locked(State())
+
+    /// A ticket for a new request; throws kind `cancelled` once the client is shut down.
+    func begin() throws -> UInt64 {
+        try self.state.withLock { state in
+            guard !state.shutDown else { throw CourierError(.cancelled, "the client is shut down") }
+            state.nextTicket += 1
+            state.running[state.nextTicket] = Entry()
+            return state.nextTicket
+        }
+    }
+
+    /// Ends a ticket; returns the reason it was cancelled with, if ``cancelAll(reason:)`` did.
+    @discardableResult
+    func end(_ ticket: UInt64) -> String? {
+        self.state.withLock { $0.running.removeValue(forKey: ticket)?.reason }
+    }
+
+    /// The reason a running ticket was cancelled with, if it was.
+    func reason(_ ticket: UInt64) -> String? {
+        self.state.withLock { $0.running[ticket]?.reason }
+    }
+
+    /// Adds a way to cancel the ticket's work; called at once if the ticket is already cancelled.
+    func attach(_ ticket: UInt64?, _ cancel: @escaping @Sendable (CourierError) -> Void) {
+        guard let ticket else { return }
+        let reason = self.state.withLock { state -> String? in
+            guard state.running[ticket] != nil else { return nil }
+            if let reason = state.running[ticket]?.reason { return reason }
+            state.running[ticket]?.cancellers.append(cancel)
+            return nil
+        }
+        if let reason { cancel(CourierError(.cancelled, reason)) }
+    }
+
+    /// Cancels every running request with `reason`; returns how many.
+    @discardableResult
+    func cancelAll(reason: String) -> Int {
+        let (cancellers, held, count) = self.state.withLock { state -> ([@Sendable (CourierError) -> Void], [CheckedContinuation<Void, any Error>], Int) in
+            var cancellers: [@Sendable (CourierError) -> Void] = []
+            var count = 0
+            for key in state.running.keys where state.running[key]?.reason == nil {
+                state.running[key]?.reason = reason
+                cancellers += state.running[key]?.cancellers ?? []
+                state.running[key]?.cancellers = []
+                count += 1
+            }
+            let held = Array(state.held.values)
+            state.held.removeAll()
+            return (cancellers, held, count)
+        }
+        let error = CourierError(.cancelled, reason)
+        for cancel in cancellers { cancel(error) }
+        for waiter in held { waiter.resume(throwing: error) }
+        return count
+    }
+
+    var isSuspended: Bool { self.state.withLock { $0.suspended } }
+    var runningCount: Int { self.state.withLock { $0.running.count } }
+
+    func suspend() {
+        self.state.withLock { $0.suspended = true }
+    }
+
+    func resume() {
+        let held = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            state.suspended = false
+            defer { state.held.removeAll() }
+            return Array(state.held.values)
+        }
+        for waiter in held { waiter.resume() }
+    }
+
+    /// Returns at once unless the client is suspended; then waits for ``resume()`` (or the
+    /// task's cancellation, which throws kind `cancelled`).
+    func admit() async throws {
+        guard self.state.withLock({ $0.suspended }) else { return }
+        let key = self.state.withLock { state -> UInt64 in
+            state.nextHeld += 1
+            return state.nextHeld
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let now: Result<Void, any Error>? = self.state.withLock { state in
+                    if Task.isCancelled { return .failure(CourierError.cancelled()) }
+                    guard state.suspended else { return .success(()) }
+                    state.held[key] = continuation
+                    return nil
+                }
+                if let now { continuation.resume(with: now) }
+            }
+        } onCancel: {
+            let waiter = self.state.withLock { $0.held.removeValue(forKey: key) }
+            waiter?.resume(throwing: CourierError.cancelled())
+        }
+    }
+
+    /// Refuses new requests from now on, waits up to `grace` for the running ones to end, then
+    /// cancels the rest (and gives them up to five seconds to unwind); returns how many were cancelled.
+    func shutdown(grace: Duration) async -> Int {
+        self.state.withLock { $0.shutDown = true }
+        self.resume()
+        let deadline = ContinuousClock.now + grace
+        while self.runningCount > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        guard self.runningCount > 0 else { return 0 }
+        let cancelled = self.cancelAll(reason: "the client is shut down")
+        let unwind = ContinuousClock.now + .seconds(5)
+        while self.runningCount > 0, ContinuousClock.now < unwind {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return cancelled
+    }
+}

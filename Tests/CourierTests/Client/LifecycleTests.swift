@@ -1,0 +1,128 @@
+import Courier
+import CourierOutbox
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+@Suite("Client lifecycle: cancel everything, suspend and resume, shut down")
+struct LifecycleTests {
+    @Test(arguments: TransportKind.allCases)
+    func cancelAllEndsInFlightQueuedAndSharedRequestsWithTheReason(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await http1Server { request in
+            if request.path.hasPrefix("/held") { await gate.wait() }
+            return .json(#"{"id":1,"title":"x"}"#)
+        }
+        try await withClient(kind, server: server, configure: {
+            $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1, maxRequestsPerHost: 1)
+            $0.retry = .never
+            // No deadline: the work runs in a task only so that `cancelAll` can reach it (the
+            // shutdown test below covers requests with a deadline).
+            $0.timeout = nil
+        }) { client in
+            let inFlight = client.start(Endpoint<Article>(path: "/held/a"))
+            #expect(await eventually { server.requests.count == 1 })
+            let joiner = client.start(Endpoint<Article>(path: "/held/a"))
+            let queued = client.start(Endpoint<Article>(path: "/held/b"))
+            let noDeadline = client.start(Endpoint<Article>(path: "/held/c"))
+            try await Task.sleep(for: .milliseconds(100))
+            let cancelled = client.cancelAll(reason: "signing out")
+            #expect(cancelled == 4)
+            for handle in [inFlight, joiner, queued, noDeadline] {
+                let error = await expectCourierError { _ = try await handle.value }
+                #expect(error?.kind == .cancelled)
+                #expect(error?.message == "signing out")
+            }
+            await gate.open()
+            // Nothing is left behind: a new request gets a slot and an answer.
+            #expect(try await client.send(Endpoint<Article>(path: "/json")).id == 1)
+            #expect(!server.requests.contains { $0.path == "/held/b" })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func suspendHoldsNetworkRequestsWithoutFailingThemUntilResume(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            client.suspend()
+            #expect(client.isSuspended)
+            let held = client.start(Endpoint<Article>(path: "/json"))
+            let short = client.start(Endpoint<Article>(path: "/json", timeout: .milliseconds(300)))
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(server.requests.isEmpty)
+            // Its deadline still runs while it is held.
+            let timedOut = await expectCourierError { _ = try await short.value }
+            #expect(timedOut?.kind == .timeout)
+            client.resume()
+            #expect(!client.isSuspended)
+            #expect(try await held.value.id == 1)
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func shutdownLetsRunningRequestsFinishThenCancelsTheRestAndRefusesNewOnes(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let quickGate = Gate()
+        let server = try await http1Server { request in
+            switch request.path {
+            case "/quick": await quickGate.wait()
+            case "/forever": await gate.wait()
+            default: break
+            }
+            return .json(#"{"id":7,"title":"x"}"#)
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let quick = client.start(Endpoint<Article>(path: "/quick"))
+            let forever = client.start(Endpoint<Article>(path: "/forever"))
+            #expect(await eventually { server.requests.count == 2 })
+            // The quick one ends during the grace period; the other is still waiting at its end.
+            let shutdown = Task { await client.shutdown(gracePeriod: .seconds(2)) }
+            try await Task.sleep(for: .milliseconds(50))
+            await quickGate.open()
+            let cancelled = await shutdown.value
+            #expect(cancelled == 1)
+            let quickValue = try await quick.value
+            #expect(quickValue.id == 7)
+            let error = await expectCourierError { _ = try await forever.value }
+            #expect(error?.kind == .cancelled)
+            #expect(error?.message == "the client is shut down")
+            let refused = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(refused?.kind == .cancelled)
+            #expect(server.requests.count == 2)
+            await gate.open()
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func theOutboxFollowsTheClientsSuspendAndCancelAll(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await http1Server { request in
+            if request.path == "/held" { await gate.wait() }
+            return .json(#"{"ok":true}"#, status: 201)
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            var configuration = Outbox.Configuration()
+            configuration.baseDelay = .milliseconds(50)
+            let outbox = try Outbox(path: OutboxTests.databasePath(), client: client, configuration: configuration)
+            client.suspend()
+            let id = try outbox.enqueue(OutboxTests.post("/message"), queue: "a")
+            let held = try outbox.enqueue(OutboxTests.post("/held"), queue: "b")
+            outbox.start()
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(server.requests.isEmpty)
+            #expect(try outbox.item(id)?.state != .delivered)
+            client.resume()
+            #expect(await eventually { (try? outbox.item(id))?.state == .delivered })
+            #expect(await eventually { server.requests.contains { $0.path == "/held" } })
+            client.cancelAll(reason: "signing out")
+            // Cancelled by the app, not failed: it stays in line, and goes once the server answers.
+            #expect(await eventually { (try? outbox.item(held))?.lastError == "signing out" })
+            #expect(try outbox.item(held)?.state != .dead)
+            await gate.open()
+            #expect(await eventually { (try? outbox.item(held))?.state == .delivered })
+            await outbox.stop()
+        }
+    }
+}
