@@ -25,8 +25,21 @@ import HTTPTypes
 /// `cancelled`, `decoding`, …). `source` is `network`, `cache`, `revalidated`, `stale` or
 /// `coalesced` (shared by deduplication). `endpoint` is the endpoint's name: give endpoints names
 /// that do not embed ids.
-public struct MetricsMonitor: EventMonitor {
+public final class MetricsMonitor: EventMonitor, Sendable {
+    private struct Key: Hashable {
+        var label: String
+        var dimensions: [String]
+    }
+
+    private struct Handlers {
+        var counters: [Key: any CounterHandler] = [:]
+        var timers: [Key: any TimerHandler] = [:]
+        var meters: [Key: any MeterHandler] = [:]
+    }
+
     private let factory: any MetricsFactory
+    /// Handlers made once per label and dimensions, as long-lived metrics are.
+    private let handlers = Locked(Handlers())
 
     /// Creates a monitor reporting to `factory` (the bootstrapped one by default).
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
@@ -34,23 +47,23 @@ public struct MetricsMonitor: EventMonitor {
     }
 
     public func requestQueued(_ request: RequestEvent, host: String) {
-        Meter(label: "courier_requests_queued", dimensions: [("host", host)], factory: self.factory).increment()
+        self.meter("courier_requests_queued", [("host", host)]).increment(by: 1)
     }
 
     public func requestDequeued(_ request: RequestEvent, host: String) {
-        Meter(label: "courier_requests_queued", dimensions: [("host", host)], factory: self.factory).decrement()
+        self.meter("courier_requests_queued", [("host", host)]).decrement(by: 1)
     }
 
     public func slotAcquired(_ request: RequestEvent, host: String) {
-        Meter(label: "courier_requests_in_flight", dimensions: [("host", host)], factory: self.factory).increment()
+        self.meter("courier_requests_in_flight", [("host", host)]).increment(by: 1)
     }
 
     public func slotReleased(_ request: RequestEvent, host: String) {
-        Meter(label: "courier_requests_in_flight", dimensions: [("host", host)], factory: self.factory).decrement()
+        self.meter("courier_requests_in_flight", [("host", host)]).decrement(by: 1)
     }
 
     public func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
-        Counter(label: "courier_retries_total", dimensions: [("endpoint", request.name)], factory: self.factory).increment()
+        self.counter("courier_retries_total", [("endpoint", request.name)]).increment(by: 1)
     }
 
     public func requestFinished(_ request: RequestEvent, result: RequestResult) {
@@ -86,22 +99,47 @@ public struct MetricsMonitor: EventMonitor {
     private func ended(_ request: RequestEvent, result: RequestResult, outcome: String) {
         let method = request.method.rawValue
         let source = result.source.rawValue
-        Counter(
-            label: "courier_requests_total",
-            dimensions: [("endpoint", request.name), ("method", method), ("outcome", outcome), ("source", source)],
-            factory: self.factory
-        ).increment()
-        Timer(
-            label: "courier_request_duration",
-            dimensions: [("endpoint", request.name), ("method", method), ("outcome", outcome)],
-            factory: self.factory
-        ).recordNanoseconds(Self.nanoseconds(result.duration))
+        self.counter("courier_requests_total", [("endpoint", request.name), ("method", method), ("outcome", outcome), ("source", source)]).increment(by: 1)
+        self.timer("courier_request_duration", [("endpoint", request.name), ("method", method), ("outcome", outcome)])
+            .recordNanoseconds(Self.nanoseconds(result.duration))
         if let sent = result.sentBody, !sent.isEmpty {
-            Counter(label: "courier_request_body_bytes", dimensions: [("endpoint", request.name)], factory: self.factory).increment(by: sent.count)
+            self.counter("courier_request_body_bytes", [("endpoint", request.name)]).increment(by: Int64(sent.count))
         }
         if result.bodySize > 0 {
-            Counter(label: "courier_response_body_bytes", dimensions: [("endpoint", request.name), ("source", source)], factory: self.factory)
-                .increment(by: result.bodySize)
+            self.counter("courier_response_body_bytes", [("endpoint", request.name), ("source", source)]).increment(by: Int64(result.bodySize))
+        }
+    }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> any CounterHandler {
+        let key = Key(label: label, dimensions: dimensions.flatMap { [$0.0, $0.1] })
+        if let handler = self.handlers.withLock({ $0.counters[key] }) { return handler }
+        let handler = self.factory.makeCounter(label: label, dimensions: dimensions)
+        return self.handlers.withLock { handlers in
+            if let existing = handlers.counters[key] { return existing }
+            handlers.counters[key] = handler
+            return handler
+        }
+    }
+
+    private func timer(_ label: String, _ dimensions: [(String, String)]) -> any TimerHandler {
+        let key = Key(label: label, dimensions: dimensions.flatMap { [$0.0, $0.1] })
+        if let handler = self.handlers.withLock({ $0.timers[key] }) { return handler }
+        let handler = self.factory.makeTimer(label: label, dimensions: dimensions)
+        return self.handlers.withLock { handlers in
+            if let existing = handlers.timers[key] { return existing }
+            handlers.timers[key] = handler
+            return handler
+        }
+    }
+
+    private func meter(_ label: String, _ dimensions: [(String, String)]) -> any MeterHandler {
+        let key = Key(label: label, dimensions: dimensions.flatMap { [$0.0, $0.1] })
+        if let handler = self.handlers.withLock({ $0.meters[key] }) { return handler }
+        let handler = self.factory.makeMeter(label: label, dimensions: dimensions)
+        return self.handlers.withLock { handlers in
+            if let existing = handlers.meters[key] { return existing }
+            handlers.meters[key] = handler
+            return handler
         }
     }
 

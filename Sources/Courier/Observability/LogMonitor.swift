@@ -109,7 +109,9 @@ public struct LogMonitor: EventMonitor {
         self.redactor.redact(urlString: request.urlString)
     }
 
+    /// Milliseconds with one decimal ("12.3"), without Foundation's formatter on the hot path.
     static func milliseconds(_ duration: Duration) -> String {
-        String(format: "%.1f", duration.inSeconds * 1000)
+        let tenths = Int((min(max(0, duration.inSeconds), 1e12) * 10_000).rounded())
+        return "\(tenths / 10).\(tenths % 10)"
     }
 }
