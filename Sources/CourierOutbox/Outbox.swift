@@ -58,6 +58,8 @@ public final class Outbox: Sendable {
         public var busyTimeout: Duration = .seconds(2)
         /// Queues whose items are sent together, by queue name.
         public var batches: [String: OutboxBatching] = [:]
+        /// Whether opening the outbox runs ``Outbox/prune()``.
+        public var prunesOnOpen = true
         /// Statements run on each connection when it opens (tests use it to cap the file's size).
         package var pragmas: [String] = []
 
@@ -80,7 +82,7 @@ public final class Outbox: Sendable {
         self.configuration = configuration
         self.client = client
         self.store = try OutboxStore(path: path, busyTimeout: configuration.busyTimeout.seconds, pragmas: configuration.pragmas)
-        _ = try self.prune()
+        if configuration.prunesOnOpen { _ = try self.prune() }
     }
 
     // MARK: - Enqueueing

@@ -21,13 +21,19 @@ struct OutboxCommand: AsyncParsableCommand {
         var cacert: String?
 
         /// Opens the outbox with a client of its own; `body` runs, then the transport shuts down.
-        func withOutbox<T>(_ body: (Outbox) async throws -> T) async throws -> T {
+        func withOutbox<T>(keepSeconds: Int? = nil, prunesOnOpen: Bool = true, _ body: (Outbox) async throws -> T) async throws -> T {
             var configuration = AsyncHTTPClientTransport.Configuration()
             if let cacert { try configuration.trust(pemCertificates: Array(Data(contentsOf: URL(fileURLWithPath: cacert)))) }
             let transport = AsyncHTTPClientTransport(configuration: configuration)
             let client = Client(configuration: .init(transport: transport) { $0.defaultHeaders[.userAgent] = "courier/1.0" })
             do {
-                let outbox = try Outbox(path: self.db, client: client)
+                var outboxConfiguration = Outbox.Configuration()
+                outboxConfiguration.prunesOnOpen = prunesOnOpen
+                if let keepSeconds {
+                    outboxConfiguration.deliveredRetention = .seconds(keepSeconds)
+                    outboxConfiguration.deadRetention = .seconds(keepSeconds)
+                }
+                let outbox = try Outbox(path: self.db, client: client, configuration: outboxConfiguration)
                 let result = try await body(outbox)
                 try await transport.shutdown()
                 return result
@@ -154,8 +160,11 @@ struct OutboxCommand: AsyncParsableCommand {
         @Flag(name: .long, help: "Acknowledge every completed item first, so delivered ones past retention go too.")
         var acknowledgeAll = false
 
+        @Option(name: .long, help: "Keep finished items this many seconds instead of the defaults (7 days delivered, 30 days dead).")
+        var keepSeconds: Int?
+
         func run() async throws {
-            try await self.options.withOutbox { outbox in
+            try await self.options.withOutbox(keepSeconds: self.keepSeconds, prunesOnOpen: false) { outbox in
                 if self.acknowledgeAll {
                     for item in try outbox.items() where item.state == .delivered || item.state == .dead { try outbox.acknowledge(item.id) }
                 }

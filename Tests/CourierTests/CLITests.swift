@@ -299,4 +299,35 @@ extension CLITests {
         #expect((entries?.count ?? 0) > 5)
         #expect(demo.stdout.contains("HAR: \(entries?.count ?? -1) entries written to \(demoFile.path)"))
     }
+
+    @Test
+    func outboxCommandsEnqueueListRunRetryAndPurge() async throws {
+        let server = try await http1Server()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-outbox-\(UUID().uuidString).sqlite").path
+        let base = server.baseURL.absoluteString
+        let good = try await runCourier(["outbox", "enqueue", "--db", path, "POST", base + "/echo", "--json", #"{"text":"hi"}"#])
+        #expect(good.status == 0)
+        #expect(good.stdout == "1\n")
+        let bad = try await runCourier(["outbox", "enqueue", "--db", path, "POST", base + "/status/400", "--queue", "other"])
+        #expect(bad.stdout == "2\n")
+        let pending = try await runCourier(["outbox", "list", "--db", path])
+        #expect(pending.stdout.contains("total 2: pending 2, inFlight 0, delivered 0, dead 0"))
+        let run = try await runCourier(["outbox", "run", "--db", path])
+        #expect(run.status == 0)
+        #expect(run.stdout == "delivered 1, dead 1, pending 0\n")
+        let listed = try await runCourier(["outbox", "list", "--db", path, "--state", "dead"])
+        #expect(listed.stdout.contains("2\tdead\t1/10\tother\tPOST"))
+        #expect(listed.stdout.contains("status 400"))
+        let retried = try await runCourier(["outbox", "retry", "--db", path, "2"])
+        #expect(retried.stdout == "item 2 is pending again\n")
+        let missing = try await runCourier(["outbox", "retry", "--db", path, "99"])
+        #expect(missing.status != 0)
+        #expect(missing.stderr.contains("no dead item with id 99"))
+        let purged = try await runCourier(["outbox", "purge", "--db", path, "--acknowledge-all", "--keep-seconds", "0"])
+        #expect(purged.status == 0)
+        #expect(purged.stdout == "1 items deleted\n")
+        let after = try await runCourier(["outbox", "list", "--db", path])
+        #expect(after.stdout.contains("total 1: pending 1, inFlight 0, delivered 0, dead 0"))
+        try await server.stop()
+    }
 }

@@ -272,6 +272,22 @@ struct OutboxTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aBatchIsFlushedWhenItsBodiesReachTheByteLimit(_ kind: TransportKind) async throws {
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        var configuration = Self.fast
+        // Seven-byte bodies: five fit in 40 bytes, the sixth would not; the last waits for its age.
+        configuration.batches["analytics"] = .jsonArray(maxCount: 10, maxBytes: 40, maxAge: .milliseconds(300), url: server.baseURL.absoluteString + "/events")
+        try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
+            _ = try (0..<6).map { try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
+            await outbox.deliverAll()
+            let bodies = api.state.current.bodies.map { String(decoding: $0, as: UTF8.self) }
+            #expect(bodies == [#"[{"e":0},{"e":1},{"e":2},{"e":3},{"e":4}]"#, #"[{"e":5}]"#])
+            #expect(try outbox.items().allSatisfy { $0.state == .delivered })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aFailedBatchIsSentAgainWithTheSameItemsAndKey(_ kind: TransportKind) async throws {
         let api = IdempotentServer { _, count in count == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : nil }
         let server = try await http1Server(api.respond)
