@@ -50,6 +50,10 @@ struct TransferBenchmark {
             ("Courier stream, TLS HTTP/2", ["courier-stream", tls + download]),
             ("Courier download to file, TLS HTTP/1.1", ["courier-download-h1", tls + download]),
             ("Courier download to file, TLS HTTP/2", ["courier-download", tls + download]),
+            ("Courier slow reader (5 ms per MiB), HTTP/1.1", ["courier-slow", plain + download]),
+            ("URLSession stream (no disk), HTTP/1.1", ["us-stream", plain + download]),
+            ("URLSession slow reader (5 ms per MiB), HTTP/1.1", ["us-slow", plain + download]),
+            ("URLSession download to file, HTTP/1.1", ["us-download", plain + download]),
         ]
         let cases = allCases.filter { self.only.map($0.0.contains) ?? true }
         print("files in \(scratch.deletingLastPathComponent().path)")
@@ -124,7 +128,29 @@ enum TransferRun {
         let kind = http1Only ? String(mode.dropLast(3)) : mode
         let start = ContinuousClock.now
         var moved = 0
-        if kind.hasPrefix("raw") {
+        if kind.hasPrefix("us-") {
+            // URLSessionTransport (FoundationNetworking on Linux), cleartext: it cannot trust a private CA here.
+            let client = Client(configuration: .init(transport: URLSessionTransport()) { $0.timeout = .seconds(3600) })
+            switch kind {
+            case "us-download":
+                let target = URL(fileURLWithPath: output)
+                let result = try await client.download(
+                    Endpoint<Data>(path: url, decoding: .data),
+                    to: DownloadDestination(directory: target.deletingLastPathComponent(), fileName: target.lastPathComponent, overwrite: true)
+                ).value
+                moved = Int(result.byteCount)
+            default:
+                var sinceSleep = 0
+                for try await chunk in try await client.stream(Endpoint<Data>(path: url, decoding: .data)).body {
+                    moved += chunk.count
+                    sinceSleep += chunk.count
+                    if kind == "us-slow", sinceSleep >= 1 << 20 {
+                        sinceSleep = 0
+                        try await Task.sleep(for: .milliseconds(5))
+                    }
+                }
+            }
+        } else if kind.hasPrefix("raw") {
             var configuration = HTTPClient.Configuration()
             configuration.tlsConfiguration = tls
             if http1Only { configuration.httpVersion = .http1Only }

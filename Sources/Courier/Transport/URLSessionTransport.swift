@@ -24,7 +24,11 @@ import FoundationNetworking
 /// trusts the system's roots only (FoundationNetworking reads `URLSessionCertificateAuthorityInfoFile`
 /// on Android only), so a server with a private CA fails with kind `tls` (`untrustedIssuer`). The response body is delivered by
 /// the session as it arrives and buffered until read; ``ResponseBody/collect(upTo:)`` cancels the
-/// task as soon as the size limit is passed.
+/// task as soon as the size limit is passed. On Apple platforms a reader slower than the network
+/// suspends the task once 8 MiB wait unread and resumes it below 2 MiB (not compiled or tested
+/// here); on Linux FoundationNetworking traps when a running task is suspended, so what a slow
+/// reader has not read yet stays in memory — use `AsyncHTTPClientTransport` there for large
+/// bodies read slowly.
 public final class URLSessionTransport: Transport {
     private let session: URLSession
     private let delegate: SessionDelegate
@@ -142,6 +146,7 @@ public final class URLSessionTransport: Transport {
                     task.cancel()
                     throw CourierError.cancelled()
                 }
+                if let chunk { exchange.consumed(chunk.count) }
                 return chunk
             }
         }
@@ -279,6 +284,11 @@ private final class Exchange: Sendable {
     let chunks: AsyncThrowingStream<Data, any Error>
     private let chunkSink: AsyncThrowingStream<Data, any Error>.Continuation
     private let head = Locked<HeadState>(.waiting(nil))
+    /// Flow control: bytes delivered by the session and not yet read, and whether the task is
+    /// suspended because they passed the high-water mark.
+    private let buffered = Locked<(bytes: Int, paused: Bool)>((0, false))
+    static let highWater = 8 << 20
+    static let lowWater = 2 << 20
     /// The `401` of an authentication challenge answered without a credential (Linux).
     private let challengeResponse = Locked<HTTPURLResponse?>(nil)
 
@@ -304,7 +314,37 @@ private final class Exchange: Sendable {
     }
 
     func received(data: Data) {
+        // A reader slower than the network: above the high-water mark the task is suspended
+        // (the platform stops reading from the socket) until the reader has caught up.
+        let pause = self.buffered.withLock { state -> Bool in
+            state.bytes += data.count
+            guard !state.paused, state.bytes > Self.highWater else { return false }
+            state.paused = true
+            return true
+        }
         self.chunkSink.yield(data)
+        #if canImport(Darwin)
+        if pause { self.task.suspend() }
+        #else
+        // FoundationNetworking traps when a running data task is suspended (measured: a fatal
+        // error in NativeProtocol), so on Linux a slow reader buffers what arrives.
+        _ = pause
+        #endif
+    }
+
+    /// The reader took `count` bytes: below the low-water mark a suspended task goes on.
+    func consumed(_ count: Int) {
+        let resume = self.buffered.withLock { state -> Bool in
+            state.bytes -= count
+            guard state.paused, state.bytes < Self.lowWater else { return false }
+            state.paused = false
+            return true
+        }
+        #if canImport(Darwin)
+        if resume { self.task.resume() }
+        #else
+        _ = resume
+        #endif
     }
 
     /// The platform asked for a credential, and none is given: the task ends, and `response`
