@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "CourierOpenAPI", targets: ["CourierOpenAPI"]),
         .library(name: "CourierTelemetry", targets: ["CourierTelemetry"]),
         .library(name: "CourierOutbox", targets: ["CourierOutbox"]),
+        .library(name: "CourierProtobuf", targets: ["CourierProtobuf"]),
         .executable(name: "courier", targets: ["courier"]),
     ],
     dependencies: [
@@ -32,6 +33,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
     ],
     targets: [
         // The system's zlib, for gzip and deflate content coding.
@@ -91,6 +93,16 @@ let package = Package(
             dependencies: [
                 "Courier",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Protocol Buffers bodies and decodings, in their own library.
+        .target(
+            name: "CourierProtobuf",
+            dependencies: [
+                "Courier",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: swiftSettings
@@ -172,7 +184,9 @@ let package = Package(
                 "CourierOpenAPI",
                 "CourierTelemetry",
                 "CourierOutbox",
+                "CourierProtobuf",
                 "PetsAPI",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -183,6 +197,8 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
+            // The source of the generated Protobuf/news.pb.swift.
+            exclude: ["Protobuf/news.proto"],
             swiftSettings: swiftSettings
         ),
     ],
