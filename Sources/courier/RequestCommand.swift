@@ -282,6 +282,11 @@ struct RequestCommand: AsyncParsableCommand {
             guard parts.count == 3, !parts[0].isEmpty, UntrustedNumber.digits(parts[1], limit: 65_535) != nil, !parts[2].isEmpty else {
                 return self.fail("--resolve takes HOST:PORT:ADDRESS, got '\(entry)'", code: 3)
             }
+            // As curl: the entry is for HOST at PORT only; a request to the same host on another
+            // port resolves the name as usual. (The override itself is per host, so an entry for
+            // the URL's host at another port is not applied.)
+            let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+            if url.host?.lowercased() == parts[0].lowercased(), Int(parts[1]) != port { continue }
             transportConfiguration.resolvedHosts[String(parts[0])] = String(parts[2]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         }
         if let cacert = self.cacert {

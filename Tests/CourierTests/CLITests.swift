@@ -219,6 +219,9 @@ struct CLITests {
         #expect(unresolved.status == 5)
         let malformed = try await runCourier(["request", url, "--resolve", "api.courier.invalid"])
         #expect(malformed.status == 3)
+        // An entry for another port does not apply (curl's HOST:PORT:ADDRESS is per port).
+        let otherPort = try await runCourier(["request", url, "--retry", "0", "--resolve", "api.courier.invalid:\(port == 1 ? 2 : port - 1):127.0.0.1"])
+        #expect(otherPort.status == 5)
         #expect(server.requests.count == 1)
         try await server.stop()
     }

@@ -107,7 +107,9 @@ package enum CookieRules {
             case "domain":
                 if !text.isEmpty { domain = Cookie.canonical(text) }
             case "path":
-                if text.hasPrefix("/") { path = text }
+                // §5.2.4: a value that does not start with "/" means the default path; the last
+                // Path attribute wins (§5.3 step 7), so it also replaces an earlier valid one.
+                path = text.hasPrefix("/") ? text : Self.defaultPath(requestPath)
             case "secure":
                 secure = true
             case "httponly":

@@ -13,8 +13,9 @@ import Foundation
 /// cookie-date algorithm of §5.1.1) and `Max-Age` (which wins), `Secure` cookies only from and to
 /// `https`, `SameSite=None` only with `Secure`, `HttpOnly` kept out of ``cookies(for:)``, a newer
 /// cookie replacing one with the same name, domain and path (keeping its creation time), an
-/// expired one deleting it. At most 50 cookies per domain and 3,000 in all (the oldest go first),
-/// 4,096 bytes each. A `Domain` attribute must domain-match the host and contain a dot; there is no
+/// expired one deleting it. At most 50 cookies per domain and 3,000 in all: past a limit the
+/// cookie used longest ago goes first (its last-access time, §5.3: updated each time it is sent;
+/// a cookie not sent since the jar was created counts from its creation), 4,096 bytes each. A `Domain` attribute must domain-match the host and contain a dot; there is no
 /// public-suffix list, so `Domain=co.uk` from `a.co.uk` is accepted (documented limit). All
 /// requests of an app are treated as same-site: `SameSite` is kept and reported, not enforced.
 ///
@@ -24,6 +25,8 @@ public final class CookieJar: Sendable {
     private struct State {
         var cookies: [Cookie] = []
         var storesResponseCookies: Bool
+        /// When each cookie (by name, domain and path) was last sent (§5.4 step 3), in memory.
+        var accessed: [String: Date] = [:]
     }
 
     private let state: Locked<State>
@@ -53,7 +56,7 @@ public final class CookieJar: Sendable {
     /// Puts a cookie in the jar (replacing one with the same name, domain and path), as if a
     /// server had set it; an expired one removes that cookie.
     public func set(_ cookie: Cookie) {
-        self.change { cookies in Self.insert(cookie, into: &cookies, now: self.now()) }
+        self.change { cookies, accessed in Self.insert(cookie, into: &cookies, now: self.now(), accessed: accessed) }
     }
 
     /// The cookies a request to `url` would carry, without the `HttpOnly` ones: what a script-like
@@ -71,13 +74,13 @@ public final class CookieJar: Sendable {
 
     /// Removes every cookie (call it at sign-out), in memory and in the store.
     public func removeAll() {
-        self.change { $0.removeAll() }
+        self.change { cookies, _ in cookies.removeAll() }
     }
 
     /// Removes the cookies of one domain and its subdomains.
     public func remove(domain: String) {
         let domain = Cookie.canonical(domain)
-        self.change { cookies in cookies.removeAll { CookieRules.domainMatches($0.domain, domain) } }
+        self.change { cookies, _ in cookies.removeAll { CookieRules.domainMatches($0.domain, domain) } }
     }
 
     // MARK: - Used by the pipeline
@@ -87,6 +90,10 @@ public final class CookieJar: Sendable {
     func headerValue(for url: URL) -> String? {
         let cookies = self.matching(url)
         guard !cookies.isEmpty else { return nil }
+        let now = self.now()
+        self.state.withLock { state in
+            for cookie in cookies { state.accessed[Self.key(cookie)] = now }
+        }
         return cookies.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
     }
 
@@ -98,7 +105,7 @@ public final class CookieJar: Sendable {
         let path = url.path.isEmpty ? "/" : url.path
         let cookies = setCookieValues.compactMap { CookieRules.parse($0, host: host, requestPath: path, secureOrigin: secure, now: now) }
         guard !cookies.isEmpty else { return }
-        self.change { stored in
+        self.change { stored, accessed in
             for cookie in cookies {
                 // RFC 6265bis §5.7: an insecure origin may not overwrite or shadow a Secure cookie
                 // of the same name whose domain and path overlap its own (session fixation).
@@ -109,7 +116,7 @@ public final class CookieJar: Sendable {
                 }) {
                     continue
                 }
-                Self.insert(cookie, into: &stored, now: now)
+                Self.insert(cookie, into: &stored, now: now, accessed: accessed)
             }
         }
     }
@@ -126,15 +133,23 @@ public final class CookieJar: Sendable {
 
     /// Changes the cookies and saves the persistent ones, under the lock: two changes never reach
     /// the store out of order (a sign-out's empty jar is never overwritten by an older snapshot).
-    private func change(_ body: (inout [Cookie]) -> Void) {
+    private func change(_ body: (inout [Cookie], [String: Date]) -> Void) {
         self.state.withLock { state in
-            body(&state.cookies)
+            body(&state.cookies, state.accessed)
+            if state.accessed.count > state.cookies.count * 2 + 16 {
+                let live = Set(state.cookies.map(Self.key))
+                state.accessed = state.accessed.filter { live.contains($0.key) }
+            }
             self.store?.save(state.cookies.filter { $0.expires != nil })
         }
     }
 
+    static func key(_ cookie: Cookie) -> String {
+        "\(cookie.name)\u{0}\(cookie.domain)\u{0}\(cookie.path)"
+    }
+
     /// §5.3 steps 11–12 and the limits of §6.1.
-    private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], now: Date) {
+    private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], now: Date, accessed: [String: Date]) {
         var cookie = cookie
         cookies.removeAll { $0.isExpired(at: now) }
         if let index = cookies.firstIndex(where: { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }) {
@@ -143,12 +158,15 @@ public final class CookieJar: Sendable {
         }
         guard !cookie.isExpired(at: now) else { return }
         cookies.append(cookie)
-        let sameDomain = cookies.indices.filter { cookies[$0].domain == cookie.domain }
-        if sameDomain.count > Self.perDomainLimit, let oldest = sameDomain.min(by: { cookies[$0].created < cookies[$1].created }) {
-            cookies.remove(at: oldest)
+        // §5.3: past a limit, the cookie with the earliest last-access time goes (never the one just set).
+        func lastAccess(_ index: Int) -> Date { accessed[Self.key(cookies[index])] ?? cookies[index].created }
+        let newest = cookies.count - 1
+        let sameDomain = cookies.indices.filter { cookies[$0].domain == cookie.domain && $0 != newest }
+        if sameDomain.count + 1 > Self.perDomainLimit, let stalest = sameDomain.min(by: { lastAccess($0) < lastAccess($1) }) {
+            cookies.remove(at: stalest)
         }
-        if cookies.count > Self.totalLimit, let oldest = cookies.indices.min(by: { cookies[$0].created < cookies[$1].created }) {
-            cookies.remove(at: oldest)
+        if cookies.count > Self.totalLimit, let stalest = cookies.indices.dropLast().min(by: { lastAccess($0) < lastAccess($1) }) {
+            cookies.remove(at: stalest)
         }
     }
 }

@@ -1,4 +1,4 @@
-import Courier
+@testable import Courier
 import CourierTestServer
 import Foundation
 import HTTPTypes
@@ -133,6 +133,38 @@ struct CookieRulesTests {
         #expect(jar.allCookies.count == 50)
         jar.set(Cookie(name: "b", value: "gone", domain: "www.example.com", path: "/api", expires: .distantPast))
         #expect(!jar.allCookies.contains { $0.name == "b" })
+    }
+
+    @Test
+    func pastTheLimitTheCookieUsedLongestAgoGoesFirst() throws {
+        // RFC 6265 §5.3: among cookies of equal removal priority, the one with the earliest
+        // last-access date is evicted first (§5.4 step 3: sending a cookie updates it).
+        let clock = TestClock(start: Self.now)
+        let jar = CookieJar(now: { clock.now })
+        for index in 0..<50 {
+            jar.set(Cookie(name: "c\(index)", value: "v", domain: "www.example.com", path: "/p\(index)", created: clock.now))
+            clock.advance(1)
+        }
+        // The oldest cookie is used now; the second oldest has not been used since it was set.
+        #expect(jar.headerValue(for: URL(string: "https://www.example.com/p0")!) == "c0=v")
+        clock.advance(1)
+        jar.set(Cookie(name: "new", value: "v", domain: "www.example.com", created: clock.now))
+        let names = Set(jar.allCookies.map(\.name))
+        #expect(names.count == 50)
+        #expect(names.contains("c0"))
+        #expect(!names.contains("c1"))
+        #expect(names.contains("new"))
+    }
+
+    @Test(arguments: [
+        ("a=1; Path=/x; Path=bogus", "/dir"),   // the last Path wins, and an invalid one means the default path
+        ("a=1; Path=bogus; Path=/x", "/x"),
+        ("a=1; Path=", "/dir"),
+        ("a=1; Path=/x", "/x"),
+    ])
+    func theLastPathAttributeWinsAndAnInvalidOneMeansTheDefaultPath(_ header: String, _ expected: String) {
+        // RFC 6265 §5.2.4 and §5.3 step 7.
+        #expect(Self.parse(header, path: "/dir/page")?.path == expected)
     }
 }
 
