@@ -17,7 +17,11 @@ import FoundationNetworking
 /// The version is `HTTP/1.1` for cleartext `http` and ``HTTPVersion/unknown`` over TLS, where
 /// the platform may negotiate HTTP/2 without saying so when the head arrives.
 ///
-/// Streamed request bodies are collected into memory before sending. On Linux
+/// Streamed request bodies are collected into memory before sending. On Linux FoundationNetworking
+/// adds `Accept-Language` (from the process's locale), `User-Agent`, `Accept: */*` and
+/// `Connection: keep-alive` to requests that do not set them, and cannot be told not to (an empty
+/// value is sent as an empty field); the pipeline, its cache's `Vary` checks included, does not
+/// see them. On Linux
 /// (FoundationNetworking, libcurl underneath) there is no server-trust challenge, so TLS pinning is
 /// not available, and HTTP/1.1 connections are reused less than keep-alive allows: for HTTP/2 and
 /// pinning use `AsyncHTTPClientTransport`. Nor is there a per-session CA bundle: the session

@@ -21,10 +21,10 @@ func trafficServer(delay: Duration = .milliseconds(1500), gate: Gate? = nil) asy
 
 @Suite("Deduplication: identical in-flight requests share one network request")
 struct DeduplicationTests {
-    @Test
-    func hundredIdenticalConcurrentGetsReachTheServerOnce() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func hundredIdenticalConcurrentGetsReachTheServerOnce(_ kind: TransportKind) async throws {
         let server = try await trafficServer()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow")) }
             var sources: [ResponseSource] = []
             for handle in handles {
@@ -39,11 +39,11 @@ struct DeduplicationTests {
         }
     }
 
-    @Test
-    func cancellingNinetyNineLeavesTheLastOneServed() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func cancellingNinetyNineLeavesTheLastOneServed(_ kind: TransportKind) async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow/blocker")) }
             #expect(await eventually { server.requests.count == 1 })
             for handle in handles.dropLast() { handle.cancel() }
@@ -62,10 +62,10 @@ struct DeduplicationTests {
         }
     }
 
-    @Test
-    func cancellingAllHundredClosesTheRequestOnTheWire() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func cancellingAllHundredClosesTheRequestOnTheWire(_ kind: TransportKind) async throws {
         let server = try await trafficServer(delay: .seconds(5))
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow")) }
             #expect(await eventually { server.requests.count == 1 })
             for handle in handles { handle.cancel() }
@@ -78,10 +78,10 @@ struct DeduplicationTests {
         }
     }
 
-    @Test
-    func postsAreNotSharedUnlessTheEndpointOptsInWithAKey() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func postsAreNotSharedUnlessTheEndpointOptsInWithAKey(_ kind: TransportKind) async throws {
         let server = try await trafficServer()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let plain = Endpoint<Article>(method: .post, path: "/slow/search", body: .json(["q": "swift"]))
             let unshared = (0..<5).map { _ in client.start(plain) }
             for handle in unshared { _ = try await handle.value }
@@ -100,10 +100,10 @@ struct DeduplicationTests {
         }
     }
 
-    @Test
-    func requestsThatDifferInAVaryingHeaderOrQueryOrderAreHandledRight() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func requestsThatDifferInAVaryingHeaderOrQueryOrderAreHandledRight(_ kind: TransportKind) async throws {
         let server = try await trafficServer()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let english = client.start(Endpoint<Article>(path: "/slow", headers: [.acceptLanguage: "en"]))
             let french = client.start(Endpoint<Article>(path: "/slow", headers: [.acceptLanguage: "fr"]))
             let ab = client.start(Endpoint<Article>(path: "/slow", query: [URLQueryItem(name: "a", value: "1"), URLQueryItem(name: "b", value: "2")]))
@@ -114,12 +114,12 @@ struct DeduplicationTests {
         }
     }
 
-    @Test
-    func sharedRequestRunsAtTheHighestWaitersPriority() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func sharedRequestRunsAtTheHighestWaitersPriority(_ kind: TransportKind) async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
         // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let normal = client.start(Endpoint<Article>(path: "/normal"))
@@ -137,12 +137,12 @@ struct DeduplicationTests {
 
 @Suite("Scheduler: priorities, limits, re-prioritising and cancelling while queued")
 struct SchedulerTests {
-    @Test
-    func withOneSlotTheServerSeesRequestsInPriorityOrder() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func withOneSlotTheServerSeesRequestsInPriorityOrder(_ kind: TransportKind) async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
         // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let order: [RequestPriority] = [.low, .high, .veryLow, .veryHigh, .normal, .high]
@@ -162,12 +162,12 @@ struct SchedulerTests {
         }
     }
 
-    @Test
-    func reprioritisedQueuedRequestMovesAhead() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func reprioritisedQueuedRequestMovesAhead(_ kind: TransportKind) async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
         // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             // One at a time: each request's task must reach the queue before the next starts, or
@@ -186,12 +186,12 @@ struct SchedulerTests {
         }
     }
 
-    @Test
-    func cancelledQueuedRequestNeverReachesTheServer() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func cancelledQueuedRequestNeverReachesTheServer(_ kind: TransportKind) async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
         // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let doomed = client.start(Endpoint<Article>(path: "/doomed"))
@@ -208,11 +208,11 @@ struct SchedulerTests {
         }
     }
 
-    @Test
-    func perHostLimitAppliesPerHost() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func perHostLimitAppliesPerHost(_ kind: TransportKind) async throws {
         let server = try await trafficServer()
         let other = try await trafficServer()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 10, maxRequestsPerHost: 1) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 10, maxRequestsPerHost: 1) }) { client in
             let a1 = client.start(Endpoint<Article>(path: "/slow/a1"))
             let a2 = client.start(Endpoint<Article>(path: "/slow/a2"))
             let b1 = client.start(Endpoint<Article>(path: other.baseURL.absoluteString + "/slow/b1"))
@@ -228,10 +228,10 @@ struct SchedulerTests {
 
 @Suite("Batches, chains, scopes and constrained mode")
 struct GroupingTests {
-    @Test
-    func batchReportsEachResultAndKeepsSuccessesDespiteAFailure() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func batchReportsEachResultAndKeepsSuccessesDespiteAFailure(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let batch = client.batch(priority: .high)
             let article = batch.add(Endpoint<Article>(name: "article", path: "/json"))
             let failing = batch.add(Endpoint<Article>(name: "failing", path: "/status/500"))
@@ -259,10 +259,10 @@ struct GroupingTests {
         }
     }
 
-    @Test
-    func cancellingABatchCancelsEveryUnfinishedItem() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func cancellingABatchCancelsEveryUnfinishedItem(_ kind: TransportKind) async throws {
         let server = try await trafficServer(delay: .seconds(5))
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let batch = client.batch()
             let one = batch.add(Endpoint<Article>(path: "/slow/1"))
             let two = batch.add(Endpoint<Article>(path: "/slow/2"))
@@ -280,10 +280,10 @@ struct GroupingTests {
         }
     }
 
-    @Test
-    func chainStopsAtTheFirstFailure() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func chainStopsAtTheFirstFailure(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let chain = client.chain(priority: .veryHigh) { chain -> String in
                 let first = try await chain.send(Endpoint<Article>(path: "/json"))
                 _ = try await chain.send(Endpoint<Article>(path: "/status/401", query: ["after": first.title]))
@@ -297,10 +297,10 @@ struct GroupingTests {
         }
     }
 
-    @Test
-    func chainUsesEachResultInTheNextStep() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func chainUsesEachResultInTheNextStep(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let chain = client.chain { chain -> Echo in
                 let article = try await chain.send(Endpoint<Article>(path: "/json"))
                 return try await chain.send(Endpoint<Echo>(path: "/echo", query: ["id": "\(article.id)"]))
@@ -311,10 +311,10 @@ struct GroupingTests {
         }
     }
 
-    @Test
-    func cancellingAChainStopsItsStepInFlightAndTheRest() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func cancellingAChainStopsItsStepInFlightAndTheRest(_ kind: TransportKind) async throws {
         let server = try await trafficServer(delay: .seconds(5))
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let chain = client.chain { chain -> Article in
                 _ = try await chain.send(Endpoint<Article>(path: "/slow/step1"))
                 return try await chain.send(Endpoint<Article>(path: "/step2"))
@@ -328,10 +328,10 @@ struct GroupingTests {
         }
     }
 
-    @Test
-    func releasingAScopeCancelsItsRequestsMidFlight() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func releasingAScopeCancelsItsRequestsMidFlight(_ kind: TransportKind) async throws {
         let server = try await trafficServer(delay: .seconds(5))
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             var scope: RequestScope? = RequestScope()
             let handle = scope!.start(Endpoint<Article>(path: "/slow/a"), on: client)
             let other = scope!.start(Endpoint<Article>(path: "/slow/b"), on: client)
@@ -346,10 +346,10 @@ struct GroupingTests {
         }
     }
 
-    @Test
-    func noCompletionRunsAfterCancelAll() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func noCompletionRunsAfterCancelAll(_ kind: TransportKind) async throws {
         let server = try await trafficServer(delay: .milliseconds(200))
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let scope = RequestScope()
             let queue = DispatchQueue(label: "delivery")
             let calls = Locked<[String]>([])
@@ -367,10 +367,10 @@ struct GroupingTests {
         }
     }
 
-    @Test
-    func constrainedModeRefusesPrefetchesAndLetsUserRequestsThrough() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func constrainedModeRefusesPrefetchesAndLetsUserRequestsThrough(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             client.isConstrained = true
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json").prefetch()) }
             #expect(error?.kind == .constrained)
@@ -383,10 +383,10 @@ struct GroupingTests {
         }
     }
 
-    @Test
-    func constrainedModeCanDeferPrefetchesUntilItEnds() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func constrainedModeCanDeferPrefetchesUntilItEnds(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.constrainedPolicy = .defer }) { client in
+        try await withClient(kind, server: server, configure: { $0.constrainedPolicy = .defer }) { client in
             client.isConstrained = true
             let prefetch = client.start(Endpoint<Article>(path: "/json").prefetch())
             try await Task.sleep(for: .milliseconds(200))

@@ -9,6 +9,33 @@ import Testing
 /// or cached responses behind the pipeline's back, nor round a deadline to whole seconds.
 @Suite("URLSession and AsyncHTTPClient transports behave alike")
 struct URLSessionParityTests {
+    @Test(arguments: TransportKind.allCases)
+    func whatGoesOnTheWireIsWhatThePipelineSetsExceptWhatLinuxAdds(_ kind: TransportKind) async throws {
+        // AsyncHTTPClient sends the pipeline's fields and the ones HTTP itself needs. On Linux,
+        // FoundationNetworking and libcurl add four of their own to a request that does not set
+        // them, and an empty value is sent as an empty field rather than none (README, platforms
+        // and transports: "fields the platform adds").
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let plain = try await client.send(Endpoint<Echo>(path: "/echo"))
+            switch kind {
+            case .asyncHTTPClient:
+                #expect(Set(plain.headers.keys) == ["host", "accept-encoding"])
+            case .urlSession:
+                #if canImport(Darwin)
+                #expect(plain.headers["accept-encoding"] != nil)
+                #else
+                #expect(Set(plain.headers.keys) == ["host", "accept-encoding", "accept-language", "user-agent", "accept", "connection"])
+                #endif
+            }
+        // Fields the request does set are sent as set.
+            let set = try await client.send(Endpoint<Echo>(path: "/echo", headers: [.acceptLanguage: "fr", .userAgent: "MyApp/2", .accept: "application/json"]))
+            #expect(set.headers["accept-language"] == "fr")
+            #expect(set.headers["user-agent"] == "MyApp/2")
+            #expect(set.headers["accept"] == "application/json")
+        }
+    }
+
     @Test(arguments: TransportKind.allCases, ["Basic realm=\"api\"", "Digest realm=\"api\", qop=\"auth\", nonce=\"abc\", opaque=\"xyz\""])
     func aChallengeWithoutACredentialComesBackAsThe401(_ kind: TransportKind, _ challenge: String) async throws {
         // Without an answer to the platform's authentication challenge the task waited forever.

@@ -5,11 +5,11 @@ import Testing
 
 @Suite("Errors carry a presentation, and the presenter coalesces them")
 struct PresentationTests {
-    @Test
-    func standardClassifierPresentsEachKindSensibly() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func standardClassifierPresentsEachKindSensibly(_ kind: TransportKind) async throws {
         let server = try await apiServer(JSONRPCTestServer())
         let servers = ServerDirectory(urls: ["shop": [.develop: server.baseURL.appendingPathComponent("env")]], buildDefault: .develop, isReleaseBuild: false)
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.servers = servers; $0.wireProtocols = ["shop": .envelope] }) { client in
+        try await withClient(kind, server: server, configure: { $0.servers = servers; $0.wireProtocols = ["shop": .envelope] }) { client in
             let business = await expectCourierError { _ = try await client.send(Endpoint<Profile>(path: "/expired").service("shop")) }
             let unauthorized = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/status/401")) }
             let serverError = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/status/500")) }
@@ -23,10 +23,10 @@ struct PresentationTests {
         }
     }
 
-    @Test
-    func classifierIsConfigurable() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func classifierIsConfigurable(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, configure: {
+        try await withClient(kind, server: server, configure: {
             $0.errorClassifier = ErrorClassifier { $0.status?.code == 500 ? .toast : ErrorClassifier.standard.classify($0) }
         }) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/status/500")) }
@@ -34,14 +34,14 @@ struct PresentationTests {
         }
     }
 
-    @Test
-    func tenConcurrentIdenticalBusinessErrorsShowOneAlert() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func tenConcurrentIdenticalBusinessErrorsShowOneAlert(_ kind: TransportKind) async throws {
         let server = try await apiServer(JSONRPCTestServer())
         let servers = ServerDirectory(urls: ["shop": [.develop: server.baseURL.appendingPathComponent("env")]], buildDefault: .develop, isReleaseBuild: false)
         let shown = Locked<[ErrorPresenter.Shown]>([])
         let queue = DispatchQueue(label: "ui")
         let presenter = ErrorPresenter(queue: queue) { item in shown.withLock { $0.append(item) } }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.servers = servers; $0.wireProtocols = ["shop": .envelope] }) { client in
+        try await withClient(kind, server: server, configure: { $0.servers = servers; $0.wireProtocols = ["shop": .envelope] }) { client in
             await withTaskGroup(of: Void.self) { group in
                 for _ in 0..<10 {
                     group.addTask {
@@ -85,10 +85,10 @@ struct PresentationTests {
 
 @Suite("Untyped JSON and the completion-handler shim")
 struct JSONValueAndCompletionTests {
-    @Test
-    func jsonValueDecodesAnythingAndDropsNulls() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func jsonValueDecodesAnythingAndDropsNulls(_ kind: TransportKind) async throws {
         let server = try await http1Server { _ in .json(#"{"a":1,"b":null,"c":[1,null,{"d":null,"e":"x"}],"f":2.5,"g":true}"#) }
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let value = try await client.send(Endpoint<JSONValue>(path: "/any"))
             #expect(value["a"] == .integer(1))
             #expect(value["b"] == .null)
@@ -99,10 +99,10 @@ struct JSONValueAndCompletionTests {
         }
     }
 
-    @Test
-    func completionIsDeliveredOnTheChosenQueue() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func completionIsDeliveredOnTheChosenQueue(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let queue = DispatchQueue(label: "delivery")
             let key = DispatchSpecificKey<String>()
             queue.setSpecific(key: key, value: "delivery")
@@ -116,10 +116,10 @@ struct JSONValueAndCompletionTests {
         }
     }
 
-    @Test
-    func noCallbackAfterCancel() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func noCallbackAfterCancel(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let queue = DispatchQueue(label: "delivery")
             let calls = Locked(0)
             let handle = client.send(Endpoint<Article>(path: "/stall"), queue: queue) { _ in calls.withLock { $0 += 1 } }

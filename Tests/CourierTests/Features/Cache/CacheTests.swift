@@ -134,9 +134,9 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func aChangedResourceReplacesTheStoredOne() async throws {
-        try await withCachingClient { client, server, clock, origin in
+    @Test(arguments: TransportKind.allCases)
+    func aChangedResourceReplacesTheStoredOne(_ kind: TransportKind) async throws {
+        try await withCachingClient(kind) { client, server, clock, origin in
             let first = try await client.send(Self.article("/etag"))
             origin.version.withLock { $0 = "v2" }
             clock.advance(11)
@@ -150,9 +150,9 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func lastModifiedRevalidatesWithIfModifiedSinceEveryTimeUnderNoCache() async throws {
-        try await withCachingClient { client, server, _, _ in
+    @Test(arguments: TransportKind.allCases)
+    func lastModifiedRevalidatesWithIfModifiedSinceEveryTimeUnderNoCache(_ kind: TransportKind) async throws {
+        try await withCachingClient(kind) { client, server, _, _ in
             let first = try await client.response(Self.article("/last-modified"))
             let second = try await client.response(Self.article("/last-modified"))
             #expect(first.source == .network)
@@ -163,10 +163,10 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func noStoreIsNeverStored() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func noStoreIsNeverStored(_ kind: TransportKind) async throws {
         let store = MemoryCacheStore()
-        try await withCachingClient(store: store) { client, server, _, _ in
+        try await withCachingClient(kind, store: store) { client, server, _, _ in
             let first = try await client.response(Self.article("/no-store"))
             let second = try await client.response(Self.article("/no-store", policy: .cacheElseNetwork))
             #expect(first.source == .network)
@@ -177,9 +177,12 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func varySelectsTheVariantByTheRequestsFieldValues() async throws {
-        try await withCachingClient { client, server, _, _ in
+    // AsyncHTTPClient only: on Linux FoundationNetworking adds `Accept-Language` from the locale
+    // to a request without one, so "no Accept-Language" cannot be sent over URLSessionTransport
+    // (README, platforms and transports: "fields the platform adds").
+    @Test(arguments: [TransportKind.asyncHTTPClient])
+    func varySelectsTheVariantByTheRequestsFieldValues(_ kind: TransportKind) async throws {
+        try await withCachingClient(kind) { client, server, _, _ in
             let english = Self.article("/vary", headers: [.acceptLanguage: "en"])
             let french = Self.article("/vary", headers: [.acceptLanguage: "fr"])
             let en1 = try await client.response(english)
@@ -207,9 +210,9 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func eachVariantIsRevalidatedOnItsOwn() async throws {
-        try await withCachingClient { client, server, clock, _ in
+    @Test(arguments: TransportKind.allCases)
+    func eachVariantIsRevalidatedOnItsOwn(_ kind: TransportKind) async throws {
+        try await withCachingClient(kind) { client, server, clock, _ in
             let english = Self.article("/vary-etag", headers: [.acceptLanguage: "en"])
             let french = Self.article("/vary-etag", headers: [.acceptLanguage: "fr"])
             let en1 = try await client.response(english)
@@ -230,9 +233,9 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func cacheElseNetworkServesAnEntryHoweverOld() async throws {
-        try await withCachingClient(policy: .cacheElseNetwork) { client, server, clock, _ in
+    @Test(arguments: TransportKind.allCases)
+    func cacheElseNetworkServesAnEntryHoweverOld(_ kind: TransportKind) async throws {
+        try await withCachingClient(kind, policy: .cacheElseNetwork) { client, server, clock, _ in
             let first = try await client.response(Self.article("/plain"))
             clock.advance(86400 * 365)
             let second = try await client.response(Self.article("/plain"))
@@ -244,9 +247,9 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func cacheForADurationServesInsideItAndRefetchesAndReplacesAfter() async throws {
-        try await withCachingClient(policy: .cacheFor(.seconds(30))) { client, server, clock, _ in
+    @Test(arguments: TransportKind.allCases)
+    func cacheForADurationServesInsideItAndRefetchesAndReplacesAfter(_ kind: TransportKind) async throws {
+        try await withCachingClient(kind, policy: .cacheFor(.seconds(30))) { client, server, clock, _ in
             let first = try await client.send(Self.article("/plain"))
             clock.advance(29)
             let inside = try await client.response(Self.article("/plain"))
@@ -263,10 +266,10 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func networkOnlyNeitherReadsNorWrites() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func networkOnlyNeitherReadsNorWrites(_ kind: TransportKind) async throws {
         let store = MemoryCacheStore()
-        try await withCachingClient(store: store, policy: .networkOnly) { client, server, _, _ in
+        try await withCachingClient(kind, store: store, policy: .networkOnly) { client, server, _, _ in
             _ = try await client.send(Self.article("/max-age"))
             let second = try await client.response(Self.article("/max-age"))
             #expect(second.source == .network)
@@ -278,9 +281,9 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func cacheThenNetworkYieldsTheStoredValueThenTheFreshOne() async throws {
-        try await withCachingClient(policy: .cacheElseNetwork) { client, server, clock, _ in
+    @Test(arguments: TransportKind.allCases)
+    func cacheThenNetworkYieldsTheStoredValueThenTheFreshOne(_ kind: TransportKind) async throws {
+        try await withCachingClient(kind, policy: .cacheElseNetwork) { client, server, clock, _ in
             var values: [Response<Article>] = []
             for try await response in client.updates(Self.article("/plain")) { values.append(response) }
             #expect(values.map(\.source) == [.network])
@@ -299,9 +302,9 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func cacheThenNetworkEndsWithTheErrorAfterTheCachedValue() async throws {
-        try await withCachingClient(policy: .cacheElseNetwork) { client, server, _, _ in
+    @Test(arguments: TransportKind.allCases)
+    func cacheThenNetworkEndsWithTheErrorAfterTheCachedValue(_ kind: TransportKind) async throws {
+        try await withCachingClient(kind, policy: .cacheElseNetwork) { client, server, _, _ in
             _ = try await client.send(Self.article("/once"))
             var sources: [ResponseSource] = []
             let error = await expectCourierError {
@@ -313,10 +316,10 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func postIsCachedOnlyWhenOptedInAndKeyedByItsBody() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func postIsCachedOnlyWhenOptedInAndKeyedByItsBody(_ kind: TransportKind) async throws {
         let policy = CachePolicy.cacheFor(.seconds(60)).allowingAnyMethod()
-        try await withCachingClient { client, server, _, _ in
+        try await withCachingClient(kind) { client, server, _, _ in
             func search(_ query: String, policy: CachePolicy?) -> Endpoint<Article> {
                 var endpoint = Endpoint<Article>(method: .post, path: "/search", body: .json(["q": query]))
                 endpoint.cachePolicy = policy
@@ -337,9 +340,9 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func anUnsafeMethodInvalidatesTheURLsEntries() async throws {
-        try await withCachingClient { client, server, _, _ in
+    @Test(arguments: TransportKind.allCases)
+    func anUnsafeMethodInvalidatesTheURLsEntries(_ kind: TransportKind) async throws {
+        try await withCachingClient(kind) { client, server, _, _ in
             let first = try await client.send(Self.article("/items"))
             let cached = try await client.response(Self.article("/items"))
             #expect(cached.source == .cache)
@@ -351,12 +354,12 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func partitionsKeepAccountsApartAndClearingOneRemovesItsEntries() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func partitionsKeepAccountsApartAndClearingOneRemovesItsEntries(_ kind: TransportKind) async throws {
         let account = Locked("alice")
         let store = MemoryCacheStore()
         let headers: HTTPFields = [.authorization: "Bearer token"]
-        try await withCachingClient(store: store, partition: account) { client, server, _, _ in
+        try await withCachingClient(kind, store: store, partition: account) { client, server, _, _ in
             let alice = try await client.response(Self.article("/max-age", headers: headers))
             account.withLock { $0 = "bob" }
             let bob = try await client.response(Self.article("/max-age", headers: headers))
@@ -375,12 +378,12 @@ struct CacheTests {
         }
     }
 
-    @Test
-    func logLinesAndResponsesSayWhereTheValueCameFrom() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func logLinesAndResponsesSayWhereTheValueCameFrom(_ kind: TransportKind) async throws {
         let logs = InMemoryLogHandler()
         var logger = Logger(label: "cache") { _ in logs }
         logger.logLevel = .info
-        try await withCachingClient(logger: logger) { client, _, clock, _ in
+        try await withCachingClient(kind, logger: logger) { client, _, clock, _ in
             _ = try await client.send(Self.article("/etag"))
             clock.advance(3)
             _ = try await client.send(Self.article("/etag"))
