@@ -26,9 +26,18 @@ import HTTPTypes
 /// `coalesced` (shared by deduplication). `endpoint` is the endpoint's name: give endpoints names
 /// that do not embed ids.
 public final class MetricsMonitor: EventMonitor, Sendable {
-    private struct Key: Hashable {
-        var label: String
-        var dimensions: [String]
+    /// A label and its dimensions as one string (cheaper to build and hash than arrays).
+    private typealias Key = String
+
+    private static func key(_ label: String, _ dimensions: [(String, String)]) -> Key {
+        var key = label
+        for (name, value) in dimensions {
+            key.append("\u{1}")
+            key.append(name)
+            key.append("\u{2}")
+            key.append(value)
+        }
+        return key
     }
 
     private struct Handlers {
@@ -111,7 +120,7 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> any CounterHandler {
-        let key = Key(label: label, dimensions: dimensions.flatMap { [$0.0, $0.1] })
+        let key = Self.key(label, dimensions)
         if let handler = self.handlers.withLock({ $0.counters[key] }) { return handler }
         let handler = self.factory.makeCounter(label: label, dimensions: dimensions)
         return self.handlers.withLock { handlers in
@@ -122,7 +131,7 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     }
 
     private func timer(_ label: String, _ dimensions: [(String, String)]) -> any TimerHandler {
-        let key = Key(label: label, dimensions: dimensions.flatMap { [$0.0, $0.1] })
+        let key = Self.key(label, dimensions)
         if let handler = self.handlers.withLock({ $0.timers[key] }) { return handler }
         let handler = self.factory.makeTimer(label: label, dimensions: dimensions)
         return self.handlers.withLock { handlers in
@@ -133,7 +142,7 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     }
 
     private func meter(_ label: String, _ dimensions: [(String, String)]) -> any MeterHandler {
-        let key = Key(label: label, dimensions: dimensions.flatMap { [$0.0, $0.1] })
+        let key = Self.key(label, dimensions)
         if let handler = self.handlers.withLock({ $0.meters[key] }) { return handler }
         let handler = self.factory.makeMeter(label: label, dimensions: dimensions)
         return self.handlers.withLock { handlers in

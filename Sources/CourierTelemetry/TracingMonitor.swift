@@ -54,11 +54,14 @@ public final class TracingMonitor: EventMonitor, Sendable {
         let span = self.tracer.startSpan(
             attempt.request.head.method.rawValue, context: parent ?? InstrumentationContext.current ?? .topLevel, ofKind: .client
         )
+        let recording = span.isRecording
         self.describe(span, attempt.request)
         let resends = attempt.attempt - 1 + attempt.hop
-        if resends > 0 { span.attributes["http.request.resend_count"] = resends }
+        if recording, resends > 0 { span.attributes["http.request.resend_count"] = resends }
         let joiners = self.state.withLock { state -> [any Span] in
             state.attempts[attempt.id] = span
+            // Joiners link to recorded spans only: a link to a span that is not kept leads nowhere.
+            guard recording else { return [] }
             state.network[attempt.id, default: []].append(span.context)
             return state.joiners[attempt.id] ?? []
         }
@@ -66,6 +69,8 @@ public final class TracingMonitor: EventMonitor, Sendable {
     }
 
     public func fieldsToSend(with attempt: AttemptEvent) -> HTTPFields {
+        // A span that is not recorded still propagates its context (a sampled-out trace stays
+        // sampled out downstream); a no-op tracer injects nothing.
         guard let span = self.state.withLock({ $0.attempts[attempt.id] }) else { return [:] }
         var fields = HTTPFields()
         self.tracer.inject(span.context, into: &fields, using: HTTPFieldsInjector())
@@ -74,6 +79,7 @@ public final class TracingMonitor: EventMonitor, Sendable {
 
     public func responseReceived(_ attempt: AttemptEvent, response: HTTPResponse, version: HTTPVersion) {
         guard let span = self.state.withLock({ $0.attempts.removeValue(forKey: attempt.id) }) else { return }
+        guard span.isRecording else { return span.end() }
         span.attributes["http.response.status_code"] = response.status.code
         if response.status.code >= 400 {
             span.attributes["error.type"] = String(response.status.code)
@@ -84,6 +90,7 @@ public final class TracingMonitor: EventMonitor, Sendable {
 
     public func attemptFailed(_ attempt: AttemptEvent, error: CourierError) {
         guard let span = self.state.withLock({ $0.attempts.removeValue(forKey: attempt.id) }) else { return }
+        guard span.isRecording else { return span.end() }
         span.attributes["error.type"] = MetricsMonitor.outcome(of: error)
         span.recordError(error)
         span.setStatus(SpanStatus(code: .error))
@@ -96,13 +103,13 @@ public final class TracingMonitor: EventMonitor, Sendable {
             state.joiners[sharing, default: []].append(span)
             return (span, state.network[sharing] ?? [])
         }
-        guard let span else { return }
+        guard let span, span.isRecording else { return }
         span.attributes["courier.deduplicated"] = true
         for context in network { span.addLink(SpanLink(context: context, attributes: [:])) }
     }
 
     public func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
-        guard let span = self.state.withLock({ $0.requests[request.id] }) else { return }
+        guard let span = self.state.withLock({ $0.requests[request.id] }), span.isRecording else { return }
         var attributes = SpanAttributes()
         attributes["courier.attempt"] = attempt
         attributes["courier.reason"] = reason
@@ -111,6 +118,7 @@ public final class TracingMonitor: EventMonitor, Sendable {
 
     public func requestFinished(_ request: RequestEvent, result: RequestResult) {
         guard let span = self.ended(request.id) else { return }
+        guard span.isRecording else { return span.end() }
         if let status = result.response?.status.code { span.attributes["http.response.status_code"] = status }
         span.attributes["courier.source"] = result.source.rawValue
         span.end()
@@ -126,6 +134,7 @@ public final class TracingMonitor: EventMonitor, Sendable {
 
     private func fail(_ request: RequestEvent, error: CourierError) {
         guard let span = self.ended(request.id) else { return }
+        guard span.isRecording else { return span.end() }
         if let status = error.status?.code { span.attributes["http.response.status_code"] = status }
         span.attributes["error.type"] = error.kind == .httpStatus ? String(error.status?.code ?? 0) : MetricsMonitor.outcome(of: error)
         span.recordError(error)

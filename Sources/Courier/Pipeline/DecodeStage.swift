@@ -22,7 +22,7 @@ struct DecodeStage: PipelineStage {
         let value = try exchange.endpoint.decoding.run(payload, outcome.response.head, self.decoder, reuse)
         outcome.value = value
         if self.events.isActive {
-            let type = String(describing: Swift.type(of: value))
+            let type = TypeNames.name(of: Swift.type(of: value))
             self.events.emit(exchange.request) { $0.decoded($1, as: type) }
         }
         return outcome
@@ -119,5 +119,19 @@ struct ConstrainedStage: PipelineStage {
             try await self.gate.admit(policy: self.policy)
         }
         return try await next(exchange)
+    }
+}
+
+/// Type names for the "decoded" event, worked out once per type (the runtime's name lookup is
+/// slow enough to matter on every request).
+enum TypeNames {
+    private static let names = Locked<[ObjectIdentifier: String]>([:])
+
+    static func name(of type: any Any.Type) -> String {
+        let key = ObjectIdentifier(type)
+        if let name = Self.names.withLock({ $0[key] }) { return name }
+        let name = String(describing: type)
+        Self.names.withLock { $0[key] = name }
+        return name
     }
 }
