@@ -5,28 +5,28 @@ import Testing
 
 /// Runs the built `courier` executable (next to the test bundle) and captures its output.
 func runCourier(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
-    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    var executable = directory.appendingPathComponent("courier")
-    if !FileManager.default.fileExists(atPath: executable.path) {
-        executable = ExternalServer.root.appendingPathComponent(".build/debug/courier")
-    }
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
+    let out = makePipe()
+    let err = makePipe()
+    let child = try ChildProcess(executable: courierExecutable().path, arguments: arguments, stdout: out.write, stderr: err.write)
+    close(out.write)
+    close(err.write)
     // Blocking reads happen on threads of their own, never on the pool the in-process test
     // servers need.
-    let stdoutHandle = out.fileHandleForReading
-    let stderrHandle = err.fileHandleForReading
-    async let stdoutData = onOwnThread { stdoutHandle.readDataToEndOfFile() }
-    async let stderrData = onOwnThread { stderrHandle.readDataToEndOfFile() }
+    let stdoutHandle = FileHandle(fileDescriptor: out.read, closeOnDealloc: true)
+    let stderrHandle = FileHandle(fileDescriptor: err.read, closeOnDealloc: true)
+    async let stdoutData = onOwnThread { readToEnd(stdoutHandle) }
+    async let stderrData = onOwnThread { readToEnd(stderrHandle) }
     let (stdout, stderr) = try await (stdoutData, stderrData)
-    while process.isRunning { try await Task.sleep(for: .milliseconds(10)) }
-    return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+    while child.isRunning { try await Task.sleep(for: .milliseconds(10)) }
+    return (child.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+}
+
+/// The built `courier` executable, next to the test bundle.
+func courierExecutable() -> URL {
+    let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    let executable = directory.appendingPathComponent("courier")
+    if FileManager.default.fileExists(atPath: executable.path) { return executable }
+    return ExternalServer.root.appendingPathComponent(".build/debug/courier")
 }
 
 @Suite("The courier executable")

@@ -309,27 +309,17 @@ struct OutboxCrashTests {
     /// Starts the built `courier` executable and, after `killAfter`, kills it with SIGKILL.
     /// Returns whether it ran to the end (exit status 0) before the kill.
     static func run(_ arguments: [String], killAfter: Duration?) async throws -> Bool {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        var executable = directory.appendingPathComponent("courier")
-        if !FileManager.default.fileExists(atPath: executable.path) {
-            executable = ExternalServer.root.appendingPathComponent(".build/debug/courier")
-        }
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let child = try ChildProcess(executable: courierExecutable().path, arguments: arguments)
         let started = ContinuousClock.now
-        while process.isRunning {
+        while child.isRunning {
             if let killAfter, ContinuousClock.now - started >= killAfter {
-                kill(process.processIdentifier, SIGKILL)
-                while process.isRunning { try await Task.sleep(for: .milliseconds(5)) }
+                child.kill(SIGKILL)
+                while child.isRunning { try await Task.sleep(for: .milliseconds(5)) }
                 return false
             }
             try await Task.sleep(for: .milliseconds(2))
         }
-        return process.terminationStatus == 0
+        return child.terminationStatus == 0
     }
 
     /// How many items the outbox file holds (read while no process has it open).

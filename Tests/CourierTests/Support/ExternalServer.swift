@@ -25,7 +25,7 @@ final class ExternalServer: @unchecked Sendable {
         process.arguments = ["python3", "-c", "import \(module)"]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
+        guard (try? launch(process)) != nil else { return false }
         for _ in 0..<1000 where process.isRunning {
             usleep(10_000)
         }
@@ -71,7 +71,7 @@ final class ExternalServer: @unchecked Sendable {
         self.process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         self.process.standardOutput = FileHandle.nullDevice
         self.process.standardError = FileHandle.nullDevice
-        try self.process.run()
+        try launch(self.process)
         // Up to a minute: a Python server that loads a large library starts slowly on a busy machine.
         for _ in 0..<1200 {
             if Self.accepts(port: self.port) { return }
@@ -115,8 +115,8 @@ final class ExternalServer: @unchecked Sendable {
         let output = Pipe()
         self.process.standardOutput = output
         self.process.standardError = FileHandle.nullDevice
-        try self.process.run()
-        let ready = output.fileHandleForReading.availableData
+        try launch(self.process)
+        let ready = readSome(output.fileHandleForReading)
         guard String(decoding: ready, as: UTF8.self).contains("ready") else {
             kill(self.process.processIdentifier, SIGKILL)
             throw ExternalServerError.didNotStart(pythonScript)

@@ -131,6 +131,17 @@ func withClient(
     try await server.stop()
 }
 
+/// A transport of the given kind for a cleartext test server, and how to shut it down.
+func makeTransport(_ kind: TransportKind) -> (transport: any Transport, shutdown: @Sendable () async throws -> Void) {
+    switch kind {
+    case .asyncHTTPClient:
+        let transport = AsyncHTTPClientTransport()
+        return (transport, { try await transport.shutdown() })
+    case .urlSession:
+        return (URLSessionTransport(), {})
+    }
+}
+
 /// Starts a clear-text HTTP/1.1 server with the standard routes, or the given handler.
 func http1Server(_ handler: @escaping TestServer.Handler = Routes.standard) async throws -> TestServer {
     try await TestServer.start(.http1, handler: handler)
@@ -256,4 +267,110 @@ func onOwnThread<Value: Sendable>(_ work: @escaping @Sendable () throws -> Value
         thread.stackSize = 1 << 20
         thread.start()
     }
+}
+
+/// Starts a child process, one launch at a time in the whole test run: Foundation's
+/// `Process.run()` is not safe to call from several threads at once on Linux (seen crashing in
+/// memcpy when the CLI, TLS and outbox crash tests started processes together).
+func launch(_ process: Process) throws {
+    processLaunch.lock()
+    defer { processLaunch.unlock() }
+    try process.run()
+}
+
+private let processLaunch = NSLock()
+
+/// Reads a pipe to its end with read(2), going on when a signal (a child's SIGCHLD) interrupts
+/// the call: FileHandle's reads trap on EINTR on Linux.
+func readToEnd(_ handle: FileHandle) -> Data {
+    var data = Data()
+    while true {
+        let chunk = readSome(handle)
+        if chunk.isEmpty { return data }
+        data.append(chunk)
+    }
+}
+
+/// One read(2) of a pipe (empty at its end), going on after EINTR.
+func readSome(_ handle: FileHandle) -> Data {
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+        if count >= 0 { return Data(buffer[0..<count]) }
+        if errno != EINTR { return Data() }
+    }
+}
+
+/// Writes all of `data` to a pipe with write(2), going on after EINTR.
+func writeAll(_ data: Data, to handle: FileHandle) {
+    var offset = 0
+    let bytes = [UInt8](data)
+    while offset < bytes.count {
+        let written = bytes[offset...].withUnsafeBytes { write(handle.fileDescriptor, $0.baseAddress, $0.count) }
+        if written > 0 {
+            offset += written
+        } else if written < 0, errno == EINTR {
+            continue
+        } else {
+            return
+        }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process started with posix_spawn(3), for the tests that run the `courier` executable.
+///
+/// Foundation's `Process.run()` crashed here (in memcpy, inside `run()`) when the suite had many
+/// descriptors open in parallel tests; this is the small part of it the tests need.
+final class ChildProcess: @unchecked Sendable {
+    // `status` is written only by `isRunning`, which callers poll from one task.
+    let pid: pid_t
+    private var status: Int32?
+
+    /// Starts `executable` with `arguments`; `stdout` and `stderr` are descriptors to give the
+    /// child (nil: /dev/null). Its standard input is /dev/null.
+    init(executable: String, arguments: [String], stdout: Int32? = nil, stderr: Int32? = nil) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let stdout { posix_spawn_file_actions_adddup2(&actions, stdout, 1) } else { posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0) }
+        if let stderr { posix_spawn_file_actions_adddup2(&actions, stderr, 2) } else { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
+        self.pid = pid
+    }
+
+    /// Whether the child still runs (reaps it when it has ended).
+    var isRunning: Bool {
+        if self.status != nil { return false }
+        var raw: Int32 = 0
+        let reaped = waitpid(self.pid, &raw, WNOHANG)
+        guard reaped == self.pid else { return true }
+        // WIFEXITED / WEXITSTATUS, spelled out (macros are not imported).
+        self.status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+        return false
+    }
+
+    /// The exit status once ended (128 + the signal for a killed child).
+    var terminationStatus: Int32 { self.status ?? -1 }
+
+    func kill(_ signal: Int32) {
+        _ = Glibc.kill(self.pid, signal)
+    }
+}
+
+/// A pipe whose ends are closed on exec (the child gets only the end handed to it, as 1 or 2).
+func makePipe() -> (read: Int32, write: Int32) {
+    var fds: [Int32] = [0, 0]
+    _ = pipe(&fds)
+    _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+    _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+    return (fds[0], fds[1])
 }

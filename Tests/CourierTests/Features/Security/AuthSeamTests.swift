@@ -120,6 +120,7 @@ struct AuthSeamTests {
     }
 
     func withAuth(
+        _ kind: TransportKind,
         token: OAuth2Token?,
         configuration: OAuth2Authenticator.Configuration = .init(),
         prepare: (SeamTokenServer) -> Void = { _ in },
@@ -129,7 +130,7 @@ struct AuthSeamTests {
         prepare(tokens)
         if let token { tokens.state.withLock { _ = $0.valid.insert(token.accessToken) } }
         let server = try await http1Server(tokens.respond)
-        let transport = AsyncHTTPClientTransport()
+        let (transport, shutdown) = makeTransport(kind)
         let store = RecordingCredentialStore(token)
         let auth = OAuth2Authenticator(
             tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "seams", clientSecret: "secret"),
@@ -145,12 +146,12 @@ struct AuthSeamTests {
             try await body(setup)
         } catch {
             tokens.state.withLock { $0.holdRefreshes = false }
-            try? await transport.shutdown()
+            try? await shutdown()
             try? await server.stop()
             throw error
         }
         tokens.state.withLock { $0.holdRefreshes = false }
-        try await transport.shutdown()
+        try await shutdown()
         try await server.stop()
     }
 
@@ -171,9 +172,9 @@ struct AuthSeamTests {
 
     // MARK: - 1. Waits end on cancellation and at the deadline
 
-    @Test
-    func anAlreadyCancelledRequestHeldWhileSignedOutEndsAndFreesItsSlot() async throws {
-        try await self.withAuth(token: nil, configuration: Self.holding) { setup in
+    @Test(arguments: TransportKind.allCases)
+    func anAlreadyCancelledRequestHeldWhileSignedOutEndsAndFreesItsSlot(_ kind: TransportKind) async throws {
+        try await self.withAuth(kind, token: nil, configuration: Self.holding) { setup in
             let (own, _) = Finish.start(preCancelled: true) { try await setup.client.send(Self.article("/api/own")) }
             let (shared, _) = Finish.start(preCancelled: true) { try await setup.client.send(Endpoint<Article>(path: "/api/shared")) }
             #expect(await eventually(seconds: Self.heldBack) { own.isDone && shared.isDone })
@@ -185,9 +186,9 @@ struct AuthSeamTests {
         }
     }
 
-    @Test
-    func aRequestHeldWhileSignedOutEndsWhenCancelled() async throws {
-        try await self.withAuth(token: nil, configuration: Self.holding) { setup in
+    @Test(arguments: TransportKind.allCases)
+    func aRequestHeldWhileSignedOutEndsWhenCancelled(_ kind: TransportKind) async throws {
+        try await self.withAuth(kind, token: nil, configuration: Self.holding) { setup in
             let (finish, task) = Finish.start { try await setup.client.send(Self.article("/api/held")) }
             #expect(await eventually { setup.client.traffic.inFlight == 1 })
             task.cancel()
@@ -198,9 +199,9 @@ struct AuthSeamTests {
         }
     }
 
-    @Test
-    func aRequestHeldWhileSignedOutEndsAtItsDeadline() async throws {
-        try await self.withAuth(token: nil, configuration: Self.holding) { setup in
+    @Test(arguments: TransportKind.allCases)
+    func aRequestHeldWhileSignedOutEndsAtItsDeadline(_ kind: TransportKind) async throws {
+        try await self.withAuth(kind, token: nil, configuration: Self.holding) { setup in
             let (finish, _) = Finish.start { try await setup.client.send(Self.article("/api/held", timeout: .milliseconds(300))) }
             #expect(await eventually(seconds: Self.heldBack) { finish.isDone })
             #expect(finish.error?.kind == .timeout)
@@ -208,9 +209,9 @@ struct AuthSeamTests {
         }
     }
 
-    @Test
-    func anAlreadyCancelledRequestDoesNotWaitForARefresh() async throws {
-        try await self.withAuth(token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
+    @Test(arguments: TransportKind.allCases)
+    func anAlreadyCancelledRequestDoesNotWaitForARefresh(_ kind: TransportKind) async throws {
+        try await self.withAuth(kind, token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
             let (finish, _) = Finish.start(preCancelled: true) { try await setup.client.send(Self.article("/api/a")) }
             #expect(await eventually(seconds: Self.heldBack) { finish.isDone })
             #expect(finish.error?.kind == .cancelled)
@@ -218,9 +219,9 @@ struct AuthSeamTests {
         }
     }
 
-    @Test
-    func aRequestWaitingForARefreshEndsWhenCancelledAndTheRefreshServesTheOthers() async throws {
-        try await self.withAuth(token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
+    @Test(arguments: TransportKind.allCases)
+    func aRequestWaitingForARefreshEndsWhenCancelledAndTheRefreshServesTheOthers(_ kind: TransportKind) async throws {
+        try await self.withAuth(kind, token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
             let (first, task) = Finish.start { try await setup.client.send(Self.article("/api/a")) }
             #expect(await eventually { setup.tokens.state.withLock { $0.refreshCalls } == 1 })
             let (second, _) = Finish.start { try await setup.client.send(Self.article("/api/b")) }
@@ -235,9 +236,9 @@ struct AuthSeamTests {
         }
     }
 
-    @Test
-    func aRequestWaitingForARefreshEndsAtItsDeadline() async throws {
-        try await self.withAuth(token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
+    @Test(arguments: TransportKind.allCases)
+    func aRequestWaitingForARefreshEndsAtItsDeadline(_ kind: TransportKind) async throws {
+        try await self.withAuth(kind, token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
             let (finish, _) = Finish.start { try await setup.client.send(Self.article("/api/a", timeout: .milliseconds(300))) }
             #expect(await eventually(seconds: Self.heldBack) { finish.isDone })
             #expect(finish.error?.kind == .timeout)
@@ -275,13 +276,13 @@ struct AuthSeamTests {
         return endpoint
     }
 
-    @Test
-    func anAlreadyCancelledRequestDoesNotWaitForAPrerequisite() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func anAlreadyCancelledRequestDoesNotWaitForAPrerequisite(_ kind: TransportKind) async throws {
         let prerequisite = HeldPrerequisite()
         let gate = prerequisite.gate()
         defer { prerequisite.release() }
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [gate] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [gate] }) { client in
             let (finish, _) = Finish.start(preCancelled: true) { try await client.send(Self.echo()) }
             #expect(await eventually(seconds: Self.heldBack) { finish.isDone })
             #expect(finish.error?.kind == .cancelled)
@@ -290,13 +291,13 @@ struct AuthSeamTests {
         }
     }
 
-    @Test
-    func aRequestWaitingForAPrerequisiteEndsWhenCancelledAndTheResultServesTheNext() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aRequestWaitingForAPrerequisiteEndsWhenCancelledAndTheResultServesTheNext(_ kind: TransportKind) async throws {
         let prerequisite = HeldPrerequisite()
         let gate = prerequisite.gate()
         defer { prerequisite.release() }
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [gate] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [gate] }) { client in
             let (finish, task) = Finish.start { try await client.send(Self.echo()) }
             #expect(await eventually { prerequisite.state.withLock { $0.started } == 1 })
             task.cancel()
@@ -309,13 +310,13 @@ struct AuthSeamTests {
         }
     }
 
-    @Test
-    func aRequestWaitingForAPrerequisiteEndsAtItsDeadline() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aRequestWaitingForAPrerequisiteEndsAtItsDeadline(_ kind: TransportKind) async throws {
         let prerequisite = HeldPrerequisite()
         let gate = prerequisite.gate()
         defer { prerequisite.release() }
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [gate] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [gate] }) { client in
             let (finish, _) = Finish.start { try await client.send(Self.echo(timeout: .milliseconds(300))) }
             #expect(await eventually(seconds: Self.heldBack) { finish.isDone })
             #expect(finish.error?.kind == .timeout)
@@ -325,9 +326,9 @@ struct AuthSeamTests {
 
     // MARK: - 2. A late refresh does not overwrite newer credentials
 
-    @Test(arguments: ["supply", "signIn"])
-    func aRefreshFinishingAfterNewCredentialsDoesNotReplaceThem(how: String) async throws {
-        try await self.withAuth(token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
+    @Test(arguments: TransportKind.allCases, ["supply", "signIn"])
+    func aRefreshFinishingAfterNewCredentialsDoesNotReplaceThem(_ kind: TransportKind, how: String) async throws {
+        try await self.withAuth(kind, token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
             let (waiting, _) = Finish.start { try await setup.client.send(Self.article("/api/a")) }
             #expect(await eventually { setup.tokens.state.withLock { $0.refreshCalls } == 1 })
             let expected: String
@@ -351,9 +352,9 @@ struct AuthSeamTests {
         }
     }
 
-    @Test
-    func aRefreshFinishingAfterSignOutDoesNotSignBackIn() async throws {
-        try await self.withAuth(token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
+    @Test(arguments: TransportKind.allCases)
+    func aRefreshFinishingAfterSignOutDoesNotSignBackIn(_ kind: TransportKind) async throws {
+        try await self.withAuth(kind, token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
             let (waiting, _) = Finish.start { try await setup.client.send(Self.article("/api/a")) }
             #expect(await eventually { setup.tokens.state.withLock { $0.refreshCalls } == 1 })
             try setup.auth.signOut()
@@ -368,9 +369,9 @@ struct AuthSeamTests {
         }
     }
 
-    @Test
-    func aRefusedRefreshFinishingAfterNewCredentialsDoesNotSignOut() async throws {
-        try await self.withAuth(token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true; $0.refreshFails = true } }) { setup in
+    @Test(arguments: TransportKind.allCases)
+    func aRefusedRefreshFinishingAfterNewCredentialsDoesNotSignOut(_ kind: TransportKind) async throws {
+        try await self.withAuth(kind, token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true; $0.refreshFails = true } }) { setup in
             let (waiting, _) = Finish.start { try await setup.client.send(Self.article("/api/a")) }
             #expect(await eventually { setup.tokens.state.withLock { $0.refreshCalls } == 1 })
             setup.tokens.state.withLock { _ = $0.valid.insert("supplied") }
@@ -385,10 +386,10 @@ struct AuthSeamTests {
 
     // MARK: - 3. Tokens shorter-lived than the refresh margin
 
-    @Test
-    func aTokenShorterLivedThanTheMarginIsUsedNotRefreshedInALoop() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aTokenShorterLivedThanTheMarginIsUsedNotRefreshedInALoop(_ kind: TransportKind) async throws {
         // 20-second tokens, the 30-second default margin.
-        try await self.withAuth(token: Self.expired, prepare: { $0.state.withLock { $0.lifetime = 20 } }) { setup in
+        try await self.withAuth(kind, token: Self.expired, prepare: { $0.state.withLock { $0.lifetime = 20 } }) { setup in
             for index in 0..<6 {
                 let article = try await setup.client.send(Self.article("/api/\(index)"))
                 #expect(article.title == "t-1")
@@ -398,14 +399,14 @@ struct AuthSeamTests {
         }
     }
 
-    @Test
-    func aSuppliedShortLivedTokenIsUsedAsIs() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aSuppliedShortLivedTokenIsUsedAsIs(_ kind: TransportKind) async throws {
         // A 2-minute token under a 10-minute margin: shorter-lived than the margin, with a minute
         // of slack for a loaded machine.
         let short = OAuth2Token(accessToken: "short", refreshToken: "r-short", expiresAt: Date().addingTimeInterval(120))
         var configuration = OAuth2Authenticator.Configuration()
         configuration.refreshMargin = .seconds(600)
-        try await self.withAuth(token: short, configuration: configuration) { setup in
+        try await self.withAuth(kind, token: short, configuration: configuration) { setup in
             for index in 0..<3 {
                 let article = try await setup.client.send(Self.article("/api/\(index)"))
                 #expect(article.title == "short")
@@ -416,13 +417,13 @@ struct AuthSeamTests {
 
     // MARK: - 4. Invalidation during the prerequisite's fetch
 
-    @Test
-    func invalidatingDuringTheFetchMakesTheNextRequestRunItAgain() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func invalidatingDuringTheFetchMakesTheNextRequestRunItAgain(_ kind: TransportKind) async throws {
         let prerequisite = HeldPrerequisite()
         let gate = prerequisite.gate()
         defer { prerequisite.release() }
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [gate] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [gate] }) { client in
             let (first, _) = Finish.start { try await client.send(Self.echo()) }
             #expect(await eventually { prerequisite.state.withLock { $0.started } == 1 })
             gate.invalidate()
@@ -440,13 +441,13 @@ struct AuthSeamTests {
 
     // MARK: - 5. A 401 from another origin
 
-    @Test
-    func anUnauthorizedFromAnotherOriginAfterARedirectIsReturnedWithoutARefresh() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func anUnauthorizedFromAnotherOriginAfterARedirectIsReturnedWithoutARefresh(_ kind: TransportKind) async throws {
         let other = try await http1Server { _ in
             .text("no", status: 401, headers: [("WWW-Authenticate", #"Bearer realm="elsewhere", error="invalid_token""#)])
         }
         let fresh = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600))
-        try await self.withAuth(token: fresh) { setup in
+        try await self.withAuth(kind, token: fresh) { setup in
             let target = other.baseURL.appendingPathComponent("private").absoluteString
             var endpoint = Endpoint<Void>(path: "/to", query: ["url": target], acceptedStatuses: 200..<500, decoding: .none)
             endpoint.deduplication = .disabled
@@ -467,8 +468,8 @@ struct AuthSeamTests {
 
     // MARK: - 6. Signed uploads
 
-    @Test(arguments: [false, true])
-    func anUploadOfDataIsSignedOverTheBytesSent(compressed: Bool) async throws {
+    @Test(arguments: TransportKind.allCases, [false, true])
+    func anUploadOfDataIsSignedOverTheBytesSent(_ kind: TransportKind, compressed: Bool) async throws {
         let key = SymmetricKey(data: Data("upload-signing-key".utf8))
         let verifier = SignatureVerifier(key: key, maxSkew: 60)
         let outcomes = Locked<[String]>([])
@@ -484,7 +485,7 @@ struct AuthSeamTests {
             }
         }
         let content = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [RequestSigner(key: key, keyID: "k1")] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key, keyID: "k1")] }) { client in
             var endpoint = Endpoint<Article>(method: .post, path: "/uploads", query: ["name": "blob"], body: .data(content, contentType: "application/octet-stream"))
             endpoint.compressesRequestBody = compressed
             let transfer = client.upload(endpoint)

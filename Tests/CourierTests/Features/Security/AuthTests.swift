@@ -65,6 +65,7 @@ final class OAuthServer: Sendable {
 @Suite("OAuth2: one refresh for many requests, stale-token retries, failure handling")
 struct OAuth2Tests {
     func setUp(
+        _ kind: TransportKind,
         token: OAuth2Token?,
         configuration: OAuth2Authenticator.Configuration = .init(),
         events: Locked<Int> = Locked(0),
@@ -73,7 +74,7 @@ struct OAuth2Tests {
         let oauth = OAuthServer()
         let server = try await http1Server(oauth.respond)
         if let token { oauth.state.withLock { $0.valid = [token.accessToken] } }
-        let transport = AsyncHTTPClientTransport()
+        let (transport, shutdown) = makeTransport(kind)
         let tokenClient = Client(configuration: .init(transport: transport))
         let auth = OAuth2Authenticator(
             tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
@@ -88,19 +89,19 @@ struct OAuth2Tests {
         do {
             try await body(client, auth, oauth, server)
         } catch {
-            try? await transport.shutdown()
+            try? await shutdown()
             try? await server.stop()
             throw error
         }
-        try await transport.shutdown()
+        try await shutdown()
         try await server.stop()
     }
 
     static let expired = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(-10))
 
-    @Test
-    func twoHundredRequestsWithAnExpiredTokenCauseExactlyOneRefresh() async throws {
-        try await self.setUp(token: Self.expired) { client, auth, oauth, _ in
+    @Test(arguments: TransportKind.allCases)
+    func twoHundredRequestsWithAnExpiredTokenCauseExactlyOneRefresh(_ kind: TransportKind) async throws {
+        try await self.setUp(kind, token: Self.expired) { client, auth, oauth, _ in
             let results = await withTaskGroup(of: Bool.self) { group in
                 for index in 0..<200 {
                     group.addTask { (try? await client.send(Endpoint<Article>(path: "/api/\(index)"))) != nil }
@@ -114,10 +115,10 @@ struct OAuth2Tests {
         }
     }
 
-    @Test
-    func lateUnauthorizedForAStaleTokenIsRetriedWithoutASecondRefresh() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func lateUnauthorizedForAStaleTokenIsRetriedWithoutASecondRefresh(_ kind: TransportKind) async throws {
         let fresh = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600))
-        try await self.setUp(token: fresh) { client, auth, oauth, server in
+        try await self.setUp(kind, token: fresh) { client, auth, oauth, server in
             let slow = client.start(Endpoint<Article>(path: "/slow/a"))
             #expect(await eventually { server.requests.contains { $0.path == "/slow/a" } })
             oauth.revokeAll()
@@ -130,10 +131,10 @@ struct OAuth2Tests {
         }
     }
 
-    @Test
-    func refreshFailureRaisesOneEventAndEveryRequestFailsTyped() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func refreshFailureRaisesOneEventAndEveryRequestFailsTyped(_ kind: TransportKind) async throws {
         let events = Locked(0)
-        try await self.setUp(token: Self.expired, events: events) { client, _, oauth, _ in
+        try await self.setUp(kind, token: Self.expired, events: events) { client, _, oauth, _ in
             oauth.state.withLock { $0.refreshFails = true }
             let errors = await withTaskGroup(of: CourierError?.self) { group in
                 for index in 0..<200 {
@@ -158,12 +159,12 @@ struct OAuth2Tests {
         }
     }
 
-    @Test
-    func heldRequestsContinueOnceNewCredentialsAreSupplied() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func heldRequestsContinueOnceNewCredentialsAreSupplied(_ kind: TransportKind) async throws {
         var configuration = OAuth2Authenticator.Configuration()
         configuration.holdWhenSignedOut = true
         let events = Locked(0)
-        try await self.setUp(token: Self.expired, configuration: configuration, events: events) { client, auth, oauth, server in
+        try await self.setUp(kind, token: Self.expired, configuration: configuration, events: events) { client, auth, oauth, server in
             oauth.state.withLock { $0.refreshFails = true }
             let handles = (0..<5).map { client.start(Endpoint<Article>(path: "/api/held-\($0)")) }
             #expect(await eventually { events.current == 1 })
@@ -178,11 +179,11 @@ struct OAuth2Tests {
         }
     }
 
-    @Test
-    func refreshCapStopsALoop() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func refreshCapStopsALoop(_ kind: TransportKind) async throws {
         var configuration = OAuth2Authenticator.Configuration()
         configuration.maxRefreshes = 2
-        try await self.setUp(token: OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600)), configuration: configuration) { client, _, oauth, _ in
+        try await self.setUp(kind, token: OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600)), configuration: configuration) { client, _, oauth, _ in
             oauth.state.withLock { $0.alwaysUnauthorized = true }
             for index in 0..<4 {
                 let response = try? await client.response(Endpoint<Void>(path: "/api/\(index)", acceptedStatuses: 200..<500, decoding: .none))
@@ -192,13 +193,13 @@ struct OAuth2Tests {
         }
     }
 
-    @Test
-    func passwordGrantSavesCredentialsInAnOwnerOnlyFile() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func passwordGrantSavesCredentialsInAnOwnerOnlyFile(_ kind: TransportKind) async throws {
         let oauth = OAuthServer()
         let server = try await http1Server(oauth.respond)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("courier-credentials-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: file) }
-        let transport = AsyncHTTPClientTransport()
+        let (transport, shutdown) = makeTransport(kind)
         let auth = OAuth2Authenticator(
             tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "public-app"),
             tokenClient: Client(configuration: .init(transport: transport)),
@@ -212,7 +213,7 @@ struct OAuth2Tests {
         #expect(try FileCredentialStore(url: file).load()?.accessToken == "t-1")
         let form = String(decoding: server.requests.last?.body ?? Data(), as: UTF8.self)
         #expect(form.contains("client_id=public-app"))
-        try await transport.shutdown()
+        try await shutdown()
         try await server.stop()
     }
 
@@ -229,8 +230,8 @@ struct OAuth2Tests {
 
 @Suite("Prerequisites, signing, redirects and secret hygiene")
 struct SecurityHygieneTests {
-    @Test
-    func prerequisiteRunsOnceForFiftyConcurrentRequestsAndAgainAfterInvalidation() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func prerequisiteRunsOnceForFiftyConcurrentRequestsAndAgainAfterInvalidation(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let fetches = Locked(0)
         let gate = PrerequisiteGate<String>(fetch: {
@@ -240,7 +241,7 @@ struct SecurityHygieneTests {
         }, apply: { crumb, request in
             request.head.headerFields[HTTPField.Name("X-Crumb")!] = crumb
         })
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [gate] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [gate] }) { client in
             try await withThrowingTaskGroup(of: Echo.self) { group in
                 for index in 0..<50 { group.addTask { try await client.send(Endpoint<Echo>(path: "/echo", query: ["i": "\(index)"])) } }
                 for try await echo in group { #expect(echo.headers["x-crumb"] == "crumb-1") }
@@ -253,8 +254,8 @@ struct SecurityHygieneTests {
         }
     }
 
-    @Test
-    func signedRequestsVerifyAndTamperedOnesAreRejected() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func signedRequestsVerifyAndTamperedOnesAreRejected(_ kind: TransportKind) async throws {
         let key = SymmetricKey(data: Data("signing-key".utf8))
         let verifier = SignatureVerifier(key: key, maxSkew: 60)
         let outcomes = Locked<[String]>([])
@@ -269,7 +270,7 @@ struct SecurityHygieneTests {
                 return .text("\(error)", status: 401)
             }
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [RequestSigner(key: key, keyID: "k1")] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key, keyID: "k1")] }) { client in
             let article = try await client.send(Endpoint<Article>(method: .post, path: "/orders", query: ["b": "2", "a": "1"], body: .json(["item": 7])))
             #expect(article.title == "verified")
             let recorded = try #require(server.requests.last)
@@ -295,13 +296,13 @@ struct SecurityHygieneTests {
         }
     }
 
-    @Test
-    func crossOriginRedirectCarriesNoAuthorizationCookieOrSignature() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func crossOriginRedirectCarriesNoAuthorizationCookieOrSignature(_ kind: TransportKind) async throws {
         let other = try await http1Server()
         let server = try await http1Server()
         let target = other.baseURL.appendingPathComponent("echo").absoluteString
         let key = SymmetricKey(data: Data("k".utf8))
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.middleware = [RequestSigner(key: key)] }) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key)] }) { client in
             let echo = try await client.send(Endpoint<Echo>(path: "/to", query: ["url": target], headers: [.authorization: "Bearer secret", .cookie: "sid=1"]))
             #expect(echo.headers["authorization"] == nil)
             #expect(echo.headers["cookie"] == nil)
@@ -312,10 +313,10 @@ struct SecurityHygieneTests {
         try await other.stop()
     }
 
-    @Test(arguments: ["bad\r\nInjected: yes", "line\nbreak", "nul\u{0}byte"])
-    func headerValuesWithControlCharactersAreRejectedBeforeSending(value: String) async throws {
+    @Test(arguments: TransportKind.allCases, ["bad\r\nInjected: yes", "line\nbreak", "nul\u{0}byte"])
+    func headerValuesWithControlCharactersAreRejectedBeforeSending(_ kind: TransportKind, value: String) async throws {
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo").header("X-Note", value)) }
             #expect(error?.kind == .invalidRequest)
             let nameError = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo").header("X-\r\nEvil", "v")) }
@@ -326,15 +327,15 @@ struct SecurityHygieneTests {
         }
     }
 
-    @Test
-    func secretsNeverAppearInCapturedLogs() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func secretsNeverAppearInCapturedLogs(_ kind: TransportKind) async throws {
         let oauth = OAuthServer()
         let server = try await http1Server(oauth.respond)
         oauth.state.withLock { $0.valid = ["super-secret-token"] }
         let handler = InMemoryLogHandler()
         var logger = Logger(label: "test") { _ in handler }
         logger.logLevel = .debug
-        let transport = AsyncHTTPClientTransport()
+        let (transport, shutdown) = makeTransport(kind)
         let auth = OAuth2Authenticator(
             tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "c", clientSecret: "client-secret-value"),
             tokenClient: Client(configuration: .init(transport: transport) { $0.logger = logger }),
@@ -354,7 +355,7 @@ struct SecurityHygieneTests {
         for secret in ["super-secret-token", "refresh-secret", "query-secret", "key-secret", "client-secret-value", "another-secret", "cookie-secret", "r-t-1", "body-secret"] {
             #expect(!text.contains(secret), "log output leaks \(secret)")
         }
-        try await transport.shutdown()
+        try await shutdown()
         try await server.stop()
     }
 }

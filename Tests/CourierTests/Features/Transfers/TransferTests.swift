@@ -17,13 +17,13 @@ func runTool(_ arguments: [String], input: Data) async throws -> Data {
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
         let writer = stdin.fileHandleForWriting
         Thread {
-            writer.write(input)
+            writeAll(input, to: writer)
             try? writer.close()
         }.start()
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
+        let output = readToEnd(stdout.fileHandleForReading)
         while process.isRunning { usleep(1000) }
         return output
     }
@@ -116,7 +116,7 @@ struct TransferTests {
         }
     }
 
-    @Test(arguments: [TransportKind.asyncHTTPClient])
+    @Test(arguments: TransportKind.allCases)
     func aDownloadIsStreamedToAFileWithProgress(_ kind: TransportKind) async throws {
         let origin = FileOrigin()
         let folder = try self.directory()
@@ -143,12 +143,12 @@ struct TransferTests {
         }
     }
 
-    @Test(arguments: ["../escape.bin", "a/b.bin", "..", ".", "", ".courier-x"])
-    func aDestinationOutsideTheDirectoryIsRefused(_ name: String) async throws {
+    @Test(arguments: TransportKind.allCases, ["../escape.bin", "a/b.bin", "..", ".", "", ".courier-x"])
+    func aDestinationOutsideTheDirectoryIsRefused(_ kind: TransportKind, _ name: String) async throws {
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server(FileOrigin().handle)
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let error = await expectCourierError { _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: name)).value }
             #expect(error?.kind == .invalidRequest)
             #expect(server.requests.isEmpty)
@@ -156,13 +156,13 @@ struct TransferTests {
         }
     }
 
-    @Test
-    func aDownloadCutMidBodyResumesWithRangeAndIfRange() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aDownloadCutMidBodyResumesWithRangeAndIfRange(_ kind: TransportKind) async throws {
         let origin = FileOrigin(cutFirstAfter: 400_000)
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server(origin.handle)
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let destination = DownloadDestination(directory: folder, fileName: "big.bin")
             let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
             let failure = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
@@ -187,13 +187,13 @@ struct TransferTests {
         }
     }
 
-    @Test(arguments: ["no range support", "validator changed"])
-    func aServerThatCannotResumeMakesTheDownloadRestartCleanly(_ situation: String) async throws {
+    @Test(arguments: TransportKind.allCases, ["no range support", "validator changed"])
+    func aServerThatCannotResumeMakesTheDownloadRestartCleanly(_ kind: TransportKind, _ situation: String) async throws {
         let origin = FileOrigin(rangesSupported: situation == "validator changed", cutFirstAfter: 400_000)
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server(origin.handle)
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let destination = DownloadDestination(directory: folder, fileName: "big.bin")
             let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
             _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
@@ -209,12 +209,12 @@ struct TransferTests {
         }
     }
 
-    @Test
-    func aCancelledDownloadKeepsItsPartialFileAndThrowsCancelled() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aCancelledDownloadKeepsItsPartialFileAndThrowsCancelled(_ kind: TransportKind) async throws {
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server(FileOrigin().handle)
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let transfer = client.download(Endpoint<Data>(path: "/slow-file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "slow.bin"))
             var reached = false
             for await progress in transfer.progress where progress.completedBytes >= 100_000 {
@@ -230,8 +230,8 @@ struct TransferTests {
         }
     }
 
-    @Test
-    func aFileIsUploadedStreamedWithProgressAndReplayedByARetry() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aFileIsUploadedStreamedWithProgressAndReplayedByARetry(_ kind: TransportKind) async throws {
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let content = payload(3_000_000, seed: 3)
@@ -241,7 +241,7 @@ struct TransferTests {
             _ = try await next(request)   // the first attempt's answer is thrown away
             return try await next(request)
         }
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let endpoint = Endpoint<String>(method: .post, path: "/upload", body: .body(try RequestBody.file(file, contentType: "application/octet-stream")), middleware: [retryOnce], decoding: .string)
             let transfer = client.upload(endpoint)
             let progress = self.lastProgress(transfer)
@@ -255,8 +255,8 @@ struct TransferTests {
         }
     }
 
-    @Test
-    func aMultipartFormArrivesByteForByte() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aMultipartFormArrivesByteForByte(_ kind: TransportKind) async throws {
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let fileContent = payload(200_000, seed: 5)
@@ -268,7 +268,7 @@ struct TransferTests {
         try form.addFile(name: "photo", url: file, contentType: "image/jpeg")
         let body = form.body()
         let server = try await http1Server(FileOrigin().handle)
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let response = try await client.send(Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string))
             let received = try #require(server.requests.first)
             let b = form.boundary
