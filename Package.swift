@@ -174,6 +174,13 @@ let package = Package(
             // empty component files would be the build's only warnings.
             swiftSettings: [.unsafeFlags(["-suppress-warnings"])]
         ),
+        // Messages generated from Examples/NewsProto/news.proto (the command is in the file), for the protobuf tests.
+        .target(
+            name: "NewsProto",
+            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Examples/NewsProto",
+            exclude: ["news.proto"]
+        ),
         .testTarget(
             name: "CourierTests",
             dependencies: [
@@ -186,6 +193,7 @@ let package = Package(
                 "CourierOutbox",
                 "CourierProtobuf",
                 "PetsAPI",
+                "NewsProto",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -197,8 +205,6 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
-            // The source of the generated Protobuf/news.pb.swift.
-            exclude: ["Protobuf/news.proto"],
             swiftSettings: swiftSettings
         ),
     ],

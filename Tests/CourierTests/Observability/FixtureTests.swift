@@ -61,6 +61,7 @@ struct FixtureTests {
         #expect(notFound?.status == .notFound)
     }
 
+    // Replay is a transport itself (no socket involved), so this runs once.
     @Test
     func strictReplayFailsNamingTheFileItLookedFor() async throws {
         let folder = Self.folder()
@@ -79,6 +80,7 @@ struct FixtureTests {
         #expect(notFound?.status == .notFound)
     }
 
+    // Replay is a transport itself (no socket involved), so this runs once.
     @Test
     func aCorruptFixtureIsAClearErrorNotACrash() async throws {
         let folder = Self.folder()

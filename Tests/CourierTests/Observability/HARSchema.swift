@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 /// A JSON Schema (draft-07 keywords) for the HTTP Archive format, version 1.2.
 ///
@@ -322,5 +323,18 @@ struct JSONSchemaValidator {
     /// Escapes a property name as a JSON Pointer (RFC 6901) reference token.
     private static func escape(_ name: String) -> String {
         name.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
+    }
+}
+
+/// The schema check itself: a minimal valid document passes, and a wrong type anywhere is named.
+@Suite("The HAR 1.2 schema check")
+struct HARSchemaTests {
+    @Test
+    func aMinimalDocumentPassesAndAWrongTypeIsNamedByItsPath() throws {
+        let valid = #"{"log":{"version":"1.2","creator":{"name":"x","version":"1"},"entries":[]}}"#
+        #expect(try HARSchema.validate(har: Data(valid.utf8)) == [])
+        let wrong = #"{"log":{"version":"1.2","creator":{"name":"x","version":1},"entries":[]}}"#
+        let violations = try HARSchema.validate(har: Data(wrong.utf8))
+        #expect(violations.contains { $0.contains("/log/creator/version") })
     }
 }

@@ -330,6 +330,8 @@ struct OutboxCrashTests {
         return try queue.read { db in (try? Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item")) ?? 0 }
     }
 
+    // AsyncHTTPClient only: the child is the `courier` executable, built on that transport (the
+    // outbox's behaviour on both transports is the suite above).
     @Test
     func aThousandPostsSurviveTwentyKillsAndAreAppliedExactlyOnce() async throws {
         let api = IdempotentServer()

@@ -3,6 +3,7 @@ import CourierProtobuf
 import CourierTestServer
 import Foundation
 import HTTPTypes
+import NewsProto
 import SwiftProtobuf
 import Testing
 

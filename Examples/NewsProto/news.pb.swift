@@ -9,7 +9,8 @@
 //   https://github.com/apple/swift-protobuf/
 
 /// The messages of the protobuf tests. Generated Swift: news.pb.swift next to this file,
-/// made with `protoc --swift_out=. news.proto` (protoc-gen-swift of swift-protobuf 1.39.0).
+/// made with `protoc --swift_opt=Visibility=Public --swift_out=. news.proto` (protoc 3.21,
+/// protoc-gen-swift of swift-protobuf 1.39.0, built with `swift build -c release --product protoc-gen-swift`).
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -28,40 +29,40 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
-nonisolated struct Courier_Tests_ArticleDraft: Sendable {
+public nonisolated struct Courier_Tests_ArticleDraft: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  var title: String = String()
+  public var title: String = String()
 
-  var tags: [String] = []
+  public var tags: [String] = []
 
-  var cover: Data = Data()
+  public var cover: Data = Data()
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 }
 
-nonisolated struct Courier_Tests_Article: Sendable {
+public nonisolated struct Courier_Tests_Article: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  var id: Int64 = 0
+  public var id: Int64 = 0
 
-  var title: String = String()
+  public var title: String = String()
 
-  var tags: [String] = []
+  public var tags: [String] = []
 
-  var coverSize: Int32 = 0
+  public var coverSize: Int32 = 0
 
-  var labels: Dictionary<String,String> = [:]
+  public var labels: Dictionary<String,String> = [:]
 
-  var unknownFields = SwiftProtobuf.UnknownStorage()
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
 
-  init() {}
+  public init() {}
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -69,10 +70,10 @@ nonisolated struct Courier_Tests_Article: Sendable {
 fileprivate nonisolated let _protobuf_package = "courier.tests"
 
 nonisolated extension Courier_Tests_ArticleDraft: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".ArticleDraft"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}title\0\u{1}tags\0\u{1}cover\0")
+  public static let protoMessageName: String = _protobuf_package + ".ArticleDraft"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}title\0\u{1}tags\0\u{1}cover\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -86,7 +87,7 @@ nonisolated extension Courier_Tests_ArticleDraft: SwiftProtobuf.Message, SwiftPr
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if !self.title.isEmpty {
       try visitor.visitSingularStringField(value: self.title, fieldNumber: 1)
     }
@@ -99,7 +100,7 @@ nonisolated extension Courier_Tests_ArticleDraft: SwiftProtobuf.Message, SwiftPr
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Courier_Tests_ArticleDraft, rhs: Courier_Tests_ArticleDraft) -> Bool {
+  public static func ==(lhs: Courier_Tests_ArticleDraft, rhs: Courier_Tests_ArticleDraft) -> Bool {
     if lhs.title != rhs.title {return false}
     if lhs.tags != rhs.tags {return false}
     if lhs.cover != rhs.cover {return false}
@@ -109,10 +110,10 @@ nonisolated extension Courier_Tests_ArticleDraft: SwiftProtobuf.Message, SwiftPr
 }
 
 nonisolated extension Courier_Tests_Article: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
-  static let protoMessageName: String = _protobuf_package + ".Article"
-  static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}title\0\u{1}tags\0\u{3}cover_size\0\u{1}labels\0")
+  public static let protoMessageName: String = _protobuf_package + ".Article"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}title\0\u{1}tags\0\u{3}cover_size\0\u{1}labels\0")
 
-  mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
       // The use of inline closures is to circumvent an issue where the compiler
       // allocates stack space for every case branch when no optimizations are
@@ -128,7 +129,7 @@ nonisolated extension Courier_Tests_Article: SwiftProtobuf.Message, SwiftProtobu
     }
   }
 
-  func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
     if self.id != 0 {
       try visitor.visitSingularInt64Field(value: self.id, fieldNumber: 1)
     }
@@ -147,7 +148,7 @@ nonisolated extension Courier_Tests_Article: SwiftProtobuf.Message, SwiftProtobu
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  static func ==(lhs: Courier_Tests_Article, rhs: Courier_Tests_Article) -> Bool {
+  public static func ==(lhs: Courier_Tests_Article, rhs: Courier_Tests_Article) -> Bool {
     if lhs.id != rhs.id {return false}
     if lhs.title != rhs.title {return false}
     if lhs.tags != rhs.tags {return false}
