@@ -42,20 +42,13 @@ struct OutboxBenchmark {
             let directStart = ContinuousClock.now
             for _ in 0..<self.items { _ = try await client.send(endpoint) }
             let directTime = ContinuousClock.now - directStart
-            enqueueRates.append(Double(self.items) / enqueueTime.benchmarkSeconds)
-            outboxMicros.append(deliverTime.benchmarkSeconds * 1e6 / Double(self.items))
-            directMicros.append(directTime.benchmarkSeconds * 1e6 / Double(self.items))
+            enqueueRates.append(Double(self.items) / enqueueTime.inSeconds)
+            outboxMicros.append(deliverTime.inSeconds * 1e6 / Double(self.items))
+            directMicros.append(directTime.inSeconds * 1e6 / Double(self.items))
         }
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         print("durable enqueue: \(String(format: "%.0f", median(enqueueRates))) items/s (one transaction each, synchronous=FULL)")
         print("delivery: \(String(format: "%.0f", median(outboxMicros))) µs per item through the outbox, \(String(format: "%.0f", median(directMicros))) µs per direct send: \(String(format: "%.2f", median(outboxMicros) / median(directMicros)))×")
         try await transport.shutdown()
-    }
-}
-
-extension Duration {
-    var benchmarkSeconds: Double {
-        let (seconds, attoseconds) = self.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

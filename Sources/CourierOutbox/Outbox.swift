@@ -81,7 +81,7 @@ public final class Outbox: Sendable {
     public init(path: String, client: Client, configuration: Configuration = Configuration()) throws(OutboxError) {
         self.configuration = configuration
         self.client = client
-        self.store = try OutboxStore(path: path, busyTimeout: configuration.busyTimeout.seconds, pragmas: configuration.pragmas)
+        self.store = try OutboxStore(path: path, busyTimeout: configuration.busyTimeout.inSeconds, pragmas: configuration.pragmas)
         if configuration.prunesOnOpen { _ = try self.prune() }
     }
 
@@ -96,6 +96,11 @@ public final class Outbox: Sendable {
     public func enqueue<Value: Sendable>(
         _ endpoint: Endpoint<Value>, queue: String = "default", reference: String? = nil, maxAttempts: Int? = nil, expiresAfter: Duration? = nil
     ) throws(OutboxError) -> OutboxItemID {
+        // The logical request is stored and sent again later as it is: a wire protocol that boxes
+        // each attempt (a JSON-RPC id) cannot be replayed that way.
+        guard self.client.sendsAsREST(endpoint) else {
+            throw OutboxError(.invalidRequest, "the outbox stores REST requests; \(endpoint.name) uses a wire protocol that boxes each call")
+        }
         let request: Request
         do {
             request = try self.client.logicalRequest(for: endpoint)
@@ -113,7 +118,7 @@ public final class Outbox: Sendable {
         let id = try self.store.insert(.init(
             queue: queue, reference: reference, name: request.name, method: request.head.method.rawValue, url: request.urlString,
             headers: headers, body: body, idempotencyKey: UUID().uuidString, maxAttempts: max(1, maxAttempts ?? self.configuration.maxAttempts),
-            createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.seconds) }
+            createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.inSeconds) }
         ))
         self.wakeup.signal()
         return id
@@ -159,8 +164,8 @@ public final class Outbox: Sendable {
     public func prune() throws(OutboxError) -> Int {
         let now = Date()
         return try self.store.prune(
-            deliveredBefore: now.addingTimeInterval(-self.configuration.deliveredRetention.seconds),
-            deadBefore: now.addingTimeInterval(-self.configuration.deadRetention.seconds)
+            deliveredBefore: now.addingTimeInterval(-self.configuration.deliveredRetention.inSeconds),
+            deadBefore: now.addingTimeInterval(-self.configuration.deadRetention.inSeconds)
         )
     }
 
@@ -231,7 +236,7 @@ public final class Outbox: Sendable {
         guard let batching = self.configuration.batches[queue], head.attempts == 0 else { return head.nextAttemptAt }
         let bytes = items.reduce(0) { $0 + ($1.body?.count ?? 0) }
         if items.count >= batching.maxCount || bytes >= batching.maxBytes { return head.nextAttemptAt }
-        return max(head.nextAttemptAt, head.createdAt.addingTimeInterval(batching.maxAge.seconds))
+        return max(head.nextAttemptAt, head.createdAt.addingTimeInterval(batching.maxAge.inSeconds))
     }
 
     private func deliverHead(queue: String, items: [OutboxStore.StoredRequest]) async {
@@ -308,7 +313,7 @@ public final class Outbox: Sendable {
             if failure.kind == .cancelled {
                 // The client cancelled it (`cancelAll`, a shutdown): not the item's failure. It
                 // stays in line, after a pause so a shut-down client is not asked in a loop.
-                self.finish(ids, state: .pending, error: failure.message, result: nil, retryAt: Date().addingTimeInterval(self.configuration.baseDelay.seconds))
+                self.finish(ids, state: .pending, error: failure.message, result: nil, retryAt: Date().addingTimeInterval(self.configuration.baseDelay.inSeconds))
             } else if failure.kind == .invalidRequest {
                 self.finish(ids, state: .dead, error: failure.description, result: nil, retryAt: nil)
             } else {
@@ -322,7 +327,7 @@ public final class Outbox: Sendable {
             self.finish(ids, state: .dead, error: "\(error) (after \(attempts) attempts)", result: result, retryAt: nil)
             return
         }
-        self.finish(ids, state: .pending, error: error, result: nil, retryAt: Date().addingTimeInterval(self.delay(attempt: attempts, retryAfter: retryAfter).seconds))
+        self.finish(ids, state: .pending, error: error, result: nil, retryAt: Date().addingTimeInterval(self.delay(attempt: attempts, retryAfter: retryAfter).inSeconds))
     }
 
     /// The wait before the next attempt: the server's `Retry-After` (seconds or a date), else
@@ -332,7 +337,8 @@ public final class Outbox: Sendable {
         if let retryAfter {
             let text = retryAfter.trimmingCharacters(in: .whitespaces)
             if let seconds = UInt64(text) { return min(.seconds(Int64(min(seconds, 1 << 32))), cap) }
-            if let date = HTTPDate.parse(text) { return min(.milliseconds(Int64(max(0, date.timeIntervalSinceNow) * 1000)), cap) }
+            // Clamped before converting: a date centuries away must not overflow the conversion.
+            if let date = HTTPDate.parse(text) { return .milliseconds(Int64(min(max(0, date.timeIntervalSinceNow), cap.inSeconds) * 1000)) }
         }
         let exponent = min(max(0, attempt - 1), 20)
         let base = self.configuration.baseDelay * (1 << exponent)
@@ -358,7 +364,8 @@ public final class Outbox: Sendable {
             body: body.map { .data($0, contentType: fields[.contentType] ?? "application/octet-stream") },
             acceptedStatuses: 100..<600, decoding: .data
         )
-        endpoint.name = name
+        // Sent as stored, whatever wire protocol the client applies by default.
+        endpoint.wire = RESTProtocol()
         return endpoint
     }
 }
@@ -461,13 +468,6 @@ final class Wakeup: Sendable {
         }
         // A waiter that was signalled or resumed above left no mark; one that never parked did.
         _ = self.state.withLock { $0.abandoned.remove(key) }
-    }
-}
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = self.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }
 

@@ -120,35 +120,28 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     }
 
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> any CounterHandler {
-        let key = Self.key(label, dimensions)
-        if let handler = self.handlers.withLock({ $0.counters[key] }) { return handler }
-        let handler = self.factory.makeCounter(label: label, dimensions: dimensions)
-        return self.handlers.withLock { handlers in
-            if let existing = handlers.counters[key] { return existing }
-            handlers.counters[key] = handler
-            return handler
-        }
+        self.handler(\.counters, label, dimensions) { self.factory.makeCounter(label: label, dimensions: dimensions) }
     }
 
     private func timer(_ label: String, _ dimensions: [(String, String)]) -> any TimerHandler {
-        let key = Self.key(label, dimensions)
-        if let handler = self.handlers.withLock({ $0.timers[key] }) { return handler }
-        let handler = self.factory.makeTimer(label: label, dimensions: dimensions)
-        return self.handlers.withLock { handlers in
-            if let existing = handlers.timers[key] { return existing }
-            handlers.timers[key] = handler
-            return handler
-        }
+        self.handler(\.timers, label, dimensions) { self.factory.makeTimer(label: label, dimensions: dimensions) }
     }
 
     private func meter(_ label: String, _ dimensions: [(String, String)]) -> any MeterHandler {
+        self.handler(\.meters, label, dimensions) { self.factory.makeMeter(label: label, dimensions: dimensions) }
+    }
+
+    /// The handler for a label and dimensions, made by `make` the first time.
+    private func handler<Handler>(
+        _ table: WritableKeyPath<Handlers, [Key: Handler]>, _ label: String, _ dimensions: [(String, String)], make: () -> Handler
+    ) -> Handler {
         let key = Self.key(label, dimensions)
-        if let handler = self.handlers.withLock({ $0.meters[key] }) { return handler }
-        let handler = self.factory.makeMeter(label: label, dimensions: dimensions)
+        if let handler = self.handlers.withLock({ $0[keyPath: table][key] }) { return handler }
+        let made = make()
         return self.handlers.withLock { handlers in
-            if let existing = handlers.meters[key] { return existing }
-            handlers.meters[key] = handler
-            return handler
+            if let existing = handlers[keyPath: table][key] { return existing }
+            handlers[keyPath: table][key] = made
+            return made
         }
     }
 

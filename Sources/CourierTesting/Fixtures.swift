@@ -140,6 +140,10 @@ public final class FixtureTransport: Transport, ReadsLogicalRequests {
         } catch {
             throw CourierError(.invalidRequest, "the fixture \(file.path) is not a recorded exchange: \(error)")
         }
+        // HTTPResponse.Status traps outside 0...999: an edited file is an error, not a crash.
+        guard (100...999).contains(exchange.status) else {
+            throw CourierError(.invalidRequest, "the fixture \(file.path) has the status \(exchange.status), not an HTTP status")
+        }
         if let body = request.body { _ = try await body.claimCollected() }
         var fields = HTTPFields()
         for field in exchange.responseHeaders {

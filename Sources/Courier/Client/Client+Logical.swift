@@ -6,4 +6,9 @@ extension Client {
     package func logicalRequest<Value: Sendable>(for endpoint: Endpoint<Value>) throws -> Request {
         try RequestBuilder.build(endpoint.erased, parts: self.parts)
     }
+
+    /// Whether the endpoint goes on the wire as built (REST), with no wire protocol boxing each call.
+    package func sendsAsREST<Value: Sendable>(_ endpoint: Endpoint<Value>) -> Bool {
+        RequestBuilder.wireIdentity(of: endpoint.erased, configuration: self.configuration).isEmpty
+    }
 }

@@ -207,16 +207,6 @@ struct HAR: Codable, Sendable {
         var postData: PostData?
         var headersSize: Int
         var bodySize: Int
-
-        init(method: String, url: String, httpVersion: String, headers: [Pair], queryString: [Pair], headersSize: Int, bodySize: Int) {
-            self.method = method
-            self.url = url
-            self.httpVersion = httpVersion
-            self.headers = headers
-            self.queryString = queryString
-            self.headersSize = headersSize
-            self.bodySize = bodySize
-        }
     }
 
     struct PostData: Codable, Sendable {
@@ -234,17 +224,6 @@ struct HAR: Codable, Sendable {
         var redirectURL: String
         var headersSize: Int
         var bodySize: Int
-
-        init(status: Int, statusText: String, httpVersion: String, headers: [Pair], content: Content, redirectURL: String, headersSize: Int, bodySize: Int) {
-            self.status = status
-            self.statusText = statusText
-            self.httpVersion = httpVersion
-            self.headers = headers
-            self.content = content
-            self.redirectURL = redirectURL
-            self.headersSize = headersSize
-            self.bodySize = bodySize
-        }
     }
 
     struct Content: Codable, Sendable {

@@ -97,5 +97,11 @@ struct FixtureTests {
         let corrupt = await expectCourierError { _ = try await client.send(endpoint) }
         #expect(corrupt?.kind == .invalidRequest)
         #expect(corrupt?.message.contains("is not a recorded exchange") == true)
+        // A status HTTP has no room for (an edited file) is an error, not a trap.
+        let hostile = #"{"endpoint":"article","method":"GET","url":"/articles/1","requestHeaders":[],"status":5000,"responseHeaders":[],"body":"{}"}"#
+        try Data(hostile.utf8).write(to: URL(fileURLWithPath: path))
+        let badStatus = await expectCourierError { _ = try await client.send(endpoint) }
+        #expect(badStatus?.kind == .invalidRequest)
+        #expect(badStatus?.message.contains("has the status 5000") == true)
     }
 }

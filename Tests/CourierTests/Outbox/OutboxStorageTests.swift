@@ -110,4 +110,36 @@ struct OutboxStorageTests {
         let columns = try outbox.store.pool.read { db in try db.columns(in: "item").map(\.name) }
         #expect(columns.contains("batch"))
     }
+
+    @Test
+    func aCallAWireProtocolBoxesIsRefusedAndARESTOneIsSentAsStored() async throws {
+        // The outbox replays the stored logical request; a JSON-RPC call needs a fresh envelope
+        // (and id) per attempt, so it is refused with a clear error instead of sent unboxed.
+        let stub = StubTransport { _ in .json(#"{"ok":true}"#) }
+        let client = Client(configuration: .init(transport: stub) {
+            $0.debugOptions = .off
+            $0.defaultWireProtocol = JSONRPCProtocol()
+        })
+        let outbox = try Outbox(path: OutboxTests.databasePath(), client: client)
+        let refused = #expect(throws: OutboxError.self) { try outbox.enqueue(Self.post()) }
+        #expect(refused?.kind == .invalidRequest)
+        var rest = Self.post()
+        rest.wire = RESTProtocol()
+        let id = try outbox.enqueue(rest)
+        await outbox.deliverAll()
+        #expect(try outbox.item(id)?.state == .delivered)
+        // Delivered as stored: not wrapped in an envelope by the client's default protocol.
+        #expect(stub.requests.first?.body?.bytes == Data(#"{"x":1}"#.utf8))
+    }
+
+    @Test
+    func aRetryAfterDateCenturiesAwayIsCappedNotATrap() throws {
+        var configuration = Outbox.Configuration()
+        configuration.maxDelay = .seconds(300)
+        let outbox = try Outbox(path: OutboxTests.databasePath(), client: Self.client, configuration: configuration)
+        #expect(outbox.delay(attempt: 1, retryAfter: "Fri, 31 Dec 9999 23:59:59 GMT") == .seconds(300))
+        #expect(outbox.delay(attempt: 1, retryAfter: "18446744073709551615") == .seconds(300))
+        #expect(outbox.delay(attempt: 1, retryAfter: "7") == .seconds(7))
+        #expect(outbox.delay(attempt: 60, retryAfter: "-5") <= .seconds(300))
+    }
 }
