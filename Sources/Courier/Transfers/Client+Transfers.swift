@@ -36,11 +36,17 @@ extension Client {
     /// The bytes go to a hidden partial file beside the destination, which is renamed into place
     /// only when the body is complete, so a partial file never sits at the final path. When a
     /// download fails or is cancelled, the partial file and the response's validator (a strong
-    /// `ETag`, else `Last-Modified`) are kept; the next `download` of the same URL to the same
-    /// destination with `resume` asks for the rest with `Range` and `If-Range`. A server that
-    /// ignores the range, or whose resource changed, answers with the whole body, and the
-    /// download restarts cleanly from zero. It goes through the same stages as ``send(_:)``
-    /// (constrained mode, scheduling, middleware, retries, redirects), without cache or sharing.
+    /// `ETag`, else a `Last-Modified` at least 60 seconds older than the response's `Date`) are
+    /// kept; the next `download` of the same URL to the same destination with `resume` asks for
+    /// the rest with `Range` and `If-Range`. A server that ignores the range, answers with
+    /// another range, or whose resource changed, answers with the whole body or a range that
+    /// does not fit, and the download restarts cleanly from zero; a partial file that already
+    /// holds the whole body (the server answers 416 with the partial file's length) is completed
+    /// without another request. The partial file is locked for the whole download: a second
+    /// download to the same destination, in this process or another, fails at once with kind
+    /// `invalidRequest` instead of writing into it. It goes through the same stages as
+    /// ``send(_:)`` (constrained mode, scheduling, middleware, retries, redirects), without cache
+    /// or sharing.
     public func download<Value>(_ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool = true) -> TransferTask<DownloadResult> {
         let reporter = ProgressReporter()
         let task = Task { () async throws -> DownloadResult in
@@ -57,18 +63,20 @@ extension Client {
     private func performDownload<Value>(_ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool, reporter: ProgressReporter) async throws -> DownloadResult {
         let target = try destination.validated()
         let directory = target.deletingLastPathComponent()
-        let partial = directory.appendingPathComponent(".courier-\(destination.fileName).partial")
+        let partialURL = directory.appendingPathComponent(".courier-\(destination.fileName).partial")
         let record = directory.appendingPathComponent(".courier-\(destination.fileName).partial.json")
         let description = endpoint.erased(decoding: .streamed, acceptedStatuses: 200..<300)
         let urlString = try RequestBuilder.build(description, parts: self.parts).urlString
+        // Held until this function returns: no other download writes into this partial file.
+        let partial = try PartialFile.lock(partialURL, destination: target)
+        defer { partial.close() }
         var offset: Int64 = 0
         var validator: String?
-        if resume, let state = PartialDownload.load(record), state.url == urlString,
-           let size = (try? FileManager.default.attributesOfItem(atPath: partial.path))?[.size] as? NSNumber, size.int64Value > 0 {
-            offset = size.int64Value
+        let size = try partial.size()
+        if resume, size > 0, let state = PartialDownload.load(record), state.url == urlString {
+            offset = size
             validator = state.validator
         } else {
-            try? FileManager.default.removeItem(at: partial)
             try? FileManager.default.removeItem(at: record)
         }
         let start = ContinuousClock.now
@@ -85,24 +93,34 @@ extension Client {
                         request.head.headerFields[.ifRange] = ifRange
                     }
                 }
-            } catch let error as CourierError where error.status?.code == 416 && rangeStart > 0 {
-                // The range is not satisfiable (the partial file is complete, or the resource
-                // shrank): start again from zero rather than failing the same way forever.
+            } catch let error as CourierError where error.status?.code == 416 && rangeStart > 0 && ifRange != nil {
+                // A server evaluates If-Range before Range (RFC 9110 §13.2.2), so a 416 means the
+                // validator still matched; when its unsatisfied range states exactly the partial
+                // file's length (§14.4), the file already holds the whole body.
+                if let length = error.headers?[.contentRange].flatMap(ContentRangeHeader.unsatisfiedLength), Int64(length) == rangeStart {
+                    reporter.start(completed: rangeStart, expected: rangeStart)
+                    try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
+                    try? FileManager.default.removeItem(at: record)
+                    return DownloadResult(url: target, byteCount: rangeStart, resumedFrom: rangeStart, status: .rangeNotSatisfiable, headers: error.headers ?? HTTPFields())
+                }
+                // Not satisfiable otherwise (the resource shrank): start again from zero rather
+                // than failing the same way forever.
                 offset = 0
                 validator = nil
-                try? FileManager.default.removeItem(at: partial)
                 try? FileManager.default.removeItem(at: record)
                 continue
             }
             let raw = outcome.response
             var total: Int64?
             if raw.status.code == 206 {
-                guard offset > 0, let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""), Int64(range.range.lowerBound) == offset else {
-                    // A range we did not ask for: start again from zero without one.
+                let answered = PartialDownload.validator(of: raw.head.headerFields)
+                guard offset > 0, let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""), Int64(range.range.lowerBound) == offset,
+                      answered == nil || answered == validator else {
+                    // A range we did not ask for, or of another version: start again from zero
+                    // without one.
                     raw.body.byteStream.cancel()
                     offset = 0
                     validator = nil
-                    try? FileManager.default.removeItem(at: partial)
                     continue
                 }
                 total = range.completeLength.map(Int64.init)
@@ -118,11 +136,11 @@ extension Client {
             }
             let written: Int64
             do {
-                written = try await Self.write(raw.body, to: partial, at: offset, reporter: reporter, expected: total)
+                written = try await partial.write(raw.body, from: offset, reporter: reporter, expected: total)
                 if let total, written != total {
                     throw CourierError(.transport, "the download ended after \(written) of \(total) bytes; it can be resumed")
                 }
-                try Self.moveIntoPlace(partial, to: target, overwrite: destination.overwrite)
+                try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
             } catch {
                 let failure = CourierError.wrap(error)
                 outcome.request.map { self.parts.events.failed($0, failure: failure, start: start, record: outcome.record ?? ExchangeRecord()) }
@@ -139,33 +157,6 @@ extension Client {
             return DownloadResult(url: target, byteCount: written, resumedFrom: offset, status: raw.status, headers: raw.head.headerFields)
         }
         throw CourierError(.transport, "the server answered the range request with a range that was not asked for")
-    }
-
-    /// Streams a body into the partial file from `offset` (truncating anything after it); returns the file's size.
-    private static func write(_ body: ResponseBody, to file: URL, at offset: Int64, reporter: ProgressReporter, expected: Int64?) async throws -> Int64 {
-        if offset == 0 || !FileManager.default.fileExists(atPath: file.path) {
-            guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
-                throw CourierError.invalidRequest("cannot create \(file.path)")
-            }
-        }
-        let handle = try FileHandle(forWritingTo: file)
-        defer { try? handle.close() }
-        // Only a resumed download truncates: on ext4, a file truncated to zero and rewritten is
-        // flushed to disk on close (the "replace by truncate" heuristic), which halves throughput.
-        if offset > 0 {
-            try handle.truncate(atOffset: UInt64(offset))
-            try handle.seek(toOffset: UInt64(offset))
-        }
-        reporter.start(completed: offset, expected: expected)
-        var written = offset
-        for try await chunk in body {
-            try Task.checkCancellation()
-            try handle.write(contentsOf: chunk)
-            written += Int64(chunk.count)
-            reporter.add(chunk.count)
-        }
-        try Task.checkCancellation()
-        return written
     }
 
     /// Renames the complete file into place: atomically replacing, or only when nothing is there.
@@ -198,9 +189,84 @@ struct PartialDownload: Codable {
         try OwnerOnlyFile.write(try JSONEncoder().encode(self), to: file)
     }
 
-    /// The validator `If-Range` may carry: a strong ETag, else Last-Modified (RFC 9110 §13.1.5).
+    /// The validator `If-Range` may carry: a strong ETag, else a Last-Modified date that is
+    /// strong, which for a client means at least 60 seconds before the response's `Date`
+    /// (RFC 9110 §13.1.5: a client MUST NOT send a weak validator or a date that is not strong
+    /// in If-Range; §8.8.2.2); `nil` when there is none, and the download cannot resume.
     static func validator(of headers: HTTPFields) -> String? {
-        if let etag = headers[.eTag], !etag.hasPrefix("W/") { return etag }
-        return headers[.lastModified]
+        if let etag = headers[.eTag] { return etag.hasPrefix("W/") ? nil : etag }
+        guard let text = headers[.lastModified], let modified = HTTPDate.parse(text),
+              let sent = headers[.date].flatMap(HTTPDate.parse), sent.timeIntervalSince(modified) >= 60 else { return nil }
+        return text
+    }
+}
+
+/// The partial file of a download, open and locked (`flock`) while the download runs, so that
+/// two downloads to one destination, in one process or two, never write into the same file.
+final class PartialFile {
+    private let handle: FileHandle
+
+    private init(handle: FileHandle) {
+        self.handle = handle
+    }
+
+    /// Opens (creating) and locks the partial file at `url`; throws kind `invalidRequest` when
+    /// another download holds it.
+    static func lock(_ url: URL, destination: URL) throws -> PartialFile {
+        for _ in 0..<3 {
+            let descriptor = open(url.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else {
+                throw CourierError.invalidRequest("cannot create \(url.path): \(String(cString: strerror(errno)))")
+            }
+            let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+                let code = errno
+                try? handle.close()
+                if code == EWOULDBLOCK {
+                    throw CourierError.invalidRequest("another download to \(destination.path) is in progress")
+                }
+                throw CourierError.invalidRequest("cannot lock \(url.path): \(String(cString: strerror(code)))")
+            }
+            // Between open and flock the file may have been renamed into place by the download
+            // that held it: keep the lock only if it is still the file at the path.
+            var opened = stat(), current = stat()
+            if fstat(descriptor, &opened) == 0, stat(url.path, &current) == 0, opened.st_dev == current.st_dev, opened.st_ino == current.st_ino {
+                return PartialFile(handle: handle)
+            }
+            try? handle.close()
+        }
+        throw CourierError.invalidRequest("another download to \(destination.path) is in progress")
+    }
+
+    /// The file's size in bytes.
+    func size() throws -> Int64 {
+        Int64(try self.handle.seekToEnd())
+    }
+
+    /// Streams a body into the file from `offset`, dropping anything after it; returns the
+    /// file's size.
+    func write(_ body: ResponseBody, from offset: Int64, reporter: ProgressReporter, expected: Int64?) async throws -> Int64 {
+        // Truncated only when something is there to drop: on ext4, a file truncated to zero and
+        // rewritten is flushed to disk on close (the "replace by truncate" heuristic), which
+        // halves throughput.
+        if try self.size() != offset {
+            try self.handle.truncate(atOffset: UInt64(offset))
+        }
+        try self.handle.seek(toOffset: UInt64(offset))
+        reporter.start(completed: offset, expected: expected)
+        var written = offset
+        for try await chunk in body {
+            try Task.checkCancellation()
+            try self.handle.write(contentsOf: chunk)
+            written += Int64(chunk.count)
+            reporter.add(chunk.count)
+        }
+        try Task.checkCancellation()
+        return written
+    }
+
+    /// Releases the lock and closes the file.
+    func close() {
+        try? self.handle.close()
     }
 }

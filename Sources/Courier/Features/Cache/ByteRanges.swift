@@ -130,6 +130,16 @@ package struct ContentRangeHeader: Sendable, Hashable {
         return ContentRangeHeader(range: first...last, completeLength: completeLength)
     }
 
+    /// The complete length an unsatisfied-range `Content-Range` states (`bytes */1000`, sent
+    /// with a 416, RFC 9110 §14.4); `nil` for any other value.
+    package static func unsatisfiedLength(_ header: String) -> Int? {
+        let value = trimmedOWS(Array(header.utf8)[...])
+        guard let space = value.firstIndex(of: UInt8(ascii: " ")), isBytesUnit(value[..<space]) else { return nil }
+        let rest = value[(space + 1)...]
+        guard rest.first == UInt8(ascii: "*"), rest.dropFirst().first == UInt8(ascii: "/") else { return nil }
+        return byteRangeNumber(rest.dropFirst(2))
+    }
+
     /// The header value stating this range, e.g. `bytes 0-99/1000` or `bytes 0-99/*`.
     package var header: String {
         let complete = self.completeLength.map(String.init) ?? "*"

@@ -42,36 +42,49 @@ func payload(_ count: Int, seed: UInt64 = 7) -> Data {
     return Data(bytes)
 }
 
-/// A file origin: `/file` supports ranges (with If-Range on its ETag) unless `rangesSupported` is off;
-/// the first request can be cut mid-body.
+/// A file origin: `/file` supports ranges (with If-Range on its ETag, or on its Last-Modified
+/// date with `dates`) unless `rangesSupported` is off; the first request can be cut mid-body; a
+/// range starting at or past the end is answered 416 with `bytes */length`; with
+/// `answersAnotherRange` a range request gets a 206 for the whole body instead.
 final class FileOrigin: Sendable {
     let content = Locked(payload(1_000_000))
     let etag = Locked("\"v1\"")
     let rangesSupported: Bool
     let cutFirstAfter: Int?
+    /// `Last-Modified` and `Date` sent instead of an ETag.
+    let dates: (lastModified: String, date: String)?
+    let answersAnotherRange: Bool
     private let served = Locked(0)
 
-    init(rangesSupported: Bool = true, cutFirstAfter: Int? = nil) {
+    init(rangesSupported: Bool = true, cutFirstAfter: Int? = nil, dates: (lastModified: String, date: String)? = nil, answersAnotherRange: Bool = false) {
         self.rangesSupported = rangesSupported
         self.cutFirstAfter = cutFirstAfter
+        self.dates = dates
+        self.answersAnotherRange = answersAnotherRange
     }
 
     func handle(_ request: RecordedRequest) async -> ScriptedResponse {
         let body = self.content.withLock { $0 }
         let etag = self.etag.withLock { $0 }
         let count = self.served.withLock { $0 += 1; return $0 }
+        var validators = [("ETag", etag)]
+        if let dates = self.dates { validators = [("Last-Modified", dates.lastModified), ("Date", dates.date)] }
         switch request.path {
         case "/file":
             if self.rangesSupported, let range = request.header("Range"), range.hasPrefix("bytes="),
-               request.header("If-Range").map({ $0 == etag }) ?? true,
-               let start = Int(range.dropFirst("bytes=".count).split(separator: "-").first ?? ""), start < body.count {
+               request.header("If-Range").map({ $0 == (self.dates?.lastModified ?? etag) }) ?? true,
+               var start = Int(range.dropFirst("bytes=".count).split(separator: "-").first ?? "") {
+                guard start < body.count else {
+                    return ScriptedResponse(status: 416, headers: [("Content-Range", "bytes */\(body.count)")] + validators, body: Data())
+                }
+                if self.answersAnotherRange { start = 0 }
                 return ScriptedResponse(
                     status: 206,
-                    headers: [("Content-Type", "application/octet-stream"), ("ETag", etag), ("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)")],
+                    headers: [("Content-Type", "application/octet-stream"), ("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)")] + validators,
                     body: body.subdata(in: start..<body.count)
                 )
             }
-            var response = ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream"), ("ETag", etag)], body: body)
+            var response = ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")] + validators, body: body)
             if count == 1, let cut = self.cutFirstAfter { response.behaviour = .closeMidBody(afterBytes: cut) }
             return response
         case "/slow-file":
@@ -206,6 +219,117 @@ struct TransferTests {
             #expect(result.status.code == 200)
             #expect(server.requests.last?.header("Range") != nil)   // it did ask
             #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+        }
+    }
+
+    /// RFC 9110 §14.4 and §15.5.17: a 416 to `bytes=N-` with `Content-Range: bytes */N` says the
+    /// partial file of N bytes is the whole representation (If-Range matched, §13.2.2).
+    @Test(arguments: TransportKind.allCases)
+    func aPartialFileThatHoldsTheWholeBodyCompletesWithOneRequest(_ kind: TransportKind) async throws {
+        let origin = FileOrigin(cutFirstAfter: 400_000)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "whole.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            // The bytes that were missing arrived some other way: the partial file is complete.
+            let content = origin.content.withLock { $0 }
+            try content.write(to: folder.appendingPathComponent(".courier-whole.bin.partial"))
+            let before = server.requests.count
+
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(server.requests.count == before + 1)
+            #expect(server.requests.last?.header("Range") == "bytes=1000000-")
+            #expect(result.status.code == 416)
+            #expect(result.byteCount == 1_000_000)
+            #expect(result.resumedFrom == 1_000_000)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(content))
+            #expect(self.hiddenFiles(folder).isEmpty)
+        }
+    }
+
+    /// RFC 9110 §13.1.5: a client MUST NOT send If-Range with a date unless it has no entity tag
+    /// and the date is strong (§8.8.2.2: for a client, at least 60 seconds before `Date`).
+    @Test(arguments: TransportKind.allCases, [true, false])
+    func aLastModifiedDateIsSentInIfRangeOnlyWhenItIsStrong(_ kind: TransportKind, _ strong: Bool) async throws {
+        let lastModified = "Sun, 22 Nov 2026 10:00:00 GMT"
+        let origin = FileOrigin(cutFirstAfter: 400_000, dates: (lastModified, strong ? "Sun, 22 Nov 2026 11:00:00 GMT" : "Sun, 22 Nov 2026 10:00:30 GMT"))
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "dated.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            let result = try await client.download(endpoint, to: destination).value
+            let resumed = try #require(server.requests.last)
+            if strong {
+                #expect(resumed.header("If-Range") == lastModified)
+                #expect(result.status.code == 206)
+                #expect(result.resumedFrom > 0)
+            } else {
+                #expect(resumed.header("If-Range") == nil)
+                #expect(resumed.header("Range") == nil)
+                #expect(result.status.code == 200)
+                #expect(result.resumedFrom == 0)
+            }
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aPartialResponseForAnotherRangeRestartsTheDownloadCleanly(_ kind: TransportKind) async throws {
+        let origin = FileOrigin(cutFirstAfter: 400_000, answersAnotherRange: true)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "other.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(server.requests.count == 3)   // cut, the 206 for bytes 0-, the whole body
+            #expect(server.requests[1].header("Range") != nil)
+            #expect(server.requests[2].header("Range") == nil)
+            #expect(result.resumedFrom == 0)
+            #expect(result.status.code == 200)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+            #expect(self.hiddenFiles(folder).isEmpty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aSecondDownloadToTheSameDestinationFailsWithoutTouchingThePartialFile(_ kind: TransportKind) async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let origin = FileOrigin()
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "shared.bin")
+            let first = client.download(Endpoint<Data>(path: "/slow-file", decoding: .data), to: destination)
+            var reached = false
+            for await progress in first.progress where progress.completedBytes >= 100_000 {
+                reached = true
+                break
+            }
+            #expect(reached)
+            let partial = folder.appendingPathComponent(".courier-shared.bin.partial")
+            let before = try Data(contentsOf: partial)
+            let second = await expectCourierError { _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: destination).value }
+            #expect(second?.kind == .invalidRequest)
+            #expect(second?.message.contains("in progress") == true)
+            #expect(server.requests.count == 1)   // the second never reached the network
+            #expect(try Data(contentsOf: partial) == before)
+            #expect(before == origin.content.withLock { $0 }.prefix(before.count))
+
+            first.cancel()
+            _ = await expectCourierError { _ = try await first.value }
+            // Once the first has stopped, the lock is free again.
+            let third = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: destination).value
+            #expect(third.byteCount == 1_000_000)
+            #expect(sha256(try Data(contentsOf: third.url)) == sha256(origin.content.withLock { $0 }))
         }
     }
 
