@@ -61,8 +61,11 @@ struct ErasedDecoding: Sendable {
 ///
 /// A value is reused only for the same key, the same type and a byte-identical body, and only
 /// for deterministic decodings of value types (a shared class instance could be mutated by one
-/// caller under another's feet). At most `capacity` values are kept, least recently used out first.
-final class DecodedValues: Sendable {
+/// caller under another's feet). Bounded twice, least recently used out first: at most
+/// `capacity` values, and bodies of at most `maxBytes` in total (each entry is charged its body's
+/// size, which it keeps alive even after the cache evicts the response). A body larger than a
+/// quarter of `maxBytes` is decoded every time rather than pushing out everything else.
+package final class DecodedValues: Sendable {
     private struct Slot {
         var body: Data
         var value: any Sendable
@@ -79,12 +82,23 @@ final class DecodedValues: Sendable {
     }
 
     private let state = Locked(State())
-    let capacity: Int
+    /// The most values kept.
+    package let capacity: Int
+    /// The most body bytes kept, summed over the values.
+    package let maxBytes: Int
 
-    init(capacity: Int = 256) { self.capacity = capacity }
+    package init(capacity: Int = 256, maxBytes: Int = 8 << 20) {
+        self.capacity = max(0, capacity)
+        self.maxBytes = max(0, maxBytes)
+    }
+
+    /// How many values, and how many body bytes, are kept now.
+    package var usage: (count: Int, bytes: Int) {
+        self.state.withLock { ($0.recency.count, $0.recency.totalCost) }
+    }
 
     /// The value decoded earlier from the same body, or a new one from `decode`, remembered.
-    func value<Value: Sendable>(key: String, body: Data, decode: () throws -> Value) rethrows -> Value {
+    package func value<Value: Sendable>(key: String, body: Data, decode: () throws -> Value) rethrows -> Value {
         guard !(Value.self is AnyObject.Type) else { return try decode() }
         let slotKey = Key(key: key, type: ObjectIdentifier(Value.self))
         let reused: Value? = self.state.withLock { state in
@@ -94,10 +108,11 @@ final class DecodedValues: Sendable {
         }
         if let reused { return reused }
         let value = try decode()
+        guard body.count <= self.maxBytes / 4, self.capacity > 0 else { return value }
         self.state.withLock { state in
             state.slots[slotKey] = Slot(body: body, value: value)
-            state.recency.insert(slotKey, cost: 1)
-            while state.recency.count > self.capacity, let oldest = state.recency.removeOldest() {
+            state.recency.insert(slotKey, cost: body.count)
+            while state.recency.count > self.capacity || state.recency.totalCost > self.maxBytes, let oldest = state.recency.removeOldest() {
                 state.slots[oldest] = nil
             }
         }

@@ -109,22 +109,32 @@ public struct ServerSentEvent: Sendable, Hashable {
 }
 
 /// Turns lines into server-sent events: a pure value, fed one line at a time.
+///
+/// An event's data may hold at most `maxEventSize` bytes (each data line counts its bytes and
+/// the line feed that joins it): a stream of data lines that never ends an event fails with
+/// kind `responseTooLarge` instead of growing memory.
 struct ServerSentEventParser: Sendable {
+    let maxEventSize: Int
     private var data: [String] = []
+    private var dataBytes = 0
     private var event = ""
     private var lastID: String?
     private var retry: Int?
     private var sawFirstLine = false
 
+    init(maxEventSize: Int = 1 << 20) {
+        self.maxEventSize = maxEventSize
+    }
+
     /// Takes one line; returns the event a blank line completes.
-    mutating func feed(_ line: String) -> ServerSentEvent? {
+    mutating func feed(_ line: String) throws -> ServerSentEvent? {
         var line = Substring(line)
         if !self.sawFirstLine {
             self.sawFirstLine = true
             if line.first == "\u{FEFF}" { line = line.dropFirst() }
         }
         if line.isEmpty {
-            defer { self.data = []; self.event = "" }
+            defer { self.data = []; self.dataBytes = 0; self.event = "" }
             guard !self.data.isEmpty else { return nil }
             return ServerSentEvent(event: self.event.isEmpty ? "message" : self.event, data: self.data.joined(separator: "\n"), id: self.lastID, retry: self.retry)
         }
@@ -140,7 +150,14 @@ struct ServerSentEventParser: Sendable {
             value = ""
         }
         switch field {
-        case "data": self.data.append(String(value))
+        case "data":
+            self.dataBytes += value.utf8.count + 1
+            guard self.dataBytes <= self.maxEventSize + 1 else {
+                var error = CourierError(.responseTooLarge, "a server-sent event's data is longer than \(self.maxEventSize) bytes")
+                error.limit = self.maxEventSize
+                throw error
+            }
+            self.data.append(String(value))
         case "event": self.event = String(value)
         case "id" where !value.contains("\0"): self.lastID = String(value)
         // Only ASCII digits set the reconnection time (a sign, a space or nothing is ignored);
@@ -157,16 +174,17 @@ public struct ServerSentEventSequence: AsyncSequence, Sendable {
     /// An event.
     public typealias Element = ServerSentEvent
     let lines: LineSequence
+    let maxEventSize: Int
 
     /// The iterator of a ``ServerSentEventSequence``.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var lines: LineSequence.AsyncIterator
-        var parser = ServerSentEventParser()
+        var parser: ServerSentEventParser
 
         /// The next complete event, or `nil` at the end of the stream (an unfinished event is dropped).
         public mutating func next() async throws -> ServerSentEvent? {
             while let line = try await self.lines.next() {
-                if let event = self.parser.feed(line) { return event }
+                if let event = try self.parser.feed(line) { return event }
             }
             return nil
         }
@@ -174,6 +192,6 @@ public struct ServerSentEventSequence: AsyncSequence, Sendable {
 
     /// Makes an iterator over the events.
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(lines: self.lines.makeAsyncIterator())
+        AsyncIterator(lines: self.lines.makeAsyncIterator(), parser: ServerSentEventParser(maxEventSize: self.maxEventSize))
     }
 }

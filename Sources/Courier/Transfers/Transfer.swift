@@ -82,9 +82,11 @@ public struct StreamingResponse: Sendable {
         LineSequence(base: self.body, maxLineLength: maxLineLength)
     }
 
-    /// The body as server-sent events (`text/event-stream`).
-    public func events(maxLineLength: Int = 1 << 20) -> ServerSentEventSequence {
-        ServerSentEventSequence(lines: self.lines(maxLineLength: maxLineLength))
+    /// The body as server-sent events (`text/event-stream`): each line at most `maxLineLength`
+    /// bytes and each event's data at most `maxEventSize` bytes, else the sequence throws kind
+    /// `responseTooLarge` (memory stays bounded whatever the server sends).
+    public func events(maxLineLength: Int = 1 << 20, maxEventSize: Int = 1 << 20) -> ServerSentEventSequence {
+        ServerSentEventSequence(lines: self.lines(maxLineLength: maxLineLength), maxEventSize: maxEventSize)
     }
 }
 

@@ -15,6 +15,11 @@ struct StreamingAndCompressionTests {
             return ScriptedResponse(status: 200, headers: [("Content-Type", "text/plain")], body: Data("one\r\ntwo\nthree\rfour\r\n\r\nlast".utf8), behaviour: .chunked(chunkSize: 3, delay: .zero))
         case "/events":
             return ScriptedResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: Data(Self.eventStream.utf8), behaviour: .chunked(chunkSize: 4, delay: .zero))
+        case "/endless-event":
+            // One small event, then 4 MiB of data lines that never end an event.
+            let line = "data: " + String(repeating: "x", count: 1017) + "\n"
+            let body = "data: first\n\n" + String(repeating: line, count: 4096)
+            return ScriptedResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: Data(body.utf8), behaviour: .chunked(chunkSize: 64 * 1024, delay: .zero))
         case "/missing":
             return .text("gone", status: 404)
         case "/echo-gzip":
@@ -60,6 +65,30 @@ struct StreamingAndCompressionTests {
                 ServerSentEvent(event: "update", data: "1\n2", id: "7"),
                 ServerSentEvent(data: "x", id: "7", retry: 1500),
             ])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anEventLargerThanTheLimitFailsTypedAfterTheEventsBeforeIt(_ kind: TransportKind) async throws {
+        let server = try await http1Server(Self.origin)
+        try await withClient(kind, server: server) { client in
+            var events: [ServerSentEvent] = []
+            let error = await expectCourierError {
+                for try await event in try await client.stream(Endpoint<Data>(path: "/endless-event", decoding: .data)).events() { events.append(event) }
+            }
+            #expect(events == [ServerSentEvent(data: "first")])
+            #expect(error?.kind == .responseTooLarge)
+            #expect(error?.limit == 1 << 20)
+
+            // A lower limit applies as given; a limit of the longest data (the unfinished
+            // "unterminated", 12 bytes) lets every event through.
+            let small = await expectCourierError {
+                for try await _ in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events(maxEventSize: 2) {}
+            }
+            #expect(small?.kind == .responseTooLarge)
+            var exact: [ServerSentEvent] = []
+            for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events(maxEventSize: 12) { exact.append(event) }
+            #expect(exact.map(\.data) == ["hello", "1\n2", "x"])
         }
     }
 
