@@ -41,10 +41,15 @@ struct BenchmarkMain {
                 only: Self.option("--only", in: arguments),
                 scratchDirectory: Self.option("--scratch", in: arguments).map { URL(fileURLWithPath: $0) }
             ).run()
+        case "many":
+            try await ManyRequestsBenchmark(
+                count: Self.option("--requests", in: arguments).flatMap(Int.init) ?? 10_000,
+                http2: Self.option("--protocol", in: arguments) == "h2"
+            ).run()
         case "outbox":
             try await OutboxBenchmark(rounds: rounds, items: Self.option("--items", in: arguments).flatMap(Int.init) ?? 1000).run()
         default:
-            print("unknown benchmark '\(suite)'; available: pipeline, traffic, cache, transfer, outbox")
+            print("unknown benchmark '\(suite)'; available: pipeline, traffic, cache, transfer, outbox, many")
         }
     }
 

@@ -53,6 +53,8 @@ public final class TestServer: Sendable {
 
     /// The number of TCP connections accepted so far.
     public var connectionCount: Int { self.state.locked.withLockedValue { $0.connections } }
+    /// The number of TCP connections open now.
+    public var openConnectionCount: Int { self.state.locked.withLockedValue { $0.open } }
     /// The requests received so far, in order of arrival.
     public var requests: [RecordedRequest] { self.state.locked.withLockedValue { $0.requests } }
     /// The number of requests whose client went away before the response was complete.
@@ -60,7 +62,11 @@ public final class TestServer: Sendable {
 
     /// Forgets recorded requests and counters.
     public func reset() {
-        self.state.locked.withLockedValue { $0 = .init() }
+        self.state.locked.withLockedValue { value in
+            let open = value.open
+            value = .init()
+            value.open = open
+        }
     }
 
     /// Starts a server on a loopback port (a free one when `port` is 0).
@@ -82,8 +88,10 @@ public final class TestServer: Sendable {
             .childChannelInitializer { channel in
                 let connectionID = state.locked.withLockedValue { value -> Int in
                     value.connections += 1
+                    value.open += 1
                     return value.connections
                 }
+                channel.closeFuture.whenComplete { _ in state.locked.withLockedValue { $0.open -= 1 } }
                 guard let tls else {
                     return channel.eventLoop.makeCompletedFuture {
                         try Self.configureHTTP1(channel.pipeline.syncOperations, state: state, connectionID: connectionID)
@@ -145,6 +153,7 @@ public enum TestServerError: Error {
 final class ServerState: Sendable {
     struct Counters {
         var connections = 0
+        var open = 0
         var requests: [RecordedRequest] = []
         var abandoned = 0
     }
