@@ -143,6 +143,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Fuzz targets for the parsers of untrusted bytes, and the program that runs them
+        // (replays corpus files in any build; fuzzes when built by scripts/fuzz.sh).
+        .target(
+            name: "CourierFuzzTargets",
+            dependencies: ["Courier", .product(name: "HTTPTypes", package: "swift-http-types")],
+            swiftSettings: swiftSettings
+        ),
+        .target(name: "CLibFuzzer"),
+        .executableTarget(
+            name: "CourierFuzz",
+            dependencies: ["CourierFuzzTargets", "CLibFuzzer"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "CourierBenchmarks",
             dependencies: [
@@ -192,6 +205,7 @@ let package = Package(
                 "CourierTelemetry",
                 "CourierOutbox",
                 "CourierProtobuf",
+                "CourierFuzzTargets",
                 "PetsAPI",
                 "NewsProto",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),

@@ -111,8 +111,8 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// Creates a transport, failing if a pin cannot be enforced (an unreadable certificate-authority pin).
     public convenience init(validating configuration: Configuration) throws {
-        for (host, _) in configuration.pinning.pins {
-            for pem in configuration.pinning.anchors(for: host) {
+        for (host, pins) in configuration.pinning.pins {
+            for pem in PinningPolicy.anchors(in: pins) {
                 do {
                     _ = try NIOSSLCertificate.fromPEMBytes(Array(pem.utf8))
                 } catch {
@@ -131,7 +131,11 @@ public final class AsyncHTTPClientTransport: Transport {
         config.dnsOverride = Dictionary(configuration.resolvedHosts.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
         config.timeout.connect = Self.timeAmount(configuration.connectTimeout)
         let readTimeout = configuration.readTimeout.map(Self.timeAmount)
-        let verifier = configuration.pinning.hasPublicKeyPins ? PinVerifier(policy: configuration.pinning) : nil
+        // Every new TLS connection is checked once its handshake is done: no identity taken from
+        // the Common Name, and the public-key pins (see PinVerifier). Off only when the caller
+        // turned certificate verification off.
+        let verifies = configuration.tlsConfiguration?.certificateVerification ?? .fullVerification == .fullVerification
+        let verifier = verifies || configuration.pinning.hasPublicKeyPins ? PinVerifier(policy: configuration.pinning, requiresSubjectAlternativeName: verifies) : nil
         let maxFrameSize = configuration.http2MaxFrameSize
         if readTimeout != nil || verifier != nil || maxFrameSize != nil {
             let install: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
@@ -160,8 +164,8 @@ public final class AsyncHTTPClientTransport: Transport {
         self.tlsConfiguration = config.tlsConfiguration
         self.requiresHTTP2 = configuration.httpVersion == .http2Only
         var pinnedTLS: [String: TLSConfiguration] = [:]
-        for host in configuration.pinning.pins.keys {
-            let anchors = configuration.pinning.anchors(for: host)
+        for (host, pins) in configuration.pinning.pins {
+            let anchors = PinningPolicy.anchors(in: pins)
             guard !anchors.isEmpty else { continue }
             var tls = config.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
             let certificates = anchors.flatMap { (try? NIOSSLCertificate.fromPEMBytes(Array($0.utf8))) ?? [] }
@@ -195,12 +199,13 @@ public final class AsyncHTTPClientTransport: Transport {
         let urlString = request.urlString
         var outgoing = HTTPClientRequest(url: urlString)
         var pinnedHost: String?
-        if !self.pinning.isEmpty, let host = Self.host(of: request.head.authority), self.pinning.pins(for: host) != nil {
+        if !self.pinning.isEmpty, let host = Self.host(of: request.head.authority),
+           let key = self.pinning.matchingKey(for: host, port: Self.port(of: request.head.authority, scheme: request.head.scheme)) {
             guard request.head.scheme?.lowercased() == "https" else {
                 throw CourierError.invalidRequest("\(host) is pinned and must be reached over https")
             }
             pinnedHost = host
-            if let tls = self.pinnedTLS[host] ?? self.pinning.pins.first(where: { PinVerifier.matches(pattern: $0.key, host: host) }).flatMap({ self.pinnedTLS[$0.key] }) {
+            if let tls = self.pinnedTLS[key] {
                 outgoing.tlsConfiguration = tls
             }
         }
@@ -335,6 +340,15 @@ public final class AsyncHTTPClientTransport: Transport {
         return UntrustedNumber.digits(authority[authority.index(after: colon)...], limit: 65535)
     }
 
+    /// The port of an authority (`host:port`, `[v6]:port`), else the scheme's default.
+    static func port(of authority: String?, scheme: String?) -> Int {
+        let fallback = scheme?.lowercased() == "http" ? 80 : 443
+        guard let authority else { return fallback }
+        let afterHost = authority.hasPrefix("[") ? authority.split(separator: "]", maxSplits: 1).dropFirst().first.map(String.init) ?? "" : authority
+        guard let colon = afterHost.lastIndex(of: ":"), let port = Int(afterHost[afterHost.index(after: colon)...]) else { return fallback }
+        return port
+    }
+
     static func host(of authority: String?) -> String? {
         guard var authority else { return nil }
         if authority.hasPrefix("[") { return authority.split(separator: "]").first.map { String($0.dropFirst()) } }
@@ -351,6 +365,11 @@ public final class AsyncHTTPClientTransport: Transport {
         if let mismatch = error as? PinMismatch {
             var mapped = CourierError(.pinMismatch, mismatch.description, underlying: error)
             mapped.tlsReason = .pinMismatch
+            return mapped
+        }
+        if let unnamed = error as? NoSubjectAlternativeName {
+            var mapped = CourierError(.tls, unnamed.description, underlying: error)
+            mapped.tlsReason = .hostnameMismatch
             return mapped
         }
         if let pinnedHost, error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {

@@ -16,28 +16,55 @@ import X509
 /// names; hostname verification stays on and already matched the real host), the leaf's public
 /// key must be one of that host's pins. A certificate for the pinned host with any other key — a
 /// man in the middle with a CA the system trusts — fails here, before a byte of HTTP is written.
+///
+/// It also refuses a leaf certificate that names no DNS name or IP address in a
+/// subjectAltName: the TLS library would otherwise accept it for a host that matches its Common
+/// Name, which RFC 6125 §6.4.4 leaves to legacy clients and RFC 9110 §4.3.4 does not allow.
+///
+/// Pins that name a port apply only when the connection's remote port is that port.
 struct PinVerifier: Sendable {
     let policy: PinningPolicy
+    let requiresSubjectAlternativeName: Bool
 
     func verify(_ channel: any Channel) -> EventLoopFuture<Void> {
-        channel.nioSSL_peerCertificate().flatMapThrowing { leaf in
-            guard let leaf else { return }  // not TLS: pinned hosts are refused over http before sending
-            try self.check(leaf)
+        let port = channel.remoteAddress?.port
+        // A clear-text connection has no TLS handler (pinned hosts are refused over http before
+        // anything is sent): nothing to check.
+        return channel.pipeline.handler(type: NIOSSLClientHandler.self).flatMap { _ in
+            channel.nioSSL_peerCertificate().flatMapThrowing { leaf in
+                guard let leaf else { return }
+                try self.check(leaf, port: port)
+            }
+        }.flatMapError { error in
+            if let pipelineError = error as? ChannelPipelineError, pipelineError == .notFound {
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            return channel.eventLoop.makeFailedFuture(error)
         }
     }
 
-    func check(_ leaf: NIOSSLCertificate) throws {
+    func check(_ leaf: NIOSSLCertificate, port: Int?) throws {
         let certificate = try Certificate(derEncoded: try leaf.toDERBytes())
         let names = Self.names(of: certificate)
+        if self.requiresSubjectAlternativeName, names.isEmpty {
+            throw NoSubjectAlternativeName(subject: certificate.subject.description)
+        }
+        guard self.policy.hasPublicKeyPins else { return }
         let digest = Data(SHA256.hash(data: try leaf.extractPublicKey().toSPKIBytes()))
-        for host in self.policy.pins.keys where names.contains(where: { Self.matches(pattern: $0, host: host) }) {
-            let pinned = self.policy.publicKeyDigests(for: host)
+        for (key, pins) in self.policy.pins {
+            let (host, keyPort) = PinningPolicy.split(key)
+            guard keyPort == nil || keyPort == port, names.contains(where: { Self.matches(pattern: $0, host: host) }) else { continue }
+            // A pin for this port takes the place of the host's pin for any port.
+            if keyPort == nil, let port, self.policy.pins[PinningPolicy.key(host, port: port)] != nil { continue }
+            let pinned = PinningPolicy.publicKeyDigests(in: pins)
             guard pinned.isEmpty || pinned.contains(digest) else {
-                throw PinMismatch(host: host, presented: "sha256/" + digest.base64EncodedString())
+                throw PinMismatch(host: key, presented: "sha256/" + digest.base64EncodedString())
             }
         }
     }
 
+    /// The DNS names and IP addresses (IPv4 dotted, IPv6 canonical) of a certificate's
+    /// subjectAltName, lower-cased.
     static func names(of certificate: Certificate) -> [String] {
         var names: [String] = []
         if let alternatives = try? certificate.extensions.subjectAlternativeNames {
@@ -46,7 +73,11 @@ struct PinVerifier: Sendable {
                 case .dnsName(let dns): names.append(dns.lowercased())
                 case .ipAddress(let bytes):
                     let octets = Array(bytes.bytes)
-                    if octets.count == 4 { names.append(octets.map(String.init).joined(separator: ".")) }
+                    if octets.count == 4 {
+                        names.append(octets.map(String.init).joined(separator: "."))
+                    } else if let text = PinningPolicy.ipv6Text(octets) {
+                        names.append(text)
+                    }
                 default: break
                 }
             }
@@ -60,6 +91,15 @@ struct PinVerifier: Sendable {
         if pattern.hasPrefix("*."), let dot = host.firstIndex(of: "."), host[dot...] == pattern.dropFirst(1) { return true }
         if host.hasPrefix("*."), let dot = pattern.firstIndex(of: "."), pattern[dot...] == host.dropFirst(1) { return true }
         return false
+    }
+}
+
+/// The server's leaf certificate names no host in a subjectAltName.
+struct NoSubjectAlternativeName: Error, CustomStringConvertible {
+    let subject: String
+
+    var description: String {
+        "the server's certificate (\(self.subject)) names no DNS name or IP address in a subjectAltName; a Common Name alone is not accepted (RFC 6125 §6.4.4)"
     }
 }
 

@@ -25,14 +25,18 @@ public struct TestCertificates: Sendable {
         case notYetValid
         /// Signed by its own key, not by the CA (which is still made, and may be trusted).
         case selfSigned
+        /// No subjectAltName extension: the host is named only in the subject's Common Name.
+        case noSubjectAlternativeName
     }
 
-    /// Makes a new CA and a leaf certificate for the given DNS names and IPv4 addresses; the leaf
+    /// Makes a new CA and a leaf certificate for the given DNS names and IPv4 and IPv6 addresses
+    /// (4 and 16 bytes); the leaf
     /// has `leafFlaw` when one is given (for a leaf for the wrong host, pass other `dnsNames`).
     public static func generate(
         commonName: String = "Courier Test CA",
         dnsNames: [String] = ["localhost"],
         ipv4Addresses: [[UInt8]] = [[127, 0, 0, 1]],
+        ipv6Addresses: [[UInt8]] = [],
         leafFlaw: LeafFlaw? = nil
     ) throws -> TestCertificates {
         let now = Date()
@@ -55,7 +59,7 @@ public struct TestCertificates: Sendable {
         )
         let leafKey = P256.Signing.PrivateKey()
         var names: [GeneralName] = dnsNames.map { .dnsName($0) }
-        names += ipv4Addresses.map { .ipAddress(ASN1OctetString(contentBytes: ArraySlice($0))) }
+        names += (ipv4Addresses + ipv6Addresses).map { .ipAddress(ASN1OctetString(contentBytes: ArraySlice($0))) }
         let leafName = try DistinguishedName { CommonName(dnsNames.first ?? "localhost") }
         let validity: (from: TimeInterval, until: TimeInterval) = switch leafFlaw {
         case .expired: (-86400 * 30, -86400)
@@ -75,7 +79,9 @@ public struct TestCertificates: Sendable {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
                 try ExtendedKeyUsage([.serverAuth])
-                SubjectAlternativeNames(names)
+                if leafFlaw != .noSubjectAlternativeName {
+                    SubjectAlternativeNames(names)
+                }
             },
             issuerPrivateKey: leafFlaw == .selfSigned ? .init(leafKey) : .init(caKey)
         )

@@ -73,7 +73,8 @@ public final class TestServer: Sendable {
     ///
     /// - Parameter keepsRequestBodies: when false, request bodies are counted
     ///   (``RecordedRequest/bodyLength``) but not kept, so bulk uploads use no memory.
-    public static func start(_ mode: Mode, port: Int = 0, keepsRequestBodies: Bool = true, handler: @escaping Handler) async throws -> TestServer {
+    /// - Parameter host: the loopback address to listen on (`127.0.0.1`, or `::1` for IPv6).
+    public static func start(_ mode: Mode, host: String = "127.0.0.1", port: Int = 0, keepsRequestBodies: Bool = true, handler: @escaping Handler) async throws -> TestServer {
         let state = ServerState(handler: handler, keepsRequestBodies: keepsRequestBodies)
         let tls: NIOSSLContext?
         if case .tls(let certificates) = mode {
@@ -125,7 +126,6 @@ public final class TestServer: Sendable {
                     )
                 }
             }
-        let host = "127.0.0.1"
         let channel = try await bootstrap.bind(host: host, port: port).get()
         guard let port = channel.localAddress?.port else {
             throw TestServerError.noPort

@@ -298,7 +298,11 @@ struct RequestCommand: AsyncParsableCommand {
             }
         }
         if !self.pin.isEmpty || !self.pinCert.isEmpty {
-            guard let host = url.host else { return self.fail("pinning needs a URL with a host", code: 3) }
+            // With SERVICE:PATH, the pin is for the host the service resolves to in the environment.
+            let pinnedURL = target.flatMap { try? servers?.baseURL(for: $0.service) } ?? url
+            guard let host = pinnedURL.host, pinnedURL.host != "config.invalid" else {
+                return self.fail("pinning needs a URL with a host (or a service the config names)", code: 3)
+            }
             var pins: [TLSPin] = []
             do {
                 pins += try self.pin.map { try TLSPin.publicKey($0) }

@@ -245,6 +245,19 @@ struct CLITests {
         let anchored = try await runCourier(["request", url, "--pin-cert", ca.path])
         #expect(anchored.status == 0)
         #expect(anchored.stdout == #"{"id":1,"title":"Hello"}"#)
+
+        // With --config and SERVICE:PATH, the pin applies to the host the service resolves to.
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-pins-\(UUID().uuidString).json")
+        try Data(#"{"defaultEnvironment": "prod", "services": {"api": {"urls": {"prod": "\#(server.baseURL.absoluteString)"}}}}"#.utf8).write(to: config)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let before = server.requests.count
+        let viaService = try await runCourier(["request", "--config", config.path, "api:/json", "--cacert", ca.path, "--pin", wrong])
+        #expect(viaService.status == 15)
+        #expect(viaService.stderr.hasPrefix("courier: TLS pin mismatch"))
+        #expect(server.requests.count == before)
+        let viaServiceRight = try await runCourier(["request", "--config", config.path, "api:/json", "--cacert", ca.path, "--pin", right])
+        #expect(viaServiceRight.status == 0)
+        #expect(viaServiceRight.stdout == #"{"id":1,"title":"Hello"}"#)
         try await server.stop()
     }
 }

@@ -4,16 +4,16 @@ import Foundation
 ///
 /// A pure value: feed it chunks, take complete lines. A CR at the end of a chunk is held until the
 /// next byte shows whether an LF follows, so a CRLF split across chunks is one line ending.
-struct LineSplitter: Sendable {
+package struct LineSplitter: Sendable {
     private var pending: [UInt8] = []
     private var lastWasCR = false
     /// The longest line accepted, in bytes.
-    let maxLineLength: Int
+    package let maxLineLength: Int
 
-    init(maxLineLength: Int) { self.maxLineLength = maxLineLength }
+    package init(maxLineLength: Int) { self.maxLineLength = maxLineLength }
 
     /// Adds bytes and returns the lines they complete, without their endings.
-    mutating func feed(_ chunk: Data) throws -> [String] {
+    package mutating func feed(_ chunk: Data) throws -> [String] {
         var lines: [String] = []
         for byte in chunk {
             if self.lastWasCR {
@@ -37,7 +37,7 @@ struct LineSplitter: Sendable {
     }
 
     /// The last line, when the stream ended without a line ending.
-    mutating func finish() -> String? {
+    package mutating func finish() -> String? {
         self.pending.isEmpty ? nil : self.take()
     }
 
@@ -113,8 +113,8 @@ public struct ServerSentEvent: Sendable, Hashable {
 /// An event's data may hold at most `maxEventSize` bytes (each data line counts its bytes and
 /// the line feed that joins it): a stream of data lines that never ends an event fails with
 /// kind `responseTooLarge` instead of growing memory.
-struct ServerSentEventParser: Sendable {
-    let maxEventSize: Int
+package struct ServerSentEventParser: Sendable {
+    package let maxEventSize: Int
     private var data: [String] = []
     private var dataBytes = 0
     private var event = ""
@@ -122,12 +122,12 @@ struct ServerSentEventParser: Sendable {
     private var retry: Int?
     private var sawFirstLine = false
 
-    init(maxEventSize: Int = 1 << 20) {
+    package init(maxEventSize: Int = 1 << 20) {
         self.maxEventSize = maxEventSize
     }
 
     /// Takes one line; returns the event a blank line completes.
-    mutating func feed(_ line: String) throws -> ServerSentEvent? {
+    package mutating func feed(_ line: String) throws -> ServerSentEvent? {
         var line = Substring(line)
         if !self.sawFirstLine {
             self.sawFirstLine = true

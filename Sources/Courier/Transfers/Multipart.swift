@@ -41,6 +41,9 @@ public struct MultipartForm: Sendable {
         self.boundary = "courier-\(random.hexString)"
     }
 
+    /// The header block of each part, in order (for checks of what a part's fields produce).
+    package var partHeaders: [Data] { self.parts.map(\.header) }
+
     /// The `Content-Type` of the body, with its boundary.
     public var contentType: String { "multipart/form-data; boundary=\(self.boundary)" }
 

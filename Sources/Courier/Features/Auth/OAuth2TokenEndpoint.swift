@@ -92,7 +92,7 @@ public struct OAuth2TokenEndpoint: Sendable {
         var scope: String?
     }
 
-    static func decodeToken(_ body: Data) throws -> OAuth2Token {
+    package static func decodeToken(_ body: Data) throws -> OAuth2Token {
         let response = try JSONDecoder().decode(TokenResponse.self, from: body)
         return OAuth2Token(
             accessToken: response.access_token,

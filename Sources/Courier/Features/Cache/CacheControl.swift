@@ -2,16 +2,16 @@ import Foundation
 import HTTPTypes
 
 /// The directives of `Cache-Control` header fields (RFC 9111 §5.2), names lower-cased.
-struct CacheControl: Sendable, Equatable {
-    private(set) var directives: [String: String?] = [:]
+package struct CacheControl: Sendable, Equatable {
+    package private(set) var directives: [String: String?] = [:]
 
-    init(_ fields: HTTPFields) {
+    package init(_ fields: HTTPFields) {
         for value in fields[values: .cacheControl] {
             self.parse(value)
         }
     }
 
-    init(_ text: String) {
+    package init(_ text: String) {
         self.parse(text)
     }
 

@@ -228,7 +228,7 @@ package enum CacheRules {
 
     /// The freshness lifetime of a response with this status and these fields, received at `received`
     /// (the stand-in for a missing `Date`).
-    static func freshnessLifetime(status: Int, headers: HTTPFields, received: Date, heuristic: HeuristicFreshness = .standard) -> TimeInterval {
+    package static func freshnessLifetime(status: Int, headers: HTTPFields, received: Date, heuristic: HeuristicFreshness = .standard) -> TimeInterval {
         let control = CacheControl(headers)
         if let maxAge = control.seconds("max-age") { return maxAge }
         let date = headers[.date].flatMap(HTTPDate.parse) ?? received

@@ -183,7 +183,7 @@ public final class DiskCacheStore: CacheStore {
         return try? JSONDecoder().decode(Record.self, from: json)
     }
 
-    static func encode(_ entry: CacheEntry, key: String) -> Data? {
+    package static func encode(_ entry: CacheEntry, key: String) -> Data? {
         let record = Record(
             key: key, url: entry.url, method: entry.method, partition: entry.partition, status: entry.status,
             headers: entry.headers.map { [$0.name.rawName, $0.value] },
@@ -201,7 +201,7 @@ public final class DiskCacheStore: CacheStore {
     }
 
     /// The entry in a file's bytes, or `nil` when they are not a complete, intact entry for `key`.
-    static func decode(_ data: Data, key: String) -> CacheEntry? {
+    package static func decode(_ data: Data, key: String) -> CacheEntry? {
         guard data.count >= 8, data.prefix(4) == Self.magic else { return nil }
         let start = data.startIndex
         let length = data[(start + 4)..<(start + 8)].reduce(0) { $0 << 8 | Int($1) }

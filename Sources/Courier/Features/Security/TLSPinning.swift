@@ -42,20 +42,25 @@ public struct TLSPin: Sendable, Hashable {
 /// ```swift
 /// var pinning = PinningPolicy()
 /// try pinning.pin("api.example.com", to: [.publicKey("sha256/current…="), .publicKey("sha256/backup…=")])
+/// pinning.pin("api.example.com:8443", to: [.publicKey(spkiSHA256: otherKey)])   // that port only
 /// ```
 ///
 /// A pinned host must be reached over https. Host names are matched case-insensitively; a pin for
-/// `*.example.com` covers one label below `example.com`.
+/// `*.example.com` covers one label below `example.com`. A pin may name a port (`host:port`,
+/// `[::1]:8443`): it then applies to that port only, and takes the place of a pin for the host
+/// without a port there. IPv6 addresses are compared in their canonical form (RFC 5952), with or
+/// without brackets.
 public struct PinningPolicy: Sendable, Hashable {
-    /// The pins by host (lower-cased).
+    /// The pins by host, or by `host:port` (lower-cased, IPv6 addresses canonical).
     public private(set) var pins: [String: Set<TLSPin>] = [:]
 
     /// Creates an empty policy (nothing pinned).
     public init() {}
 
-    /// Adds pins for a host.
+    /// Adds pins for a host (`host`, `host:port`, `*.domain`, an IPv4 or IPv6 address).
     public mutating func pin(_ host: String, to pins: [TLSPin]) {
-        self.pins[host.lowercased(), default: []].formUnion(pins)
+        let (name, port) = Self.split(host)
+        self.pins[Self.key(name, port: port), default: []].formUnion(pins)
     }
 
     /// Whether nothing is pinned.
@@ -66,24 +71,88 @@ public struct PinningPolicy: Sendable, Hashable {
         self.pins.values.contains { pins in pins.contains { if case .publicKeySHA256 = $0.kind { return true } else { return false } } }
     }
 
-    /// The pins that apply to `host`, if it is pinned.
-    public func pins(for host: String) -> Set<TLSPin>? {
-        let host = host.lowercased()
-        if let exact = self.pins[host] { return exact }
-        for (pattern, pins) in self.pins where pattern.hasPrefix("*.") {
+    /// The pins that apply to `host` on `port` (any port when `nil`), if it is pinned.
+    public func pins(for host: String, port: Int? = nil) -> Set<TLSPin>? {
+        self.matchingKey(for: host, port: port).flatMap { self.pins[$0] }
+    }
+
+    /// The key of ``pins`` that applies to `host` on `port`: `host:port`, then `host`, then a
+    /// wildcard with the port, then a wildcard without one.
+    package func matchingKey(for host: String, port: Int?) -> String? {
+        let name = Self.canonicalHost(host)
+        if let port, self.pins[Self.key(name, port: port)] != nil { return Self.key(name, port: port) }
+        if self.pins[name] != nil { return name }
+        var wildcard: String?
+        for key in self.pins.keys {
+            let (pattern, keyPort) = Self.split(key)
+            guard pattern.hasPrefix("*."), keyPort == nil || keyPort == port else { continue }
             let suffix = pattern.dropFirst(1)
-            if host.hasSuffix(suffix), !host.dropLast(suffix.count).contains("."), host.count > suffix.count { return pins }
+            guard name.hasSuffix(suffix), !name.dropLast(suffix.count).contains("."), name.count > suffix.count else { continue }
+            if keyPort != nil { return key }
+            wildcard = key
         }
-        return nil
+        return wildcard
     }
 
-    /// The public-key digests pinned for `host`.
-    public func publicKeyDigests(for host: String) -> Set<Data> {
-        Set((self.pins(for: host) ?? []).compactMap { if case .publicKeySHA256(let digest) = $0.kind { return digest } else { return nil } })
+    /// The public-key digests pinned for `host` on `port`.
+    public func publicKeyDigests(for host: String, port: Int? = nil) -> Set<Data> {
+        Self.publicKeyDigests(in: self.pins(for: host, port: port) ?? [])
     }
 
-    /// The anchors (PEM) pinned for `host`.
-    public func anchors(for host: String) -> [String] {
-        (self.pins(for: host) ?? []).compactMap { if case .anchorPEM(let pem) = $0.kind { return pem } else { return nil } }.sorted()
+    /// The anchors (PEM) pinned for `host` on `port`.
+    public func anchors(for host: String, port: Int? = nil) -> [String] {
+        Self.anchors(in: self.pins(for: host, port: port) ?? [])
+    }
+
+    /// The public-key digests among `pins`.
+    package static func publicKeyDigests(in pins: Set<TLSPin>) -> Set<Data> {
+        Set(pins.compactMap { if case .publicKeySHA256(let digest) = $0.kind { return digest } else { return nil } })
+    }
+
+    /// The anchors (PEM) among `pins`, sorted.
+    package static func anchors(in pins: Set<TLSPin>) -> [String] {
+        pins.compactMap { if case .anchorPEM(let pem) = $0.kind { return pem } else { return nil } }.sorted()
+    }
+
+    /// A key of ``pins`` split into its host and port (`nil` for any port).
+    package static func split(_ key: String) -> (host: String, port: Int?) {
+        if key.hasPrefix("["), let close = key.firstIndex(of: "]") {
+            let host = Self.canonicalHost(String(key[key.index(after: key.startIndex)..<close]))
+            let rest = key[key.index(after: close)...]
+            if rest.first == ":", let port = Int(rest.dropFirst()), (0...65535).contains(port) { return (host, port) }
+            return (host, nil)
+        }
+        if key.filter({ $0 == ":" }).count == 1, let colon = key.lastIndex(of: ":"),
+           let port = Int(key[key.index(after: colon)...]), (0...65535).contains(port) {
+            return (Self.canonicalHost(String(key[..<colon])), port)
+        }
+        return (Self.canonicalHost(key), nil)
+    }
+
+    /// The key of ``pins`` for a canonical host on a port (any port when `nil`).
+    package static func key(_ host: String, port: Int?) -> String {
+        guard let port else { return host }
+        return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+
+    /// A host name lower-cased, or an IPv6 address (with or without brackets) in its canonical
+    /// text form (RFC 5952: `::1`, not `0:0:0:0:0:0:0:1`).
+    package static func canonicalHost(_ host: String) -> String {
+        var host = host.lowercased()
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard host.contains(":") else { return host }
+        var address = in6_addr()
+        guard inet_pton(AF_INET6, host, &address) == 1 else { return host }
+        return Self.ipv6Text(withUnsafeBytes(of: &address) { Array($0) }) ?? host
+    }
+
+    /// The canonical text of a 16-byte IPv6 address.
+    package static func ipv6Text(_ bytes: [UInt8]) -> String? {
+        guard bytes.count == 16 else { return nil }
+        var address = in6_addr()
+        withUnsafeMutableBytes(of: &address) { $0.copyBytes(from: bytes) }
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+        return String(cString: buffer)
     }
 }

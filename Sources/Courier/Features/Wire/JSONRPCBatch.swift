@@ -78,6 +78,10 @@ public final class JSONRPCBatch: Sendable {
 public struct JSONRPCBatchItem<Result: Decodable & Sendable>: Sendable {
     /// The call's id in the batch.
     public let id: Int
+
+    package init(id: Int) {
+        self.id = id
+    }
 }
 
 /// The answers to a batch, by call.
@@ -122,6 +126,14 @@ extension Client {
         guard batch.expectsResponse else {
             return JSONRPCBatchResults(responses: [:], sharedError: nil, body: data, decoder: self.configuration.decoder)
         }
+        return try JSONRPCBatchResults(parsing: data, decoder: self.configuration.decoder)
+    }
+}
+
+extension JSONRPCBatchResults {
+    /// The answers in a batch response body: an array of response objects, or one error object
+    /// for the whole batch; throws kind `decoding` for anything else.
+    package init(parsing data: Data, decoder: JSONDecoder) throws {
         let root: JSONValue
         do {
             root = try JSONDecoder().decode(JSONValue.self, from: data)
@@ -135,13 +147,13 @@ extension Client {
                 guard let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: item.encoded()) else { continue }
                 if let id = response.id?.intValue { responses[id] = response }
             }
-            return JSONRPCBatchResults(responses: responses, sharedError: nil, body: data, decoder: self.configuration.decoder)
+            self = JSONRPCBatchResults(responses: responses, sharedError: nil, body: data, decoder: decoder)
         case .object:
             // The server rejected the batch as a whole (for example an invalid request).
             let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: data)
             let error = response?.error.map { CourierError.rpc(code: $0.code, message: $0.message, data: $0.data) }
                 ?? CourierError.decoding(type: JSONRPCBatchResults.self, codingPath: nil, reason: "expected an array of responses", body: data, underlying: nil)
-            return JSONRPCBatchResults(responses: [:], sharedError: error, body: data, decoder: self.configuration.decoder)
+            self = JSONRPCBatchResults(responses: [:], sharedError: error, body: data, decoder: decoder)
         default:
             throw CourierError.decoding(type: JSONRPCBatchResults.self, codingPath: nil, reason: "expected an array of responses", body: data, underlying: nil)
         }

@@ -37,6 +37,12 @@ public struct WireCall: Sendable {
     public var isNotification: Bool
     /// An identifier for the call, unique within the client.
     public var id: Int
+
+    package init(operation: String, isNotification: Bool, id: Int) {
+        self.operation = operation
+        self.isNotification = isNotification
+        self.id = id
+    }
 }
 
 /// REST: the request and response pass through unchanged.

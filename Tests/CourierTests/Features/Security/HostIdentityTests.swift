@@ -1,0 +1,141 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Crypto
+import Foundation
+import Testing
+
+/// Host identity on the AsyncHTTPClient transport: which names a certificate may prove, and pins
+/// per host and port. AsyncHTTPClient only: on URLSession, trust and pins are evaluated by the
+/// Security framework (Apple platforms; FoundationNetworking on Linux cannot be given a trust
+/// root or an evaluation callback), so these checks have no URLSession counterpart to run here.
+@Suite("Host identity: subjectAltName, IPv6 and pins per port")
+struct HostIdentityTests {
+    static let otherPin = TLSPin.publicKeyPinText(spkiDER: try! TestCertificates.generate(commonName: "Other").leafSPKIDER)
+    static let loopbackV6: [UInt8] = Array(repeating: 0, count: 15) + [1]
+
+    /// Runs `body` with a client trusting `certificates`' CA, talking to a TLS server that
+    /// presents them, reached as `urlHost`.
+    func withServer(
+        _ certificates: TestCertificates,
+        listeningOn host: String = "127.0.0.1",
+        urlHost: String = "localhost",
+        http1: Bool = false,
+        configure: (inout AsyncHTTPClientTransport.Configuration, _ port: Int) throws -> Void = { _, _ in },
+        _ body: (Client, TestServer) async throws -> Void
+    ) async throws {
+        let server = try await TestServer.start(.tls(certificates), host: host, handler: Routes.standard)
+        var configuration = AsyncHTTPClientTransport.Configuration()
+        try configuration.trust(pemCertificates: certificates.caPEMBytes)
+        if http1 { configuration.httpVersion = .http1Only }
+        try configure(&configuration, server.port)
+        let transport = AsyncHTTPClientTransport(configuration: configuration)
+        let client = Client(configuration: .init(transport: transport, baseURL: URL(string: "https://\(urlHost):\(server.port)")!))
+        do {
+            try await body(client, server)
+        } catch {
+            try? await transport.shutdown()
+            try? await server.stop()
+            throw error
+        }
+        try await transport.shutdown()
+        try await server.stop()
+    }
+
+    /// RFC 6125 §6.4.4 and RFC 9110 §4.3.4: the identity is checked against subjectAltName; a
+    /// Common Name alone does not name the host (the TLS library would accept it).
+    @Test(arguments: [false, true])
+    func aLeafThatNamesTheHostOnlyInItsCommonNameIsRefused(http1: Bool) async throws {
+        let certificates = try TestCertificates.generate(dnsNames: ["localhost"], leafFlaw: .noSubjectAlternativeName)
+        try await self.withServer(certificates, http1: http1) { client, server in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .tls)
+            #expect(error?.tlsReason == .hostnameMismatch)
+            #expect(error?.message.contains("subjectAltName") == true)
+            #expect(server.requests.isEmpty)
+        }
+        // The same leaf with the name in a subjectAltName is accepted: the refusal is about the
+        // Common Name, not the CA or the handshake.
+        try await self.withServer(try TestCertificates.generate(dnsNames: ["localhost"]), http1: http1) { client, _ in
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+    }
+
+    /// RFC 6125 §6.2.1 / RFC 5280 §4.2.1.6: an IP address is matched against iPAddress SANs.
+    @Test
+    func anIPv6HostIsMatchedAgainstItsAddressInTheCertificate() async throws {
+        let forV6 = try TestCertificates.generate(dnsNames: [], ipv4Addresses: [], ipv6Addresses: [Self.loopbackV6])
+        try await self.withServer(forV6, listeningOn: "::1", urlHost: "[::1]") { client, _ in
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+        // A leaf for 127.0.0.1 only does not prove ::1.
+        let forV4 = try TestCertificates.generate(dnsNames: [], ipv4Addresses: [[127, 0, 0, 1]])
+        try await self.withServer(forV4, listeningOn: "::1", urlHost: "[::1]") { client, server in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .tls)
+            #expect(server.requests.isEmpty)
+        }
+    }
+
+    @Test(arguments: ["[::1]", "::1", "0:0:0:0:0:0:0:1", "[0000::0001]"])
+    func aPinOnAnIPv6AddressIsEnforcedWhateverItsSpelling(_ spelling: String) async throws {
+        let certificates = try TestCertificates.generate(dnsNames: [], ipv4Addresses: [], ipv6Addresses: [Self.loopbackV6])
+        let right = TLSPin.publicKeyPinText(spkiDER: certificates.leafSPKIDER)
+        try await self.withServer(certificates, listeningOn: "::1", urlHost: "[::1]", configure: { configuration, _ in configuration.pinning.pin(spelling, to: [try .publicKey(Self.otherPin)]) }) { client, server in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .pinMismatch)
+            #expect(error?.message.contains(right) == true)
+            #expect(server.requests.isEmpty)
+        }
+        try await self.withServer(certificates, listeningOn: "::1", urlHost: "[::1]", configure: { configuration, _ in configuration.pinning.pin(spelling, to: [try .publicKey(right)]) }) { client, _ in
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func aPinForAPortAppliesToThatPortOnly(http1: Bool) async throws {
+        let certificates = try TestCertificates.generate()
+        let right = TLSPin.publicKeyPinText(spkiDER: certificates.leafSPKIDER)
+        // A wrong pin for another port: this port is not pinned.
+        try await self.withServer(certificates, http1: http1, configure: { configuration, port in
+            configuration.pinning.pin("localhost:\(port == 1 ? 2 : 1)", to: [try .publicKey(Self.otherPin)])
+        }) { client, _ in
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+        // A wrong pin for this port fails it.
+        try await self.withServer(certificates, http1: http1, configure: { configuration, port in
+            configuration.pinning.pin("localhost:\(port)", to: [try .publicKey(Self.otherPin)])
+        }) { client, server in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .pinMismatch)
+            #expect(server.requests.isEmpty)
+        }
+        // A right pin for this port takes the place of a wrong pin for the host on any port.
+        try await self.withServer(certificates, http1: http1, configure: { configuration, port in
+            configuration.pinning.pin("localhost", to: [try .publicKey(Self.otherPin)])
+            configuration.pinning.pin("LOCALHOST:\(port)", to: [try .publicKey(right)])
+        }) { client, _ in
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+    }
+
+    @Test
+    func pinKeysAreCanonical() {
+        var policy = PinningPolicy()
+        policy.pin("[0:0::1]:8443", to: [])
+        policy.pin("API.Example.com:443", to: [])
+        policy.pin("*.example.org", to: [])
+        #expect(Set(policy.pins.keys) == ["[::1]:8443", "api.example.com:443", "*.example.org"])
+        #expect(policy.pins(for: "::1", port: 8443) != nil)
+        #expect(policy.pins(for: "[::1]", port: 443) == nil)
+        #expect(policy.pins(for: "api.example.com", port: 443) != nil)
+        #expect(policy.pins(for: "api.example.com", port: 8443) == nil)
+        #expect(policy.pins(for: "a.example.org", port: 1) != nil)
+        #expect(policy.pins(for: "a.b.example.org", port: 1) == nil)
+    }
+}
