@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 seconds=${FUZZ_SECONDS:-30}
 swift build -c release --product CourierFuzz --scratch-path .build-fuzz \
-    -Xswiftc -sanitize=fuzzer,address -Xswiftc -DCOURIER_FUZZING 2>&1 | grep -vE "ld.gold: warning|^warning: 'swift-" || true
+    -Xswiftc -sanitize=fuzzer,address -Xswiftc -DCOURIER_FUZZING -Xswiftc -use-ld=lld 2>&1 | grep -vE "ld.gold: warning|^warning: 'swift-" || true
 binary=.build-fuzz/release/CourierFuzz
 [ -x "$binary" ] || { echo "fuzz: the build failed" >&2; exit 1; }
 

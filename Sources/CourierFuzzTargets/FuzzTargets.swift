@@ -121,16 +121,33 @@ package enum FuzzTargets {
         let accepted = (try? form.addData(Data(value.utf8), name: name, fileName: fileName, contentType: contentType)) != nil
         precondition(accepted == !contentType.unicodeScalars.contains { $0 == "\r" || $0 == "\n" || $0 == "\0" }, "content type check")
         for header in form.partHeaders {
-            let text = String(decoding: header, as: UTF8.self)
-            let lines = text.components(separatedBy: "\r\n")
+            // Lines by bytes (a name may start with a combining mark, which String comparison
+            // would join to the quote before it).
+            let lines = Self.crlfLines(Array(header))
             // "--boundary", Content-Disposition, optional Content-Type, "", "" (after the blank line).
             precondition(lines.count == 4 || lines.count == 5, "a part header with \(lines.count) lines")
-            precondition(lines[0] == "--\(form.boundary)", "a part header that does not start with the boundary")
-            precondition(lines[1].hasPrefix("Content-Disposition: form-data; name=\""), "the disposition line moved")
+            precondition(lines[0] == Array("--\(form.boundary)".utf8), "a part header that does not start with the boundary")
+            precondition(lines[1].starts(with: Array("Content-Disposition: form-data; name=\"".utf8)), "the disposition line moved")
             for line in lines {
-                precondition(!line.unicodeScalars.contains { $0 == "\r" || $0 == "\n" }, "a bare CR or LF in a part header")
+                precondition(!line.contains(13) && !line.contains(10), "a bare CR or LF in a part header")
             }
         }
+    }
+
+    /// Bytes split at each CR LF.
+    private static func crlfLines(_ bytes: [UInt8]) -> [[UInt8]] {
+        var lines: [[UInt8]] = [[]]
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == 13, index + 1 < bytes.count, bytes[index + 1] == 10 {
+                lines.append([])
+                index += 2
+            } else {
+                lines[lines.count - 1].append(bytes[index])
+                index += 1
+            }
+        }
+        return lines
     }
 
     /// Caching fields: lines of the input become `Cache-Control`, `Vary`, `Age`, `Date`,

@@ -99,6 +99,23 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
             } else {
                 context.close(promise: nil)
             }
+        case .goAway:
+            self.responding = false
+            guard let connection = context.channel.parent,
+                  let streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID) else {
+                context.close(promise: nil)
+                return
+            }
+            let last = HTTP2StreamID(max(0, Int(Int32(streamID)) - 2))
+            connection.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: nil)), promise: nil)
+        case .pingFlood(let count):
+            if let connection = context.channel.parent {
+                for index in 0..<count {
+                    connection.write(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: UInt64(index)), ack: false)), promise: nil)
+                }
+                connection.flush()
+            }
+            self.perform(response.with(.normal), keepAlive: keepAlive, head: head, context: context)
         case .closeMidBody(let bytes):
             self.responding = false
             self.writeHead(response, chunked: false, context: context)

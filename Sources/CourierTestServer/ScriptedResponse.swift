@@ -28,6 +28,12 @@ public struct ScriptedResponse: Sendable {
         /// HTTP/2: reset the stream with RST_STREAM and this error code (7 is REFUSED_STREAM: the
         /// request was not processed) instead of answering. HTTP/1.1: close the connection.
         case resetStream(errorCode: UInt32)
+        /// HTTP/2: send GOAWAY on the connection with a last stream ID below this stream's (this
+        /// stream and any later one were not processed, RFC 9113 §6.8) and answer nothing on it.
+        /// HTTP/1.1: close the connection.
+        case goAway
+        /// HTTP/2: send `count` PING frames on the connection, then answer normally.
+        case pingFlood(count: Int)
     }
 
     /// The status code.

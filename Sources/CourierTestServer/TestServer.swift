@@ -74,7 +74,11 @@ public final class TestServer: Sendable {
     /// - Parameter keepsRequestBodies: when false, request bodies are counted
     ///   (``RecordedRequest/bodyLength``) but not kept, so bulk uploads use no memory.
     /// - Parameter host: the loopback address to listen on (`127.0.0.1`, or `::1` for IPv6).
-    public static func start(_ mode: Mode, host: String = "127.0.0.1", port: Int = 0, keepsRequestBodies: Bool = true, handler: @escaping Handler) async throws -> TestServer {
+    /// - Parameter http2: the settings the server announces on HTTP/2 connections.
+    public static func start(
+        _ mode: Mode, host: String = "127.0.0.1", port: Int = 0, keepsRequestBodies: Bool = true, http2: HTTP2Options = HTTP2Options(),
+        handler: @escaping Handler
+    ) async throws -> TestServer {
         let state = ServerState(handler: handler, keepsRequestBodies: keepsRequestBodies)
         let tls: NIOSSLContext?
         if case .tls(let certificates) = mode {
@@ -106,11 +110,12 @@ public final class TestServer: Sendable {
                             channel.configureHTTP2Pipeline(
                                 mode: .server,
                                 initialLocalSettings: [
-                                    HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
-                                    HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                                    HTTP2Setting(parameter: .maxConcurrentStreams, value: http2.maxConcurrentStreams),
+                                    HTTP2Setting(parameter: .initialWindowSize, value: http2.initialWindowSize),
                                     HTTP2Setting(parameter: .maxHeaderListSize, value: 1 << 16),
                                 ],
-                                targetWindowSize: 1 << 24
+                                // A window announced as 0 stays closed: no WINDOW_UPDATE is sent.
+                                targetWindowSize: http2.initialWindowSize == 0 ? 1 : 1 << 24
                             ) { stream in
                                 stream.eventLoop.makeCompletedFuture {
                                     try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
@@ -141,6 +146,20 @@ public final class TestServer: Sendable {
     /// Stops listening; open connections are closed.
     public func stop() async throws {
         try await self.channel.close()
+    }
+}
+
+/// The settings a test server announces on its HTTP/2 connections.
+public struct HTTP2Options: Sendable {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS.
+    public var maxConcurrentStreams: Int
+    /// SETTINGS_INITIAL_WINDOW_SIZE: 0 keeps every request body from being sent.
+    public var initialWindowSize: Int
+
+    /// Creates options; the defaults are generous (1,000 streams, 1 MiB windows).
+    public init(maxConcurrentStreams: Int = 1000, initialWindowSize: Int = 1 << 20) {
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.initialWindowSize = initialWindowSize
     }
 }
 
