@@ -46,6 +46,9 @@ public final class AsyncHTTPClientTransport: Transport {
         /// The largest HTTP/2 DATA frame the server may send (SETTINGS_MAX_FRAME_SIZE, 16 KiB to
         /// 16 MiB); `nil` keeps the protocol's 16 KiB. Larger frames cut per-frame work on bulk bodies.
         public var http2MaxFrameSize: Int?
+        /// The event loops the transport's connections run on; `nil` (the default) shares
+        /// AsyncHTTPClient's default group. A server application passes its own group here.
+        public var eventLoopGroup: (any EventLoopGroup)?
 
         /// Creates a configuration; `configure` may change any default.
         public init() {
@@ -179,7 +182,7 @@ public final class AsyncHTTPClientTransport: Transport {
         config.decompression = .disabled
         // Fail fast on refused or failed connections: retries are the pipeline's decision, not the pool's.
         config.connectionPool.retryConnectionEstablishment = false
-        self.httpClient = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: config)
+        self.httpClient = HTTPClient(eventLoopGroup: configuration.eventLoopGroup ?? HTTPClient.defaultEventLoopGroup, configuration: config)
     }
 
     deinit {

@@ -116,6 +116,28 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
                 connection.flush()
             }
             self.perform(response.with(.normal), keepAlive: keepAlive, head: head, context: context)
+        case .resetMidBody(let bytes):
+            self.responding = false
+            self.writeHead(response, chunked: false, context: context)
+            self.writeBody(response.body.prefix(bytes), context: context)
+            // The TCP connection: the channel itself for HTTP/1.1, the stream's parent for HTTP/2.
+            let socket = context.channel is any SocketOptionProvider ? context.channel : (context.channel.parent ?? context.channel)
+            context.writeAndFlush(self.wrapRaw(ByteBuffer())).assumeIsolated().whenComplete { _ in
+                // A zero linger time makes close send RST instead of FIN.
+                guard let provider = socket as? any SocketOptionProvider else {
+                    socket.close(promise: nil)
+                    return
+                }
+                provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in
+                    socket.close(promise: nil)
+                }
+            }
+        case .slowHead(let interval):
+            guard self.raw else {
+                loop.scheduleTask(in: .seconds(60)) { self.perform(response.with(.normal), keepAlive: keepAlive, head: head, context: context) }
+                return
+            }
+            self.dripHead(Array(self.headText(response, chunked: false).utf8)[...], interval: interval, response: response, keepAlive: keepAlive, context: context)
         case .closeMidBody(let bytes):
             self.responding = false
             self.writeHead(response, chunked: false, context: context)
@@ -210,24 +232,50 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    private func writeHead(_ response: ScriptedResponse, chunked: Bool, context: ChannelHandlerContext) {
+    /// Writes the head one byte at a time, `interval` apart, then the body.
+    private func dripHead(_ remaining: ArraySlice<UInt8>, interval: Duration, response: ScriptedResponse, keepAlive: Bool, context: ChannelHandlerContext) {
+        guard self.active else { return }
+        guard let byte = remaining.first else {
+            self.writeBody(response.body[...], context: context)
+            self.finish(keepAlive: keepAlive, context: context)
+            return
+        }
+        var buffer = context.channel.allocator.buffer(capacity: 1)
+        buffer.writeInteger(byte)
+        context.writeAndFlush(NIOAny(buffer), promise: nil)
+        context.eventLoop.assumeIsolated().scheduleTask(in: Self.timeAmount(interval)) {
+            self.dripHead(remaining.dropFirst(), interval: interval, response: response, keepAlive: keepAlive, context: context)
+        }
+    }
+
+    /// The HTTP/1.1 head of a response, as text.
+    private func headText(_ response: ScriptedResponse, chunked: Bool) -> String {
         var headers = HTTPHeaders(response.headers)
         if chunked {
-            if self.raw { headers.replaceOrAdd(name: "Transfer-Encoding", value: "chunked") }
+            headers.replaceOrAdd(name: "Transfer-Encoding", value: "chunked")
             headers.remove(name: "Content-Length")
         } else if !headers.contains(name: "Content-Length") {
             headers.add(name: "Content-Length", value: "\(response.body.count)")
         }
+        let status = HTTPResponseStatus(statusCode: response.status)
+        var text = "HTTP/1.1 \(response.status) \(status.reasonPhrase)\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        return text + "\r\n"
+    }
+
+    private func writeHead(_ response: ScriptedResponse, chunked: Bool, context: ChannelHandlerContext) {
         if self.raw {
-            let status = HTTPResponseStatus(statusCode: response.status)
-            var text = "HTTP/1.1 \(response.status) \(status.reasonPhrase)\r\n"
-            for (name, value) in headers { text += "\(name): \(value)\r\n" }
-            text += "\r\n"
-            self.writeRaw(text, context: context)
-        } else {
-            let head = HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
-            context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+            self.writeRaw(self.headText(response, chunked: chunked), context: context)
+            return
         }
+        var headers = HTTPHeaders(response.headers)
+        if chunked {
+            headers.remove(name: "Content-Length")
+        } else if !headers.contains(name: "Content-Length") {
+            headers.add(name: "Content-Length", value: "\(response.body.count)")
+        }
+        let head = HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+        context.write(self.wrapOutboundOut(.head(head)), promise: nil)
     }
 
     private func writeBody(_ bytes: Data.SubSequence, context: ChannelHandlerContext) {

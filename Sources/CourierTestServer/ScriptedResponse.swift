@@ -34,6 +34,12 @@ public struct ScriptedResponse: Sendable {
         case goAway
         /// HTTP/2: send `count` PING frames on the connection, then answer normally.
         case pingFlood(count: Int)
+        /// Send the head and `bytes` bytes of the body, then abort the connection with a TCP RST
+        /// (SO_LINGER 0), not a FIN.
+        case resetMidBody(afterBytes: Int)
+        /// HTTP/1.1: send the head one byte every `interval` (slow-loris), then the body.
+        /// HTTP/2: answer after a long stall instead.
+        case slowHead(interval: Duration)
     }
 
     /// The status code.

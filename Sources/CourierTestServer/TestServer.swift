@@ -75,8 +75,12 @@ public final class TestServer: Sendable {
     ///   (``RecordedRequest/bodyLength``) but not kept, so bulk uploads use no memory.
     /// - Parameter host: the loopback address to listen on (`127.0.0.1`, or `::1` for IPv6).
     /// - Parameter http2: the settings the server announces on HTTP/2 connections.
+    /// - Parameter group: the event loops to run on (default: NIO's shared singleton).
+    /// - Parameter listeningSocket: a socket already bound and listening (for example in another
+    ///   network namespace), used instead of binding `host` and `port`.
     public static func start(
-        _ mode: Mode, host: String = "127.0.0.1", port: Int = 0, keepsRequestBodies: Bool = true, http2: HTTP2Options = HTTP2Options(),
+        _ mode: Mode, host: String = "127.0.0.1", port: Int = 0, listeningSocket: CInt? = nil, keepsRequestBodies: Bool = true,
+        http2: HTTP2Options = HTTP2Options(), group: (any EventLoopGroup)? = nil,
         handler: @escaping Handler
     ) async throws -> TestServer {
         let state = ServerState(handler: handler, keepsRequestBodies: keepsRequestBodies)
@@ -86,7 +90,7 @@ public final class TestServer: Sendable {
         } else {
             tls = nil
         }
-        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let bootstrap = ServerBootstrap(group: group ?? MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -131,7 +135,7 @@ public final class TestServer: Sendable {
                     )
                 }
             }
-        let channel = try await bootstrap.bind(host: host, port: port).get()
+        let channel = try await (listeningSocket.map { bootstrap.withBoundSocket($0) } ?? bootstrap.bind(host: host, port: port)).get()
         guard let port = channel.localAddress?.port else {
             throw TestServerError.noPort
         }
