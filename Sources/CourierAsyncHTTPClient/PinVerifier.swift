@@ -37,6 +37,14 @@ struct PinVerifier: Sendable {
             }
         }.flatMapError { error in
             if let pipelineError = error as? ChannelPipelineError, pipelineError == .notFound {
+                #if canImport(Darwin)
+                // With Network.framework event loops TLS runs inside the channel, without a
+                // NIOSSL handler, and no certificate can be read here: fail closed when keys are
+                // pinned (not compiled or tested on Linux).
+                if self.policy.hasPublicKeyPins {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+                #endif
                 return channel.eventLoop.makeSucceededVoidFuture()
             }
             return channel.eventLoop.makeFailedFuture(error)
@@ -51,14 +59,21 @@ struct PinVerifier: Sendable {
         }
         guard self.policy.hasPublicKeyPins else { return }
         let digest = Data(SHA256.hash(data: try leaf.extractPublicKey().toSPKIBytes()))
+        // The pins that apply to a host the leaf is valid for, ranked as the transport picks a
+        // host's pins: host and this port, host, wildcard and this port, wildcard. Only the most
+        // specific rank is enforced (a pin for this port takes the place of the host's pin for
+        // any port, an exact host the place of a wildcard).
+        var applicable: [(rank: Int, key: String, pins: Set<TLSPin>)] = []
         for (key, pins) in self.policy.pins {
             let (host, keyPort) = PinningPolicy.split(key)
             guard keyPort == nil || keyPort == port, names.contains(where: { Self.matches(pattern: $0, host: host) }) else { continue }
-            // A pin for this port takes the place of the host's pin for any port.
-            if keyPort == nil, let port, self.policy.pins[PinningPolicy.key(host, port: port)] != nil { continue }
-            let pinned = PinningPolicy.publicKeyDigests(in: pins)
+            applicable.append(((host.hasPrefix("*.") ? 2 : 0) + (keyPort == nil ? 1 : 0), key, pins))
+        }
+        guard let best = applicable.map(\.rank).min() else { return }
+        for entry in applicable where entry.rank == best {
+            let pinned = PinningPolicy.publicKeyDigests(in: entry.pins)
             guard pinned.isEmpty || pinned.contains(digest) else {
-                throw PinMismatch(host: key, presented: "sha256/" + digest.base64EncodedString())
+                throw PinMismatch(host: entry.key, presented: "sha256/" + digest.base64EncodedString())
             }
         }
     }

@@ -109,8 +109,9 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
             let last = HTTP2StreamID(max(0, Int(Int32(streamID)) - 2))
             connection.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: nil)), promise: nil)
         case .pingFlood(let count):
-            if let connection = context.channel.parent {
-                for index in 0..<count {
+            // Only on an HTTP/2 stream (for HTTP/1.1 the parent is the listening socket).
+            if let connection = context.channel.parent, (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) != nil {
+                for index in 0..<max(0, count) {
                     connection.write(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: UInt64(index)), ack: false)), promise: nil)
                 }
                 connection.flush()

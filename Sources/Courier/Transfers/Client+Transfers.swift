@@ -97,7 +97,8 @@ extension Client {
                 // A server evaluates If-Range before Range (RFC 9110 §13.2.2), so a 416 means the
                 // validator still matched; when its unsatisfied range states exactly the partial
                 // file's length (§14.4), the file already holds the whole body.
-                if let length = error.headers?[.contentRange].flatMap(ContentRangeHeader.unsatisfiedLength), Int64(length) == rangeStart {
+                let sameVersion = error.headers?[.eTag].map { $0 == ifRange } ?? true
+                if sameVersion, let length = error.headers?[.contentRange].flatMap(ContentRangeHeader.unsatisfiedLength), Int64(length) == rangeStart {
                     reporter.start(completed: rangeStart, expected: rangeStart)
                     try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
                     try? FileManager.default.removeItem(at: record)
@@ -113,9 +114,11 @@ extension Client {
             let raw = outcome.response
             var total: Int64?
             if raw.status.code == 206 {
-                let answered = PartialDownload.validator(of: raw.head.headerFields)
+                // Another version: an ETag other than the one asked for (weak or strong).
+                let answeredETag = raw.head.headerFields[.eTag]
+                let otherVersion = answeredETag != nil && validator?.hasPrefix("W/") == false && validator?.contains("\"") == true && answeredETag != validator
                 guard offset > 0, let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""), Int64(range.range.lowerBound) == offset,
-                      answered == nil || answered == validator else {
+                      !otherVersion else {
                     // A range we did not ask for, or of another version: start again from zero
                     // without one.
                     raw.body.byteStream.cancel()
@@ -123,19 +126,25 @@ extension Client {
                     validator = nil
                     continue
                 }
-                total = range.completeLength.map(Int64.init)
+                // The file ends where the range ends, whether or not the complete length is known.
+                total = Int64(range.range.upperBound) + 1
             } else {
                 // The whole body: the server ignored the range or the resource changed.
                 offset = 0
                 total = raw.body.expectedLength.map(Int64.init)
             }
-            if let validator = PartialDownload.validator(of: raw.head.headerFields) {
-                try? PartialDownload(url: urlString, validator: validator).save(to: record)
-            } else {
+            // The record of the old validator goes before the file is cut back, and the new one is
+            // written only after: a crash in between never pairs old bytes with a new validator.
+            let newValidator = PartialDownload.validator(of: raw.head.headerFields)
+            if offset == 0 || newValidator == nil {
                 try? FileManager.default.removeItem(at: record)
             }
             let written: Int64
             do {
+                try partial.prepare(from: offset)
+                if let newValidator {
+                    try? PartialDownload(url: urlString, validator: newValidator).save(to: record)
+                }
                 written = try await partial.write(raw.body, from: offset, reporter: reporter, expected: total)
                 if let total, written != total {
                     throw CourierError(.transport, "the download ended after \(written) of \(total) bytes; it can be resumed")
@@ -214,23 +223,34 @@ final class PartialFile {
     /// another download holds it.
     static func lock(_ url: URL, destination: URL) throws -> PartialFile {
         for _ in 0..<3 {
-            let descriptor = open(url.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            // O_NOFOLLOW: a link planted at the partial file's name is never written through.
+            let descriptor = open(url.path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard descriptor >= 0 else {
                 throw CourierError.invalidRequest("cannot create \(url.path): \(String(cString: strerror(errno)))")
             }
             let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
-            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
                 let code = errno
-                try? handle.close()
-                if code == EWOULDBLOCK {
-                    throw CourierError.invalidRequest("another download to \(destination.path) is in progress")
+                // A file system without locks (some network and FUSE mounts): download unlocked,
+                // as before locking existed, rather than not at all.
+                if code != ENOLCK && code != EOPNOTSUPP && code != ENOTSUP {
+                    try? handle.close()
+                    if code == EWOULDBLOCK {
+                        throw CourierError.invalidRequest("another download to \(destination.path) is in progress")
+                    }
+                    throw CourierError.invalidRequest("cannot lock \(url.path): \(String(cString: strerror(code)))")
                 }
-                throw CourierError.invalidRequest("cannot lock \(url.path): \(String(cString: strerror(code)))")
             }
             // Between open and flock the file may have been renamed into place by the download
             // that held it: keep the lock only if it is still the file at the path.
             var opened = stat(), current = stat()
-            if fstat(descriptor, &opened) == 0, stat(url.path, &current) == 0, opened.st_dev == current.st_dev, opened.st_ino == current.st_ino {
+            if fstat(descriptor, &opened) == 0, lstat(url.path, &current) == 0, opened.st_dev == current.st_dev, opened.st_ino == current.st_ino {
+                // Only a plain file with no other name: never a device, a FIFO or a hard link
+                // to a file elsewhere.
+                guard (opened.st_mode & S_IFMT) == S_IFREG, opened.st_nlink == 1 else {
+                    try? handle.close()
+                    throw CourierError.invalidRequest("\(url.path) is not a plain file of its own; remove it to download")
+                }
                 return PartialFile(handle: handle)
             }
             try? handle.close()
@@ -243,9 +263,8 @@ final class PartialFile {
         Int64(try self.handle.seekToEnd())
     }
 
-    /// Streams a body into the file from `offset`, dropping anything after it; returns the
-    /// file's size.
-    func write(_ body: ResponseBody, from offset: Int64, reporter: ProgressReporter, expected: Int64?) async throws -> Int64 {
+    /// Drops anything after `offset` and moves there, ready for ``write(_:from:reporter:expected:)``.
+    func prepare(from offset: Int64) throws {
         // Truncated only when something is there to drop: on ext4, a file truncated to zero and
         // rewritten is flushed to disk on close (the "replace by truncate" heuristic), which
         // halves throughput.
@@ -253,6 +272,11 @@ final class PartialFile {
             try self.handle.truncate(atOffset: UInt64(offset))
         }
         try self.handle.seek(toOffset: UInt64(offset))
+    }
+
+    /// Streams a body into the file at `offset` (where ``prepare(from:)`` left it); returns the
+    /// file's size.
+    func write(_ body: ResponseBody, from offset: Int64, reporter: ProgressReporter, expected: Int64?) async throws -> Int64 {
         reporter.start(completed: offset, expected: expected)
         var written = offset
         for try await chunk in body {

@@ -152,7 +152,9 @@ package struct ServerSentEventParser: Sendable {
         switch field {
         case "data":
             self.dataBytes += value.utf8.count + 1
-            guard self.dataBytes <= self.maxEventSize + 1 else {
+            // Compared as `dataBytes - 1` (the first line has no joining line feed), so a limit
+            // of `Int.max` cannot overflow.
+            guard self.dataBytes - 1 <= self.maxEventSize else {
                 var error = CourierError(.responseTooLarge, "a server-sent event's data is longer than \(self.maxEventSize) bytes")
                 error.limit = self.maxEventSize
                 throw error

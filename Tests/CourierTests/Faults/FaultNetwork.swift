@@ -43,9 +43,22 @@ final class FaultNetwork: @unchecked Sendable {
 
     private static let counter = Locked(0)
 
+    /// Removes, once per process, the namespaces and veth pairs of test runs that ended without
+    /// removing theirs (a crash, a killed run): their names carry the pid, which is gone.
+    private static let sweptStale: Void = {
+        let namespaces = (try? FileManager.default.contentsOfDirectory(atPath: "/var/run/netns")) ?? []
+        for name in namespaces where name.hasPrefix("courier-f") {
+            let tag = name.dropFirst("courier-f".count)
+            guard let pid = Int32(tag.split(separator: "x").first ?? ""), pid != getpid(), kill(pid, 0) != 0 else { continue }
+            try? FaultNetwork.run("/usr/sbin/ip", "link", "del", "cf\(tag)")
+            try? FaultNetwork.run("/usr/sbin/ip", "netns", "del", name)
+        }
+    }()
+
     init() throws {
+        _ = Self.sweptStale
         let index = Self.counter.withLock { $0 += 1; return $0 }
-        let tag = "\(getpid() % 10_000)x\(index)"
+        let tag = "\(getpid())x\(index)"
         self.name = "courier-f\(tag)"
         self.hostSide = "cf\(tag)"
         // A /24 of its own per network: 10.(200 + pid % 50).(index).0.
@@ -138,10 +151,14 @@ final class FaultNetwork: @unchecked Sendable {
         try Self.run(arguments)
     }
 
-    /// Runs a command to its end; throws when it fails.
+    /// Runs a command to its end (killed after 30 s); throws when it fails.
     private static func run(_ arguments: [String]) throws {
         let child = try ChildProcess(executable: arguments[0], arguments: Array(arguments.dropFirst()))
-        while child.isRunning { usleep(1000) }
+        let deadline = Date().addingTimeInterval(30)
+        while child.isRunning {
+            if Date() > deadline { child.kill(SIGKILL) }
+            usleep(1000)
+        }
         guard child.terminationStatus == 0 else {
             throw FaultNetworkError(command: arguments.joined(separator: " "), status: child.terminationStatus)
         }

@@ -352,6 +352,11 @@ final class ChildProcess: @unchecked Sendable {
         if self.status != nil { return false }
         var raw: Int32 = 0
         let reaped = waitpid(self.pid, &raw, WNOHANG)
+        if reaped == -1, errno != EINTR {
+            // Not a child of ours any more (reaped elsewhere): it has ended, status unknown.
+            self.status = -1
+            return false
+        }
         guard reaped == self.pid else { return true }
         // WIFEXITED / WEXITSTATUS, spelled out (macros are not imported).
         self.status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)

@@ -124,6 +124,31 @@ struct HostIdentityTests {
         }
     }
 
+    /// The verifier enforces the pins the transport picks for the host: a pin for this host and
+    /// port, not also a wildcard pin for its domain.
+    @Test
+    func aPinForTheHostAndPortTakesThePlaceOfAWildcardPin() async throws {
+        let certificates = try TestCertificates.generate(dnsNames: ["api.courier.test"])
+        let right = TLSPin.publicKeyPinText(spkiDER: certificates.leafSPKIDER)
+        try await self.withServer(certificates, urlHost: "api.courier.test", configure: { configuration, port in
+            configuration.resolvedHosts["api.courier.test"] = "127.0.0.1"
+            configuration.pinning.pin("*.courier.test", to: [try .publicKey(Self.otherPin)])
+            configuration.pinning.pin("api.courier.test:\(port)", to: [try .publicKey(right)])
+        }) { client, _ in
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+        // Without the port pin, the wildcard pin applies and fails.
+        try await self.withServer(certificates, urlHost: "api.courier.test", configure: { configuration, _ in
+            configuration.resolvedHosts["api.courier.test"] = "127.0.0.1"
+            configuration.pinning.pin("*.courier.test", to: [try .publicKey(Self.otherPin)])
+        }) { client, server in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .pinMismatch)
+            #expect(server.requests.isEmpty)
+        }
+    }
+
     @Test
     func pinKeysAreCanonical() {
         var policy = PinningPolicy()

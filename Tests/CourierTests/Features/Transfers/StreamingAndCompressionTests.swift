@@ -89,6 +89,10 @@ struct StreamingAndCompressionTests {
             var exact: [ServerSentEvent] = []
             for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events(maxEventSize: 12) { exact.append(event) }
             #expect(exact.map(\.data) == ["hello", "1\n2", "x"])
+            // A limit of Int.max (no limit) must not overflow.
+            var unbounded: [ServerSentEvent] = []
+            for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events(maxEventSize: .max) { unbounded.append(event) }
+            #expect(unbounded.count == 3)
         }
     }
 

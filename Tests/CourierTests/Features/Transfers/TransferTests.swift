@@ -334,6 +334,22 @@ struct TransferTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aLinkPlantedAtThePartialFilesNameIsNeverWrittenThrough(_ kind: TransportKind) async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let victim = try self.file("victim.txt", in: folder, content: Data("keep me".utf8))
+        try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent(".courier-planted.bin.partial"), withDestinationURL: victim)
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "planted.bin")).value }
+            #expect(error?.kind == .invalidRequest)
+            let kept = try Data(contentsOf: victim)
+            #expect(kept == Data("keep me".utf8))
+            #expect(server.requests.isEmpty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aCancelledDownloadKeepsItsPartialFileAndThrowsCancelled(_ kind: TransportKind) async throws {
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
