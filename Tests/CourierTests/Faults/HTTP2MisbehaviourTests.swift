@@ -29,6 +29,7 @@ import Testing
 /// cannot be given a trust root, so it cannot reach the server over HTTP/2 here.
 @Suite("Faults: a misbehaving HTTP/2 server")
 struct HTTP2MisbehaviourTests {
+    // AsyncHTTPClient only: HTTP/2 needs the TLS test server, and URLSession on Linux cannot trust the test CA.
     @Test(arguments: [HTTPRequest.Method.get, .post])
     func goAwayBelowAnInFlightStreamRetriesOnlyTheUnprocessedOne(_ method: HTTPRequest.Method) async throws {
         let counter = PathCounter()
@@ -68,6 +69,7 @@ struct HTTP2MisbehaviourTests {
         }
     }
 
+    // AsyncHTTPClient only: HTTP/2 needs the TLS test server, and URLSession on Linux cannot trust the test CA.
     @Test
     func oneConcurrentStreamAllowedStillServesAHundredRequestsOnOneConnection() async throws {
         let server = try await TestServer.start(.tls(Certificates.shared), http2: HTTP2Options(maxConcurrentStreams: 1), handler: Routes.standard)
@@ -86,6 +88,7 @@ struct HTTP2MisbehaviourTests {
         }
     }
 
+    // AsyncHTTPClient only: HTTP/2 needs the TLS test server, and URLSession on Linux cannot trust the test CA.
     @Test
     func aRequestBodyWindowThatNeverOpensEndsAtTheDeadline() async throws {
         let server = try await TestServer.start(.tls(Certificates.shared), http2: HTTP2Options(initialWindowSize: 0), handler: Routes.standard)
@@ -100,6 +103,7 @@ struct HTTP2MisbehaviourTests {
         }
     }
 
+    // AsyncHTTPClient only: HTTP/2 needs the TLS test server, and URLSession on Linux cannot trust the test CA.
     @Test
     func aFloodOfPingsDoesNotStopTheAnswer() async throws {
         let server = try await tlsServer { request in
@@ -115,6 +119,7 @@ struct HTTP2MisbehaviourTests {
         }
     }
 
+    // AsyncHTTPClient here (HTTP/2 needs the TLS test server, which URLSession on Linux cannot trust); URLSession's HTTP/1.1 case is the next test.
     @Test(arguments: [false, true])
     func aResponseHeaderLargerThanTheLimitFailsTyped(http2: Bool) async throws {
         let handler: TestServer.Handler = { request in
@@ -128,6 +133,7 @@ struct HTTP2MisbehaviourTests {
         }
     }
 
+    // URLSession only: AsyncHTTPClient's case is the test above; libcurl has a header limit of its own.
     @Test
     func aResponseHeaderLargerThanTheLimitFailsTypedOnURLSession() async throws {
         // URLSession over HTTP/1.1 (cleartext: no trust root needed).

@@ -153,6 +153,7 @@ public struct PinningPolicy: Sendable, Hashable {
         withUnsafeMutableBytes(of: &address) { $0.copyBytes(from: bytes) }
         var buffer = [CChar](repeating: 0, count: 64)
         guard inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil else { return nil }
-        return String(cString: buffer)
+        let length = buffer.firstIndex(of: 0) ?? buffer.count
+        return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -44,6 +44,7 @@ struct HostIdentityTests {
 
     /// RFC 6125 §6.4.4 and RFC 9110 §4.3.4: the identity is checked against subjectAltName; a
     /// Common Name alone does not name the host (the TLS library would accept it).
+    // AsyncHTTPClient only: pins and host identity are checked by its TLS stack; URLSession's are the Security framework's (Apple only).
     @Test(arguments: [false, true])
     func aLeafThatNamesTheHostOnlyInItsCommonNameIsRefused(http1: Bool) async throws {
         let certificates = try TestCertificates.generate(dnsNames: ["localhost"], leafFlaw: .noSubjectAlternativeName)
@@ -63,6 +64,7 @@ struct HostIdentityTests {
     }
 
     /// RFC 6125 §6.2.1 / RFC 5280 §4.2.1.6: an IP address is matched against iPAddress SANs.
+    // AsyncHTTPClient only: pins and host identity are checked by its TLS stack; URLSession's are the Security framework's (Apple only).
     @Test
     func anIPv6HostIsMatchedAgainstItsAddressInTheCertificate() async throws {
         let forV6 = try TestCertificates.generate(dnsNames: [], ipv4Addresses: [], ipv6Addresses: [Self.loopbackV6])
@@ -79,6 +81,7 @@ struct HostIdentityTests {
         }
     }
 
+    // AsyncHTTPClient only: pins and host identity are checked by its TLS stack; URLSession's are the Security framework's (Apple only).
     @Test(arguments: ["[::1]", "::1", "0:0:0:0:0:0:0:1", "[0000::0001]"])
     func aPinOnAnIPv6AddressIsEnforcedWhateverItsSpelling(_ spelling: String) async throws {
         let certificates = try TestCertificates.generate(dnsNames: [], ipv4Addresses: [], ipv6Addresses: [Self.loopbackV6])
@@ -95,6 +98,7 @@ struct HostIdentityTests {
         }
     }
 
+    // AsyncHTTPClient only: pins and host identity are checked by its TLS stack; URLSession's are the Security framework's (Apple only).
     @Test(arguments: [false, true])
     func aPinForAPortAppliesToThatPortOnly(http1: Bool) async throws {
         let certificates = try TestCertificates.generate()
@@ -126,6 +130,7 @@ struct HostIdentityTests {
 
     /// The verifier enforces the pins the transport picks for the host: a pin for this host and
     /// port, not also a wildcard pin for its domain.
+    // AsyncHTTPClient only: pins and host identity are checked by its TLS stack; URLSession's are the Security framework's (Apple only).
     @Test
     func aPinForTheHostAndPortTakesThePlaceOfAWildcardPin() async throws {
         let certificates = try TestCertificates.generate(dnsNames: ["api.courier.test"])
@@ -149,6 +154,7 @@ struct HostIdentityTests {
         }
     }
 
+    // Plain values: no transport involved.
     @Test
     func pinKeysAreCanonical() {
         var policy = PinningPolicy()
