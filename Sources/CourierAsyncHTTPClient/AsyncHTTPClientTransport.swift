@@ -101,6 +101,7 @@ public final class AsyncHTTPClientTransport: Transport {
     private let pinning: PinningPolicy
     private let pinnedTLS: [String: TLSConfiguration]
     private let tlsConfiguration: TLSConfiguration?
+    private let isShutDown = Locked(false)
 
     /// Creates a transport with its own connection pool.
     ///
@@ -186,12 +187,22 @@ public final class AsyncHTTPClientTransport: Transport {
     }
 
     deinit {
-        self.httpClient.shutdown { _ in }
+        if self.claimShutdown() { self.httpClient.shutdown { _ in } }
     }
 
-    /// Closes every connection; the transport cannot be used afterwards.
+    /// Closes every connection; the transport cannot be used afterwards (a request then fails
+    /// with kind `transport`). A second call returns at once.
     public func shutdown() async throws {
+        guard self.claimShutdown() else { return }
         try await self.httpClient.shutdown()
+    }
+
+    /// True for the first caller only.
+    private func claimShutdown() -> Bool {
+        self.isShutDown.withLock { shut in
+            defer { shut = true }
+            return !shut
+        }
     }
 
     /// Sends the request and returns when the response head arrives; the body streams afterwards.

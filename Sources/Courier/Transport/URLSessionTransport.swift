@@ -34,7 +34,11 @@ import FoundationNetworking
 /// reader has not read yet stays in memory — use `AsyncHTTPClientTransport` there for large
 /// bodies read slowly.
 public final class URLSessionTransport: Transport {
-    private let session: URLSession
+    /// The session, until ``shutdown()`` lets it go: a task made in an invalidated session is a
+    /// crash on Apple platforms, so tasks are made under this lock and never after it. Letting
+    /// go matters on Linux too: FoundationNetworking closes its idle keep-alive connections
+    /// (libcurl's connection cache) only when the session itself is freed.
+    private let session: Locked<URLSession?>
     private let delegate: SessionDelegate
 
     /// Creates a transport with TLS pins.
@@ -57,11 +61,22 @@ public final class URLSessionTransport: Transport {
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         self.delegate = delegate
-        self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
+        self.session = Locked(URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue))
     }
 
     deinit {
-        self.session.invalidateAndCancel()
+        self.session.withLock { $0 }?.invalidateAndCancel()
+    }
+
+    /// Shuts the transport down: cancels every task still running and releases the session and
+    /// its connections. The transport cannot be used afterwards (a request then fails with kind
+    /// `transport`). Dropping the last reference does the same.
+    public func shutdown() {
+        let session = self.session.withLock { session in
+            defer { session = nil }
+            return session
+        }
+        session?.invalidateAndCancel()
     }
 
     /// A copy of `configuration` with the platform's own cookie, cache and credential handling
@@ -104,7 +119,10 @@ public final class URLSessionTransport: Transport {
         }
         try Task.checkCancellation()
 
-        let task = self.session.dataTask(with: urlRequest)
+        let task = try self.session.withLock { session in
+            guard let session else { throw CourierError(.transport, "the URLSession transport is shut down") }
+            return session.dataTask(with: urlRequest)
+        }
         let exchange = Exchange(task: task)
         self.delegate.register(exchange, for: task)
         let head: HTTPURLResponse = try await withTaskCancellationHandler {

@@ -138,7 +138,8 @@ func makeTransport(_ kind: TransportKind) -> (transport: any Transport, shutdown
         let transport = AsyncHTTPClientTransport()
         return (transport, { try await transport.shutdown() })
     case .urlSession:
-        return (URLSessionTransport(), {})
+        let transport = URLSessionTransport()
+        return (transport, { transport.shutdown() })
     }
 }
 

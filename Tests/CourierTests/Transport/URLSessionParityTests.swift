@@ -36,6 +36,32 @@ struct URLSessionParityTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aTransportShutDownReleasesItsConnectionsAndRefusesNewRequests(_ kind: TransportKind) async throws {
+        // Shutting down closes the idle keep-alive connection (no descriptor of this process
+        // still holds a socket to the server; on Linux FoundationNetworking closes it only once
+        // the session is freed, which shutdown lets happen), a second shutdown is harmless, and a request
+        // afterwards is a typed `transport` error — never a crash (a task made in an invalidated
+        // URLSession is one on Apple platforms).
+        let server = try await http1Server()
+        let (transport, shutdown) = makeTransport(kind)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
+        _ = try await client.send(Endpoint<Echo>(path: "/echo"))
+        if HeldSockets.isReadable {
+            // The measurement sees the connection in use, so its later emptiness means something.
+            #expect(await eventually(seconds: 5) { !HeldSockets.to("127.0.0.1", port: server.port).isEmpty })
+        }
+        try await shutdown()
+        try await shutdown()
+        if HeldSockets.isReadable {
+            #expect(await eventually(seconds: 10) { HeldSockets.to("127.0.0.1", port: server.port).isEmpty })
+        }
+        let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo")) }
+        #expect(error?.kind == .transport)
+        #expect(await eventually(seconds: 10) { server.openConnectionCount == 0 })
+        try await server.stop()
+    }
+
     @Test(arguments: TransportKind.allCases, ["Basic realm=\"api\"", "Digest realm=\"api\", qop=\"auth\", nonce=\"abc\", opaque=\"xyz\""])
     func aChallengeWithoutACredentialComesBackAsThe401(_ kind: TransportKind, _ challenge: String) async throws {
         // Without an answer to the platform's authentication challenge the task waited forever.
