@@ -10,7 +10,7 @@ import Testing
 /// | scenario | transport | expected error | bound |
 /// |---|---|---|---|
 /// | connect to a black-holed address (SYNs dropped) | both, HTTP/1.1 (connecting comes before ALPN) | `timeout` at the 2 s deadline; URLSession shuts down at once, AsyncHTTPClient once its connect timeout ends the attempt | 10 s; shutdown 2 s / 12 s |
-/// | the same with a 1 s connect timeout and an 8 s deadline | AsyncHTTPClient | `timeout` ("connecting timed out") from the connect timeout, before the deadline | 5 s; shutdown 2 s |
+/// | the same with a 1 s connect timeout and a 20 s deadline | AsyncHTTPClient | `timeout` ("connecting timed out") from the connect timeout, before the deadline | 20 s; shutdown 3 s |
 /// | 10% of packets lost both ways, 20 × 20 KB | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 (10 streams at once, then 10 in turn) | none: every response arrives whole | 20 s each |
 /// | 64 kbit/s link, 100 KB with a 2 s deadline | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `timeout` (a 2 KB response on the same link arrives) | 10 s |
 /// | the server vanishes mid-body (every packet dropped) | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `timeout` at the 10 s deadline | 25 s |
@@ -220,17 +220,21 @@ struct NetworkFaultTests {
             try network.rule("input", "tcp dport \(server.port) drop")
             let transport = AsyncHTTPClientTransport(configuration: .init { $0.connectTimeout = .seconds(1) })
             let shutdown = try await self.withFaultClient(
-                transport: transport, shutdown: { try await transport.shutdown() }, baseURL: Self.url(network, server), timeout: .seconds(8)
+                transport: transport, shutdown: { try await transport.shutdown() }, baseURL: Self.url(network, server), timeout: .seconds(20)
             ) { client in
                 let started = ContinuousClock.now
                 let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/small", decoding: .data)) }
                 let took = ContinuousClock.now - started
                 #expect(error?.kind == .timeout)
+                // Ended by the 1 s connect timeout ("connecting timed out"), not by the 20 s
+                // deadline ("the request timed out"). Its timer runs on a shared event loop, so
+                // under the full suite's load it has fired up to 8 s late: only the deadline
+                // bounds it here.
                 #expect(error?.message.contains("connecting") == true, "\(String(describing: error))")
-                // Ended by the 1 s connect timeout, well before the 8 s deadline.
-                #expect(took < .seconds(5), "took \(took)")
+                #expect(took < .seconds(20), "took \(took)")
             }
-            #expect(shutdown < .seconds(2), "shutdown took \(shutdown)")
+            // Nothing is under way any more, so shutting down does not wait.
+            #expect(shutdown < .seconds(3), "shutdown took \(shutdown)")
             #expect(server.requests.isEmpty)
         }
     }
