@@ -46,10 +46,17 @@ struct BenchmarkMain {
                 count: Self.option("--requests", in: arguments).flatMap(Int.init) ?? 10_000,
                 http2: Self.option("--protocol", in: arguments) == "h2"
             ).run()
+        case "count":
+            try await CountBenchmark(
+                side: Self.option("--side", in: arguments) ?? "courier",
+                http2: Self.option("--protocol", in: arguments) == "h2",
+                concurrency: Self.option("--concurrency", in: arguments).flatMap(Int.init) ?? 1,
+                requests: Self.option("--requests", in: arguments).flatMap(Int.init) ?? 1_000
+            ).run()
         case "outbox":
             try await OutboxBenchmark(rounds: rounds, items: Self.option("--items", in: arguments).flatMap(Int.init) ?? 1000).run()
         default:
-            print("unknown benchmark '\(suite)'; available: pipeline, traffic, cache, transfer, outbox, many")
+            print("unknown benchmark '\(suite)'; available: pipeline, count, traffic, cache, transfer, outbox, many")
         }
     }
 

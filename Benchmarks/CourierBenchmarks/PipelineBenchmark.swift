@@ -22,64 +22,9 @@ struct PipelineBenchmark {
         print("pipeline benchmark: 1 KB JSON GET + decode, \(self.rounds) alternating rounds of \(format(self.seconds, 1)) s per point; medians")
         print("protocol  conc  raw req/s  courier req/s  ratio   raw µs CPU/req  courier µs CPU/req  ratio")
         for http2 in [false, true] {
-            let url = http2 ? "https://localhost:\(server.tlsPort)/item" : "http://127.0.0.1:\(server.plainPort)/item"
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(server.caPEM))
-
-            var rawConfiguration = HTTPClient.Configuration()
-            rawConfiguration.tlsConfiguration = tls
-            rawConfiguration.redirectConfiguration = .disallow
-            let raw = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: rawConfiguration)
-
-            let transport = AsyncHTTPClientTransport(configuration: .init {
-                $0.tlsConfiguration = tls
-                if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_READ_TIMEOUT"] != nil { $0.readTimeout = nil }
-            })
-            let client = Client(configuration: .init(transport: transport, baseURL: URL(string: url)!) {
-                if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
-                // Identical concurrent GETs would be coalesced; this benchmark measures the pipeline per
-                // request. COURIER_BENCH_DEDUP=1 keeps it on (the default configuration): meaningful at
-                // concurrency 1 only, where nothing can be coalesced.
-                $0.deduplication.isEnabled = ProcessInfo.processInfo.environment["COURIER_BENCH_DEDUP"] != nil
-                if let limit = ProcessInfo.processInfo.environment["COURIER_BENCH_HOST_LIMIT"].flatMap(Int.init) {
-                    $0.scheduling = .init(maxConcurrentRequests: limit, maxRequestsPerHost: limit)
-                }
-                // COURIER_BENCH_MONITORS=log: log lines at .info into a handler that drops them (the
-                // lines are still formatted); =telemetry: metrics and tracing with no-op backends;
-                // =all: both. Unset: no monitor, the zero-cost path.
-                $0.debugOptions = .off
-                let monitors = ProcessInfo.processInfo.environment["COURIER_BENCH_MONITORS"] ?? "none"
-                if monitors == "log" || monitors == "all" {
-                    var logger = Logger(label: "bench") { _ in DiscardingLogHandler() }
-                    logger.logLevel = .info
-                    $0.logger = logger
-                }
-                if monitors == "telemetry" || monitors == "all" {
-                    $0.eventMonitors = [MetricsMonitor(factory: NOOPMetricsHandler.instance), TracingMonitor(tracer: NoOpTracer())]
-                }
-            })
-            let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
-
-            let rawWork: @Sendable () async throws -> Void = {
-                let response = try await raw.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
-                let body = try await response.body.collect(upTo: 1 << 20)
-                let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
-                precondition(item.id == 42)
-            }
-            let raw2 = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: rawConfiguration)
-            let sameAsRaw = ProcessInfo.processInfo.environment["COURIER_BENCH_AA"] != nil
-            let rawWork2: @Sendable () async throws -> Void = {
-                // A/A check of the harness: a second raw client in place of Courier.
-                let response = try await raw2.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
-                let body = try await response.body.collect(upTo: 1 << 20)
-                let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
-                precondition(item.id == 42)
-            }
-            let courierOnly: @Sendable () async throws -> Void = {
-                let item = try await client.send(endpoint)
-                precondition(item.id == 42)
-            }
-            let courierWork = sameAsRaw ? rawWork2 : courierOnly
+            let sides = try PipelineSides(server: server, http2: http2)
+            let rawWork = sides.rawWork
+            let courierWork = ProcessInfo.processInfo.environment["COURIER_BENCH_AA"] != nil ? sides.rawWork2 : sides.courierWork
             // Warm up both (connections, code paths).
             _ = try await measure(concurrency: 8, seconds: 0.5, rawWork)
             _ = try await measure(concurrency: 8, seconds: 0.5, courierWork)
@@ -87,9 +32,7 @@ struct PipelineBenchmark {
             if let only = ProcessInfo.processInfo.environment["COURIER_BENCH_PROFILE"] {
                 // Profiling aid: run one side alone for a while, at concurrency 8.
                 _ = try await measure(concurrency: 8, seconds: self.seconds, only == "raw" ? rawWork : courierWork)
-                try await raw.shutdown()
-                try await raw2.shutdown()
-                try await transport.shutdown()
+                try await sides.shutdown()
                 return
             }
             for concurrency in [1, 8, 64] {
@@ -112,10 +55,93 @@ struct PipelineBenchmark {
                 let name = http2 ? "HTTP/2  " : "HTTP/1.1"
                 print("\(name)  \(String(format: "%4d", concurrency))  \(String(format: "%9.0f", rawRate))  \(String(format: "%13.0f", courierRate))  \(String(format: "%5.1f%%", courierRate / rawRate * 100))  \(String(format: "%14.0f", rawCPU))  \(String(format: "%18.0f", courierCPU))  \(String(format: "%5.1f%%", courierCPU / rawCPU * 100))")
             }
-            try await raw.shutdown()
-            try await raw2.shutdown()
-            try await transport.shutdown()
+            try await sides.shutdown()
         }
+    }
+}
+
+/// The two sides the pipeline benchmarks compare, for one protocol: raw AsyncHTTPClient and
+/// Courier's `Client` over `AsyncHTTPClientTransport`, each fetching and decoding the 1 KB item.
+///
+/// Environment: `COURIER_BENCH_MONITORS` = `none` (default) | `log` | `telemetry` | `all`;
+/// `COURIER_BENCH_DEDUP=1` keeps deduplication on; `COURIER_BENCH_NO_TIMEOUT=1` removes the
+/// client's deadline; `COURIER_BENCH_NO_READ_TIMEOUT=1` the transport's read timeout;
+/// `COURIER_BENCH_HOST_LIMIT=N` sets the scheduler's limits.
+struct PipelineSides: Sendable {
+    let url: String
+    let raw: HTTPClient
+    let raw2: HTTPClient
+    let transport: AsyncHTTPClientTransport
+    let client: Client
+
+    init(server: ServerProcess, http2: Bool) throws {
+        let url = http2 ? "https://localhost:\(server.tlsPort)/item" : "http://127.0.0.1:\(server.plainPort)/item"
+        self.url = url
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(server.caPEM))
+
+        var rawConfiguration = HTTPClient.Configuration()
+        rawConfiguration.tlsConfiguration = tls
+        rawConfiguration.redirectConfiguration = .disallow
+        self.raw = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: rawConfiguration)
+        // A/A check of the harness (COURIER_BENCH_AA=1): a second raw client in place of Courier.
+        self.raw2 = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: rawConfiguration)
+
+        self.transport = AsyncHTTPClientTransport(configuration: .init {
+            $0.tlsConfiguration = tls
+            if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_READ_TIMEOUT"] != nil { $0.readTimeout = nil }
+        })
+        self.client = Client(configuration: .init(transport: self.transport, baseURL: URL(string: url)!) {
+            if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
+            // Identical concurrent GETs would be coalesced; this benchmark measures the pipeline per
+            // request. COURIER_BENCH_DEDUP=1 keeps it on (the default configuration): meaningful at
+            // concurrency 1 only, where nothing can be coalesced.
+            $0.deduplication.isEnabled = ProcessInfo.processInfo.environment["COURIER_BENCH_DEDUP"] != nil
+            if let limit = ProcessInfo.processInfo.environment["COURIER_BENCH_HOST_LIMIT"].flatMap(Int.init) {
+                $0.scheduling = .init(maxConcurrentRequests: limit, maxRequestsPerHost: limit)
+            }
+            // COURIER_BENCH_MONITORS=log: log lines at .info into a handler that drops them (the
+            // lines are still formatted); =telemetry: metrics and tracing with no-op backends;
+            // =all: both. Unset: no monitor, the zero-cost path.
+            $0.debugOptions = .off
+            let monitors = ProcessInfo.processInfo.environment["COURIER_BENCH_MONITORS"] ?? "none"
+            if monitors == "log" || monitors == "all" {
+                var logger = Logger(label: "bench") { _ in DiscardingLogHandler() }
+                logger.logLevel = .info
+                $0.logger = logger
+            }
+            if monitors == "telemetry" || monitors == "all" {
+                $0.eventMonitors = [MetricsMonitor(factory: NOOPMetricsHandler.instance), TracingMonitor(tracer: NoOpTracer())]
+            }
+        })
+    }
+
+    var rawWork: @Sendable () async throws -> Void { Self.fetch(with: self.raw, url: self.url) }
+    var rawWork2: @Sendable () async throws -> Void { Self.fetch(with: self.raw2, url: self.url) }
+
+    /// One GET of the item through raw AsyncHTTPClient, collected and decoded.
+    static func fetch(with raw: HTTPClient, url: String) -> @Sendable () async throws -> Void {
+        {
+            let response = try await raw.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
+            precondition(item.id == 42)
+        }
+    }
+
+    var courierWork: @Sendable () async throws -> Void {
+        let client = self.client
+        let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
+        return {
+            let item = try await client.send(endpoint)
+            precondition(item.id == 42)
+        }
+    }
+
+    func shutdown() async throws {
+        try await self.raw.shutdown()
+        try await self.raw2.shutdown()
+        try await self.transport.shutdown()
     }
 }
 

@@ -289,17 +289,22 @@ public struct EndpointBody: Sendable {
     }
 }
 
-/// `application/x-www-form-urlencoded` encoding (WHATWG URL standard).
+/// `application/x-www-form-urlencoded` encoding (WHATWG URL standard): ASCII letters, digits
+/// and `*-._` are kept, a space becomes `+`, every other UTF-8 byte is percent-encoded.
 enum FormEncoding {
-    private static let unreserved: CharacterSet = {
-        var set = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)..<Unicode.Scalar(128)))
-        set.insert(charactersIn: "*-._")
-        return set
-    }()
+    @inline(__always)
+    static func isKept(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "*"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+            return true
+        default:
+            return false
+        }
+    }
 
     static func escape(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: Self.unreserved.union(CharacterSet(charactersIn: " ")))!
-            .replacingOccurrences(of: " ", with: "+")
+        PercentEncoding.escape(text, spaceAsPlus: true, keeping: Self.isKept)
     }
 
     static func encode(_ fields: [URLQueryItem]) -> String {
