@@ -55,7 +55,15 @@ final class FaultNetwork: @unchecked Sendable {
         }
     }()
 
-    init() throws {
+    /// Makes a fault network. Every command runs on a thread of its own, never on the caller's:
+    /// the tests run on a cooperative pool of one thread per core, and commands that block it
+    /// (each namespace takes about ten of them) starved the tests running beside them until
+    /// their requests timed out.
+    static func make() async throws -> FaultNetwork {
+        try await onOwnThread { try FaultNetwork() }
+    }
+
+    private init() throws {
         _ = Self.sweptStale
         let index = Self.counter.withLock { $0 += 1; return $0 }
         let tag = "\(getpid())x\(index)"
@@ -77,40 +85,42 @@ final class FaultNetwork: @unchecked Sendable {
             try self.inside("/usr/sbin/nft", "add", "chain", "inet", "faults", "input", "{ type filter hook input priority 0; }")
             try self.inside("/usr/sbin/nft", "add", "chain", "inet", "faults", "output", "{ type filter hook output priority 0; }")
         } catch {
-            self.remove()
+            self.removeNow()
             throw error
         }
     }
 
     /// Removes the namespace (and with it the veth pair and the rules).
-    func remove() {
+    func remove() async {
+        _ = try? await onOwnThread { self.removeNow() }
+    }
+
+    private func removeNow() {
         try? Self.run("/usr/sbin/ip", "link", "del", self.hostSide)
         try? Self.run("/usr/sbin/ip", "netns", "del", self.name)
     }
 
     /// Adds an nftables rule to the namespace's `input` or `output` chain.
-    func rule(_ chain: String, _ rule: String) throws {
-        try self.inside(["/usr/sbin/nft", "add", "rule", "inet", "faults", chain] + rule.split(separator: " ").map(String.init))
+    func rule(_ chain: String, _ rule: String) async throws {
+        try await onOwnThread {
+            try self.inside(["/usr/sbin/nft", "add", "rule", "inet", "faults", chain] + rule.split(separator: " ").map(String.init))
+        }
     }
 
     /// Limits what the server sends to `kbit` kilobits per second (a token bucket on its side of the veth).
-    func limitBandwidth(kbit: Int) throws {
-        try self.inside("/usr/sbin/tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "\(kbit)kbit", "burst", "1600", "latency", "10s")
+    func limitBandwidth(kbit: Int) async throws {
+        try await onOwnThread {
+            try self.inside("/usr/sbin/tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "\(kbit)kbit", "burst", "1600", "latency", "10s")
+        }
     }
 
     /// A TCP socket bound to the server address inside the namespace and listening, for the
     /// test server (a socket stays in the namespace it was made in).
-    func listeningSocket() throws -> CInt {
+    func listeningSocket() async throws -> CInt {
         let path = "/var/run/netns/\(self.name)"
-        let result = Locked<Result<CInt, POSIXError>>(.failure(POSIXError(.EIO)))
         let address = self.serverAddress
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            result.withLock { $0 = Self.listen(namespacePath: path, address: address) }
-            done.signal()
-        }.start()
-        done.wait()
-        return try result.withLock { $0 }.get()
+        // On a thread of its own, which enters the namespace and ends.
+        return try await onOwnThread { try Self.listen(namespacePath: path, address: address).get() }
     }
 
     /// On a thread of its own: enter the namespace, make the socket, leave the thread (it ends).

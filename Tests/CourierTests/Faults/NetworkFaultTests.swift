@@ -93,27 +93,32 @@ struct NetworkFaultTests {
     }
 
     func withFaultNetwork(tls: Bool, connectionsClose: Bool = true, _ body: (FaultNetwork, TestServer, TestCertificates?) async throws -> Void) async throws {
-        let network = try FaultNetwork()
-        defer { network.remove() }
-        let certificates = tls ? try TestCertificates.generate(ipv4Addresses: [network.serverAddress.split(separator: ".").compactMap { UInt8($0) }]) : nil
-        let socket = try network.listeningSocket()
-        let server: TestServer
+        let network = try await FaultNetwork.make()
         do {
-            server = try await TestServer.start(certificates.map { .tls($0) } ?? .http1, listeningSocket: socket, handler: Self.handler)
+            let certificates = tls ? try TestCertificates.generate(ipv4Addresses: [network.serverAddress.split(separator: ".").compactMap { UInt8($0) }]) : nil
+            let socket = try await network.listeningSocket()
+            let server: TestServer
+            do {
+                server = try await TestServer.start(certificates.map { .tls($0) } ?? .http1, listeningSocket: socket, handler: Self.handler)
+            } catch {
+                close(socket)
+                throw error
+            }
+            do {
+                try await body(network, server, certificates)
+            } catch {
+                try? await server.stop()
+                throw error
+            }
+            if connectionsClose {
+                #expect(await eventually(seconds: 15) { server.openConnectionCount == 0 })
+            }
+            try await server.stop()
         } catch {
-            close(socket)
+            await network.remove()
             throw error
         }
-        do {
-            try await body(network, server, certificates)
-        } catch {
-            try? await server.stop()
-            throw error
-        }
-        if connectionsClose {
-            #expect(await eventually(seconds: 15) { server.openConnectionCount == 0 })
-        }
-        try await server.stop()
+        await network.remove()
     }
 
     static func url(_ network: FaultNetwork, _ server: TestServer, tls: Bool = false) -> URL {
@@ -123,7 +128,7 @@ struct NetworkFaultTests {
     @Test(.enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"), arguments: TransportKind.allCases)
     func aConnectToABlackHoledAddressEndsAtTheDeadlineAndShutdownIsPrompt(_ kind: TransportKind) async throws {
         try await self.withFaultNetwork { network, server in
-            try network.rule("input", "tcp dport \(server.port) drop")
+            try await network.rule("input", "tcp dport \(server.port) drop")
             let shutdown = try await self.withFaultClient(kind, baseURL: Self.url(network, server), timeout: .seconds(2)) { client in
                 let started = ContinuousClock.now
                 let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/small", decoding: .data)) }
@@ -142,8 +147,8 @@ struct NetworkFaultTests {
     @Test(.enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"), arguments: TransportKind.allCases)
     func tenPercentPacketLossStillDeliversEveryResponseWhole(_ kind: TransportKind) async throws {
         try await self.withFaultNetwork { network, server in
-            try network.rule("input", "numgen random mod 10 0 drop")
-            try network.rule("output", "numgen random mod 10 0 drop")
+            try await network.rule("input", "numgen random mod 10 0 drop")
+            try await network.rule("output", "numgen random mod 10 0 drop")
             try await self.withFaultClient(kind, baseURL: Self.url(network, server), timeout: .seconds(20)) { client in
                 for _ in 0..<20 {
                     let data = try await client.send(Endpoint<Data>(path: "/20k", decoding: .data).deduplication(.disabled))
@@ -157,7 +162,7 @@ struct NetworkFaultTests {
     @Test(.enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"), arguments: TransportKind.allCases)
     func aSlowLinkWithADeadlineEndsAtTheDeadline(_ kind: TransportKind) async throws {
         try await self.withFaultNetwork { network, server in
-            try network.limitBandwidth(kbit: 64)
+            try await network.limitBandwidth(kbit: 64)
             try await self.withFaultClient(kind, baseURL: Self.url(network, server), timeout: .seconds(30)) { client in
                 let small = try await client.send(Endpoint<Data>(path: "/small", decoding: .data))
                 #expect(small.count == 2_000)
@@ -179,8 +184,8 @@ struct NetworkFaultTests {
                 let request = Task { try await client.send(Endpoint<Data>(path: "/vanish", decoding: .data)) }
                 #expect(await eventually(seconds: 10) { server.requests.count == 1 })
                 // From here on nothing gets through, either way: no FIN, no RST, just silence.
-                try network.rule("input", "drop")
-                try network.rule("output", "drop")
+                try await network.rule("input", "drop")
+                try await network.rule("output", "drop")
                 let error = await expectCourierError { _ = try await request.value }
                 #expect(error?.kind == .timeout)
                 #expect(ContinuousClock.now - started < .seconds(25))
@@ -217,7 +222,7 @@ struct NetworkFaultTests {
         // AsyncHTTPClient only: URLSession has no connect timeout of its own (its request
         // timeout is an idle timeout), and its shutdown is prompt already (previous test).
         try await self.withFaultNetwork { network, server in
-            try network.rule("input", "tcp dport \(server.port) drop")
+            try await network.rule("input", "tcp dport \(server.port) drop")
             let transport = AsyncHTTPClientTransport(configuration: .init { $0.connectTimeout = .seconds(1) })
             let shutdown = try await self.withFaultClient(
                 transport: transport, shutdown: { try await transport.shutdown() }, baseURL: Self.url(network, server), timeout: .seconds(20)
@@ -247,8 +252,8 @@ struct NetworkFaultTests {
     @Test(.enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"))
     func tenPercentPacketLossStillDeliversEveryResponseWholeOverHTTP2() async throws {
         try await self.withFaultNetwork(tls: true) { network, server, certificates in
-            try network.rule("input", "numgen random mod 10 0 drop")
-            try network.rule("output", "numgen random mod 10 0 drop")
+            try await network.rule("input", "numgen random mod 10 0 drop")
+            try await network.rule("output", "numgen random mod 10 0 drop")
             try await self.withHTTP2FaultClient(trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(20)) { client in
                 // Ten at once and ten one after another, all streams of one connection.
                 try await withThrowingTaskGroup(of: Response<Data>.self) { group in
@@ -273,7 +278,7 @@ struct NetworkFaultTests {
     @Test(.enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"))
     func aSlowLinkWithADeadlineEndsAtTheDeadlineOverHTTP2() async throws {
         try await self.withFaultNetwork(tls: true) { network, server, certificates in
-            try network.limitBandwidth(kbit: 64)
+            try await network.limitBandwidth(kbit: 64)
             try await self.withHTTP2FaultClient(trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(30)) { client in
                 let small = try await client.response(Endpoint<Data>(path: "/small", decoding: .data))
                 #expect(small.value.count == 2_000)
@@ -294,8 +299,8 @@ struct NetworkFaultTests {
                 let started = ContinuousClock.now
                 let request = Task { try await client.send(Endpoint<Data>(path: "/vanish", decoding: .data)) }
                 #expect(await eventually(seconds: 10) { server.requests.count == 1 })
-                try network.rule("input", "drop")
-                try network.rule("output", "drop")
+                try await network.rule("input", "drop")
+                try await network.rule("output", "drop")
                 let error = await expectCourierError { _ = try await request.value }
                 #expect(error?.kind == .timeout)
                 #expect(ContinuousClock.now - started < .seconds(25))
