@@ -11,7 +11,7 @@ import Testing
 /// |---|---|---|---|
 /// | connect to a black-holed address (SYNs dropped) | both, HTTP/1.1 (connecting comes before ALPN) | `timeout` at the 2 s deadline; URLSession shuts down at once, AsyncHTTPClient once its connect timeout ends the attempt | 10 s; shutdown 2 s / 12 s |
 /// | the same with a 1 s connect timeout and a 20 s deadline | AsyncHTTPClient | `timeout` ("connecting timed out") from the connect timeout, before the deadline | 20 s; shutdown 3 s |
-/// | 10% of packets lost both ways, 20 × 20 KB | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 (10 streams at once, then 10 in turn) | none: every response arrives whole | 20 s each |
+/// | 10% of packets lost both ways, 20 × 20 KB | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 (10 streams at once, then 10 in turn) | none: every response arrives whole | 60 s each |
 /// | 64 kbit/s link, 100 KB with a 2 s deadline | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `timeout` (a 2 KB response on the same link arrives) | 10 s |
 /// | the server vanishes mid-body (every packet dropped) | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `timeout` at the 10 s deadline | 25 s |
 /// | RST mid-body (SO_LINGER 0) | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `transport` | the test's own time |
@@ -20,6 +20,9 @@ import Testing
 ///
 /// The HTTP/2 rows run on AsyncHTTPClient only: HTTP/2 needs the TLS test server, and
 /// URLSession on Linux cannot be given the test CA to trust.
+///
+/// Deadlines of scenarios that are not about a deadline are generous (60 s): these tests run
+/// beside the 10,000-request suite, which keeps both cores busy for most of a minute.
 ///
 /// After each: the client's scheduler holds nothing, no file descriptor of the test process
 /// still holds a socket to the server once the transport is shut down (read from the kernel's
@@ -149,7 +152,7 @@ struct NetworkFaultTests {
         try await self.withFaultNetwork { network, server in
             try await network.rule("input", "numgen random mod 10 0 drop")
             try await network.rule("output", "numgen random mod 10 0 drop")
-            try await self.withFaultClient(kind, baseURL: Self.url(network, server), timeout: .seconds(20)) { client in
+            try await self.withFaultClient(kind, baseURL: Self.url(network, server), timeout: .seconds(60)) { client in
                 for _ in 0..<20 {
                     let data = try await client.send(Endpoint<Data>(path: "/20k", decoding: .data).deduplication(.disabled))
                     #expect(data == Self.body20K)
@@ -196,7 +199,7 @@ struct NetworkFaultTests {
     @Test(arguments: TransportKind.allCases)
     func aResetMidBodyFailsAsTransport(_ kind: TransportKind) async throws {
         let server = try await http1Server(Self.handler)
-        try await self.withFaultClient(kind, baseURL: server.baseURL, timeout: .seconds(10)) { client in
+        try await self.withFaultClient(kind, baseURL: server.baseURL, timeout: .seconds(60)) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/reset", decoding: .data)) }
             #expect(error?.kind == .transport)
         }
@@ -254,7 +257,7 @@ struct NetworkFaultTests {
         try await self.withFaultNetwork(tls: true) { network, server, certificates in
             try await network.rule("input", "numgen random mod 10 0 drop")
             try await network.rule("output", "numgen random mod 10 0 drop")
-            try await self.withHTTP2FaultClient(trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(20)) { client in
+            try await self.withHTTP2FaultClient(trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(60)) { client in
                 // Ten at once and ten one after another, all streams of one connection.
                 try await withThrowingTaskGroup(of: Response<Data>.self) { group in
                     for _ in 0..<10 {
@@ -312,7 +315,7 @@ struct NetworkFaultTests {
     func aResetMidBodyFailsAsTransportOverHTTP2() async throws {
         // AsyncHTTPClient only: HTTP/2 needs the TLS test server (see above).
         let server = try await TestServer.start(.tls(Certificates.shared), handler: Self.handler)
-        try await self.withHTTP2FaultClient(trusting: Certificates.shared, baseURL: server.baseURL, timeout: .seconds(10)) { client in
+        try await self.withHTTP2FaultClient(trusting: Certificates.shared, baseURL: server.baseURL, timeout: .seconds(60)) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/reset", decoding: .data)) }
             #expect(error?.kind == .transport)
         }
