@@ -12,6 +12,11 @@
 # Callgrind counts instructions, not time: the same binary and inputs give nearly the same
 # count whatever else the machine does. The server runs in a child process, not counted
 # (valgrind does not follow it). perf's counters are not available on this machine.
+#
+# Two things valgrind 3.19 needs here: a copy of the binary without debug information (its
+# reader gives up on the DWARF that swiftc writes), and a small preloaded wrapper
+# (valgrind-sigsuspend-shim.c) for the signal mask libdispatch's main thread suspends with.
+# Needs valgrind and gcc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,14 +24,17 @@ N1=${N1:-200}
 N2=${N2:-1200}
 MONITORS=${MONITORS:-none}
 swift build -c release --product CourierBenchmarks --scratch-path .build-release 2>&1 | grep -E "error|Compiling Courier|Build complete" | tail -3
-binary=.build-release/release/CourierBenchmarks
 out=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$out"' EXIT
+trap '[ -n "${KEEP:-}" ] && echo "callgrind files in $out" || rm -rf "$out"' EXIT
+binary="$out/CourierBenchmarks"
+cp .build-release/release/CourierBenchmarks "$binary"
+strip --strip-debug "$binary"
+gcc -shared -fPIC -O2 -o "$out/shim.so" Benchmarks/valgrind-sigsuspend-shim.c -ldl
 
 # count SIDE PROTOCOL CONCURRENCY MONITORS REQUESTS → instructions of the whole client process
 count() {
     local file="$out/$1-$2-c$3-$4-n$5.cg"
-    COURIER_BENCH_MONITORS=$4 valgrind --tool=callgrind --callgrind-out-file="$file" \
+    COURIER_BENCH_MONITORS=$4 LD_PRELOAD="$out/shim.so" valgrind --tool=callgrind --callgrind-out-file="$file" \
         "$binary" count --side "$1" --protocol "$2" --concurrency "$3" --requests "$5" > "$out/log" 2>&1 \
         || { cat "$out/log" >&2; exit 1; }
     grep -E "^==[0-9]+== Collected" "$out/log" | awk '{print $4}'

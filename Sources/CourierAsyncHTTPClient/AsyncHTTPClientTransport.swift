@@ -157,13 +157,19 @@ public final class AsyncHTTPClientTransport: Transport {
             config.http1_1ConnectionDebugInitializer = install
             config.http2ConnectionDebugInitializer = { channel in
                 install(channel).flatMap {
+                    GoAwayWatcher.install(on: channel)
+                }.flatMap {
                     guard let maxFrameSize else { return channel.eventLoop.makeSucceededVoidFuture() }
                     // Larger DATA frames: far fewer frames (and buffers) per megabyte of a bulk body.
                     let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxFrameSize, value: maxFrameSize)])))
                     return channel.writeAndFlush(settings)
                 }
             }
+        } else {
+            config.http2ConnectionDebugInitializer = { channel in GoAwayWatcher.install(on: channel) }
         }
+        // Streams a GOAWAY left unprocessed fail as such (see GoAwayWatcher), so they may be retried.
+        config.http2StreamChannelDebugInitializer = { channel in UnprocessedStreamMarker.install(on: channel) }
         self.pinning = configuration.pinning
         self.tlsConfiguration = config.tlsConfiguration
         self.requiresHTTP2 = configuration.httpVersion == .http2Only
@@ -371,6 +377,11 @@ public final class AsyncHTTPClientTransport: Transport {
     }
 
     static func mapError(_ error: any Error, pinnedHost: String? = nil) -> CourierError {
+        if let unprocessed = error as? UnprocessedStreamError {
+            var refused = CourierError(.transport, "\(unprocessed.description); it may be sent again", underlying: error)
+            refused.wasNotProcessed = true
+            return refused
+        }
         if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .refusedStream {
             var refused = CourierError(.transport, "the server refused the HTTP/2 stream (REFUSED_STREAM); it did not process the request", underlying: error)
             refused.wasNotProcessed = true

@@ -10,7 +10,7 @@ import Testing
 /// | scenario | transport | expected | bound |
 /// |---|---|---|---|
 /// | GOAWAY with a last stream ID below an in-flight stream, GET | AsyncHTTPClient | streams at or below it answered once; the GET above it retried on a new connection | the test's own time |
-/// | the same, POST | AsyncHTTPClient | kind `transport`, not sent again (see below) | the test's own time |
+/// | the same, POST | AsyncHTTPClient | the same: the POST above the last stream ID is sent again and answered once | the test's own time |
 /// | RST_STREAM REFUSED_STREAM / INTERNAL_ERROR | AsyncHTTPClient | retried / kind `transport`, not retried for a POST (PipelineTests, RefusedStreamTests) | — |
 /// | SETTINGS_MAX_CONCURRENT_STREAMS = 1, 100 concurrent requests | AsyncHTTPClient | all 100 answered, one connection | the test's own time |
 /// | request-body window 0 that never opens | AsyncHTTPClient | kind `timeout` at the request's 1 s timeout | 1 s + slack |
@@ -18,11 +18,11 @@ import Testing
 /// | a 1 MiB response header, HTTP/1.1 | both | kind `transport` (AsyncHTTPClient); URLSession's libcurl may accept it, then the value is right | the test's own time |
 /// | a 1 MiB response header, HTTP/2 | AsyncHTTPClient | kind `timeout` at the request's 2 s timeout: the test server's HTTP/2 encoder refuses a header list over the client's SETTINGS_MAX_HEADER_LIST_SIZE and never answers | 2 s + slack |
 ///
-/// Known gap (a finding of this suite): RFC 9113 §6.8 says streams above a GOAWAY's last stream
-/// ID were not processed, so even a POST on one could be sent again. swift-nio-http2 closes those
-/// streams with error code CANCEL, the same as a stream the server cancelled, so Courier cannot
-/// tell them apart and does not resend a POST (safe: never applied twice; an idempotent request
-/// is retried as after any transport failure).
+/// A finding of this suite, fixed: RFC 9113 §6.8 says streams above a GOAWAY's last stream ID
+/// were not processed, so even a POST on one may be sent again; swift-nio-http2 closes them with
+/// error code CANCEL, the same as a stream the server cancelled after acting on it, and Courier
+/// did not resend the POST. The transport now watches each connection's GOAWAY frames and fails
+/// such a stream as unprocessed.
 ///
 /// AsyncHTTPClient only, except the header case: these need HTTP/2, which the test server
 /// speaks over TLS with a CA made at test time; URLSession on Linux (FoundationNetworking)
@@ -51,20 +51,18 @@ struct HTTP2MisbehaviourTests {
             let slow = (0..<3).map { index in client.start(Endpoint<Article>(path: "/slow\(index)").deduplication(.disabled)) }
             #expect(await eventually { server.requests.count == 4 })
             let endpoint = Endpoint<Article>(method: method, path: "/goaway", body: method == .post ? .json(["a": 1]) : nil)
-            if method == .get {
-                let refused = try await client.response(endpoint)
-                #expect(refused.value.title == "/goaway")
-            } else {
-                let error = await expectCourierError { _ = try await client.send(endpoint) }
-                #expect(error?.kind == .transport)
-            }
+            // RFC 9113 §6.8: a stream above the GOAWAY's last stream ID was not processed, so it is
+            // sent again on a new connection — a POST too (the retry policy resends any method
+            // the server provably did not process).
+            let refused = try await client.response(endpoint)
+            #expect(refused.value.title == "/goaway")
             for task in slow {
                 let article = try await task.value
                 #expect(article.id == 1)   // each stream below the last stream ID processed once
             }
             let attempts = server.requests.filter { $0.path == "/goaway" }
-            #expect(answered.withLock { $0 }.filter { $0 == "/goaway" }.count == (method == .get ? 1 : 0))
-            #expect(attempts.count == (method == .get ? 2 : 1))
+            #expect(answered.withLock { $0 }.filter { $0 == "/goaway" }.count == 1)
+            #expect(attempts.count == 2)
             #expect(Set(attempts.map(\.connectionID)).count == attempts.count)
         }
     }
