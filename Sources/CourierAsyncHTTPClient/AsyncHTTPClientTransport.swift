@@ -102,6 +102,8 @@ public final class AsyncHTTPClientTransport: Transport {
     private let pinnedTLS: [String: TLSConfiguration]
     private let tlsConfiguration: TLSConfiguration?
     private let isShutDown = Locked(false)
+    /// Every connection the pool opened and has not closed yet.
+    private let connections: OpenConnections
 
     /// Creates a transport with its own connection pool.
     ///
@@ -141,32 +143,31 @@ public final class AsyncHTTPClientTransport: Transport {
         let verifies = configuration.tlsConfiguration?.certificateVerification ?? .fullVerification == .fullVerification
         let verifier = verifies || configuration.pinning.hasPublicKeyPins ? PinVerifier(policy: configuration.pinning, requiresSubjectAlternativeName: verifies) : nil
         let maxFrameSize = configuration.http2MaxFrameSize
-        if readTimeout != nil || verifier != nil || maxFrameSize != nil {
-            let install: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
-                let pinned = verifier?.verify(channel) ?? channel.eventLoop.makeSucceededVoidFuture()
-                return pinned.flatMap {
-                    guard let readTimeout else { return channel.eventLoop.makeSucceededVoidFuture() }
-                    return channel.eventLoop.submit {
-                        try channel.pipeline.syncOperations.addHandler(ReadIdleHandler(timeout: readTimeout), position: .first)
-                    }
-                }.flatMapErrorThrowing { error in
-                    channel.close(promise: nil)
-                    throw error
+        let connections = OpenConnections()
+        self.connections = connections
+        let install: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            connections.add(channel)
+            let pinned = verifier?.verify(channel) ?? channel.eventLoop.makeSucceededVoidFuture()
+            return pinned.flatMap {
+                guard let readTimeout else { return channel.eventLoop.makeSucceededVoidFuture() }
+                return channel.eventLoop.submit {
+                    try channel.pipeline.syncOperations.addHandler(ReadIdleHandler(timeout: readTimeout), position: .first)
                 }
+            }.flatMapErrorThrowing { error in
+                channel.close(promise: nil)
+                throw error
             }
-            config.http1_1ConnectionDebugInitializer = install
-            config.http2ConnectionDebugInitializer = { channel in
-                install(channel).flatMap {
-                    GoAwayWatcher.install(on: channel)
-                }.flatMap {
-                    guard let maxFrameSize else { return channel.eventLoop.makeSucceededVoidFuture() }
-                    // Larger DATA frames: far fewer frames (and buffers) per megabyte of a bulk body.
-                    let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxFrameSize, value: maxFrameSize)])))
-                    return channel.writeAndFlush(settings)
-                }
+        }
+        config.http1_1ConnectionDebugInitializer = install
+        config.http2ConnectionDebugInitializer = { channel in
+            install(channel).flatMap {
+                GoAwayWatcher.install(on: channel)
+            }.flatMap {
+                guard let maxFrameSize else { return channel.eventLoop.makeSucceededVoidFuture() }
+                // Larger DATA frames: far fewer frames (and buffers) per megabyte of a bulk body.
+                let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxFrameSize, value: maxFrameSize)])))
+                return channel.writeAndFlush(settings)
             }
-        } else {
-            config.http2ConnectionDebugInitializer = { channel in GoAwayWatcher.install(on: channel) }
         }
         // Streams a GOAWAY left unprocessed fail as such (see GoAwayWatcher), so they may be retried.
         config.http2StreamChannelDebugInitializer = { channel in UnprocessedStreamMarker.install(on: channel) }
@@ -198,10 +199,26 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// Closes every connection; the transport cannot be used afterwards (a request then fails
     /// with kind `transport`). A second call returns at once.
+    ///
+    /// Connections get ``shutdownGracePeriod`` to close on their own (an HTTP/2 connection says
+    /// GOAWAY first); any still open then are closed. Without that, a connection whose HTTP/2
+    /// state had gone wrong (a flood of PINGs past swift-nio-http2's limit) kept the shutdown
+    /// waiting until the read timeout closed it, 37 s with the defaults. A connection attempt
+    /// still under way is waited for, up to ``Configuration/connectTimeout``: AsyncHTTPClient's
+    /// pool gives no way to abandon it.
     public func shutdown() async throws {
         guard self.claimShutdown() else { return }
+        let connections = self.connections
+        let watchdog = Task {
+            try await Task.sleep(for: Self.shutdownGracePeriod)
+            connections.closeAll()
+        }
+        defer { watchdog.cancel() }
         try await self.httpClient.shutdown()
     }
+
+    /// How long ``shutdown()`` lets connections close on their own before closing them.
+    public static let shutdownGracePeriod = Duration.seconds(1)
 
     /// True for the first caller only.
     private func claimShutdown() -> Bool {
@@ -337,6 +354,13 @@ public final class AsyncHTTPClientTransport: Transport {
     /// BoringSSL rejected, the reason ``TLSDiagnosis`` finds on a second, rejected handshake.
     private func failure(_ error: any Error, request: Courier.Request, pinnedHost: String?, tls: TLSConfiguration?) async -> CourierError {
         var mapped = Self.mapError(error, pinnedHost: pinnedHost)
+        if mapped.kind == .cancelled, !Task.isCancelled {
+            // Nobody cancelled this request: the pool ended it (its connection was closed under
+            // it, say by swift-nio-http2's limit on a flood of control frames). A transport
+            // failure, which the retry stage may send again — never `cancelled`, which the
+            // caller would read as its own doing.
+            return CourierError(.transport, "the connection was closed under the request before its answer: \(error)", underlying: error)
+        }
         guard mapped.kind == .tls, TLSDiagnosis.isCertificateVerifyFailure(error), !Task.isCancelled,
               let host = Self.host(of: request.head.authority)
         else { return mapped }
@@ -440,5 +464,27 @@ public final class AsyncHTTPClientTransport: Transport {
             return CourierError(.transport, "the server sent a malformed response: \(error)", underlying: error)
         }
         return CourierError(.transport, "the exchange failed: \(error)", underlying: error)
+    }
+}
+
+/// The connections a transport's pool has open, so that shutdown can close the ones that do not
+/// close on their own.
+final class OpenConnections: Sendable {
+    private let channels = Locked<[ObjectIdentifier: any Channel]>([:])
+
+    /// Tracks `channel` until it closes.
+    func add(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        self.channels.withLock { $0[id] = channel }
+        channel.closeFuture.whenComplete { [weak self] _ in
+            self?.channels.withLock { $0[id] = nil }
+        }
+    }
+
+    /// Closes every connection still open.
+    func closeAll() {
+        for channel in self.channels.withLock({ Array($0.values) }) {
+            channel.close(promise: nil)
+        }
     }
 }
