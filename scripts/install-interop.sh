@@ -12,5 +12,6 @@ if [ ! -x "$venv/bin/mitmdump" ]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "mitmproxy==11.0.2"
 fi
-"$venv/bin/mitmdump" --version | head -1
+version=$("$venv/bin/mitmdump" --version)   # read whole: a pipe to head broke it (EPIPE)
+echo "${version%%$'\n'*}"
 echo "interop servers installed: jsonrpcserver, authlib, httpbin, gunicorn, mitmproxy"
