@@ -23,13 +23,20 @@ cd "$(dirname "$0")/.."
 N1=${N1:-200}
 N2=${N2:-1200}
 MONITORS=${MONITORS:-none}
-swift build -c release --product CourierBenchmarks --scratch-path .build-release 2>&1 | grep -E "error|Compiling Courier|Build complete" | tail -3
+swift build -c release --product CourierBenchmarks --scratch-path .build-release 2>&1 | { grep -E "error|complete" || true; } | tail -3
+[ -x .build-release/release/CourierBenchmarks ] || { echo "profile: the build failed" >&2; exit 1; }
 out=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] && echo "callgrind files in $out" || rm -rf "$out"' EXIT
 binary="$out/CourierBenchmarks"
 cp .build-release/release/CourierBenchmarks "$binary"
 strip --strip-debug "$binary"
 gcc -shared -fPIC -O2 -o "$out/shim.so" Benchmarks/valgrind-sigsuspend-shim.c -ldl
+# The server runs outside valgrind, started here (a program under valgrind cannot start one).
+mkdir -p "$out/server"
+"$binary" serve "$out/server" > "$out/server.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; [ -n "${KEEP:-}" ] && echo "callgrind files in $out" || rm -rf "$out"' EXIT
+export COURIER_BENCH_SERVER_DIR="$out/server"
 
 # count SIDE PROTOCOL CONCURRENCY MONITORS REQUESTS → instructions of the whole client process
 count() {

@@ -117,19 +117,30 @@ enum BenchmarkPayload {
 }
 
 /// Starts the server process and reads its ports and CA.
+///
+/// With `COURIER_BENCH_SERVER_DIR` set, uses a server already started with `CourierBenchmarks
+/// serve DIR` instead (`Benchmarks/profile.sh` does, as a program under valgrind cannot start
+/// one: Foundation's `Process` fails there on valgrind's own descriptors).
 final class ServerProcess {
-    let process: Process
+    let process: Process?
     let plainPort: Int
     let tlsPort: Int
     let caPEM: [UInt8]
 
     init() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("courier-bench-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        self.process = Process()
-        self.process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        self.process.arguments = ["serve", directory.path]
-        try self.process.run()
+        let directory: URL
+        if let existing = ProcessInfo.processInfo.environment["COURIER_BENCH_SERVER_DIR"] {
+            directory = URL(fileURLWithPath: existing)
+            self.process = nil
+        } else {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("courier-bench-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+            process.arguments = ["serve", directory.path]
+            try process.run()
+            self.process = process
+        }
         let portsFile = directory.appendingPathComponent("ports")
         var ports: [Int] = []
         for _ in 0..<200 {
@@ -146,8 +157,8 @@ final class ServerProcess {
     }
 
     func stop() {
-        self.process.terminate()
-        self.process.waitUntilExit()
+        self.process?.terminate()
+        self.process?.waitUntilExit()
     }
 }
 
