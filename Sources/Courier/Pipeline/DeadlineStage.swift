@@ -107,6 +107,10 @@ enum Deadline {
     static func run<Result: Sendable>(
         until deadline: ContinuousClock.Instant, attach: ((Task<Result, any Error>) -> Void)? = nil, _ work: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
+        // The work runs in a new task, which does not inherit the caller's cancellation until
+        // the handler below passes it on: a caller cancelled already must not start it at all
+        // (it could run a step, say fetch a prerequisite, before the handler fires).
+        if Task.isCancelled { throw CourierError.cancelled() }
         if deadline <= ContinuousClock.now { throw CourierError.timeout() }
         let task = Task { try await work() }
         attach?(task)
@@ -132,6 +136,7 @@ extension Deadline {
     static func runCancellable<Result: Sendable>(
         attach: (Task<Result, any Error>) -> Void, _ work: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
+        if Task.isCancelled { throw CourierError.cancelled() }
         let task = Task { try await work() }
         attach(task)
         return try await withTaskCancellationHandler {
