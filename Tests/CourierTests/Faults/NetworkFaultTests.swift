@@ -126,6 +126,19 @@ struct NetworkFaultTests {
         await network.remove()
     }
 
+    /// Starts a request for `/vanish`, then drops every packet both ways once the server has it
+    /// (no FIN, no RST, just silence): the client's 10 s deadline must end it, within 25 s.
+    static func expectTheVanishingServerEndsAtTheDeadline(_ client: Client, _ server: TestServer, _ network: FaultNetwork) async throws {
+        let started = ContinuousClock.now
+        let request = Task { try await client.send(Endpoint<Data>(path: "/vanish", decoding: .data)) }
+        #expect(await eventually(seconds: 10) { server.requests.count == 1 })
+        try await network.rule("input", "drop")
+        try await network.rule("output", "drop")
+        let error = await expectCourierError { _ = try await request.value }
+        #expect(error?.kind == .timeout)
+        #expect(ContinuousClock.now - started < .seconds(25))
+    }
+
     static func url(_ network: FaultNetwork, _ server: TestServer, tls: Bool = false) -> URL {
         URL(string: "\(tls ? "https" : "http")://\(network.serverAddress):\(server.port)")!
     }
@@ -185,15 +198,7 @@ struct NetworkFaultTests {
         // Every packet is dropped, so the server never hears that the client closed.
         try await self.withFaultNetwork(connectionsClose: false) { network, server in
             try await self.withFaultClient(kind, baseURL: Self.url(network, server), timeout: .seconds(10)) { client in
-                let started = ContinuousClock.now
-                let request = Task { try await client.send(Endpoint<Data>(path: "/vanish", decoding: .data)) }
-                #expect(await eventually(seconds: 10) { server.requests.count == 1 })
-                // From here on nothing gets through, either way: no FIN, no RST, just silence.
-                try await network.rule("input", "drop")
-                try await network.rule("output", "drop")
-                let error = await expectCourierError { _ = try await request.value }
-                #expect(error?.kind == .timeout)
-                #expect(ContinuousClock.now - started < .seconds(25))
+                try await Self.expectTheVanishingServerEndsAtTheDeadline(client, server, network)
             }
         }
     }
@@ -301,14 +306,7 @@ struct NetworkFaultTests {
     func aServerThatVanishesMidStreamEndsAtTheDeadlineOverHTTP2() async throws {
         try await self.withFaultNetwork(tls: true, connectionsClose: false) { network, server, certificates in
             try await self.withHTTP2FaultClient(trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(10)) { client in
-                let started = ContinuousClock.now
-                let request = Task { try await client.send(Endpoint<Data>(path: "/vanish", decoding: .data)) }
-                #expect(await eventually(seconds: 10) { server.requests.count == 1 })
-                try await network.rule("input", "drop")
-                try await network.rule("output", "drop")
-                let error = await expectCourierError { _ = try await request.value }
-                #expect(error?.kind == .timeout)
-                #expect(ContinuousClock.now - started < .seconds(25))
+                try await Self.expectTheVanishingServerEndsAtTheDeadline(client, server, network)
             }
         }
     }
