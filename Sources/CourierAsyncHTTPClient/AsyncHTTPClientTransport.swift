@@ -354,13 +354,6 @@ public final class AsyncHTTPClientTransport: Transport {
     /// BoringSSL rejected, the reason ``TLSDiagnosis`` finds on a second, rejected handshake.
     private func failure(_ error: any Error, request: Courier.Request, pinnedHost: String?, tls: TLSConfiguration?) async -> CourierError {
         var mapped = Self.mapError(error, pinnedHost: pinnedHost)
-        if mapped.kind == .cancelled, !Task.isCancelled {
-            // Nobody cancelled this request: the pool ended it (its connection was closed under
-            // it, say by swift-nio-http2's limit on a flood of control frames). A transport
-            // failure, which the retry stage may send again — never `cancelled`, which the
-            // caller would read as its own doing.
-            return CourierError(.transport, "the connection was closed under the request before its answer: \(error)", underlying: error)
-        }
         guard mapped.kind == .tls, TLSDiagnosis.isCertificateVerifyFailure(error), !Task.isCancelled,
               let host = Self.host(of: request.head.authority)
         else { return mapped }
@@ -436,6 +429,13 @@ public final class AsyncHTTPClientTransport: Transport {
             case .connectTimeout, .tlsHandshakeTimeout:
                 return CourierError(.timeout, "connecting timed out", underlying: error)
             case .cancelled, .requestStreamCancelled:
+                guard Task.isCancelled else {
+                    // Nobody cancelled this exchange (the head's or the body reader's task): the
+                    // pool ended it, its connection closed under it — say by swift-nio-http2's
+                    // limit on a flood of control frames. A transport failure, which the retry
+                    // stage may send again; never `cancelled`, which the caller reads as its own doing.
+                    return CourierError(.transport, "the connection was closed under the exchange: \(error.shortDescription)", underlying: error)
+                }
                 return CourierError(.cancelled, "the request was cancelled", underlying: error)
             case .remoteConnectionClosed:
                 return CourierError(.transport, "the connection was closed before the response completed", underlying: error)

@@ -1,4 +1,8 @@
 import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The TCP sockets of this process's network namespace that lead to one server and that a file
 /// descriptor still holds, read from `/proc/net/tcp` and `/proc/net/tcp6`.
@@ -7,7 +11,8 @@ import Foundation
 /// socket with a non-zero inode is still held by some descriptor. So, after a transport has shut
 /// down, a non-zero count for the server it talked to is a leaked descriptor (or a connection
 /// still open), whatever else the test process does at the same time: the count is per server
-/// address and port, which no other test shares.
+/// address and port, which no other test shares while the server listens (the fault suites'
+/// namespace addresses are never reused; a loopback port may be, after its server stopped).
 enum HeldSockets {
     /// Whether the kernel's socket tables can be read here.
     static var isReadable: Bool {
@@ -60,5 +65,50 @@ enum HeldSockets {
             bytes += chunk[0..<count]
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// The measurement the fault suites rest on: it must see a held socket, including one listed
+/// past the first page of the kernel's table, and stop seeing it once the socket is closed.
+@Suite("Held sockets are read from the kernel's whole table")
+struct HeldSocketsTests {
+    /// A TCP socket listening on 127.0.0.1 at a free port, and that port.
+    static func listener() throws -> (socket: Int32, port: Int) {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && listen(socket, 8) == 0 && getsockname(socket, $0, &length) == 0 }
+        }
+        guard socket >= 0, bound else { throw POSIXError(.EADDRNOTAVAIL) }
+        return (socket, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    @Test(.enabled(if: HeldSockets.isReadable, "needs /proc/net/tcp (Linux)"))
+    func aConnectedSocketIsSeenAndAClosedOneIsNot() throws {
+        // Enough other sockets that the table runs well past one page (about 25 lines).
+        let crowd = try (0..<80).map { _ in try Self.listener().socket }
+        defer { crowd.forEach { close($0) } }
+        let (server, port) = try Self.listener()
+        defer { close(server) }
+        // A port is unique among listeners, not over time: connections another test left open
+        // to an earlier server on this port may still be listed, so counts are compared.
+        let before = HeldSockets.to("127.0.0.1", port: port).count
+        let client = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        #expect(connected)
+        let held = HeldSockets.to("127.0.0.1", port: port)
+        #expect(held.count == before + 1)   // `client`, ESTABLISHED
+        #expect(held.contains("01"))
+        close(client)
+        #expect(HeldSockets.to("127.0.0.1", port: port).count == before)
     }
 }
