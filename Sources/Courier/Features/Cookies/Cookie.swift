@@ -77,12 +77,22 @@ package enum CookieRules {
 
     /// The cookie a `Set-Cookie` value makes for a response to `url` (host, path, scheme), or `nil`
     /// when the user agent must ignore it (§5.2, §5.3 and the `Secure`/`SameSite=None` rules of RFC 6265bis).
+    /// `text` split at every byte `separator` (an ASCII character), empty pieces kept.
+    static func split(_ text: String, at separator: Unicode.Scalar, maxSplits: Int = .max) -> [String] {
+        text.utf8.split(separator: UInt8(ascii: separator), maxSplits: maxSplits, omittingEmptySubsequences: false)
+            .map { String(decoding: $0, as: UTF8.self) }
+    }
+
     package static func parse(_ header: String, host: String, requestPath: String, secureOrigin: Bool, now: Date) -> Cookie? {
         guard header.utf8.count <= Self.maxCookieBytes else { return nil }
-        let parts = header.split(separator: ";", omittingEmptySubsequences: false)
-        guard let pair = parts.first, let equals = pair.firstIndex(of: "=") else { return nil }
-        let name = pair[..<equals].trimmingCharacters(in: .whitespaces)
-        let value = pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+        // Split on the bytes `;` and `=` (RFC 6265 §5.2), never on characters: a `;` followed by
+        // a combining mark is one Swift character, and splitting on characters kept it, and
+        // the attribute after it, inside the value (found by fuzzing). An ASCII byte never
+        // occurs inside a multi-byte UTF-8 sequence, so every piece is valid text.
+        let parts = Self.split(header, at: ";")
+        guard let pair = parts.first, let equals = pair.utf8.firstIndex(of: UInt8(ascii: "=")) else { return nil }
+        let name = String(decoding: pair.utf8[..<equals], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        let value = String(decoding: pair.utf8[pair.utf8.index(after: equals)...], as: UTF8.self).trimmingCharacters(in: .whitespaces)
         guard !name.isEmpty, !Self.hasControlCharacters(name), !Self.hasControlCharacters(value) else { return nil }
 
         var expires: Date?
@@ -93,7 +103,7 @@ package enum CookieRules {
         var httpOnly = false
         var sameSite: Cookie.SameSite?
         for attribute in parts.dropFirst() {
-            let pieces = attribute.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let pieces = Self.split(attribute, at: "=", maxSplits: 1)
             let key = pieces[0].trimmingCharacters(in: .whitespaces).lowercased()
             let text = pieces.count == 2 ? pieces[1].trimmingCharacters(in: .whitespaces) : ""
             switch key {
