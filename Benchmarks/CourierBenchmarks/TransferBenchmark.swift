@@ -54,6 +54,7 @@ struct TransferBenchmark {
             ("URLSession stream (no disk), HTTP/1.1", ["us-stream", plain + download]),
             ("URLSession slow reader (5 ms per MiB), HTTP/1.1", ["us-slow", plain + download]),
             ("URLSession download to file, HTTP/1.1", ["us-download", plain + download]),
+            ("URLSession upload from file, HTTP/1.1", ["us-upload", plain + "/sink"]),
         ]
         let cases = allCases.filter { self.only.map($0.0.contains) ?? true }
         print("files in \(scratch.deletingLastPathComponent().path)")
@@ -139,6 +140,9 @@ enum TransferRun {
                     to: DownloadDestination(directory: target.deletingLastPathComponent(), fileName: target.lastPathComponent, overwrite: true)
                 ).value
                 moved = Int(result.byteCount)
+            case "us-upload":
+                let endpoint = Endpoint<String>(method: .put, path: url, body: .body(try RequestBody.file(URL(fileURLWithPath: upload))), decoding: .string)
+                moved = Int(try await client.upload(endpoint).value.value) ?? 0
             default:
                 var sinceSleep = 0
                 for try await chunk in try await client.stream(Endpoint<Data>(path: url, decoding: .data)).body {

@@ -17,7 +17,10 @@ import FoundationNetworking
 /// The version is `HTTP/1.1` for cleartext `http` and ``HTTPVersion/unknown`` over TLS, where
 /// the platform may negotiate HTTP/2 without saying so when the head arrives.
 ///
-/// Streamed request bodies are collected into memory before sending. On Linux FoundationNetworking
+/// A streamed request body longer than 1 MiB (or of unknown length) is written to a temporary
+/// file chunk by chunk and sent from it with an upload task, so memory stays bounded whatever its
+/// size; it is sent only once the whole stream has been read (its progress therefore reports the
+/// spooling, not the wire). On Linux FoundationNetworking
 /// adds `Accept-Language` (from the process's locale), `User-Agent`, `Accept: */*` and
 /// `Connection: keep-alive` to requests that do not set them, and cannot be told not to (an empty
 /// value is sent as an empty field); the pipeline, its cache's `Vary` checks included, does not
@@ -27,12 +30,13 @@ import FoundationNetworking
 /// pinning use `AsyncHTTPClientTransport`. Nor is there a per-session CA bundle: the session
 /// trusts the system's roots only (FoundationNetworking reads `URLSessionCertificateAuthorityInfoFile`
 /// on Android only), so a server with a private CA fails with kind `tls` (`untrustedIssuer`). The response body is delivered by
-/// the session as it arrives and buffered until read; ``ResponseBody/collect(upTo:)`` cancels the
-/// task as soon as the size limit is passed. On Apple platforms a reader slower than the network
-/// suspends the task once 8 MiB wait unread and resumes it below 2 MiB (not compiled or tested
-/// here); on Linux FoundationNetworking traps when a running task is suspended, so what a slow
-/// reader has not read yet stays in memory — use `AsyncHTTPClientTransport` there for large
-/// bodies read slowly.
+/// the session as it arrives; ``ResponseBody/collect(upTo:)`` cancels the task as soon as the
+/// size limit is passed. What the reader has not read yet is held in memory up to
+/// `responseMemoryLimit` (16 MiB by default) and beyond it in an unlinked temporary file, so a
+/// reader slower than the network costs disk, not memory. On Apple platforms the task is
+/// moreover suspended once 8 MiB wait unread and resumed below 2 MiB (not compiled or tested
+/// here); on Linux FoundationNetworking traps when a running task is suspended, so there the
+/// network is not slowed down and the file takes what the reader has not caught up with.
 public final class URLSessionTransport: Transport {
     /// The session, until ``shutdown()`` lets it go: a task made in an invalidated session is a
     /// crash on Apple platforms, so tasks are made under this lock and never after it. Letting
@@ -54,8 +58,26 @@ public final class URLSessionTransport: Transport {
         self.init(configuration: configuration)
     }
 
+    /// Bytes of a response the reader has not read yet that are held in memory; more go to a
+    /// temporary file.
+    private let responseMemoryLimit: Int
+    /// Where streamed uploads are spooled and unread responses spill.
+    private let scratchDirectory: URL
+    /// Streamed request bodies up to this length are collected into memory; longer ones, and
+    /// those of unknown length, are spooled to a temporary file.
+    static let inMemoryUploadLimit = 1 << 20
+
     /// Creates a transport with its own session, built from `configuration`.
-    public init(configuration: URLSessionConfiguration = .ephemeral) {
+    ///
+    /// - Parameters:
+    ///   - responseMemoryLimit: how many bytes of a response that the reader has not read yet
+    ///     are held in memory (per request); what arrives beyond them goes to an unlinked
+    ///     temporary file in `scratchDirectory` until the reader catches up.
+    ///   - scratchDirectory: where streamed uploads are spooled and unread responses spill; the
+    ///     system's temporary directory by default.
+    public init(configuration: URLSessionConfiguration = .ephemeral, responseMemoryLimit: Int = 16 << 20, scratchDirectory: URL? = nil) {
+        self.responseMemoryLimit = max(responseMemoryLimit, 64 * 1024)
+        self.scratchDirectory = scratchDirectory ?? FileManager.default.temporaryDirectory
         let configuration = Self.sealed(configuration)
         let delegate = SessionDelegate()
         let queue = OperationQueue()
@@ -111,19 +133,40 @@ public final class URLSessionTransport: Transport {
         }
         // The pipeline's deadline stage ends the exchange at the request's deadline (head and
         // body); the session's own timeout stays an idle timeout, so a long stream is not cut.
+        // A body in memory (or a short stream) is sent from memory; a longer stream is written
+        // to a temporary file chunk by chunk and sent from there, so memory stays bounded.
+        var spool: URL?
         if let body = request.body {
-            urlRequest.httpBody = try await body.claimCollected()
+            if body.bytes != nil || (body.length ?? .max) <= Self.inMemoryUploadLimit {
+                urlRequest.httpBody = try await body.claimCollected()
+            } else {
+                spool = try await Self.spool(body, in: self.scratchDirectory)
+            }
             if let contentType = body.contentType, request.head.headerFields[.contentType] == nil {
                 urlRequest.setValue(contentType, forHTTPHeaderField: "Content-Type")
             }
         }
-        try Task.checkCancellation()
-
-        let task = try self.session.withLock { session in
-            guard let session else { throw CourierError(.transport, "the URLSession transport is shut down") }
-            return session.dataTask(with: urlRequest)
+        let spooled = spool
+        let removeSpooled = { @Sendable in if let spooled { try? FileManager.default.removeItem(at: spooled) } }
+        do {
+            try Task.checkCancellation()
+        } catch {
+            removeSpooled()
+            throw error
         }
-        let exchange = Exchange(task: task)
+
+        let task: URLSessionDataTask
+        do {
+            task = try self.session.withLock { session in
+                guard let session else { throw CourierError(.transport, "the URLSession transport is shut down") }
+                if let spooled { return session.uploadTask(with: urlRequest, fromFile: spooled) }
+                return session.dataTask(with: urlRequest)
+            }
+        } catch {
+            removeSpooled()
+            throw error
+        }
+        let exchange = Exchange(task: task, memoryLimit: self.responseMemoryLimit, scratchDirectory: self.scratchDirectory, onComplete: removeSpooled)
         self.delegate.register(exchange, for: task)
         let head: HTTPURLResponse = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -160,13 +203,16 @@ public final class URLSessionTransport: Transport {
             expected = nil
         }
         let chunks = exchange.chunks
-        let body = ByteStream(onCancel: { task.cancel() }) {
-            var iterator = chunks.makeAsyncIterator()
+        let body = ByteStream(onCancel: {
+            task.cancel()
+            chunks.discard(throwing: CourierError.cancelled())
+        }) {
             return {
-                let chunk = try await iterator.next()
-                if chunk == nil, Task.isCancelled {
+                let chunk = try await withTaskCancellationHandler {
+                    try await chunks.next()
+                } onCancel: {
                     task.cancel()
-                    throw CourierError.cancelled()
+                    chunks.discard(throwing: CourierError.cancelled())
                 }
                 if let chunk { exchange.consumed(chunk.count) }
                 return chunk
@@ -175,6 +221,31 @@ public final class URLSessionTransport: Transport {
         // Cleartext is HTTP/1.1 (neither platform speaks h2c); over TLS either may have been negotiated.
         let version: HTTPVersion = url.scheme?.lowercased() == "http" ? .http1_1 : .unknown
         return RawResponse(head: HTTPResponse(status: status, headerFields: fields), body: .stream(body, expectedLength: expected), version: version, url: head.url ?? url)
+    }
+
+    /// Writes a streamed body to a new temporary file, chunk by chunk; the caller removes it.
+    static func spool(_ body: RequestBody, in directory: URL) async throws -> URL {
+        let url = directory.appendingPathComponent("courier-upload-\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]),
+              let handle = try? FileHandle(forWritingTo: url)
+        else {
+            throw CourierError.transport("the request body could not be spooled: cannot create a file in \(directory.path)")
+        }
+        do {
+            defer { try? handle.close() }
+            for try await chunk in try body.claim() {
+                try Task.checkCancellation()
+                do {
+                    try handle.write(contentsOf: chunk)
+                } catch {
+                    throw CourierError.transport("the request body could not be spooled to \(directory.path): \(error.localizedDescription)", underlying: error)
+                }
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: url)
+            throw error
+        }
+        return url
     }
 
     static func mapError(_ error: any Error) -> CourierError {
@@ -303,8 +374,11 @@ extension URLSessionTransport {
 /// The state of one data task: the head continuation and the body chunks.
 private final class Exchange: Sendable {
     let task: URLSessionDataTask
-    let chunks: AsyncThrowingStream<Data, any Error>
-    private let chunkSink: AsyncThrowingStream<Data, any Error>.Continuation
+    /// The body chunks delivered and not yet read: in memory up to the transport's limit, the
+    /// rest in a temporary file (FoundationNetworking cannot suspend a running task).
+    let chunks: SpillBuffer
+    /// Runs once the task has completed (removes a spooled upload).
+    private let onComplete: @Sendable () -> Void
     private let head = Locked<HeadState>(.waiting(nil))
     /// Flow control: bytes delivered by the session and not yet read, and whether the task is
     /// suspended because they passed the high-water mark.
@@ -319,12 +393,10 @@ private final class Exchange: Sendable {
         case done
     }
 
-    init(task: URLSessionDataTask) {
+    init(task: URLSessionDataTask, memoryLimit: Int, scratchDirectory: URL, onComplete: @escaping @Sendable () -> Void) {
         self.task = task
-        (self.chunks, self.chunkSink) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
-        self.chunkSink.onTermination = { termination in
-            if case .cancelled = termination { task.cancel() }
-        }
+        self.chunks = SpillBuffer(memoryLimit: memoryLimit, directory: scratchDirectory)
+        self.onComplete = onComplete
     }
 
     func awaitHead(_ continuation: CheckedContinuation<HTTPURLResponse, any Error>) {
@@ -344,7 +416,12 @@ private final class Exchange: Sendable {
             state.paused = true
             return true
         }
-        self.chunkSink.yield(data)
+        do {
+            try self.chunks.push(data)
+        } catch {
+            // The disk is full, or the directory cannot be written: the reader gets the error.
+            self.task.cancel()
+        }
         #if canImport(Darwin)
         if pause { self.task.suspend() }
         #else
@@ -376,20 +453,21 @@ private final class Exchange: Sendable {
     }
 
     func completed(error: (any Error)?) {
+        self.onComplete()
         if let error, (error as NSError).domain == NSURLErrorDomain, (error as NSError).code == NSURLErrorCancelled,
            let challenge = self.challengeResponse.withLock({ $0 }) {
             // The cancellation was ours, answering the challenge: the 401 is the response.
             self.resumeHead(.success(challenge))
-            self.chunkSink.finish()
+            self.chunks.finish()
             return
         }
         if let error {
             let mapped = URLSessionTransport.mapError(error)
             self.resumeHead(.failure(mapped))
-            self.chunkSink.finish(throwing: mapped)
+            self.chunks.finish(throwing: mapped)
         } else {
             self.resumeHead(.failure(CourierError.transport("the response ended without a head")))
-            self.chunkSink.finish()
+            self.chunks.finish()
         }
     }
 

@@ -1,0 +1,158 @@
+import Courier
+import CourierTestServer
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Large bodies both ways with bounded memory, on both transports. AsyncHTTPClient streams an
+/// upload as it is produced and stops reading the socket while a reader lags behind;
+/// `URLSessionTransport` spools a long streamed upload to a temporary file, and keeps what a slow
+/// reader has not read in memory up to its limit and the rest in an unlinked temporary file
+/// (FoundationNetworking traps when a running task is suspended). The memory figures themselves
+/// are the transfer benchmark's (`Benchmarks/README.md`), not a pass/fail test's.
+@Suite("Large bodies both ways, memory bounded, on both transports")
+struct TransportMemoryTests {
+    /// A transport of `kind`; URLSession's with a small in-memory limit and its own scratch
+    /// directory, so the spill path is the one taken.
+    func transport(_ kind: TransportKind, scratch: URL, memoryLimit: Int = 64 * 1024) -> (any Transport, @Sendable () async throws -> Void) {
+        switch kind {
+        case .asyncHTTPClient:
+            return makeTransport(kind)
+        case .urlSession:
+            let transport = URLSessionTransport(responseMemoryLimit: memoryLimit, scratchDirectory: scratch)
+            return (transport, { transport.shutdown() })
+        }
+    }
+
+    func scratchDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("courier-memory-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// Sizes of the files this process holds open whose name starts with `prefix` and that are
+    /// already unlinked (Linux: `/proc/self/fd`); `nil` where that cannot be read.
+    func unlinkedFiles(named prefix: String) -> [Int]? {
+        #if os(Linux)
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return nil }
+        var sizes: [Int] = []
+        for entry in entries {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(entry)"),
+                  (target as NSString).lastPathComponent.hasPrefix(prefix), target.hasSuffix("(deleted)")
+            else { continue }
+            var info = stat()
+            if stat("/proc/self/fd/\(entry)", &info) == 0 { sizes.append(Int(info.st_size)) }
+        }
+        return sizes
+        #else
+        return nil
+        #endif
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aLongStreamOfUnknownLengthIsUploadedWholeAndLeavesNoFileBehind(_ kind: TransportKind) async throws {
+        // 6 MiB from a one-shot stream of 64 KiB chunks, length unknown: on URLSession it goes
+        // through a spool file (longer than the 1 MiB sent from memory), on AsyncHTTPClient
+        // straight onto the wire. Either way every byte arrives in order, and nothing stays in
+        // the scratch directory.
+        let scratch = try self.scratchDirectory()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let content = payload(6 << 20, seed: 11)
+        let server = try await http1Server { request in .text("\(request.body.count) \(sha256(request.body))") }
+        let (transport, shutdown) = self.transport(kind, scratch: scratch)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(120) })
+        let chunks = stride(from: 0, to: content.count, by: 64 * 1024).map { content.subdata(in: $0..<min($0 + 64 * 1024, content.count)) }
+        let body = RequestBody.stream(AsyncStream { continuation in
+            for chunk in chunks { continuation.yield(chunk) }
+            continuation.finish()
+        })
+        let answer = try await client.send(Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never))
+        #expect(answer == "\(content.count) \(sha256(content))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty)
+        try await shutdown()
+        try await server.stop()
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aSlowReaderGetsEveryByteInOrder(_ kind: TransportKind) async throws {
+        // The reader takes one chunk and then waits until the server has sent everything. On
+        // URLSession the unread rest (beyond the 64 KiB held in memory) is then in an unlinked
+        // temporary file, seen through /proc on Linux; AsyncHTTPClient instead stops reading the
+        // socket, so the server's send stalls. Then the reader reads the rest: every byte, in order,
+        // and the spill file is gone.
+        let scratch = try self.scratchDirectory()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let content = payload(6 << 20, seed: 12)
+        let server = try await http1Server { _ in ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: content) }
+        let (transport, shutdown) = self.transport(kind, scratch: scratch)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(120) })
+        let response = try await client.stream(Endpoint<Data>(path: "/big", decoding: .data))
+        var iterator = response.body.makeAsyncIterator()
+        var received = Data()
+        if let first = try await iterator.next() { received.append(first) }
+        if kind == .urlSession, self.unlinkedFiles(named: "courier-response-") != nil {
+            // Everything but what memory holds ends up in the file while the reader waits.
+            let spilled = await eventually(seconds: 60) {
+                (self.unlinkedFiles(named: "courier-response-") ?? []).contains { $0 >= content.count - received.count - 64 * 1024 }
+            }
+            #expect(spilled, "the unread body did not go to the spill file: \(self.unlinkedFiles(named: "courier-response-") ?? [])")
+        }
+        while let chunk = try await iterator.next() { received.append(chunk) }
+        #expect(received.count == content.count)
+        #expect(received == content)
+        #expect(self.unlinkedFiles(named: "courier-response-")?.isEmpty ?? true)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty)
+        try await shutdown()
+        try await server.stop()
+    }
+
+    @Test
+    func aResponseThatCannotSpillFailsTypedAfterWhatMemoryHeld() async throws {
+        // URLSession only: AsyncHTTPClient applies backpressure and never spills. With no
+        // directory to spill to, the reader still gets the bytes memory held, in order, and then a
+        // `transport` error that says why — never a crash, never a silently short body.
+        let missing = FileManager.default.temporaryDirectory.appendingPathComponent("courier-missing-\(UUID().uuidString)")
+        let content = payload(4 << 20, seed: 13)
+        let server = try await http1Server { _ in ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: content) }
+        let transport = URLSessionTransport(responseMemoryLimit: 64 * 1024, scratchDirectory: missing)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(60) })
+        let response = try await client.stream(Endpoint<Data>(path: "/big", decoding: .data))
+        // Let the session deliver past the limit before reading.
+        try await Task.sleep(for: .milliseconds(500))
+        var received = Data()
+        let error = await expectCourierError {
+            for try await chunk in response.body { received.append(chunk) }
+        }
+        #expect(error?.kind == .transport)
+        #expect(error?.message.contains("could not be buffered") == true, "\(String(describing: error))")
+        #expect(received.count < content.count)
+        #expect(received == content.prefix(received.count))
+        transport.shutdown()
+        try await server.stop()
+    }
+
+    @Test
+    func anUploadThatCannotBeSpooledFailsTypedBeforeAnythingIsSent() async throws {
+        // URLSession only (AsyncHTTPClient streams and never spools): a stream longer than what is
+        // sent from memory, with no directory to spool to, is a `transport` error naming the
+        // directory, and the server never sees the request.
+        let missing = FileManager.default.temporaryDirectory.appendingPathComponent("courier-missing-\(UUID().uuidString)")
+        let server = try await http1Server { _ in .text("ok") }
+        let transport = URLSessionTransport(scratchDirectory: missing)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
+        let body = RequestBody.stream(AsyncStream { continuation in
+            continuation.yield(payload(2 << 20, seed: 14))
+            continuation.finish()
+        })
+        let error = await expectCourierError {
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never))
+        }
+        #expect(error?.kind == .transport)
+        #expect(error?.message.contains(missing.path) == true, "\(String(describing: error))")
+        #expect(server.requests.isEmpty)
+        transport.shutdown()
+        try await server.stop()
+    }
+}
