@@ -20,6 +20,8 @@ struct TransferBenchmark {
     struct Run {
         var seconds: Double
         var peakMiB: Double
+        /// Resident memory before the transfer began.
+        var baselineMiB: Double
         var mibPerSecond: Double
     }
 
@@ -67,12 +69,12 @@ struct TransferBenchmark {
                 try? FileManager.default.removeItem(at: output)
             }
         }
-        print("case                                        MiB/s   seconds   peak RSS MiB")
+        print("case                                        MiB/s   seconds   peak RSS MiB   peak - before MiB")
         var speeds: [String: Double] = [:]
         for (index, item) in cases.enumerated() {
             let speed = median(results[index].map(\.mibPerSecond))
             speeds[item.0] = speed
-            print("\(item.0.padding(toLength: 42, withPad: " ", startingAt: 0)) \(format(speed, 0).leftPadded(7))  \(format(median(results[index].map(\.seconds)), 2).leftPadded(8))  \(format(results[index].map(\.peakMiB).max() ?? 0, 1).leftPadded(13))")
+            print("\(item.0.padding(toLength: 42, withPad: " ", startingAt: 0)) \(format(speed, 0).leftPadded(7))  \(format(median(results[index].map(\.seconds)), 2).leftPadded(8))  \(format(results[index].map(\.peakMiB).max() ?? 0, 1).leftPadded(13))  \(format(results[index].map { $0.peakMiB - $0.baselineMiB }.max() ?? 0, 1).leftPadded(18))")
         }
         print("")
         let ratios = [
@@ -112,10 +114,10 @@ struct TransferBenchmark {
         let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let parts = output.split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-        guard process.terminationStatus == 0, parts.count == 3 else {
+        guard process.terminationStatus == 0, parts.count == 4 else {
             throw CourierError(.transport, "transfer run \(arguments[0]) failed: \(output)")
         }
-        return Run(seconds: parts[1], peakMiB: parts[2], mibPerSecond: parts[0] / parts[1] / 1_048_576)
+        return Run(seconds: parts[1], peakMiB: parts[2], baselineMiB: parts[3], mibPerSecond: parts[0] / parts[1] / 1_048_576)
     }
 }
 
@@ -127,6 +129,9 @@ enum TransferRun {
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caPath))
         let http1Only = mode.hasSuffix("-h1")
         let kind = http1Only ? String(mode.dropLast(3)) : mode
+        // What the process holds before the transfer (runtime, libraries, the event loops):
+        // peak minus this is what the transfer itself cost.
+        let baseline = residentMemory().current
         let start = ContinuousClock.now
         var moved = 0
         if kind.hasPrefix("us-") {
@@ -223,7 +228,7 @@ enum TransferRun {
         }
         let elapsed = (ContinuousClock.now - start).inSeconds
         precondition(moved == size, "moved \(moved) of \(size) bytes")
-        print("\(moved) \(elapsed) \(residentMemory().peak)")
+        print("\(moved) \(elapsed) \(residentMemory().peak) \(baseline)")
     }
 
     static func create(_ path: String) throws -> FileHandle {

@@ -18,6 +18,8 @@ import Darwin
 final class SpillBuffer: Sendable {
     /// How many bytes of a chunk read back from the file are handed to the reader at once.
     static let readChunk = 256 * 1024
+    /// How many bytes bound for the file are gathered before one write.
+    static let writeBatch = 1 << 20
 
     private struct State {
         /// Chunks in memory, read from `head` on.
@@ -28,6 +30,9 @@ final class SpillBuffer: Sendable {
         var file: Int32 = -1
         var written: Int64 = 0
         var read: Int64 = 0
+        /// Chunks bound for the file, written once they add up to `writeBatch` (fewer, larger
+        /// writes keep up with a fast network); they come after the file's unread bytes.
+        var pending = Data()
         var finished = false
         var failure: (any Error)?
         var waiter: CheckedContinuation<Data?, any Error>?
@@ -51,7 +56,7 @@ final class SpillBuffer: Sendable {
 
     /// Bytes pushed and not yet read, in memory and in the file.
     var unread: Int {
-        self.state.withLock { $0.memoryBytes + Int($0.written - $0.read) }
+        self.state.withLock { $0.memoryBytes + Int($0.written - $0.read) + $0.pending.count }
     }
 
     /// Bytes that went through the file so far.
@@ -68,14 +73,17 @@ final class SpillBuffer: Sendable {
                 state.waiter = nil
                 return waiter
             }
-            let spilling = state.written > state.read
+            let spilling = state.written > state.read || !state.pending.isEmpty
             if !spilling, state.memoryBytes + chunk.count <= self.memoryLimit {
                 state.memory.append(chunk)
                 state.memoryBytes += chunk.count
                 return nil
             }
+            state.pending.append(chunk)
+            guard state.pending.count >= Self.writeBatch else { return nil }
             do {
-                try self.spill(chunk, into: &state)
+                try self.spill(state.pending, into: &state)
+                state.pending = Data()
             } catch {
                 state.failure = error
                 state.finished = true
@@ -106,6 +114,7 @@ final class SpillBuffer: Sendable {
             state.memory = []
             state.head = 0
             state.memoryBytes = 0
+            state.pending = Data()
             if state.file >= 0 { close(state.file) }
             state.file = -1
             state.written = 0
@@ -162,7 +171,12 @@ final class SpillBuffer: Sendable {
             }
             return chunk
         }
-        guard state.written > state.read else { return nil }
+        guard state.written > state.read else {
+            // The file is drained: what waits to be written is next.
+            guard !state.pending.isEmpty else { return nil }
+            defer { state.pending = Data() }
+            return state.pending
+        }
         let count = Int(min(Int64(Self.readChunk), state.written - state.read))
         var chunk = Data(count: count)
         let got = chunk.withUnsafeMutableBytes { buffer in
