@@ -143,29 +143,31 @@ enum ExternalServerError: Error {
     case didNotStart(String)
 }
 
-/// Runs `body` against a Python interop server with a fresh transport, then shuts both down.
+/// Runs `body` against a Python interop server with a fresh transport of `kind`, then shuts both down.
 func withInteropServer(
+    _ kind: TransportKind,
     script: String,
     environment: [String: String] = [:],
-    _ body: (ExternalServer, AsyncHTTPClientTransport) async throws -> Void
+    _ body: (ExternalServer, any Transport) async throws -> Void
 ) async throws {
-    try await withInteropServer(start: { try await ExternalServer.start(pythonScript: script, environment: environment) }, body)
+    try await withInteropServer(kind, start: { try await ExternalServer.start(pythonScript: script, environment: environment) }, body)
 }
 
-/// Runs `body` against the server `start` launches, with a fresh transport, then shuts both down.
+/// Runs `body` against the server `start` launches, with a fresh transport of `kind`, then shuts both down.
 func withInteropServer(
+    _ kind: TransportKind,
     start: () async throws -> ExternalServer,
-    _ body: (ExternalServer, AsyncHTTPClientTransport) async throws -> Void
+    _ body: (ExternalServer, any Transport) async throws -> Void
 ) async throws {
     let server = try await start()
-    let transport = AsyncHTTPClientTransport()
+    let (transport, shutdown) = makeTransport(kind)
     do {
         try await body(server, transport)
     } catch {
-        try? await transport.shutdown()
+        try? await shutdown()
         await server.stop()
         throw error
     }
-    try await transport.shutdown()
+    try await shutdown()
     await server.stop()
 }

@@ -9,16 +9,16 @@ struct AddParams: Codable, Sendable { var a: Int; var b: Int }
 /// `.ci/run` installs it; under CI (COURIER_CI=1) these tests always run, and fail if it is missing.
 @Suite("Interop: jsonrpcserver from PyPI", .enabled(if: ExternalServer.enabled(module: "jsonrpcserver")))
 struct JSONRPCInteropTests {
-    func withServer(_ body: (Client, ExternalServer) async throws -> Void) async throws {
-        try await withInteropServer(script: "scripts/jsonrpc_interop_server.py") { server, transport in
+    func withServer(_ kind: TransportKind, _ body: (Client, ExternalServer) async throws -> Void) async throws {
+        try await withInteropServer(kind, script: "scripts/jsonrpc_interop_server.py") { server, transport in
             let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.defaultWireProtocol = .jsonRPC })
             try await body(client, server)
         }
     }
 
-    @Test
-    func singleCallsByNameAndByPosition() async throws {
-        try await self.withServer { client, _ in
+    @Test(arguments: TransportKind.allCases)
+    func singleCallsByNameAndByPosition(_ kind: TransportKind) async throws {
+        try await self.withServer(kind) { client, _ in
             let byName = try await client.send(Endpoint<Int>.rpc("add", params: AddParams(a: 40, b: 2)))
             let byPosition = try await client.send(Endpoint<Int>.rpc("subtract", params: [50, 8]))
             #expect(byName == 42)
@@ -26,18 +26,18 @@ struct JSONRPCInteropTests {
         }
     }
 
-    @Test
-    func notificationGetsNoAnswerAndIsProcessed() async throws {
-        try await self.withServer { client, _ in
+    @Test(arguments: TransportKind.allCases)
+    func notificationGetsNoAnswerAndIsProcessed(_ kind: TransportKind) async throws {
+        try await self.withServer(kind) { client, _ in
             try await client.send(Endpoint<Void>.rpcNotification("record", params: ["interop"]))
             let recorded = try await client.send(Endpoint<[String]>.rpc("recorded"))
             #expect(recorded == ["interop"])
         }
     }
 
-    @Test
-    func errorObjectCarriesCodeMessageAndData() async throws {
-        try await self.withServer { client, _ in
+    @Test(arguments: TransportKind.allCases)
+    func errorObjectCarriesCodeMessageAndData(_ kind: TransportKind) async throws {
+        try await self.withServer(kind) { client, _ in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Double>.rpc("divide", params: [7, 0])) }
             #expect(error?.kind == .rpc)
             #expect(error?.code == "4000")
@@ -48,9 +48,9 @@ struct JSONRPCInteropTests {
         }
     }
 
-    @Test
-    func batchWithAFailingCallAndANotification() async throws {
-        try await self.withServer { client, _ in
+    @Test(arguments: TransportKind.allCases)
+    func batchWithAFailingCallAndANotification(_ kind: TransportKind) async throws {
+        try await self.withServer(kind) { client, _ in
             let batch = JSONRPCBatch()
             let add = batch.call("add", params: AddParams(a: 1, b: 2), as: Int.self)
             let fail = batch.call("divide", params: [1, 0], as: Double.self)

@@ -11,14 +11,14 @@ struct HTTPBinAnything: Decodable, Sendable {
 /// `.ci/run` installs it; under CI (COURIER_CI=1) these tests always run, and fail if it is missing.
 @Suite("Interop: httpbin caching, auth challenge and cookie endpoints", .enabled(if: ExternalServer.enabled(module: "httpbin") && ExternalServer.enabled(module: "gunicorn")))
 struct HTTPBinInteropTests {
-    func withHTTPBin(_ body: (Client, TestClock, MemoryCacheStore) async throws -> Void) async throws {
+    func withHTTPBin(_ kind: TransportKind, _ body: (Client, TestClock, MemoryCacheStore) async throws -> Void) async throws {
         let start = {
             try await ExternalServer.start(
                 executable: "/usr/bin/env",
                 arguments: ["python3", "-m", "gunicorn", "--bind", "127.0.0.1:{port}", "--workers", "2", "httpbin:app"]
             )
         }
-        try await withInteropServer(start: start) { server, transport in
+        try await withInteropServer(kind, start: start) { server, transport in
             // httpbin stamps real Date fields, so the hand-moved clock starts at the real time.
             let clock = TestClock(start: Date())
             let store = MemoryCacheStore()
@@ -33,8 +33,8 @@ struct HTTPBinInteropTests {
     func aBasicAuthChallengeWithoutCredentialsIsA401OnBothTransports(_ kind: TransportKind) async throws {
         // httpbin's /basic-auth answers 401 with WWW-Authenticate: Basic; URLSession once waited
         // forever for a credential nobody gave.
-        try await withHTTPBin { client, _, _ in
-            let transport: any Transport = kind == .urlSession ? URLSessionTransport() : client.configuration.transport
+        try await withHTTPBin(kind) { client, _, _ in
+            let transport = client.configuration.transport
             let courier = Client(configuration: .init(transport: transport, baseURL: client.configuration.baseURL))
             let anonymous = Endpoint<String>(path: "/basic-auth/u/p", acceptedStatuses: 200..<500, timeout: .seconds(10), decoding: .string)
             let denied = try await courier.response(anonymous)
@@ -58,8 +58,8 @@ struct HTTPBinInteropTests {
     func httpbinsCookiesAreSetSentAndDeletedThroughTheJar(_ kind: TransportKind) async throws {
         // /cookies/set answers 302 → /cookies with Set-Cookie; /cookies echoes what it received;
         // /cookies/delete expires them (RFC 6265 §5.3).
-        try await withHTTPBin { client, _, _ in
-            let transport: any Transport = kind == .urlSession ? URLSessionTransport() : client.configuration.transport
+        try await withHTTPBin(kind) { client, _, _ in
+            let transport = client.configuration.transport
             let jar = CookieJar()
             let courier = Client(configuration: .init(transport: transport, baseURL: client.configuration.baseURL) { $0.cookies = jar })
             let set = try await courier.send(Endpoint<HTTPBinCookies>(path: "/cookies/set", query: ["flavour": "oat", "size": "large"]))
@@ -73,9 +73,9 @@ struct HTTPBinInteropTests {
         }
     }
 
-    @Test
-    func maxAgeIsServedFromCacheUntilItExpires() async throws {
-        try await withHTTPBin { client, clock, _ in
+    @Test(arguments: TransportKind.allCases)
+    func maxAgeIsServedFromCacheUntilItExpires(_ kind: TransportKind) async throws {
+        try await withHTTPBin(kind) { client, clock, _ in
             let endpoint = Endpoint<HTTPBinAnything>(path: "/cache/60")
             let first = try await client.response(endpoint)
             #expect(first.source == .network)
@@ -91,9 +91,9 @@ struct HTTPBinInteropTests {
         }
     }
 
-    @Test
-    func etagIsRevalidatedWithIfNoneMatchAndA304() async throws {
-        try await withHTTPBin { client, _, _ in
+    @Test(arguments: TransportKind.allCases)
+    func etagIsRevalidatedWithIfNoneMatchAndA304(_ kind: TransportKind) async throws {
+        try await withHTTPBin(kind) { client, _, _ in
             // httpbin sends this ETag unquoted, and expects it back as sent.
             let endpoint = Endpoint<HTTPBinAnything>(path: "/etag/courier-v1")
             let first = try await client.response(endpoint)
@@ -106,9 +106,9 @@ struct HTTPBinInteropTests {
         }
     }
 
-    @Test
-    func cacheEndpointIsRevalidatedWithItsValidators() async throws {
-        try await withHTTPBin { client, _, _ in
+    @Test(arguments: TransportKind.allCases)
+    func cacheEndpointIsRevalidatedWithItsValidators(_ kind: TransportKind) async throws {
+        try await withHTTPBin(kind) { client, _, _ in
             // /cache answers with Last-Modified and ETag and no freshness; conditional requests get 304.
             let endpoint = Endpoint<HTTPBinAnything>(path: "/cache")
             let first = try await client.response(endpoint)
@@ -120,9 +120,9 @@ struct HTTPBinInteropTests {
         }
     }
 
-    @Test
-    func responseHeadersDriveFreshnessAndNoStore() async throws {
-        try await withHTTPBin { client, clock, store in
+    @Test(arguments: TransportKind.allCases)
+    func responseHeadersDriveFreshnessAndNoStore(_ kind: TransportKind) async throws {
+        try await withHTTPBin(kind) { client, clock, store in
             let fresh = Endpoint<Data>(path: "/response-headers", query: ["Cache-Control": "max-age=5"], decoding: .data)
             _ = try await client.send(fresh)
             clock.advance(4)

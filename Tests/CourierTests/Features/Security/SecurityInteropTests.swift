@@ -16,8 +16,8 @@ struct AuthlibStats: Decodable, Sendable {
 /// (the margin leaves a loaded machine time to finish the requests that follow a refresh).
 @Suite("Interop: Authlib OAuth 2.0 token endpoint", .enabled(if: ExternalServer.enabled(module: "authlib")))
 struct AuthlibInteropTests {
-    func withAuthlib(_ body: (Client, OAuth2Authenticator, Client, Locked<Int>) async throws -> Void) async throws {
-        try await withInteropServer(script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "20"]) { server, transport in
+    func withAuthlib(_ kind: TransportKind, _ body: (Client, OAuth2Authenticator, Client, Locked<Int>) async throws -> Void) async throws {
+        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "20"]) { server, transport in
             let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
             var configuration = OAuth2Authenticator.Configuration()
             configuration.refreshMargin = .seconds(10)
@@ -31,9 +31,9 @@ struct AuthlibInteropTests {
         }
     }
 
-    @Test
-    func passwordGrantThenOneRefreshForManyRequestsAfterExpiry() async throws {
-        try await self.withAuthlib { api, auth, plain, _ in
+    @Test(arguments: TransportKind.allCases)
+    func passwordGrantThenOneRefreshForManyRequestsAfterExpiry(_ kind: TransportKind) async throws {
+        try await self.withAuthlib(kind) { api, auth, plain, _ in
             try await auth.signIn(username: "ada", password: "lovelace")
             let first = try await api.send(Endpoint<Article>(path: "/api/me").deduplication(.disabled))
             #expect(first.title == "hello from authlib")
@@ -50,9 +50,9 @@ struct AuthlibInteropTests {
         }
     }
 
-    @Test
-    func aRejectedTokenIsRefreshedAfterTheLowerCaseBearerChallenge() async throws {
-        try await self.withAuthlib { api, auth, plain, _ in
+    @Test(arguments: TransportKind.allCases)
+    func aRejectedTokenIsRefreshedAfterTheLowerCaseBearerChallenge(_ kind: TransportKind) async throws {
+        try await self.withAuthlib(kind) { api, auth, plain, _ in
             try await auth.signIn(username: "ada", password: "lovelace")
             let good = try #require(auth.token)
             try auth.supply(OAuth2Token(accessToken: "not-a-real-token", refreshToken: good.refreshToken, expiresAt: Date().addingTimeInterval(3600)))
@@ -63,9 +63,9 @@ struct AuthlibInteropTests {
         }
     }
 
-    @Test
-    func revokedRefreshTokenEndsInOneEventAndTypedErrors() async throws {
-        try await self.withAuthlib { api, auth, plain, events in
+    @Test(arguments: TransportKind.allCases)
+    func revokedRefreshTokenEndsInOneEventAndTypedErrors(_ kind: TransportKind) async throws {
+        try await self.withAuthlib(kind) { api, auth, plain, events in
             try await auth.signIn(username: "ada", password: "lovelace")
             try await plain.send(Endpoint<Void>(method: .post, path: "/revoke-all-refresh", decoding: .none))
             try await Task.sleep(for: .milliseconds(10_100))
@@ -82,9 +82,9 @@ struct AuthlibInteropTests {
         }
     }
 
-    @Test
-    func clientCredentialsGrantRunsAgainWhenItsTokenExpires() async throws {
-        try await self.withAuthlib { api, auth, plain, _ in
+    @Test(arguments: TransportKind.allCases)
+    func clientCredentialsGrantRunsAgainWhenItsTokenExpires(_ kind: TransportKind) async throws {
+        try await self.withAuthlib(kind) { api, auth, plain, _ in
             try await auth.authenticateClient()
             let first = try #require(auth.token)
             #expect(try await api.send(Endpoint<Article>(path: "/api/me")).id == 1)
@@ -106,11 +106,12 @@ struct AuthlibInteropTests {
         return try #require(answer.headers[.location].flatMap(URL.init(string:)))
     }
 
-    @Test(arguments: [("courier", "courier-secret"), ("courier-app", nil)] as [(String, String?)])
-    func authorizationCodeWithPKCESignsInAndAForgedCallbackNeverReachesTheTokenEndpoint(_ clientID: String, _ secret: String?) async throws {
+    @Test(arguments: TransportKind.allCases, [("courier", "courier-secret"), ("courier-app", nil)] as [(String, String?)])
+    func authorizationCodeWithPKCESignsInAndAForgedCallbackNeverReachesTheTokenEndpoint(_ kind: TransportKind, _ client: (id: String, secret: String?)) async throws {
+        let (clientID, secret) = client
         // RFC 6749 §4.1 with RFC 7636 S256, for a confidential client (Basic) and a public one
         // (client_id in the form, no secret).
-        try await withInteropServer(script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) { server, transport in
+        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) { server, transport in
             let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
             let auth = OAuth2Authenticator(
                 tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: clientID, clientSecret: secret),
@@ -145,10 +146,10 @@ struct AuthlibInteropTests {
         }
     }
 
-    @Test
-    func aCodeExchangedWithoutItsOwnVerifierIsRefusedByTheServer() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func aCodeExchangedWithoutItsOwnVerifierIsRefusedByTheServer(_ kind: TransportKind) async throws {
         // RFC 7636 §4.6: the server compares the verifier with the challenge it was given.
-        try await withInteropServer(script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) { server, transport in
+        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) { server, transport in
             let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
             let endpoint = OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-app")
             let auth = OAuth2Authenticator(tokenEndpoint: endpoint, tokenClient: plain)
@@ -165,11 +166,11 @@ struct AuthlibInteropTests {
         }
     }
 
-    @Test
-    func signingOutRevokesBothTokensAtTheServer() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func signingOutRevokesBothTokensAtTheServer(_ kind: TransportKind) async throws {
         // RFC 7009: the refresh token, then the access token are sent for revocation; afterwards the
         // old access token is refused.
-        try await withInteropServer(script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) { server, transport in
+        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) { server, transport in
             let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
             let endpoint = OAuth2TokenEndpoint(
                 url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier", clientSecret: "courier-secret",
