@@ -3,6 +3,9 @@ import HTTPTypes
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Security)
+import Security
+#endif
 
 /// A transport over `URLSession`: light, no extra dependencies, one session per transport.
 ///
@@ -45,17 +48,31 @@ public final class URLSessionTransport: Transport {
     private let session: Locked<URLSession?>
     private let delegate: SessionDelegate
 
-    /// Creates a transport with TLS pins.
+    /// The pins checked in the server-trust challenge (Apple platforms only).
+    private let pinning: PinningPolicy
+
+    /// Creates a transport with TLS pins, checked in the session's server-trust challenge.
     ///
-    /// - Throws: always, when `pinning` is not empty: this transport cannot enforce pins during the
-    ///   handshake (FoundationNetworking on Linux has no server-trust challenge, and the Apple
-    ///   implementation is not written yet), and a pin must never pass silently. Use
-    ///   `AsyncHTTPClientTransport` for pinning.
+    /// On Apple platforms a pinned host's chain is evaluated by the system (with only the pinned
+    /// authorities as anchors when the host has certificate-authority pins) and the leaf's public
+    /// key must match one of its public-key pins (a backup pin is simply another pin); a pinned
+    /// host over cleartext `http` fails with `invalidRequest` before anything is sent. A mismatch
+    /// fails with kind and TLS reason `pinMismatch`. The matching is the shared
+    /// `ServerTrustPinning` code; the Security-framework calls around it are not compiled or
+    /// tested on Linux.
+    ///
+    /// - Throws: on Linux, always when `pinning` is not empty: FoundationNetworking has no
+    ///   server-trust challenge, and a pin must never pass silently (use
+    ///   `AsyncHTTPClientTransport` there).
     public convenience init(configuration: URLSessionConfiguration = .ephemeral, pinning: PinningPolicy) throws {
+        #if canImport(Security) && canImport(Darwin)
+        self.init(configuration: configuration, responseMemoryLimit: 16 << 20, scratchDirectory: nil, pinning: pinning)
+        #else
         guard pinning.isEmpty else {
-            throw CourierError.invalidRequest("URLSessionTransport cannot enforce TLS pins; use AsyncHTTPClientTransport")
+            throw CourierError.invalidRequest("URLSessionTransport cannot enforce TLS pins on this platform (FoundationNetworking has no server-trust challenge); use AsyncHTTPClientTransport")
         }
         self.init(configuration: configuration)
+        #endif
     }
 
     /// Bytes of a response the reader has not read yet that are held in memory; more go to a
@@ -75,11 +92,16 @@ public final class URLSessionTransport: Transport {
     ///     temporary file in `scratchDirectory` until the reader catches up.
     ///   - scratchDirectory: where streamed uploads are spooled and unread responses spill; the
     ///     system's temporary directory by default.
-    public init(configuration: URLSessionConfiguration = .ephemeral, responseMemoryLimit: Int = 16 << 20, scratchDirectory: URL? = nil) {
+    public convenience init(configuration: URLSessionConfiguration = .ephemeral, responseMemoryLimit: Int = 16 << 20, scratchDirectory: URL? = nil) {
+        self.init(configuration: configuration, responseMemoryLimit: responseMemoryLimit, scratchDirectory: scratchDirectory, pinning: PinningPolicy())
+    }
+
+    private init(configuration: URLSessionConfiguration, responseMemoryLimit: Int, scratchDirectory: URL?, pinning: PinningPolicy) {
         self.responseMemoryLimit = max(responseMemoryLimit, 64 * 1024)
         self.scratchDirectory = scratchDirectory ?? FileManager.default.temporaryDirectory
+        self.pinning = pinning
         let configuration = Self.sealed(configuration)
-        let delegate = SessionDelegate()
+        let delegate = SessionDelegate(pinning: pinning)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         self.delegate = delegate
@@ -119,6 +141,10 @@ public final class URLSessionTransport: Transport {
     public func send(_ request: Request) async throws -> RawResponse {
         guard let url = request.url else {
             throw CourierError.invalidRequest("the request has no valid URL")
+        }
+        if !self.pinning.isEmpty, let host = url.host, url.scheme?.lowercased() != "https",
+           self.pinning.pins(for: host, port: url.port ?? 80) != nil {
+            throw CourierError.invalidRequest("\(host) is pinned and must be reached over https")
         }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.head.method.rawValue
@@ -387,6 +413,8 @@ private final class Exchange: Sendable {
     static let lowWater = 2 << 20
     /// The `401` of an authentication challenge answered without a credential (Linux).
     private let challengeResponse = Locked<HTTPURLResponse?>(nil)
+    /// Why the server's trust was refused by the pins (Apple platforms), when it was.
+    private let trustRejection = Locked<CourierError?>(nil)
 
     enum HeadState {
         case waiting(CheckedContinuation<HTTPURLResponse, any Error>?)
@@ -452,8 +480,18 @@ private final class Exchange: Sendable {
         self.challengeResponse.withLock { $0 = response }
     }
 
+    /// The pins refused the server's certificate: the task is cancelled, and this is its error.
+    func rejectedTrust(_ error: CourierError) {
+        self.trustRejection.withLock { $0 = error }
+    }
+
     func completed(error: (any Error)?) {
         self.onComplete()
+        if error != nil, let rejection = self.trustRejection.withLock({ $0 }) {
+            self.resumeHead(.failure(rejection))
+            self.chunks.finish(throwing: rejection)
+            return
+        }
         if let error, (error as NSError).domain == NSURLErrorDomain, (error as NSError).code == NSURLErrorCancelled,
            let challenge = self.challengeResponse.withLock({ $0 }) {
             // The cancellation was ours, answering the challenge: the 401 is the response.
@@ -484,6 +522,11 @@ private final class Exchange: Sendable {
 /// Routes the session's callbacks to the exchange of each task.
 private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
     private let exchanges = Locked<[Int: Exchange]>([:])
+    private let pinning: PinningPolicy
+
+    init(pinning: PinningPolicy) {
+        self.pinning = pinning
+    }
 
     func register(_ exchange: Exchange, for task: URLSessionTask) {
         self.exchanges.withLock { $0[task.taskIdentifier] = exchange }
@@ -518,11 +561,24 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
         #if canImport(Darwin)
-        // Apple platforms (not compiled here): the system judges the server's trust; any other
-        // protection space is rejected, so no system credential (Negotiate, NTLM) is offered and
-        // the 401 is delivered.
-        if challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust {
-            completionHandler(.performDefaultHandling, nil)
+        // Apple platforms (not compiled here): the system judges the server's trust, and a
+        // pinned host's pins are checked on top; any other protection space is rejected, so no
+        // system credential (Negotiate, NTLM) is offered and the 401 is delivered.
+        let space = challenge.protectionSpace
+        if space.authenticationMethod == NSURLAuthenticationMethodServerTrust {
+            guard let pins = self.pinning.pins(for: space.host, port: space.port) else {
+                completionHandler(.performDefaultHandling, nil)
+                return
+            }
+            if let trust = space.serverTrust, let refusal = ApplePinning.refusal(of: trust, host: space.host, pins: pins) {
+                self.exchange(for: task)?.rejectedTrust(refusal)
+                completionHandler(.cancelAuthenticationChallenge, nil)
+            } else if let trust = space.serverTrust {
+                completionHandler(.useCredential, URLCredential(trust: trust))
+            } else {
+                self.exchange(for: task)?.rejectedTrust(ServerTrustPinning.anchorMismatch(host: space.host, detail: "the platform gave no server trust to evaluate"))
+                completionHandler(.cancelAuthenticationChallenge, nil)
+            }
         } else {
             completionHandler(.rejectProtectionSpace, nil)
         }
@@ -540,3 +596,32 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         exchange?.completed(error: error)
     }
 }
+
+#if canImport(Security) && canImport(Darwin)
+/// The Security-framework side of pinning on Apple platforms (not compiled or tested on Linux):
+/// the system evaluates the chain for the host — against only the pinned authorities when the
+/// host has some — and the shared ``ServerTrustPinning`` code checks the leaf's public key.
+private enum ApplePinning {
+    /// Why `trust` fails the host's pins, or `nil` when it passes.
+    static func refusal(of trust: SecTrust, host: String, pins: Set<TLSPin>) -> CourierError? {
+        SecTrustSetPolicies(trust, SecPolicyCreateSSL(true, host as CFString))
+        let anchorTexts = PinningPolicy.anchors(in: pins)
+        if !anchorTexts.isEmpty {
+            let anchors = anchorTexts.flatMap(ServerTrustPinning.certificates(inPEM:)).compactMap { SecCertificateCreateWithData(nil, $0 as CFData) }
+            SecTrustSetAnchorCertificates(trust, anchors as CFArray)
+            SecTrustSetAnchorCertificatesOnly(trust, true)
+        }
+        var failure: CFError?
+        guard SecTrustEvaluateWithError(trust, &failure) else {
+            let detail = failure.map { ($0 as Error).localizedDescription } ?? "the system did not trust the chain"
+            if !anchorTexts.isEmpty { return ServerTrustPinning.anchorMismatch(host: host, detail: detail) }
+            var error = CourierError(.tls, "the TLS handshake failed: \(detail)")
+            error.tlsReason = .untrustedIssuer
+            return error
+        }
+        let chain = (SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []
+        let leaf = chain.first.map { SecCertificateCopyData($0) as Data }
+        return ServerTrustPinning.verdict(pins: pins, host: host, leafCertificate: leaf)
+    }
+}
+#endif

@@ -56,14 +56,14 @@ struct ServerDirectoryTests {
         #expect(servers.environments == [.develop, .test, .release])
     }
 
-    @Test
-    func switchingAffectsRequestsStartedAfterwardsNeverOneInFlight() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func switchingAffectsRequestsStartedAfterwardsNeverOneInFlight(_ kind: TransportKind) async throws {
         let develop = try await http1Server { request in
             .json(#"{"id":1,"title":"develop"}"#).with(request.path == "/slow" ? .stall(.milliseconds(300)) : .normal)
         }
         let test = try await http1Server { _ in .json(#"{"id":2,"title":"test"}"#) }
         let servers = ServerDirectory(urls: [.main: [.develop: develop.baseURL, .test: test.baseURL]], buildDefault: .develop, isReleaseBuild: false)
-        try await withClient(.asyncHTTPClient, server: develop, configure: { $0.servers = servers }) { client in
+        try await withClient(kind, server: develop, configure: { $0.servers = servers }) { client in
             let inFlight = client.start(Endpoint<Article>(path: "/slow").service(.main))
             #expect(await eventually { develop.requests.count == 1 })
             try servers.switchEnvironment(to: .test)
