@@ -62,6 +62,9 @@ struct RequestCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Require HTTP/2 (over TLS); a response over another version fails, and http:// is refused (no h2c).")
     var http2 = false
 
+    @Option(name: .long, help: "The transport: asynchttpclient (the default) or urlsession (the platform's; on Linux FoundationNetworking over libcurl, which follows the http_proxy, https_proxy and no_proxy environment variables). urlsession takes none of --http1, --http2, --resolve, --cacert, --pin and --pin-cert.")
+    var transport: String = "asynchttpclient"
+
     @Option(name: .long, help: "HOST:PORT:ADDRESS — connect to ADDRESS for HOST instead of resolving it (as curl; TLS still checks HOST). Repeatable.")
     var resolve: [String] = []
 
@@ -161,6 +164,15 @@ struct RequestCommand: AsyncParsableCommand {
         }
         if self.continueDownload && self.output == nil {
             throw ValidationError("--continue needs -o FILE")
+        }
+        switch self.transport {
+        case "asynchttpclient": break
+        case "urlsession":
+            if self.http1 || self.http2 || !self.resolve.isEmpty || self.cacert != nil || !self.pin.isEmpty || !self.pinCert.isEmpty {
+                throw ValidationError("--transport urlsession takes none of --http1, --http2, --resolve, --cacert, --pin and --pin-cert")
+            }
+        default:
+            throw ValidationError("'\(self.transport)' is not a transport (asynchttpclient or urlsession)")
         }
         if self.http1 && self.http2 {
             throw ValidationError("use either --http1 or --http2, not both")
@@ -316,13 +328,22 @@ struct RequestCommand: AsyncParsableCommand {
             }
             transportConfiguration.pinning.pin(host, to: pins)
         }
-        let transport: AsyncHTTPClientTransport
-        do {
-            transport = try AsyncHTTPClientTransport(validating: transportConfiguration)
-        } catch let error as CourierError {
-            return self.fail(error.message, code: 3)
-        } catch {
-            return self.fail("\(error)", code: 3)
+        let transport: any Transport
+        let shutdownTransport: @Sendable () async -> Void
+        if self.transport == "urlsession" {
+            let session = URLSessionTransport()
+            transport = session
+            shutdownTransport = { session.shutdown() }
+        } else {
+            do {
+                let client = try AsyncHTTPClientTransport(validating: transportConfiguration)
+                transport = client
+                shutdownTransport = { try? await client.shutdown() }
+            } catch let error as CourierError {
+                return self.fail(error.message, code: 3)
+            } catch {
+                return self.fail("\(error)", code: 3)
+            }
         }
         let verbose = self.verbose
         let wire = WireCounter()
@@ -364,12 +385,12 @@ struct RequestCommand: AsyncParsableCommand {
         }
         if self.repeatCount > 1 {
             let code = await self.load(client: client, endpoint: endpoint, wire: wire)
-            try? await transport.shutdown()
+            await shutdownTransport()
             return code
         }
         if let output = self.output {
             let code = await self.download(client: client, endpoint: endpoint, to: output)
-            try? await transport.shutdown()
+            await shutdownTransport()
             return code
         }
         let code: Int32
@@ -411,7 +432,7 @@ struct RequestCommand: AsyncParsableCommand {
         } catch {
             code = self.fail("\(error)", code: 1)
         }
-        try? await transport.shutdown()
+        await shutdownTransport()
         return code
     }
 

@@ -4,10 +4,10 @@ import Foundation
 import Testing
 
 /// Runs the built `courier` executable (next to the test bundle) and captures its output.
-func runCourier(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+func runCourier(_ arguments: [String], environment: [String: String]? = nil) async throws -> (status: Int32, stdout: String, stderr: String) {
     let out = makePipe()
     let err = makePipe()
-    let child = try ChildProcess(executable: courierExecutable().path, arguments: arguments, stdout: out.write, stderr: err.write)
+    let child = try ChildProcess(executable: courierExecutable().path, arguments: arguments, stdout: out.write, stderr: err.write, environment: environment)
     close(out.write)
     close(err.write)
     // Blocking reads happen on threads of their own, never on the pool the in-process test
@@ -122,6 +122,40 @@ struct CLITests {
         #expect(withHead.stderr.contains("token=REDACTED"))
         #expect(!withHead.stderr.contains("tok-Qz9x"))
         try await server.stop()
+    }
+
+    @Test
+    func theEnvironmentsProxyIsThePlatformsToFollowNeverCouriersOwn() async throws {
+        // The decision (README, platforms and transports: proxies): Courier itself never reads
+        // proxy variables — a variable of the process silently rerouting an app's traffic would
+        // be a surprise — so `AsyncHTTPClientTransport` goes direct unless its configuration
+        // says otherwise, while `URLSessionTransport` follows the platform (on Linux libcurl
+        // reads http_proxy and no_proxy). The proxy here is a test server that answers the
+        // absolute-form request a client sends to a proxy (RFC 9112 §3.2.2).
+        let origin = try await http1Server()
+        let proxy = try await http1Server { _ in .json(#"{"id":7,"title":"via proxy"}"#) }
+        let url = origin.baseURL.absoluteString + "/json"
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.lowercased().hasSuffix("_proxy") }
+        environment["http_proxy"] = proxy.baseURL.absoluteString
+        let throughSession = try await runCourier(["request", "--transport", "urlsession", url], environment: environment)
+        #expect(throughSession.status == 0, "\(throughSession.stderr)")
+        #expect(throughSession.stdout == #"{"id":7,"title":"via proxy"}"#)
+        #expect(proxy.requests.map(\.uri) == [url])
+        #expect(origin.requests.isEmpty)
+        let direct = try await runCourier(["request", url], environment: environment)
+        #expect(direct.stdout == #"{"id":1,"title":"Hello"}"#)
+        #expect(origin.requests.count == 1)
+        #expect(proxy.requests.count == 1)
+        environment["no_proxy"] = "127.0.0.1"
+        let bypassed = try await runCourier(["request", "--transport", "urlsession", url], environment: environment)
+        #expect(bypassed.stdout == #"{"id":1,"title":"Hello"}"#)
+        #expect(origin.requests.count == 2)
+        #expect(proxy.requests.count == 1)
+        let refused = try await runCourier(["request", "--transport", "urlsession", "--http2", url])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("--transport urlsession takes none of"))
+        try await origin.stop()
+        try await proxy.stop()
     }
 
     @Test

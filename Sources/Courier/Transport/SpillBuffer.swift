@@ -15,6 +15,8 @@ import Darwin
 /// cannot stop the network (FoundationNetworking traps when a running task is suspended). The
 /// file is unlinked as soon as it is made, so nothing is left on disk whatever ends the process.
 /// Chunks are pushed from one queue at a time (the session's delegate queue); one reader pulls.
+/// Memory holds at most `memoryLimit`, plus one write batch (1 MiB) bound for the file and one
+/// chunk read back from it (256 KiB).
 final class SpillBuffer: Sendable {
     /// How many bytes of a chunk read back from the file are handed to the reader at once.
     static let readChunk = 256 * 1024
@@ -139,6 +141,9 @@ final class SpillBuffer: Sendable {
                     if let failure = state.failure { return .failure(failure) }
                     return .success(nil)
                 }
+                guard state.waiter == nil else {
+                    return .failure(CourierError.invalidRequest("a response body is read by one reader at a time"))
+                }
                 state.waiter = continuation
                 return nil
             }
@@ -179,9 +184,12 @@ final class SpillBuffer: Sendable {
         }
         let count = Int(min(Int64(Self.readChunk), state.written - state.read))
         var chunk = Data(count: count)
-        let got = chunk.withUnsafeMutableBytes { buffer in
-            pread(state.file, buffer.baseAddress, count, off_t(state.read))
-        }
+        let file = state.file
+        let offset = off_t(state.read)
+        var got = -1
+        repeat {
+            got = chunk.withUnsafeMutableBytes { buffer in pread(file, buffer.baseAddress, count, offset) }
+        } while got < 0 && errno == EINTR
         guard got > 0 else {
             let error = CourierError.transport("a response spilled to a temporary file could not be read back (errno \(errno))")
             state.failure = error
@@ -208,7 +216,7 @@ final class SpillBuffer: Sendable {
     private func spill(_ chunk: Data, into state: inout State) throws {
         if state.file < 0 {
             let path = self.directory.appendingPathComponent("courier-response-\(UUID().uuidString)").path
-            let file = open(path, O_RDWR | O_CREAT | O_EXCL, 0o600)
+            let file = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             guard file >= 0 else {
                 throw CourierError.transport("the response could not be buffered: cannot create a file in \(self.directory.path) (errno \(errno))")
             }

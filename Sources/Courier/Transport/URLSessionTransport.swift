@@ -14,8 +14,10 @@ import Security
 /// cookie storage, no URL cache and no credential storage (Courier's cache and auth decide), and
 /// an authentication challenge (`401` with `WWW-Authenticate: Basic` or `Digest`) is answered
 /// without a credential, so the `401` comes back as a response for the auth middleware and the
-/// status check to see. The platform's proxy settings apply (system settings on Apple
-/// platforms, the `http_proxy` / `https_proxy` environment variables through libcurl on Linux).
+/// status check to see. The platform's proxy settings apply: the system's on Apple platforms
+/// (with the configuration's `connectionProxyDictionary`), libcurl's on Linux — the `http_proxy`,
+/// `https_proxy` and `no_proxy` environment variables (FoundationNetworking does not apply
+/// `connectionProxyDictionary`). Courier itself never reads proxy variables.
 ///
 /// The version is `HTTP/1.1` for cleartext `http` and ``HTTPVersion/unknown`` over TLS, where
 /// the platform may negotiate HTTP/2 without saying so when the head arrives.
@@ -163,7 +165,8 @@ public final class URLSessionTransport: Transport {
         // to a temporary file chunk by chunk and sent from there, so memory stays bounded.
         var spool: URL?
         if let body = request.body {
-            if body.bytes != nil || (body.length ?? .max) <= Self.inMemoryUploadLimit {
+            // `sentBytes`: bytes in memory, also when wrapped in a stream to report progress.
+            if body.sentBytes != nil || (body.length ?? .max) <= Self.inMemoryUploadLimit {
                 urlRequest.httpBody = try await body.claimCollected()
             } else {
                 spool = try await Self.spool(body, in: self.scratchDirectory)
@@ -181,19 +184,23 @@ public final class URLSessionTransport: Transport {
             throw error
         }
 
+        // The exchange is registered under the same lock that makes the task, so a shutdown
+        // that cancels the task at once still finds it (and it removes the spooled file).
+        let (memoryLimit, scratch, delegate) = (self.responseMemoryLimit, self.scratchDirectory, self.delegate)
         let task: URLSessionDataTask
+        let exchange: Exchange
         do {
-            task = try self.session.withLock { session in
+            (task, exchange) = try self.session.withLock { session in
                 guard let session else { throw CourierError(.transport, "the URLSession transport is shut down") }
-                if let spooled { return session.uploadTask(with: urlRequest, fromFile: spooled) }
-                return session.dataTask(with: urlRequest)
+                let task: URLSessionDataTask = if let spooled { session.uploadTask(with: urlRequest, fromFile: spooled) } else { session.dataTask(with: urlRequest) }
+                let exchange = Exchange(task: task, memoryLimit: memoryLimit, scratchDirectory: scratch, onComplete: removeSpooled)
+                delegate.register(exchange, for: task)
+                return (task, exchange)
             }
         } catch {
             removeSpooled()
             throw error
         }
-        let exchange = Exchange(task: task, memoryLimit: self.responseMemoryLimit, scratchDirectory: self.scratchDirectory, onComplete: removeSpooled)
-        self.delegate.register(exchange, for: task)
         let head: HTTPURLResponse = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 exchange.awaitHead(continuation)
@@ -252,10 +259,12 @@ public final class URLSessionTransport: Transport {
     /// Writes a streamed body to a new temporary file, chunk by chunk; the caller removes it.
     static func spool(_ body: RequestBody, in directory: URL) async throws -> URL {
         let url = directory.appendingPathComponent("courier-upload-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]),
-              let handle = try? FileHandle(forWritingTo: url)
-        else {
+        guard FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
             throw CourierError.transport("the request body could not be spooled: cannot create a file in \(directory.path)")
+        }
+        guard let handle = try? FileHandle(forWritingTo: url) else {
+            try? FileManager.default.removeItem(at: url)
+            throw CourierError.transport("the request body could not be spooled: cannot write to a file in \(directory.path)")
         }
         do {
             defer { try? handle.close() }
@@ -418,6 +427,8 @@ private final class Exchange: Sendable {
 
     enum HeadState {
         case waiting(CheckedContinuation<HTTPURLResponse, any Error>?)
+        /// The task ended (or answered) before anyone waited: kept for the waiter to come.
+        case ended(Result<HTTPURLResponse, any Error>)
         case done
     }
 
@@ -428,7 +439,15 @@ private final class Exchange: Sendable {
     }
 
     func awaitHead(_ continuation: CheckedContinuation<HTTPURLResponse, any Error>) {
-        self.head.withLock { $0 = .waiting(continuation) }
+        let ended: Result<HTTPURLResponse, any Error>? = self.head.withLock { state in
+            if case .ended(let result) = state {
+                state = .done
+                return result
+            }
+            state = .waiting(continuation)
+            return nil
+        }
+        if let ended { continuation.resume(with: ended) }
     }
 
     func received(response: HTTPURLResponse) {
@@ -511,9 +530,16 @@ private final class Exchange: Sendable {
 
     private func resumeHead(_ result: Result<HTTPURLResponse, any Error>) {
         let continuation: CheckedContinuation<HTTPURLResponse, any Error>? = self.head.withLock { state in
-            guard case .waiting(let continuation) = state else { return nil }
-            state = .done
-            return continuation
+            switch state {
+            case .waiting(let continuation?):
+                state = .done
+                return continuation
+            case .waiting(nil):
+                state = .ended(result)
+                return nil
+            case .ended, .done:
+                return nil
+            }
         }
         continuation?.resume(with: result)
     }
@@ -566,17 +592,22 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         // system credential (Negotiate, NTLM) is offered and the 401 is delivered.
         let space = challenge.protectionSpace
         if space.authenticationMethod == NSURLAuthenticationMethodServerTrust {
-            guard let pins = self.pinning.pins(for: space.host, port: space.port) else {
+            guard !self.pinning.isEmpty else {
                 completionHandler(.performDefaultHandling, nil)
                 return
             }
-            if let trust = space.serverTrust, let refusal = ApplePinning.refusal(of: trust, host: space.host, pins: pins) {
-                self.exchange(for: task)?.rejectedTrust(refusal)
-                completionHandler(.cancelAuthenticationChallenge, nil)
-            } else if let trust = space.serverTrust {
-                completionHandler(.useCredential, URLCredential(trust: trust))
-            } else {
+            guard let trust = space.serverTrust else {
                 self.exchange(for: task)?.rejectedTrust(ServerTrustPinning.anchorMismatch(host: space.host, detail: "the platform gave no server trust to evaluate"))
+                completionHandler(.cancelAuthenticationChallenge, nil)
+                return
+            }
+            switch ApplePinning.check(trust, host: space.host, port: space.port, policy: self.pinning) {
+            case .unpinned:
+                completionHandler(.performDefaultHandling, nil)
+            case .passed:
+                completionHandler(.useCredential, URLCredential(trust: trust))
+            case .refused(let refusal):
+                self.exchange(for: task)?.rejectedTrust(refusal)
                 completionHandler(.cancelAuthenticationChallenge, nil)
             }
         } else {
@@ -599,29 +630,75 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
 
 #if canImport(Security) && canImport(Darwin)
 /// The Security-framework side of pinning on Apple platforms (not compiled or tested on Linux):
-/// the system evaluates the chain for the host — against only the pinned authorities when the
-/// host has some — and the shared ``ServerTrustPinning`` code checks the leaf's public key.
+/// the system evaluates the chain — against only the pinned authorities when a host has some —
+/// and the shared ``ServerTrustPinning`` code checks the leaf's public key.
+///
+/// As the AsyncHTTPClient transport's verifier does, a connection is checked against every
+/// pinned host its certificate is valid for, not only the host the challenge names: the system
+/// may carry another host's requests over it (HTTP/2 connection coalescing) without a new
+/// challenge.
 private enum ApplePinning {
-    /// Why `trust` fails the host's pins, or `nil` when it passes.
-    static func refusal(of trust: SecTrust, host: String, pins: Set<TLSPin>) -> CourierError? {
-        SecTrustSetPolicies(trust, SecPolicyCreateSSL(true, host as CFString))
-        let anchorTexts = PinningPolicy.anchors(in: pins)
-        if !anchorTexts.isEmpty {
-            let anchors = anchorTexts.flatMap(ServerTrustPinning.certificates(inPEM:)).compactMap { SecCertificateCreateWithData(nil, $0 as CFData) }
-            SecTrustSetAnchorCertificates(trust, anchors as CFArray)
-            SecTrustSetAnchorCertificatesOnly(trust, true)
+    enum Outcome {
+        /// No pinned host is concerned: the system's default handling decides.
+        case unpinned
+        case passed
+        case refused(CourierError)
+    }
+
+    static func check(_ trust: SecTrust, host: String, port: Int, policy: PinningPolicy) -> Outcome {
+        let chain = (SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []
+        var concerned: [(host: String, pins: Set<TLSPin>)] = []
+        if let pins = policy.pins(for: host, port: port) { concerned.append((host, pins)) }
+        let challenged = policy.matchingKey(for: host, port: port)
+        for (key, pins) in policy.pins where key != challenged {
+            let (pattern, keyPort) = PinningPolicy.split(key)
+            guard keyPort == nil || keyPort == port else { continue }
+            // A wildcard pin concerns the certificate if it is valid for a name the wildcard covers.
+            let name = pattern.hasPrefix("*.") ? "courier-pin-probe" + pattern.dropFirst(1) : pattern
+            if Self.evaluate(chain, for: name, anchors: nil) == nil { concerned.append((name, pins)) }
+        }
+        guard !concerned.isEmpty else { return .unpinned }
+        for (name, pins) in concerned {
+            let anchorTexts = PinningPolicy.anchors(in: pins)
+            let anchors = anchorTexts.isEmpty ? nil : anchorTexts.flatMap(ServerTrustPinning.certificates(inPEM:)).compactMap { SecCertificateCreateWithData(nil, $0 as CFData) }
+            if let failure = Self.evaluate(chain, for: name, anchors: anchors) {
+                if anchors != nil { return .refused(ServerTrustPinning.anchorMismatch(host: name, detail: failure)) }
+                var error = CourierError(.tls, "the TLS handshake failed: \(failure)")
+                error.tlsReason = .untrustedIssuer
+                return .refused(error)
+            }
+            let leaf = chain.first.map { SecCertificateCopyData($0) as Data }
+            if let refusal = ServerTrustPinning.verdict(pins: pins, host: name, leafCertificate: leaf) { return .refused(refusal) }
+        }
+        // The host the challenge names must pass the system's own evaluation too.
+        if policy.pins(for: host, port: port) == nil, let failure = Self.evaluate(chain, for: host, anchors: nil) {
+            var error = CourierError(.tls, "the TLS handshake failed: \(failure)")
+            error.tlsReason = .untrustedIssuer
+            return .refused(error)
+        }
+        return .passed
+    }
+
+    /// Evaluates `chain` for `host` in a trust object of its own (with only `anchors` as roots
+    /// when given): `nil` when trusted, else why not. Any call that fails is a refusal, so a
+    /// pinned authority can never fall back to the system's roots.
+    static func evaluate(_ chain: [SecCertificate], for host: String, anchors: [SecCertificate]?) -> String? {
+        guard !chain.isEmpty else { return "the server presented no certificate" }
+        var made: SecTrust?
+        guard SecTrustCreateWithCertificates(chain as CFArray, SecPolicyCreateSSL(true, host as CFString), &made) == errSecSuccess, let trust = made else {
+            return "the chain could not be evaluated"
+        }
+        if let anchors {
+            guard !anchors.isEmpty,
+                  SecTrustSetAnchorCertificates(trust, anchors as CFArray) == errSecSuccess,
+                  SecTrustSetAnchorCertificatesOnly(trust, true) == errSecSuccess
+            else { return "the pinned authorities could not be set as the only anchors" }
         }
         var failure: CFError?
         guard SecTrustEvaluateWithError(trust, &failure) else {
-            let detail = failure.map { ($0 as Error).localizedDescription } ?? "the system did not trust the chain"
-            if !anchorTexts.isEmpty { return ServerTrustPinning.anchorMismatch(host: host, detail: detail) }
-            var error = CourierError(.tls, "the TLS handshake failed: \(detail)")
-            error.tlsReason = .untrustedIssuer
-            return error
+            return failure.map { ($0 as Error).localizedDescription } ?? "the system did not trust the chain"
         }
-        let chain = (SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []
-        let leaf = chain.first.map { SecCertificateCopyData($0) as Data }
-        return ServerTrustPinning.verdict(pins: pins, host: host, leafCertificate: leaf)
+        return nil
     }
 }
 #endif

@@ -333,7 +333,8 @@ final class ChildProcess: @unchecked Sendable {
 
     /// Starts `executable` with `arguments`; `stdout` and `stderr` are descriptors to give the
     /// child (nil: /dev/null). Its standard input is /dev/null.
-    init(executable: String, arguments: [String], stdout: Int32? = nil, stderr: Int32? = nil) throws {
+    /// `environment`, when given, is the child's whole environment (else it gets this process's).
+    init(executable: String, arguments: [String], stdout: Int32? = nil, stderr: Int32? = nil, environment: [String: String]? = nil) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -350,7 +351,9 @@ final class ChildProcess: @unchecked Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer { for pointer in envp ?? [] { free(pointer) } }
+        let result = if let envp { posix_spawn(&pid, executable, &actions, nil, argv, envp) } else { posix_spawn(&pid, executable, &actions, nil, argv, environ) }
         guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
         self.pid = pid
     }

@@ -108,11 +108,13 @@ private struct DERElement {
             length = Int(first)
         } else {
             let count = Int(first & 0x7F)
-            guard count >= 1, count <= 4, contentStart + count <= limit else { return nil }
+            // At most four length bytes, and fewer than an Int holds (32-bit platforms), so the
+            // length can neither overflow nor turn negative.
+            guard count >= 1, count <= 4, count < MemoryLayout<Int>.size, contentStart + count <= limit else { return nil }
             for byte in bytes[contentStart..<(contentStart + count)] { length = length << 8 | Int(byte) }
             contentStart += count
         }
-        guard length <= limit - contentStart else { return nil }
+        guard length >= 0, length <= limit - contentStart else { return nil }
         return DERElement(tag: tag, start: position, contentStart: contentStart, end: contentStart + length)
     }
 }
