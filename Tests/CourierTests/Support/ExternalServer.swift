@@ -51,7 +51,9 @@ final class ExternalServer: @unchecked Sendable {
     /// Starts `python3 script PORT` and waits (on a thread of its own) until it prints "ready".
     static func start(pythonScript: String, environment: [String: String] = [:]) async throws -> ExternalServer {
         do {
-            return try await onOwnThread { try Self.retrying { try ExternalServer(pythonScript: pythonScript, environment: environment) } }
+            return try await StartGate.shared.passing {
+                try await onOwnThread { try Self.retrying { try ExternalServer(pythonScript: pythonScript, environment: environment) } }
+            }
         } catch {
             Issue.record("the interop server \(pythonScript) did not start; run scripts/install-interop.sh (CI does)")
             throw error
@@ -60,7 +62,9 @@ final class ExternalServer: @unchecked Sendable {
 
     /// Starts `executable arguments…` (with `{port}` replaced by a free port) and waits until the port accepts connections.
     static func start(executable: String, arguments: [String], environment: [String: String] = [:]) async throws -> ExternalServer {
-        try await onOwnThread { try Self.retrying { try ExternalServer(executable: executable, arguments: arguments, environment: environment) } }
+        try await StartGate.shared.passing {
+            try await onOwnThread { try Self.retrying { try ExternalServer(executable: executable, arguments: arguments, environment: environment) } }
+        }
     }
 
     private init(executable: String, arguments: [String], environment: [String: String]) throws {
@@ -136,6 +140,30 @@ final class ExternalServer: @unchecked Sendable {
         for _ in 0..<200 where self.process.isRunning {
             try? await Task.sleep(for: .milliseconds(10))
         }
+    }
+}
+
+/// Lets two interop servers start at a time. A Python server spends about a CPU-second loading
+/// its libraries; with every interop test on both transports, thirty of them starting at once
+/// kept both cores busy long enough to make the deadline tests running beside them late.
+actor StartGate {
+    static let shared = StartGate(limit: 2)
+    private let limit: Int
+    private var starting = 0
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    func passing<Value: Sendable>(_ body: @Sendable () async throws -> Value) async throws -> Value {
+        if self.starting < self.limit {
+            self.starting += 1
+        } else {
+            await withCheckedContinuation { self.waiting.append($0) }
+        }
+        defer {
+            if self.waiting.isEmpty { self.starting -= 1 } else { self.waiting.removeFirst().resume() }
+        }
+        return try await body()
     }
 }
 

@@ -7,7 +7,7 @@ struct AddParams: Codable, Sendable { var a: Int; var b: Int }
 
 /// Interop with jsonrpcserver (PyPI), a JSON-RPC 2.0 implementation none of us wrote, on a loopback port.
 /// `.ci/run` installs it; under CI (COURIER_CI=1) these tests always run, and fail if it is missing.
-@Suite("Interop: jsonrpcserver from PyPI", .enabled(if: ExternalServer.enabled(module: "jsonrpcserver")))
+@Suite("Interop: jsonrpcserver from PyPI", .serialized, .enabled(if: ExternalServer.enabled(module: "jsonrpcserver")))
 struct JSONRPCInteropTests {
     func withServer(_ kind: TransportKind, _ body: (Client, ExternalServer) async throws -> Void) async throws {
         try await withInteropServer(kind, script: "scripts/jsonrpc_interop_server.py") { server, transport in

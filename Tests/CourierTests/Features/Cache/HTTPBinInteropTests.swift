@@ -9,7 +9,7 @@ struct HTTPBinAnything: Decodable, Sendable {
 
 /// Interop with httpbin (PyPI) under gunicorn, an HTTP server none of us wrote, on a loopback port.
 /// `.ci/run` installs it; under CI (COURIER_CI=1) these tests always run, and fail if it is missing.
-@Suite("Interop: httpbin caching, auth challenge and cookie endpoints", .enabled(if: ExternalServer.enabled(module: "httpbin") && ExternalServer.enabled(module: "gunicorn")))
+@Suite("Interop: httpbin caching, auth challenge and cookie endpoints", .serialized, .enabled(if: ExternalServer.enabled(module: "httpbin") && ExternalServer.enabled(module: "gunicorn")))
 struct HTTPBinInteropTests {
     func withHTTPBin(_ kind: TransportKind, _ body: (Client, TestClock, MemoryCacheStore) async throws -> Void) async throws {
         let start = {
