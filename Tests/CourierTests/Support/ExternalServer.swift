@@ -125,8 +125,12 @@ final class ExternalServer: @unchecked Sendable {
             kill(self.process.processIdentifier, SIGKILL)
             throw ExternalServerError.didNotStart(pythonScript)
         }
-        // "ready" may be printed just before the socket is bound: wait until it accepts.
-        for _ in 0..<200 where !Self.accepts(port: self.port) {
+        // "ready" may be printed just before the socket is bound: wait until it accepts. (Not a
+        // `for … where` loop: that went on probing after the first success, two hundred
+        // connections that filled the server's listen backlog, each then waiting a second for
+        // the kernel to retry its SYN — about thirty seconds per server started.)
+        for _ in 0..<200 {
+            if Self.accepts(port: self.port) { break }
             usleep(50_000)
         }
     }

@@ -36,13 +36,13 @@ struct HTTPBinInteropTests {
         try await withHTTPBin(kind) { client, _, _ in
             let transport = client.configuration.transport
             let courier = Client(configuration: .init(transport: transport, baseURL: client.configuration.baseURL))
-            let anonymous = Endpoint<String>(path: "/basic-auth/u/p", acceptedStatuses: 200..<500, timeout: .seconds(10), decoding: .string)
+            let anonymous = Endpoint<String>(path: "/basic-auth/u/p", acceptedStatuses: 200..<500, timeout: .seconds(60), decoding: .string)
             let denied = try await courier.response(anonymous)
             #expect(denied.status.code == 401)
             #expect(denied.headers[.wwwAuthenticate]?.hasPrefix("Basic") == true)
             let signedIn = Endpoint<String>(
                 path: "/basic-auth/u/p", headers: [.authorization: "Basic " + Data("u:p".utf8).base64EncodedString()],
-                timeout: .seconds(10), decoding: .string
+                timeout: .seconds(60), decoding: .string
             )
             let allowed = try await courier.response(signedIn)
             #expect(allowed.status.code == 200)
