@@ -26,28 +26,36 @@ import HTTPTypes
 /// `coalesced` (shared by deduplication). `endpoint` is the endpoint's name: give endpoints names
 /// that do not embed ids.
 public final class MetricsMonitor: EventMonitor, Sendable {
-    /// A label and its dimensions as one string (cheaper to build and hash than arrays).
-    private typealias Key = String
+    /// The handlers a request's end updates, made once per endpoint, method, outcome and source.
+    private struct Ending: Hashable, Sendable {
+        var endpoint: String
+        var method: String
+        var outcome: String
+        var source: String
+    }
 
-    private static func key(_ label: String, _ dimensions: [(String, String)]) -> Key {
-        var key = label
-        for (name, value) in dimensions {
-            key.append("\u{1}")
-            key.append(name)
-            key.append("\u{2}")
-            key.append(value)
-        }
-        return key
+    private struct EndingHandlers {
+        let requests: any CounterHandler
+        let duration: any TimerHandler
+        let sentBytes: any CounterHandler
+        let receivedBytes: any CounterHandler
+    }
+
+    /// The two gauges of one host.
+    private struct HostMeters {
+        let queued: any MeterHandler
+        let inFlight: any MeterHandler
     }
 
     private struct Handlers {
-        var counters: [Key: any CounterHandler] = [:]
-        var timers: [Key: any TimerHandler] = [:]
-        var meters: [Key: any MeterHandler] = [:]
+        var endings: [Ending: EndingHandlers] = [:]
+        var hosts: [String: HostMeters] = [:]
+        var retries: [String: any CounterHandler] = [:]
     }
 
     private let factory: any MetricsFactory
-    /// Handlers made once per label and dimensions, as long-lived metrics are.
+    /// Handlers made once per label and dimensions, as long-lived metrics are; looked up by the
+    /// values that tell them apart, so a request costs one lookup per event, no string building.
     private let handlers = Locked(Handlers())
 
     /// Creates a monitor reporting to `factory` (the bootstrapped one by default).
@@ -56,23 +64,31 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     }
 
     public func requestQueued(_ request: RequestEvent, host: String) {
-        self.meter("courier_requests_queued", [("host", host)]).increment(by: 1)
+        self.meters(host).queued.increment(by: 1)
     }
 
     public func requestDequeued(_ request: RequestEvent, host: String) {
-        self.meter("courier_requests_queued", [("host", host)]).decrement(by: 1)
+        self.meters(host).queued.decrement(by: 1)
     }
 
     public func slotAcquired(_ request: RequestEvent, host: String) {
-        self.meter("courier_requests_in_flight", [("host", host)]).increment(by: 1)
+        self.meters(host).inFlight.increment(by: 1)
     }
 
     public func slotReleased(_ request: RequestEvent, host: String) {
-        self.meter("courier_requests_in_flight", [("host", host)]).decrement(by: 1)
+        self.meters(host).inFlight.decrement(by: 1)
     }
 
     public func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
-        self.counter("courier_retries_total", [("endpoint", request.name)]).increment(by: 1)
+        let name = request.name
+        if let counter = self.handlers.withLock({ $0.retries[name] }) { return counter.increment(by: 1) }
+        let made = self.factory.makeCounter(label: "courier_retries_total", dimensions: [("endpoint", name)])
+        let counter = self.handlers.withLock { handlers -> any CounterHandler in
+            if let existing = handlers.retries[name] { return existing }
+            handlers.retries[name] = made
+            return made
+        }
+        counter.increment(by: 1)
     }
 
     public func requestFinished(_ request: RequestEvent, result: RequestResult) {
@@ -106,41 +122,46 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     }
 
     private func ended(_ request: RequestEvent, result: RequestResult, outcome: String) {
-        let method = request.method.rawValue
-        let source = result.source.rawValue
-        self.counter("courier_requests_total", [("endpoint", request.name), ("method", method), ("outcome", outcome), ("source", source)]).increment(by: 1)
-        self.timer("courier_request_duration", [("endpoint", request.name), ("method", method), ("outcome", outcome)])
-            .recordNanoseconds(Self.nanoseconds(result.duration))
+        let handlers = self.endingHandlers(Ending(endpoint: request.name, method: request.method.rawValue, outcome: outcome, source: result.source.rawValue))
+        handlers.requests.increment(by: 1)
+        handlers.duration.recordNanoseconds(Self.nanoseconds(result.duration))
         if let sent = result.sentBody, !sent.isEmpty {
-            self.counter("courier_request_body_bytes", [("endpoint", request.name)]).increment(by: Int64(sent.count))
+            handlers.sentBytes.increment(by: Int64(sent.count))
         }
         if result.bodySize > 0 {
-            self.counter("courier_response_body_bytes", [("endpoint", request.name), ("source", source)]).increment(by: Int64(result.bodySize))
+            handlers.receivedBytes.increment(by: Int64(result.bodySize))
         }
     }
 
-    private func counter(_ label: String, _ dimensions: [(String, String)]) -> any CounterHandler {
-        self.handler(\.counters, label, dimensions) { self.factory.makeCounter(label: label, dimensions: dimensions) }
-    }
-
-    private func timer(_ label: String, _ dimensions: [(String, String)]) -> any TimerHandler {
-        self.handler(\.timers, label, dimensions) { self.factory.makeTimer(label: label, dimensions: dimensions) }
-    }
-
-    private func meter(_ label: String, _ dimensions: [(String, String)]) -> any MeterHandler {
-        self.handler(\.meters, label, dimensions) { self.factory.makeMeter(label: label, dimensions: dimensions) }
-    }
-
-    /// The handler for a label and dimensions, made by `make` the first time.
-    private func handler<Handler>(
-        _ table: WritableKeyPath<Handlers, [Key: Handler]>, _ label: String, _ dimensions: [(String, String)], make: () -> Handler
-    ) -> Handler {
-        let key = Self.key(label, dimensions)
-        if let handler = self.handlers.withLock({ $0[keyPath: table][key] }) { return handler }
-        let made = make()
+    private func endingHandlers(_ ending: Ending) -> EndingHandlers {
+        if let known = self.handlers.withLock({ $0.endings[ending] }) { return known }
+        let made = EndingHandlers(
+            requests: self.factory.makeCounter(
+                label: "courier_requests_total",
+                dimensions: [("endpoint", ending.endpoint), ("method", ending.method), ("outcome", ending.outcome), ("source", ending.source)]
+            ),
+            duration: self.factory.makeTimer(
+                label: "courier_request_duration", dimensions: [("endpoint", ending.endpoint), ("method", ending.method), ("outcome", ending.outcome)]
+            ),
+            sentBytes: self.factory.makeCounter(label: "courier_request_body_bytes", dimensions: [("endpoint", ending.endpoint)]),
+            receivedBytes: self.factory.makeCounter(label: "courier_response_body_bytes", dimensions: [("endpoint", ending.endpoint), ("source", ending.source)])
+        )
         return self.handlers.withLock { handlers in
-            if let existing = handlers[keyPath: table][key] { return existing }
-            handlers[keyPath: table][key] = made
+            if let existing = handlers.endings[ending] { return existing }
+            handlers.endings[ending] = made
+            return made
+        }
+    }
+
+    private func meters(_ host: String) -> HostMeters {
+        if let known = self.handlers.withLock({ $0.hosts[host] }) { return known }
+        let made = HostMeters(
+            queued: self.factory.makeMeter(label: "courier_requests_queued", dimensions: [("host", host)]),
+            inFlight: self.factory.makeMeter(label: "courier_requests_in_flight", dimensions: [("host", host)])
+        )
+        return self.handlers.withLock { handlers in
+            if let existing = handlers.hosts[host] { return existing }
+            handlers.hosts[host] = made
             return made
         }
     }

@@ -20,13 +20,18 @@ import Tracing
 /// An attempt span ends when its response head arrives (or the attempt fails); the request's
 /// span when the caller gets its value or error.
 public final class TracingMonitor: EventMonitor, Sendable {
+    /// What is open for one request id: one table entry, so each event costs one lookup.
+    private struct Entry {
+        var request: (any Span)?
+        var attempt: (any Span)?
+        /// The attempt spans of a request that went on the wire, for joiners to link to.
+        var network: [InstrumentationContext] = []
+        /// The spans of the requests that joined this one.
+        var joiners: [any Span] = []
+    }
+
     private struct State {
-        var requests: [RequestID: any Span] = [:]
-        var attempts: [RequestID: any Span] = [:]
-        /// The attempt spans of each request that went on the wire, for joiners to link to.
-        var network: [RequestID: [InstrumentationContext]] = [:]
-        /// The spans of the requests that joined each one.
-        var joiners: [RequestID: [any Span]] = [:]
+        var entries: [RequestID: Entry] = [:]
     }
 
     private let tracer: any Tracer
@@ -46,11 +51,11 @@ public final class TracingMonitor: EventMonitor, Sendable {
             span.attributes["courier.endpoint"] = request.name
             span.attributes["courier.request_id"] = request.id.description
         }
-        self.state.withLock { $0.requests[request.id] = span }
+        self.state.withLock { $0.entries[request.id, default: Entry()].request = span }
     }
 
     public func attemptStarted(_ attempt: AttemptEvent) {
-        let parent = self.state.withLock { $0.requests[attempt.id]?.context }
+        let parent = self.state.withLock { $0.entries[attempt.id]?.request?.context }
         let span = self.tracer.startSpan(
             attempt.request.head.method.rawValue, context: parent ?? InstrumentationContext.current ?? .topLevel, ofKind: .client
         )
@@ -59,11 +64,11 @@ public final class TracingMonitor: EventMonitor, Sendable {
         let resends = attempt.attempt - 1 + attempt.hop
         if recording, resends > 0 { span.attributes["http.request.resend_count"] = resends }
         let joiners = self.state.withLock { state -> [any Span] in
-            state.attempts[attempt.id] = span
+            state.entries[attempt.id, default: Entry()].attempt = span
             // Joiners link to recorded spans only: a link to a span that is not kept leads nowhere.
             guard recording else { return [] }
-            state.network[attempt.id, default: []].append(span.context)
-            return state.joiners[attempt.id] ?? []
+            state.entries[attempt.id, default: Entry()].network.append(span.context)
+            return state.entries[attempt.id]?.joiners ?? []
         }
         for joiner in joiners { joiner.addLink(SpanLink(context: span.context, attributes: [:])) }
     }
@@ -71,14 +76,14 @@ public final class TracingMonitor: EventMonitor, Sendable {
     public func fieldsToSend(with attempt: AttemptEvent) -> HTTPFields {
         // A span that is not recorded still propagates its context (a sampled-out trace stays
         // sampled out downstream); a no-op tracer injects nothing.
-        guard let span = self.state.withLock({ $0.attempts[attempt.id] }) else { return [:] }
+        guard let span = self.state.withLock({ $0.entries[attempt.id]?.attempt }) else { return [:] }
         var fields = HTTPFields()
         self.tracer.inject(span.context, into: &fields, using: HTTPFieldsInjector())
         return fields
     }
 
     public func responseReceived(_ attempt: AttemptEvent, response: HTTPResponse, version: HTTPVersion) {
-        guard let span = self.state.withLock({ $0.attempts.removeValue(forKey: attempt.id) }) else { return }
+        guard let span = self.takeAttempt(attempt.id) else { return }
         guard span.isRecording else { return span.end() }
         span.attributes["http.response.status_code"] = response.status.code
         if response.status.code >= 400 {
@@ -89,7 +94,7 @@ public final class TracingMonitor: EventMonitor, Sendable {
     }
 
     public func attemptFailed(_ attempt: AttemptEvent, error: CourierError) {
-        guard let span = self.state.withLock({ $0.attempts.removeValue(forKey: attempt.id) }) else { return }
+        guard let span = self.takeAttempt(attempt.id) else { return }
         guard span.isRecording else { return span.end() }
         span.attributes["error.type"] = MetricsMonitor.outcome(of: error)
         span.recordError(error)
@@ -99,9 +104,9 @@ public final class TracingMonitor: EventMonitor, Sendable {
 
     public func deduplicationJoined(_ request: RequestEvent, sharing: RequestID) {
         let (span, network) = self.state.withLock { state -> ((any Span)?, [InstrumentationContext]) in
-            guard let span = state.requests[request.id] else { return (nil, []) }
-            state.joiners[sharing, default: []].append(span)
-            return (span, state.network[sharing] ?? [])
+            guard let span = state.entries[request.id]?.request else { return (nil, []) }
+            state.entries[sharing, default: Entry()].joiners.append(span)
+            return (span, state.entries[sharing]?.network ?? [])
         }
         guard let span, span.isRecording else { return }
         span.attributes["courier.deduplicated"] = true
@@ -109,7 +114,7 @@ public final class TracingMonitor: EventMonitor, Sendable {
     }
 
     public func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
-        guard let span = self.state.withLock({ $0.requests[request.id] }), span.isRecording else { return }
+        guard let span = self.state.withLock({ $0.entries[request.id]?.request }), span.isRecording else { return }
         var attributes = SpanAttributes()
         attributes["courier.attempt"] = attempt
         attributes["courier.reason"] = reason
@@ -143,12 +148,18 @@ public final class TracingMonitor: EventMonitor, Sendable {
     }
 
     /// Forgets everything about a request that ended, and returns its span.
+    /// The open attempt span of `id`, now closed.
+    private func takeAttempt(_ id: RequestID) -> (any Span)? {
+        self.state.withLock { state in
+            guard let span = state.entries[id]?.attempt else { return nil }
+            state.entries[id]?.attempt = nil
+            return span
+        }
+    }
+
     private func ended(_ id: RequestID) -> (any Span)? {
         self.state.withLock { state in
-            state.network[id] = nil
-            state.joiners[id] = nil
-            state.attempts[id] = nil
-            return state.requests.removeValue(forKey: id)
+            state.entries.removeValue(forKey: id)?.request
         }
     }
 

@@ -25,7 +25,14 @@ public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
 
     /// The version as written in logs, for example `HTTP/1.1`, `HTTP/2` or `HTTP/?`.
     public var description: String {
-        if self == .unknown { return "HTTP/?" }
-        return self.major >= 2 ? "HTTP/\(self.major)" : "HTTP/\(self.major).\(self.minor)"
+        switch (self.major, self.minor) {
+        case (1, 1): return "HTTP/1.1"
+        case (2, 0): return "HTTP/2"
+        case (1, 0): return "HTTP/1.0"
+        case (3, 0): return "HTTP/3"
+        default:
+            if self == .unknown { return "HTTP/?" }
+            return self.major >= 2 ? "HTTP/\(self.major)" : "HTTP/\(self.major).\(self.minor)"
+        }
     }
 }
