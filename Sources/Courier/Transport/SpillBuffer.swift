@@ -38,8 +38,6 @@ final class SpillBuffer: Sendable {
         var finished = false
         var failure: (any Error)?
         var waiter: CheckedContinuation<Data?, any Error>?
-        /// Bytes written to the file over the buffer's life.
-        var spilledTotal: Int64 = 0
     }
 
     private let state = Locked(State())
@@ -60,9 +58,6 @@ final class SpillBuffer: Sendable {
     var unread: Int {
         self.state.withLock { $0.memoryBytes + Int($0.written - $0.read) + $0.pending.count }
     }
-
-    /// Bytes that went through the file so far.
-    var spilled: Int64 { self.state.withLock { $0.spilledTotal } }
 
     /// Adds a chunk at the end. Throws when the chunk could not be written to the file (the disk
     /// is full, the directory cannot be written); the buffer has then failed with that error.
@@ -238,6 +233,5 @@ final class SpillBuffer: Sendable {
             }
         }
         state.written = offset
-        state.spilledTotal += Int64(chunk.count)
     }
 }

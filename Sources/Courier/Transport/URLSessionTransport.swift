@@ -247,7 +247,7 @@ public final class URLSessionTransport: Transport {
                     task.cancel()
                     chunks.discard(throwing: CourierError.cancelled())
                 }
-                if let chunk { exchange.consumed(chunk.count) }
+                if chunk != nil { exchange.consumed() }
                 return chunk
             }
         }
@@ -415,9 +415,8 @@ private final class Exchange: Sendable {
     /// Runs once the task has completed (removes a spooled upload).
     private let onComplete: @Sendable () -> Void
     private let head = Locked<HeadState>(.waiting(nil))
-    /// Flow control: bytes delivered by the session and not yet read, and whether the task is
-    /// suspended because they passed the high-water mark.
-    private let buffered = Locked<(bytes: Int, paused: Bool)>((0, false))
+    /// Whether the task is suspended because too much waits unread (Apple platforms).
+    private let paused = Locked(false)
     static let highWater = 8 << 20
     static let lowWater = 2 << 20
     /// The `401` of an authentication challenge answered without a credential (Linux).
@@ -455,14 +454,6 @@ private final class Exchange: Sendable {
     }
 
     func received(data: Data) {
-        // A reader slower than the network: above the high-water mark the task is suspended
-        // (the platform stops reading from the socket) until the reader has caught up.
-        let pause = self.buffered.withLock { state -> Bool in
-            state.bytes += data.count
-            guard !state.paused, state.bytes > Self.highWater else { return false }
-            state.paused = true
-            return true
-        }
         do {
             try self.chunks.push(data)
         } catch {
@@ -470,26 +461,31 @@ private final class Exchange: Sendable {
             self.task.cancel()
         }
         #if canImport(Darwin)
-        if pause { self.task.suspend() }
-        #else
-        // FoundationNetworking traps when a running data task is suspended (measured: a fatal
-        // error in NativeProtocol), so on Linux a slow reader buffers what arrives.
-        _ = pause
-        #endif
-    }
-
-    /// The reader took `count` bytes: below the low-water mark a suspended task goes on.
-    func consumed(_ count: Int) {
-        let resume = self.buffered.withLock { state -> Bool in
-            state.bytes -= count
-            guard state.paused, state.bytes < Self.lowWater else { return false }
-            state.paused = false
+        // A reader slower than the network: above the high-water mark the task is suspended
+        // (the platform stops reading from the socket) until the reader has caught up.
+        let unread = self.chunks.unread
+        let pause = self.paused.withLock { paused -> Bool in
+            guard !paused, unread > Self.highWater else { return false }
+            paused = true
             return true
         }
+        if pause { self.task.suspend() }
+        #endif
+        // FoundationNetworking traps when a running data task is suspended (measured: a fatal
+        // error in NativeProtocol), so on Linux what the reader has not read goes to the buffer
+        // (and its file) only.
+    }
+
+    /// The reader took a chunk: below the low-water mark a suspended task goes on.
+    func consumed() {
         #if canImport(Darwin)
+        let unread = self.chunks.unread
+        let resume = self.paused.withLock { paused -> Bool in
+            guard paused, unread < Self.lowWater else { return false }
+            paused = false
+            return true
+        }
         if resume { self.task.resume() }
-        #else
-        _ = resume
         #endif
     }
 
