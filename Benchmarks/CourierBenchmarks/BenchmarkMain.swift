@@ -179,15 +179,30 @@ struct Measurement {
     var requests: Int
     var wall: Double
     var cpu: Double
+    /// Context switches of the whole process (every thread), voluntary and not.
+    var switches: Int = 0
 
     var requestsPerSecond: Double { Double(self.requests) / self.wall }
     var cpuMicrosecondsPerRequest: Double { self.cpu / Double(max(self.requests, 1)) * 1e6 }
+    var switchesPerRequest: Double { Double(self.switches) / Double(max(self.requests, 1)) }
+}
+
+/// The process's context switches so far, over all its threads.
+func processContextSwitches() -> Int {
+    var usage = rusage()
+    #if os(Linux)
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    #else
+    getrusage(RUSAGE_SELF, &usage)
+    #endif
+    return usage.ru_nvcsw + usage.ru_nivcsw
 }
 
 /// Runs `work` from `concurrency` tasks for `seconds` and measures it.
 func measure(concurrency: Int, seconds: Double, _ work: @escaping @Sendable () async throws -> Void) async throws -> Measurement {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
     let cpuStart = processCPUSeconds()
+    let switchesStart = processContextSwitches()
     let wallStart = ContinuousClock.now
     let count = try await withThrowingTaskGroup(of: Int.self) { group in
         for _ in 0..<concurrency {
@@ -204,7 +219,7 @@ func measure(concurrency: Int, seconds: Double, _ work: @escaping @Sendable () a
     }
     let wall = ContinuousClock.now - wallStart
     let (s, atto) = wall.components
-    return Measurement(requests: count, wall: Double(s) + Double(atto) / 1e18, cpu: processCPUSeconds() - cpuStart)
+    return Measurement(requests: count, wall: Double(s) + Double(atto) / 1e18, cpu: processCPUSeconds() - cpuStart, switches: processContextSwitches() - switchesStart)
 }
 
 /// The resident set size and its peak, in MiB, from /proc (0 where unavailable).

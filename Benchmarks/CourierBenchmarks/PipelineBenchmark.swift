@@ -21,7 +21,8 @@ struct PipelineBenchmark {
         defer { server.stop() }
         print("pipeline benchmark: 1 KB JSON GET + decode, \(self.rounds) alternating rounds of \(format(self.seconds, 1)) s per point; medians")
         print("protocol  conc  raw req/s  courier req/s  ratio   raw µs CPU/req  courier µs CPU/req  ratio")
-        for http2 in [false, true] {
+        let only = ProcessInfo.processInfo.environment["COURIER_BENCH_PROTOCOL"]
+        for http2 in [false, true] where only == nil || only == (http2 ? "h2" : "h1") {
             let sides = try PipelineSides(server: server, http2: http2)
             let rawWork = sides.rawWork
             let courierWork = ProcessInfo.processInfo.environment["COURIER_BENCH_AA"] != nil ? sides.rawWork2 : sides.courierWork
@@ -31,7 +32,9 @@ struct PipelineBenchmark {
 
             if let only = ProcessInfo.processInfo.environment["COURIER_BENCH_PROFILE"] {
                 // Profiling aid: run one side alone for a while, at concurrency 8.
-                _ = try await measure(concurrency: 8, seconds: self.seconds, only == "raw" ? rawWork : courierWork)
+                let concurrency = ProcessInfo.processInfo.environment["COURIER_BENCH_CONCURRENCY"].flatMap(Int.init) ?? 8
+                let run = try await measure(concurrency: concurrency, seconds: self.seconds, only == "raw" ? rawWork : courierWork)
+                print("\(only) \(http2 ? "h2" : "h1") c=\(concurrency): \(Int(run.requests)) requests, \(format(run.requestsPerSecond, 0)) req/s, \(format(run.cpuMicrosecondsPerRequest, 1)) µs CPU/req, \(format(run.switchesPerRequest, 2)) context switches/req")
                 try await sides.shutdown()
                 return
             }
@@ -66,7 +69,9 @@ struct PipelineBenchmark {
 /// Environment: `COURIER_BENCH_MONITORS` = `none` (default) | `log` | `telemetry` | `all`;
 /// `COURIER_BENCH_DEDUP=1` keeps deduplication on; `COURIER_BENCH_NO_TIMEOUT=1` removes the
 /// client's deadline; `COURIER_BENCH_NO_READ_TIMEOUT=1` the transport's read timeout;
-/// `COURIER_BENCH_HOST_LIMIT=N` sets the scheduler's limits.
+/// `COURIER_BENCH_HOST_LIMIT=N` sets the scheduler's limits; `COURIER_BENCH_PROTOCOL` = `h1` | `h2`
+/// measures one protocol only; `COURIER_BENCH_PROFILE` = `raw` | `courier` runs one side alone
+/// (at `COURIER_BENCH_CONCURRENCY`, default 8) and prints its rate, for profilers.
 struct PipelineSides: Sendable {
     let url: String
     let raw: HTTPClient

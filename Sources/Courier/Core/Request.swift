@@ -73,8 +73,15 @@ public struct RequestID: Sendable, Hashable, CustomStringConvertible {
 
     /// The identifier as eight hexadecimal digits.
     public var description: String {
-        let hex = String(self.value, radix: 16)
-        return String(repeating: "0", count: 8 - hex.count) + hex
+        // Eight ASCII bytes fit a small string: no allocation (it is on every log line).
+        String(unsafeUninitializedCapacity: 8) { buffer in
+            let digits: StaticString = "0123456789abcdef"
+            for index in 0..<8 {
+                let nibble = Int((self.value >> UInt32(28 - 4 * index)) & 0xF)
+                buffer[index] = digits.utf8Start[nibble]
+            }
+            return 8
+        }
     }
 }
 

@@ -33,7 +33,10 @@ public struct LogMonitor: EventMonitor {
 
     public func requestStarted(_ request: RequestEvent) {
         guard self.logger.logLevel <= .info else { return }
-        self.logger.info("→ \(request.id) \(request.name) \(request.method.rawValue) \(self.url(of: request.request))")
+        let head = request.request.head
+        self.logger.info(Logger.Message(stringLiteral: Self.join(
+            "→ ", request.id.description, " ", request.name, " ", head.method.rawValue, " ", self.url(of: request.request)
+        )), source: Self.source)
     }
 
     public func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
@@ -92,9 +95,14 @@ public struct LogMonitor: EventMonitor {
     }
 
     private func finished(_ request: RequestEvent, result: RequestResult, outcome: String) {
-        let status = result.response.map { String($0.status.code) } ?? "-"
-        let version = result.version?.description ?? "-"
-        self.logger.info("← \(request.id) \(request.name) \(request.method.rawValue) \(self.url(of: request.request)) \(status) \(Self.milliseconds(result.duration))ms \(result.bodySize)B \(version) \(outcome)")
+        // One string of the exact size, copied from the parts: this line and the "→" line are
+        // written for every request, and interpolation grows its buffer several times.
+        let head = request.request.head
+        self.logger.info(Logger.Message(stringLiteral: Self.join(
+            "← ", request.id.description, " ", request.name, " ", head.method.rawValue, " ", self.url(of: request.request), " ",
+            result.response.map { String($0.status.code) } ?? "-", " ", Self.milliseconds(result.duration), "ms ", String(result.bodySize), "B ",
+            result.version?.description ?? "-", " ", outcome
+        )), source: Self.source)
         guard self.logsBodies, self.logger.logLevel <= .trace else { return }
         if let sent = result.sentBody ?? request.request.body?.bytes {
             let type = result.sentFields?[.contentType] ?? request.request.body?.contentType
@@ -105,26 +113,46 @@ public struct LogMonitor: EventMonitor {
         }
     }
 
+    /// The module name swift-log would work out from the file of each call.
+    private static let source = "Courier"
+
+    /// The parts, one after the other, in a string allocated once at its final size.
+    static func join(_ parts: String...) -> String {
+        var total = 0
+        for part in parts { total += part.utf8.count }
+        return String(unsafeUninitializedCapacity: total) { buffer in
+            var offset = 0
+            for var part in parts {
+                part.withUTF8 { bytes in
+                    guard let base = bytes.baseAddress else { return }
+                    (buffer.baseAddress! + offset).initialize(from: base, count: bytes.count)
+                    offset += bytes.count
+                }
+            }
+            return offset
+        }
+    }
+
+    /// The request's URL, secrets redacted.
     private func url(of request: Request) -> String {
-        // Without a query or user info there is nothing to hide: the parts as they are, without
-        // building the URL string twice (it is on every request's two lines).
+        // Without a query or user info there is nothing to hide: the parts as they are.
         let head = request.head
         let authority = head.authority ?? ""
         let path = head.path ?? "/"
-        guard path.utf8.contains(UInt8(ascii: "?")) || authority.utf8.contains(UInt8(ascii: "@")) else {
-            var url = head.scheme ?? "https"
-            url.reserveCapacity(url.utf8.count + 3 + authority.utf8.count + path.utf8.count)
-            url += "://"
-            url += authority
-            url += path
-            return url
+        guard Self.has(UInt8(ascii: "?"), in: path) || Self.has(UInt8(ascii: "@"), in: authority) else {
+            return Self.join(head.scheme ?? "https", "://", authority, path)
         }
         return self.redactor.redact(urlString: request.urlString)
+    }
+
+    private static func has(_ byte: UInt8, in text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { $0.contains(byte) }
     }
 
     /// Milliseconds with one decimal ("12.3"), without Foundation's formatter on the hot path.
     static func milliseconds(_ duration: Duration) -> String {
         let tenths = Int((min(max(0, duration.inSeconds), 1e12) * 10_000).rounded())
-        return "\(tenths / 10).\(tenths % 10)"
+        return Self.join(String(tenths / 10), ".", String(tenths % 10))
     }
 }

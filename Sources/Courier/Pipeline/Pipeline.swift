@@ -114,10 +114,43 @@ enum ExchangeMode: Sendable, Equatable {
 }
 
 /// One caller's request on its way through the stages.
+///
+/// Every stage's frame holds a copy of it, so what never changes along the exchange lives in one
+/// shared object (``Fixed``) and the cache's decision in a box: the value stays small (copying
+/// it is cheap, and the frames of twenty stages fit the task's first allocation slabs).
 struct RequestExchange: Sendable {
+    /// The parts of an exchange that never change once it is made.
+    final class Fixed: Sendable {
+        let endpoint: EndpointDescription
+        let mode: ExchangeMode
+        let cachePolicy: CachePolicy
+        let uploadReporter: ProgressReporter?
+        let adjust: (@Sendable (inout Request) -> Void)?
+        let start: ContinuousClock.Instant
+
+        init(
+            endpoint: EndpointDescription, mode: ExchangeMode, cachePolicy: CachePolicy, uploadReporter: ProgressReporter?,
+            adjust: (@Sendable (inout Request) -> Void)?, start: ContinuousClock.Instant
+        ) {
+            self.endpoint = endpoint
+            self.mode = mode
+            self.cachePolicy = cachePolicy
+            self.uploadReporter = uploadReporter
+            self.adjust = adjust
+            self.start = start
+        }
+    }
+
+    /// A cache decision, boxed (it is large and most exchanges never carry one).
+    final class CacheRunBox: Sendable {
+        let run: CacheRun
+        init(_ run: CacheRun) { self.run = run }
+    }
+
+    private let fixed: Fixed
     /// What the endpoint asks for, without its response type.
-    let endpoint: EndpointDescription
-    let mode: ExchangeMode
+    var endpoint: EndpointDescription { self.fixed.endpoint }
+    var mode: ExchangeMode { self.fixed.mode }
     /// The request: logical from the build stage on, boxed for the wire from the wire stage on.
     var request: Request
     /// The logical request's identity for deduplication, set by the build stage.
@@ -126,10 +159,14 @@ struct RequestExchange: Sendable {
     var partition = ""
     /// What the wire stage does to the request, as text (see ``RequestBuilder/wireIdentity(of:configuration:)``).
     var wireIdentity = ""
+    private var cacheRunBox: CacheRunBox?
     /// The cache's decision for this request, set by the cache lookup stage.
-    var cacheRun: CacheRun?
+    var cacheRun: CacheRun? {
+        get { self.cacheRunBox?.run }
+        set { self.cacheRunBox = newValue.map(CacheRunBox.init) }
+    }
     /// The cache policy in force (the endpoint's, an override, or the client's).
-    let cachePolicy: CachePolicy
+    var cachePolicy: CachePolicy { self.fixed.cachePolicy }
     /// The wire protocol and call, set by the wire stage (`nil` protocol: REST pass-through).
     var wire: (any WireProtocol)?
     var call: WireCall
@@ -145,16 +182,29 @@ struct RequestExchange: Sendable {
     /// For a shared exchange (which has no deadline of its own): the latest deadline among its waiters.
     var waitersDeadline: (@Sendable () -> ContinuousClock.Instant?)?
     /// Upload progress, when the caller asked for it.
-    let uploadReporter: ProgressReporter?
+    var uploadReporter: ProgressReporter? { self.fixed.uploadReporter }
     /// A last change to the logical request (a download's `Range`).
-    let adjust: (@Sendable (inout Request) -> Void)?
+    var adjust: (@Sendable (inout Request) -> Void)? { self.fixed.adjust }
     /// What happened on the wire, shared by the stages below middleware and the ones above it.
     var record: ExchangeRecord
-    let start: ContinuousClock.Instant
+    var start: ContinuousClock.Instant { self.fixed.start }
     /// 0 for the request, 1, 2, … for the redirect hops after it (set by the redirect stage).
     var hop = 0
     /// The caller's ticket in the client's lifecycle (set by the lifecycle stage).
     var lifecycleTicket: UInt64?
+
+    init(
+        endpoint: EndpointDescription, mode: ExchangeMode, request: Request, cachePolicy: CachePolicy, call: WireCall,
+        control: RequestControl?, readsBody: Bool, uploadReporter: ProgressReporter?, adjust: (@Sendable (inout Request) -> Void)?,
+        record: ExchangeRecord, start: ContinuousClock.Instant
+    ) {
+        self.fixed = Fixed(endpoint: endpoint, mode: mode, cachePolicy: cachePolicy, uploadReporter: uploadReporter, adjust: adjust, start: start)
+        self.request = request
+        self.call = call
+        self.control = control
+        self.readsBody = readsBody
+        self.record = record
+    }
 
     var priority: RequestPriority { self.control?.priority ?? self.endpoint.priority }
 
@@ -167,8 +217,13 @@ struct RequestExchange: Sendable {
     }
 }
 
-/// What comes back up the stages.
+/// What comes back up the stages (small, like ``RequestExchange``: the request it carries at the end is boxed).
 struct Outcome: Sendable {
+    final class RequestBox: Sendable {
+        let request: Request
+        init(_ request: Request) { self.request = request }
+    }
+
     /// The response: its body in memory once the collect stage has run (collect mode), streaming otherwise.
     var response: RawResponse
     var source: ResponseSource = .network
@@ -182,8 +237,12 @@ struct Outcome: Sendable {
     var payloadMayBeCached = true
     /// The decoded value, set by the decode stage.
     var value: (any Sendable)?
+    private var requestBox: RequestBox?
     /// The logical request, the URL that answered and the time taken, set by the observe stage.
-    var request: Request?
+    var request: Request? {
+        get { self.requestBox?.request }
+        set { self.requestBox = newValue.map(RequestBox.init) }
+    }
     var urlString = ""
     var duration: Duration = .zero
     /// The caller's record of the wire exchange, set by the observe stage.
