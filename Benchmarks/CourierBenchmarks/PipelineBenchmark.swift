@@ -4,6 +4,9 @@ import CourierAsyncHTTPClient
 import CoreMetrics
 import CourierTelemetry
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Logging
 import Tracing
 import NIOCore
@@ -22,8 +25,12 @@ struct PipelineBenchmark {
         print("pipeline benchmark: 1 KB JSON GET + decode, \(self.rounds) alternating rounds of \(format(self.seconds, 1)) s per point; medians")
         print("protocol  conc  raw req/s  courier req/s  ratio   raw µs CPU/req  courier µs CPU/req  ratio")
         let only = ProcessInfo.processInfo.environment["COURIER_BENCH_PROTOCOL"]
-        for http2 in [false, true] where only == nil || only == (http2 ? "h2" : "h1") {
-            let sides = try PipelineSides(server: server, http2: http2)
+        // h1 and h2: raw AsyncHTTPClient against Courier on AsyncHTTPClientTransport; urlsession:
+        // raw URLSession against Courier on URLSessionTransport (HTTP/1.1 in clear text: on Linux
+        // URLSession cannot be given the benchmark's private CA).
+        for kind in ["h1", "h2", "urlsession"] where only == nil || only == kind {
+            let http2 = kind == "h2"
+            let sides: any BenchmarkSides = kind == "urlsession" ? URLSessionSides(server: server) : try PipelineSides(server: server, http2: http2)
             let rawWork = sides.rawWork
             let courierWork = ProcessInfo.processInfo.environment["COURIER_BENCH_AA"] != nil ? sides.rawWork2 : sides.courierWork
             // Warm up both (connections, code paths).
@@ -34,7 +41,7 @@ struct PipelineBenchmark {
                 // Profiling aid: run one side alone for a while, at concurrency 8.
                 let concurrency = ProcessInfo.processInfo.environment["COURIER_BENCH_CONCURRENCY"].flatMap(Int.init) ?? 8
                 let run = try await measure(concurrency: concurrency, seconds: self.seconds, only == "raw" ? rawWork : courierWork)
-                print("\(only) \(http2 ? "h2" : "h1") c=\(concurrency): \(Int(run.requests)) requests, \(format(run.requestsPerSecond, 0)) req/s, \(format(run.cpuMicrosecondsPerRequest, 1)) µs CPU/req, \(format(run.switchesPerRequest, 2)) context switches/req")
+                print("\(only) \(kind) c=\(concurrency): \(Int(run.requests)) requests, \(format(run.requestsPerSecond, 0)) req/s, \(format(run.cpuMicrosecondsPerRequest, 1)) µs CPU/req, \(format(run.switchesPerRequest, 2)) context switches/req")
                 try await sides.shutdown()
                 return
             }
@@ -55,11 +62,72 @@ struct PipelineBenchmark {
                 let courierRate = median(courierRuns.map(\.requestsPerSecond))
                 let rawCPU = median(rawRuns.map(\.cpuMicrosecondsPerRequest))
                 let courierCPU = median(courierRuns.map(\.cpuMicrosecondsPerRequest))
-                let name = http2 ? "HTTP/2  " : "HTTP/1.1"
+                let name = kind == "h1" ? "HTTP/1.1" : kind == "h2" ? "HTTP/2  " : "URLSession"
                 print("\(name)  \(String(format: "%4d", concurrency))  \(String(format: "%9.0f", rawRate))  \(String(format: "%13.0f", courierRate))  \(String(format: "%5.1f%%", courierRate / rawRate * 100))  \(String(format: "%14.0f", rawCPU))  \(String(format: "%18.0f", courierCPU))  \(String(format: "%5.1f%%", courierCPU / rawCPU * 100))")
             }
             try await sides.shutdown()
         }
+    }
+}
+
+/// The two sides of one row of the pipeline benchmark: the raw transport and Courier on it.
+protocol BenchmarkSides: Sendable {
+    /// One request through the raw transport.
+    var rawWork: @Sendable () async throws -> Void { get }
+    /// The same through a second raw client (the harness's A/A check).
+    var rawWork2: @Sendable () async throws -> Void { get }
+    /// The same request through Courier's `Client`.
+    var courierWork: @Sendable () async throws -> Void { get }
+    func shutdown() async throws
+}
+
+/// Raw URLSession against Courier's `Client` over `URLSessionTransport`, each fetching and
+/// decoding the 1 KB item over clear-text HTTP/1.1 (the ephemeral configuration for both).
+struct URLSessionSides: BenchmarkSides {
+    let url: URL
+    let raw: URLSession
+    let raw2: URLSession
+    let transport: URLSessionTransport
+    let client: Client
+
+    init(server: ServerProcess) {
+        self.url = URL(string: "http://127.0.0.1:\(server.plainPort)/item")!
+        self.raw = URLSession(configuration: .ephemeral)
+        self.raw2 = URLSession(configuration: .ephemeral)
+        self.transport = URLSessionTransport(configuration: .ephemeral)
+        self.client = Client(configuration: .init(transport: self.transport, baseURL: self.url) {
+            // As for the AsyncHTTPClient rows: each request is the pipeline's own.
+            $0.deduplication.isEnabled = false
+            $0.debugOptions = .off
+        })
+    }
+
+    var rawWork: @Sendable () async throws -> Void { Self.fetch(with: self.raw, url: self.url) }
+    var rawWork2: @Sendable () async throws -> Void { Self.fetch(with: self.raw2, url: self.url) }
+
+    /// One GET of the item through raw URLSession, decoded.
+    static func fetch(with session: URLSession, url: URL) -> @Sendable () async throws -> Void {
+        {
+            let (body, response) = try await session.data(for: URLRequest(url: url))
+            precondition((response as? HTTPURLResponse)?.statusCode == 200)
+            let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
+            precondition(item.id == 42)
+        }
+    }
+
+    var courierWork: @Sendable () async throws -> Void {
+        let client = self.client
+        let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
+        return {
+            let item = try await client.send(endpoint)
+            precondition(item.id == 42)
+        }
+    }
+
+    func shutdown() async throws {
+        self.raw.invalidateAndCancel()
+        self.raw2.invalidateAndCancel()
+        self.transport.shutdown()
     }
 }
 
@@ -69,10 +137,10 @@ struct PipelineBenchmark {
 /// Environment: `COURIER_BENCH_MONITORS` = `none` (default) | `log` | `telemetry` | `all`;
 /// `COURIER_BENCH_DEDUP=1` keeps deduplication on; `COURIER_BENCH_NO_TIMEOUT=1` removes the
 /// client's deadline; `COURIER_BENCH_NO_READ_TIMEOUT=1` the transport's read timeout;
-/// `COURIER_BENCH_HOST_LIMIT=N` sets the scheduler's limits; `COURIER_BENCH_PROTOCOL` = `h1` | `h2`
-/// measures one protocol only; `COURIER_BENCH_PROFILE` = `raw` | `courier` runs one side alone
+/// `COURIER_BENCH_HOST_LIMIT=N` sets the scheduler's limits; `COURIER_BENCH_PROTOCOL` = `h1` | `h2` | `urlsession`
+/// measures one row only; `COURIER_BENCH_PROFILE` = `raw` | `courier` runs one side alone
 /// (at `COURIER_BENCH_CONCURRENCY`, default 8) and prints its rate, for profilers.
-struct PipelineSides: Sendable {
+struct PipelineSides: BenchmarkSides {
     let url: String
     let raw: HTTPClient
     let raw2: HTTPClient

@@ -27,6 +27,29 @@ struct TrafficBenchmark {
         let elapsed = clock.now - start
         precondition(started == count)
         print("scheduler decisions: \(count) requests submitted and drained, \(format(micros(elapsed) / Double(count), 2)) µs per request")
+        // Re-prioritisation with 1,000 and 10,000 queued: the cost per change should not grow with
+        // the queue (a change appends to its new priority's queue; the old entry is dropped lazily).
+        for queued in [1_000, 10_000] {
+            var state = SchedulerState(configuration: .init(maxConcurrentRequests: 1))
+            _ = state.submit(id: 0, host: "h", priority: .normal, now: now)
+            for id in 1...queued {
+                _ = state.submit(id: UInt64(id), host: "h", priority: .normal, now: now)
+            }
+            let changes = 100_000
+            let start = clock.now
+            for change in 0..<changes {
+                let id = UInt64(change % queued + 1)
+                precondition(state.reprioritize(id: id, to: RequestPriority(rawValue: change % 5)!))
+            }
+            let changed = clock.now - start
+            var drained = 0
+            let drainStart = clock.now
+            while !state.finish(host: "h", now: now).isEmpty { drained += 1 }
+            let drainTime = clock.now - drainStart
+            precondition(drained == queued)
+            print("scheduler re-prioritisation with \(queued) queued: \(format(micros(changed) * 1000 / Double(changes), 0)) ns per change; "
+                + "draining afterwards \(format(micros(drainTime) / Double(queued), 2)) µs per request")
+        }
     }
 
     /// The runtime scheduler with real tasks parked: 10,000 waiting behind one slot.
