@@ -151,7 +151,8 @@ extension Deadline {
 ///
 /// Requests in flight are few (hundreds at most), so the thread scans them all, at most ten
 /// times a second and only while some are watched: a deadline fires within about 0.1 s of its
-/// time. Starting and ending a watch is a dictionary insert and remove under a lock.
+/// time. Starting and ending a watch is a dictionary insert and remove under a lock. A deadline
+/// that passes is fired on a short-lived thread, never on the watch thread itself.
 final class DeadlineWatch: @unchecked Sendable {
     static let shared = DeadlineWatch()
 
@@ -204,7 +205,18 @@ final class DeadlineWatch: @unchecked Sendable {
                 self.fired.insert(id)
             }
             self.condition.unlock()
-            for fire in due { fire() }
+            // Firing cancels a task, which runs its cancellation handlers on the firing thread:
+            // a middleware's, or a platform's that waits (cancelling a URLSession task while its
+            // name lookup runs can wait for the lookup). The deadlines found passed in one scan
+            // fire on a thread of their own, so a handler that blocks never holds up the watch,
+            // nor deadlines that pass later. (Dispatch's global queue is no help here: on Linux
+            // its few threads can all be blocked, and the work queued behind them waits.)
+            if !due.isEmpty {
+                let batch = due
+                let thread = Thread { for fire in batch { fire() } }
+                thread.name = "courier-deadline-fire"
+                thread.start()
+            }
             Thread.sleep(forTimeInterval: 0.1)
         }
     }

@@ -1,0 +1,73 @@
+import Courier
+import Dispatch
+import Foundation
+import Testing
+
+/// Deadlines × middleware (and transports) whose cancellation blocks its thread.
+///
+/// One thread watches every deadline of the process. A cancellation handler runs on the thread
+/// that cancels — a middleware's, or a platform's (cancelling a URLSession task whose name
+/// lookup is still running can wait for the lookup). If the watch ran those handlers itself,
+/// one such request would hold up every other request's deadline in the process.
+///
+/// The deadlines that pass in one scan of the watch fire in turn on one thread, so the two
+/// transports' cases run one after the other: run at once, each one's blocked handler could hold
+/// up the other's second deadline.
+@Suite("Deadlines: a blocked cancellation does not hold up other deadlines", .serialized)
+struct DeadlineWatchTests {
+    @Test(arguments: TransportKind.allCases)
+    func aCancellationHandlerThatBlocksDoesNotDelayAnotherRequestsDeadline(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let release = DispatchSemaphore(value: 0)
+        let released = Locked(false)
+        let cancelled = Locked(false)
+        // The first request's middleware waits until it is cancelled; cancelling it blocks the
+        // cancelling thread until the test lets it go (or 10 s pass), and only then ends the
+        // wait. (Ending the wait first would let the task run on and wait for the runtime's lock
+        // on its cancellation records, held while the handler runs, on a thread of the
+        // cooperative pool: with two such tests at once the pool's two threads would be blocked.)
+        let wait = Locked<(continuation: CheckedContinuation<Void, Never>?, ended: Bool)>((nil, false))
+        let blocking = ClosureMiddleware { request, next in
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let ended = wait.withLock { state -> Bool in
+                        if !state.ended { state.continuation = continuation }
+                        return state.ended
+                    }
+                    if ended { continuation.resume() }
+                }
+            } onCancel: {
+                cancelled.withLock { $0 = true }
+                _ = release.wait(timeout: .now() + 10)
+                released.withLock { $0 = true }
+                let continuation = wait.withLock { state -> CheckedContinuation<Void, Never>? in
+                    state.ended = true
+                    defer { state.continuation = nil }
+                    return state.continuation
+                }
+                continuation?.resume()
+            }
+            throw CancellationError()
+        }
+        let waiting = ClosureMiddleware { request, next in
+            try await Task.sleep(for: .seconds(60))
+            return try await next(request)
+        }
+        try await withClient(kind, server: server, configure: { $0.deduplication.isEnabled = false }) { client in
+            let first = Task {
+                try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(100), middleware: [blocking], decoding: .data))
+            }
+            // The first deadline has fired and its handler is blocked before the second starts.
+            #expect(await eventually(seconds: 10) { cancelled.withLock { $0 } })
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(300), middleware: [waiting], decoding: .data))
+            }
+            #expect(error?.kind == .timeout)
+            // The second deadline fired while the first request's handler was still blocked.
+            #expect(released.withLock { $0 } == false, "the second request's deadline waited for the first one's cancellation")
+            release.signal()
+            let firstError = await expectCourierError { _ = try await first.value }
+            #expect(firstError?.kind == .timeout)
+        }
+    }
+}
