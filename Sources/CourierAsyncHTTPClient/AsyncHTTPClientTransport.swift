@@ -230,11 +230,26 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// Sends the request and returns when the response head arrives; the body streams afterwards.
     public func send(_ request: Courier.Request) async throws -> RawResponse {
+        // The work around the one wait is done in synchronous helpers: their values live on the
+        // thread's stack, not in this async frame (one per request, allocated from the task).
+        let (outgoing, pinnedHost) = try self.outgoing(for: request)
+        let deadline: NIODeadline = request.remainingTime.map { .now() + Self.timeAmount($0) } ?? .distantFuture
+        let response: HTTPClientResponse
+        do {
+            response = try await self.httpClient.execute(outgoing, deadline: deadline)
+        } catch {
+            response = try await self.recover(from: error, outgoing: outgoing, request: request, pinnedHost: pinnedHost, deadline: deadline)
+        }
+        return try self.rawResponse(from: response)
+    }
+
+    /// AsyncHTTPClient's request for `request`, and the pinned host it goes to, if any.
+    @inline(never)
+    private func outgoing(for request: Courier.Request) throws -> (HTTPClientRequest, pinnedHost: String?) {
         if self.requiresHTTP2, request.head.scheme?.lowercased() != "https" {
             throw CourierError.invalidRequest("HTTP/2 was required, and AsyncHTTPClient speaks it over TLS only (no h2c): use https")
         }
-        let urlString = request.urlString
-        var outgoing = HTTPClientRequest(url: urlString)
+        var outgoing = HTTPClientRequest(url: request.urlString)
         var pinnedHost: String?
         if !self.pinning.isEmpty, let host = Self.host(of: request.head.authority),
            let key = self.pinning.matchingKey(for: host, port: Self.port(of: request.head.authority, scheme: request.head.scheme)) {
@@ -261,40 +276,45 @@ public final class AsyncHTTPClientTransport: Transport {
             if let contentType = body.contentType, request.head.headerFields[.contentType] == nil {
                 headers.add(name: "Content-Type", value: contentType)
             }
-            let stream = try body.claim()
-            if let bytes = body.bytes {
-                outgoing.body = .bytes(ByteBuffer(data: bytes))
-            } else {
-                let length: HTTPClientRequest.Body.Length = body.length.map { .known(Int64($0)) } ?? .unknown
-                outgoing.body = .stream(stream.map { ByteBuffer(data: $0) }, length: length)
-            }
+            outgoing.body = try Self.outgoingBody(body)
         }
         outgoing.headers = headers
+        return (outgoing, pinnedHost)
+    }
 
-        let deadline: NIODeadline = request.remainingTime.map { .now() + Self.timeAmount($0) } ?? .distantFuture
-        let response: HTTPClientResponse
-        do {
-            response = try await self.httpClient.execute(outgoing, deadline: deadline)
-        } catch where Self.isStaleConnection(error) && Self.isIdempotent(request) && (request.body?.isReplayable ?? true) && !Task.isCancelled {
-            // A pooled connection closed under the request before any response arrived: an
-            // idempotent request may be sent again (RFC 9110, 9.2.2), once, on a fresh connection.
-            if let body = request.body {
-                let stream = try body.claim()
-                if let bytes = body.bytes {
-                    outgoing.body = .bytes(ByteBuffer(data: bytes))
-                } else {
-                    outgoing.body = .stream(stream.map { ByteBuffer(data: $0) }, length: body.length.map { .known(Int64($0)) } ?? .unknown)
-                }
-            }
-            do {
-                response = try await self.httpClient.execute(outgoing, deadline: deadline)
-            } catch {
-                throw await self.failure(error, request: request, pinnedHost: pinnedHost, tls: outgoing.tlsConfiguration)
-            }
-        } catch {
+    /// The body to send, claimed (a one-shot body can be claimed once).
+    private static func outgoingBody(_ body: RequestBody) throws -> HTTPClientRequest.Body {
+        let stream = try body.claim()
+        if let bytes = body.bytes {
+            return .bytes(ByteBuffer(data: bytes))
+        }
+        return .stream(stream.map { ByteBuffer(data: $0) }, length: body.length.map { .known(Int64($0)) } ?? .unknown)
+    }
+
+    /// After `execute` failed: a pooled connection closed under the request before any response
+    /// arrived lets an idempotent request be sent again (RFC 9110, 9.2.2), once, on a fresh
+    /// connection; anything else is mapped to a ``CourierError``.
+    @inline(never)
+    private func recover(
+        from error: any Error, outgoing: HTTPClientRequest, request: Courier.Request, pinnedHost: String?, deadline: NIODeadline
+    ) async throws -> HTTPClientResponse {
+        guard Self.isStaleConnection(error), Self.isIdempotent(request), request.body?.isReplayable ?? true, !Task.isCancelled else {
             throw await self.failure(error, request: request, pinnedHost: pinnedHost, tls: outgoing.tlsConfiguration)
         }
+        var again = outgoing
+        do {
+            if let body = request.body {
+                again.body = try Self.outgoingBody(body)
+            }
+            return try await self.httpClient.execute(again, deadline: deadline)
+        } catch {
+            throw await self.failure(error, request: request, pinnedHost: pinnedHost, tls: again.tlsConfiguration)
+        }
+    }
 
+    /// Courier's response for AsyncHTTPClient's: the head converted, the body streaming.
+    @inline(never)
+    private func rawResponse(from response: HTTPClientResponse) throws -> RawResponse {
         var fields = HTTPFields()
         fields.reserveCapacity(response.headers.count)
         for (name, value) in response.headers {

@@ -78,28 +78,33 @@ struct RetryStage: PipelineStage {
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         let policy = exchange.endpoint.retryPolicy ?? self.defaultPolicy
         self.budget.recordRequest()
+        var first = exchange
+        first.request.attempt = 1
+        exchange.record.setAttempt(1)
+        let result: Result<Outcome, any Error>
+        do {
+            result = .success(try await next(first))
+        } catch {
+            result = .failure(error)
+        }
+        guard policy.maxAttempts > 1, !Task.isCancelled else { return try result.get() }
+        if case .success(let outcome) = result, !policy.retryableStatuses.contains(outcome.response.status.code) {
+            return outcome
+        }
+        return try await self.retrying(exchange, after: result, policy: policy, next: next)
+    }
+
+    /// The attempts after the first, while the policy and the budget allow. Apart from `run`
+    /// so that the first attempt's async frame stays small (the common case never retries).
+    @inline(never)
+    private func retrying(
+        _ exchange: RequestExchange, after first: Result<Outcome, any Error>, policy: RetryPolicy, next: @escaping PipelineStageNext
+    ) async throws -> Outcome {
         var current = exchange
         var number = 1
+        current.request.attempt = number
+        var result = first
         while true {
-            current.request.attempt = number
-            exchange.record.setAttempt(number)
-            let result: Result<Outcome, any Error>
-            do {
-                if number == 1 {
-                    result = .success(try await next(current))
-                } else {
-                    let perHop = (self.clientMiddleware + exchange.endpoint.middleware).filter { $0 is any PerHopMiddleware }
-                    let attempt = current
-                    let response = try await MiddlewareChain.send(current.request, through: perHop, exchange: current) { request in
-                        var inner = attempt
-                        inner.request = request
-                        return try await next(inner).response
-                    }
-                    result = .success(Outcome(response: response))
-                }
-            } catch {
-                result = .failure(error)
-            }
             guard policy.maxAttempts > number, !Task.isCancelled else { return try result.get() }
             if case .success(let outcome) = result, !policy.retryableStatuses.contains(outcome.response.status.code) {
                 return outcome
@@ -124,6 +129,20 @@ struct RetryStage: PipelineStage {
                 throw CourierError.cancelled(underlying: error)
             }
             number += 1
+            current.request.attempt = number
+            exchange.record.setAttempt(number)
+            do {
+                let perHop = (self.clientMiddleware + exchange.endpoint.middleware).filter { $0 is any PerHopMiddleware }
+                let attempt = current
+                let response = try await MiddlewareChain.send(current.request, through: perHop, exchange: current) { request in
+                    var inner = attempt
+                    inner.request = request
+                    return try await next(inner).response
+                }
+                result = .success(Outcome(response: response))
+            } catch {
+                result = .failure(error)
+            }
         }
     }
 

@@ -42,42 +42,34 @@ final class Pipeline: Sendable {
 
     init(client: ClientParts) {
         let middleware = client.configuration.middleware
-        let stages: [any PipelineStage] = [
-            ClassifyStage(classifier: client.configuration.errorClassifier, onEvent: client.configuration.onEvent),
-            BuildStage(parts: client),
-            ObserveStage(events: client.events),
-            LifecycleStage(lifecycle: client.lifecycle),
-            DeadlineStage(bodyIdleTimeout: client.configuration.bodyIdleTimeout, deduplication: client.configuration.deduplication, lifecycle: client.lifecycle),
-            DecodeStage(decoder: client.configuration.decoder, values: client.decodedValues, events: client.events),
-            ConstrainedStage(gate: client.constrained, policy: client.configuration.constrainedPolicy),
-            CacheLookupStage(cache: client.cache, events: client.events),
-            DeduplicationStage(deduplicator: client.deduplicator, configuration: client.configuration.deduplication, events: client.events, lifecycle: client.lifecycle),
-            CacheStoreStage(cache: client.cache, events: client.events),
-            ScheduleStage(scheduler: client.scheduler, events: client.events, lifecycle: client.lifecycle),
-            WireStage(configuration: client.configuration, callIDs: client.callIDs),
-            StatusCheckStage(maxResponseSize: client.configuration.maxResponseSize),
-            CollectBodyStage(maxResponseSize: client.configuration.maxResponseSize),
-            ContentDecodingStage(limits: client.configuration.decompression, maxResponseSize: client.configuration.maxResponseSize),
-            MiddlewareStage(scope: .client, clientMiddleware: middleware, events: client.events),
-            MiddlewareStage(scope: .endpoint, clientMiddleware: [], events: client.events),
-            RetryStage(defaultPolicy: client.configuration.retry, budget: client.retryBudget, events: client.events, clientMiddleware: middleware),
-            RedirectStage(policy: client.configuration.redirects, clientMiddleware: middleware, events: client.events),
-            CookieStage(jar: client.configuration.cookies),
-            TransportStage(transport: client.configuration.transport, events: client.events),
-        ]
-        self.stages = stages
+        var list = StageList()
+        list.append(ClassifyStage(classifier: client.configuration.errorClassifier, onEvent: client.configuration.onEvent))
+        list.append(BuildStage(parts: client))
+        list.append(ObserveStage(events: client.events))
+        list.append(LifecycleStage(lifecycle: client.lifecycle))
+        list.append(DeadlineStage(bodyIdleTimeout: client.configuration.bodyIdleTimeout, deduplication: client.configuration.deduplication, lifecycle: client.lifecycle))
+        list.append(DecodeStage(decoder: client.configuration.decoder, values: client.decodedValues, events: client.events))
+        list.append(ConstrainedStage(gate: client.constrained, policy: client.configuration.constrainedPolicy))
+        list.append(CacheLookupStage(cache: client.cache, events: client.events))
+        list.append(DeduplicationStage(deduplicator: client.deduplicator, configuration: client.configuration.deduplication, events: client.events, lifecycle: client.lifecycle))
+        list.append(CacheStoreStage(cache: client.cache, events: client.events))
+        list.append(ScheduleStage(scheduler: client.scheduler, events: client.events, lifecycle: client.lifecycle))
+        list.append(WireStage(configuration: client.configuration, callIDs: client.callIDs))
+        list.append(StatusCheckStage(maxResponseSize: client.configuration.maxResponseSize))
+        list.append(CollectBodyStage(maxResponseSize: client.configuration.maxResponseSize))
+        list.append(ContentDecodingStage(limits: client.configuration.decompression, maxResponseSize: client.configuration.maxResponseSize))
+        list.append(MiddlewareStage(scope: .client, clientMiddleware: middleware, events: client.events))
+        list.append(MiddlewareStage(scope: .endpoint, clientMiddleware: [], events: client.events))
+        list.append(RetryStage(defaultPolicy: client.configuration.retry, budget: client.retryBudget, events: client.events, clientMiddleware: middleware))
+        list.append(RedirectStage(policy: client.configuration.redirects, clientMiddleware: middleware, events: client.events))
+        list.append(CookieStage(jar: client.configuration.cookies))
+        list.append(TransportStage(transport: client.configuration.transport, events: client.events))
+        self.stages = list.stages
         var next: PipelineStageNext = { _ in
             throw CourierError(.invalidRequest, "the pipeline ended without a transport")
         }
-        for stage in stages.reversed() {
-            let inner = next
-            next = { exchange in
-                do {
-                    return try await stage.run(exchange, next: inner)
-                } catch {
-                    throw ErrorContext.attach(error, stage: stage.name, exchange: exchange)
-                }
-            }
+        for link in list.links.reversed() {
+            next = link(next)
         }
         self.entry = next
     }
@@ -85,6 +77,26 @@ final class Pipeline: Sendable {
     /// Runs an exchange through every stage.
     func run(_ exchange: RequestExchange) async throws -> Outcome {
         try await self.entry(exchange)
+    }
+}
+
+/// The stages in order, and for each a link of the chain that calls it and puts the stage's
+/// name on the errors leaving it.
+private struct StageList {
+    private(set) var stages: [any PipelineStage] = []
+    private(set) var links: [@Sendable (@escaping PipelineStageNext) -> PipelineStageNext] = []
+
+    mutating func append<Stage: PipelineStage>(_ stage: Stage) {
+        self.stages.append(stage)
+        self.links.append { inner in
+            { exchange in
+                do {
+                    return try await stage.run(exchange, next: inner)
+                } catch {
+                    throw ErrorContext.attach(error, stage: stage.name, exchange: exchange)
+                }
+            }
+        }
     }
 }
 

@@ -67,11 +67,18 @@ struct StatusCheckStage: PipelineStage {
         if exchange.endpoint.acceptedStatuses.contains(status) || ResponseCache.isNotModified(exchange.cacheRun, status: status) {
             return outcome
         }
-        var body = outcome.response.body.bytes
+        try await self.fail(outcome.response, deadline: exchange.request.deadline)
+    }
+
+    /// Throws kind `httpStatus` for the response, its body read up to the maximum response size.
+    /// Apart from `run` so that the async frame of every request does not hold this path's values.
+    @inline(never)
+    private func fail(_ response: RawResponse, deadline: ContinuousClock.Instant?) async throws -> Never {
+        var body = response.body.bytes
         if body == nil {
-            body = try? await outcome.response.body.collect(upTo: self.maxResponseSize, deadline: exchange.request.deadline)
+            body = try? await response.body.collect(upTo: self.maxResponseSize, deadline: deadline)
         }
-        throw CourierError.httpStatus(outcome.response.head, body: body)
+        throw CourierError.httpStatus(response.head, body: body)
     }
 }
 
