@@ -206,11 +206,11 @@ final class DeadlineWatch: @unchecked Sendable {
             }
             self.condition.unlock()
             // Firing cancels a task, which runs its cancellation handlers on the firing thread:
-            // a middleware's, or a platform's that waits (cancelling a URLSession task while its
-            // name lookup runs can wait for the lookup). The deadlines found passed in one scan
-            // fire on a thread of their own, so a handler that blocks never holds up the watch,
-            // nor deadlines that pass later. (Dispatch's global queue is no help here: on Linux
-            // its few threads can all be blocked, and the work queued behind them waits.)
+            // a middleware's, or a transport's, and one of them may block. The deadlines found
+            // passed in one scan fire in turn on a thread of their own, so a handler that blocks
+            // holds up neither the watch nor deadlines that pass later (only those of its own
+            // scan). Dispatch's global queue is no help here: on Linux its few threads can all be
+            // blocked, and the work queued behind them waits (measured with the seam test).
             if !due.isEmpty {
                 let batch = due
                 let thread = Thread { for fire in batch { fire() } }
