@@ -162,14 +162,20 @@ final class ServerProcess {
     }
 }
 
-/// CPU time used by this process so far (user + system), in seconds.
-func processCPUSeconds() -> Double {
+/// This process's resource usage so far, over all its threads.
+func processUsage() -> rusage {
     var usage = rusage()
     #if os(Linux)
     getrusage(RUSAGE_SELF.rawValue, &usage)
     #else
     getrusage(RUSAGE_SELF, &usage)
     #endif
+    return usage
+}
+
+/// CPU time used by this process so far (user + system), in seconds.
+func processCPUSeconds() -> Double {
+    let usage = processUsage()
     return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
         + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
 }
@@ -189,12 +195,7 @@ struct Measurement {
 
 /// The process's context switches so far, over all its threads.
 func processContextSwitches() -> Int {
-    var usage = rusage()
-    #if os(Linux)
-    getrusage(RUSAGE_SELF.rawValue, &usage)
-    #else
-    getrusage(RUSAGE_SELF, &usage)
-    #endif
+    let usage = processUsage()
     return usage.ru_nvcsw + usage.ru_nivcsw
 }
 

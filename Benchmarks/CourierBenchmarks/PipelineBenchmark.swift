@@ -81,6 +81,15 @@ protocol BenchmarkSides: Sendable {
     func shutdown() async throws
 }
 
+/// One GET of the item through Courier's `Client`, decoded.
+func fetchItem(through client: Client) -> @Sendable () async throws -> Void {
+    let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
+    return {
+        let item = try await client.send(endpoint)
+        precondition(item.id == 42)
+    }
+}
+
 /// Raw URLSession against Courier's `Client` over `URLSessionTransport`, each fetching and
 /// decoding the 1 KB item over clear-text HTTP/1.1 (the ephemeral configuration for both).
 struct URLSessionSides: BenchmarkSides {
@@ -115,14 +124,7 @@ struct URLSessionSides: BenchmarkSides {
         }
     }
 
-    var courierWork: @Sendable () async throws -> Void {
-        let client = self.client
-        let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
-        return {
-            let item = try await client.send(endpoint)
-            precondition(item.id == 42)
-        }
-    }
+    var courierWork: @Sendable () async throws -> Void { fetchItem(through: self.client) }
 
     func shutdown() async throws {
         self.raw.invalidateAndCancel()
@@ -202,14 +204,7 @@ struct PipelineSides: BenchmarkSides {
         }
     }
 
-    var courierWork: @Sendable () async throws -> Void {
-        let client = self.client
-        let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
-        return {
-            let item = try await client.send(endpoint)
-            precondition(item.id == 42)
-        }
-    }
+    var courierWork: @Sendable () async throws -> Void { fetchItem(through: self.client) }
 
     func shutdown() async throws {
         try await self.raw.shutdown()
