@@ -25,7 +25,9 @@ enum HeldSockets {
 
     /// The sockets to `address:port` (an IPv4 address, also matched in its IPv4-mapped IPv6 form)
     /// that a descriptor holds, with the TCP state of each (hex, as the kernel writes it).
-    static func to(_ address: String, port: Int) -> [String] {
+    ///
+    /// `fromPort` keeps only the sockets whose own (local) port is that one.
+    static func to(_ address: String, port: Int, fromPort: Int? = nil) -> [String] {
         let octets = address.split(separator: ".").compactMap { UInt8($0) }
         guard octets.count == 4 else { return [] }
         // The kernel writes each 32-bit word of an address in host (little-endian) byte order.
@@ -40,6 +42,7 @@ enum HeldSockets {
                 guard fields.count > 9 else { continue }
                 let remote = fields[2]
                 guard remote.hasSuffix(wanted), remote.count == wanted.count || remote.hasPrefix("0000000000000000FFFF0000") else { continue }
+                if let fromPort, !fields[1].hasSuffix(":\(String(format: "%04X", fromPort))") { continue }
                 if fields[9] != "0" { held.append(String(fields[3])) }
             }
         }
@@ -93,9 +96,10 @@ struct HeldSocketsTests {
         defer { crowd.forEach { close($0) } }
         let (server, port) = try Self.listener()
         defer { close(server) }
-        // A port is unique among listeners, not over time: connections another test left open
-        // to an earlier server on this port may still be listed, so counts are compared.
-        let before = HeldSockets.to("127.0.0.1", port: port).count
+        // Other sockets to this port may come and go while the test runs: connections another
+        // test left open to an earlier server on the port, or another test's probe of a port it
+        // picked for a child server that has not bound it yet (it reaches this listener). So
+        // only the socket from the client's own port counts.
         let client = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -105,10 +109,15 @@ struct HeldSocketsTests {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
         #expect(connected)
-        let held = HeldSockets.to("127.0.0.1", port: port)
-        #expect(held.count == before + 1)   // `client`, ESTABLISHED
-        #expect(held.contains("01"))
+        var local = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(client, $0, &length) == 0 }
+        }
+        #expect(named)
+        let clientPort = Int(UInt16(bigEndian: local.sin_port))
+        #expect(HeldSockets.to("127.0.0.1", port: port, fromPort: clientPort) == ["01"])   // `client`, ESTABLISHED
         close(client)
-        #expect(HeldSockets.to("127.0.0.1", port: port).count == before)
+        #expect(HeldSockets.to("127.0.0.1", port: port, fromPort: clientPort).isEmpty)
     }
 }
