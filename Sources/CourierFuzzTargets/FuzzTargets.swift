@@ -210,7 +210,10 @@ package enum FuzzTargets {
     static func cookie(_ data: Data) {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         guard let cookie = CookieRules.parse(String(decoding: data, as: UTF8.self), host: "www.example.com", requestPath: "/a/b", secureOrigin: true, now: now) else { return }
-        precondition(!cookie.name.contains(";") && !cookie.value.contains(";"), "a cookie with a separator")
+        // The separator is the byte %x3B (RFC 6265 §5.2); `contains(";")` on a String would also
+        // match characters canonically equivalent to it (U+037E), which are no separator.
+        let separator = UInt8(ascii: ";")
+        precondition(!cookie.name.utf8.contains(separator) && !cookie.value.utf8.contains(separator), "a cookie with a separator")
         precondition(CookieRules.domainMatches("www.example.com", cookie.domain), "a cookie for a domain the host is not in")
     }
 }

@@ -27,6 +27,19 @@ struct CookieRulesTests {
     }
 
     @Test
+    func aGreekQuestionMarkInANameIsKeptAndIsNoSeparator() throws {
+        // §5.2: the pair ends at the %x3B byte, and only there. U+037E (GREEK QUESTION MARK) is
+        // canonically equivalent to ";", so Swift's `contains(";")` finds one in the name; its
+        // bytes (CD BE) are no separator and go back on the wire unchanged (found by fuzzing:
+        // Fuzz/corpus/cookie/greek-question-mark-in-name).
+        let cookie = try #require(Self.parse("m\u{37E}idid=a3fa; Expires=f=a3fWe"))
+        #expect(Array(cookie.name.utf8) == Array("m\u{37E}idid".utf8))
+        #expect(!cookie.name.utf8.contains(UInt8(ascii: ";")))
+        #expect(cookie.value == "a3fa")
+        #expect(cookie.expires == nil)   // "f=a3fWe" is no date: the attribute is ignored
+    }
+
+    @Test
     func aNameValuePairAndItsAttributes() throws {
         // §5.2: name=value, then attributes in any case; unknown ones ignored.
         let cookie = try #require(Self.parse("sid=abc 123; Path=/; SECURE; HttpOnly; SameSite=Strict; Flavour=chocolate"))
