@@ -26,7 +26,7 @@ public final class CookieJar: Sendable {
         var cookies: [Cookie] = []
         var storesResponseCookies: Bool
         /// When each cookie (by name, domain and path) was last sent (§5.4 step 3), in memory.
-        var accessed: [String: Date] = [:]
+        var accessed: [[UInt8]: Date] = [:]
     }
 
     private let state: Locked<State>
@@ -110,7 +110,7 @@ public final class CookieJar: Sendable {
                 // RFC 6265bis §5.7: an insecure origin may not overwrite or shadow a Secure cookie
                 // of the same name whose domain and path overlap its own (session fixation).
                 if !secure, stored.contains(where: { old in
-                    old.secure && old.name == cookie.name
+                    old.secure && Self.same(old.name, cookie.name)
                         && (CookieRules.domainMatches(old.domain, cookie.domain) || CookieRules.domainMatches(cookie.domain, old.domain))
                         && CookieRules.pathMatches(cookie.path, old.path)
                 }) {
@@ -133,7 +133,7 @@ public final class CookieJar: Sendable {
 
     /// Changes the cookies and saves the persistent ones, under the lock: two changes never reach
     /// the store out of order (a sign-out's empty jar is never overwritten by an older snapshot).
-    private func change(_ body: (inout [Cookie], [String: Date]) -> Void) {
+    private func change(_ body: (inout [Cookie], [[UInt8]: Date]) -> Void) {
         self.state.withLock { state in
             body(&state.cookies, state.accessed)
             if state.accessed.count > state.cookies.count * 2 + 16 {
@@ -144,15 +144,23 @@ public final class CookieJar: Sendable {
         }
     }
 
-    static func key(_ cookie: Cookie) -> String {
-        "\(cookie.name)\u{0}\(cookie.domain)\u{0}\(cookie.path)"
+    /// The cookie's identity (name, domain, path) as bytes. Names and paths are compared as the
+    /// server sent them (§5.3 step 11): two that differ in bytes but are canonically equivalent
+    /// (which Swift's `String` equality and hashing treat as equal) are two cookies.
+    static func key(_ cookie: Cookie) -> [UInt8] {
+        Array(cookie.name.utf8) + [0] + Array(cookie.domain.utf8) + [0] + Array(cookie.path.utf8)
+    }
+
+    /// Whether two names or paths are the same bytes.
+    static func same(_ a: String, _ b: String) -> Bool {
+        a.utf8.elementsEqual(b.utf8)
     }
 
     /// §5.3 steps 11–12 and the limits of §6.1.
-    private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], now: Date, accessed: [String: Date]) {
+    private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], now: Date, accessed: [[UInt8]: Date]) {
         var cookie = cookie
         cookies.removeAll { $0.isExpired(at: now) }
-        if let index = cookies.firstIndex(where: { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }) {
+        if let index = cookies.firstIndex(where: { Self.same($0.name, cookie.name) && Self.same($0.domain, cookie.domain) && Self.same($0.path, cookie.path) }) {
             cookie.created = cookies[index].created
             cookies.remove(at: index)
         }

@@ -162,6 +162,28 @@ struct CookieRulesTests {
     }
 
     @Test
+    func namesThatDifferInBytesAreTwoCookiesEvenWhenCanonicallyEquivalent() throws {
+        // §5.3 step 11 replaces a cookie with "the same name" as the server sent it: names are
+        // octets. "é" as one code point (C3 A9) and as "e" + combining acute (65 CC 81) are equal
+        // to Swift's `==` (canonical equivalence), and must still be two cookies.
+        let clock = TestClock(start: Self.now)
+        let jar = CookieJar(now: { clock.now })
+        let url = URL(string: "https://www.example.com/")!
+        jar.receive(["\u{E9}=1"], from: url)
+        jar.receive(["e\u{301}=2"], from: url)
+        let names = jar.allCookies.map { Array($0.name.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+        #expect(names == [Array("e\u{301}".utf8), Array("\u{E9}".utf8)])
+        // And a cookie with the byte-identical name still replaces.
+        jar.receive(["\u{E9}=3"], from: url)
+        #expect(jar.allCookies.count == 2)
+        #expect(jar.allCookies.first { Array($0.name.utf8) == Array("\u{E9}".utf8) }?.value == "3")
+        // RFC 6265bis §5.7: an insecure origin's cookie only shadows a Secure one of the very same name.
+        jar.receive(["s\u{E9}=secure; Secure"], from: url)
+        jar.receive(["se\u{301}=plain"], from: URL(string: "http://www.example.com/")!)
+        #expect(jar.allCookies.count == 4)
+    }
+
+    @Test
     func pastTheLimitTheCookieUsedLongestAgoGoesFirst() throws {
         // RFC 6265 §5.3: among cookies of equal removal priority, the one with the earliest
         // last-access date is evicted first (§5.4 step 3: sending a cookie updates it).
