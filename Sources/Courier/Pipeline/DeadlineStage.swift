@@ -168,7 +168,7 @@ final class DeadlineWatch: @unchecked Sendable {
     private var nextID: UInt64 = 0
     private var started = false
 
-    /// Starts watching; `fire` runs on the watch thread once `deadline` has passed.
+    /// Starts watching; `fire` runs on a short-lived thread once `deadline` has passed.
     func watch(until deadline: ContinuousClock.Instant, fire: @escaping @Sendable () -> Void) -> UInt64 {
         self.condition.lock()
         defer { self.condition.unlock() }
@@ -211,6 +211,8 @@ final class DeadlineWatch: @unchecked Sendable {
             // holds up neither the watch nor deadlines that pass later (only those of its own
             // scan). Dispatch's global queue is no help here: on Linux its few threads can all be
             // blocked, and the work queued behind them waits (measured with the seam test).
+            // The threads are not capped: a handler that never returns keeps its thread, and
+            // each later scan that finds passed deadlines starts one more.
             if !due.isEmpty {
                 let batch = due
                 let thread = Thread { for fire in batch { fire() } }

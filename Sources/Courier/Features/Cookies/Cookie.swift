@@ -176,10 +176,15 @@ package enum CookieRules {
     }
 
     /// §5.1.4: the request path equals the cookie path, or starts with it at a `/` boundary.
+    /// Paths are compared as bytes, as sent: canonically equivalent paths that differ in bytes
+    /// (which `String` comparison treats as equal) do not match.
     package static func pathMatches(_ requestPath: String, _ cookiePath: String) -> Bool {
-        if requestPath == cookiePath { return true }
-        guard requestPath.hasPrefix(cookiePath) else { return false }
-        return cookiePath.hasSuffix("/") || requestPath.dropFirst(cookiePath.count).hasPrefix("/")
+        let request = requestPath.utf8
+        let cookie = cookiePath.utf8
+        if request.elementsEqual(cookie) { return true }
+        guard request.starts(with: cookie) else { return false }
+        let slash = UInt8(ascii: "/")
+        return cookie.last == slash || request.dropFirst(cookie.count).first == slash
     }
 
     /// §5.1.4: the directory of the request path (`/a/b/c` → `/a/b`), or `/`.

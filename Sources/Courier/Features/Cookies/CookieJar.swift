@@ -26,7 +26,7 @@ public final class CookieJar: Sendable {
         var cookies: [Cookie] = []
         var storesResponseCookies: Bool
         /// When each cookie (by name, domain and path) was last sent (§5.4 step 3), in memory.
-        var accessed: [[UInt8]: Date] = [:]
+        var accessed: [Identity: Date] = [:]
     }
 
     private let state: Locked<State>
@@ -128,12 +128,12 @@ public final class CookieJar: Sendable {
         let now = self.now()
         return self.state.withLock { $0.cookies }
             .filter { $0.matches(host: host, path: path, secure: secure, now: now) }
-            .sorted { $0.path.count != $1.path.count ? $0.path.count > $1.path.count : $0.created < $1.created }
+            .sorted { $0.path.utf8.count != $1.path.utf8.count ? $0.path.utf8.count > $1.path.utf8.count : $0.created < $1.created }
     }
 
     /// Changes the cookies and saves the persistent ones, under the lock: two changes never reach
     /// the store out of order (a sign-out's empty jar is never overwritten by an older snapshot).
-    private func change(_ body: (inout [Cookie], [[UInt8]: Date]) -> Void) {
+    private func change(_ body: (inout [Cookie], [Identity: Date]) -> Void) {
         self.state.withLock { state in
             body(&state.cookies, state.accessed)
             if state.accessed.count > state.cookies.count * 2 + 16 {
@@ -147,8 +147,15 @@ public final class CookieJar: Sendable {
     /// The cookie's identity (name, domain, path) as bytes. Names and paths are compared as the
     /// server sent them (§5.3 step 11): two that differ in bytes but are canonically equivalent
     /// (which Swift's `String` equality and hashing treat as equal) are two cookies.
-    static func key(_ cookie: Cookie) -> [UInt8] {
-        Array(cookie.name.utf8) + [0] + Array(cookie.domain.utf8) + [0] + Array(cookie.path.utf8)
+    static func key(_ cookie: Cookie) -> Identity {
+        Identity(name: Array(cookie.name.utf8), domain: Array(cookie.domain.utf8), path: Array(cookie.path.utf8))
+    }
+
+    /// A cookie's identity as bytes (no separator a field could contain).
+    struct Identity: Hashable {
+        var name: [UInt8]
+        var domain: [UInt8]
+        var path: [UInt8]
     }
 
     /// Whether two names or paths are the same bytes.
@@ -157,7 +164,7 @@ public final class CookieJar: Sendable {
     }
 
     /// §5.3 steps 11–12 and the limits of §6.1.
-    private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], now: Date, accessed: [[UInt8]: Date]) {
+    private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], now: Date, accessed: [Identity: Date]) {
         var cookie = cookie
         cookies.removeAll { $0.isExpired(at: now) }
         if let index = cookies.firstIndex(where: { Self.same($0.name, cookie.name) && Self.same($0.domain, cookie.domain) && Self.same($0.path, cookie.path) }) {
@@ -169,7 +176,7 @@ public final class CookieJar: Sendable {
         // §5.3: past a limit, the cookie with the earliest last-access time goes (never the one just set).
         func lastAccess(_ index: Int) -> Date { accessed[Self.key(cookies[index])] ?? cookies[index].created }
         let newest = cookies.count - 1
-        let sameDomain = cookies.indices.filter { cookies[$0].domain == cookie.domain && $0 != newest }
+        let sameDomain = cookies.indices.filter { Self.same(cookies[$0].domain, cookie.domain) && $0 != newest }
         if sameDomain.count + 1 > Self.perDomainLimit, let stalest = sameDomain.min(by: { lastAccess($0) < lastAccess($1) }) {
             cookies.remove(at: stalest)
         }

@@ -181,6 +181,12 @@ struct CookieRulesTests {
         jar.receive(["s\u{E9}=secure; Secure"], from: url)
         jar.receive(["se\u{301}=plain"], from: URL(string: "http://www.example.com/")!)
         #expect(jar.allCookies.count == 4)
+        // §5.1.4: paths match as bytes too.
+        #expect(CookieRules.pathMatches("/caf\u{E9}/x", "/caf\u{E9}"))
+        #expect(!CookieRules.pathMatches("/cafe\u{301}/x", "/caf\u{E9}"))
+        #expect(!CookieRules.pathMatches("/cafe\u{301}", "/caf\u{E9}"))
+        #expect(CookieRules.pathMatches("/a/b", "/a/"))
+        #expect(!CookieRules.pathMatches("/ab", "/a"))
     }
 
     @Test
