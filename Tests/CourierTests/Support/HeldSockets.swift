@@ -33,7 +33,10 @@ enum HeldSockets {
         // The kernel writes each 32-bit word of an address in host (little-endian) byte order.
         let word = octets.reversed().map { String(format: "%02X", $0) }.joined()
         let wanted = "\(word):\(String(format: "%04X", port))"
-        var held: [String] = []
+        // The kernel lists the table a page at a time; while other sockets come and go, a line
+        // can be listed twice (measured: one socket counted two and three times in parallel test
+        // runs). Each socket counts once, by its inode.
+        var held: [Substring: String] = [:]
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             guard let text = Self.readWhole(table) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
@@ -43,10 +46,10 @@ enum HeldSockets {
                 let remote = fields[2]
                 guard remote.hasSuffix(wanted), remote.count == wanted.count || remote.hasPrefix("0000000000000000FFFF0000") else { continue }
                 if let fromPort, !fields[1].hasSuffix(":\(String(format: "%04X", fromPort))") { continue }
-                if fields[9] != "0" { held.append(String(fields[3])) }
+                if fields[9] != "0" { held[fields[9]] = String(fields[3]) }
             }
         }
-        return held
+        return Array(held.values)
     }
 
     /// The whole of a kernel table, read to its end: a proc file reports a size of 0, and
