@@ -94,21 +94,17 @@ struct RetryStage: PipelineStage {
         return try await self.retrying(exchange, after: result, policy: policy, next: next)
     }
 
-    /// The attempts after the first, while the policy and the budget allow. Apart from `run`
-    /// so that the first attempt's async frame stays small (the common case never retries).
+    /// The attempts after the first, while the policy and the budget allow; `first` failed or
+    /// has a retryable status (checked by `run`). Apart from `run` so that the first attempt's
+    /// async frame stays small (the common case never retries).
     @inline(never)
     private func retrying(
         _ exchange: RequestExchange, after first: Result<Outcome, any Error>, policy: RetryPolicy, next: @escaping PipelineStageNext
     ) async throws -> Outcome {
         var current = exchange
         var number = 1
-        current.request.attempt = number
         var result = first
         while true {
-            guard policy.maxAttempts > number, !Task.isCancelled else { return try result.get() }
-            if case .success(let outcome) = result, !policy.retryableStatuses.contains(outcome.response.status.code) {
-                return outcome
-            }
             let facts = RetryPolicy.Attempt(
                 number: number, method: current.request.head.method,
                 hasIdempotencyKey: current.request.head.headerFields[Self.idempotencyKey] != nil,
@@ -142,6 +138,10 @@ struct RetryStage: PipelineStage {
                 result = .success(Outcome(response: response))
             } catch {
                 result = .failure(error)
+            }
+            guard policy.maxAttempts > number, !Task.isCancelled else { return try result.get() }
+            if case .success(let outcome) = result, !policy.retryableStatuses.contains(outcome.response.status.code) {
+                return outcome
             }
         }
     }
