@@ -71,7 +71,10 @@ struct HTTP2MisbehaviourTests {
     @Test
     func oneConcurrentStreamAllowedStillServesAHundredRequestsOnOneConnection() async throws {
         let server = try await TestServer.start(.tls(Certificates.shared), http2: HTTP2Options(maxConcurrentStreams: 1), handler: Routes.standard)
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        // AsyncHTTPClient bounds a request's wait for a connection (here: for the one stream)
+        // by its connect timeout; a hundred requests taking turns on one stream waited past the
+        // 10 s default once in a loaded parallel run ("Get connection from pool timeout").
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.connectTimeout = .seconds(120) }) { client in
             _ = try await client.send(Endpoint<Article>(path: "/json"))
             let versions = try await withThrowingTaskGroup(of: HTTPVersion.self) { group in
                 for _ in 0..<100 {
