@@ -39,7 +39,8 @@ struct BenchmarkMain {
             try await TransferBenchmark(
                 bytes: megabytes << 20, rounds: Self.option("--rounds", in: arguments).flatMap(Int.init) ?? 3,
                 only: Self.option("--only", in: arguments),
-                scratchDirectory: Self.option("--scratch", in: arguments).map { URL(fileURLWithPath: $0) }
+                scratchDirectory: Self.option("--scratch", in: arguments).map { URL(fileURLWithPath: $0) },
+                external: Self.option("--url", in: arguments).map { ($0, Self.option("--ca", in: arguments) ?? "") }
             ).run()
         case "many":
             try await ManyRequestsBenchmark(

@@ -8,7 +8,10 @@ import NIOSSL
 
 /// Issue 7's benchmark: 1 GiB downloads and uploads through Courier against raw AsyncHTTPClient
 /// moving the same bytes, each run in its own process so its peak resident memory is its own;
-/// and HTTP/2 bulk downloads against HTTP/1.1 over the same TLS server.
+/// and HTTP/2 bulk downloads against HTTP/1.1 and against curl over the same TLS server.
+///
+/// With `--url URL --ca PEM` the downloads come from that server instead (such as nginx, see
+/// `Benchmarks/bulk-nginx.sh`): `URL` serves a file of `--megabytes` over TLS, HTTP/2 and HTTP/1.1.
 struct TransferBenchmark {
     let bytes: Int
     let rounds: Int
@@ -16,6 +19,8 @@ struct TransferBenchmark {
     var only: String?
     /// Where downloaded files and the upload source go (such as a tmpfs, to take the disk out).
     var scratchDirectory: URL?
+    /// A server of the caller's instead of the benchmark's own: the file's URL and the CA (PEM) to trust.
+    var external: (url: String, caPath: String)?
 
     struct Run {
         var seconds: Double
@@ -23,23 +28,76 @@ struct TransferBenchmark {
         /// Resident memory before the transfer began.
         var baselineMiB: Double
         var mibPerSecond: Double
+        /// The most anonymous memory (heap, stacks; not the mapped program and libraries) seen
+        /// while the process ran, sampled every 5 ms.
+        var peakAnonymousMiB: Double
     }
 
     func run() async throws {
-        let server = try ServerProcess()
-        defer { server.stop() }
+        let server = self.external == nil ? try ServerProcess() : nil
+        defer { server?.stop() }
         let scratch = (self.scratchDirectory ?? FileManager.default.temporaryDirectory).appendingPathComponent("courier-bench-transfer-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let ca = scratch.appendingPathComponent("ca.pem")
-        try Data(server.caPEM).write(to: ca)
         let upload = scratch.appendingPathComponent("upload.bin")
-        try Self.makeFile(upload, size: self.bytes)
+        var allCases: [(String, [String])]
+        if let external = self.external {
+            try Data(contentsOf: URL(fileURLWithPath: external.caPath)).write(to: ca)
+            allCases = [
+                ("curl to a file, TLS HTTP/2", ["curl-download", external.url]),
+                ("curl to a file, TLS HTTP/1.1", ["curl-download-h1", external.url]),
+                ("raw AHC stream, TLS HTTP/2 (defaults)", ["raw-stream", external.url]),
+                ("raw AHC stream, TLS HTTP/1.1", ["raw-stream-h1", external.url]),
+                ("Courier stream, TLS HTTP/2", ["courier-stream", external.url]),
+                ("Courier stream, TLS HTTP/1.1", ["courier-stream-h1", external.url]),
+                ("Courier download to file, TLS HTTP/2", ["courier-download", external.url]),
+                ("Courier download to file, TLS HTTP/1.1", ["courier-download-h1", external.url]),
+            ]
+        } else {
+            try Data(server!.caPEM).write(to: ca)
+            try Self.makeFile(upload, size: self.bytes)
+            allCases = Self.ownServerCases(plain: "http://127.0.0.1:\(server!.plainPort)", tls: "https://localhost:\(server!.tlsPort)", download: "/generated/\(self.bytes)")
+        }
+        let cases = allCases.filter { self.only.map($0.0.contains) ?? true }
+        print("files in \(scratch.deletingLastPathComponent().path)")
+        print("transfer benchmark: \(self.bytes >> 20) MiB per transfer, \(self.rounds) alternating rounds, each in its own process; medians")
+        var results = Array(repeating: [Run](), count: cases.count)
+        for _ in 0..<self.rounds {
+            for (index, item) in cases.enumerated() {
+                let output = scratch.appendingPathComponent("out-\(index).bin")
+                results[index].append(try self.spawn(item.1 + [output.path, upload.path, ca.path, "\(self.bytes)"]))
+                try? FileManager.default.removeItem(at: output)
+            }
+        }
+        print("case                                        MiB/s   seconds   peak RSS MiB   peak - before MiB   peak anonymous MiB")
+        var speeds: [String: Double] = [:]
+        for (index, item) in cases.enumerated() {
+            let speed = median(results[index].map(\.mibPerSecond))
+            speeds[item.0] = speed
+            let before = results[index].map { $0.peakMiB - $0.baselineMiB }.max() ?? 0
+            print("\(item.0.padding(toLength: 42, withPad: " ", startingAt: 0)) \(format(speed, 0).leftPadded(7))  \(format(median(results[index].map(\.seconds)), 2).leftPadded(8))  \(format(results[index].map(\.peakMiB).max() ?? 0, 1).leftPadded(13))  \(item.1[0].hasPrefix("curl") ? "—".leftPadded(18) : format(before, 1).leftPadded(18))  \(format(results[index].map(\.peakAnonymousMiB).max() ?? 0, 1).leftPadded(19))")
+        }
+        print("")
+        let ratios = [
+            ("Courier / raw, download to file", "Courier download to file, HTTP/1.1", "raw AHC download to file, HTTP/1.1"),
+            ("Courier / raw, stream", "Courier stream (no disk), HTTP/1.1", "raw AHC stream (no disk), HTTP/1.1"),
+            ("Courier / raw, upload", "Courier upload from file, HTTP/1.1", "raw AHC upload from file, HTTP/1.1"),
+            ("raw AHC HTTP/2 / HTTP/1.1, streamed", "raw AHC stream, TLS HTTP/2 (defaults)", "raw AHC stream, TLS HTTP/1.1"),
+            ("Courier HTTP/2 / HTTP/1.1, streamed", "Courier stream, TLS HTTP/2", "Courier stream, TLS HTTP/1.1"),
+            ("Courier HTTP/2 / HTTP/1.1, to a file", "Courier download to file, TLS HTTP/2", "Courier download to file, TLS HTTP/1.1"),
+            ("Courier / curl, HTTP/2 to a file", "Courier download to file, TLS HTTP/2", "curl to a file, TLS HTTP/2"),
+            ("Courier / curl, HTTP/1.1 to a file", "Courier download to file, TLS HTTP/1.1", "curl to a file, TLS HTTP/1.1"),
+        ]
+        for (label, numerator, denominator) in ratios {
+            guard let top = speeds[numerator], let bottom = speeds[denominator] else { continue }
+            print("\((label + ":").padding(toLength: 40, withPad: " ", startingAt: 0)) \(format(top / bottom * 100, 1))%")
+        }
+    }
 
-        let plain = "http://127.0.0.1:\(server.plainPort)"
-        let tls = "https://localhost:\(server.tlsPort)"
-        let download = "/generated/\(self.bytes)"
-        let allCases: [(String, [String])] = [
+    /// The cases against the benchmark's own server (cleartext and TLS).
+    static func ownServerCases(plain: String, tls: String, download: String) -> [(String, [String])] {
+        [
             ("raw AHC download to file, HTTP/1.1", ["raw-download", plain + download]),
             ("Courier download to file, HTTP/1.1", ["courier-download", plain + download]),
             ("raw AHC stream (no disk), HTTP/1.1", ["raw-stream", plain + download]),
@@ -57,38 +115,9 @@ struct TransferBenchmark {
             ("URLSession slow reader (5 ms per MiB), HTTP/1.1", ["us-slow", plain + download]),
             ("URLSession download to file, HTTP/1.1", ["us-download", plain + download]),
             ("URLSession upload from file, HTTP/1.1", ["us-upload", plain + "/sink"]),
+            ("curl to a file, TLS HTTP/2", ["curl-download", tls + download]),
+            ("curl to a file, TLS HTTP/1.1", ["curl-download-h1", tls + download]),
         ]
-        let cases = allCases.filter { self.only.map($0.0.contains) ?? true }
-        print("files in \(scratch.deletingLastPathComponent().path)")
-        print("transfer benchmark: \(self.bytes >> 20) MiB per transfer, \(self.rounds) alternating rounds, each in its own process; medians")
-        var results = Array(repeating: [Run](), count: cases.count)
-        for _ in 0..<self.rounds {
-            for (index, item) in cases.enumerated() {
-                let output = scratch.appendingPathComponent("out-\(index).bin")
-                results[index].append(try self.spawn(item.1 + [output.path, upload.path, ca.path, "\(self.bytes)"]))
-                try? FileManager.default.removeItem(at: output)
-            }
-        }
-        print("case                                        MiB/s   seconds   peak RSS MiB   peak - before MiB")
-        var speeds: [String: Double] = [:]
-        for (index, item) in cases.enumerated() {
-            let speed = median(results[index].map(\.mibPerSecond))
-            speeds[item.0] = speed
-            print("\(item.0.padding(toLength: 42, withPad: " ", startingAt: 0)) \(format(speed, 0).leftPadded(7))  \(format(median(results[index].map(\.seconds)), 2).leftPadded(8))  \(format(results[index].map(\.peakMiB).max() ?? 0, 1).leftPadded(13))  \(format(results[index].map { $0.peakMiB - $0.baselineMiB }.max() ?? 0, 1).leftPadded(18))")
-        }
-        print("")
-        let ratios = [
-            ("Courier / raw, download to file", "Courier download to file, HTTP/1.1", "raw AHC download to file, HTTP/1.1"),
-            ("Courier / raw, stream", "Courier stream (no disk), HTTP/1.1", "raw AHC stream (no disk), HTTP/1.1"),
-            ("Courier / raw, upload", "Courier upload from file, HTTP/1.1", "raw AHC upload from file, HTTP/1.1"),
-            ("raw AHC HTTP/2 / HTTP/1.1, streamed", "raw AHC stream, TLS HTTP/2 (defaults)", "raw AHC stream, TLS HTTP/1.1"),
-            ("Courier HTTP/2 / HTTP/1.1, streamed", "Courier stream, TLS HTTP/2", "Courier stream, TLS HTTP/1.1"),
-            ("Courier HTTP/2 / HTTP/1.1, to a file", "Courier download to file, TLS HTTP/2", "Courier download to file, TLS HTTP/1.1"),
-        ]
-        for (label, numerator, denominator) in ratios {
-            guard let top = speeds[numerator], let bottom = speeds[denominator] else { continue }
-            print("\((label + ":").padding(toLength: 40, withPad: " ", startingAt: 0)) \(format(top / bottom * 100, 1))%")
-        }
     }
 
     static func makeFile(_ url: URL, size: Int) throws {
@@ -105,19 +134,46 @@ struct TransferBenchmark {
     }
 
     private func spawn(_ arguments: [String]) throws -> Run {
+        if arguments[0].hasPrefix("curl") {
+            return try self.curl(arguments)
+        }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
         process.arguments = ["transfer-run"] + arguments
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
+        let anonymous = AnonymousMemorySampler(process: process.processIdentifier)
         let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
+        let peakAnonymous = anonymous.stop().anonymous
         let parts = output.split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         guard process.terminationStatus == 0, parts.count == 4 else {
             throw CourierError(.transport, "transfer run \(arguments[0]) failed: \(output)")
         }
-        return Run(seconds: parts[1], peakMiB: parts[2], baselineMiB: parts[3], mibPerSecond: parts[0] / parts[1] / 1_048_576)
+        return Run(seconds: parts[1], peakMiB: parts[2], baselineMiB: parts[3], mibPerSecond: parts[0] / parts[1] / 1_048_576, peakAnonymousMiB: peakAnonymous)
+    }
+}
+
+extension TransferBenchmark {
+    /// curl in a process of its own, timed from here: its memory as sampled, with no baseline
+    /// (curl's is a few hundred kilobytes).
+    private func curl(_ arguments: [String]) throws -> Run {
+        let (url, output, caPath) = (arguments[1], arguments[2], arguments[4])
+        let curl = Process()
+        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        curl.arguments = ["-sS", "--fail", arguments[0].hasSuffix("-h1") ? "--http1.1" : "--http2", "--cacert", caPath, "-o", output, url]
+        let start = ContinuousClock.now
+        try curl.run()
+        let memory = AnonymousMemorySampler(process: curl.processIdentifier)
+        curl.waitUntilExit()
+        let seconds = (ContinuousClock.now - start).inSeconds
+        let peak = memory.stop()
+        let received = (try? FileManager.default.attributesOfItem(atPath: output)[.size] as? Int) ?? 0
+        guard curl.terminationStatus == 0, received == self.bytes else {
+            throw CourierError(.transport, "curl failed (status \(curl.terminationStatus)) or moved \(received) of \(self.bytes) bytes")
+        }
+        return Run(seconds: seconds, peakMiB: peak.resident, baselineMiB: 0, mibPerSecond: Double(received) / seconds / 1_048_576, peakAnonymousMiB: peak.anonymous)
     }
 }
 
@@ -187,6 +243,7 @@ enum TransferRun {
                 $0.tlsConfiguration = tls
                 if http1Only { $0.httpVersion = .http1Only }
                 if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_READ_TIMEOUT"] != nil { $0.readTimeout = nil }
+                if let coalescing = ProcessInfo.processInfo.environment["COURIER_BENCH_COALESCING"] { $0.http2ReadCoalescing = Int(coalescing) }
             })
             let client = Client(configuration: .init(transport: transport) { $0.timeout = .seconds(3600) })
             switch kind {
@@ -207,6 +264,30 @@ enum TransferRun {
                     moved += chunk.count
                     try file.write(contentsOf: chunk)
                 }
+                try file.close()
+            case "courier-stream-coalesced":
+                let file = try Self.create(output)
+                var pending = Data()
+                pending.reserveCapacity(1 << 20)
+                for try await chunk in try await client.stream(Endpoint<Data>(path: url, decoding: .data)).body {
+                    moved += chunk.count
+                    pending.append(chunk)
+                    if pending.count >= 1 << 20 { try file.write(contentsOf: pending); pending.removeAll(keepingCapacity: true) }
+                }
+                try file.write(contentsOf: pending)
+                try file.close()
+            case "courier-stream-pipelined":
+                let file = try Self.create(output)
+                let queue = DispatchQueue(label: "writer")
+                var pending = Data()
+                pending.reserveCapacity(1 << 20)
+                for try await chunk in try await client.stream(Endpoint<Data>(path: url, decoding: .data)).body {
+                    moved += chunk.count
+                    pending.append(chunk)
+                    if pending.count >= 1 << 20 { let block = pending; queue.async { try! file.write(contentsOf: block) }; pending = Data(); pending.reserveCapacity(1 << 20) }
+                }
+                let block = pending
+                queue.sync { try! file.write(contentsOf: block) }
                 try file.close()
             case "courier-slow":
                 // A reader slower than the network: 5 ms per MiB. Shows whether memory stays bounded.
@@ -251,4 +332,43 @@ struct FileBuffers: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(handle: try? FileHandle(forReadingFrom: self.url)) }
+}
+
+/// Samples another process's anonymous resident memory (`RssAnon`: heap, stacks, buffers; not the
+/// program and libraries mapped from files) every 5 ms on a thread of its own, keeping the peak,
+/// and its peak resident memory (`VmHWM`) as last seen.
+final class AnonymousMemorySampler: @unchecked Sendable {
+    private let lock = NSLock()
+    private var peak = 0.0
+    private var resident = 0.0
+    private var running = true
+    private let done = DispatchSemaphore(value: 0)
+
+    init(process: Int32) {
+        let thread = Thread { [self] in
+            while self.lock.withLock({ self.running }) {
+                if let status = try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8) {
+                    func mebibytes(_ key: String) -> Double? {
+                        let line = status.split(separator: "\n").first { $0.hasPrefix(key) }
+                        return line?.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Double($0) }.map { $0 / 1024 }
+                    }
+                    let (anonymous, resident) = (mebibytes("RssAnon:"), mebibytes("VmHWM:"))
+                    self.lock.withLock {
+                        self.peak = max(self.peak, anonymous ?? 0)
+                        self.resident = max(self.resident, resident ?? 0)
+                    }
+                }
+                usleep(5_000)
+            }
+            self.done.signal()
+        }
+        thread.start()
+    }
+
+    /// Stops sampling; returns the peaks in MiB.
+    func stop() -> (anonymous: Double, resident: Double) {
+        self.lock.withLock { self.running = false }
+        self.done.wait()
+        return self.lock.withLock { (self.peak, self.resident) }
+    }
 }

@@ -175,6 +175,16 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
                 context.write(NIOAny(buffer), promise: nil)
             }
             self.finish(keepAlive: keepAlive, context: context)
+        case .pieces(let size):
+            self.writeHead(response, chunked: false, context: context)
+            if bodyAllowed {
+                var rest = response.body[...]
+                while !rest.isEmpty {
+                    self.writeBody(rest.prefix(max(1, size)), context: context)
+                    rest = rest.dropFirst(max(1, size))
+                }
+            }
+            self.finish(keepAlive: keepAlive, context: context)
         case .chunked(let size, let delay):
             self.writeHead(response, chunked: true, context: context)
             self.sendChunks(response.body[...], size: max(1, size), delay: delay, keepAlive: keepAlive, context: context)

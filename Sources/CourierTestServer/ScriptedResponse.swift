@@ -22,6 +22,9 @@ public struct ScriptedResponse: Sendable {
         case bodyLargerThanAnnounced(extra: Data)
         /// Send the body with chunked transfer encoding, in `chunkSize` pieces, `delay` apart.
         case chunked(chunkSize: Int, delay: Duration)
+        /// Send the body in writes of `size` bytes, flushed together (HTTP/2: one DATA frame each,
+        /// back to back; HTTP/1.1: with `Content-Length`, as one stream of bytes).
+        case pieces(size: Int)
         /// Send `length` bytes of filler (the letter `a`) with `Content-Length`, as fast as the
         /// client reads them, without holding them in memory (for bulk-transfer benchmarks).
         case generated(length: Int)

@@ -1,0 +1,150 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Foundation
+import Testing
+
+/// The AsyncHTTPClient transport joins the DATA frames of one HTTP/2 read burst into larger body
+/// chunks (`http2ReadCoalescing`), and where that meets the rest:
+///
+/// - coalescing × byte order and the end of the stream (streamed, collected, downloaded bodies)
+/// - coalescing × the chunk limit, and switched off
+/// - coalescing × multiplexing (several streams on one connection at once)
+/// - coalescing × the response size limit
+/// - coalescing × HEAD and 204 (a stream that ends with its HEADERS frame, no DATA)
+///
+/// AsyncHTTPClient only: the frames are HTTP/2's, and URLSessionTransport on Linux
+/// (FoundationNetworking) cannot be given the test CA, so it does not speak HTTP/2 to the test
+/// server; on Apple platforms URLSession joins nothing of Courier's.
+@Suite("HTTP/2 read coalescing")
+struct HTTP2ReadCoalescingTests {
+    /// The server's DATA frame size in these tests: far below the client's 1 MiB SETTINGS_MAX_FRAME_SIZE.
+    static let frame = 1024
+
+    /// A server answering `/pieces/SEED/LENGTH` with that payload in 1 KiB DATA frames, flushed together.
+    static func server() async throws -> TestServer {
+        try await tlsServer { request in
+            let parts = request.path.split(separator: "/")
+            guard parts.count == 3, parts[0] == "pieces", let seed = UInt64(parts[1]), let length = Int(parts[2]) else {
+                return .text("not found", status: 404)
+            }
+            if seed == 204 { return ScriptedResponse(status: 204, behaviour: .pieces(size: Self.frame)) }
+            let body = payload(length, seed: seed)
+            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: body, behaviour: .pieces(size: Self.frame))
+        }
+    }
+
+    /// The chunks of a streamed body, in order.
+    static func chunks(_ client: Client, _ path: String) async throws -> (version: HTTPVersion, chunks: [Data]) {
+        let response = try await client.stream(Endpoint<Data>(path: path, decoding: .data))
+        var chunks: [Data] = []
+        for try await chunk in response.body { chunks.append(chunk) }
+        return (response.version, chunks)
+    }
+
+    @Test
+    func theFramesOfABurstArriveJoinedInOrderAndComplete() async throws {
+        let server = try await Self.server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let (version, chunks) = try await Self.chunks(client, "/pieces/11/262144")
+            #expect(version == .http2)
+            #expect(chunks.reduce(Data(), +) == payload(262_144, seed: 11))
+            // 256 frames flushed at once reach the client in a few reads: some chunk holds more than one frame.
+            #expect((chunks.map(\.count).max() ?? 0) > Self.frame)
+            #expect(chunks.count < 256)
+            #expect(!chunks.contains { $0.isEmpty })
+            #expect((chunks.map(\.count).max() ?? 0) <= 1 << 20)
+        }
+    }
+
+    @Test
+    func aJoinedChunkStaysWithinTheLimit() async throws {
+        let server = try await Self.server()
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.http2ReadCoalescing = 4096 }) { client in
+            let (_, chunks) = try await Self.chunks(client, "/pieces/12/262144")
+            #expect(chunks.reduce(Data(), +) == payload(262_144, seed: 12))
+            // Passed on once 4096 bytes are held: at most one frame beyond the limit.
+            #expect(chunks.allSatisfy { $0.count < 4096 + Self.frame })
+            #expect((chunks.map(\.count).max() ?? 0) > Self.frame)
+        }
+    }
+
+    @Test
+    func switchedOffEveryFrameIsAChunkOfItsOwn() async throws {
+        let server = try await Self.server()
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.http2ReadCoalescing = nil }) { client in
+            let (version, chunks) = try await Self.chunks(client, "/pieces/13/262144")
+            #expect(version == .http2)
+            #expect(chunks.reduce(Data(), +) == payload(262_144, seed: 13))
+            #expect(chunks.allSatisfy { $0.count <= Self.frame })
+            // 256 frames of data, each one chunk or more (swift-nio-http2 passes on a frame cut by a
+            // read in parts); the empty DATA frame that ends the stream is no chunk.
+            #expect(chunks.count >= 256)
+            #expect(!chunks.contains { $0.isEmpty })
+        }
+    }
+
+    @Test
+    func concurrentStreamsOnOneConnectionKeepTheirOwnBytes() async throws {
+        let server = try await Self.server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            _ = try await client.send(Endpoint<Data>(path: "/pieces/1/10", decoding: .data))
+            let bodies = try await withThrowingTaskGroup(of: (UInt64, Data).self) { group in
+                for seed in UInt64(20)..<28 {
+                    group.addTask { (seed, try await Self.chunks(client, "/pieces/\(seed)/300000").chunks.reduce(Data(), +)) }
+                }
+                return try await group.reduce(into: [UInt64: Data]()) { $0[$1.0] = $1.1 }
+            }
+            #expect(bodies.count == 8)
+            for (seed, body) in bodies {
+                #expect(body == payload(300_000, seed: seed), "stream of seed \(seed)")
+            }
+            #expect(server.connectionCount == 1)
+        }
+    }
+
+    @Test
+    func aCollectedBodyAndADownloadAreByteExact() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("courier-coalescing-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await Self.server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let collected = try await client.response(Endpoint<Data>(path: "/pieces/31/500000", decoding: .data))
+            #expect(collected.version == .http2)
+            #expect(collected.value == payload(500_000, seed: 31))
+            let download = try await client.download(Endpoint<Data>(path: "/pieces/32/2000000", decoding: .data), to: DownloadDestination(directory: folder, fileName: "joined.bin")).value
+            #expect(download.byteCount == 2_000_000)
+            #expect(sha256(try Data(contentsOf: download.url)) == sha256(payload(2_000_000, seed: 32)))
+        }
+    }
+
+    @Test
+    func theSizeLimitStillCountsEveryByte() async throws {
+        let server = try await Self.server()
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.maxResponseSize = 100_000 }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/pieces/41/300000", decoding: .data)) }
+            #expect(error?.kind == .responseTooLarge)
+            // Within the limit, the same route answers in full.
+            let fits = try await client.send(Endpoint<Data>(path: "/pieces/42/90000", decoding: .data))
+            #expect(fits == payload(90_000, seed: 42))
+        }
+    }
+
+    @Test
+    func headAndNoContentEndWithTheirHeaders() async throws {
+        let server = try await Self.server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            // RFC 9110 §9.3.2: a HEAD response has no content; §15.3.5: neither has a 204.
+            let head = try await client.response(Endpoint<Data>(method: .head, path: "/pieces/51/100000", decoding: .data))
+            #expect(head.version == .http2)
+            #expect(head.status.code == 200)
+            #expect(head.value.isEmpty)
+            let empty = try await client.response(Endpoint<Data>(path: "/pieces/204/0", decoding: .data))
+            #expect(empty.status.code == 204)
+            #expect(empty.value.isEmpty)
+            // The connection is still good for a body after them.
+            #expect(try await client.send(Endpoint<Data>(path: "/pieces/52/70000", decoding: .data)) == payload(70_000, seed: 52))
+        }
+    }
+}
