@@ -7,7 +7,8 @@
 # Needs nginx, openssl and curl (Debian: apt-get install nginx-light openssl curl). nginx runs
 # as this user from a temporary directory, on a free loopback port, with its defaults for HTTP/2
 # (8 KiB DATA frames); the certificate is made here, signed by a CA made here. Set SCRATCH to a
-# directory for the file and the downloads (default: a new directory under /tmp).
+# directory for the file and the downloads (default: a new directory under /tmp), ONLY to run the
+# cases whose name contains that text.
 set -euo pipefail
 megabytes=${1:-1024}
 rounds=${2:-3}
@@ -19,7 +20,7 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 cleanup() {
     [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-    [ -z "${SCRATCH:-}" ] && rm -rf "$work"
+    if [ -z "${SCRATCH:-}" ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -61,4 +62,4 @@ for _ in $(seq 50); do curl -s --cacert "$work/ca.pem" -o /dev/null "https://loc
 cd "$root"
 swift build -c release --scratch-path .build-release --product CourierBenchmarks >/dev/null
 .build-release/release/CourierBenchmarks transfer --megabytes "$megabytes" --rounds "$rounds" \
-    --url "https://localhost:$port/file.bin" --ca "$work/ca.pem" --scratch "$work"
+    --url "https://localhost:$port/file.bin" --ca "$work/ca.pem" --scratch "$work" ${ONLY:+--only "$ONLY"}

@@ -265,30 +265,6 @@ enum TransferRun {
                     try file.write(contentsOf: chunk)
                 }
                 try file.close()
-            case "courier-stream-coalesced":
-                let file = try Self.create(output)
-                var pending = Data()
-                pending.reserveCapacity(1 << 20)
-                for try await chunk in try await client.stream(Endpoint<Data>(path: url, decoding: .data)).body {
-                    moved += chunk.count
-                    pending.append(chunk)
-                    if pending.count >= 1 << 20 { try file.write(contentsOf: pending); pending.removeAll(keepingCapacity: true) }
-                }
-                try file.write(contentsOf: pending)
-                try file.close()
-            case "courier-stream-pipelined":
-                let file = try Self.create(output)
-                let queue = DispatchQueue(label: "writer")
-                var pending = Data()
-                pending.reserveCapacity(1 << 20)
-                for try await chunk in try await client.stream(Endpoint<Data>(path: url, decoding: .data)).body {
-                    moved += chunk.count
-                    pending.append(chunk)
-                    if pending.count >= 1 << 20 { let block = pending; queue.async { try! file.write(contentsOf: block) }; pending = Data(); pending.reserveCapacity(1 << 20) }
-                }
-                let block = pending
-                queue.sync { try! file.write(contentsOf: block) }
-                try file.close()
             case "courier-slow":
                 // A reader slower than the network: 5 ms per MiB. Shows whether memory stays bounded.
                 var sinceSleep = 0
