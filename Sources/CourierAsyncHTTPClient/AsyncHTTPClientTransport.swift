@@ -180,10 +180,15 @@ public final class AsyncHTTPClientTransport: Transport {
         // Streams a GOAWAY left unprocessed fail as such (see GoAwayWatcher), so they may be retried.
         let coalescing = configuration.http2ReadCoalescing
         config.http2StreamChannelDebugInitializer = { channel in
-            UnprocessedStreamMarker.install(on: channel).flatMap {
-                guard let coalescing else { return channel.eventLoop.makeSucceededVoidFuture() }
-                return DataFrameCoalescer.install(on: channel, limit: coalescing)
+            // First in each stream's pipeline: the coalescer, then the marker. Installed at once
+            // on the stream's event loop (where AsyncHTTPClient calls this): no extra loop tick
+            // before the request is written.
+            let install: @Sendable () throws -> Void = {
+                let sync = channel.pipeline.syncOperations
+                try sync.addHandler(UnprocessedStreamMarker(), position: .first)
+                if let coalescing { try sync.addHandler(DataFrameCoalescer(limit: coalescing), position: .first) }
             }
+            return channel.eventLoop.inEventLoop ? channel.eventLoop.makeCompletedFuture(Result(catching: install)) : channel.eventLoop.submit(install)
         }
         self.pinning = configuration.pinning
         self.tlsConfiguration = config.tlsConfiguration

@@ -15,14 +15,16 @@ import NIOHTTP2
 /// updates follow delivery to this channel, which happens before this handler) are unchanged.
 ///
 /// First in the stream's pipeline (before the HTTP/1 codec); runs on the stream's event loop.
-final class DataFrameCoalescer: ChannelInboundHandler, RemovableChannelHandler {
+final class DataFrameCoalescer: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias InboundOut = HTTP2Frame.FramePayload
 
     /// The most bytes joined into one part.
     let limit: Int
-    /// DATA payloads held since the last part passed on; all on the event loop.
-    private var held: [ByteBuffer] = []
+    /// The first DATA payload held since the last part passed on, and any after it (most
+    /// bursts of a small response are one frame: no array then); all on the event loop.
+    private var first: ByteBuffer?
+    private var more: [ByteBuffer] = []
     private var heldBytes = 0
 
     init(limit: Int) {
@@ -37,11 +39,15 @@ final class DataFrameCoalescer: ChannelInboundHandler, RemovableChannelHandler {
             context.fireChannelRead(data)
             return
         }
-        if frame.endStream && self.held.isEmpty {
-            context.fireChannelRead(data)
-            return
+        if self.first == nil {
+            if frame.endStream {
+                context.fireChannelRead(data)
+                return
+            }
+            self.first = bytes
+        } else {
+            self.more.append(bytes)
         }
-        self.held.append(bytes)
         self.heldBytes += bytes.readableBytes
         if frame.endStream || self.heldBytes >= self.limit {
             self.passOn(context: context, endStream: frame.endStream)
@@ -69,31 +75,29 @@ final class DataFrameCoalescer: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        self.passOn(context: context, endStream: false)
+        // Nothing is held here: bytes are held only within one delivery of reads, which ends with
+        // channelReadComplete (or errorCaught and channelInactive when the stream closes during
+        // it). Passing bytes on during teardown would hand AsyncHTTPClient a body part after its
+        // request had ended, which it treats as a broken invariant.
+        self.first = nil
+        self.more.removeAll()
+        self.heldBytes = 0
     }
 
     /// Passes the held bytes on as one DATA payload (as they came, when there is one).
     private func passOn(context: ChannelHandlerContext, endStream: Bool) {
-        guard !self.held.isEmpty else { return }
-        let joined: ByteBuffer
-        if self.held.count == 1 {
-            joined = self.held[0]
-        } else {
-            var buffer = context.channel.allocator.buffer(capacity: self.heldBytes)
-            for part in self.held {
-                buffer.writeImmutableBuffer(part)
+        guard let first = self.first else { return }
+        var joined = first
+        if !self.more.isEmpty {
+            joined = context.channel.allocator.buffer(capacity: self.heldBytes)
+            joined.writeImmutableBuffer(first)
+            for part in self.more {
+                joined.writeImmutableBuffer(part)
             }
-            joined = buffer
+            self.more.removeAll(keepingCapacity: true)
         }
-        self.held.removeAll(keepingCapacity: true)
+        self.first = nil
         self.heldBytes = 0
         context.fireChannelRead(self.wrapInboundOut(.data(.init(data: .byteBuffer(joined), endStream: endStream))))
-    }
-
-    /// Installs a coalescer first in a stream channel's pipeline; on the channel's event loop.
-    static func install(on channel: any Channel, limit: Int) -> EventLoopFuture<Void> {
-        channel.eventLoop.submit {
-            try channel.pipeline.syncOperations.addHandler(DataFrameCoalescer(limit: limit), position: .first)
-        }
     }
 }

@@ -34,8 +34,8 @@ final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
 
 /// On an HTTP/2 stream: a stream that its connection's GOAWAY left unprocessed fails with
 /// ``UnprocessedStreamError`` instead of the CANCEL it is closed with, so the retry stage may
-/// send it again (even a POST). First in the stream's pipeline, so the request handler sees the
-/// error it passes on.
+/// send it again (even a POST). Early in the stream's pipeline (after the DATA frame coalescer),
+/// so the request handler sees the error it passes on.
 final class UnprocessedStreamMarker: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias InboundOut = HTTP2Frame.FramePayload
@@ -49,13 +49,6 @@ final class UnprocessedStreamMarker: ChannelInboundHandler, RemovableChannelHand
             return
         }
         context.fireErrorCaught(error)
-    }
-
-    /// Installs a marker first in a stream channel's pipeline; on the channel's event loop.
-    static func install(on channel: any Channel) -> EventLoopFuture<Void> {
-        channel.eventLoop.submit {
-            try channel.pipeline.syncOperations.addHandler(UnprocessedStreamMarker(), position: .first)
-        }
     }
 }
 
