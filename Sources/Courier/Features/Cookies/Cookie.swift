@@ -50,6 +50,30 @@ public struct Cookie: Sendable, Hashable, Codable {
         self.created = created
     }
 
+    /// Whether two cookies are the same, field by field, with the text fields compared as bytes
+    /// (RFC 6265 §5.3 step 11: names are octets): two names that differ in bytes are two cookies
+    /// even when Swift's `String` equality calls them equal (canonical equivalence), as in the jar.
+    public static func == (lhs: Cookie, rhs: Cookie) -> Bool {
+        lhs.name.utf8.elementsEqual(rhs.name.utf8) && lhs.value.utf8.elementsEqual(rhs.value.utf8)
+            && lhs.domain.utf8.elementsEqual(rhs.domain.utf8) && lhs.path.utf8.elementsEqual(rhs.path.utf8)
+            && lhs.hostOnly == rhs.hostOnly && lhs.expires == rhs.expires && lhs.secure == rhs.secure
+            && lhs.httpOnly == rhs.httpOnly && lhs.sameSite == rhs.sameSite && lhs.created == rhs.created
+    }
+
+    /// Hashes the fields ``==`` compares, the text ones as bytes.
+    public func hash(into hasher: inout Hasher) {
+        for text in [self.name, self.value, self.domain, self.path] {
+            hasher.combine(text.utf8.count)
+            for byte in text.utf8 { hasher.combine(byte) }
+        }
+        hasher.combine(self.hostOnly)
+        hasher.combine(self.expires)
+        hasher.combine(self.secure)
+        hasher.combine(self.httpOnly)
+        hasher.combine(self.sameSite)
+        hasher.combine(self.created)
+    }
+
     static func canonical(_ domain: String) -> String {
         var domain = domain.lowercased()
         while domain.hasPrefix(".") { domain.removeFirst() }

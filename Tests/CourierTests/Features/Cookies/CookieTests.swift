@@ -190,6 +190,33 @@ struct CookieRulesTests {
     }
 
     @Test
+    func cookiesThatDifferInBytesAreUnequalAndBothStayInASet() throws {
+        // The jar keeps "\u{E9}" and "e\u{301}" as two cookies (RFC 6265 §5.3 step 11: names are
+        // octets); the public value type must not fold them back into one by Swift's canonical
+        // `String` equality, in `==` or in a `Set`.
+        let created = Self.now
+        let composed = Cookie(name: "\u{E9}", value: "1", domain: "example.com", created: created)
+        let decomposed = Cookie(name: "e\u{301}", value: "1", domain: "example.com", created: created)
+        #expect(composed != decomposed)
+        #expect(Set([composed, decomposed]).count == 2)
+        // Values, domains and paths compare as bytes as well.
+        #expect(Cookie(name: "a", value: "\u{E9}", domain: "example.com", created: created) != Cookie(name: "a", value: "e\u{301}", domain: "example.com", created: created))
+        #expect(Cookie(name: "a", value: "1", domain: "example.com", path: "/caf\u{E9}", created: created) != Cookie(name: "a", value: "1", domain: "example.com", path: "/cafe\u{301}", created: created))
+        // Byte-identical cookies are still equal, with equal hashes.
+        let again = Cookie(name: "\u{E9}", value: "1", domain: "EXAMPLE.com", created: created)
+        #expect(composed == again)
+        #expect(Set([composed, again]).count == 1)
+        // And every other field still counts.
+        var secure = composed
+        secure.secure = true
+        #expect(secure != composed)
+        let jar = CookieJar(now: { created })
+        let url = URL(string: "https://www.example.com/")!
+        jar.receive(["\u{E9}=1", "e\u{301}=1"], from: url)
+        #expect(Set(jar.allCookies).count == 2)
+    }
+
+    @Test
     func pastTheLimitTheCookieUsedLongestAgoGoesFirst() throws {
         // RFC 6265 §5.3: among cookies of equal removal priority, the one with the earliest
         // last-access date is evicted first (§5.4 step 3: sending a cookie updates it).
