@@ -80,7 +80,7 @@ enum HeldSockets {
 struct HeldSocketsTests {
     /// A TCP socket listening on 127.0.0.1 at a free port, and that port.
     static func listener() throws -> (socket: Int32, port: Int) {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -103,7 +103,7 @@ struct HeldSocketsTests {
         // test left open to an earlier server on the port, or another test's probe of a port it
         // picked for a child server that has not bound it yet (it reaches this listener). So
         // only the socket from the client's own port counts.
-        let client = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let client = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
