@@ -4,7 +4,7 @@
 #
 #   Benchmarks/bulk-nginx.sh [MEGABYTES] [ROUNDS]     (defaults: 1024 MiB, 3 rounds)
 #
-# Needs nginx, openssl and curl (Debian: apt-get install nginx-light openssl curl). nginx runs
+# Needs nginx, openssl, curl and python3 (Debian: apt-get install nginx-light openssl curl python3). nginx runs
 # as this user from a temporary directory, on a free loopback port, with its defaults for HTTP/2
 # (8 KiB DATA frames); the certificate is made here, signed by a CA made here. Set SCRATCH to a
 # directory for the file and the downloads (default: a new directory under /tmp), ONLY to run the

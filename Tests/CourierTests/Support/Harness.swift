@@ -120,14 +120,20 @@ func withClient(
         transport = URLSessionTransport()
     }
     let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL, configure: configure))
+    try await shuttingDown(ahc, server) { try await body(client) }
+}
+
+/// Runs `body`, then shuts the transport (when there is one) and the server down, also when
+/// `body` throws (its error is the one thrown then).
+func shuttingDown(_ transport: AsyncHTTPClientTransport?, _ server: TestServer, _ body: () async throws -> Void) async throws {
     do {
-        try await body(client)
+        try await body()
     } catch {
-        try? await ahc?.shutdown()
+        try? await transport?.shutdown()
         try? await server.stop()
         throw error
     }
-    try await ahc?.shutdown()
+    try await transport?.shutdown()
     try await server.stop()
 }
 

@@ -11,6 +11,7 @@ import Testing
 /// - coalescing × the chunk limit, and switched off
 /// - coalescing × multiplexing (several streams on one connection at once)
 /// - coalescing × the response size limit
+/// - coalescing × content decoding (a gzip body cut into frames, collected and streamed)
 /// - coalescing × HEAD and 204 (a stream that ends with its HEADERS frame, no DATA)
 ///
 /// AsyncHTTPClient only: the frames are HTTP/2's, and URLSessionTransport on Linux
@@ -25,10 +26,14 @@ struct HTTP2ReadCoalescingTests {
     static func server() async throws -> TestServer {
         try await tlsServer { request in
             let parts = request.path.split(separator: "/")
-            guard parts.count == 3, parts[0] == "pieces", let seed = UInt64(parts[1]), let length = Int(parts[2]) else {
+            guard parts.count == 3, parts[0] == "pieces" || parts[0] == "gzip-pieces", let seed = UInt64(parts[1]), let length = Int(parts[2]) else {
                 return .text("not found", status: 404)
             }
             if seed == 204 { return ScriptedResponse(status: 204, behaviour: .pieces(size: Self.frame)) }
+            if parts[0] == "gzip-pieces" {
+                let compressed = (try? Gzip.compress(payload(length, seed: seed))) ?? Data()
+                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream"), ("Content-Encoding", "gzip")], body: compressed, behaviour: .pieces(size: Self.frame))
+            }
             let body = payload(length, seed: seed)
             return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: body, behaviour: .pieces(size: Self.frame))
         }
@@ -128,6 +133,20 @@ struct HTTP2ReadCoalescingTests {
             // Within the limit, the same route answers in full.
             let fits = try await client.send(Endpoint<Data>(path: "/pieces/42/90000", decoding: .data))
             #expect(fits == payload(90_000, seed: 42))
+        }
+    }
+
+    @Test
+    func aGzipBodyInFramesIsDecodedWhole() async throws {
+        let server = try await Self.server()
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            // Random bytes barely compress: the compressed body is about as many frames as the payload.
+            let collected = try await client.response(Endpoint<Data>(path: "/gzip-pieces/61/400000", decoding: .data))
+            #expect(collected.version == .http2)
+            #expect(collected.value == payload(400_000, seed: 61))
+            #expect(collected.headers[.contentEncoding] == nil)
+            let (_, chunks) = try await Self.chunks(client, "/gzip-pieces/62/400000")
+            #expect(chunks.reduce(Data(), +) == payload(400_000, seed: 62))
         }
     }
 

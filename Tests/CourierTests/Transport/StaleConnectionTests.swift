@@ -40,7 +40,7 @@ struct StaleConnectionTests {
     func anIdempotentRequestIsSentOnceMoreOnAFreshConnection(_ method: HTTPRequest.Method) async throws {
         let server = try await Self.server()
         let transport = AsyncHTTPClientTransport()
-        do {
+        try await shuttingDown(transport, server) {
             let first = try await transport.send(Self.request(.get, server))
             #expect(try await Self.text(first).hasPrefix("GET answered"))
             // Sent on the kept-alive connection, which the server closes unanswered: sent again.
@@ -62,20 +62,14 @@ struct StaleConnectionTests {
                     #expect(requests[2].body == Data("payload".utf8))
                 }
             }
-        } catch {
-            try? await transport.shutdown()
-            try? await server.stop()
-            throw error
         }
-        try await transport.shutdown()
-        try await server.stop()
     }
 
     @Test
     func aPostIsNotSentAgain() async throws {
         let server = try await Self.server()
         let transport = AsyncHTTPClientTransport()
-        do {
+        try await shuttingDown(transport, server) {
             _ = try await Self.text(try await transport.send(Self.request(.get, server)))
             let error = await expectCourierError {
                 _ = try await transport.send(Self.request(.post, server, body: .data(Data("order".utf8))))
@@ -86,13 +80,7 @@ struct StaleConnectionTests {
             // The pool recovers: the next request gets a fresh connection and its answer.
             let after = try await Self.text(try await transport.send(Self.request(.get, server)))
             #expect(after.hasPrefix("GET answered"))
-        } catch {
-            try? await transport.shutdown()
-            try? await server.stop()
-            throw error
         }
-        try await transport.shutdown()
-        try await server.stop()
     }
 
     @Test
@@ -102,19 +90,13 @@ struct StaleConnectionTests {
         // silent second send here would hide it from them.
         let server = try await Self.server()
         let transport = AsyncHTTPClientTransport()
-        do {
+        try await shuttingDown(transport, server) {
             _ = try await Self.text(try await transport.send(Self.request(.get, server)))
             var request = Self.request(.post, server, body: .data(Data("order".utf8)))
             request.head.headerFields[HTTPField.Name("Idempotency-Key")!] = "order-17"
             let error = await expectCourierError { _ = try await transport.send(request) }
             #expect(error?.kind == .transport)
             #expect(server.requests.map(\.method) == ["GET", "POST"])
-        } catch {
-            try? await transport.shutdown()
-            try? await server.stop()
-            throw error
         }
-        try await transport.shutdown()
-        try await server.stop()
     }
 }

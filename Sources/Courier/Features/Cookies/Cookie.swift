@@ -54,18 +54,22 @@ public struct Cookie: Sendable, Hashable, Codable {
     /// (RFC 6265 §5.3 step 11: names are octets): two names that differ in bytes are two cookies
     /// even when Swift's `String` equality calls them equal (canonical equivalence), as in the jar.
     public static func == (lhs: Cookie, rhs: Cookie) -> Bool {
-        lhs.name.utf8.elementsEqual(rhs.name.utf8) && lhs.value.utf8.elementsEqual(rhs.value.utf8)
-            && lhs.domain.utf8.elementsEqual(rhs.domain.utf8) && lhs.path.utf8.elementsEqual(rhs.path.utf8)
+        CookieRules.same(lhs.name, rhs.name) && CookieRules.same(lhs.value, rhs.value)
+            && CookieRules.same(lhs.domain, rhs.domain) && CookieRules.same(lhs.path, rhs.path)
             && lhs.hostOnly == rhs.hostOnly && lhs.expires == rhs.expires && lhs.secure == rhs.secure
             && lhs.httpOnly == rhs.httpOnly && lhs.sameSite == rhs.sameSite && lhs.created == rhs.created
     }
 
     /// Hashes the fields ``==`` compares, the text ones as bytes.
     public func hash(into hasher: inout Hasher) {
-        for text in [self.name, self.value, self.domain, self.path] {
+        func combine(_ text: String) {
             hasher.combine(text.utf8.count)
             for byte in text.utf8 { hasher.combine(byte) }
         }
+        combine(self.name)
+        combine(self.value)
+        combine(self.domain)
+        combine(self.path)
         hasher.combine(self.hostOnly)
         hasher.combine(self.expires)
         hasher.combine(self.secure)
@@ -197,6 +201,12 @@ package enum CookieRules {
 
     static func isIPAddress(_ host: String) -> Bool {
         host.contains(":") || (!host.isEmpty && host.allSatisfy { $0.isNumber || $0 == "." })
+    }
+
+    /// Whether two names, values, domains or paths are the same bytes (§5.3 step 11: as sent; Swift's
+    /// `String` equality also calls canonically equivalent texts equal).
+    package static func same(_ a: String, _ b: String) -> Bool {
+        a.utf8.elementsEqual(b.utf8)
     }
 
     /// §5.1.4: the request path equals the cookie path, or starts with it at a `/` boundary.

@@ -110,7 +110,7 @@ public final class CookieJar: Sendable {
                 // RFC 6265bis §5.7: an insecure origin may not overwrite or shadow a Secure cookie
                 // of the same name whose domain and path overlap its own (session fixation).
                 if !secure, stored.contains(where: { old in
-                    old.secure && Self.same(old.name, cookie.name)
+                    old.secure && CookieRules.same(old.name, cookie.name)
                         && (CookieRules.domainMatches(old.domain, cookie.domain) || CookieRules.domainMatches(cookie.domain, old.domain))
                         && CookieRules.pathMatches(cookie.path, old.path)
                 }) {
@@ -158,16 +158,11 @@ public final class CookieJar: Sendable {
         var path: [UInt8]
     }
 
-    /// Whether two names or paths are the same bytes.
-    static func same(_ a: String, _ b: String) -> Bool {
-        a.utf8.elementsEqual(b.utf8)
-    }
-
     /// §5.3 steps 11–12 and the limits of §6.1.
     private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], now: Date, accessed: [Identity: Date]) {
         var cookie = cookie
         cookies.removeAll { $0.isExpired(at: now) }
-        if let index = cookies.firstIndex(where: { Self.same($0.name, cookie.name) && Self.same($0.domain, cookie.domain) && Self.same($0.path, cookie.path) }) {
+        if let index = cookies.firstIndex(where: { CookieRules.same($0.name, cookie.name) && CookieRules.same($0.domain, cookie.domain) && CookieRules.same($0.path, cookie.path) }) {
             cookie.created = cookies[index].created
             cookies.remove(at: index)
         }
@@ -176,7 +171,7 @@ public final class CookieJar: Sendable {
         // §5.3: past a limit, the cookie with the earliest last-access time goes (never the one just set).
         func lastAccess(_ index: Int) -> Date { accessed[Self.key(cookies[index])] ?? cookies[index].created }
         let newest = cookies.count - 1
-        let sameDomain = cookies.indices.filter { Self.same(cookies[$0].domain, cookie.domain) && $0 != newest }
+        let sameDomain = cookies.indices.filter { CookieRules.same(cookies[$0].domain, cookie.domain) && $0 != newest }
         if sameDomain.count + 1 > Self.perDomainLimit, let stalest = sameDomain.min(by: { lastAccess($0) < lastAccess($1) }) {
             cookies.remove(at: stalest)
         }

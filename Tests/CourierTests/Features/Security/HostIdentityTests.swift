@@ -31,15 +31,7 @@ struct HostIdentityTests {
         try configure(&configuration, server.port)
         let transport = AsyncHTTPClientTransport(configuration: configuration)
         let client = Client(configuration: .init(transport: transport, baseURL: URL(string: "https://\(urlHost):\(server.port)")!))
-        do {
-            try await body(client, server)
-        } catch {
-            try? await transport.shutdown()
-            try? await server.stop()
-            throw error
-        }
-        try await transport.shutdown()
-        try await server.stop()
+        try await shuttingDown(transport, server) { try await body(client, server) }
     }
 
     /// RFC 6125 §6.4.4 and RFC 9110 §4.3.4: the identity is checked against subjectAltName; a
