@@ -77,21 +77,33 @@ public struct ResponseBody: AsyncSequence, Sendable {
             }
             // A single chunk is the common case for small bodies: return it without copying.
             guard let second = try await iterator.next() else { return first }
-            var collected = Data()
-            collected.reserveCapacity(Swift.min(limit, self.expectedLength ?? (first.count + second.count)))
-            collected.append(first)
-            var chunk: Data? = second
-            while let next = chunk {
-                guard collected.count + next.count <= limit else {
-                    stream.cancel()
-                    throw CourierError.responseTooLarge(limit: limit)
-                }
-                collected.append(next)
-                chunk = try await iterator.next()
-                try Self.check(deadline, stream)
-            }
-            return collected
+            return try await Self.collect(
+                first, second, rest: &iterator, of: stream, upTo: limit, expected: self.expectedLength, deadline: deadline
+            )
         }
+    }
+
+    /// The chunks after the first two, joined to them (apart from `collect(upTo:deadline:)`, so
+    /// that a body of one chunk, the common case, allocates a small async frame).
+    @inline(never)
+    private static func collect(
+        _ first: Data, _ second: Data, rest iterator: inout ByteStream.AsyncIterator, of stream: ByteStream,
+        upTo limit: Int, expected: Int?, deadline: ContinuousClock.Instant?
+    ) async throws -> Data {
+        var collected = Data()
+        collected.reserveCapacity(Swift.min(limit, expected ?? (first.count + second.count)))
+        collected.append(first)
+        var chunk: Data? = second
+        while let next = chunk {
+            guard collected.count + next.count <= limit else {
+                stream.cancel()
+                throw CourierError.responseTooLarge(limit: limit)
+            }
+            collected.append(next)
+            chunk = try await iterator.next()
+            try Self.check(deadline, stream)
+        }
+        return collected
     }
 
     private static func check(_ deadline: ContinuousClock.Instant?, _ stream: ByteStream) throws {

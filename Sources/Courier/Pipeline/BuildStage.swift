@@ -14,6 +14,13 @@ struct BuildStage: PipelineStage {
     var name: String { "build" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        try await next(self.built(exchange))
+    }
+
+    /// The exchange with its logical request, key and partition (synchronous and apart from
+    /// `run`: its temporaries stay on the thread's stack, out of the async frame).
+    @inline(never)
+    private func built(_ exchange: RequestExchange) throws -> RequestExchange {
         var exchange = exchange
         var request = try RequestBuilder.build(exchange.endpoint, configuration: self.parts.configuration, base: self.parts.base, id: exchange.request.id)
         if let adjust = exchange.adjust { adjust(&request) }
@@ -35,7 +42,7 @@ struct BuildStage: PipelineStage {
                 ignoredHeaders: self.parts.configuration.deduplication.ignoredHeaders
             )
         }
-        return try await next(exchange)
+        return exchange
     }
 }
 

@@ -26,6 +26,12 @@ struct CacheLookupStage: PipelineStage {
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, !exchange.mode.isStream else { return try await next(exchange) }
         guard self.events.isActive else { return try await self.lookUp(exchange, cache: cache, next: next) }
+        return try await self.lookUpObserved(exchange, cache: cache, next: next)
+    }
+
+    /// ``lookUp(_:cache:next:)``, telling the monitors what the cache answered.
+    @inline(never)
+    private func lookUpObserved(_ exchange: RequestExchange, cache: ResponseCache, next: @escaping PipelineStageNext) async throws -> Outcome {
         let outcome = try await self.lookUp(exchange, cache: cache, next: next)
         switch outcome.source {
         case .cache, .stale:
@@ -38,8 +44,35 @@ struct CacheLookupStage: PipelineStage {
         return outcome
     }
 
+    /// The exchange answered by the cache, or sent to the network with the cache's decision
+    /// (validators, the missing range) and the network's answer handled by the cache.
+    ///
+    /// The decisions before and after the network are synchronous helpers, and the rare ways
+    /// on (stale-if-error, asking again as the caller did) functions of their own: the async
+    /// frame every cached request allocates from its task stays small.
+    @inline(never)
     private func lookUp(_ exchange: RequestExchange, cache: ResponseCache, next: @escaping PipelineStageNext) async throws -> Outcome {
-        var exchange = exchange
+        let network: CacheNetworkRequest
+        switch try Self.decide(exchange, cache: cache, next: next) {
+        case .answered(let outcome): return outcome
+        case .network(let request): network = request
+        }
+        let outcome: Outcome
+        do {
+            outcome = try await next(network.exchange)
+        } catch {
+            return try await Self.recover(from: error, network, cache: cache, next: next)
+        }
+        if let answer = Self.answer(afterNetwork: outcome, network, cache: cache) { return answer }
+        // The origin sent a part that does not complete the stored one: ask as the caller did.
+        return try await Self.askAsAsked(network, cache: cache, next: next)
+    }
+
+    /// What the cache does before the network: answer (a usable stored response, or the 504 of
+    /// `only-if-cached`), or send the exchange with its decision.
+    @inline(never)
+    private static func decide(_ asked: RequestExchange, cache: ResponseCache, next: @escaping PipelineStageNext) throws -> CacheDecision {
+        var exchange = asked
         var planned = cache.begin(exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
         let accepted = exchange.endpoint.acceptedStatuses
         // Completing a partial entry brings a 206, which the endpoint must accept.
@@ -50,11 +83,11 @@ struct CacheLookupStage: PipelineStage {
             if case .serveStale(_, let conditions) = run.action, let entryKey = run.entryKey, cache.beginRevalidation(entryKey) {
                 Self.revalidateInBackground(exchange, run: run, conditions: conditions, next: next) { cache.endRevalidation(entryKey) }
             }
-            return hit
+            return .answered(hit)
         }
         // Nothing usable stored and only-if-cached: the network is never asked (RFC 9111 §5.2.1.7).
-        if case .unavailable = run.action { return try Self.notCached(accepted: accepted) }
-        if CacheControl(run.requestHeaders).has("only-if-cached") { return try Self.notCached(accepted: accepted) }
+        if case .unavailable = run.action { return .answered(try Self.notCached(accepted: accepted)) }
+        if CacheControl(run.requestHeaders).has("only-if-cached") { return .answered(try Self.notCached(accepted: accepted)) }
         if cache.mayStore(run) { exchange.readsBody = true }
         let original = exchange
         var resumed = false
@@ -74,33 +107,53 @@ struct CacheLookupStage: PipelineStage {
         case .serve, .fetch, .unavailable:
             exchange.cacheRun = run
         }
-        // The caller's own request, when completing a partial entry does not work out.
-        let asAsked: @Sendable () async throws -> Outcome = {
-            var plain = original
-            plain.cacheRun = run
-            plain.cacheRun?.action = .fetch
-            return try await Self.answer(plain.cacheRun!, cache: cache, outcome: next(plain))
-        }
-        let outcome: Outcome
-        do {
-            outcome = try await next(exchange)
-        } catch let error as CourierError where run.entry != nil && Self.isOriginFailure(error, deadline: exchange.request.deadline) {
-            // stale-if-error: the origin's failure may be answered by the stored response.
-            if let stale = cache.staleOnError(run), accepted.contains(stale.response.status.code) { return stale }
-            throw error
-        } catch let error as CourierError where resumed && error.kind == .httpStatus && (400..<500).contains(error.status?.code ?? 0) {
-            // The origin refused the range it was asked for (a 416): the caller never sent one.
-            return try await asAsked()
-        }
+        return .network(CacheNetworkRequest(exchange: exchange, original: resumed ? original : nil, run: run))
+    }
+
+    /// The answer after the network answered (a stored response for an origin failure under
+    /// stale-if-error, the combined entry after a range, or the network's answer); `nil` when a
+    /// part came that does not complete the stored one.
+    @inline(never)
+    private static func answer(afterNetwork outcome: Outcome, _ network: CacheNetworkRequest, cache: ResponseCache) -> Outcome? {
+        let run = network.run
         if run.entry != nil, Self.originFailureStatuses.contains(outcome.response.status.code), let stale = cache.staleOnError(run),
-           accepted.contains(stale.response.status.code) {
+           network.exchange.endpoint.acceptedStatuses.contains(stale.response.status.code) {
             return stale
         }
-        if resumed, outcome.response.status.code == 206, cache.answerAfterNetwork(run, outcome: outcome) == nil {
-            // The origin sent a part that does not complete the stored one: ask as the caller did.
-            return try await asAsked()
+        if network.original != nil, outcome.response.status.code == 206, cache.answerAfterNetwork(run, outcome: outcome) == nil {
+            return nil
         }
         return Self.answer(run, cache: cache, outcome: outcome)
+    }
+
+    /// After the network failed: a stored response for an origin failure under stale-if-error;
+    /// the request as the caller asked it when the origin refused the missing range; else the error.
+    @inline(never)
+    private static func recover(
+        from failure: any Error, _ network: CacheNetworkRequest, cache: ResponseCache, next: @escaping PipelineStageNext
+    ) async throws -> Outcome {
+        guard let error = failure as? CourierError else { throw failure }
+        let run = network.run
+        if run.entry != nil, Self.isOriginFailure(error, deadline: network.exchange.request.deadline) {
+            // stale-if-error: the origin's failure may be answered by the stored response.
+            if let stale = cache.staleOnError(run), network.exchange.endpoint.acceptedStatuses.contains(stale.response.status.code) { return stale }
+            throw error
+        }
+        if network.original != nil, error.kind == .httpStatus, (400..<500).contains(error.status?.code ?? 0) {
+            // The origin refused the range it was asked for (a 416): the caller never sent one.
+            return try await Self.askAsAsked(network, cache: cache, next: next)
+        }
+        throw error
+    }
+
+    /// The caller's own request, when completing a partial entry does not work out.
+    @inline(never)
+    private static func askAsAsked(_ network: CacheNetworkRequest, cache: ResponseCache, next: @escaping PipelineStageNext) async throws -> Outcome {
+        var plain = network.original ?? network.exchange
+        var run = network.run
+        run.action = .fetch
+        plain.cacheRun = run
+        return try await Self.answer(run, cache: cache, outcome: next(plain))
     }
 
     /// The fields the cache added to a request, as text for the deduplication key.
@@ -195,7 +248,15 @@ struct CacheStoreStage: PipelineStage {
     var name: String { "cache-store" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
-        guard let cache = self.cache, let run = exchange.cacheRun else { return try await next(exchange) }
+        guard let cache = self.cache, exchange.hasCacheRun else { return try await next(exchange) }
+        return try await self.store(exchange, cache: cache, next: next)
+    }
+
+    /// The exchange sent, and what it brings stored (apart from `run`: most exchanges carry no
+    /// cache decision, and their frame does not hold one).
+    @inline(never)
+    private func store(_ exchange: RequestExchange, cache: ResponseCache, next: @escaping PipelineStageNext) async throws -> Outcome {
+        guard let run = exchange.cacheRun else { return try await next(exchange) }
         let outcome = try await next(exchange)
         guard self.events.isActive else { return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) }
         let events = self.events
@@ -222,42 +283,74 @@ struct DeduplicationStage: PipelineStage {
     var name: String { "deduplication" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
-        guard self.configuration.isEnabled, let key = exchange.key, Self.shares(exchange) else {
-            return try await next(exchange)
+        if self.isShared(exchange) { return try await self.share(exchange, next: next) }
+        return try await next(exchange)
+    }
+
+    /// Whether the exchange is one deduplication shares.
+    @inline(never)
+    private func isShared(_ exchange: RequestExchange) -> Bool {
+        self.configuration.isEnabled && exchange.key != nil && Self.shares(exchange)
+    }
+
+    /// The exchange sent once for every identical one in flight, or joined to the one that is.
+    @inline(never)
+    private func share(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        guard let key = exchange.key else { return try await next(exchange) }
+        // The closures are made in synchronous helpers: the exchange copies they capture never
+        // sit in this async frame.
+        let result: (Outcome, coalesced: Bool)
+        do {
+            result = try await self.deduplicator.run(
+                key: key, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control,
+                requestID: exchange.request.id, onJoin: self.onJoin(exchange), onWaiting: self.onWaiting(exchange),
+                fetch: self.fetch(exchange, key: key, next: next)
+            )
+        } catch {
+            // A joiner's error names the joiner's own request, not the one that went on the wire.
+            throw ErrorContext.rebase(error, onto: exchange)
         }
+        return result.coalesced ? Self.coalesced(result.0) : result.0
+    }
+
+    /// The shared request: the exchange without this caller's deadline and priority control.
+    /// Waiters enforce their own deadlines; the shared exchange lives while anyone waits, at the
+    /// highest priority among them (the deduplicator owns it, not the first caller).
+    @inline(never)
+    private func fetch(_ exchange: RequestExchange, key: LogicalKey, next: @escaping PipelineStageNext) -> Deduplicator.Fetch {
         var sharing = exchange
-        // Waiters enforce their own deadlines; the shared exchange lives while anyone waits, at
-        // the highest priority among them (the deduplicator owns it, not the first caller).
         sharing.request.deadline = nil
         sharing.control = nil
         sharing.readsBody = true
         let deduplicator = self.deduplicator
         sharing.waitersDeadline = { deduplicator.latestDeadline(key: key) }
         let shared = sharing
-        let outcome: Outcome
-        let coalesced: Bool
-        do {
-            var onJoin: (@Sendable (RequestID) -> Void)?
-            if self.events.isActive {
-                let events = self.events
-                let joiner = exchange.request
-                onJoin = { leader in events.emit(joiner) { monitor, event in monitor.deduplicationJoined(event, sharing: leader) } }
-            }
-            (outcome, coalesced) = try await self.deduplicator.run(
-                key: key, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control,
-                requestID: exchange.request.id, onJoin: onJoin,
-                onWaiting: { [lifecycle = self.lifecycle, ticket = exchange.lifecycleTicket] leave in lifecycle.attach(ticket, leave) }
-            ) { ticket, priority in
-                var run = shared
-                run.ticket = ticket
-                run.priorityOverride = priority
-                return try await next(run)
-            }
-        } catch {
-            // A joiner's error names the joiner's own request, not the one that went on the wire.
-            throw ErrorContext.rebase(error, onto: exchange)
+        return { ticket, priority in
+            var run = shared
+            run.ticket = ticket
+            run.priorityOverride = priority
+            return try await next(run)
         }
-        guard coalesced else { return outcome }
+    }
+
+    /// Tells the monitors this caller joined a request in flight (`nil`: no monitor listens).
+    @inline(never)
+    private func onJoin(_ exchange: RequestExchange) -> (@Sendable (RequestID) -> Void)? {
+        guard self.events.isActive else { return nil }
+        let events = self.events
+        let joiner = exchange.request
+        return { leader in events.emit(joiner) { monitor, event in monitor.deduplicationJoined(event, sharing: leader) } }
+    }
+
+    /// Lets `cancelAll` end this caller's wait.
+    @inline(never)
+    private func onWaiting(_ exchange: RequestExchange) -> (@escaping @Sendable (CourierError) -> Void) -> Void {
+        { [lifecycle = self.lifecycle, ticket = exchange.lifecycleTicket] leave in lifecycle.attach(ticket, leave) }
+    }
+
+    /// A joiner's outcome: its source says it was coalesced.
+    @inline(never)
+    private static func coalesced(_ outcome: Outcome) -> Outcome {
         var joined = outcome
         joined.source = outcome.source == .network ? .coalesced : outcome.source
         return joined
@@ -300,25 +393,35 @@ struct ScheduleStage: PipelineStage {
         } else {
             try await scheduler.acquire(ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority)
         }
-        let release: @Sendable (Bool) -> Void = { spokeHTTP2 in
-            scheduler.release(host: host, spokeHTTP2: spokeHTTP2)
-            events.emit(exchange.request) { $0.slotReleased($1, host: host) }
-        }
-        var outcome: Outcome
+        let outcome: Outcome
         do {
             outcome = try await next(exchange)
         } catch {
-            release(exchange.record.version.map { $0.major >= 2 } ?? false)
+            self.release(exchange, host: host, spokeHTTP2: exchange.record.version.map { $0.major >= 2 } ?? false)
             throw error
         }
+        return self.released(outcome, exchange: exchange, host: host)
+    }
+
+    /// Frees the slot.
+    @inline(never)
+    private func release(_ exchange: RequestExchange, host: String, spokeHTTP2: Bool) {
+        self.scheduler.release(host: host, spokeHTTP2: spokeHTTP2)
+        self.events.emit(exchange.request) { $0.slotReleased($1, host: host) }
+    }
+
+    /// The outcome, its slot freed now (a body in memory) or once its streamed body has ended.
+    @inline(never)
+    private func released(_ outcome: Outcome, exchange: RequestExchange, host: String) -> Outcome {
         let spokeHTTP2 = outcome.response.version.major >= 2
         guard exchange.mode.isStream, outcome.response.body.bytes == nil else {
-            release(spokeHTTP2)
+            self.release(exchange, host: host, spokeHTTP2: spokeHTTP2)
             return outcome
         }
-        let lease = BodyLease { release(spokeHTTP2) }
-        outcome.response.body = outcome.response.body.ending(with: lease)
-        return outcome
+        let lease = BodyLease { [self] in self.release(exchange, host: host, spokeHTTP2: spokeHTTP2) }
+        var leased = outcome
+        leased.response.body = outcome.response.body.ending(with: lease)
+        return leased
     }
 
     /// Acquires a slot, telling the monitors when the request waits, leaves the queue and holds the slot.
@@ -340,5 +443,30 @@ struct ScheduleStage: PipelineStage {
             events.emit(exchange.request) { $0.requestDequeued($1, host: host) }
         }
         events.emit(exchange.request) { $0.slotAcquired($1, host: host) }
+    }
+}
+
+/// What the cache lookup decided before the network.
+private enum CacheDecision {
+    /// The cache answers; the network is not asked.
+    case answered(Outcome)
+    /// The network is asked.
+    case network(CacheNetworkRequest)
+}
+
+/// An exchange the cache lookup sends to the network, with its decision (one object, so that
+/// the lookup's async frame holds one reference, not three large values).
+private final class CacheNetworkRequest: Sendable {
+    /// The exchange as sent: validators or the missing range added.
+    let exchange: RequestExchange
+    /// The exchange as the caller asked it, when completing a partial entry (`nil` otherwise).
+    let original: RequestExchange?
+    /// The cache's decision.
+    let run: CacheRun
+
+    init(exchange: RequestExchange, original: RequestExchange?, run: CacheRun) {
+        self.exchange = exchange
+        self.original = original
+        self.run = run
     }
 }

@@ -23,37 +23,63 @@ struct DeadlineStage: PipelineStage {
     var name: String { "deadline" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
-        var outcome: Outcome
+        // Each way of running is a function of its own, so the async frame of `run` holds none of
+        // their values.
+        let outcome: Outcome
         // A deadline decades away (a hostile or careless timeout) is no deadline: the clock's
         // sleep cannot even represent it.
         if let deadline = exchange.request.deadline, deadline - ContinuousClock.now < Deadline.longest {
             if self.waitsOnlyAsAWaiter(exchange) {
-                if deadline <= ContinuousClock.now { throw CourierError.timeout() }
-                do {
-                    outcome = try await next(exchange)
-                } catch var error as CourierError where error.kind == .timeout && ContinuousClock.now >= deadline {
-                    error.context?.stage = self.name
-                    throw error
-                }
+                outcome = try await self.asWaiter(exchange, until: deadline, next: next)
             } else {
-                let lifecycle = self.lifecycle
-                outcome = try await Deadline.run(until: deadline, attach: { task in lifecycle.attach(exchange.lifecycleTicket) { _ in task.cancel() } }) {
-                    try await next(exchange)
-                }
+                outcome = try await self.inTask(exchange, until: deadline, next: next)
             }
         } else if self.waitsOnlyAsAWaiter(exchange) {
             outcome = try await next(exchange)
         } else {
+            outcome = try await self.inTask(exchange, until: nil, next: next)
+        }
+        guard exchange.mode.isStream else { return outcome }
+        return self.idleLimited(outcome)
+    }
+
+    /// Runs the exchange where its only wait is as a waiter of a shared request (which the
+    /// deduplicator ends at the deadline); a timeout then names this stage.
+    @inline(never)
+    private func asWaiter(_ exchange: RequestExchange, until deadline: ContinuousClock.Instant, next: @escaping PipelineStageNext) async throws -> Outcome {
+        if deadline <= ContinuousClock.now { throw CourierError.timeout() }
+        do {
+            return try await next(exchange)
+        } catch var error as CourierError where error.kind == .timeout && ContinuousClock.now >= deadline {
+            error.context?.stage = self.name
+            throw error
+        }
+    }
+
+    /// Runs the exchange in a task of its own, which the deadline (if any) and `cancelAll` cancel.
+    @inline(never)
+    private func inTask(_ exchange: RequestExchange, until deadline: ContinuousClock.Instant?, next: @escaping PipelineStageNext) async throws -> Outcome {
+        let lifecycle = self.lifecycle
+        let ticket = exchange.lifecycleTicket
+        guard let deadline else {
             // No deadline, but a task of its own all the same, so `cancelAll` can reach the work.
-            let lifecycle = self.lifecycle
-            outcome = try await Deadline.runCancellable(attach: { task in lifecycle.attach(exchange.lifecycleTicket) { _ in task.cancel() } }) {
+            return try await Deadline.runCancellable(attach: { task in lifecycle.attach(ticket) { _ in task.cancel() } }) {
                 try await next(exchange)
             }
         }
-        if exchange.mode.isStream, let idle = self.bodyIdleTimeout, idle < Deadline.longest, outcome.response.body.bytes == nil {
-            outcome.response.body = outcome.response.body.idleLimited(idle)
+        return try await Deadline.run(until: deadline, attach: { task in lifecycle.attach(ticket) { _ in task.cancel() } }) {
+            try await next(exchange)
         }
-        return outcome
+    }
+
+    /// A streamed outcome whose body fails with kind `timeout` when a read brings nothing for
+    /// the body idle timeout.
+    @inline(never)
+    private func idleLimited(_ outcome: Outcome) -> Outcome {
+        guard let idle = self.bodyIdleTimeout, idle < Deadline.longest, outcome.response.body.bytes == nil else { return outcome }
+        var limited = outcome
+        limited.response.body = outcome.response.body.idleLimited(idle)
+        return limited
     }
 }
 
@@ -115,18 +141,29 @@ enum Deadline {
         let task = Task { try await work() }
         attach?(task)
         let watch = DeadlineWatch.shared.watch(until: deadline) { task.cancel() }
-        let result = await withTaskCancellationHandler {
-            await task.result
-        } onCancel: {
-            task.cancel()
+        let value: Result
+        do {
+            value = try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                task.cancel()
+            }
+        } catch {
+            throw Self.ended(watch, failure: error)
         }
         // Work that ended because the deadline cancelled it (a body cut short, a wait given up)
         // is a timeout, never a success — unless the caller itself was cancelled.
-        if DeadlineWatch.shared.end(watch), !Task.isCancelled {
-            if case .failure(let error as CourierError) = result, error.kind == .timeout { throw error }
-            throw CourierError.timeout(underlying: result.failure)
-        }
-        return try result.get()
+        if DeadlineWatch.shared.end(watch), !Task.isCancelled { throw CourierError.timeout(underlying: nil) }
+        return value
+    }
+
+    /// Ends the watch of work that failed: the error it fails with is a timeout when the
+    /// deadline had fired (and the caller was not cancelled), else the work's own.
+    @inline(never)
+    private static func ended(_ watch: UInt64, failure error: any Error) -> any Error {
+        guard DeadlineWatch.shared.end(watch), !Task.isCancelled else { return error }
+        if let failure = error as? CourierError, failure.kind == .timeout { return failure }
+        return CourierError.timeout(underlying: error)
     }
 }
 
@@ -221,13 +258,6 @@ final class DeadlineWatch: @unchecked Sendable {
             }
             Thread.sleep(forTimeInterval: 0.1)
         }
-    }
-}
-
-extension Result {
-    fileprivate var failure: Failure? {
-        if case .failure(let error) = self { return error }
-        return nil
     }
 }
 

@@ -14,8 +14,16 @@ struct DecodeStage: PipelineStage {
     var name: String { "decode" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
-        var outcome = try await next(exchange)
+        let outcome = try await next(exchange)
         guard !exchange.mode.isStream else { return outcome }
+        return try self.decoded(outcome, exchange)
+    }
+
+    /// The outcome with its value decoded (synchronous and apart from `run`, so its temporaries
+    /// stay out of the async frame).
+    @inline(never)
+    private func decoded(_ received: Outcome, _ exchange: RequestExchange) throws -> Outcome {
+        var outcome = received
         let payload = outcome.payload ?? outcome.body
         // A cache hit's stored payload is already unboxed, whatever the wire protocol.
         let reuse = outcome.cacheKey.map { (key: $0, values: self.values) }

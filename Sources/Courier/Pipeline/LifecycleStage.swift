@@ -17,12 +17,17 @@ struct LifecycleStage: PipelineStage {
             self.lifecycle.end(ticket)
             return outcome
         } catch {
-            if let reason = self.lifecycle.end(ticket) {
-                var failure = CourierError(.cancelled, reason)
-                failure.underlying = error
-                throw failure
-            }
-            throw error
+            throw self.ended(ticket, error)
         }
+    }
+
+    /// The error the request fails with once its ticket has ended: `cancelled` with the reason
+    /// when `cancelAll` ended it, else `error` itself.
+    @inline(never)
+    private func ended(_ ticket: UInt64, _ error: any Error) -> any Error {
+        guard let reason = self.lifecycle.end(ticket) else { return error }
+        var failure = CourierError(.cancelled, reason)
+        failure.underlying = error
+        return failure
     }
 }

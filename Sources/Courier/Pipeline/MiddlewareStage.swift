@@ -21,19 +21,45 @@ struct MiddlewareStage: PipelineStage {
     var name: String { "\(self.scope.rawValue)-middleware" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        if self.chainIsEmpty(exchange) { return try await next(exchange) }
+        return try await self.intercepted(exchange, next: next)
+    }
+
+    @inline(never)
+    private func chainIsEmpty(_ exchange: RequestExchange) -> Bool {
+        self.scope == .client ? self.clientMiddleware.isEmpty : exchange.endpoint.middleware.isEmpty
+    }
+
+    /// The exchange sent through the middleware of this stage's scope.
+    @inline(never)
+    private func intercepted(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         let chain = self.scope == .client ? self.clientMiddleware : exchange.endpoint.middleware
-        if chain.isEmpty { return try await next(exchange) }
-        let send = {
-            try await MiddlewareChain.send(exchange.request, through: chain, exchange: exchange) { request in
-                var inner = exchange
-                inner.request = request
-                return try await next(inner).response
-            }
+        let last = Self.last(exchange, next: next)
+        guard self.events.isActive else {
+            return Outcome(response: try await MiddlewareChain.send(exchange.request, through: chain, exchange: exchange, last: last))
         }
-        guard self.events.isActive else { return Outcome(response: try await send()) }
-        // Middleware (an authenticator) reports its own events through the task-local scope.
+        return try await self.interceptedObserved(exchange, chain: chain, last: last)
+    }
+
+    /// What the last middleware calls: the rest of the pipeline (made apart, so the exchange
+    /// it captures is not also held by the async frame).
+    @inline(never)
+    private static func last(_ exchange: RequestExchange, next: @escaping PipelineStageNext) -> Middleware.Next {
+        { request in
+            var inner = exchange
+            inner.request = request
+            return try await next(inner).response
+        }
+    }
+
+    /// ``intercepted(_:next:)`` with a monitor listening: middleware (an authenticator) reports
+    /// its own events through the task-local scope.
+    @inline(never)
+    private func interceptedObserved(_ exchange: RequestExchange, chain: [any Middleware], last: @escaping Middleware.Next) async throws -> Outcome {
         let scope = MonitorScope(events: self.events, request: exchange.request)
-        return Outcome(response: try await MonitorScope.$current.withValue(scope) { try await send() })
+        return Outcome(response: try await MonitorScope.$current.withValue(scope) {
+            try await MiddlewareChain.send(exchange.request, through: chain, exchange: exchange, last: last)
+        })
     }
 }
 
@@ -76,31 +102,58 @@ struct RetryStage: PipelineStage {
     var name: String { "retry" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
-        let policy = exchange.endpoint.retryPolicy ?? self.defaultPolicy
+        // An exchange arrives as attempt 1 (only this stage numbers attempts, on its own copies);
+        // then the first attempt needs no copy of it, and its frame stays small.
+        guard exchange.request.attempt == 1 else { return try await self.renumbered(exchange, next: next) }
         self.budget.recordRequest()
-        var first = exchange
-        first.request.attempt = 1
         exchange.record.setAttempt(1)
-        let result: Result<Outcome, any Error>
+        let outcome: Outcome
         do {
-            result = .success(try await next(first))
+            outcome = try await next(exchange)
         } catch {
-            result = .failure(error)
+            return try await self.retrying(exchange, afterError: error, next: next)
         }
-        guard policy.maxAttempts > 1, !Task.isCancelled else { return try result.get() }
-        if case .success(let outcome) = result, !policy.retryableStatuses.contains(outcome.response.status.code) {
-            return outcome
+        if self.mayRetry(exchange, status: outcome.response.status.code) {
+            return try await self.retrying(exchange, afterResponse: outcome, next: next)
         }
-        return try await self.retrying(exchange, after: result, policy: policy, next: next)
+        return outcome
     }
 
-    /// The attempts after the first, while the policy and the budget allow; `first` failed or
-    /// has a retryable status (checked by `run`). Apart from `run` so that the first attempt's
-    /// async frame stays small (the common case never retries).
+    /// ``retrying(_:after:next:)`` after a first attempt that failed.
+    @inline(never)
+    private func retrying(_ exchange: RequestExchange, afterError error: any Error, next: @escaping PipelineStageNext) async throws -> Outcome {
+        try await self.retrying(exchange, after: .failure(error), next: next)
+    }
+
+    /// ``retrying(_:after:next:)`` after a first attempt answered with a status the policy retries.
+    @inline(never)
+    private func retrying(_ exchange: RequestExchange, afterResponse outcome: Outcome, next: @escaping PipelineStageNext) async throws -> Outcome {
+        try await self.retrying(exchange, after: .success(outcome), next: next)
+    }
+
+    /// The exchange as attempt 1, through `run`.
+    @inline(never)
+    private func renumbered(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        var first = exchange
+        first.request.attempt = 1
+        return try await self.run(first, next: next)
+    }
+
+    /// Whether the policy may send the request again after a response with `status`.
+    @inline(never)
+    private func mayRetry(_ exchange: RequestExchange, status: Int) -> Bool {
+        let policy = exchange.endpoint.retryPolicy ?? self.defaultPolicy
+        return policy.maxAttempts > 1 && policy.retryableStatuses.contains(status)
+    }
+
+    /// The attempts after the first, while the policy and the budget allow. Apart from `run` so
+    /// that the first attempt's async frame stays small (the common case never retries).
     @inline(never)
     private func retrying(
-        _ exchange: RequestExchange, after first: Result<Outcome, any Error>, policy: RetryPolicy, next: @escaping PipelineStageNext
+        _ exchange: RequestExchange, after first: Result<Outcome, any Error>, next: @escaping PipelineStageNext
     ) async throws -> Outcome {
+        let policy = exchange.endpoint.retryPolicy ?? self.defaultPolicy
+        guard policy.maxAttempts > 1, !Task.isCancelled else { return try first.get() }
         var current = exchange
         var number = 1
         var result = first
@@ -181,25 +234,39 @@ struct RedirectStage: PipelineStage {
     static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        // The first hop (hop 0, as the exchange arrives) in a small frame; a redirect is followed
+        // apart, in a frame of its own that only requests with a redirect allocate.
+        let response = try await next(exchange).response
+        if self.policy.maxRedirects > 0, Self.redirectStatuses.contains(response.status.code) {
+            return try await self.follow(exchange, from: response, next: next)
+        }
+        return Outcome(response: response)
+    }
+
+    /// Follows the redirect `first` answered with, hop by hop, while the policy allows.
+    @inline(never)
+    private func follow(_ exchange: RequestExchange, from first: RawResponse, next: @escaping PipelineStageNext) async throws -> Outcome {
         var request = exchange.request
         var visited: Set<String> = []
         var hops = 0
+        var response = first
         while true {
-            var response: RawResponse
-            var hopExchange = exchange
-            hopExchange.request = request
-            hopExchange.hop = hops
-            let hop = hopExchange
-            // URLs are parsed only once a redirect happens: most requests have none.
-            if hops > 0, let origin = exchange.request.url, let url = request.url, Self.sameOrigin(origin, url) {
-                let perHop = (self.clientMiddleware + exchange.endpoint.middleware).filter { $0 is any PerHopMiddleware }
-                response = try await MiddlewareChain.send(request, through: perHop, exchange: hop) { request in
-                    var inner = hop
-                    inner.request = request
-                    return try await next(inner).response
+            if hops > 0 {
+                var hopExchange = exchange
+                hopExchange.request = request
+                hopExchange.hop = hops
+                let hop = hopExchange
+                // URLs are parsed only once a redirect happens: most requests have none.
+                if let origin = exchange.request.url, let url = request.url, Self.sameOrigin(origin, url) {
+                    let perHop = (self.clientMiddleware + exchange.endpoint.middleware).filter { $0 is any PerHopMiddleware }
+                    response = try await MiddlewareChain.send(request, through: perHop, exchange: hop) { request in
+                        var inner = hop
+                        inner.request = request
+                        return try await next(inner).response
+                    }
+                } else {
+                    response = try await next(hop).response
                 }
-            } else {
-                response = try await next(hop).response
             }
             guard self.policy.maxRedirects > 0,
                   Self.redirectStatuses.contains(response.status.code),
@@ -292,6 +359,13 @@ struct TransportStage: PipelineStage {
             exchange.record.received(status: response.status.code, version: response.version)
             return Outcome(response: response)
         }
+        return try await self.sendObserved(exchange)
+    }
+
+    /// The exchange sent with the monitors told of the attempt, its failure or its response
+    /// (apart from `run`, so that exchanges without monitors allocate a small frame).
+    @inline(never)
+    private func sendObserved(_ exchange: RequestExchange) async throws -> Outcome {
         var request = exchange.request
         let started = AttemptEvent(request: request, attempt: request.attempt, hop: exchange.hop)
         self.events.emit { $0.attemptStarted(started) }

@@ -10,26 +10,39 @@ struct ObserveStage: PipelineStage {
     var name: String { "observe" }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
-        let events = self.events
-        events.emit(exchange.request) { $0.requestStarted($1) }
-        var outcome: Outcome
+        self.events.emit(exchange.request) { $0.requestStarted($1) }
+        let outcome: Outcome
         do {
             outcome = try await next(exchange)
         } catch {
-            var failure = CourierError.wrap(error)
-            if Task.isCancelled, failure.kind == .transport {
-                let context = failure.context
-                failure = .cancelled(underlying: failure)
-                failure.context = context
-            }
-            events.failed(exchange.request, failure: failure, start: exchange.start, record: exchange.record)
+            self.failed(exchange, error)
             throw error
         }
+        return self.finished(outcome, exchange)
+    }
+
+    /// Tells the monitors the request failed (or was cancelled). Synchronous and apart from
+    /// `run`, so that its values stay out of the async frame every request allocates.
+    @inline(never)
+    private func failed(_ exchange: RequestExchange, _ error: any Error) {
+        var failure = CourierError.wrap(error)
+        if Task.isCancelled, failure.kind == .transport {
+            let context = failure.context
+            failure = .cancelled(underlying: failure)
+            failure.context = context
+        }
+        self.events.failed(exchange.request, failure: failure, start: exchange.start, record: exchange.record)
+    }
+
+    /// The outcome with the request, URL, duration and record filled in; the monitors told it finished.
+    @inline(never)
+    private func finished(_ received: Outcome, _ exchange: RequestExchange) -> Outcome {
+        var outcome = received
         outcome.duration = .now - exchange.start
         outcome.urlString = outcome.response.url?.absoluteString ?? exchange.request.urlString
         outcome.request = exchange.request
         outcome.record = exchange.record
-        guard events.isActive, exchange.mode != .download else { return outcome }
+        guard self.events.isActive, exchange.mode != .download else { return outcome }
         let fromStore = outcome.source == .cache || outcome.source == .stale
         let result = EventHub.result(
             response: outcome.response.head, body: exchange.mode.isStream ? nil : outcome.body,
@@ -38,7 +51,7 @@ struct ObserveStage: PipelineStage {
             source: outcome.source, age: outcome.age, start: exchange.start, url: outcome.urlString,
             record: exchange.record, delivery: exchange.mode.isStream ? .streaming : .collected
         )
-        events.emit(exchange.request) { $0.requestFinished($1, result: result) }
+        self.events.emit(exchange.request) { $0.requestFinished($1, result: result) }
         return outcome
     }
 }

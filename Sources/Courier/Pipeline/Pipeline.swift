@@ -93,10 +93,17 @@ private struct StageList {
                 do {
                     return try await stage.run(exchange, next: inner)
                 } catch {
-                    throw ErrorContext.attach(error, stage: stage.name, exchange: exchange)
+                    throw Self.attach(error, stage: stage, exchange: exchange)
                 }
             }
         }
+    }
+
+    /// The error with the stage's name and the exchange's context (apart from the link, so
+    /// that its values stay out of the link's async frame).
+    @inline(never)
+    private static func attach<Stage: PipelineStage>(_ error: any Error, stage: Stage, exchange: RequestExchange) -> any Error {
+        ErrorContext.attach(error, stage: stage.name, exchange: exchange)
     }
 }
 
@@ -177,6 +184,14 @@ struct RequestExchange: Sendable {
         get { self.cacheRunBox?.run }
         set { self.cacheRunBox = newValue.map(CacheRunBox.init) }
     }
+    /// Whether a response with `status` is the 304 that answers the cache's own revalidation
+    /// (read in the box, without copying the decision out).
+    func answersRevalidation(status: Int) -> Bool {
+        guard status == 304, let box = self.cacheRunBox else { return false }
+        return ResponseCache.isNotModified(box.run, status: status)
+    }
+    /// Whether the cache made a decision for this request.
+    var hasCacheRun: Bool { self.cacheRunBox != nil }
     /// The cache policy in force (the endpoint's, an override, or the client's).
     var cachePolicy: CachePolicy { self.fixed.cachePolicy }
     /// The wire protocol and call, set by the wire stage (`nil` protocol: REST pass-through).

@@ -24,12 +24,29 @@ struct WireStage: PipelineStage {
     }
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        if self.passesThrough(exchange) { return try await next(exchange) }
+        return try await self.boxed(exchange, next: next)
+    }
+
+    /// Whether the exchange goes to the wire as it is (REST). Synchronous and apart from `run`,
+    /// as the other helpers of the stages: values that live only between two waits stay on the
+    /// thread's stack, and the async frame every request allocates from its task stays small.
+    @inline(never)
+    private func passesThrough(_ exchange: RequestExchange) -> Bool {
         let endpoint = exchange.endpoint
-        if endpoint.wire == nil, endpoint.service == nil, self.defaultIsREST {
-            return try await next(exchange)
-        }
-        let wire = endpoint.wire ?? endpoint.service.flatMap { self.wireProtocols[$0] } ?? self.defaultWire
-        if wire is RESTProtocol { return try await next(exchange) }
+        if endpoint.wire == nil, endpoint.service == nil, self.defaultIsREST { return true }
+        return self.wire(for: endpoint) is RESTProtocol
+    }
+
+    private func wire(for endpoint: EndpointDescription) -> any WireProtocol {
+        endpoint.wire ?? endpoint.service.flatMap { self.wireProtocols[$0] } ?? self.defaultWire
+    }
+
+    /// The exchange boxed by its wire protocol, sent, and its answer unboxed.
+    @inline(never)
+    private func boxed(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+        let endpoint = exchange.endpoint
+        let wire = self.wire(for: endpoint)
         var exchange = exchange
         let id = self.callIDs.withLock { value -> Int in
             value += 1
@@ -45,8 +62,7 @@ struct WireStage: PipelineStage {
         exchange.call = call
         exchange.readsBody = true
         var outcome = try await next(exchange)
-        guard !exchange.mode.isStream, !call.isNotification,
-              !ResponseCache.isNotModified(exchange.cacheRun, status: outcome.response.status.code)
+        guard !exchange.mode.isStream, !call.isNotification, !exchange.answersRevalidation(status: outcome.response.status.code)
         else { return outcome }
         outcome.payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
         outcome.payloadMayBeCached = wire.payloadMayBeCached
@@ -63,11 +79,14 @@ struct StatusCheckStage: PipelineStage {
 
     func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
         let outcome = try await next(exchange)
-        let status = outcome.response.status.code
-        if exchange.endpoint.acceptedStatuses.contains(status) || ResponseCache.isNotModified(exchange.cacheRun, status: status) {
-            return outcome
-        }
+        if Self.accepts(exchange, status: outcome.response.status.code) { return outcome }
         try await self.fail(outcome.response, deadline: exchange.request.deadline)
+    }
+
+    /// Whether the status is one the endpoint accepts, or the 304 the cache's revalidation asked for.
+    @inline(never)
+    static func accepts(_ exchange: RequestExchange, status: Int) -> Bool {
+        exchange.endpoint.acceptedStatuses.contains(status) || exchange.answersRevalidation(status: status)
     }
 
     /// Throws kind `httpStatus` for the response, its body read up to the maximum response size.

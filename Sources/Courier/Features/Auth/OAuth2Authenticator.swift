@@ -213,7 +213,13 @@ public final class OAuth2Authenticator: Middleware {
 
     /// Adds the bearer token, refreshing it when needed, and retries once after a 401.
     public func intercept(_ request: Request, next: Next) async throws -> RawResponse {
-        let token = try await self.validToken(replacing: nil, deadline: request.deadline)
+        // A token that is still good is taken without the (large) async frame of the wait for one.
+        let token: OAuth2Token
+        if let current = self.usableToken() {
+            token = current
+        } else {
+            token = try await self.validToken(replacing: nil, deadline: request.deadline)
+        }
         var authorized = request
         authorized.head.headerFields[.authorization] = "Bearer \(token.accessToken)"
         let response = try await next(authorized)
@@ -268,6 +274,18 @@ public final class OAuth2Authenticator: Middleware {
     /// The token to send. With `stale`, the caller got a 401 with that token: a different current
     /// token is returned as is; the same one is refreshed. Waits end at `deadline` or on
     /// cancellation.
+    /// The current token when it is good beyond the refresh margin; `nil` when the caller must
+    /// go through ``validToken(replacing:deadline:)`` (signed out, none yet, or about to expire).
+    @inline(never)
+    private func usableToken() -> OAuth2Token? {
+        self.state.withLock { state in
+            guard !state.signedOut, let token = state.token,
+                  !token.expires(within: self.refreshMargin(for: token, receivedAt: state.receivedAt))
+            else { return nil }
+            return token
+        }
+    }
+
     private func validToken(replacing stale: String?, deadline: ContinuousClock.Instant?) async throws -> OAuth2Token {
         var stale = stale
         while true {

@@ -72,6 +72,13 @@ public struct RequestSigner: Middleware {
 
     /// Adds the timestamp, nonce and signature headers.
     public func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+        try await next(self.signed(request))
+    }
+
+    /// The request with its timestamp, nonce and signature fields (synchronous and apart from
+    /// `intercept`, so that its values stay out of the async frame).
+    @inline(never)
+    private func signed(_ request: Request) throws -> Request {
         var signed = request
         let body: Data
         if let requestBody = request.body {
@@ -87,7 +94,7 @@ public struct RequestSigner: Middleware {
         signed.head.headerFields[self.headers.nonce] = nonce
         signed.head.headerFields[self.headers.signature] = SignatureCanonicalForm.mac(text, key: self.key)
         if let keyID = self.keyID { signed.head.headerFields[self.headers.keyID] = keyID }
-        return try await next(signed)
+        return signed
     }
 }
 
