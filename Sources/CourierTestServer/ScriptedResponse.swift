@@ -25,6 +25,9 @@ public struct ScriptedResponse: Sendable {
         /// Send the body in writes of `size` bytes, flushed together (HTTP/2: one DATA frame each,
         /// back to back; HTTP/1.1: with `Content-Length`, as one stream of bytes).
         case pieces(size: Int)
+        /// Send the head and the first `bytes` bytes of the body in writes of `size` bytes,
+        /// flushed together (HTTP/2: one DATA frame each), then wait `duration` before the rest.
+        case piecesThenStall(size: Int, afterBytes: Int, Duration)
         /// Send `length` bytes of filler (the letter `a`) with `Content-Length`, as fast as the
         /// client reads them, without holding them in memory (for bulk-transfer benchmarks).
         case generated(length: Int)

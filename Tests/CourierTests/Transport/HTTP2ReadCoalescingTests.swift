@@ -13,6 +13,7 @@ import Testing
 /// - coalescing × the response size limit
 /// - coalescing × content decoding (a gzip body cut into frames, collected and streamed)
 /// - coalescing × HEAD and 204 (a stream that ends with its HEADERS frame, no DATA)
+/// - coalescing × the body idle timeout (a burst of frames, then a stall)
 ///
 /// AsyncHTTPClient only: the frames are HTTP/2's, and URLSessionTransport on Linux
 /// (FoundationNetworking) cannot be given the test CA, so it does not speak HTTP/2 to the test
@@ -164,6 +165,36 @@ struct HTTP2ReadCoalescingTests {
             #expect(empty.value.isEmpty)
             // The connection is still good for a body after them.
             #expect(try await client.send(Endpoint<Data>(path: "/pieces/52/70000", decoding: .data)) == payload(70_000, seed: 52))
+        }
+    }
+
+    @Test
+    func aBurstThenAStallGivesEveryByteOfTheBurstThenTheIdleTimeout() async throws {
+        // 40 frames flushed together, then nothing for 30 s: the joined bytes must reach the
+        // reader at once (the coalescer holds nothing past the end of a delivery of reads), and
+        // the stall must still end the stream with kind `timeout` after the idle timeout.
+        let body = payload(100_000, seed: 71)
+        let server = try await tlsServer { _ in
+            ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/octet-stream")], body: body,
+                behaviour: .piecesThenStall(size: Self.frame, afterBytes: 40 * Self.frame, .seconds(30))
+            )
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.bodyIdleTimeout = .seconds(1) }) { client in
+            let stream = try await client.stream(Endpoint<Data>(path: "/stall", decoding: .data))
+            #expect(stream.version == .http2)
+            var received = Data()
+            var chunks = 0
+            let error = await expectCourierError {
+                for try await chunk in stream.body {
+                    received.append(chunk)
+                    chunks += 1
+                }
+            }
+            #expect(error?.kind == .timeout)
+            #expect(received == body.prefix(40 * Self.frame))
+            // Joined: fewer chunks than the 40 frames that came.
+            #expect(chunks < 40)
         }
     }
 }
