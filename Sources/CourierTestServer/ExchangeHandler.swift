@@ -198,6 +198,16 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
                 }
             }
             self.finish(keepAlive: keepAlive, context: context)
+        case .piecesWithTrailers(let size, let trailers):
+            self.writeHead(response, chunked: false, context: context)
+            if bodyAllowed {
+                var rest = response.body[...]
+                while !rest.isEmpty {
+                    self.writeBody(rest.prefix(max(1, size)), context: context)
+                    rest = rest.dropFirst(max(1, size))
+                }
+            }
+            self.finish(keepAlive: keepAlive, trailers: self.raw ? nil : HTTPHeaders(trailers), context: context)
         case .chunked(let size, let delay):
             self.writeHead(response, chunked: true, context: context)
             self.sendChunks(response.body[...], size: max(1, size), delay: delay, keepAlive: keepAlive, context: context)
@@ -326,12 +336,12 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Ends the response. It counts as delivered only once every byte has been written to the
     /// socket: a client that hangs up before that has abandoned it, even if the handler has
     /// queued the whole body.
-    private func finish(keepAlive: Bool, context: ChannelHandlerContext) {
+    private func finish(keepAlive: Bool, trailers: HTTPHeaders? = nil, context: ChannelHandlerContext) {
         let written = context.eventLoop.makePromise(of: Void.self)
         if self.raw {
             context.writeAndFlush(NIOAny(context.channel.allocator.buffer(capacity: 0)), promise: written)
         } else {
-            context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: written)
+            context.writeAndFlush(self.wrapOutboundOut(.end(trailers)), promise: written)
         }
         written.futureResult.assumeIsolated().whenSuccess {
             self.responding = false

@@ -28,6 +28,9 @@ public struct ScriptedResponse: Sendable {
         /// Send the head and the first `bytes` bytes of the body in writes of `size` bytes,
         /// flushed together (HTTP/2: one DATA frame each), then wait `duration` before the rest.
         case piecesThenStall(size: Int, afterBytes: Int, Duration)
+        /// Send the body as ``pieces(size:)`` does, then these trailer fields (HTTP/2: a HEADERS
+        /// frame that ends the stream after the DATA frames; HTTP/1.1: no trailers are sent).
+        case piecesWithTrailers(size: Int, trailers: [(String, String)])
         /// Send `length` bytes of filler (the letter `a`) with `Content-Length`, as fast as the
         /// client reads them, without holding them in memory (for bulk-transfer benchmarks).
         case generated(length: Int)

@@ -14,6 +14,7 @@ import Testing
 /// - coalescing × content decoding (a gzip body cut into frames, collected and streamed)
 /// - coalescing × HEAD and 204 (a stream that ends with its HEADERS frame, no DATA)
 /// - coalescing × the body idle timeout (a burst of frames, then a stall)
+/// - coalescing × trailers (a HEADERS frame that ends the stream after the DATA frames)
 ///
 /// AsyncHTTPClient only: the frames are HTTP/2's, and URLSessionTransport on Linux
 /// (FoundationNetworking) cannot be given the test CA, so it does not speak HTTP/2 to the test
@@ -195,6 +196,30 @@ struct HTTP2ReadCoalescingTests {
             #expect(received == body.prefix(40 * Self.frame))
             // Joined: fewer chunks than the 40 frames that came.
             #expect(chunks < 40)
+        }
+    }
+
+    @Test
+    func trailersAfterTheFramesEndTheBodyWhole() async throws {
+        // RFC 9113 §8.1: trailers are a HEADERS frame after the DATA frames, ending the stream.
+        // The coalescer passes the bytes it holds on before any frame that is not DATA, so the
+        // body ends whole and in order, collected and streamed.
+        let body = payload(200_000, seed: 81)
+        let server = try await tlsServer { _ in
+            ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/octet-stream")], body: body,
+                behaviour: .piecesWithTrailers(size: Self.frame, trailers: [("x-checksum", "done"), ("grpc-status", "0")])
+            )
+        }
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let collected = try await client.response(Endpoint<Data>(path: "/trailers", decoding: .data))
+            #expect(collected.version == .http2)
+            #expect(collected.value == body)
+            let (_, chunks) = try await Self.chunks(client, "/trailers")
+            #expect(chunks.reduce(Data(), +) == body)
+            #expect(chunks.count < 196)
+            // The connection still serves the next stream.
+            #expect(try await client.send(Endpoint<Data>(path: "/trailers", decoding: .data)) == body)
         }
     }
 }
