@@ -160,11 +160,7 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
         case .piecesThenStall(let size, let bytes, let duration):
             self.writeHead(response, chunked: false, context: context)
-            var first = response.body.prefix(bytes)
-            while !first.isEmpty {
-                self.writeBody(first.prefix(max(1, size)), context: context)
-                first = first.dropFirst(max(1, size))
-            }
+            self.writePieces(response.body.prefix(bytes), size: size, context: context)
             context.flush()
             loop.scheduleTask(in: Self.timeAmount(duration)) {
                 guard self.active else { return }
@@ -190,23 +186,11 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.finish(keepAlive: keepAlive, context: context)
         case .pieces(let size):
             self.writeHead(response, chunked: false, context: context)
-            if bodyAllowed {
-                var rest = response.body[...]
-                while !rest.isEmpty {
-                    self.writeBody(rest.prefix(max(1, size)), context: context)
-                    rest = rest.dropFirst(max(1, size))
-                }
-            }
+            if bodyAllowed { self.writePieces(response.body[...], size: size, context: context) }
             self.finish(keepAlive: keepAlive, context: context)
         case .piecesWithTrailers(let size, let trailers):
             self.writeHead(response, chunked: false, context: context)
-            if bodyAllowed {
-                var rest = response.body[...]
-                while !rest.isEmpty {
-                    self.writeBody(rest.prefix(max(1, size)), context: context)
-                    rest = rest.dropFirst(max(1, size))
-                }
-            }
+            if bodyAllowed { self.writePieces(response.body[...], size: size, context: context) }
             self.finish(keepAlive: keepAlive, trailers: self.raw ? nil : HTTPHeaders(trailers), context: context)
         case .chunked(let size, let delay):
             self.writeHead(response, chunked: true, context: context)
@@ -310,6 +294,15 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         let head = HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
         context.write(self.wrapOutboundOut(.head(head)), promise: nil)
+    }
+
+    /// Writes `bytes` in writes of `size` bytes (HTTP/2: one DATA frame each), without flushing.
+    private func writePieces(_ bytes: Data.SubSequence, size: Int, context: ChannelHandlerContext) {
+        var rest = bytes
+        while !rest.isEmpty {
+            self.writeBody(rest.prefix(max(1, size)), context: context)
+            rest = rest.dropFirst(max(1, size))
+        }
     }
 
     private func writeBody(_ bytes: Data.SubSequence, context: ChannelHandlerContext) {

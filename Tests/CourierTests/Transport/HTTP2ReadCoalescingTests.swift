@@ -41,6 +41,13 @@ struct HTTP2ReadCoalescingTests {
         }
     }
 
+    /// A server answering every request with `body`, sent the way `behaviour` says.
+    static func server(answering body: Data, _ behaviour: ScriptedResponse.Behaviour) async throws -> TestServer {
+        try await tlsServer { _ in
+            ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: body, behaviour: behaviour)
+        }
+    }
+
     /// The chunks of a streamed body, in order.
     static func chunks(_ client: Client, _ path: String) async throws -> (version: HTTPVersion, chunks: [Data]) {
         let response = try await client.stream(Endpoint<Data>(path: path, decoding: .data))
@@ -175,12 +182,7 @@ struct HTTP2ReadCoalescingTests {
         // reader at once (the coalescer holds nothing past the end of a delivery of reads), and
         // the stall must still end the stream with kind `timeout` after the idle timeout.
         let body = payload(100_000, seed: 71)
-        let server = try await tlsServer { _ in
-            ScriptedResponse(
-                status: 200, headers: [("Content-Type", "application/octet-stream")], body: body,
-                behaviour: .piecesThenStall(size: Self.frame, afterBytes: 40 * Self.frame, .seconds(30))
-            )
-        }
+        let server = try await Self.server(answering: body, .piecesThenStall(size: Self.frame, afterBytes: 40 * Self.frame, .seconds(30)))
         try await withClient(.asyncHTTPClient, server: server, configure: { $0.bodyIdleTimeout = .seconds(1) }) { client in
             let stream = try await client.stream(Endpoint<Data>(path: "/stall", decoding: .data))
             #expect(stream.version == .http2)
@@ -205,12 +207,7 @@ struct HTTP2ReadCoalescingTests {
         // The coalescer passes the bytes it holds on before any frame that is not DATA, so the
         // body ends whole and in order, collected and streamed.
         let body = payload(200_000, seed: 81)
-        let server = try await tlsServer { _ in
-            ScriptedResponse(
-                status: 200, headers: [("Content-Type", "application/octet-stream")], body: body,
-                behaviour: .piecesWithTrailers(size: Self.frame, trailers: [("x-checksum", "done"), ("grpc-status", "0")])
-            )
-        }
+        let server = try await Self.server(answering: body, .piecesWithTrailers(size: Self.frame, trailers: [("x-checksum", "done"), ("grpc-status", "0")]))
         try await withClient(.asyncHTTPClient, server: server) { client in
             let collected = try await client.response(Endpoint<Data>(path: "/trailers", decoding: .data))
             #expect(collected.version == .http2)
