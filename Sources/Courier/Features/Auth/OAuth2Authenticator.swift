@@ -271,9 +271,6 @@ public final class OAuth2Authenticator: Middleware {
         return min(self.configuration.refreshMargin, .milliseconds(Int64(halfLifetime * 1000)))
     }
 
-    /// The token to send. With `stale`, the caller got a 401 with that token: a different current
-    /// token is returned as is; the same one is refreshed. Waits end at `deadline` or on
-    /// cancellation.
     /// The current token when it is good beyond the refresh margin; `nil` when the caller must
     /// go through ``validToken(replacing:deadline:)`` (signed out, none yet, or about to expire).
     @inline(never)
@@ -286,6 +283,9 @@ public final class OAuth2Authenticator: Middleware {
         }
     }
 
+    /// The token to send. With `stale`, the caller got a 401 with that token: a different current
+    /// token is returned as is; the same one is refreshed. Waits end at `deadline` or on
+    /// cancellation.
     private func validToken(replacing stale: String?, deadline: ContinuousClock.Instant?) async throws -> OAuth2Token {
         var stale = stale
         while true {
