@@ -158,15 +158,6 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
                 self.writeBody(response.body.dropFirst(bytes), context: context)
                 self.finish(keepAlive: keepAlive, context: context)
             }
-        case .piecesThenStall(let size, let bytes, let duration):
-            self.writeHead(response, chunked: false, context: context)
-            self.writePieces(response.body.prefix(bytes), size: size, context: context)
-            context.flush()
-            loop.scheduleTask(in: Self.timeAmount(duration)) {
-                guard self.active else { return }
-                self.writeBody(response.body.dropFirst(bytes), context: context)
-                self.finish(keepAlive: keepAlive, context: context)
-            }
         case .malformed:
             self.responding = false
             self.writeRaw("HTTP/1.1 2OO NOT-A-STATUS\r\nthis is not a header line\r\n\r\n", context: context)

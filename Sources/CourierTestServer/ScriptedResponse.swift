@@ -25,9 +25,6 @@ public struct ScriptedResponse: Sendable {
         /// Send the body in writes of `size` bytes, flushed together (HTTP/2: one DATA frame each,
         /// back to back; HTTP/1.1: with `Content-Length`, as one stream of bytes).
         case pieces(size: Int)
-        /// Send the head and the first `bytes` bytes of the body in writes of `size` bytes,
-        /// flushed together (HTTP/2: one DATA frame each), then wait `duration` before the rest.
-        case piecesThenStall(size: Int, afterBytes: Int, Duration)
         /// Send the body as ``pieces(size:)`` does, then these trailer fields (HTTP/2: a HEADERS
         /// frame that ends the stream after the DATA frames; HTTP/1.1: no trailers are sent).
         case piecesWithTrailers(size: Int, trailers: [(String, String)])
