@@ -13,7 +13,7 @@ struct BuildStage: PipelineStage {
     let parts: ClientParts
     var name: String { "build" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         try await next(self.built(exchange))
     }
 

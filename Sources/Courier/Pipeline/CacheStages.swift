@@ -23,7 +23,7 @@ struct CacheLookupStage: PipelineStage {
     let events: EventHub
     var name: String { "cache-lookup" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, !exchange.mode.isStream else { return try await next(exchange) }
         guard self.events.isActive else { return try await self.lookUp(exchange, cache: cache, next: next) }
         return try await self.lookUpObserved(exchange, cache: cache, next: next)
@@ -31,7 +31,7 @@ struct CacheLookupStage: PipelineStage {
 
     /// ``lookUp(_:cache:next:)``, telling the monitors what the cache answered.
     @inline(never)
-    private func lookUpObserved(_ exchange: RequestExchange, cache: ResponseCache, next: @escaping PipelineStageNext) async throws -> Outcome {
+    private func lookUpObserved(_ exchange: RequestExchange, cache: ResponseCache, next: PipelineStageNext) async throws -> Outcome {
         let outcome = try await self.lookUp(exchange, cache: cache, next: next)
         switch outcome.source {
         case .cache, .stale:
@@ -51,7 +51,7 @@ struct CacheLookupStage: PipelineStage {
     /// on (stale-if-error, asking again as the caller did) functions of their own: the async
     /// frame every cached request allocates from its task stays small.
     @inline(never)
-    private func lookUp(_ exchange: RequestExchange, cache: ResponseCache, next: @escaping PipelineStageNext) async throws -> Outcome {
+    private func lookUp(_ exchange: RequestExchange, cache: ResponseCache, next: PipelineStageNext) async throws -> Outcome {
         let network: CacheNetworkRequest
         switch try Self.decide(exchange, cache: cache, next: next) {
         case .answered(let outcome): return outcome
@@ -71,7 +71,7 @@ struct CacheLookupStage: PipelineStage {
     /// What the cache does before the network: answer (a usable stored response, or the 504 of
     /// `only-if-cached`), or send the exchange with its decision.
     @inline(never)
-    private static func decide(_ asked: RequestExchange, cache: ResponseCache, next: @escaping PipelineStageNext) throws -> CacheDecision {
+    private static func decide(_ asked: RequestExchange, cache: ResponseCache, next: PipelineStageNext) throws -> CacheDecision {
         var exchange = asked
         var planned = cache.begin(exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
         let accepted = exchange.endpoint.acceptedStatuses
@@ -130,7 +130,7 @@ struct CacheLookupStage: PipelineStage {
     /// the request as the caller asked it when the origin refused the missing range; else the error.
     @inline(never)
     private static func recover(
-        from failure: any Error, _ network: CacheNetworkRequest, cache: ResponseCache, next: @escaping PipelineStageNext
+        from failure: any Error, _ network: CacheNetworkRequest, cache: ResponseCache, next: PipelineStageNext
     ) async throws -> Outcome {
         guard let error = failure as? CourierError else { throw failure }
         let run = network.run
@@ -148,7 +148,7 @@ struct CacheLookupStage: PipelineStage {
 
     /// The caller's own request, when completing a partial entry does not work out.
     @inline(never)
-    private static func askAsAsked(_ network: CacheNetworkRequest, cache: ResponseCache, next: @escaping PipelineStageNext) async throws -> Outcome {
+    private static func askAsAsked(_ network: CacheNetworkRequest, cache: ResponseCache, next: PipelineStageNext) async throws -> Outcome {
         var plain = network.original ?? network.exchange
         var run = network.run
         run.action = .fetch
@@ -204,7 +204,7 @@ struct CacheLookupStage: PipelineStage {
     /// deadline is the caller's; it is not cancelled with the caller. A failure leaves the
     /// stored response as it is.
     static func revalidateInBackground(
-        _ exchange: RequestExchange, run: CacheRun, conditions: HTTPFields, next: @escaping PipelineStageNext, done: @escaping @Sendable () -> Void
+        _ exchange: RequestExchange, run: CacheRun, conditions: HTTPFields, next: PipelineStageNext, done: @escaping @Sendable () -> Void
     ) {
         var background = exchange
         background.request.head.headerFields.append(contentsOf: conditions)
@@ -247,7 +247,7 @@ struct CacheStoreStage: PipelineStage {
     let events: EventHub
     var name: String { "cache-store" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, exchange.hasCacheRun else { return try await next(exchange) }
         return try await self.store(exchange, cache: cache, next: next)
     }
@@ -255,7 +255,7 @@ struct CacheStoreStage: PipelineStage {
     /// The exchange sent, and what it brings stored (apart from `run`: most exchanges carry no
     /// cache decision, and their frame does not hold one).
     @inline(never)
-    private func store(_ exchange: RequestExchange, cache: ResponseCache, next: @escaping PipelineStageNext) async throws -> Outcome {
+    private func store(_ exchange: RequestExchange, cache: ResponseCache, next: PipelineStageNext) async throws -> Outcome {
         guard let run = exchange.cacheRun else { return try await next(exchange) }
         let outcome = try await next(exchange)
         guard self.events.isActive else { return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) }
@@ -282,7 +282,7 @@ struct DeduplicationStage: PipelineStage {
     let lifecycle: Lifecycle
     var name: String { "deduplication" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         if self.isShared(exchange) { return try await self.share(exchange, next: next) }
         return try await next(exchange)
     }
@@ -295,7 +295,7 @@ struct DeduplicationStage: PipelineStage {
 
     /// The exchange sent once for every identical one in flight, or joined to the one that is.
     @inline(never)
-    private func share(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    private func share(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         guard let key = exchange.key else { return try await next(exchange) }
         // The closures are made in synchronous helpers: the exchange copies they capture never
         // sit in this async frame.
@@ -317,7 +317,7 @@ struct DeduplicationStage: PipelineStage {
     /// Waiters enforce their own deadlines; the shared exchange lives while anyone waits, at the
     /// highest priority among them (the deduplicator owns it, not the first caller).
     @inline(never)
-    private func fetch(_ exchange: RequestExchange, key: LogicalKey, next: @escaping PipelineStageNext) -> Deduplicator.Fetch {
+    private func fetch(_ exchange: RequestExchange, key: LogicalKey, next: PipelineStageNext) -> Deduplicator.Fetch {
         var sharing = exchange
         sharing.request.deadline = nil
         sharing.control = nil
@@ -378,7 +378,7 @@ struct ScheduleStage: PipelineStage {
     let lifecycle: Lifecycle
     var name: String { "schedule" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         let scheduler = self.scheduler
         let events = self.events
         let ticket = exchange.ticket ?? scheduler.makeTicket()

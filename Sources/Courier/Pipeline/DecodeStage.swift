@@ -13,7 +13,7 @@ struct DecodeStage: PipelineStage {
     let events: EventHub
     var name: String { "decode" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         let outcome = try await next(exchange)
         guard !exchange.mode.isStream else { return outcome }
         return try self.decoded(outcome, exchange)
@@ -137,7 +137,7 @@ struct ConstrainedStage: PipelineStage {
     let policy: ConstrainedPolicy
     var name: String { "constrained" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         if exchange.endpoint.isPrefetch {
             try await self.gate.admit(policy: self.policy)
         }

@@ -8,7 +8,7 @@ struct LifecycleStage: PipelineStage {
     let lifecycle: Lifecycle
     var name: String { "lifecycle" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         let ticket = try self.lifecycle.begin()
         var exchange = exchange
         exchange.lifecycleTicket = ticket

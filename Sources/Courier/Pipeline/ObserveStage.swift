@@ -9,7 +9,7 @@ struct ObserveStage: PipelineStage {
     let events: EventHub
     var name: String { "observe" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         self.events.emit(exchange.request) { $0.requestStarted($1) }
         let outcome: Outcome
         do {
@@ -63,7 +63,7 @@ struct ClassifyStage: PipelineStage {
     let onEvent: (@Sendable (CourierEvent) -> Void)?
     var name: String { "classify" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         do {
             return try await next(exchange)
         } catch {

@@ -65,9 +65,7 @@ final class Pipeline: Sendable {
         list.append(CookieStage(jar: client.configuration.cookies))
         list.append(TransportStage(transport: client.configuration.transport, events: client.events))
         self.stages = list.stages
-        var next: PipelineStageNext = { _ in
-            throw CourierError(.invalidRequest, "the pipeline ended without a transport")
-        }
+        var next = PipelineStageNext(PipelineLink())
         for link in list.links.reversed() {
             next = link(next)
         }
@@ -84,38 +82,74 @@ final class Pipeline: Sendable {
 /// name on the errors leaving it.
 private struct StageList {
     private(set) var stages: [any PipelineStage] = []
-    private(set) var links: [@Sendable (@escaping PipelineStageNext) -> PipelineStageNext] = []
+    private(set) var links: [(PipelineStageNext) -> PipelineStageNext] = []
 
     mutating func append<Stage: PipelineStage>(_ stage: Stage) {
         self.stages.append(stage)
-        self.links.append { inner in
-            { exchange in
-                do {
-                    return try await stage.run(exchange, next: inner)
-                } catch {
-                    throw Self.attach(error, stage: stage, exchange: exchange)
-                }
-            }
-        }
-    }
-
-    /// The error with the stage's name and the exchange's context (apart from the link, so
-    /// that its values stay out of the link's async frame).
-    @inline(never)
-    private static func attach<Stage: PipelineStage>(_ error: any Error, stage: Stage, exchange: RequestExchange) -> any Error {
-        ErrorContext.attach(error, stage: stage.name, exchange: exchange)
+        self.links.append { inner in PipelineStageNext(StageLink(stage: stage, next: inner)) }
     }
 }
 
-/// The rest of the pipeline below a stage.
-typealias PipelineStageNext = @Sendable (RequestExchange) async throws -> Outcome
+/// The rest of the pipeline below a stage: call it with the exchange to run every stage below.
+///
+/// A reference to the next link, not a closure: one method call per stage instead of a
+/// closure's forwarder and body (callgrind, HTTP/1.1, concurrency 8: about 1 % fewer
+/// instructions per request, within the measurement's run-to-run spread).
+struct PipelineStageNext: Sendable {
+    private let link: PipelineLink
+
+    fileprivate init(_ link: PipelineLink) {
+        self.link = link
+    }
+
+    /// Runs the exchange through the stages below.
+    func callAsFunction(_ exchange: RequestExchange) async throws -> Outcome {
+        try await self.link.run(exchange)
+    }
+}
+
+/// One link of the chain: runs its stage, with the rest of the chain as the stage's `next`.
+/// This base class is the end of the chain, after the last stage: reached only if the list had
+/// no transport stage. (`@unchecked` because a class that is subclassed cannot be checked; the
+/// links hold only constants of `Sendable` types.)
+private class PipelineLink: @unchecked Sendable {
+    func run(_ exchange: RequestExchange) async throws -> Outcome {
+        throw CourierError(.invalidRequest, "the pipeline ended without a transport")
+    }
+}
+
+/// The link of one stage: runs it and puts the stage's name on the errors leaving it.
+private final class StageLink<Stage: PipelineStage>: PipelineLink, @unchecked Sendable {
+    private let stage: Stage
+    private let next: PipelineStageNext
+
+    init(stage: Stage, next: PipelineStageNext) {
+        self.stage = stage
+        self.next = next
+    }
+
+    override func run(_ exchange: RequestExchange) async throws -> Outcome {
+        do {
+            return try await self.stage.run(exchange, next: self.next)
+        } catch {
+            throw Self.attach(error, stage: self.stage, exchange: exchange)
+        }
+    }
+
+    /// The error with the stage's name and the exchange's context (apart from `run`, so that
+    /// its values stay out of the link's async frame).
+    @inline(never)
+    private static func attach(_ error: any Error, stage: Stage, exchange: RequestExchange) -> any Error {
+        ErrorContext.attach(error, stage: stage.name, exchange: exchange)
+    }
+}
 
 /// One step of the pipeline, with one job.
 protocol PipelineStage: Sendable {
     /// The stage's name in errors (``ErrorContext/stage``).
     var name: String { get }
     /// Does the stage's work on the way down, calls `next`, and its work on the way up.
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome
 }
 
 /// How much of the response the caller takes.

@@ -23,7 +23,7 @@ struct WireStage: PipelineStage {
         self.defaultIsREST = configuration.defaultWireProtocol is RESTProtocol
     }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         if self.passesThrough(exchange) { return try await next(exchange) }
         return try await self.boxed(exchange, next: next)
     }
@@ -44,7 +44,7 @@ struct WireStage: PipelineStage {
 
     /// The exchange boxed by its wire protocol, sent, and its answer unboxed.
     @inline(never)
-    private func boxed(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    private func boxed(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         let endpoint = exchange.endpoint
         let wire = self.wire(for: endpoint)
         var exchange = exchange
@@ -77,7 +77,7 @@ struct StatusCheckStage: PipelineStage {
     let maxResponseSize: Int
     var name: String { "status-check" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         let outcome = try await next(exchange)
         if Self.accepts(exchange, status: outcome.response.status.code) { return outcome }
         try await self.fail(outcome.response, deadline: exchange.request.deadline)
@@ -109,7 +109,7 @@ struct CollectBodyStage: PipelineStage {
     let maxResponseSize: Int
     var name: String { "body" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         var outcome = try await next(exchange)
         guard !exchange.mode.isStream, outcome.response.body.bytes == nil else { return outcome }
         if !exchange.readsBody, exchange.endpoint.acceptedStatuses.contains(outcome.response.status.code) {
@@ -131,7 +131,7 @@ struct ContentDecodingStage: PipelineStage {
     let maxResponseSize: Int
     var name: String { "content-decoding" }
 
-    func run(_ exchange: RequestExchange, next: @escaping PipelineStageNext) async throws -> Outcome {
+    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         var outcome = try await next(exchange)
         if exchange.mode == .download { return outcome }
         outcome.response = try self.decoded(outcome.response, maxSize: exchange.mode.isStream ? nil : self.maxResponseSize)
