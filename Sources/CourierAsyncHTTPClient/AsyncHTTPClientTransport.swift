@@ -288,11 +288,11 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         // HTTPFields keeps each cookie as a field of its own (for HTTP/2 compression); on the wire
         // they are one `Cookie` field, joined by "; " (RFC 6265 §5.4: never more than one).
-        if let cookie = request.head.headerFields[.cookie] {
+        if let cookie = request.head.headerFields.combinedValue(.cookie) {
             headers.add(name: "Cookie", value: cookie)
         }
         if let body = request.body {
-            if let contentType = body.contentType, request.head.headerFields[.contentType] == nil {
+            if let contentType = body.contentType, !request.head.headerFields.contains(.contentType) {
                 headers.add(name: "Content-Type", value: contentType)
             }
             outgoing.body = try Self.outgoingBody(body)
@@ -343,7 +343,7 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         // Content-Length is 1*DIGIT (RFC 9110 §8.6); one too large for `Int` saturates, so the
         // size limit rejects it.
-        let expected = response.headers.first(name: "content-length").flatMap { UntrustedNumber.digits($0.trimmingCharacters(in: .whitespaces)) }
+        let expected = response.headers.first(name: "content-length").flatMap(UntrustedNumber.contentLength)
         let body = response.body
         let stream = ByteStream {
             var iterator = body.makeAsyncIterator()

@@ -159,6 +159,42 @@ struct HostileNumberTests {
         #expect(error?.kind == .responseTooLarge)
     }
 
+    /// The transport's `Content-Length` parser (RFC 9110 §8.6 `1*DIGIT`, with the optional
+    /// whitespace of §5.5 around it): digits only, saturating; a sign, a list, a fraction, other
+    /// whitespace or nothing at all is no length.
+    @Test
+    func contentLengthValuesAreDigitsBetweenSpacesAndTabsAndSaturate() {
+        #expect(UntrustedNumber.contentLength("1024") == 1024)
+        #expect(UntrustedNumber.contentLength("0") == 0)
+        #expect(UntrustedNumber.contentLength(" \t42\t ") == 42)
+        #expect(UntrustedNumber.contentLength("99999999999999999999") == Int.max)
+        #expect(UntrustedNumber.contentLength(String(repeating: "9", count: 100_000)) == Int.max)
+        #expect(UntrustedNumber.contentLength("9223372036854775807") == Int.max)
+        #expect(UntrustedNumber.contentLength("9223372036854775806") == Int.max - 1)
+        for invalid in ["", " ", "\t", "-5", "+5", "5.0", "0x10", "nan", "42, 42", "4 2", "\u{A0}42", "42\u{A0}", "٤٢", "42\r\n", "99999999999999999999x"] {
+            #expect(UntrustedNumber.contentLength(invalid) == nil, "\(invalid.debugDescription)")
+        }
+    }
+
+    /// The hot path's header lookup gives what `HTTPFields`' own subscript gives: nothing, the one
+    /// value, or every value joined (with "; " for cookies, RFC 6265 §5.4), in field order.
+    @Test
+    func combinedHeaderValuesMatchTheSubscript() {
+        let cases: [[(String, String)]] = [
+            [], [("Content-Type", "application/json")], [("X-A", "1"), ("content-type", "text/plain")],
+            [("Content-Type", "a/b"), ("X-A", "1"), ("Content-Type", "c/d")], [("Cookie", "a=1"), ("Cookie", "b=2")],
+            [("Content-Type", "")],
+        ]
+        for headers in cases {
+            let headerFields = fields(headers)
+            for name in [HTTPField.Name.contentType, .cookie, .contentEncoding] {
+                #expect(headerFields.combinedValue(name) == headerFields[name], "\(headers) \(name)")
+            }
+        }
+        #expect(fields([("Content-Type", "a/b"), ("Content-Type", "c/d")]).combinedValue(.contentType) == "a/b, c/d")
+        #expect(fields([("Cookie", "a=1"), ("Cookie", "b=2")]).combinedValue(.cookie) == "a=1; b=2")
+    }
+
     /// A timeout far past what a `TimeAmount` or a millisecond count can hold saturates instead
     /// of overflowing, on both transports.
     @Test(arguments: TransportKind.allCases)

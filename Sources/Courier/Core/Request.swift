@@ -58,7 +58,18 @@ public struct Request: Sendable {
 
     /// The absolute URL of the request as text, built without parsing.
     public var urlString: String {
-        "\(self.head.scheme ?? "https")://\(self.head.authority ?? "")\(self.head.path ?? "/")"
+        // Appended piece by piece into one reserved string: interpolation cost about twice as
+        // much here, and this runs for every request (the transport's URL, the finished event).
+        let scheme = self.head.scheme ?? "https"
+        let authority = self.head.authority ?? ""
+        let path = self.head.path ?? "/"
+        var url = ""
+        url.reserveCapacity(scheme.utf8.count + 3 + authority.utf8.count + path.utf8.count)
+        url.append(scheme)
+        url.append("://")
+        url.append(authority)
+        url.append(path)
+        return url
     }
 }
 

@@ -59,7 +59,7 @@ extension ResponseDecoding where Value: Decodable & SendableMetatype {
 /// Fails with a decoding error when the response says it is not JSON.
 @usableFromInline
 func checkJSONContentType(_ head: HTTPResponse, body: Data, type: Any.Type) throws {
-    if let contentType = head.headerFields[.contentType], !isJSONContentType(contentType) {
+    if let contentType = head.headerFields.combinedValue(.contentType), !isJSONContentType(contentType) {
         throw CourierError.decoding(
             type: type, codingPath: nil,
             reason: "expected a JSON response, got Content-Type \(contentType)",

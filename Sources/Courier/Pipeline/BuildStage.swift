@@ -113,7 +113,7 @@ enum RequestBuilder {
             } catch {
                 throw CourierError.wrap(error)
             }
-            if let contentType = body?.contentType, head.headerFields[.contentType] == nil {
+            if let contentType = body?.contentType, !head.headerFields.contains(.contentType) {
                 head.headerFields[.contentType] = contentType
             }
             if endpoint.compressesRequestBody, let plain = body {
@@ -125,7 +125,7 @@ enum RequestBuilder {
                 head.headerFields[.contentEncoding] = "gzip"
             }
         }
-        if configuration.decompression != nil, head.headerFields[.acceptEncoding] == nil {
+        if configuration.decompression != nil, !head.headerFields.contains(.acceptEncoding) {
             head.headerFields[.acceptEncoding] = "gzip, deflate"
         }
         return Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)

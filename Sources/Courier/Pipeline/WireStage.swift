@@ -140,7 +140,7 @@ struct ContentDecodingStage: PipelineStage {
 
     /// The response with its gzip or deflate content coding removed (lazily, as the body is read).
     func decoded(_ raw: RawResponse, maxSize: Int?) throws -> RawResponse {
-        guard let limits = self.limits, let value = raw.head.headerFields[.contentEncoding] else { return raw }
+        guard let limits = self.limits, let value = raw.head.headerFields.combinedValue(.contentEncoding) else { return raw }
         guard let coding = try ContentCoding.of(value) else { return raw }
         var decoded = raw
         var bounded = limits

@@ -1,0 +1,51 @@
+import HTTPTypes
+
+extension HTTPFields {
+    /// The value of the fields named `name` as `self[name]` gives it (all of them joined), found
+    /// by a scan of the fields.
+    ///
+    /// `self[name]` joins the values through a generic sequence even when there is one; on a
+    /// request's hot path, where a response has a handful of fields and the name at most once,
+    /// that join cost more than the rest of the lookup (callgrind: about 3,500 instructions per
+    /// lookup). Two or more fields of the name still give `self[name]`'s joined value.
+    package func combinedValue(_ name: HTTPField.Name) -> String? {
+        var found: String?
+        for field in self where field.name == name {
+            if found != nil { return self[name] }
+            found = field.value
+        }
+        return found
+    }
+}
+
+extension UntrustedNumber {
+    /// A `Content-Length` value (RFC 9110 §8.6: `1*DIGIT`, between optional spaces and tabs,
+    /// RFC 9110 §5.5), saturating at `Int.max`; `nil` for anything else (a sign, a list, the
+    /// empty value, any other character).
+    package static func contentLength(_ value: String) -> Int? {
+        var value = value
+        return value.withUTF8 { bytes -> Int? in
+            var start = 0
+            var end = bytes.count
+            while start < end, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { start += 1 }
+            while end > start, bytes[end - 1] == UInt8(ascii: " ") || bytes[end - 1] == UInt8(ascii: "\t") { end -= 1 }
+            guard start < end else { return nil }
+            var total = 0
+            var saturated = false
+            for index in start..<end {
+                let byte = bytes[index]
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                guard !saturated else { continue }
+                let (shifted, overflowShift) = total.multipliedReportingOverflow(by: 10)
+                let (sum, overflowSum) = shifted.addingReportingOverflow(Int(byte &- UInt8(ascii: "0")))
+                if overflowShift || overflowSum {
+                    saturated = true
+                    total = .max
+                } else {
+                    total = sum
+                }
+            }
+            return total
+        }
+    }
+}
