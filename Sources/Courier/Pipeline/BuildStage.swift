@@ -126,7 +126,7 @@ enum RequestBuilder {
             }
         }
         if configuration.decompression != nil, !head.headerFields.contains(.acceptEncoding) {
-            head.headerFields[.acceptEncoding] = "gzip, deflate"
+            head.headerFields.append(HTTPField(name: .acceptEncoding, value: "gzip, deflate"))
         }
         return Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)
     }
