@@ -22,6 +22,7 @@ struct CacheLookupStage: PipelineStage {
     let cache: ResponseCache?
     let events: EventHub
     var name: String { "cache-lookup" }
+    var isLinked: Bool { self.cache != nil }
 
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, !exchange.mode.isStream else { return try await next(exchange) }
@@ -246,6 +247,7 @@ struct CacheStoreStage: PipelineStage {
     let cache: ResponseCache?
     let events: EventHub
     var name: String { "cache-store" }
+    var isLinked: Bool { self.cache != nil }
 
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, exchange.hasCacheRun else { return try await next(exchange) }
@@ -281,6 +283,7 @@ struct DeduplicationStage: PipelineStage {
     let events: EventHub
     let lifecycle: Lifecycle
     var name: String { "deduplication" }
+    var isLinked: Bool { self.configuration.isEnabled }
 
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         if self.isShared(exchange) { return try await self.share(exchange, next: next) }

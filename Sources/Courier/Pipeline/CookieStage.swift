@@ -13,6 +13,7 @@ import HTTPTypes
 struct CookieStage: PipelineStage {
     let jar: CookieJar?
     var name: String { "cookies" }
+    var isLinked: Bool { self.jar != nil }
 
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         guard let jar = self.jar else { return try await next(exchange) }

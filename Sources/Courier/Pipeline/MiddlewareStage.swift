@@ -19,6 +19,7 @@ struct MiddlewareStage: PipelineStage {
     let clientMiddleware: [any Middleware]
     let events: EventHub
     var name: String { "\(self.scope.rawValue)-middleware" }
+    var isLinked: Bool { self.scope == .endpoint || !self.clientMiddleware.isEmpty }
 
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         if self.chainIsEmpty(exchange) { return try await next(exchange) }

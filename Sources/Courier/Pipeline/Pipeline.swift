@@ -33,11 +33,21 @@ import HTTPTypes
 /// | 19 | ``CookieStage`` | the jar's cookies for this hop's URL | `Set-Cookie` stored, a redirect's too |
 /// | 20 | ``TransportStage`` | the request goes on the wire | the head arrives; the body streams |
 ///
+/// A stage whose feature the client's configuration leaves off (no cache store, deduplication
+/// off, no client middleware, no cookie jar) stays in ``stages`` but is not linked into the chain
+/// (``PipelineStage/isLinked``): it could do nothing for any request of this client.
+///
 /// Every error leaving a stage is a ``CourierError`` carrying an ``ErrorContext``: endpoint name,
 /// request id, redacted URL, attempt and the stage that failed (for a middleware, its type name).
 final class Pipeline: Sendable {
-    /// The stages, outermost first.
+    /// The stages, outermost first: every one, in the order of the table above, whether or not
+    /// it is linked for this client (``linkedStages``).
     let stages: [any PipelineStage]
+
+    /// The stages a request runs through for this client, outermost first: ``stages`` without
+    /// those whose feature the configuration leaves off (each costs an async call and its frame
+    /// on every request: about 1,000 instructions when it has nothing to do).
+    var linkedStages: [any PipelineStage] { self.stages.filter(\.isLinked) }
     private let entry: PipelineStageNext
 
     init(client: ClientParts) {
@@ -86,6 +96,7 @@ private struct StageList {
 
     mutating func append<Stage: PipelineStage>(_ stage: Stage) {
         self.stages.append(stage)
+        guard stage.isLinked else { return }
         self.links.append { inner in PipelineStageNext(StageLink(stage: stage, next: inner)) }
     }
 }
@@ -148,8 +159,16 @@ private final class StageLink<Stage: PipelineStage>: PipelineLink, @unchecked Se
 protocol PipelineStage: Sendable {
     /// The stage's name in errors (``ErrorContext/stage``).
     var name: String { get }
+    /// Whether the stage can do anything for this client: `false` when its feature is switched
+    /// off in the configuration (no cookie jar, no cache, no client middleware, deduplication
+    /// off), and then it stays in ``Pipeline/stages`` but is not linked into the chain.
+    var isLinked: Bool { get }
     /// Does the stage's work on the way down, calls `next`, and its work on the way up.
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome
+}
+
+extension PipelineStage {
+    var isLinked: Bool { true }
 }
 
 /// How much of the response the caller takes.

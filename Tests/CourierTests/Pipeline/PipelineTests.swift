@@ -18,6 +18,29 @@ struct PipelineTests {
         ])
     }
 
+    /// A stage whose feature the configuration leaves off (no cookie jar, no cache store, no
+    /// client middleware, deduplication off) stays in the list but is not linked; switched on,
+    /// each is linked in its place.
+    @Test
+    func stagesWhoseFeatureIsOffAreListedButNotLinked() {
+        let all = [
+            "classify", "build", "observe", "lifecycle", "deadline", "decode", "constrained", "cache-lookup", "deduplication", "cache-store",
+            "schedule", "wire", "status-check", "body", "content-decoding", "client-middleware", "endpoint-middleware",
+            "retry", "redirect", "cookies", "transport",
+        ]
+        let plain = Client(configuration: .init(transport: URLSessionTransport()))
+        #expect(plain.pipeline.stages.map(\.name) == all)
+        #expect(plain.pipeline.linkedStages.map(\.name) == all.filter { !["cache-lookup", "cache-store", "client-middleware", "cookies"].contains($0) })
+        let bare = Client(configuration: .init(transport: URLSessionTransport()) { $0.deduplication.isEnabled = false })
+        #expect(bare.pipeline.linkedStages.map(\.name) == all.filter { !["cache-lookup", "deduplication", "cache-store", "client-middleware", "cookies"].contains($0) })
+        let full = Client(configuration: .init(transport: URLSessionTransport()) {
+            $0.cache.store = MemoryCacheStore()
+            $0.cookies = CookieJar()
+            $0.middleware = [PolicyGate()]
+        })
+        #expect(full.pipeline.linkedStages.map(\.name) == all)
+    }
+
     @Test
     func theDocCArticleListsTheStagesInTheOrderOfTheCode() throws {
         let article = URL(fileURLWithPath: #filePath)
