@@ -24,6 +24,9 @@ struct CacheLookupStage: PipelineStage {
     var name: String { "cache-lookup" }
     var isLinked: Bool { self.cache != nil }
 
+    static var mayBypass: Bool { true }
+    func bypasses(_ exchange: RequestExchange) -> Bool { self.cache == nil || exchange.mode.isStream }
+
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, !exchange.mode.isStream else { return try await next(exchange) }
         guard self.events.isActive else { return try await self.lookUp(exchange, cache: cache, next: next) }
@@ -249,6 +252,9 @@ struct CacheStoreStage: PipelineStage {
     var name: String { "cache-store" }
     var isLinked: Bool { self.cache != nil }
 
+    static var mayBypass: Bool { true }
+    func bypasses(_ exchange: RequestExchange) -> Bool { self.cache == nil || !exchange.hasCacheRun }
+
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         guard let cache = self.cache, exchange.hasCacheRun else { return try await next(exchange) }
         return try await self.store(exchange, cache: cache, next: next)
@@ -284,6 +290,9 @@ struct DeduplicationStage: PipelineStage {
     let lifecycle: Lifecycle
     var name: String { "deduplication" }
     var isLinked: Bool { self.configuration.isEnabled }
+
+    static var mayBypass: Bool { true }
+    func bypasses(_ exchange: RequestExchange) -> Bool { !self.isShared(exchange) }
 
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         if self.isShared(exchange) { return try await self.share(exchange, next: next) }

@@ -137,6 +137,9 @@ struct ConstrainedStage: PipelineStage {
     let policy: ConstrainedPolicy
     var name: String { "constrained" }
 
+    static var mayBypass: Bool { true }
+    func bypasses(_ exchange: RequestExchange) -> Bool { !exchange.endpoint.isPrefetch }
+
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         if exchange.endpoint.isPrefetch {
             try await self.gate.admit(policy: self.policy)

@@ -21,6 +21,9 @@ struct MiddlewareStage: PipelineStage {
     var name: String { "\(self.scope.rawValue)-middleware" }
     var isLinked: Bool { self.scope == .endpoint || !self.clientMiddleware.isEmpty }
 
+    static var mayBypass: Bool { true }
+    func bypasses(_ exchange: RequestExchange) -> Bool { self.chainIsEmpty(exchange) }
+
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         if self.chainIsEmpty(exchange) { return try await next(exchange) }
         return try await self.intercepted(exchange, next: next)

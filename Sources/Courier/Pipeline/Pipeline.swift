@@ -75,7 +75,7 @@ final class Pipeline: Sendable {
         list.append(CookieStage(jar: client.configuration.cookies))
         list.append(TransportStage(transport: client.configuration.transport, events: client.events))
         self.stages = list.stages
-        var next = PipelineStageNext(PipelineLink())
+        var next = PipelineStageNext(PipelineLink(mayBypass: false))
         for link in list.links.reversed() {
             next = link(next)
         }
@@ -107,15 +107,23 @@ private struct StageList {
 /// closure's forwarder and body (callgrind, HTTP/1.1, concurrency 8: about 1 % fewer
 /// instructions per request, within the measurement's run-to-run spread).
 struct PipelineStageNext: Sendable {
-    private let link: PipelineLink
+    fileprivate let link: PipelineLink
 
     fileprivate init(_ link: PipelineLink) {
         self.link = link
     }
 
     /// Runs the exchange through the stages below.
+    ///
+    /// The stages that have nothing to do for this exchange (``PipelineStage/bypasses(_:)``)
+    /// are stepped over here, before the one async call: a stage that would only pass the
+    /// exchange on costs no call and no frame (callgrind: about 1,800 instructions each).
     func callAsFunction(_ exchange: RequestExchange) async throws -> Outcome {
-        try await self.link.run(exchange)
+        var link = self.link
+        while link.mayBypass, let below = link.below(bypassing: exchange) {
+            link = below
+        }
+        return try await link.run(exchange)
     }
 }
 
@@ -124,8 +132,21 @@ struct PipelineStageNext: Sendable {
 /// no transport stage. (`@unchecked` because a class that is subclassed cannot be checked; the
 /// links hold only constants of `Sendable` types.)
 private class PipelineLink: @unchecked Sendable {
+    /// Whether the link's stage can have nothing to do for some exchanges (then
+    /// ``below(bypassing:)`` is asked for each; a plain load for all the others).
+    let mayBypass: Bool
+
+    init(mayBypass: Bool) {
+        self.mayBypass = mayBypass
+    }
+
     func run(_ exchange: RequestExchange) async throws -> Outcome {
         throw CourierError(.invalidRequest, "the pipeline ended without a transport")
+    }
+
+    /// The link below this one when its stage has nothing to do for `exchange`, else `nil`.
+    func below(bypassing exchange: RequestExchange) -> PipelineLink? {
+        nil
     }
 }
 
@@ -137,6 +158,11 @@ private final class StageLink<Stage: PipelineStage>: PipelineLink, @unchecked Se
     init(stage: Stage, next: PipelineStageNext) {
         self.stage = stage
         self.next = next
+        super.init(mayBypass: Stage.mayBypass)
+    }
+
+    override func below(bypassing exchange: RequestExchange) -> PipelineLink? {
+        self.stage.bypasses(exchange) ? self.next.link : nil
     }
 
     override func run(_ exchange: RequestExchange) async throws -> Outcome {
@@ -163,12 +189,19 @@ protocol PipelineStage: Sendable {
     /// off in the configuration (no cookie jar, no cache, no client middleware, deduplication
     /// off), and then it stays in ``Pipeline/stages`` but is not linked into the chain.
     var isLinked: Bool { get }
+    /// Whether the stage may have nothing to do for some exchanges (``bypasses(_:)``).
+    static var mayBypass: Bool { get }
+    /// Whether the stage has nothing to do for `exchange`, which then goes straight to the stage
+    /// below: a quick synchronous check (`run` must still pass such an exchange on unchanged).
+    func bypasses(_ exchange: RequestExchange) -> Bool
     /// Does the stage's work on the way down, calls `next`, and its work on the way up.
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome
 }
 
 extension PipelineStage {
     var isLinked: Bool { true }
+    static var mayBypass: Bool { false }
+    func bypasses(_ exchange: RequestExchange) -> Bool { false }
 }
 
 /// How much of the response the caller takes.

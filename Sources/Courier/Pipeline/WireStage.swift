@@ -23,6 +23,9 @@ struct WireStage: PipelineStage {
         self.defaultIsREST = configuration.defaultWireProtocol is RESTProtocol
     }
 
+    static var mayBypass: Bool { true }
+    func bypasses(_ exchange: RequestExchange) -> Bool { self.passesThrough(exchange) }
+
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
         if self.passesThrough(exchange) { return try await next(exchange) }
         return try await self.boxed(exchange, next: next)
