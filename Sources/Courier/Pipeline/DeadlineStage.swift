@@ -227,7 +227,7 @@ final class DeadlineWatch: @unchecked Sendable {
         self.condition.lock()
         defer { self.condition.unlock() }
         self.entries[id] = nil
-        return self.fired.remove(id) != nil
+        return !self.fired.isEmpty && self.fired.remove(id) != nil
     }
 
     private func loop() {

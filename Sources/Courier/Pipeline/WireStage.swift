@@ -135,9 +135,16 @@ struct ContentDecodingStage: PipelineStage {
     var name: String { "content-decoding" }
 
     func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
-        var outcome = try await next(exchange)
-        if exchange.mode == .download { return outcome }
-        outcome.response = try self.decoded(outcome.response, maxSize: exchange.mode.isStream ? nil : self.maxResponseSize)
+        let mode = exchange.mode
+        return try self.finished(try await next(exchange), mode: mode)
+    }
+
+    /// The outcome with its body's content coding removed (apart from `run`, so that the decoded
+    /// response, which few exchanges need, stays out of the async frame every request allocates).
+    @inline(never)
+    private func finished(_ outcome: consuming Outcome, mode: ExchangeMode) throws -> Outcome {
+        guard mode != .download, self.limits != nil, outcome.response.head.headerFields.contains(.contentEncoding) else { return outcome }
+        outcome.response = try self.decoded(outcome.response, maxSize: mode.isStream ? nil : self.maxResponseSize)
         return outcome
     }
 

@@ -8,8 +8,24 @@ import Foundation
 /// for a request that waits on a shared one, attaches a canceller to the ticket.
 final class Lifecycle: Sendable {
     private struct Entry {
-        var cancellers: [@Sendable (CourierError) -> Void] = []
+        // Nearly every request attaches one canceller (its deadline stage's task), so the first
+        // is kept apart and the array, one allocation more per request, is made only for more.
+        var first: (@Sendable (CourierError) -> Void)?
+        var more: [@Sendable (CourierError) -> Void] = []
         var reason: String?
+
+        mutating func add(_ cancel: @escaping @Sendable (CourierError) -> Void) {
+            if self.first == nil { self.first = cancel } else { self.more.append(cancel) }
+        }
+
+        /// The cancellers attached so far, removed from the entry.
+        mutating func takeCancellers() -> [@Sendable (CourierError) -> Void] {
+            var all: [@Sendable (CourierError) -> Void] = self.first.map { [$0] } ?? []
+            all += self.more
+            self.first = nil
+            self.more = []
+            return all
+        }
     }
 
     private struct State {
@@ -48,9 +64,9 @@ final class Lifecycle: Sendable {
     func attach(_ ticket: UInt64?, _ cancel: @escaping @Sendable (CourierError) -> Void) {
         guard let ticket else { return }
         let reason = self.state.withLock { state -> String? in
-            guard state.running[ticket] != nil else { return nil }
-            if let reason = state.running[ticket]?.reason { return reason }
-            state.running[ticket]?.cancellers.append(cancel)
+            guard let index = state.running.index(forKey: ticket) else { return nil }
+            if let reason = state.running.values[index].reason { return reason }
+            state.running.values[index].add(cancel)
             return nil
         }
         if let reason { cancel(CourierError(.cancelled, reason)) }
@@ -64,8 +80,7 @@ final class Lifecycle: Sendable {
             var count = 0
             for key in state.running.keys where state.running[key]?.reason == nil {
                 state.running[key]?.reason = reason
-                cancellers += state.running[key]?.cancellers ?? []
-                state.running[key]?.cancellers = []
+                cancellers += state.running[key]?.takeCancellers() ?? []
                 count += 1
             }
             let held = Array(state.held.values)
