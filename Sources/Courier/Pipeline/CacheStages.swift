@@ -399,11 +399,11 @@ struct ScheduleStage: PipelineStage {
             control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) }
         }
         // A suspended client holds what would go to the network here, before it takes a slot.
-        try await self.lifecycle.admit()
+        if self.lifecycle.isSuspended { try await self.lifecycle.admit() }
         if events.isActive {
             try await self.acquireObserved(exchange, ticket: ticket, host: host)
-        } else {
-            try await scheduler.acquire(ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority)
+        } else if !scheduler.tryAcquire(ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority) {
+            try await scheduler.waitForSlot(ticket: ticket)
         }
         let outcome: Outcome
         do {

@@ -52,7 +52,10 @@ final class Lifecycle: Sendable {
     /// Ends a ticket; returns the reason it was cancelled with, if ``cancelAll(reason:)`` did.
     @discardableResult
     func end(_ ticket: UInt64) -> String? {
-        self.state.withLock { $0.running.removeValue(forKey: ticket)?.reason }
+        self.state.withLock { state -> String? in
+            guard let index = state.running.index(forKey: ticket) else { return nil }
+            return state.running.remove(at: index).value.reason
+        }
     }
 
     /// The reason a running ticket was cancelled with, if it was.

@@ -35,14 +35,26 @@ package final class RequestScheduler: Sendable {
     /// Every successful `acquire` must be balanced by one ``release(host:)``.
     /// `onPark` is called (before waiting) when no slot is free.
     package func acquire(ticket: UInt64, host: String, priority: RequestPriority, onPark: (@Sendable () -> Void)? = nil) async throws {
-        let startsNow = self.state.withLock { state -> Bool in
+        if self.tryAcquire(ticket: ticket, host: host, priority: priority) { return }
+        onPark?()
+        try await self.waitForSlot(ticket: ticket)
+    }
+
+    /// Takes a slot at once when one is free (`true`); else queues the ticket and returns
+    /// `false`, and the caller must then wait with ``waitForSlot(ticket:)``. Synchronous, so a
+    /// request that finds a slot free makes no async call for it.
+    package func tryAcquire(ticket: UInt64, host: String, priority: RequestPriority) -> Bool {
+        self.state.withLock { state -> Bool in
             let now = ContinuousClock.now
             if state.decisions.submit(id: ticket, host: host, priority: priority, now: now) { return true }
             state.parked[ticket] = .waiting(nil)
             return false
         }
-        if startsNow { return }
-        onPark?()
+    }
+
+    /// Waits for the slot of a ticket ``tryAcquire(ticket:host:priority:)`` queued; cancelling
+    /// the task takes it out of the queue and throws kind `cancelled`.
+    package func waitForSlot(ticket: UInt64) async throws {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let resumeNow: Result<Void, any Error>? = self.state.withLock { state in
