@@ -424,16 +424,15 @@ struct ScheduleStage: PipelineStage {
 
     /// The outcome, its slot freed now (a body in memory) or once its streamed body has ended.
     @inline(never)
-    private func released(_ outcome: Outcome, exchange: RequestExchange, host: String) -> Outcome {
+    private func released(_ outcome: consuming Outcome, exchange: RequestExchange, host: String) -> Outcome {
         let spokeHTTP2 = outcome.response.version.major >= 2
         guard exchange.mode.isStream, outcome.response.body.bytes == nil else {
             self.release(exchange, host: host, spokeHTTP2: spokeHTTP2)
             return outcome
         }
         let lease = BodyLease { [self] in self.release(exchange, host: host, spokeHTTP2: spokeHTTP2) }
-        var leased = outcome
-        leased.response.body = outcome.response.body.ending(with: lease)
-        return leased
+        outcome.response.body = outcome.response.body.ending(with: lease)
+        return outcome
     }
 
     /// Acquires a slot, telling the monitors when the request waits, leaves the queue and holds the slot.

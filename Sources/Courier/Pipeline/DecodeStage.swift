@@ -22,8 +22,7 @@ struct DecodeStage: PipelineStage {
     /// The outcome with its value decoded (synchronous and apart from `run`, so its temporaries
     /// stay out of the async frame).
     @inline(never)
-    private func decoded(_ received: Outcome, _ exchange: RequestExchange) throws -> Outcome {
-        var outcome = received
+    private func decoded(_ outcome: consuming Outcome, _ exchange: RequestExchange) throws -> Outcome {
         let payload = outcome.payload ?? outcome.body
         // A cache hit's stored payload is already unboxed, whatever the wire protocol.
         let reuse = outcome.cacheKey.map { (key: $0, values: self.values) }

@@ -36,8 +36,7 @@ struct ObserveStage: PipelineStage {
 
     /// The outcome with the request, URL, duration and record filled in; the monitors told it finished.
     @inline(never)
-    private func finished(_ received: Outcome, _ exchange: RequestExchange) -> Outcome {
-        var outcome = received
+    private func finished(_ outcome: consuming Outcome, _ exchange: RequestExchange) -> Outcome {
         outcome.duration = .now - exchange.start
         outcome.urlString = outcome.response.url?.absoluteString ?? exchange.request.urlString
         outcome.request = exchange.request
