@@ -261,3 +261,4 @@ final class DeadlineWatch: @unchecked Sendable {
     }
 }
 
+

@@ -1,0 +1,33 @@
+/// Room for the async frames of a request's own task, taken from the task's allocator at once.
+///
+/// A task's allocator starts with one slab of about 1 KB inside the task and takes every further
+/// slab from `malloc` as its frames outgrow the last, about 1 KB at a time, and frees them all
+/// when the task ends. The stages below the deadline stage and the transport run in a task of
+/// their own per request with about 14 KB of frames, so that was some eighteen `malloc`s and
+/// `free`s per request. One call with a 16 KiB frame makes the allocator take one slab that
+/// size; the slab stays with the task when the frame is freed, and the frames that follow fill
+/// it (callgrind, HTTP/1.1, concurrency 8: about 9,000 instructions fewer per request). Frames
+/// beyond it take slabs as before. The schedule stage reserves once it holds a slot, so a queued
+/// request holds only the frames it has so far (10,000 queued requests would otherwise hold
+/// 160 MB).
+enum TaskFrames {
+    /// The room reserved: more than the frames of the stages and the transport of a plain request.
+    static let bytes = 16 * 1024
+
+    /// Makes the current task's allocator hold one slab of ``bytes`` for the frames that follow.
+    @inline(never)
+    static func reserve() async {
+        // Bytes are a trivial type, and the room is never read: it is declared initialised
+        // without being written (setting 16 KiB costs more than the mallocs it saves).
+        var room = InlineArray<16_384, UInt8> { (output: inout OutputSpan<UInt8>) in
+            output.withUnsafeMutableBufferPointer { buffer, initialized in initialized = buffer.count }
+        }
+        await self.hold(&room)
+    }
+
+    /// Keeps `room` alive across an async call, so that it is part of the caller's async frame.
+    @inline(never)
+    private static func hold(_ room: inout InlineArray<16_384, UInt8>) async {
+        room[room.count - 1] = 0
+    }
+}
