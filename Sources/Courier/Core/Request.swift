@@ -17,16 +17,14 @@ public struct Request: Sendable {
     /// Set from the endpoint's (or client's) timeout when the request is built, so retries and
     /// redirects share one deadline.
     public var deadline: ContinuousClock.Instant? {
-        get { self.deadlineOffset.map { Self.reference.advanced(by: $0) } }
-        set { self.deadlineOffset = newValue.map { Self.reference.duration(to: $0) } }
+        get { self.deadlineOffset.map(FixedInstant.instant(at:)) }
+        set { self.deadlineOffset = newValue.map(FixedInstant.offset(of:)) }
     }
-    /// The deadline as a time since ``reference``. A `Duration` has a fixed layout; a stored
-    /// `ContinuousClock.Instant` (a type the standard library may change) would make `Request`,
-    /// and every value holding one, sized only at run time, so that each async function with
-    /// such a local allocates it from its task on entry, whichever path it takes.
+    /// The deadline as a time since ``FixedInstant/reference``. A `Duration` has a fixed layout;
+    /// a stored `ContinuousClock.Instant` (a type the standard library may change) would make
+    /// `Request`, and every value holding one, sized only at run time, so that each async
+    /// function with such a local allocates it from its task on entry, whichever path it takes.
     private var deadlineOffset: Duration?
-    /// The instant deadlines are stored relative to.
-    private static let reference = ContinuousClock.now
     /// The name of the endpoint that made the request, for logs and metrics.
     public var name: String
     /// A short identifier of this request, shared by its log lines.
@@ -41,7 +39,7 @@ public struct Request: Sendable {
     public init(head: HTTPRequest, body: RequestBody? = nil, timeout: Duration? = nil, name: String = "request", id: RequestID = RequestID()) {
         self.head = head
         self.body = body
-        self.deadlineOffset = timeout.map { Self.reference.duration(to: ContinuousClock.now + $0) }
+        self.deadlineOffset = timeout.map { FixedInstant.offset(of: ContinuousClock.now + $0) }
         self.name = name
         self.id = id
     }

@@ -194,7 +194,8 @@ final class DeadlineWatch: @unchecked Sendable {
     static let shared = DeadlineWatch()
 
     private struct Entry {
-        var deadline: ContinuousClock.Instant
+        /// The deadline as a time since ``FixedInstant/reference`` (a fixed-layout value).
+        var deadline: Duration
         var fire: @Sendable () -> Void
     }
 
@@ -211,7 +212,7 @@ final class DeadlineWatch: @unchecked Sendable {
         defer { self.condition.unlock() }
         self.nextID &+= 1
         let id = self.nextID
-        self.entries[id] = Entry(deadline: deadline, fire: fire)
+        self.entries[id] = Entry(deadline: FixedInstant.offset(of: deadline), fire: fire)
         if !self.started {
             self.started = true
             let thread = Thread { [unowned self] in self.loop() }
@@ -234,7 +235,7 @@ final class DeadlineWatch: @unchecked Sendable {
         while true {
             self.condition.lock()
             while self.entries.isEmpty { self.condition.wait() }
-            let now = ContinuousClock.now
+            let now = FixedInstant.offset(of: ContinuousClock.now)
             var due: [@Sendable () -> Void] = []
             for (id, entry) in self.entries where entry.deadline <= now {
                 due.append(entry.fire)

@@ -18,7 +18,21 @@ package struct SchedulerState: Sendable {
         /// Arrival order, for FIFO within a priority.
         package var sequence: UInt64
         /// When it was queued, for ageing.
-        package var enqueuedAt: ContinuousClock.Instant
+        package var enqueuedAt: ContinuousClock.Instant {
+            get { FixedInstant.instant(at: self.enqueuedOffset) }
+            set { self.enqueuedOffset = FixedInstant.offset(of: newValue) }
+        }
+        /// ``enqueuedAt`` as a time since a fixed instant: a ticket of fixed layout is copied
+        /// and stored without the runtime's generic value witnesses (see ``FixedInstant``).
+        private var enqueuedOffset: Duration
+
+        package init(id: UInt64, host: String, priority: RequestPriority, sequence: UInt64, enqueuedAt: ContinuousClock.Instant) {
+            self.id = id
+            self.host = host
+            self.priority = priority
+            self.sequence = sequence
+            self.enqueuedOffset = FixedInstant.offset(of: enqueuedAt)
+        }
     }
 
     private struct QueueKey: Hashable {
@@ -58,7 +72,7 @@ package struct SchedulerState: Sendable {
 
     /// The per-host limit that applies to `host`.
     package func limit(for host: String) -> Int {
-        self.http2Hosts.contains(host) ? self.configuration.maxRequestsPerHTTP2Host : self.configuration.maxRequestsPerHost
+        !self.http2Hosts.isEmpty && self.http2Hosts.contains(host) ? self.configuration.maxRequestsPerHTTP2Host : self.configuration.maxRequestsPerHost
     }
 
     /// Records that `host` answered over HTTP/2, raising its limit.
@@ -157,29 +171,35 @@ package struct SchedulerState: Sendable {
     }
 
     /// Drops stale entries at the head of each queue, then picks the best head whose host has capacity.
+    ///
+    /// The queues are visited and trimmed in place, by index (no key is hashed, and no queue is
+    /// copied out and written back); queues left empty are removed after the scan.
     private mutating func pickNext(now: ContinuousClock.Instant) -> Ticket? {
-        var best: (ticket: Ticket, score: Double)?
-        for key in Array(self.queues.keys) {
-            guard var queue = self.queues[key] else { continue }
+        var best: (ticket: Ticket, score: Double, index: Dictionary<QueueKey, FIFO<Entry>>.Index)?
+        var emptied: [QueueKey] = []
+        var index = self.queues.startIndex
+        while index != self.queues.endIndex {
             var head: Ticket?
-            while let entry = queue.first {
+            while let entry = self.queues.values[index].first {
                 if let record = self.waiting[entry.id], record.generation == entry.generation {
                     head = record.ticket
                     break
                 }
-                queue.removeFirst()
+                self.queues.values[index].removeFirst()
             }
-            if queue.isEmpty { self.queues[key] = nil } else { self.queues[key] = queue }
-            guard let ticket = head, self.inFlightByHost[ticket.host, default: 0] < self.limit(for: ticket.host) else { continue }
-            let score = self.effectivePriority(of: ticket, now: now)
-            if let current = best, current.score > score || (current.score == score && current.ticket.sequence < ticket.sequence) {
-                continue
+            if head == nil { emptied.append(self.queues.keys[index]) }
+            if let ticket = head, self.inFlightByHost[ticket.host, default: 0] < self.limit(for: ticket.host) {
+                let score = self.effectivePriority(of: ticket, now: now)
+                if let current = best, current.score > score || (current.score == score && current.ticket.sequence < ticket.sequence) {
+                    // The current best stays.
+                } else {
+                    best = (ticket, score, index)
+                }
             }
-            best = (ticket, score)
+            self.queues.formIndex(after: &index)
         }
-        if let ticket = best?.ticket {
-            self.queues[QueueKey(host: ticket.host, priority: ticket.priority)]?.removeFirst()
-        }
+        if let best { self.queues.values[best.index].removeFirst() }
+        for key in emptied { self.queues[key] = nil }
         return best?.ticket
     }
 }
