@@ -16,7 +16,8 @@ final class Deduplicator: Sendable {
     private struct Waiter {
         var continuation: CheckedContinuation<Outcome, any Error>
         var priority: RequestPriority
-        var deadline: ContinuousClock.Instant?
+        /// The waiter's deadline as a time since ``FixedInstant/reference`` (a fixed-layout value).
+        var deadline: Duration?
     }
 
     private struct Entry {
@@ -78,7 +79,7 @@ final class Deduplicator: Sendable {
         let response = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
                 let (raised, leader): ((UInt64, RequestPriority)?, RequestID?) = self.state.withLock { state in
-                    let waiter = Waiter(continuation: continuation, priority: control?.priority ?? priority, deadline: deadline)
+                    let waiter = Waiter(continuation: continuation, priority: control?.priority ?? priority, deadline: deadline.map(FixedInstant.offset(of:)))
                     if var entry = state.entries[key] {
                         entry.waiters[waiterID] = waiter
                         joined.withLock { $0 = true }
@@ -128,12 +129,12 @@ final class Deduplicator: Sendable {
     func latestDeadline(key: LogicalKey) -> ContinuousClock.Instant? {
         self.state.withLock { state in
             guard let waiters = state.entries[key]?.waiters.values, !waiters.isEmpty else { return nil }
-            var latest: ContinuousClock.Instant?
+            var latest: Duration?
             for waiter in waiters {
                 guard let deadline = waiter.deadline else { return nil }
                 latest = max(latest ?? deadline, deadline)
             }
-            return latest
+            return latest.map(FixedInstant.instant(at:))
         }
     }
 
