@@ -11,8 +11,13 @@ package final class RequestScheduler: Sendable {
         var nextID: UInt64 = 0
     }
 
+    /// A queued ticket: its task's continuation once it has parked. `UnsafeContinuation`, not
+    /// `CheckedContinuation`: the checked one is not a frozen type, so every dictionary operation
+    /// on these entries went through the runtime's generic value witnesses, and it allocates a
+    /// canary per park. Each continuation is resumed exactly once: only by whoever removes its
+    /// entry from `parked`, under the lock (a release that starts it, or its task's cancellation).
     private enum Parked {
-        case waiting(CheckedContinuation<Void, any Error>?)
+        case waiting(UnsafeContinuation<Void, any Error>?)
         case cancelled
     }
 
@@ -56,7 +61,7 @@ package final class RequestScheduler: Sendable {
     /// the task takes it out of the queue and throws kind `cancelled`.
     package func waitForSlot(ticket: UInt64) async throws {
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
                 let resumeNow: Result<Void, any Error>? = self.state.withLock { state in
                     switch state.parked[ticket] {
                     case .waiting:
@@ -73,7 +78,7 @@ package final class RequestScheduler: Sendable {
                 if let resumeNow { continuation.resume(with: resumeNow) }
             }
         } onCancel: {
-            let continuation: CheckedContinuation<Void, any Error>?? = self.state.withLock { state in
+            let continuation: UnsafeContinuation<Void, any Error>?? = self.state.withLock { state in
                 guard case .waiting(let continuation) = state.parked[ticket], state.decisions.cancel(id: ticket) else { return nil }
                 if continuation == nil {
                     state.parked[ticket] = .cancelled
@@ -90,10 +95,10 @@ package final class RequestScheduler: Sendable {
 
     /// Frees the slot of a finished request and starts the next ones.
     package func release(host: String, spokeHTTP2: Bool = false) {
-        let ready = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+        let ready = self.state.withLock { state -> [UnsafeContinuation<Void, any Error>] in
             if spokeHTTP2 { state.decisions.markHTTP2(host) }
             let started = state.decisions.finish(host: host, now: .now)
-            var continuations: [CheckedContinuation<Void, any Error>] = []
+            var continuations: [UnsafeContinuation<Void, any Error>] = []
             for id in started {
                 if case .waiting(let continuation?) = state.parked.removeValue(forKey: id) {
                     continuations.append(continuation)
