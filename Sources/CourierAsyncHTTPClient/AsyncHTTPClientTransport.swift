@@ -180,15 +180,21 @@ public final class AsyncHTTPClientTransport: Transport {
         // Streams a GOAWAY left unprocessed fail as such (see GoAwayWatcher), so they may be retried.
         let coalescing = configuration.http2ReadCoalescing
         config.http2StreamChannelDebugInitializer = { channel in
-            // First in each stream's pipeline: the coalescer, then the marker. Installed at once
-            // on the stream's event loop (where AsyncHTTPClient calls this): no extra loop tick
-            // before the request is written.
+            // First in each stream's pipeline: the coalescer (which also marks unprocessed
+            // streams), or the marker alone when coalescing is off. Installed at once on the
+            // stream's event loop (where AsyncHTTPClient calls this): no extra loop tick before
+            // the request is written, and the loop's cached succeeded future, not a new one.
             let install: @Sendable () throws -> Void = {
-                let sync = channel.pipeline.syncOperations
-                try sync.addHandler(UnprocessedStreamMarker(), position: .first)
-                if let coalescing { try sync.addHandler(DataFrameCoalescer(limit: coalescing), position: .first) }
+                let handler: any ChannelHandler = coalescing.map { DataFrameCoalescer(limit: $0) } ?? UnprocessedStreamMarker()
+                try channel.pipeline.syncOperations.addHandler(handler, position: .first)
             }
-            return channel.eventLoop.inEventLoop ? channel.eventLoop.makeCompletedFuture(Result(catching: install)) : channel.eventLoop.submit(install)
+            guard channel.eventLoop.inEventLoop else { return channel.eventLoop.submit(install) }
+            do {
+                try install()
+                return channel.eventLoop.makeSucceededVoidFuture()
+            } catch {
+                return channel.eventLoop.makeFailedFuture(error)
+            }
         }
         self.pinning = configuration.pinning
         self.tlsConfiguration = config.tlsConfiguration

@@ -41,14 +41,20 @@ final class UnprocessedStreamMarker: ChannelInboundHandler, RemovableChannelHand
     typealias InboundOut = HTTP2Frame.FramePayload
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.fireErrorCaught(Self.marked(error, context: context))
+    }
+
+    /// `error`, or ``UnprocessedStreamError`` when it closed a stream above the last stream ID of
+    /// the connection's GOAWAY. Also used by ``DataFrameCoalescer``, which does this marking
+    /// itself when it is installed (one handler per stream instead of two).
+    static func marked(_ error: any Error, context: ChannelHandlerContext) -> any Error {
         if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .cancel,
            let parent = context.channel.parent, parent.eventLoop.inEventLoop,
            let watcher = try? parent.pipeline.syncOperations.handler(type: GoAwayWatcher.self),
            let last = watcher.lastStreamID, closed.streamID > last {
-            context.fireErrorCaught(UnprocessedStreamError(streamID: closed.streamID, lastStreamID: last))
-            return
+            return UnprocessedStreamError(streamID: closed.streamID, lastStreamID: last)
         }
-        context.fireErrorCaught(error)
+        return error
     }
 }
 
