@@ -4,11 +4,11 @@ extension Client {
     /// The logical request an endpoint builds on this client — URL, the client's and the
     /// endpoint's header fields, the encoded body — without sending it (a durable outbox stores it).
     package func logicalRequest<Value: Sendable>(for endpoint: Endpoint<Value>) throws -> Request {
-        try RequestBuilder.build(endpoint.erased, parts: self.parts)
+        try RequestBuilder.build(EndpointDescription.erasing(endpoint), parts: self.parts)
     }
 
     /// Whether the endpoint goes on the wire as built (REST), with no wire protocol boxing each call.
     package func sendsAsREST<Value: Sendable>(_ endpoint: Endpoint<Value>) -> Bool {
-        RequestBuilder.wireIdentity(of: endpoint.erased, configuration: self.configuration).isEmpty
+        RequestBuilder.wireIdentity(of: EndpointDescription.erasing(endpoint), configuration: self.configuration).isEmpty
     }
 }

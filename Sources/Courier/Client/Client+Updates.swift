@@ -29,7 +29,7 @@ extension Client {
 
     /// The stored response for an endpoint, however old, decoded; `nil` when none is stored or it does not decode.
     private func cachedResponse<Value: Sendable>(_ endpoint: Endpoint<Value>) -> Response<Value>? {
-        let description = endpoint.erased
+        let description = EndpointDescription.erasing(endpoint)
         guard let cache = self.parts.cache, let request = try? RequestBuilder.build(description, parts: self.parts),
               var hit = cache.anyStored(for: request, policy: endpoint.cachePolicy ?? self.configuration.cache.policy, wire: RequestBuilder.wireIdentity(of: description, configuration: self.configuration)),
               let value = try? description.decoding.run(hit.body, hit.response.head, self.configuration.decoder, nil)

@@ -93,9 +93,13 @@ public final class Client: Sendable {
     func response<Value: Sendable>(
         _ endpoint: Endpoint<Value>, control: RequestControl?, policyOverride: CachePolicy? = nil, uploadReporter: ProgressReporter? = nil
     ) async throws -> Response<Value> {
-        let outcome = try await self.run(endpoint.erased, mode: .collect, control: control, policyOverride: policyOverride, uploadReporter: uploadReporter)
+        let outcome = try await self.run(EndpointDescription.erasing(endpoint), mode: .collect, control: control, policyOverride: policyOverride, uploadReporter: uploadReporter)
         return try ResponseDelivery.response(outcome, as: Value.self)
     }
+
+    /// The head an exchange carries until the build stage makes its request (made once: building
+    /// an `HTTPRequest` validates and stores its fields).
+    private static let placeholderHead = HTTPRequest(method: .get, scheme: nil, authority: nil, path: nil)
 
     /// Runs one exchange through the stage list.
     func run(
@@ -104,7 +108,7 @@ public final class Client: Sendable {
     ) async throws -> Outcome {
         let endpoint = self.configuration.withServiceDefaults(endpoint)
         let exchange = RequestExchange(
-            endpoint: endpoint, mode: mode, request: Request(head: HTTPRequest(method: endpoint.method, scheme: nil, authority: nil, path: nil), name: endpoint.name),
+            endpoint: endpoint, mode: mode, request: Request(head: Self.placeholderHead, name: endpoint.name),
             cachePolicy: policyOverride ?? endpoint.cachePolicy ?? self.configuration.cache.policy,
             call: WireCall(operation: endpoint.operation ?? endpoint.name, isNotification: endpoint.isNotification, id: 0),
             control: control, readsBody: endpoint.decoding.readsBody, uploadReporter: uploadReporter, adjust: adjust,

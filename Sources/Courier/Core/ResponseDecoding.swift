@@ -8,14 +8,7 @@ import HTTPTypes
 /// any type (the "reformer" of the seeds).
 public struct ResponseDecoding<Value>: Sendable {
     /// What a decoding sees: the body, the response head and the client's decoder.
-    public struct Input: Sendable {
-        /// The response body.
-        public var body: Data
-        /// The response status and header fields.
-        public var head: HTTPResponse
-        /// The client's JSON decoder.
-        public var decoder: JSONDecoder
-    }
+    public typealias Input = ResponseDecodingInput
 
     @usableFromInline let decode: @Sendable (Input) throws -> Value
     /// Whether the body should be read at all (`false` for ``none``).
@@ -37,6 +30,21 @@ public struct ResponseDecoding<Value>: Sendable {
     public static func reform(_ transform: @escaping @Sendable (_ body: Data, _ head: HTTPResponse) throws -> Value) -> ResponseDecoding {
         ResponseDecoding { input in try transform(input.body, input.head) }
     }
+}
+
+/// What a response decoding sees: the body, the response head and the client's decoder
+/// (``ResponseDecoding/Input``).
+///
+/// A type of its own rather than one nested in the generic ``ResponseDecoding``: a nested type
+/// would be generic too, and making one where the value type is not known at compile time costs
+/// a lookup of its type metadata on every response.
+public struct ResponseDecodingInput: Sendable {
+    /// The response body.
+    public var body: Data
+    /// The response status and header fields.
+    public var head: HTTPResponse
+    /// The client's JSON decoder.
+    public var decoder: JSONDecoder
 }
 
 extension ResponseDecoding where Value: Decodable & SendableMetatype {

@@ -13,7 +13,9 @@ struct BuildStage: PipelineStage {
     let parts: ClientParts
     var name: String { "build" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         try await next(self.built(exchange))
     }
 
@@ -294,9 +296,13 @@ final class EndpointDescription: Sendable {
     }
 }
 
-extension Endpoint where Response: Sendable {
-    /// The endpoint without its response type.
-    var erased: EndpointDescription { EndpointDescription(self, decoding: ErasedDecoding(self.decoding)) }
+extension EndpointDescription {
+    /// `endpoint` without its response type. (A function generic over the value type rather
+    /// than a property of `Endpoint`: calling a member of `Endpoint<Value>` where `Value` is not
+    /// known at compile time looks the endpoint type's metadata up, on every request.)
+    static func erasing<Value: Sendable>(_ endpoint: Endpoint<Value>) -> EndpointDescription {
+        EndpointDescription(endpoint, decoding: ErasedDecoding(endpoint.decoding))
+    }
 }
 
 extension Endpoint {

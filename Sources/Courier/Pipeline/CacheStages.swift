@@ -27,7 +27,9 @@ struct CacheLookupStage: PipelineStage {
     static var mayBypass: Bool { true }
     func bypasses(_ exchange: RequestExchange) -> Bool { self.cache == nil || exchange.mode.isStream }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         guard let cache = self.cache, !exchange.mode.isStream else { return try await next(exchange) }
         guard self.events.isActive else { return try await self.lookUp(exchange, cache: cache, next: next) }
         return try await self.lookUpObserved(exchange, cache: cache, next: next)
@@ -35,7 +37,7 @@ struct CacheLookupStage: PipelineStage {
 
     /// ``lookUp(_:cache:next:)``, telling the monitors what the cache answered.
     @inline(never)
-    private func lookUpObserved(_ exchange: RequestExchange, cache: ResponseCache, next: PipelineStageNext) async throws -> Outcome {
+    private func lookUpObserved<Next: PipelineNext>(_ exchange: RequestExchange, cache: ResponseCache, next: Next) async throws -> Outcome {
         let outcome = try await self.lookUp(exchange, cache: cache, next: next)
         switch outcome.source {
         case .cache, .stale:
@@ -55,7 +57,7 @@ struct CacheLookupStage: PipelineStage {
     /// on (stale-if-error, asking again as the caller did) functions of their own: the async
     /// frame every cached request allocates from its task stays small.
     @inline(never)
-    private func lookUp(_ exchange: RequestExchange, cache: ResponseCache, next: PipelineStageNext) async throws -> Outcome {
+    private func lookUp<Next: PipelineNext>(_ exchange: RequestExchange, cache: ResponseCache, next: Next) async throws -> Outcome {
         let network: CacheNetworkRequest
         switch try Self.decide(exchange, cache: cache, next: next) {
         case .answered(let outcome): return outcome
@@ -75,7 +77,7 @@ struct CacheLookupStage: PipelineStage {
     /// What the cache does before the network: answer (a usable stored response, or the 504 of
     /// `only-if-cached`), or send the exchange with its decision.
     @inline(never)
-    private static func decide(_ asked: RequestExchange, cache: ResponseCache, next: PipelineStageNext) throws -> CacheDecision {
+    private static func decide<Next: PipelineNext>(_ asked: RequestExchange, cache: ResponseCache, next: Next) throws -> CacheDecision {
         var exchange = asked
         var planned = cache.begin(exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
         let accepted = exchange.endpoint.acceptedStatuses
@@ -133,8 +135,8 @@ struct CacheLookupStage: PipelineStage {
     /// After the network failed: a stored response for an origin failure under stale-if-error;
     /// the request as the caller asked it when the origin refused the missing range; else the error.
     @inline(never)
-    private static func recover(
-        from failure: any Error, _ network: CacheNetworkRequest, cache: ResponseCache, next: PipelineStageNext
+    private static func recover<Next: PipelineNext>(
+        from failure: any Error, _ network: CacheNetworkRequest, cache: ResponseCache, next: Next
     ) async throws -> Outcome {
         guard let error = failure as? CourierError else { throw failure }
         let run = network.run
@@ -152,7 +154,7 @@ struct CacheLookupStage: PipelineStage {
 
     /// The caller's own request, when completing a partial entry does not work out.
     @inline(never)
-    private static func askAsAsked(_ network: CacheNetworkRequest, cache: ResponseCache, next: PipelineStageNext) async throws -> Outcome {
+    private static func askAsAsked<Next: PipelineNext>(_ network: CacheNetworkRequest, cache: ResponseCache, next: Next) async throws -> Outcome {
         var plain = network.original ?? network.exchange
         var run = network.run
         run.action = .fetch
@@ -207,8 +209,8 @@ struct CacheLookupStage: PipelineStage {
     /// time (the caller claimed it); `done` ends the claim after the store was updated. Its
     /// deadline is the caller's; it is not cancelled with the caller. A failure leaves the
     /// stored response as it is.
-    static func revalidateInBackground(
-        _ exchange: RequestExchange, run: CacheRun, conditions: HTTPFields, next: PipelineStageNext, done: @escaping @Sendable () -> Void
+    static func revalidateInBackground<Next: PipelineNext>(
+        _ exchange: RequestExchange, run: CacheRun, conditions: HTTPFields, next: Next, done: @escaping @Sendable () -> Void
     ) {
         var background = exchange
         background.request.head.headerFields.append(contentsOf: conditions)
@@ -255,7 +257,9 @@ struct CacheStoreStage: PipelineStage {
     static var mayBypass: Bool { true }
     func bypasses(_ exchange: RequestExchange) -> Bool { self.cache == nil || !exchange.hasCacheRun }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         guard let cache = self.cache, exchange.hasCacheRun else { return try await next(exchange) }
         return try await self.store(exchange, cache: cache, next: next)
     }
@@ -263,7 +267,7 @@ struct CacheStoreStage: PipelineStage {
     /// The exchange sent, and what it brings stored (apart from `run`: most exchanges carry no
     /// cache decision, and their frame does not hold one).
     @inline(never)
-    private func store(_ exchange: RequestExchange, cache: ResponseCache, next: PipelineStageNext) async throws -> Outcome {
+    private func store<Next: PipelineNext>(_ exchange: RequestExchange, cache: ResponseCache, next: Next) async throws -> Outcome {
         guard let run = exchange.cacheRun else { return try await next(exchange) }
         let outcome = try await next(exchange)
         guard self.events.isActive else { return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) }
@@ -294,7 +298,9 @@ struct DeduplicationStage: PipelineStage {
     static var mayBypass: Bool { true }
     func bypasses(_ exchange: RequestExchange) -> Bool { !self.isShared(exchange) }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if self.isShared(exchange) { return try await self.share(exchange, next: next) }
         return try await next(exchange)
     }
@@ -307,7 +313,7 @@ struct DeduplicationStage: PipelineStage {
 
     /// The exchange sent once for every identical one in flight, or joined to the one that is.
     @inline(never)
-    private func share(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    private func share<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         guard let key = exchange.key else { return try await next(exchange) }
         // The closures are made in synchronous helpers: the exchange copies they capture never
         // sit in this async frame.
@@ -329,7 +335,7 @@ struct DeduplicationStage: PipelineStage {
     /// Waiters enforce their own deadlines; the shared exchange lives while anyone waits, at the
     /// highest priority among them (the deduplicator owns it, not the first caller).
     @inline(never)
-    private func fetch(_ exchange: RequestExchange, key: LogicalKey, next: PipelineStageNext) -> Deduplicator.Fetch {
+    private func fetch<Next: PipelineNext>(_ exchange: RequestExchange, key: LogicalKey, next: Next) -> Deduplicator.Fetch {
         var sharing = exchange
         sharing.request.deadline = nil
         sharing.control = nil
@@ -390,7 +396,9 @@ struct ScheduleStage: PipelineStage {
     let lifecycle: Lifecycle
     var name: String { "schedule" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let scheduler = self.scheduler
         let events = self.events
         let ticket = exchange.ticket ?? scheduler.makeTicket()

@@ -15,14 +15,16 @@ struct CookieStage: PipelineStage {
     var name: String { "cookies" }
     var isLinked: Bool { self.jar != nil }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         guard let jar = self.jar else { return try await next(exchange) }
         return try await self.withCookies(exchange, jar: jar, next: next)
     }
 
     /// The exchange sent with the jar's cookies, and the response's stored in it.
     @inline(never)
-    private func withCookies(_ exchange: RequestExchange, jar: CookieJar, next: PipelineStageNext) async throws -> Outcome {
+    private func withCookies<Next: PipelineNext>(_ exchange: RequestExchange, jar: CookieJar, next: Next) async throws -> Outcome {
         guard let url = exchange.request.url else { return try await next(exchange) }
         var exchange = exchange
         if let value = jar.headerValue(for: url) {

@@ -22,7 +22,9 @@ struct DeadlineStage: PipelineStage {
     let lifecycle: Lifecycle
     var name: String { "deadline" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         // Each way of running is a function of its own, so the async frame of `run` holds none of
         // their values.
         let outcome: Outcome
@@ -46,7 +48,7 @@ struct DeadlineStage: PipelineStage {
     /// Runs the exchange where its only wait is as a waiter of a shared request (which the
     /// deduplicator ends at the deadline); a timeout then names this stage.
     @inline(never)
-    private func asWaiter(_ exchange: RequestExchange, until deadline: ContinuousClock.Instant, next: PipelineStageNext) async throws -> Outcome {
+    private func asWaiter<Next: PipelineNext>(_ exchange: RequestExchange, until deadline: ContinuousClock.Instant, next: Next) async throws -> Outcome {
         if deadline <= ContinuousClock.now { throw CourierError.timeout() }
         do {
             return try await next(exchange)
@@ -58,7 +60,7 @@ struct DeadlineStage: PipelineStage {
 
     /// Runs the exchange in a task of its own, which the deadline (if any) and `cancelAll` cancel.
     @inline(never)
-    private func inTask(_ exchange: RequestExchange, until deadline: ContinuousClock.Instant?, next: PipelineStageNext) async throws -> Outcome {
+    private func inTask<Next: PipelineNext>(_ exchange: RequestExchange, until deadline: ContinuousClock.Instant?, next: Next) async throws -> Outcome {
         let lifecycle = self.lifecycle
         let ticket = exchange.lifecycleTicket
         guard let deadline else {

@@ -13,7 +13,9 @@ struct DecodeStage: PipelineStage {
     let events: EventHub
     var name: String { "decode" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let outcome = try await next(exchange)
         guard !exchange.mode.isStream else { return outcome }
         return try self.decoded(outcome, exchange)
@@ -55,7 +57,7 @@ struct ErasedDecoding: Sendable {
         self.readsBody = decoding.readsBody
         let deterministic = decoding.isDeterministic
         self.run = { body, head, decoder, reuse in
-            let input = ResponseDecoding<Value>.Input(body: body, head: head, decoder: decoder)
+            let input = ResponseDecodingInput(body: body, head: head, decoder: decoder)
             if let reuse, deterministic {
                 return try reuse.values.value(key: reuse.key, body: body) { try decoding.run(input) }
             }
@@ -139,7 +141,9 @@ struct ConstrainedStage: PipelineStage {
     static var mayBypass: Bool { true }
     func bypasses(_ exchange: RequestExchange) -> Bool { !exchange.endpoint.isPrefetch }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if exchange.endpoint.isPrefetch {
             try await self.gate.admit(policy: self.policy)
         }

@@ -8,7 +8,9 @@ struct LifecycleStage: PipelineStage {
     let lifecycle: Lifecycle
     var name: String { "lifecycle" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let ticket = try self.lifecycle.begin()
         var exchange = exchange
         exchange.lifecycleTicket = ticket

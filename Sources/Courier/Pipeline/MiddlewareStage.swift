@@ -24,7 +24,9 @@ struct MiddlewareStage: PipelineStage {
     static var mayBypass: Bool { true }
     func bypasses(_ exchange: RequestExchange) -> Bool { self.chainIsEmpty(exchange) }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if self.chainIsEmpty(exchange) { return try await next(exchange) }
         return try await self.intercepted(exchange, next: next)
     }
@@ -36,7 +38,7 @@ struct MiddlewareStage: PipelineStage {
 
     /// The exchange sent through the middleware of this stage's scope.
     @inline(never)
-    private func intercepted(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    private func intercepted<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let chain = self.scope == .client ? self.clientMiddleware : exchange.endpoint.middleware
         let last = Self.last(exchange, next: next)
         guard self.events.isActive else {
@@ -48,7 +50,7 @@ struct MiddlewareStage: PipelineStage {
     /// What the last middleware calls: the rest of the pipeline (made apart, so the exchange
     /// it captures is not also held by the async frame).
     @inline(never)
-    private static func last(_ exchange: RequestExchange, next: PipelineStageNext) -> Middleware.Next {
+    private static func last<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) -> Middleware.Next {
         { request in
             var inner = exchange
             inner.request = request
@@ -105,7 +107,9 @@ struct RetryStage: PipelineStage {
     let clientMiddleware: [any Middleware]
     var name: String { "retry" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         // An exchange arrives as attempt 1 (only this stage numbers attempts, on its own copies);
         // then the first attempt needs no copy of it, and its frame stays small.
         guard exchange.request.attempt == 1 else { return try await self.renumbered(exchange, next: next) }
@@ -125,19 +129,19 @@ struct RetryStage: PipelineStage {
 
     /// ``retrying(_:after:next:)`` after a first attempt that failed.
     @inline(never)
-    private func retrying(_ exchange: RequestExchange, afterError error: any Error, next: PipelineStageNext) async throws -> Outcome {
+    private func retrying<Next: PipelineNext>(_ exchange: RequestExchange, afterError error: any Error, next: Next) async throws -> Outcome {
         try await self.retrying(exchange, after: .failure(error), next: next)
     }
 
     /// ``retrying(_:after:next:)`` after a first attempt answered with a status the policy retries.
     @inline(never)
-    private func retrying(_ exchange: RequestExchange, afterResponse outcome: Outcome, next: PipelineStageNext) async throws -> Outcome {
+    private func retrying<Next: PipelineNext>(_ exchange: RequestExchange, afterResponse outcome: Outcome, next: Next) async throws -> Outcome {
         try await self.retrying(exchange, after: .success(outcome), next: next)
     }
 
     /// The exchange as attempt 1, through `run`.
     @inline(never)
-    private func renumbered(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    private func renumbered<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         var first = exchange
         first.request.attempt = 1
         return try await self.run(first, next: next)
@@ -153,8 +157,8 @@ struct RetryStage: PipelineStage {
     /// The attempts after the first, while the policy and the budget allow. Apart from `run` so
     /// that the first attempt's async frame stays small (the common case never retries).
     @inline(never)
-    private func retrying(
-        _ exchange: RequestExchange, after first: Result<Outcome, any Error>, next: PipelineStageNext
+    private func retrying<Next: PipelineNext>(
+        _ exchange: RequestExchange, after first: Result<Outcome, any Error>, next: Next
     ) async throws -> Outcome {
         let policy = exchange.endpoint.retryPolicy ?? self.defaultPolicy
         guard policy.maxAttempts > 1, !Task.isCancelled else { return try first.get() }
@@ -237,7 +241,9 @@ struct RedirectStage: PipelineStage {
 
     static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         // The first hop (hop 0, as the exchange arrives) in a small frame; a redirect is followed
         // apart, in a frame of its own that only requests with a redirect allocate.
         let response = try await next(exchange).response
@@ -249,7 +255,7 @@ struct RedirectStage: PipelineStage {
 
     /// Follows the redirect `first` answered with, hop by hop, while the policy allows.
     @inline(never)
-    private func follow(_ exchange: RequestExchange, from first: RawResponse, next: PipelineStageNext) async throws -> Outcome {
+    private func follow<Next: PipelineNext>(_ exchange: RequestExchange, from first: RawResponse, next: Next) async throws -> Outcome {
         var request = exchange.request
         var visited: Set<String> = []
         var hops = 0
@@ -356,7 +362,9 @@ struct TransportStage: PipelineStage {
     let events: EventHub
     var name: String { "transport" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         guard self.events.isActive else {
             exchange.record.sent(exchange.request)
             let response = try await self.transport.send(exchange.request)

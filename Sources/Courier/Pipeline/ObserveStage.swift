@@ -9,7 +9,9 @@ struct ObserveStage: PipelineStage {
     let events: EventHub
     var name: String { "observe" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         self.events.emit(exchange.request) { $0.requestStarted($1) }
         let outcome: Outcome
         do {
@@ -62,7 +64,9 @@ struct ClassifyStage: PipelineStage {
     let onEvent: (@Sendable (CourierEvent) -> Void)?
     var name: String { "classify" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         do {
             return try await next(exchange)
         } catch {

@@ -35,7 +35,9 @@ import HTTPTypes
 ///
 /// A stage whose feature the client's configuration leaves off (no cache store, deduplication
 /// off, no client middleware, no cookie jar) stays in ``stages`` but is not linked into the chain
-/// (``PipelineStage/isLinked``): it could do nothing for any request of this client.
+/// (``PipelineStage/isLinked``): it could do nothing for any request of this client. The stages
+/// every client runs are fused at compile time into four segments between those five (``Fused``):
+/// each segment is one async function, so its stages cost no call and no frame of their own.
 ///
 /// Every error leaving a stage is a ``CourierError`` carrying an ``ErrorContext``: endpoint name,
 /// request id, redacted URL, attempt and the stage that failed (for a middleware, its type name).
@@ -51,34 +53,49 @@ final class Pipeline: Sendable {
     private let entry: PipelineStageNext
 
     init(client: ClientParts) {
-        let middleware = client.configuration.middleware
-        var list = StageList()
-        list.append(ClassifyStage(classifier: client.configuration.errorClassifier, onEvent: client.configuration.onEvent))
-        list.append(BuildStage(parts: client))
-        list.append(ObserveStage(events: client.events))
-        list.append(LifecycleStage(lifecycle: client.lifecycle))
-        list.append(DeadlineStage(bodyIdleTimeout: client.configuration.bodyIdleTimeout, deduplication: client.configuration.deduplication, lifecycle: client.lifecycle))
-        list.append(DecodeStage(decoder: client.configuration.decoder, values: client.decodedValues, events: client.events))
-        list.append(ConstrainedStage(gate: client.constrained, policy: client.configuration.constrainedPolicy))
-        list.append(CacheLookupStage(cache: client.cache, events: client.events))
-        list.append(DeduplicationStage(deduplicator: client.deduplicator, configuration: client.configuration.deduplication, events: client.events, lifecycle: client.lifecycle))
-        list.append(CacheStoreStage(cache: client.cache, events: client.events))
-        list.append(ScheduleStage(scheduler: client.scheduler, events: client.events, lifecycle: client.lifecycle))
-        list.append(WireStage(configuration: client.configuration, callIDs: client.callIDs))
-        list.append(StatusCheckStage(maxResponseSize: client.configuration.maxResponseSize))
-        list.append(CollectBodyStage(maxResponseSize: client.configuration.maxResponseSize))
-        list.append(ContentDecodingStage(limits: client.configuration.decompression, maxResponseSize: client.configuration.maxResponseSize))
-        list.append(MiddlewareStage(scope: .client, clientMiddleware: middleware, events: client.events))
-        list.append(MiddlewareStage(scope: .endpoint, clientMiddleware: [], events: client.events))
-        list.append(RetryStage(defaultPolicy: client.configuration.retry, budget: client.retryBudget, events: client.events, clientMiddleware: middleware))
-        list.append(RedirectStage(policy: client.configuration.redirects, clientMiddleware: middleware, events: client.events))
-        list.append(CookieStage(jar: client.configuration.cookies))
-        list.append(TransportStage(transport: client.configuration.transport, events: client.events))
-        self.stages = list.stages
-        var next = PipelineStageNext(PipelineLink(mayBypass: false))
-        for link in list.links.reversed() {
-            next = link(next)
-        }
+        let configuration = client.configuration
+        let middleware = configuration.middleware
+        let classify = ClassifyStage(classifier: configuration.errorClassifier, onEvent: configuration.onEvent)
+        let build = BuildStage(parts: client)
+        let observe = ObserveStage(events: client.events)
+        let lifecycle = LifecycleStage(lifecycle: client.lifecycle)
+        let deadline = DeadlineStage(bodyIdleTimeout: configuration.bodyIdleTimeout, deduplication: configuration.deduplication, lifecycle: client.lifecycle)
+        let decode = DecodeStage(decoder: configuration.decoder, values: client.decodedValues, events: client.events)
+        let constrained = ConstrainedStage(gate: client.constrained, policy: configuration.constrainedPolicy)
+        let cacheLookup = CacheLookupStage(cache: client.cache, events: client.events)
+        let deduplication = DeduplicationStage(deduplicator: client.deduplicator, configuration: configuration.deduplication, events: client.events, lifecycle: client.lifecycle)
+        let cacheStore = CacheStoreStage(cache: client.cache, events: client.events)
+        let schedule = ScheduleStage(scheduler: client.scheduler, events: client.events, lifecycle: client.lifecycle)
+        let wire = WireStage(configuration: configuration, callIDs: client.callIDs)
+        let statusCheck = StatusCheckStage(maxResponseSize: configuration.maxResponseSize)
+        let collectBody = CollectBodyStage(maxResponseSize: configuration.maxResponseSize)
+        let contentDecoding = ContentDecodingStage(limits: configuration.decompression, maxResponseSize: configuration.maxResponseSize)
+        let clientMiddleware = MiddlewareStage(scope: .client, clientMiddleware: middleware, events: client.events)
+        let endpointMiddleware = MiddlewareStage(scope: .endpoint, clientMiddleware: [], events: client.events)
+        let retry = RetryStage(defaultPolicy: configuration.retry, budget: client.retryBudget, events: client.events, clientMiddleware: middleware)
+        let redirect = RedirectStage(policy: configuration.redirects, clientMiddleware: middleware, events: client.events)
+        let cookies = CookieStage(jar: configuration.cookies)
+        let transport = TransportStage(transport: configuration.transport, events: client.events)
+        self.stages = [
+            classify, build, observe, lifecycle, deadline, decode, constrained, cacheLookup, deduplication, cacheStore, schedule,
+            wire, statusCheck, collectBody, contentDecoding, clientMiddleware, endpointMiddleware, retry, redirect, cookies, transport,
+        ]
+
+        // The chain, built from the bottom up. The stages every client runs are fused into
+        // segments at compile time (``Fused``): one async function per segment, so one frame
+        // where a chain of links would allocate one per stage. A stage that a client's
+        // configuration may leave off is a link of its own between two segments, linked only
+        // when its feature is on (``PipelineStage/isLinked``).
+        var next = PipelineStageNext(PipelineLink.end)
+        next = Self.segment(Fused(transport, next))
+        next = Self.link(cookies, next)
+        next = Self.segment(Fused(endpointMiddleware, Fused(retry, Fused(redirect, next))))
+        next = Self.link(clientMiddleware, next)
+        next = Self.segment(Fused(schedule, Fused(wire, Fused(statusCheck, Fused(collectBody, Fused(contentDecoding, next))))))
+        next = Self.link(cacheStore, next)
+        next = Self.link(deduplication, next)
+        next = Self.link(cacheLookup, next)
+        next = Self.segment(Fused(classify, Fused(build, Fused(observe, Fused(lifecycle, Fused(deadline, Fused(decode, Fused(constrained, next))))))))
         self.entry = next
     }
 
@@ -86,27 +103,84 @@ final class Pipeline: Sendable {
     func run(_ exchange: RequestExchange) async throws -> Outcome {
         try await self.entry(exchange)
     }
+
+    /// The names of the stages a request runs through, in the order the chain calls them (what
+    /// ``linkedStages`` lists, read from the chain itself).
+    var chainedStageNames: [String] { self.entry.link.stageNames }
+
+    /// `stage` as a link of its own, or `next` alone when the stage is not linked for this client.
+    private static func link<Stage: PipelineStage>(_ stage: Stage, _ next: PipelineStageNext) -> PipelineStageNext {
+        guard stage.isLinked else { return next }
+        let bypasses: (@Sendable (RequestExchange) -> Bool)? = Stage.mayBypass ? { @Sendable exchange in stage.bypasses(exchange) } : nil
+        return PipelineStageNext(PipelineLink(below: next.link, bypasses: bypasses, names: [stage.name] + next.stageNames) { exchange in
+            do {
+                return try await stage.run(exchange, next: next)
+            } catch {
+                throw StageErrors.attach(error, stage: stage, exchange: exchange)
+            }
+        })
+    }
+
+    /// A segment of fused stages as one link. (A closure made here, where the chain's type is
+    /// known, so the compiler specialises the whole segment; a generic class's methods would not
+    /// be: its vtable holds the unspecialised ones.)
+    private static func segment<Chain: PipelineNext>(_ chain: Chain) -> PipelineStageNext {
+        PipelineStageNext(PipelineLink(below: nil, bypasses: nil, names: chain.stageNames) { exchange in
+            try await chain(exchange)
+        })
+    }
 }
 
-/// The stages in order, and for each a link of the chain that calls it and puts the stage's
-/// name on the errors leaving it.
-private struct StageList {
-    private(set) var stages: [any PipelineStage] = []
-    private(set) var links: [(PipelineStageNext) -> PipelineStageNext] = []
+/// What runs the stages below a stage: a link of the chain (``PipelineStageNext``), or the
+/// stages below fused into the caller at compile time (``Fused``).
+protocol PipelineNext: Sendable {
+    /// Runs the exchange through the stages below.
+    func callAsFunction(_ exchange: RequestExchange) async throws -> Outcome
+    /// The names of the stages below, in order, down to the end of the chain.
+    var stageNames: [String] { get }
+}
 
-    mutating func append<Stage: PipelineStage>(_ stage: Stage) {
-        self.stages.append(stage)
-        guard stage.isLinked else { return }
-        self.links.append { inner in PipelineStageNext(StageLink(stage: stage, next: inner)) }
+/// A stage with the stages below it fused in at compile time: its `run` gets them as a concrete
+/// `next`, so the compiler inlines the whole segment into one async function (one frame per
+/// segment instead of one per stage: callgrind, HTTP/1.1, concurrency 8, about 1,800
+/// instructions per stage). Errors leaving the stage get its name, as a link's do.
+struct Fused<Stage: PipelineStage, Below: PipelineNext>: PipelineNext {
+    let stage: Stage
+    let below: Below
+
+    init(_ stage: Stage, _ below: Below) {
+        self.stage = stage
+        self.below = below
+    }
+
+    @inline(__always)
+    func callAsFunction(_ exchange: RequestExchange) async throws -> Outcome {
+        do {
+            return try await self.stage.run(exchange, next: self.below)
+        } catch {
+            throw StageErrors.attach(error, stage: self.stage, exchange: exchange)
+        }
+    }
+
+    var stageNames: [String] { [self.stage.name] + self.below.stageNames }
+}
+
+/// Puts a stage's name and the exchange's context on an error leaving the stage.
+private enum StageErrors {
+    /// The error with the stage's name and the exchange's context (apart from the callers, so
+    /// that its values stay out of their async frames).
+    @inline(never)
+    static func attach<Stage: PipelineStage>(_ error: any Error, stage: Stage, exchange: RequestExchange) -> any Error {
+        ErrorContext.attach(error, stage: stage.name, exchange: exchange)
     }
 }
 
 /// The rest of the pipeline below a stage: call it with the exchange to run every stage below.
 ///
-/// A reference to the next link, not a closure: one method call per stage instead of a
+/// A reference to the next link, not a closure: one method call per link instead of a
 /// closure's forwarder and body (callgrind, HTTP/1.1, concurrency 8: about 1 % fewer
 /// instructions per request, within the measurement's run-to-run spread).
-struct PipelineStageNext: Sendable {
+struct PipelineStageNext: PipelineNext {
     fileprivate let link: PipelineLink
 
     fileprivate init(_ link: PipelineLink) {
@@ -120,64 +194,41 @@ struct PipelineStageNext: Sendable {
     /// exchange on costs no call and no frame (callgrind: about 1,800 instructions each).
     func callAsFunction(_ exchange: RequestExchange) async throws -> Outcome {
         var link = self.link
-        while link.mayBypass, let below = link.below(bypassing: exchange) {
+        while let bypasses = link.bypasses, let below = link.below, bypasses(exchange) {
             link = below
         }
         return try await link.run(exchange)
     }
+
+    var stageNames: [String] { self.link.stageNames }
 }
 
-/// One link of the chain: runs its stage, with the rest of the chain as the stage's `next`.
-/// This base class is the end of the chain, after the last stage: reached only if the list had
-/// no transport stage. (`@unchecked` because a class that is subclassed cannot be checked; the
-/// links hold only constants of `Sendable` types.)
-private class PipelineLink: @unchecked Sendable {
-    /// Whether the link's stage can have nothing to do for some exchanges (then
-    /// ``below(bypassing:)`` is asked for each; a plain load for all the others).
-    let mayBypass: Bool
+/// One link of the chain: one stage, or a segment of fused stages (``Fused``), with the rest of
+/// the chain below it. Made only in generic functions called with the concrete stage types, so
+/// each link's `run` is specialised for its stages.
+private final class PipelineLink: Sendable {
+    /// For a stage that can have nothing to do for some exchanges: whether it has nothing to do
+    /// for this one (then the chain goes straight to ``below``).
+    let bypasses: (@Sendable (RequestExchange) -> Bool)?
+    /// The link below, for a stage that may be bypassed.
+    let below: PipelineLink?
+    let run: @Sendable (RequestExchange) async throws -> Outcome
+    /// The names of this link's stages and of all below it.
+    let stageNames: [String]
 
-    init(mayBypass: Bool) {
-        self.mayBypass = mayBypass
+    init(
+        below: PipelineLink?, bypasses: (@Sendable (RequestExchange) -> Bool)?, names: [String],
+        run: @escaping @Sendable (RequestExchange) async throws -> Outcome
+    ) {
+        self.below = below
+        self.bypasses = bypasses
+        self.stageNames = names
+        self.run = run
     }
 
-    func run(_ exchange: RequestExchange) async throws -> Outcome {
+    /// The end of the chain, after the last stage: reached only if the list had no transport stage.
+    static let end = PipelineLink(below: nil, bypasses: nil, names: []) { _ in
         throw CourierError(.invalidRequest, "the pipeline ended without a transport")
-    }
-
-    /// The link below this one when its stage has nothing to do for `exchange`, else `nil`.
-    func below(bypassing exchange: RequestExchange) -> PipelineLink? {
-        nil
-    }
-}
-
-/// The link of one stage: runs it and puts the stage's name on the errors leaving it.
-private final class StageLink<Stage: PipelineStage>: PipelineLink, @unchecked Sendable {
-    private let stage: Stage
-    private let next: PipelineStageNext
-
-    init(stage: Stage, next: PipelineStageNext) {
-        self.stage = stage
-        self.next = next
-        super.init(mayBypass: Stage.mayBypass)
-    }
-
-    override func below(bypassing exchange: RequestExchange) -> PipelineLink? {
-        self.stage.bypasses(exchange) ? self.next.link : nil
-    }
-
-    override func run(_ exchange: RequestExchange) async throws -> Outcome {
-        do {
-            return try await self.stage.run(exchange, next: self.next)
-        } catch {
-            throw Self.attach(error, stage: self.stage, exchange: exchange)
-        }
-    }
-
-    /// The error with the stage's name and the exchange's context (apart from `run`, so that
-    /// its values stay out of the link's async frame).
-    @inline(never)
-    private static func attach(_ error: any Error, stage: Stage, exchange: RequestExchange) -> any Error {
-        ErrorContext.attach(error, stage: stage.name, exchange: exchange)
     }
 }
 
@@ -195,7 +246,7 @@ protocol PipelineStage: Sendable {
     /// below: a quick synchronous check (`run` must still pass such an exchange on unchanged).
     func bypasses(_ exchange: RequestExchange) -> Bool
     /// Does the stage's work on the way down, calls `next`, and its work on the way up.
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome
 }
 
 extension PipelineStage {

@@ -26,7 +26,9 @@ struct WireStage: PipelineStage {
     static var mayBypass: Bool { true }
     func bypasses(_ exchange: RequestExchange) -> Bool { self.passesThrough(exchange) }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if self.passesThrough(exchange) { return try await next(exchange) }
         return try await self.boxed(exchange, next: next)
     }
@@ -47,7 +49,7 @@ struct WireStage: PipelineStage {
 
     /// The exchange boxed by its wire protocol, sent, and its answer unboxed.
     @inline(never)
-    private func boxed(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    private func boxed<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let endpoint = exchange.endpoint
         let wire = self.wire(for: endpoint)
         var exchange = exchange
@@ -80,7 +82,9 @@ struct StatusCheckStage: PipelineStage {
     let maxResponseSize: Int
     var name: String { "status-check" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let outcome = try await next(exchange)
         if Self.accepts(exchange, status: outcome.response.status.code) { return outcome }
         try await self.fail(outcome.response, deadline: exchange.request.deadline)
@@ -112,7 +116,9 @@ struct CollectBodyStage: PipelineStage {
     let maxResponseSize: Int
     var name: String { "body" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         var outcome = try await next(exchange)
         guard !exchange.mode.isStream, outcome.response.body.bytes == nil else { return outcome }
         if !exchange.readsBody, exchange.endpoint.acceptedStatuses.contains(outcome.response.status.code) {
@@ -134,7 +140,9 @@ struct ContentDecodingStage: PipelineStage {
     let maxResponseSize: Int
     var name: String { "content-decoding" }
 
-    func run(_ exchange: RequestExchange, next: PipelineStageNext) async throws -> Outcome {
+    @inline(__always)
+
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let mode = exchange.mode
         return try self.finished(try await next(exchange), mode: mode)
     }

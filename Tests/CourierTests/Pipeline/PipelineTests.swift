@@ -39,6 +39,11 @@ struct PipelineTests {
             $0.middleware = [PolicyGate()]
         })
         #expect(full.pipeline.linkedStages.map(\.name) == all)
+        // The chain the requests run (segments fused at compile time, single links between
+        // them) calls exactly the linked stages, in the listed order.
+        for client in [plain, bare, full] {
+            #expect(client.pipeline.chainedStageNames == client.pipeline.linkedStages.map(\.name))
+        }
     }
 
     @Test
