@@ -43,7 +43,10 @@ public final class Client: Sendable {
     ///
     /// Cancelling the calling task cancels the request on the wire and throws kind `cancelled`.
     public func send<Value: Sendable>(_ endpoint: Endpoint<Value>) async throws -> Value {
-        try await self.response(endpoint).value
+        // Straight to the stage list, without making a `Response<Value>`: where `Value` is not
+        // known at compile time, each generic call and type costs a lookup on every request.
+        let outcome = try await self.run(EndpointDescription.erasing(endpoint), mode: .collect)
+        return try ResponseDelivery.value(outcome, as: Value.self)
     }
 
     /// Sends the endpoint's request and returns the decoded value with status, headers, version and timing.

@@ -14,7 +14,6 @@ struct BuildStage: PipelineStage {
     var name: String { "build" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         try await next(self.built(exchange))
     }

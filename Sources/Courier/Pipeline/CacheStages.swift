@@ -28,7 +28,6 @@ struct CacheLookupStage: PipelineStage {
     func bypasses(_ exchange: RequestExchange) -> Bool { self.cache == nil || exchange.mode.isStream }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         guard let cache = self.cache, !exchange.mode.isStream else { return try await next(exchange) }
         guard self.events.isActive else { return try await self.lookUp(exchange, cache: cache, next: next) }
@@ -258,7 +257,6 @@ struct CacheStoreStage: PipelineStage {
     func bypasses(_ exchange: RequestExchange) -> Bool { self.cache == nil || !exchange.hasCacheRun }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         guard let cache = self.cache, exchange.hasCacheRun else { return try await next(exchange) }
         return try await self.store(exchange, cache: cache, next: next)
@@ -299,7 +297,6 @@ struct DeduplicationStage: PipelineStage {
     func bypasses(_ exchange: RequestExchange) -> Bool { !self.isShared(exchange) }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if self.isShared(exchange) { return try await self.share(exchange, next: next) }
         return try await next(exchange)
@@ -397,7 +394,6 @@ struct ScheduleStage: PipelineStage {
     var name: String { "schedule" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let scheduler = self.scheduler
         let events = self.events

@@ -16,7 +16,6 @@ struct CookieStage: PipelineStage {
     var isLinked: Bool { self.jar != nil }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         guard let jar = self.jar else { return try await next(exchange) }
         return try await self.withCookies(exchange, jar: jar, next: next)
@@ -25,13 +24,13 @@ struct CookieStage: PipelineStage {
     /// The exchange sent with the jar's cookies, and the response's stored in it.
     @inline(never)
     private func withCookies<Next: PipelineNext>(_ exchange: RequestExchange, jar: CookieJar, next: Next) async throws -> Outcome {
-        guard let url = exchange.request.url else { return try await next(exchange) }
+        guard let url = exchange.request.url else { return try await next.outOfLine(exchange) }
         var exchange = exchange
         if let value = jar.headerValue(for: url) {
             let own = exchange.request.head.headerFields[values: .cookie]
             exchange.request.head.headerFields[.cookie] = (own + [value]).joined(separator: "; ")
         }
-        let outcome = try await next(exchange)
+        let outcome = try await next.outOfLine(exchange)
         jar.receive(outcome.response.head.headerFields[values: .setCookie], from: url)
         return outcome
     }

@@ -23,7 +23,6 @@ struct DeadlineStage: PipelineStage {
     var name: String { "deadline" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         // Each way of running is a function of its own, so the async frame of `run` holds none of
         // their values.

@@ -14,7 +14,6 @@ struct DecodeStage: PipelineStage {
     var name: String { "decode" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let outcome = try await next(exchange)
         guard !exchange.mode.isStream else { return outcome }
@@ -142,7 +141,6 @@ struct ConstrainedStage: PipelineStage {
     func bypasses(_ exchange: RequestExchange) -> Bool { !exchange.endpoint.isPrefetch }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if exchange.endpoint.isPrefetch {
             try await self.gate.admit(policy: self.policy)

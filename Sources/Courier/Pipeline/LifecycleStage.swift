@@ -9,7 +9,6 @@ struct LifecycleStage: PipelineStage {
     var name: String { "lifecycle" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let ticket = try self.lifecycle.begin()
         var exchange = exchange

@@ -25,7 +25,6 @@ struct MiddlewareStage: PipelineStage {
     func bypasses(_ exchange: RequestExchange) -> Bool { self.chainIsEmpty(exchange) }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if self.chainIsEmpty(exchange) { return try await next(exchange) }
         return try await self.intercepted(exchange, next: next)
@@ -54,7 +53,7 @@ struct MiddlewareStage: PipelineStage {
         { request in
             var inner = exchange
             inner.request = request
-            return try await next(inner).response
+            return try await next.outOfLine(inner).response
         }
     }
 
@@ -108,7 +107,6 @@ struct RetryStage: PipelineStage {
     var name: String { "retry" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         // An exchange arrives as attempt 1 (only this stage numbers attempts, on its own copies);
         // then the first attempt needs no copy of it, and its frame stays small.
@@ -194,7 +192,7 @@ struct RetryStage: PipelineStage {
                 let response = try await MiddlewareChain.send(current.request, through: perHop, exchange: current) { request in
                     var inner = attempt
                     inner.request = request
-                    return try await next(inner).response
+                    return try await next.outOfLine(inner).response
                 }
                 result = .success(Outcome(response: response))
             } catch {
@@ -242,7 +240,6 @@ struct RedirectStage: PipelineStage {
     static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         // The first hop (hop 0, as the exchange arrives) in a small frame; a redirect is followed
         // apart, in a frame of its own that only requests with a redirect allocate.
@@ -272,10 +269,10 @@ struct RedirectStage: PipelineStage {
                     response = try await MiddlewareChain.send(request, through: perHop, exchange: hop) { request in
                         var inner = hop
                         inner.request = request
-                        return try await next(inner).response
+                        return try await next.outOfLine(inner).response
                     }
                 } else {
-                    response = try await next(hop).response
+                    response = try await next.outOfLine(hop).response
                 }
             }
             guard self.policy.maxRedirects > 0,
@@ -363,7 +360,6 @@ struct TransportStage: PipelineStage {
     var name: String { "transport" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         guard self.events.isActive else {
             exchange.record.sent(exchange.request)

@@ -10,7 +10,6 @@ struct ObserveStage: PipelineStage {
     var name: String { "observe" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         self.events.emit(exchange.request) { $0.requestStarted($1) }
         let outcome: Outcome
@@ -65,7 +64,6 @@ struct ClassifyStage: PipelineStage {
     var name: String { "classify" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         do {
             return try await next(exchange)

@@ -34,10 +34,12 @@ import HTTPTypes
 /// | 20 | ``TransportStage`` | the request goes on the wire | the head arrives; the body streams |
 ///
 /// A stage whose feature the client's configuration leaves off (no cache store, deduplication
-/// off, no client middleware, no cookie jar) stays in ``stages`` but is not linked into the chain
+/// off, no client middleware, no cookie jar) stays in ``stages`` but is not linked
 /// (``PipelineStage/isLinked``): it could do nothing for any request of this client. The stages
-/// every client runs are fused at compile time into four segments between those five (``Fused``):
-/// each segment is one async function, so its stages cost no call and no frame of their own.
+/// are fused at compile time into two segments (``Fused``), stages 1–6 and 10–20, each one async
+/// function, so a stage costs no call and no frame of its own; client middleware and cookies are
+/// fused into the second and pass the exchange on when off. Stages 7–9 are links of their own
+/// between the segments, present only when their feature is on.
 ///
 /// Every error leaving a stage is a ``CourierError`` carrying an ``ErrorContext``: endpoint name,
 /// request id, redacted URL, attempt and the stage that failed (for a middleware, its type name).
@@ -81,17 +83,18 @@ final class Pipeline: Sendable {
             wire, statusCheck, collectBody, contentDecoding, clientMiddleware, endpointMiddleware, retry, redirect, cookies, transport,
         ]
 
-        // The chain, built from the bottom up. The stages every client runs are fused into
+        // The chain, built from the bottom up. The stages every client has are fused into
         // segments at compile time (``Fused``): one async function per segment, so one frame
-        // where a chain of links would allocate one per stage. A stage that a client's
-        // configuration may leave off is a link of its own between two segments, linked only
-        // when its feature is on (``PipelineStage/isLinked``).
+        // where a chain of links would allocate one per stage. Client middleware and cookies are
+        // fused too: without them their stages pass the exchange on, at the cost of a branch.
+        // The cache and deduplication stages, whose runs call the stages below from several
+        // places (which fusing would copy), are links of their own between two segments, linked
+        // only when their feature is on (``PipelineStage/isLinked``).
         var next = PipelineStageNext(PipelineLink.end)
-        next = Self.segment(Fused(transport, next))
-        next = Self.link(cookies, next)
-        next = Self.segment(Fused(endpointMiddleware, Fused(retry, Fused(redirect, next))))
-        next = Self.link(clientMiddleware, next)
-        next = Self.segment(Fused(schedule, Fused(wire, Fused(statusCheck, Fused(collectBody, Fused(contentDecoding, next))))))
+        next = Self.segment(
+            Fused(schedule, Fused(wire, Fused(statusCheck, Fused(collectBody, Fused(contentDecoding, Fused(clientMiddleware, Fused(endpointMiddleware,
+                Fused(retry, Fused(redirect, Fused(cookies, Fused(transport, next)))))))))))
+        )
         next = Self.link(cacheStore, next)
         next = Self.link(deduplication, next)
         next = Self.link(cacheLookup, next)
@@ -162,7 +165,21 @@ struct Fused<Stage: PipelineStage, Below: PipelineNext>: PipelineNext {
         }
     }
 
-    var stageNames: [String] { [self.stage.name] + self.below.stageNames }
+    /// A stage whose feature is off runs (and passes the exchange on) but is not named: it is
+    /// not linked in the sense of ``PipelineStage/isLinked``.
+    var stageNames: [String] { self.stage.isLinked ? [self.stage.name] + self.below.stageNames : self.below.stageNames }
+}
+
+extension PipelineNext {
+    /// Runs the exchange through the stages below, in a function of its own: for the paths a
+    /// stage rarely takes (a retry, a redirect, a wire protocol's boxing, middleware). A fused
+    /// segment inlines the stages below at every place a stage calls them; calling them from
+    /// the rare paths through this one specialised function keeps the segment's code from
+    /// doubling at each stage that has such a path.
+    @inline(never)
+    func outOfLine(_ exchange: RequestExchange) async throws -> Outcome {
+        try await self(exchange)
+    }
 }
 
 /// Puts a stage's name and the exchange's context on an error leaving the stage.
@@ -192,6 +209,8 @@ struct PipelineStageNext: PipelineNext {
     /// The stages that have nothing to do for this exchange (``PipelineStage/bypasses(_:)``)
     /// are stepped over here, before the one async call: a stage that would only pass the
     /// exchange on costs no call and no frame (callgrind: about 1,800 instructions each).
+    /// Inlined into the stage that calls it, so a link costs one async call, not two.
+    @inline(__always)
     func callAsFunction(_ exchange: RequestExchange) async throws -> Outcome {
         var link = self.link
         while let bypasses = link.bypasses, let below = link.below, bypasses(exchange) {
@@ -238,9 +257,11 @@ protocol PipelineStage: Sendable {
     var name: String { get }
     /// Whether the stage can do anything for this client: `false` when its feature is switched
     /// off in the configuration (no cookie jar, no cache, no client middleware, deduplication
-    /// off), and then it stays in ``Pipeline/stages`` but is not linked into the chain.
+    /// off), and then it stays in ``Pipeline/stages`` but is not linked into the chain (a stage
+    /// fused into a segment is still called, and passes every exchange on).
     var isLinked: Bool { get }
-    /// Whether the stage may have nothing to do for some exchanges (``bypasses(_:)``).
+    /// Whether the stage may have nothing to do for some exchanges (``bypasses(_:)``, asked
+    /// where the stage is a link of its own; a fused stage's `run` checks for itself).
     static var mayBypass: Bool { get }
     /// Whether the stage has nothing to do for `exchange`, which then goes straight to the stage
     /// below: a quick synchronous check (`run` must still pass such an exchange on unchanged).

@@ -27,7 +27,6 @@ struct WireStage: PipelineStage {
     func bypasses(_ exchange: RequestExchange) -> Bool { self.passesThrough(exchange) }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if self.passesThrough(exchange) { return try await next(exchange) }
         return try await self.boxed(exchange, next: next)
@@ -66,7 +65,7 @@ struct WireStage: PipelineStage {
         exchange.wire = wire
         exchange.call = call
         exchange.readsBody = true
-        var outcome = try await next(exchange)
+        var outcome = try await next.outOfLine(exchange)
         guard !exchange.mode.isStream, !call.isNotification, !exchange.answersRevalidation(status: outcome.response.status.code)
         else { return outcome }
         outcome.payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
@@ -83,7 +82,6 @@ struct StatusCheckStage: PipelineStage {
     var name: String { "status-check" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let outcome = try await next(exchange)
         if Self.accepts(exchange, status: outcome.response.status.code) { return outcome }
@@ -117,7 +115,6 @@ struct CollectBodyStage: PipelineStage {
     var name: String { "body" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         var outcome = try await next(exchange)
         guard !exchange.mode.isStream, outcome.response.body.bytes == nil else { return outcome }
@@ -141,7 +138,6 @@ struct ContentDecodingStage: PipelineStage {
     var name: String { "content-decoding" }
 
     @inline(__always)
-
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let mode = exchange.mode
         return try self.finished(try await next(exchange), mode: mode)
