@@ -35,11 +35,11 @@ struct ObserveStage: PipelineStage {
         self.events.failed(exchange.request, failure: failure, start: exchange.start, record: exchange.record)
     }
 
-    /// The outcome with the request, URL, duration and record filled in; the monitors told it finished.
+    /// The outcome with the request, duration and record filled in (its URL follows from them);
+    /// the monitors told it finished.
     @inline(never)
     private func finished(_ outcome: consuming Outcome, _ exchange: RequestExchange) -> Outcome {
         outcome.duration = .now - exchange.start
-        outcome.urlString = outcome.response.url?.absoluteString ?? exchange.request.urlString
         outcome.request = exchange.request
         outcome.record = exchange.record
         guard self.events.isActive, exchange.mode != .download else { return outcome }

@@ -428,7 +428,13 @@ struct Outcome: Sendable {
         get { self.requestBox?.request }
         set { self.requestBox = newValue.map(RequestBox.init) }
     }
-    var urlString = ""
+    private var storedURLString: String?
+    /// The URL that answered, as text: the response's, else the request's (worked out when
+    /// read: `send` never reads it, and making the text costs about 500 instructions).
+    var urlString: String {
+        get { self.storedURLString ?? self.response.url?.absoluteString ?? self.request?.urlString ?? "" }
+        set { self.storedURLString = newValue }
+    }
     var duration: Duration = .zero
     /// The caller's record of the wire exchange, set by the observe stage.
     var record: ExchangeRecord?

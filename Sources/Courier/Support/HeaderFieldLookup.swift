@@ -29,23 +29,7 @@ extension UntrustedNumber {
             var end = bytes.count
             while start < end, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { start += 1 }
             while end > start, bytes[end - 1] == UInt8(ascii: " ") || bytes[end - 1] == UInt8(ascii: "\t") { end -= 1 }
-            guard start < end else { return nil }
-            var total = 0
-            var saturated = false
-            for index in start..<end {
-                let byte = bytes[index]
-                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-                guard !saturated else { continue }
-                let (shifted, overflowShift) = total.multipliedReportingOverflow(by: 10)
-                let (sum, overflowSum) = shifted.addingReportingOverflow(Int(byte &- UInt8(ascii: "0")))
-                if overflowShift || overflowSum {
-                    saturated = true
-                    total = .max
-                } else {
-                    total = sum
-                }
-            }
-            return total
+            return UntrustedNumber.digits(bytes: UnsafeBufferPointer(rebasing: bytes[start..<end]))
         }
     }
 }

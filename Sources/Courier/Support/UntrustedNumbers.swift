@@ -7,13 +7,20 @@ package enum UntrustedNumber {
     /// The value of `text` when it is one or more ASCII digits and nothing else (no sign, no
     /// spaces), saturating at `limit`; `nil` for anything else, the empty text included.
     package static func digits<Text: StringProtocol>(_ text: Text, limit: Int = .max) -> Int? {
-        guard !text.isEmpty else { return nil }
+        if let value = text.utf8.withContiguousStorageIfAvailable({ self.digits(bytes: $0, limit: limit) }) { return value }
+        return Array(text.utf8).withUnsafeBufferPointer { self.digits(bytes: $0, limit: limit) }
+    }
+
+    /// ``digits(_:limit:)`` on bytes: the one loop every parser of digits here uses (not generic,
+    /// so a caller in another module runs it specialised).
+    package static func digits(bytes: UnsafeBufferPointer<UInt8>, limit: Int = .max) -> Int? {
+        guard !bytes.isEmpty else { return nil }
         var value = 0
-        for byte in text.utf8 {
+        for byte in bytes {
             guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
             if value < limit {
                 let (shifted, overflowShift) = value.multipliedReportingOverflow(by: 10)
-                let (sum, overflowSum) = shifted.addingReportingOverflow(Int(byte - UInt8(ascii: "0")))
+                let (sum, overflowSum) = shifted.addingReportingOverflow(Int(byte &- UInt8(ascii: "0")))
                 value = overflowShift || overflowSum ? limit : Swift.min(sum, limit)
             }
         }
