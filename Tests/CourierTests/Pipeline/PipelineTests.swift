@@ -163,6 +163,45 @@ struct PipelineTests {
         }
     }
 
+    /// Stages fused into one async function still name their own errors (the innermost failing
+    /// stage's name is kept): a failure from each of the two segments' stages, with the cache,
+    /// cookies and deduplication on, so the links between the segments run as well.
+    @Test(arguments: TransportKind.allCases)
+    func everyStageNamesItsOwnErrorsWhetherFusedOrLinked(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            request.path == "/envelope" ? .json(#"{"code":42,"msg":"try later","data":null}"#) : await Routes.standard(request)
+        }
+        try await withClient(kind, server: server, configure: {
+            $0.cache = CacheConfiguration(store: MemoryCacheStore())
+            $0.cookies = CookieJar()
+            $0.maxResponseSize = 1 << 20
+        }) { client in
+            #expect(client.pipeline.chainedStageNames.contains("cookies"))
+            // The first segment: classify … constrained.
+            client.isConstrained = true
+            let constrained = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/json", decoding: .data).prefetch()) }
+            #expect(constrained?.kind == .constrained)
+            #expect(constrained?.context?.stage == "constrained")
+            client.isConstrained = false
+            let decoding = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/bad-json")) }
+            #expect(decoding?.kind == .decoding)
+            #expect(decoding?.context?.stage == "decode")
+            // The second segment: schedule … transport.
+            let business = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/envelope").wire(EnvelopeProtocol())) }
+            #expect(business?.kind == .business)
+            #expect(business?.context?.stage == "wire")
+            let large = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/big-announced", decoding: .data)) }
+            #expect(large?.kind == .responseTooLarge)
+            #expect(large?.context?.stage == "body")
+            let missing = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/missing").retry(.never)) }
+            #expect(missing?.kind == .httpStatus)
+            #expect(missing?.context?.stage == "status-check")
+            let transport = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/close-before").retry(.never)) }
+            #expect(transport?.kind == .transport)
+            #expect(transport?.context?.stage == "transport")
+        }
+    }
+
     // MARK: - Constrained mode applies to every kind of exchange
 
     @Test(arguments: TransportKind.allCases)
