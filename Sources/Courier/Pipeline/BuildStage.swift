@@ -11,7 +11,14 @@ import HTTPTypes
 /// `invalidRequest`.
 struct BuildStage: PipelineStage {
     let parts: ClientParts
+    /// Whether the client's default wire protocol is REST (asked once: a dynamic cast).
+    private let defaultIsREST: Bool
     var name: String { "build" }
+
+    init(parts: ClientParts) {
+        self.parts = parts
+        self.defaultIsREST = parts.configuration.defaultWireProtocol is RESTProtocol
+    }
 
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
@@ -29,7 +36,11 @@ struct BuildStage: PipelineStage {
             request.body = body.reporting(to: reporter)
         }
         exchange.request = request
-        exchange.wireIdentity = RequestBuilder.wireIdentity(of: exchange.endpoint, configuration: self.parts.configuration)
+        let endpoint = exchange.endpoint
+        // REST through and through (the common case) is known without asking the protocols.
+        if endpoint.wire != nil || endpoint.service != nil || !self.defaultIsREST {
+            exchange.wireIdentity = RequestBuilder.wireIdentity(of: endpoint, configuration: self.parts.configuration)
+        }
         if self.parts.keepsLogicalRequests {
             exchange.request.logical = LogicalRequest(request, wire: exchange.wireIdentity)
         }
