@@ -36,10 +36,12 @@ import HTTPTypes
 /// A stage whose feature the client's configuration leaves off (no cache store, deduplication
 /// off, no client middleware, no cookie jar) stays in ``stages`` but is not linked
 /// (``PipelineStage/isLinked``): it could do nothing for any request of this client. The stages
-/// are fused at compile time into two segments (``Fused``), stages 1–6 and 10–20, each one async
-/// function, so a stage costs no call and no frame of its own; client middleware and cookies are
-/// fused into the second and pass the exchange on when off. Stages 7–9 are links of their own
-/// between the segments, present only when their feature is on.
+/// are fused at compile time into two segments (``Fused``), stages 1–6 and 10–20, so a stage
+/// costs no async call and no frame of its own: the second segment is one async function; the
+/// first is one down to the deadline stage, which runs the decode and constrained stages in the
+/// task it starts (or in its waiter path), fused into that task's one function. Client middleware
+/// and cookies are fused into the second segment and pass the exchange on when off. Stages 7–9
+/// are links of their own between the segments, present only when their feature is on.
 ///
 /// Every error leaving a stage is a ``CourierError`` carrying an ``ErrorContext``: endpoint name,
 /// request id, redacted URL, attempt and the stage that failed (for a middleware, its type name).
@@ -48,9 +50,9 @@ final class Pipeline: Sendable {
     /// it is linked for this client (``linkedStages``).
     let stages: [any PipelineStage]
 
-    /// The stages a request runs through for this client, outermost first: ``stages`` without
-    /// those whose feature the configuration leaves off (each costs an async call and its frame
-    /// on every request: about 1,000 instructions when it has nothing to do).
+    /// The stages that can act for this client, outermost first: ``stages`` without those whose
+    /// feature the configuration leaves off (those are either left out of the chain or, fused
+    /// into a segment, pass every exchange on).
     var linkedStages: [any PipelineStage] { self.stages.filter(\.isLinked) }
     private let entry: PipelineStageNext
 
@@ -107,8 +109,9 @@ final class Pipeline: Sendable {
         try await self.entry(exchange)
     }
 
-    /// The names of the stages a request runs through, in the order the chain calls them (what
-    /// ``linkedStages`` lists, read from the chain itself).
+    /// The names of the stages that can act for this client, in the order the chain calls them
+    /// (what ``linkedStages`` lists, read from the chain itself; a fused stage whose feature is
+    /// off is called but not named).
     var chainedStageNames: [String] { self.entry.link.stageNames }
 
     /// `stage` as a link of its own, or `next` alone when the stage is not linked for this client.
@@ -144,9 +147,9 @@ protocol PipelineNext: Sendable {
 }
 
 /// A stage with the stages below it fused in at compile time: its `run` gets them as a concrete
-/// `next`, so the compiler inlines the whole segment into one async function (one frame per
-/// segment instead of one per stage: callgrind, HTTP/1.1, concurrency 8, about 1,800
-/// instructions per stage). Errors leaving the stage get its name, as a link's do.
+/// `next`, so the compiler inlines them into the function that calls `next` (one frame for the
+/// lot instead of one per stage: callgrind, HTTP/1.1, concurrency 8, about 1,800 instructions
+/// per stage). Errors leaving the stage get its name, as a link's do.
 struct Fused<Stage: PipelineStage, Below: PipelineNext>: PipelineNext {
     let stage: Stage
     let below: Below
@@ -194,9 +197,8 @@ private enum StageErrors {
 
 /// The rest of the pipeline below a stage: call it with the exchange to run every stage below.
 ///
-/// A reference to the next link, not a closure: one method call per link instead of a
-/// closure's forwarder and body (callgrind, HTTP/1.1, concurrency 8: about 1 % fewer
-/// instructions per request, within the measurement's run-to-run spread).
+/// A reference to the next link, whose `run` is a closure made where the stage types are known
+/// (so it is specialised for them).
 struct PipelineStageNext: PipelineNext {
     fileprivate let link: PipelineLink
 
@@ -229,7 +231,7 @@ private final class PipelineLink: Sendable {
     /// For a stage that can have nothing to do for some exchanges: whether it has nothing to do
     /// for this one (then the chain goes straight to ``below``).
     let bypasses: (@Sendable (RequestExchange) -> Bool)?
-    /// The link below, for a stage that may be bypassed.
+    /// The link below (for a single stage; a segment has none, its last stage calls it).
     let below: PipelineLink?
     let run: @Sendable (RequestExchange) async throws -> Outcome
     /// The names of this link's stages and of all below it.
@@ -292,9 +294,9 @@ enum ExchangeMode: Sendable, Equatable {
 
 /// One caller's request on its way through the stages.
 ///
-/// Every stage's frame holds a copy of it, so what never changes along the exchange lives in one
-/// shared object (``Fixed``) and the cache's decision in a box: the value stays small (copying
-/// it is cheap, and the frames of twenty stages fit the task's first allocation slabs).
+/// Stages copy it as they change it, and async frames hold copies, so what never changes along
+/// the exchange lives in one shared object (``Fixed``) and the cache's decision in a box: the
+/// value stays small and cheap to copy.
 struct RequestExchange: Sendable {
     /// The parts of an exchange that never change once it is made.
     final class Fixed: Sendable {

@@ -11,8 +11,9 @@ package enum UntrustedNumber {
         return Array(text.utf8).withUnsafeBufferPointer { self.digits(bytes: $0, limit: limit) }
     }
 
-    /// ``digits(_:limit:)`` on bytes: the one loop every parser of digits here uses (not generic,
-    /// so a caller in another module runs it specialised).
+    /// ``digits(_:limit:)`` on bytes: the loop of every saturating parser of digits here (not
+    /// generic, so a caller in another module runs it specialised). Byte ranges have their own
+    /// loop: they refuse a value too large instead of saturating.
     package static func digits(bytes: UnsafeBufferPointer<UInt8>, limit: Int = .max) -> Int? {
         guard !bytes.isEmpty else { return nil }
         var value = 0
