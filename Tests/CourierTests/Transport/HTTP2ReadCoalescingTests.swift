@@ -14,6 +14,7 @@ import Testing
 /// - coalescing × content decoding (a gzip body cut into frames, collected and streamed)
 /// - coalescing × HEAD and 204 (a stream that ends with its HEADERS frame, no DATA)
 /// - coalescing × trailers (a HEADERS frame that ends the stream after the DATA frames)
+/// - coalescing × the cache (a body joined from frames is stored and served byte-exact)
 ///
 /// AsyncHTTPClient only: the frames are HTTP/2's, and URLSessionTransport on Linux
 /// (FoundationNetworking) cannot be given the test CA, so it does not speak HTTP/2 to the test
@@ -129,6 +130,23 @@ struct HTTP2ReadCoalescingTests {
             let download = try await client.download(Endpoint<Data>(path: "/pieces/32/2000000", decoding: .data), to: DownloadDestination(directory: folder, fileName: "joined.bin")).value
             #expect(download.byteCount == 2_000_000)
             #expect(sha256(try Data(contentsOf: download.url)) == sha256(payload(2_000_000, seed: 32)))
+        }
+    }
+
+    @Test
+    func aJoinedBodyIsStoredAndServedFromTheCacheByteExact() async throws {
+        let server = try await Self.server()
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            var endpoint = Endpoint<Data>(path: "/pieces/71/300000", decoding: .data)
+            endpoint.cachePolicy = .cacheFor(.seconds(300))
+            let first = try await client.response(endpoint)
+            #expect(first.version == .http2)
+            #expect(first.source == .network)
+            #expect(first.value == payload(300_000, seed: 71))
+            let second = try await client.response(endpoint)
+            #expect(second.source == .cache)
+            #expect(second.value == payload(300_000, seed: 71))
+            #expect(server.requests.count == 1)
         }
     }
 
