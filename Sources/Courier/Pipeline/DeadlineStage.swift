@@ -190,7 +190,7 @@ extension Deadline {
 /// Requests in flight are few (hundreds at most), so the thread scans them all, at most ten
 /// times a second and only while some are watched: a deadline fires within about 0.1 s of its
 /// time. Starting and ending a watch is a dictionary insert and remove under a lock. A deadline
-/// that passes is fired on a short-lived thread, never on the watch thread itself.
+/// that passes is fired on a short-lived thread of its own, never on the watch thread itself.
 final class DeadlineWatch: @unchecked Sendable {
     static let shared = DeadlineWatch()
 
@@ -206,6 +206,20 @@ final class DeadlineWatch: @unchecked Sendable {
     private var fired: Set<UInt64> = []
     private var nextID: UInt64 = 0
     private var started = false
+    /// Threads firing deadlines now.
+    private var firing = 0
+
+    /// How many threads may fire deadlines at once, one deadline each.
+    static let maxFiring = 32
+
+    /// `due` split over at most `threads` batches: one deadline each, the last batch the rest.
+    static func batches<Item>(of due: [Item], threads: Int) -> [ArraySlice<Item>] {
+        guard !due.isEmpty else { return [] }
+        let singles = min(due.count, threads) - 1
+        var batches = (0..<singles).map { due[$0...$0] }
+        batches.append(due[singles...])
+        return batches
+    }
 
     /// Starts watching; `fire` runs on a short-lived thread once `deadline` has passed.
     func watch(until deadline: ContinuousClock.Instant, fire: @escaping @Sendable () -> Void) -> UInt64 {
@@ -243,18 +257,27 @@ final class DeadlineWatch: @unchecked Sendable {
                 self.entries[id] = nil
                 self.fired.insert(id)
             }
+            // Each deadline on a thread of its own while fewer than `maxFiring` fire; past that,
+            // the rest of the scan's deadlines share one more thread.
+            let batches = Self.batches(of: due, threads: max(1, Self.maxFiring - self.firing))
+            self.firing += batches.count
             self.condition.unlock()
             // Firing cancels a task, which runs its cancellation handlers on the firing thread:
-            // a middleware's, or a transport's, and one of them may block. The deadlines found
-            // passed in one scan fire in turn on a thread of their own, so a handler that blocks
-            // holds up neither the watch nor deadlines that pass later (only those of its own
-            // scan). Dispatch's global queue is no help here: on Linux its few threads can all be
-            // blocked, and the work queued behind them waits (measured with the seam test).
-            // The threads are not capped: a handler that never returns keeps its thread, and
-            // each later scan that finds passed deadlines starts one more.
-            if !due.isEmpty {
-                let batch = due
-                let thread = Thread { for fire in batch { fire() } }
+            // a middleware's, or a transport's, and one of them may block. So each deadline fires
+            // on a thread of its own: a handler that blocks holds up neither the watch nor any
+            // other deadline, even one that passed at the same moment (up to `maxFiring` threads
+            // at once; beyond them, the deadlines of one scan share a thread). Dispatch's global
+            // queue is no help here: on Linux its few threads can all be blocked, and the work
+            // queued behind them waits (measured with the seam test). A handler that never
+            // returns keeps its thread, so with `maxFiring` of them stuck, each later scan that
+            // finds passed deadlines still starts one more.
+            for batch in batches {
+                let thread = Thread { [unowned self] in
+                    for fire in batch { fire() }
+                    self.condition.lock()
+                    self.firing -= 1
+                    self.condition.unlock()
+                }
                 thread.name = "courier-deadline-fire"
                 thread.start()
             }

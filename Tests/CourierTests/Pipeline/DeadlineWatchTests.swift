@@ -1,4 +1,4 @@
-import Courier
+@testable import Courier
 import Dispatch
 import Foundation
 import Testing
@@ -69,5 +69,83 @@ struct DeadlineWatchTests {
             let firstError = await expectCourierError { _ = try await first.value }
             #expect(firstError?.kind == .timeout)
         }
+    }
+
+    /// Deadlines that pass at the same moment (found by one scan of the watch) do not wait for
+    /// one another's cancellation either: one request's handler blocks, the others, due at the
+    /// same instant, time out on time. (Before each deadline of a scan had a thread of its own,
+    /// they fired in turn on one thread, and a request after the blocked one waited for it.)
+    @Test
+    func deadlinesDueTogetherDoNotWaitForABlockedCancellation() async throws {
+        let server = try await http1Server()
+        let release = DispatchSemaphore(value: 0)
+        let released = Locked(false)
+        let blocked = Locked(false)
+        let wait = Locked<(continuation: CheckedContinuation<Void, Never>?, ended: Bool)>((nil, false))
+        let blocking = ClosureMiddleware { request, next in
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let ended = wait.withLock { state -> Bool in
+                        if !state.ended { state.continuation = continuation }
+                        return state.ended
+                    }
+                    if ended { continuation.resume() }
+                }
+            } onCancel: {
+                blocked.withLock { $0 = true }
+                _ = release.wait(timeout: .now() + 10)
+                released.withLock { $0 = true }
+                let continuation = wait.withLock { state -> CheckedContinuation<Void, Never>? in
+                    state.ended = true
+                    defer { state.continuation = nil }
+                    return state.continuation
+                }
+                continuation?.resume()
+            }
+            throw CancellationError()
+        }
+        let waiting = ClosureMiddleware { request, next in
+            try await Task.sleep(for: .seconds(60))
+            return try await next(request)
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.deduplication.isEnabled = false }) { client in
+            // One deadline for all five, so one scan of the watch finds them passed together.
+            let timeout = Duration.milliseconds(400)
+            let first = Task {
+                try await client.send(Endpoint<Data>(path: "/json", timeout: timeout, middleware: [blocking], decoding: .data))
+            }
+            let others = (0..<4).map { _ in
+                Task { () -> CourierError.Kind? in
+                    do {
+                        _ = try await client.send(Endpoint<Data>(path: "/json", timeout: timeout, middleware: [waiting], decoding: .data))
+                        return nil
+                    } catch let error as CourierError {
+                        return error.kind
+                    }
+                }
+            }
+            var kinds: [CourierError.Kind?] = []
+            for other in others { kinds.append(try await other.value) }
+            #expect(kinds == Array(repeating: .timeout, count: 4))
+            // All four ended while the first request's handler was still blocked.
+            #expect(released.withLock { $0 } == false, "a deadline waited for another one's blocked cancellation")
+            #expect(await eventually(seconds: 10) { blocked.withLock { $0 } })
+            release.signal()
+            let firstError = await expectCourierError { _ = try await first.value }
+            #expect(firstError?.kind == .timeout)
+        }
+    }
+
+    /// How the deadlines of one scan are spread over threads: one each, and past the cap the
+    /// rest together on one more.
+    @Test
+    func theDeadlinesOfAScanGetAThreadEachUpToTheCap() {
+        let due = Array(1...5)
+        #expect(DeadlineWatch.batches(of: [Int](), threads: 3).isEmpty)
+        #expect(DeadlineWatch.batches(of: due, threads: 8).map(Array.init) == [[1], [2], [3], [4], [5]])
+        #expect(DeadlineWatch.batches(of: due, threads: 5).map(Array.init) == [[1], [2], [3], [4], [5]])
+        #expect(DeadlineWatch.batches(of: due, threads: 2).map(Array.init) == [[1], [2, 3, 4, 5]])
+        #expect(DeadlineWatch.batches(of: due, threads: 1).map(Array.init) == [[1, 2, 3, 4, 5]])
+        #expect(DeadlineWatch.batches(of: due, threads: 1).reduce(0) { $0 + $1.count } == 5)
     }
 }
