@@ -15,57 +15,68 @@ import Testing
 /// up the other's second deadline.
 @Suite("Deadlines: a blocked cancellation does not hold up other deadlines", .serialized)
 struct DeadlineWatchTests {
-    @Test(arguments: TransportKind.allCases)
-    func aCancellationHandlerThatBlocksDoesNotDelayAnotherRequestsDeadline(_ kind: TransportKind) async throws {
-        let server = try await http1Server()
+    /// A middleware that waits until it is cancelled; cancelling it blocks the cancelling thread
+    /// until the test lets it go (or 10 s pass), and only then ends the wait. (Ending the wait
+    /// first would let the task run on and wait for the runtime's lock on its cancellation
+    /// records, held while the handler runs, on a thread of the cooperative pool: with two such
+    /// tests at once the pool's two threads would be blocked.)
+    final class BlockingCancellation: Sendable {
         let release = DispatchSemaphore(value: 0)
-        let released = Locked(false)
+        /// Whether the handler has started to block.
         let cancelled = Locked(false)
-        // The first request's middleware waits until it is cancelled; cancelling it blocks the
-        // cancelling thread until the test lets it go (or 10 s pass), and only then ends the
-        // wait. (Ending the wait first would let the task run on and wait for the runtime's lock
-        // on its cancellation records, held while the handler runs, on a thread of the
-        // cooperative pool: with two such tests at once the pool's two threads would be blocked.)
-        let wait = Locked<(continuation: CheckedContinuation<Void, Never>?, ended: Bool)>((nil, false))
-        let blocking = ClosureMiddleware { request, next in
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { continuation in
-                    let ended = wait.withLock { state -> Bool in
-                        if !state.ended { state.continuation = continuation }
-                        return state.ended
+        /// Whether the handler has been let go (or gave up after 10 s).
+        let released = Locked(false)
+        private let wait = Locked<(continuation: CheckedContinuation<Void, Never>?, ended: Bool)>((nil, false))
+
+        var blocking: ClosureMiddleware {
+            ClosureMiddleware { request, next in
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { continuation in
+                        let ended = self.wait.withLock { state -> Bool in
+                            if !state.ended { state.continuation = continuation }
+                            return state.ended
+                        }
+                        if ended { continuation.resume() }
                     }
-                    if ended { continuation.resume() }
+                } onCancel: {
+                    self.cancelled.withLock { $0 = true }
+                    _ = self.release.wait(timeout: .now() + 10)
+                    self.released.withLock { $0 = true }
+                    let continuation = self.wait.withLock { state -> CheckedContinuation<Void, Never>? in
+                        state.ended = true
+                        defer { state.continuation = nil }
+                        return state.continuation
+                    }
+                    continuation?.resume()
                 }
-            } onCancel: {
-                cancelled.withLock { $0 = true }
-                _ = release.wait(timeout: .now() + 10)
-                released.withLock { $0 = true }
-                let continuation = wait.withLock { state -> CheckedContinuation<Void, Never>? in
-                    state.ended = true
-                    defer { state.continuation = nil }
-                    return state.continuation
-                }
-                continuation?.resume()
+                throw CancellationError()
             }
-            throw CancellationError()
         }
-        let waiting = ClosureMiddleware { request, next in
+
+        /// A middleware that sleeps for a minute: only its deadline ends it.
+        static let waiting = ClosureMiddleware { request, next in
             try await Task.sleep(for: .seconds(60))
             return try await next(request)
         }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aCancellationHandlerThatBlocksDoesNotDelayAnotherRequestsDeadline(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let gate = BlockingCancellation()
         try await withClient(kind, server: server, configure: { $0.deduplication.isEnabled = false }) { client in
             let first = Task {
-                try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(100), middleware: [blocking], decoding: .data))
+                try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(100), middleware: [gate.blocking], decoding: .data))
             }
             // The first deadline has fired and its handler is blocked before the second starts.
-            #expect(await eventually(seconds: 10) { cancelled.withLock { $0 } })
+            #expect(await eventually(seconds: 10) { gate.cancelled.withLock { $0 } })
             let error = await expectCourierError {
-                _ = try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(300), middleware: [waiting], decoding: .data))
+                _ = try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(300), middleware: [BlockingCancellation.waiting], decoding: .data))
             }
             #expect(error?.kind == .timeout)
             // The second deadline fired while the first request's handler was still blocked.
-            #expect(released.withLock { $0 } == false, "the second request's deadline waited for the first one's cancellation")
-            release.signal()
+            #expect(gate.released.withLock { $0 } == false, "the second request's deadline waited for the first one's cancellation")
+            gate.release.signal()
             let firstError = await expectCourierError { _ = try await first.value }
             #expect(firstError?.kind == .timeout)
         }
@@ -75,49 +86,20 @@ struct DeadlineWatchTests {
     /// one another's cancellation either: one request's handler blocks, the others, due at the
     /// same instant, time out on time. (Before each deadline of a scan had a thread of its own,
     /// they fired in turn on one thread, and a request after the blocked one waited for it.)
-    @Test
-    func deadlinesDueTogetherDoNotWaitForABlockedCancellation() async throws {
+    @Test(arguments: TransportKind.allCases)
+    func deadlinesDueTogetherDoNotWaitForABlockedCancellation(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        let release = DispatchSemaphore(value: 0)
-        let released = Locked(false)
-        let blocked = Locked(false)
-        let wait = Locked<(continuation: CheckedContinuation<Void, Never>?, ended: Bool)>((nil, false))
-        let blocking = ClosureMiddleware { request, next in
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { continuation in
-                    let ended = wait.withLock { state -> Bool in
-                        if !state.ended { state.continuation = continuation }
-                        return state.ended
-                    }
-                    if ended { continuation.resume() }
-                }
-            } onCancel: {
-                blocked.withLock { $0 = true }
-                _ = release.wait(timeout: .now() + 10)
-                released.withLock { $0 = true }
-                let continuation = wait.withLock { state -> CheckedContinuation<Void, Never>? in
-                    state.ended = true
-                    defer { state.continuation = nil }
-                    return state.continuation
-                }
-                continuation?.resume()
-            }
-            throw CancellationError()
-        }
-        let waiting = ClosureMiddleware { request, next in
-            try await Task.sleep(for: .seconds(60))
-            return try await next(request)
-        }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.deduplication.isEnabled = false }) { client in
+        let gate = BlockingCancellation()
+        try await withClient(kind, server: server, configure: { $0.deduplication.isEnabled = false }) { client in
             // One deadline for all five, so one scan of the watch finds them passed together.
             let timeout = Duration.milliseconds(400)
             let first = Task {
-                try await client.send(Endpoint<Data>(path: "/json", timeout: timeout, middleware: [blocking], decoding: .data))
+                try await client.send(Endpoint<Data>(path: "/json", timeout: timeout, middleware: [gate.blocking], decoding: .data))
             }
             let others = (0..<4).map { _ in
                 Task { () -> CourierError.Kind? in
                     do {
-                        _ = try await client.send(Endpoint<Data>(path: "/json", timeout: timeout, middleware: [waiting], decoding: .data))
+                        _ = try await client.send(Endpoint<Data>(path: "/json", timeout: timeout, middleware: [BlockingCancellation.waiting], decoding: .data))
                         return nil
                     } catch let error as CourierError {
                         return error.kind
@@ -128,9 +110,9 @@ struct DeadlineWatchTests {
             for other in others { kinds.append(try await other.value) }
             #expect(kinds == Array(repeating: .timeout, count: 4))
             // All four ended while the first request's handler was still blocked.
-            #expect(released.withLock { $0 } == false, "a deadline waited for another one's blocked cancellation")
-            #expect(await eventually(seconds: 10) { blocked.withLock { $0 } })
-            release.signal()
+            #expect(gate.released.withLock { $0 } == false, "a deadline waited for another one's blocked cancellation")
+            #expect(await eventually(seconds: 10) { gate.cancelled.withLock { $0 } })
+            gate.release.signal()
             let firstError = await expectCourierError { _ = try await first.value }
             #expect(firstError?.kind == .timeout)
         }
