@@ -212,10 +212,11 @@ final class DeadlineWatch: @unchecked Sendable {
     /// How many threads may fire deadlines at once, one deadline each.
     static let maxFiring = 32
 
-    /// `due` split over at most `threads` batches: one deadline each, the last batch the rest.
+    /// `due` split over at most `threads` batches (one at least): one deadline each, the last
+    /// batch the rest.
     static func batches<Item>(of due: [Item], threads: Int) -> [ArraySlice<Item>] {
         guard !due.isEmpty else { return [] }
-        let singles = min(due.count, threads) - 1
+        let singles = max(0, min(due.count, threads) - 1)
         var batches = (0..<singles).map { due[$0...$0] }
         batches.append(due[singles...])
         return batches

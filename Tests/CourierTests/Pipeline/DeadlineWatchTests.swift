@@ -129,5 +129,8 @@ struct DeadlineWatchTests {
         #expect(DeadlineWatch.batches(of: due, threads: 2).map(Array.init) == [[1], [2, 3, 4, 5]])
         #expect(DeadlineWatch.batches(of: due, threads: 1).map(Array.init) == [[1, 2, 3, 4, 5]])
         #expect(DeadlineWatch.batches(of: due, threads: 1).reduce(0) { $0 + $1.count } == 5)
+        // No thread to spare (or a nonsensical count) still fires everything, on one thread.
+        #expect(DeadlineWatch.batches(of: due, threads: 0).map(Array.init) == [[1, 2, 3, 4, 5]])
+        #expect(DeadlineWatch.batches(of: due, threads: -3).map(Array.init) == [[1, 2, 3, 4, 5]])
     }
 }
