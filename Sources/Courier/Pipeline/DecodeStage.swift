@@ -137,9 +137,6 @@ struct ConstrainedStage: PipelineStage {
     let policy: ConstrainedPolicy
     var name: String { "constrained" }
 
-    static var mayBypass: Bool { true }
-    func bypasses(_ exchange: RequestExchange) -> Bool { !exchange.endpoint.isPrefetch }
-
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if exchange.endpoint.isPrefetch {

@@ -21,9 +21,6 @@ struct MiddlewareStage: PipelineStage {
     var name: String { "\(self.scope.rawValue)-middleware" }
     var isLinked: Bool { self.scope == .endpoint || !self.clientMiddleware.isEmpty }
 
-    static var mayBypass: Bool { true }
-    func bypasses(_ exchange: RequestExchange) -> Bool { self.chainIsEmpty(exchange) }
-
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if self.chainIsEmpty(exchange) { return try await next(exchange) }

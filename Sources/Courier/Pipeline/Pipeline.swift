@@ -262,8 +262,9 @@ protocol PipelineStage: Sendable {
     /// off), and then it stays in ``Pipeline/stages`` but is not linked into the chain (a stage
     /// fused into a segment is still called, and passes every exchange on).
     var isLinked: Bool { get }
-    /// Whether the stage may have nothing to do for some exchanges (``bypasses(_:)``, asked
-    /// where the stage is a link of its own; a fused stage's `run` checks for itself).
+    /// Whether the stage may have nothing to do for some exchanges (``bypasses(_:)``). Asked only
+    /// of the stages that are links of their own (cache lookup, deduplication, cache store); a
+    /// fused stage costs no call to step over, and its `run` checks for itself.
     static var mayBypass: Bool { get }
     /// Whether the stage has nothing to do for `exchange`, which then goes straight to the stage
     /// below: a quick synchronous check (`run` must still pass such an exchange on unchanged).

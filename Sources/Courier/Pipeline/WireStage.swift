@@ -23,9 +23,6 @@ struct WireStage: PipelineStage {
         self.defaultIsREST = configuration.defaultWireProtocol is RESTProtocol
     }
 
-    static var mayBypass: Bool { true }
-    func bypasses(_ exchange: RequestExchange) -> Bool { self.passesThrough(exchange) }
-
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if self.passesThrough(exchange) { return try await next(exchange) }
