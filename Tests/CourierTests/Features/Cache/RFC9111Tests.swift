@@ -342,7 +342,11 @@ struct RFC9111Tests {
         }) { client in
             _ = try await client.send(Self.get("/gone"))
         }
-        // The server has stopped; a new client (no pooled connection) on the same store finds nobody there.
+        // The server has stopped; a new client (no pooled connection) on the same store finds nobody
+        // there. The port is held (bound, not listening) so that no other test's server takes it
+        // and answers in the stopped one's place.
+        let refusing = try RefusingPort(server.port)
+        defer { withExtendedLifetime(refusing) {} }
         let ahc = kind == .asyncHTTPClient ? AsyncHTTPClientTransport() : nil
         let transport: any Transport = ahc ?? URLSessionTransport()
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
