@@ -6,6 +6,8 @@
 #   MONITORS="none log telemetry all" Benchmarks/profile.sh h1 8
 #                                               Courier with each set of event monitors
 #   KEEP=1 Benchmarks/profile.sh h1 8           keep the callgrind files (callgrind_annotate)
+#   TRANSPORT=1 Benchmarks/profile.sh h2 8      also Courier's transport alone (no pipeline), which
+#                                               splits Courier's cost into transport and pipeline
 #
 # Each number is (count(N2) - count(N1)) / (N2 - N1) for two runs of `CourierBenchmarks count`
 # that differ only in the number of requests, so start-up, TLS set-up and warm-up cancel out.
@@ -57,12 +59,17 @@ per_request() {
 if [ $# -ge 2 ]; then points=("$1 $2"); else points=("h1 1" "h1 8" "h1 64" "h2 1" "h2 8" "h2 64"); fi
 echo "instructions per request (callgrind; N = $N1 and $N2 after 200 warm-up requests)"
 printf "%-8s %5s %12s" protocol conc raw
+[ -n "${TRANSPORT:-}" ] && printf " %20s" "transport alone"
 for monitors in $MONITORS; do printf " %20s" "courier ($monitors)"; done
 printf "\n"
 for point in "${points[@]}"; do
     set -- $point
     raw=$(per_request raw "$1" "$2" none)
     printf "%-8s %5s %12s" "$1" "$2" "$raw"
+    if [ -n "${TRANSPORT:-}" ]; then
+        transport=$(per_request transport "$1" "$2" none)
+        printf " %11s (%5.1f%%)" "$transport" "$(awk -v a="$transport" -v b="$raw" 'BEGIN { printf "%.1f", a * 100 / b }')"
+    fi
     for monitors in $MONITORS; do
         courier=$(per_request courier "$1" "$2" "$monitors")
         printf " %11s (%5.1f%%)" "$courier" "$(awk -v a="$courier" -v b="$raw" 'BEGIN { printf "%.1f", a * 100 / b }')"

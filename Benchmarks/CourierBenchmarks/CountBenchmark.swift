@@ -3,7 +3,9 @@ import Foundation
 /// A fixed number of requests through one side of the pipeline benchmark, for counting
 /// instructions (`Benchmarks/profile.sh` runs it under callgrind).
 ///
-/// `CourierBenchmarks count --side raw|courier --protocol h1|h2 --concurrency C --requests N`:
+/// `CourierBenchmarks count --side raw|courier|transport --protocol h1|h2 --concurrency C --requests N`:
+/// (`transport`: Courier's AsyncHTTPClient transport alone, without the pipeline, which splits
+/// Courier's cost into the transport's and the pipeline's)
 /// 200 warm-up requests, then N more at concurrency C. Two runs that differ only in N differ
 /// only by the work of the extra requests, so the difference of their counts divided by the
 /// difference of N is the cost of one request, free of start-up, TLS set-up and warm-up.
@@ -14,14 +16,18 @@ struct CountBenchmark {
     let requests: Int
 
     func run() async throws {
-        guard self.side == "raw" || self.side == "courier" else {
-            print("count: --side must be raw or courier")
+        guard ["raw", "courier", "transport"].contains(self.side) else {
+            print("count: --side must be raw, courier or transport")
             return
         }
         let server = try ServerProcess()
         defer { server.stop() }
         let sides = try PipelineSides(server: server, http2: self.http2)
-        let work = self.side == "raw" ? sides.rawWork : sides.courierWork
+        let work = switch self.side {
+        case "raw": sides.rawWork
+        case "transport": sides.transportWork
+        default: sides.courierWork
+        }
         try await Self.send(200, concurrency: self.concurrency, work)
         try await Self.send(self.requests, concurrency: self.concurrency, work)
         try await sides.shutdown()

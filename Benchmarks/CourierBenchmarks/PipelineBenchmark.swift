@@ -139,6 +139,7 @@ struct URLSessionSides: BenchmarkSides {
 /// Environment: `COURIER_BENCH_MONITORS` = `none` (default) | `log` | `telemetry` | `all`;
 /// `COURIER_BENCH_DEDUP=1` keeps deduplication on; `COURIER_BENCH_NO_TIMEOUT=1` removes the
 /// client's deadline; `COURIER_BENCH_NO_READ_TIMEOUT=1` the transport's read timeout;
+/// `COURIER_BENCH_NO_COALESCING=1` its HTTP/2 read coalescing;
 /// `COURIER_BENCH_HOST_LIMIT=N` sets the scheduler's limits; `COURIER_BENCH_PROTOCOL` = `h1` | `h2` | `urlsession`
 /// measures one row only; `COURIER_BENCH_PROFILE` = `raw` | `courier` runs one side alone
 /// (at `COURIER_BENCH_CONCURRENCY`, default 8) and prints its rate, for profilers.
@@ -165,6 +166,7 @@ struct PipelineSides: BenchmarkSides {
         self.transport = AsyncHTTPClientTransport(configuration: .init {
             $0.tlsConfiguration = tls
             if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_READ_TIMEOUT"] != nil { $0.readTimeout = nil }
+            if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_COALESCING"] != nil { $0.http2ReadCoalescing = nil }
         })
         self.client = Client(configuration: .init(transport: self.transport, baseURL: URL(string: url)!) {
             if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
@@ -205,6 +207,20 @@ struct PipelineSides: BenchmarkSides {
     }
 
     var courierWork: @Sendable () async throws -> Void { fetchItem(through: self.client) }
+
+    /// One GET of the item through Courier's transport alone (no pipeline), collected and
+    /// decoded: `count --side transport` splits Courier's cost into transport and pipeline.
+    var transportWork: @Sendable () async throws -> Void {
+        let transport = self.transport
+        let url = URL(string: self.url)!
+        let head = HTTPRequest(method: .get, scheme: url.scheme, authority: "\(url.host!):\(url.port!)", path: url.path)
+        return {
+            let response = try await transport.send(Request(head: head, timeout: .seconds(30)))
+            let body = try await response.body.collect(upTo: 1 << 20)
+            let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
+            precondition(item.id == 42)
+        }
+    }
 
     func shutdown() async throws {
         try await self.raw.shutdown()
