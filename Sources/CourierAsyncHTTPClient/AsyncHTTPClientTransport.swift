@@ -177,23 +177,22 @@ public final class AsyncHTTPClientTransport: Transport {
                 return channel.writeAndFlush(settings)
             }
         }
-        // Streams a GOAWAY left unprocessed fail as such (see GoAwayWatcher), so they may be retried.
-        let coalescing = configuration.http2ReadCoalescing
-        config.http2StreamChannelDebugInitializer = { channel in
-            // First in each stream's pipeline: the coalescer (which also marks unprocessed
-            // streams), or the marker alone when coalescing is off. Installed at once on the
-            // stream's event loop (where AsyncHTTPClient calls this): no extra loop tick before
-            // the request is written, and the loop's cached succeeded future, not a new one.
-            let install: @Sendable () throws -> Void = {
-                let handler: any ChannelHandler = coalescing.map { DataFrameCoalescer(limit: $0) } ?? UnprocessedStreamMarker()
-                try channel.pipeline.syncOperations.addHandler(handler, position: .first)
-            }
-            guard channel.eventLoop.inEventLoop else { return channel.eventLoop.submit(install) }
-            do {
-                try install()
-                return channel.eventLoop.makeSucceededVoidFuture()
-            } catch {
-                return channel.eventLoop.makeFailedFuture(error)
+        // DATA frame coalescing, first in each stream's pipeline, installed at once on the
+        // stream's event loop (where AsyncHTTPClient calls this): no extra loop tick before the
+        // request is written, and the loop's cached succeeded future, not a new one. Off, no
+        // initializer at all: nothing of ours per stream.
+        if let coalescing = configuration.http2ReadCoalescing {
+            config.http2StreamChannelDebugInitializer = { channel in
+                let install: @Sendable () throws -> Void = {
+                    try channel.pipeline.syncOperations.addHandler(DataFrameCoalescer(limit: coalescing), position: .first)
+                }
+                guard channel.eventLoop.inEventLoop else { return channel.eventLoop.submit(install) }
+                do {
+                    try install()
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
             }
         }
         self.pinning = configuration.pinning
@@ -442,13 +441,10 @@ public final class AsyncHTTPClientTransport: Transport {
     }
 
     static func mapError(_ error: any Error, pinnedHost: String? = nil) -> CourierError {
-        if let unprocessed = error as? UnprocessedStreamError {
-            var refused = CourierError(.transport, "\(unprocessed.description); it may be sent again", underlying: error)
-            refused.wasNotProcessed = true
-            return refused
-        }
         if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .refusedStream {
-            var refused = CourierError(.transport, "the server refused the HTTP/2 stream (REFUSED_STREAM); it did not process the request", underlying: error)
+            // Refused by the server's RST_STREAM, or above the last stream ID of its GOAWAY (which
+            // GoAwayWatcher closes as refused): either way not processed (RFC 9113 §8.7, §6.8).
+            var refused = CourierError(.transport, "the server did not process HTTP/2 stream \(closed.streamID) (refused, or above its GOAWAY's last stream ID); it may be sent again", underlying: error)
             refused.wasNotProcessed = true
             return refused
         }

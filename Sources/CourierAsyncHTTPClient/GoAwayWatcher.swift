@@ -1,25 +1,40 @@
 import NIOCore
 import NIOHTTP2
 
-/// On an HTTP/2 connection: the lowest last-stream ID of the GOAWAY frames the server sent.
+/// On an HTTP/2 connection: streams that the server's GOAWAY left unprocessed are closed as
+/// refused (REFUSED_STREAM), so that the retry stage may send them again, even a POST.
 ///
-/// RFC 9113 §6.8: streams above it were not processed, and may be sent again on a new
-/// connection whatever their method. swift-nio-http2 closes them with the error code CANCEL,
-/// the same as a stream the server cancelled after acting on it; this handler lets
-/// ``UnprocessedStreamMarker`` tell the two apart. Sits before the stream multiplexer, on the
-/// connection's event loop.
+/// RFC 9113 §6.8: streams above a GOAWAY's last stream ID were not processed, and may be sent
+/// again on a new connection whatever their method (§8.7 says the same of REFUSED_STREAM).
+/// swift-nio-http2 closes them with the error code CANCEL, the same as a stream the server
+/// cancelled after acting on it. Its connection handler passes the GOAWAY frame on first and then
+/// one `StreamClosedEvent` for each stream it drops; this handler, between it and the stream
+/// multiplexer, remembers the lowest last stream ID and gives those events the code
+/// REFUSED_STREAM instead, so each such stream fails as refused. One handler per connection, on
+/// its event loop; nothing per stream (each handler added to a stream's pipeline would cost
+/// every request its insertion and a hop per event), and nothing per event until a GOAWAY came.
 final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
     typealias InboundOut = HTTP2Frame
 
     /// Read and written on the connection's event loop only.
-    private(set) var lastStreamID: HTTP2StreamID?
+    private var lastStreamID: HTTP2StreamID?
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .goAway(let last, _, _) = self.unwrapInboundIn(data).payload {
             self.lastStreamID = min(self.lastStreamID ?? last, last)
         }
         context.fireChannelRead(data)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let last = self.lastStreamID, let closed = event as? StreamClosedEvent,
+              closed.reason == .cancel, closed.streamID > last
+        else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        context.fireUserInboundEventTriggered(StreamClosedEvent(streamID: closed.streamID, reason: .refusedStream))
     }
 
     /// Installs a watcher before the connection's stream multiplexer; on the channel's event loop.
@@ -29,41 +44,5 @@ final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
             let multiplexer = try sync.handler(type: HTTP2StreamMultiplexer.self)
             try sync.addHandler(GoAwayWatcher(), position: .before(multiplexer))
         }
-    }
-}
-
-/// On an HTTP/2 stream: a stream that its connection's GOAWAY left unprocessed fails with
-/// ``UnprocessedStreamError`` instead of the CANCEL it is closed with, so the retry stage may
-/// send it again (even a POST). Early in the stream's pipeline (after the DATA frame coalescer),
-/// so the request handler sees the error it passes on.
-final class UnprocessedStreamMarker: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTP2Frame.FramePayload
-    typealias InboundOut = HTTP2Frame.FramePayload
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        context.fireErrorCaught(Self.marked(error, context: context))
-    }
-
-    /// `error`, or ``UnprocessedStreamError`` when it closed a stream above the last stream ID of
-    /// the connection's GOAWAY. Also used by ``DataFrameCoalescer``, which does this marking
-    /// itself when it is installed (one handler per stream instead of two).
-    static func marked(_ error: any Error, context: ChannelHandlerContext) -> any Error {
-        if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .cancel,
-           let parent = context.channel.parent, parent.eventLoop.inEventLoop,
-           let watcher = try? parent.pipeline.syncOperations.handler(type: GoAwayWatcher.self),
-           let last = watcher.lastStreamID, closed.streamID > last {
-            return UnprocessedStreamError(streamID: closed.streamID, lastStreamID: last)
-        }
-        return error
-    }
-}
-
-/// A stream above the last stream ID of the server's GOAWAY: the server did not process it.
-struct UnprocessedStreamError: Error, CustomStringConvertible {
-    let streamID: HTTP2StreamID
-    let lastStreamID: HTTP2StreamID
-
-    var description: String {
-        "the server's GOAWAY left HTTP/2 stream \(self.streamID) unprocessed (last stream processed: \(self.lastStreamID))"
     }
 }

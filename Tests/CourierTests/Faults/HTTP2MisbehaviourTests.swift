@@ -21,8 +21,8 @@ import Testing
 /// A finding of this suite, fixed: RFC 9113 §6.8 says streams above a GOAWAY's last stream ID
 /// were not processed, so even a POST on one may be sent again; swift-nio-http2 closes them with
 /// error code CANCEL, the same as a stream the server cancelled after acting on it, and Courier
-/// did not resend the POST. The transport now watches each connection's GOAWAY frames and fails
-/// such a stream as unprocessed.
+/// did not resend the POST. The transport now watches each connection's GOAWAY frames and closes
+/// such a stream as refused (REFUSED_STREAM, RFC 9113 §8.7), which the retry stage resends.
 ///
 /// AsyncHTTPClient only, except the header case: these need HTTP/2, which the test server
 /// speaks over TLS with a CA made at test time; URLSession on Linux (FoundationNetworking)
@@ -30,8 +30,9 @@ import Testing
 @Suite("Faults: a misbehaving HTTP/2 server")
 struct HTTP2MisbehaviourTests {
     // AsyncHTTPClient only: HTTP/2 needs the TLS test server, and URLSession on Linux cannot trust the test CA.
-    // With DATA frame coalescing on (the default), the coalescer marks unprocessed streams; off,
-    // the marker alone is installed: both ways are run.
+    // With DATA frame coalescing on (the default) a handler of ours is in each stream's pipeline,
+    // off there is none; the connection's GOAWAY watcher marks unprocessed streams either way:
+    // both are run.
     @Test(arguments: [HTTPRequest.Method.get, .post], [1 << 20, nil] as [Int?])
     func goAwayBelowAnInFlightStreamRetriesOnlyTheUnprocessedOne(_ method: HTTPRequest.Method, coalescing: Int?) async throws {
         let counter = PathCounter()
