@@ -23,9 +23,11 @@ final class DataFrameCoalescer: ChannelInboundHandler {
 
     /// The most bytes joined into one part.
     let limit: Int
-    /// The first DATA payload held since the last part passed on, and any after it (most
-    /// bursts of a small response are one frame: no array then); all on the event loop.
+    /// The first DATA payload held since the last part passed on (its bytes, and the frame as it
+    /// came, passed on unchanged when nothing joined it), and any after it (most bursts of a
+    /// small response are one frame: no array then); all on the event loop.
     private var first: ByteBuffer?
+    private var firstAsItCame: NIOAny?
     private var more: [ByteBuffer] = []
     private var heldBytes = 0
 
@@ -47,6 +49,13 @@ final class DataFrameCoalescer: ChannelInboundHandler {
                 return
             }
             self.first = bytes
+            self.firstAsItCame = data
+        } else if bytes.readableBytes == 0 {
+            // An empty frame (usually the END_STREAM after a small body): what is held goes on as
+            // it came, then this frame, with no copy and no new frame.
+            self.passOn(context: context, endStream: false)
+            context.fireChannelRead(data)
+            return
         } else {
             self.more.append(bytes)
         }
@@ -82,24 +91,29 @@ final class DataFrameCoalescer: ChannelInboundHandler {
         // it). Passing bytes on during teardown would hand AsyncHTTPClient a body part after its
         // request had ended, which it treats as a broken invariant.
         self.first = nil
+        self.firstAsItCame = nil
         self.more.removeAll()
         self.heldBytes = 0
     }
 
-    /// Passes the held bytes on as one DATA payload (as they came, when there is one).
+    /// Passes the held bytes on as one DATA payload: the first frame itself when nothing joined it.
     private func passOn(context: ChannelHandlerContext, endStream: Bool) {
         guard let first = self.first else { return }
-        var joined = first
-        if !self.more.isEmpty {
-            joined = context.channel.allocator.buffer(capacity: self.heldBytes)
-            joined.writeImmutableBuffer(first)
-            for part in self.more {
-                joined.writeImmutableBuffer(part)
-            }
-            self.more.removeAll(keepingCapacity: true)
-        }
+        let asItCame = self.firstAsItCame
+        let heldBytes = self.heldBytes
         self.first = nil
+        self.firstAsItCame = nil
         self.heldBytes = 0
+        if self.more.isEmpty, !endStream, let asItCame {
+            context.fireChannelRead(asItCame)
+            return
+        }
+        var joined = context.channel.allocator.buffer(capacity: heldBytes)
+        joined.writeImmutableBuffer(first)
+        for part in self.more {
+            joined.writeImmutableBuffer(part)
+        }
+        self.more.removeAll(keepingCapacity: true)
         context.fireChannelRead(self.wrapInboundOut(.data(.init(data: .byteBuffer(joined), endStream: endStream))))
     }
 }
