@@ -121,7 +121,13 @@ public struct RequestID: Sendable, Hashable, CustomStringConvertible {
 /// A response as it comes back from the transport, before decoding.
 public struct RawResponse: Sendable {
     /// Status and header fields.
-    public var head: HTTPResponse
+    public var head: HTTPResponse {
+        didSet { self.statusCode = self.head.status.code }
+    }
+    /// The status code of ``head``, taken when it is set: `HTTPResponse.status` reads the code
+    /// from the text of the status field each time, and the stages ask for it about ten times
+    /// per response.
+    private(set) var statusCode: Int
     /// The body, usually still streaming from the connection.
     public var body: ResponseBody
     /// The protocol version the response arrived over.
@@ -132,6 +138,7 @@ public struct RawResponse: Sendable {
     /// Creates a response.
     public init(head: HTTPResponse, body: ResponseBody = .empty, version: HTTPVersion = .http1_1, url: URL? = nil) {
         self.head = head
+        self.statusCode = head.status.code
         self.body = body
         self.version = version
         self.url = url

@@ -138,10 +138,14 @@ enum RequestBuilder {
             }
         }
         if configuration.decompression != nil, !head.headerFields.contains(.acceptEncoding) {
-            head.headerFields.append(HTTPField(name: .acceptEncoding, value: "gzip, deflate"))
+            head.headerFields.append(Self.acceptEncoding)
         }
         return Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)
     }
+
+    /// The `Accept-Encoding` field sent when the client decodes content, made once: a field's
+    /// value is checked each time one is made.
+    private static let acceptEncoding = HTTPField(name: .acceptEncoding, value: "gzip, deflate")
 }
 
 /// The identity of a logical request, taken before wire boxing and middleware: what makes two

@@ -84,7 +84,7 @@ struct CacheLookupStage: PipelineStage {
         if case .resume = planned.action, !accepted.contains(206) { planned.action = .fetch }
         let run = planned
         // A stored status this endpoint does not accept (another endpoint's 404) is not an answer.
-        if let hit = cache.served(run), accepted.contains(hit.response.status.code) {
+        if let hit = cache.served(run), accepted.contains(hit.response.statusCode) {
             if case .serveStale(_, let conditions) = run.action, let entryKey = run.entryKey, cache.beginRevalidation(entryKey) {
                 Self.revalidateInBackground(exchange, run: run, conditions: conditions, next: next) { cache.endRevalidation(entryKey) }
             }
@@ -121,11 +121,11 @@ struct CacheLookupStage: PipelineStage {
     @inline(never)
     private static func answer(afterNetwork outcome: Outcome, _ network: CacheNetworkRequest, cache: ResponseCache) -> Outcome? {
         let run = network.run
-        if run.entry != nil, Self.originFailureStatuses.contains(outcome.response.status.code), let stale = cache.staleOnError(run),
-           network.exchange.endpoint.acceptedStatuses.contains(stale.response.status.code) {
+        if run.entry != nil, Self.originFailureStatuses.contains(outcome.response.statusCode), let stale = cache.staleOnError(run),
+           network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode) {
             return stale
         }
-        if network.original != nil, outcome.response.status.code == 206, cache.answerAfterNetwork(run, outcome: outcome) == nil {
+        if network.original != nil, outcome.response.statusCode == 206, cache.answerAfterNetwork(run, outcome: outcome) == nil {
             return nil
         }
         return Self.answer(run, cache: cache, outcome: outcome)
@@ -141,7 +141,7 @@ struct CacheLookupStage: PipelineStage {
         let run = network.run
         if run.entry != nil, Self.isOriginFailure(error, deadline: network.exchange.request.deadline) {
             // stale-if-error: the origin's failure may be answered by the stored response.
-            if let stale = cache.staleOnError(run), network.exchange.endpoint.acceptedStatuses.contains(stale.response.status.code) { return stale }
+            if let stale = cache.staleOnError(run), network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode) { return stale }
             throw error
         }
         if network.original != nil, error.kind == .httpStatus, (400..<500).contains(error.status?.code ?? 0) {

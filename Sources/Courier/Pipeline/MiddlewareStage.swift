@@ -116,7 +116,7 @@ struct RetryStage: PipelineStage {
         } catch {
             return try await self.retrying(exchange, afterError: error, next: next)
         }
-        if self.mayRetry(exchange, status: outcome.response.status.code) {
+        if self.mayRetry(exchange, status: outcome.response.statusCode) {
             return try await self.retrying(exchange, afterResponse: outcome, next: next)
         }
         return outcome
@@ -196,7 +196,7 @@ struct RetryStage: PipelineStage {
                 result = .failure(error)
             }
             guard policy.maxAttempts > number, !Task.isCancelled else { return try result.get() }
-            if case .success(let outcome) = result, !policy.retryableStatuses.contains(outcome.response.status.code) {
+            if case .success(let outcome) = result, !policy.retryableStatuses.contains(outcome.response.statusCode) {
                 return outcome
             }
         }
@@ -207,7 +207,7 @@ struct RetryStage: PipelineStage {
     static func classify(_ result: Result<Outcome, any Error>) -> RetryPolicy.AttemptResult {
         switch result {
         case .success(let outcome):
-            return .status(outcome.response.status.code, retryAfter: outcome.response.head.headerFields[.retryAfter])
+            return .status(outcome.response.statusCode, retryAfter: outcome.response.head.headerFields[.retryAfter])
         case .failure(let error):
             guard let failure = error as? CourierError, failure.kind == .transport, failure.context?.stage == "transport" else { return .other }
             return failure.wasNotProcessed ? .notProcessed : .connectionFailed
@@ -216,7 +216,7 @@ struct RetryStage: PipelineStage {
 
     static func reason(_ result: Result<Outcome, any Error>) -> String {
         switch result {
-        case .success(let outcome): return "status \(outcome.response.status.code)"
+        case .success(let outcome): return "status \(outcome.response.statusCode)"
         case .failure(let error): return CourierError.wrap(error).shortDescription
         }
     }
@@ -234,14 +234,21 @@ struct RedirectStage: PipelineStage {
     let events: EventHub
     var name: String { "redirect" }
 
-    static let redirectStatuses: Set<Int> = [301, 302, 303, 307, 308]
+    /// Whether a status is a redirect this stage follows: 301, 302, 303, 307, 308 (a switch, not
+    /// a set: it is asked of every response).
+    static func isRedirect(_ status: Int) -> Bool {
+        switch status {
+        case 301, 302, 303, 307, 308: true
+        default: false
+        }
+    }
 
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         // The first hop (hop 0, as the exchange arrives) in a small frame; a redirect is followed
         // apart, in a frame of its own that only requests with a redirect allocate.
         let response = try await next(exchange).response
-        if self.policy.maxRedirects > 0, Self.redirectStatuses.contains(response.status.code) {
+        if self.policy.maxRedirects > 0, Self.isRedirect(response.statusCode) {
             return try await self.follow(exchange, from: response, next: next)
         }
         return Outcome(response: response)
@@ -273,7 +280,7 @@ struct RedirectStage: PipelineStage {
                 }
             }
             guard self.policy.maxRedirects > 0,
-                  Self.redirectStatuses.contains(response.status.code),
+                  Self.isRedirect(response.statusCode),
                   let location = response.head.headerFields[.location],
                   let current = request.url
             else {
@@ -297,7 +304,7 @@ struct RedirectStage: PipelineStage {
                 throw CourierError(.redirect, "refused a redirect from https to http (\(Redactor.standard.redact(url: target)))")
             }
             var following = request
-            let status = response.status.code
+            let status = response.statusCode
             if status == 303 || ((status == 301 || status == 302) && request.head.method != .get && request.head.method != .head) {
                 if request.head.method != .head { following.head.method = .get }
                 following.body = nil
@@ -361,7 +368,7 @@ struct TransportStage: PipelineStage {
         guard self.events.isActive else {
             exchange.record.sent(exchange.request)
             let response = try await self.transport.send(exchange.request)
-            exchange.record.received(status: response.status.code, version: response.version)
+            exchange.record.received(status: response.statusCode, version: response.version)
             return Outcome(response: response)
         }
         return try await self.sendObserved(exchange)
@@ -387,7 +394,7 @@ struct TransportStage: PipelineStage {
             self.events.emit { $0.attemptFailed(attempt, error: failure) }
             throw error
         }
-        exchange.record.received(status: response.status.code, version: response.version, observed: true)
+        exchange.record.received(status: response.statusCode, version: response.version, observed: true)
         self.events.emit { $0.responseReceived(attempt, response: response.head, version: response.version) }
         return Outcome(response: response)
     }

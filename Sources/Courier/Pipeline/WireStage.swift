@@ -63,7 +63,7 @@ struct WireStage: PipelineStage {
         exchange.call = call
         exchange.readsBody = true
         var outcome = try await next.outOfLine(exchange)
-        guard !exchange.mode.isStream, !call.isNotification, !exchange.answersRevalidation(status: outcome.response.status.code)
+        guard !exchange.mode.isStream, !call.isNotification, !exchange.answersRevalidation(status: outcome.response.statusCode)
         else { return outcome }
         outcome.payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
         outcome.payloadMayBeCached = wire.payloadMayBeCached
@@ -81,7 +81,7 @@ struct StatusCheckStage: PipelineStage {
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let outcome = try await next(exchange)
-        if Self.accepts(exchange, status: outcome.response.status.code) { return outcome }
+        if Self.accepts(exchange, status: outcome.response.statusCode) { return outcome }
         try await self.fail(outcome.response, deadline: exchange.request.deadline)
     }
 
@@ -115,7 +115,7 @@ struct CollectBodyStage: PipelineStage {
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         var outcome = try await next(exchange)
         guard !exchange.mode.isStream, outcome.response.body.bytes == nil else { return outcome }
-        if !exchange.readsBody, exchange.endpoint.acceptedStatuses.contains(outcome.response.status.code) {
+        if !exchange.readsBody, exchange.endpoint.acceptedStatuses.contains(outcome.response.statusCode) {
             await outcome.response.body.discard()
             outcome.response.body = .empty
         } else {

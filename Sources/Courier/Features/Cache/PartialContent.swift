@@ -135,7 +135,7 @@ extension ResponseCache {
     /// partial entry): the response built from the entry as now stored, when the stored entry
     /// is the representation that just arrived and holds what the caller asked for.
     func answerAfterNetwork(_ run: CacheRun, outcome: Outcome) -> Outcome? {
-        let status = outcome.response.status.code
+        let status = outcome.response.statusCode
         guard run.policy.mode != .networkOnly, run.policy.mode != .reload,
               status == 206 || outcome.source == .revalidated, let key = run.entryKey ?? run.key,
               let entry = self.store.entry(forKey: key), !entry.isVariantIndex,
