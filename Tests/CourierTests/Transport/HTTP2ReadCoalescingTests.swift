@@ -15,6 +15,8 @@ import Testing
 /// - coalescing × HEAD and 204 (a stream that ends with its HEADERS frame, no DATA)
 /// - coalescing × trailers (a HEADERS frame that ends the stream after the DATA frames)
 /// - coalescing × the cache (a body joined from frames is stored and served byte-exact)
+/// - coalescing × the body idle timeout (bytes that came before a stall are delivered, then the
+///   stream times out; coalescing on and off)
 ///
 /// AsyncHTTPClient only: the frames are HTTP/2's, and URLSessionTransport on Linux
 /// (FoundationNetworking) cannot be given the test CA, so it does not speak HTTP/2 to the test
@@ -190,6 +192,28 @@ struct HTTP2ReadCoalescingTests {
             #expect(empty.value.isEmpty)
             // The connection is still good for a body after them.
             #expect(try await client.send(Endpoint<Data>(path: "/pieces/52/70000", decoding: .data)) == payload(70_000, seed: 52))
+        }
+    }
+
+    /// The coalescer holds bytes only within one delivery of reads: what arrived before the
+    /// server stalled reaches the reader at once, and the body idle timeout then ends the stream.
+    /// Were bytes held until more came, the reader would see nothing and time out all the same, so
+    /// the test reads the bytes before the timeout ends the stream.
+    @Test(arguments: [1 << 20, nil] as [Int?])
+    func bytesBeforeAStallAreDeliveredThenTheIdleTimeoutEndsTheStream(coalescing: Int?) async throws {
+        let body = payload(40_000, seed: 91)
+        let server = try await Self.server(answering: body, .stallMidBody(afterBytes: 30_000, .seconds(30)))
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.bodyIdleTimeout = .seconds(2) }, transportConfiguration: {
+            $0.http2ReadCoalescing = coalescing
+        }) { client in
+            let stream = try await client.stream(Endpoint<Data>(path: "/stall", decoding: .data))
+            #expect(stream.version == .http2)
+            var received = Data()
+            let error = await expectCourierError {
+                for try await chunk in stream.body { received.append(chunk) }
+            }
+            #expect(error?.kind == .timeout)
+            #expect(received == body.prefix(30_000))
         }
     }
 
