@@ -41,6 +41,31 @@ struct MiddlewareTests {
         }
     }
 
+    /// The stages read a response's status code once, when its head is set: a middleware that
+    /// rewrites the status must be seen by the status check as rewritten (RFC 9110 §15: the
+    /// status code is what classifies the response), both ways.
+    @Test(arguments: TransportKind.allCases)
+    func aStatusRewrittenByMiddlewareIsTheOneChecked(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            request.path == "/unavailable" ? .json(#"{"id":7,"title":"late"}"#, status: 503) : .json(#"{"id":1,"title":"fine"}"#)
+        }
+        let rewrite = ClosureMiddleware { request, next in
+            var response = try await next(request)
+            response.head.status = response.head.status.code == 503 ? .ok : .serviceUnavailable
+            return response
+        }
+        try await withClient(kind, server: server, configure: { $0.middleware = [rewrite] }) { client in
+            // 200 on the wire, 503 after the middleware: fails as 503.
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/fine").retry(.never)) }
+            #expect(error?.kind == .httpStatus)
+            #expect(error?.status?.code == 503)
+            // 503 on the wire, 200 after the middleware: decoded.
+            let article = try await client.response(Endpoint<Article>(path: "/unavailable").retry(.never))
+            #expect(article.status.code == 200)
+            #expect(article.value.id == 7)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func throwingShortCircuitsAndNothingIsSent(_ kind: TransportKind) async throws {
         let server = try await http1Server()
