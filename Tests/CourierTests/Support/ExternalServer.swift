@@ -5,9 +5,9 @@ import Testing
 
 /// A third-party server run as a child process on a loopback port, for interop tests.
 final class ExternalServer: @unchecked Sendable {
-    // Immutable after init except `process`, which only `stop()` touches, once, at the end of a test.
+    // Immutable after init; `process` is polled only by `stop()`, once, at the end of a test.
     let port: Int
-    private let process: Process
+    private let process: ChildProcess
 
     /// Whether interop tests must run (CI sets COURIER_CI=1 and installs the servers first).
     static var required: Bool { ProcessInfo.processInfo.environment["COURIER_CI"] == "1" }
@@ -20,12 +20,7 @@ final class ExternalServer: @unchecked Sendable {
 
     /// Whether `python3` can import `module`.
     static func pythonHas(_ module: String) -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import \(module)"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? launch(process)) != nil else { return false }
+        guard let process = try? ChildProcess(executable: "/usr/bin/env", arguments: ["python3", "-c", "import \(module)"]) else { return false }
         for _ in 0..<1000 where process.isRunning {
             usleep(10_000)
         }
@@ -68,21 +63,19 @@ final class ExternalServer: @unchecked Sendable {
     }
 
     private init(executable: String, arguments: [String], environment: [String: String]) throws {
-        self.port = Int.random(in: 20_000..<32_000)
-        self.process = Process()
-        self.process.executableURL = URL(fileURLWithPath: executable)
-        self.process.arguments = arguments.map { $0.replacingOccurrences(of: "{port}", with: "\(self.port)") }
-        self.process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        self.process.standardOutput = FileHandle.nullDevice
-        self.process.standardError = FileHandle.nullDevice
-        try launch(self.process)
+        let port = Int.random(in: 20_000..<32_000)
+        self.port = port
+        self.process = try ChildProcess(
+            executable: executable, arguments: arguments.map { $0.replacingOccurrences(of: "{port}", with: "\(port)") },
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        )
         // Up to a minute: a Python server that loads a large library starts slowly on a busy machine.
         for _ in 0..<1200 {
             if Self.accepts(port: self.port) { return }
             guard self.process.isRunning else { break }
             usleep(50_000)
         }
-        kill(self.process.processIdentifier, SIGKILL)
+        self.process.kill(SIGKILL)
         throw ExternalServerError.didNotStart(executable)
     }
 
@@ -111,20 +104,32 @@ final class ExternalServer: @unchecked Sendable {
     }
 
     private init(pythonScript: String, environment: [String: String]) throws {
-        self.port = Int.random(in: 20_000..<32_000)
-        self.process = Process()
-        self.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        self.process.arguments = ["python3", Self.root.appendingPathComponent(pythonScript).path, "\(self.port)"]
-        self.process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        self.process.standardOutput = output
-        self.process.standardError = FileHandle.nullDevice
-        try launch(self.process)
-        let ready = readSome(output.fileHandleForReading)
+        let port = Int.random(in: 20_000..<32_000)
+        self.port = port
+        let output = makePipe()
+        do {
+            self.process = try ChildProcess(
+                executable: "/usr/bin/env", arguments: ["python3", Self.root.appendingPathComponent(pythonScript).path, "\(port)"],
+                stdout: output.write, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            )
+        } catch {
+            close(output.read)
+            close(output.write)
+            throw error
+        }
+        close(output.write)
+        let reader = FileHandle(fileDescriptor: output.read, closeOnDealloc: true)
+        let ready = readSome(reader)
         guard String(decoding: ready, as: UTF8.self).contains("ready") else {
-            kill(self.process.processIdentifier, SIGKILL)
+            self.process.kill(SIGKILL)
             throw ExternalServerError.didNotStart(pythonScript)
         }
+        // What the server prints afterwards (a log line per request) is read and dropped on a
+        // thread of its own until the server ends: a closed pipe would fail its next print, a
+        // full one would block it.
+        Thread {
+            while !readSome(reader).isEmpty {}
+        }.start()
         // "ready" may be printed just before the socket is bound: wait until it accepts. (Not a
         // `for … where` loop: that went on probing after the first success, two hundred
         // connections that filled the server's listen backlog, each then waiting a second for
@@ -140,7 +145,7 @@ final class ExternalServer: @unchecked Sendable {
     /// Kills the server. SIGKILL, because a child spawned from a thread that blocks signals
     /// inherits the mask and would ignore SIGTERM.
     func stop() async {
-        kill(self.process.processIdentifier, SIGKILL)
+        self.process.kill(SIGKILL)
         for _ in 0..<200 where self.process.isRunning {
             try? await Task.sleep(for: .milliseconds(10))
         }

@@ -276,17 +276,6 @@ func onOwnThread<Value: Sendable>(_ work: @escaping @Sendable () throws -> Value
     }
 }
 
-/// Starts a child process, one launch at a time in the whole test run: Foundation's
-/// `Process.run()` is not safe to call from several threads at once on Linux (seen crashing in
-/// memcpy when the CLI, TLS and outbox crash tests started processes together).
-func launch(_ process: Process) throws {
-    processLaunch.lock()
-    defer { processLaunch.unlock() }
-    try process.run()
-}
-
-private let processLaunch = NSLock()
-
 /// Reads a pipe to its end with read(2), going on when a signal (a child's SIGCHLD) interrupts
 /// the call: FileHandle's reads trap on EINTR on Linux.
 func readToEnd(_ handle: FileHandle) -> Data {
@@ -328,23 +317,30 @@ func writeAll(_ data: Data, to handle: FileHandle) {
 import Glibc
 #endif
 
-/// A child process started with posix_spawn(3), for the tests that run the `courier` executable.
+/// A child process started with posix_spawn(3): every child the tests start (the `courier`
+/// executable, interop servers, `nft`, `gzip`).
 ///
-/// Foundation's `Process.run()` crashed here (in memcpy, inside `run()`) when the suite had many
-/// descriptors open in parallel tests; this is the small part of it the tests need.
+/// Not Foundation's `Process`: its `run()` crashes at random when the process has many
+/// descriptors open, as the parallel tests do (about 3,000 at the start of a run). To close
+/// every descriptor above 2 in the child it lists `/proc/self/fd` and copies each entry's whole
+/// 256-byte name field out of `readdir`'s buffer; with some 1,300 descriptors or more the last
+/// entry sits at the buffer's end, and the copy can read past it into an unmapped page (seen as
+/// a crash in memcpy inside `Process.run()`, even with launches made one at a time).
 final class ChildProcess: @unchecked Sendable {
     // `status` is written only by `isRunning`, which callers poll from one task.
     let pid: pid_t
     private var status: Int32?
 
-    /// Starts `executable` with `arguments`; `stdout` and `stderr` are descriptors to give the
-    /// child (nil: /dev/null). Its standard input is /dev/null.
+    /// Starts `executable` (a path) with `arguments`; `stdin`, `stdout` and `stderr` are
+    /// descriptors to give the child (nil: /dev/null).
     /// `environment`, when given, is the child's whole environment (else it gets this process's).
-    init(executable: String, arguments: [String], stdout: Int32? = nil, stderr: Int32? = nil, environment: [String: String]? = nil) throws {
+    init(
+        executable: String, arguments: [String], stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil, environment: [String: String]? = nil
+    ) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let stdin { posix_spawn_file_actions_adddup2(&actions, stdin, 0) } else { posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0) }
         if let stdout { posix_spawn_file_actions_adddup2(&actions, stdout, 1) } else { posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0) }
         if let stderr { posix_spawn_file_actions_adddup2(&actions, stderr, 2) } else { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
         // Nothing else of this process goes with the child: without this it inherited every

@@ -203,7 +203,7 @@ struct HTTP2ReadCoalescingTests {
     func bytesBeforeAStallAreDeliveredThenTheIdleTimeoutEndsTheStream(coalescing: Int?) async throws {
         let body = payload(40_000, seed: 91)
         let server = try await Self.server(answering: body, .stallMidBody(afterBytes: 30_000, .seconds(30)))
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.bodyIdleTimeout = .seconds(2) }, transportConfiguration: {
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.bodyIdleTimeout = .seconds(5) }, transportConfiguration: {
             $0.http2ReadCoalescing = coalescing
         }) { client in
             let stream = try await client.stream(Endpoint<Data>(path: "/stall", decoding: .data))

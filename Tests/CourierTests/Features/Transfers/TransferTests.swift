@@ -10,20 +10,22 @@ import Testing
 /// reads and writes on threads of their own).
 func runTool(_ arguments: [String], input: Data) async throws -> Data {
     try await onOwnThread {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        let stdin = Pipe(), stdout = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = FileHandle.nullDevice
-        try launch(process)
-        let writer = stdin.fileHandleForWriting
+        let stdin = makePipe(), stdout = makePipe()
+        let process: ChildProcess
+        do {
+            process = try ChildProcess(executable: "/usr/bin/env", arguments: arguments, stdin: stdin.read, stdout: stdout.write)
+        } catch {
+            for fd in [stdin.read, stdin.write, stdout.read, stdout.write] { close(fd) }
+            throw error
+        }
+        close(stdin.read)
+        close(stdout.write)
+        let writer = FileHandle(fileDescriptor: stdin.write, closeOnDealloc: true)
         Thread {
             writeAll(input, to: writer)
             try? writer.close()
         }.start()
-        let output = readToEnd(stdout.fileHandleForReading)
+        let output = readToEnd(FileHandle(fileDescriptor: stdout.read, closeOnDealloc: true))
         while process.isRunning { usleep(1000) }
         return output
     }
