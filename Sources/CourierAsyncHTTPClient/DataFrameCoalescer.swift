@@ -23,11 +23,10 @@ final class DataFrameCoalescer: ChannelInboundHandler {
 
     /// The most bytes joined into one part.
     let limit: Int
-    /// The first DATA payload held since the last part passed on (its bytes, and the frame as it
-    /// came, passed on unchanged when nothing joined it), and any after it (most bursts of a
+    /// The first DATA frame held since the last part passed on (as it came, passed on unchanged
+    /// when nothing joined it, and its bytes), and the bytes of any after it (most bursts of a
     /// small response are one frame: no array then); all on the event loop.
-    private var first: ByteBuffer?
-    private var firstAsItCame: NIOAny?
+    private var first: (frame: NIOAny, bytes: ByteBuffer)?
     private var more: [ByteBuffer] = []
     private var heldBytes = 0
 
@@ -48,8 +47,7 @@ final class DataFrameCoalescer: ChannelInboundHandler {
                 context.fireChannelRead(data)
                 return
             }
-            self.first = bytes
-            self.firstAsItCame = data
+            self.first = (data, bytes)
         } else if bytes.readableBytes == 0 {
             // An empty frame (usually the END_STREAM after a small body): what is held goes on as
             // it came, then this frame, with no copy and no new frame.
@@ -91,7 +89,6 @@ final class DataFrameCoalescer: ChannelInboundHandler {
         // it). Passing bytes on during teardown would hand AsyncHTTPClient a body part after its
         // request had ended, which it treats as a broken invariant.
         self.first = nil
-        self.firstAsItCame = nil
         self.more.removeAll()
         self.heldBytes = 0
     }
@@ -99,17 +96,15 @@ final class DataFrameCoalescer: ChannelInboundHandler {
     /// Passes the held bytes on as one DATA payload: the first frame itself when nothing joined it.
     private func passOn(context: ChannelHandlerContext, endStream: Bool) {
         guard let first = self.first else { return }
-        let asItCame = self.firstAsItCame
         let heldBytes = self.heldBytes
         self.first = nil
-        self.firstAsItCame = nil
         self.heldBytes = 0
-        if self.more.isEmpty, !endStream, let asItCame {
-            context.fireChannelRead(asItCame)
+        if self.more.isEmpty, !endStream {
+            context.fireChannelRead(first.frame)
             return
         }
         var joined = context.channel.allocator.buffer(capacity: heldBytes)
-        joined.writeImmutableBuffer(first)
+        joined.writeImmutableBuffer(first.bytes)
         for part in self.more {
             joined.writeImmutableBuffer(part)
         }
