@@ -119,8 +119,8 @@ package enum CookieRules {
         // occurs inside a multi-byte UTF-8 sequence, so every piece is valid text.
         let parts = Self.split(header, at: ";")
         guard let pair = parts.first, let equals = pair.utf8.firstIndex(of: UInt8(ascii: "=")) else { return nil }
-        let name = String(decoding: pair.utf8[..<equals], as: UTF8.self).trimmingCharacters(in: .whitespaces)
-        let value = String(decoding: pair.utf8[pair.utf8.index(after: equals)...], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        let name = Self.trimmingWSP(String(decoding: pair.utf8[..<equals], as: UTF8.self))
+        let value = Self.trimmingWSP(String(decoding: pair.utf8[pair.utf8.index(after: equals)...], as: UTF8.self))
         guard !name.isEmpty, !Self.hasControlCharacters(name), !Self.hasControlCharacters(value) else { return nil }
 
         var expires: Date?
@@ -132,8 +132,8 @@ package enum CookieRules {
         var sameSite: Cookie.SameSite?
         for attribute in parts.dropFirst() {
             let pieces = Self.split(attribute, at: "=", maxSplits: 1)
-            let key = pieces[0].trimmingCharacters(in: .whitespaces).lowercased()
-            let text = pieces.count == 2 ? pieces[1].trimmingCharacters(in: .whitespaces) : ""
+            let key = Self.trimmingWSP(pieces[0]).lowercased()
+            let text = pieces.count == 2 ? Self.trimmingWSP(pieces[1]) : ""
             switch key {
             case "expires":
                 if let date = Self.cookieDate(text) { expires = date }
@@ -143,7 +143,9 @@ package enum CookieRules {
                 guard let seconds = UntrustedNumber.digits(negative ? text.dropFirst() : Substring(text), limit: Int(Int32.max)) else { continue }
                 maxAge = negative || seconds == 0 ? .distantPast : now.addingTimeInterval(TimeInterval(seconds))
             case "domain":
-                if !text.isEmpty { domain = Cookie.canonical(text) }
+                // §5.2.3: one leading "." is ignored (only one: `..example.com` stays a domain
+                // no host matches), and the rest is lower-cased.
+                if !text.isEmpty { domain = (text.hasPrefix(".") ? String(text.dropFirst()) : text).lowercased() }
             case "path":
                 // §5.2.4: a value that does not start with "/" means the default path; the last
                 // Path attribute wins (§5.3 step 7), so it also replaces an earlier valid one.
@@ -174,7 +176,9 @@ package enum CookieRules {
             // top-level domain) is never a cookie domain unless it is the host itself.
             guard Self.domainMatches(host, domain) else { return nil }
             if domain != host {
-                guard domain.contains("."), !Self.isIPAddress(host) else { return nil }
+                // The dot must separate labels: `com.` (a fully qualified top-level domain) is
+                // as much a public suffix as `com`.
+                guard Self.hasInnerDot(domain), !Self.isIPAddress(host) else { return nil }
             }
             hostOnly = false
             cookieDomain = domain
@@ -186,6 +190,23 @@ package enum CookieRules {
     }
 
     typealias SameSite = Cookie.SameSite
+
+    /// `text` without the spaces and horizontal tabs at either end (WSP, §5.2): no other
+    /// whitespace, Unicode's no-break and ideographic spaces included, is removed.
+    static func trimmingWSP(_ text: String) -> String {
+        let scalars = text.unicodeScalars
+        guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
+              let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" })
+        else { return "" }
+        return String(scalars[first...last])
+    }
+
+    /// Whether `domain` has a dot between two labels (not only trailing dots).
+    static func hasInnerDot(_ domain: String) -> Bool {
+        var trimmed = domain.utf8[...]
+        while trimmed.last == UInt8(ascii: ".") { trimmed = trimmed.dropLast() }
+        return trimmed.contains(UInt8(ascii: "."))
+    }
 
     private static func hasControlCharacters(_ text: String) -> Bool {
         text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
@@ -259,10 +280,11 @@ package enum CookieRules {
         return date
     }
 
-    /// `h:m:s` with one or two digits each (§5.1.1 time-field), anything after the seconds ignored.
+    /// `h:m:s` with one or two digits each (§5.1.1 hms-time), anything after the seconds ignored
+    /// (`10:18:14:00` is 10:18:14: the time production allows any octets after a non-digit).
     private static func time(_ token: String) -> (Int, Int, Int)? {
         let fields = token.split(separator: ":", omittingEmptySubsequences: false)
-        guard fields.count == 3, let hour = Self.leadingDigits(String(fields[0]), min: 1, max: 2, whole: true),
+        guard fields.count >= 3, let hour = Self.leadingDigits(String(fields[0]), min: 1, max: 2, whole: true),
               let minute = Self.leadingDigits(String(fields[1]), min: 1, max: 2, whole: true),
               let second = Self.leadingDigits(String(fields[2]), min: 1, max: 2)
         else { return nil }

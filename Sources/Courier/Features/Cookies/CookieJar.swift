@@ -102,15 +102,16 @@ public final class CookieJar: Sendable {
         guard !setCookieValues.isEmpty, self.storesResponseCookies, let host = url.host, !host.isEmpty else { return }
         let now = self.now()
         let secure = url.scheme?.lowercased() == "https"
-        let path = url.path.isEmpty ? "/" : url.path
+        let path = Self.requestPath(of: url)
         let cookies = setCookieValues.compactMap { CookieRules.parse($0, host: host, requestPath: path, secureOrigin: secure, now: now) }
         guard !cookies.isEmpty else { return }
         self.change { stored, accessed in
             for cookie in cookies {
                 // RFC 6265bis §5.7: an insecure origin may not overwrite or shadow a Secure cookie
                 // of the same name whose domain and path overlap its own (session fixation).
+                // An expired cookie is no longer stored (§5.3), so it shadows nothing.
                 if !secure, stored.contains(where: { old in
-                    old.secure && CookieRules.same(old.name, cookie.name)
+                    old.secure && !old.isExpired(at: now) && CookieRules.same(old.name, cookie.name)
                         && (CookieRules.domainMatches(old.domain, cookie.domain) || CookieRules.domainMatches(cookie.domain, old.domain))
                         && CookieRules.pathMatches(cookie.path, old.path)
                 }) {
@@ -123,12 +124,19 @@ public final class CookieJar: Sendable {
 
     private func matching(_ url: URL) -> [Cookie] {
         guard let host = url.host?.lowercased(), !host.isEmpty else { return [] }
-        let path = url.path.isEmpty ? "/" : url.path
+        let path = Self.requestPath(of: url)
         let secure = url.scheme?.lowercased() == "https"
         let now = self.now()
         return self.state.withLock { $0.cookies }
             .filter { $0.matches(host: host, path: path, secure: secure, now: now) }
             .sorted { $0.path.utf8.count != $1.path.utf8.count ? $0.path.utf8.count > $1.path.utf8.count : $0.created < $1.created }
+    }
+
+    /// The path of `url` as the request carries it (§5.1.4 works on the request-uri's path):
+    /// percent-escapes kept and a trailing `/` too, which `URL.path` would decode and drop.
+    static func requestPath(of url: URL) -> String {
+        let path = url.path(percentEncoded: true)
+        return path.isEmpty ? "/" : path
     }
 
     /// Changes the cookies and saves the persistent ones, under the lock: two changes never reach

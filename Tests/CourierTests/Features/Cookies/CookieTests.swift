@@ -82,6 +82,7 @@ struct CookieRulesTests {
         ("Sun Nov  6 08:49:37 1994", 784_111_777.0),
         ("06 Nov 1994 8:49:37", 784_111_777.0),            // the algorithm takes tokens in any order
         ("Wed, 09 Jun 2021 10:18:14 GMT", 1_623_233_894.0),
+        ("Wed, 09 Jun 2021 10:18:14:00 GMT", 1_623_233_894.0),  // time = hms-time ( non-digit *OCTET )
     ])
     func theCookieDateAlgorithmReadsWhatServersSend(_ text: String, _ seconds: Double) {
         // §5.1.1: lenient on purpose (cookies predate strict HTTP dates), years 70–99 are 19xx.
@@ -103,6 +104,50 @@ struct CookieRulesTests {
         #expect(Self.parse("a=1; Domain=com") == nil)                        // a top-level domain
         #expect(Self.parse("a=1; Domain=0.0.1", host: "127.0.0.1") == nil)     // an IP address has no parent
         #expect(try #require(Self.parse("a=1; Domain=127.0.0.1", host: "127.0.0.1")).hostOnly == false)
+        // A fully qualified top-level domain is still one: `com.` would reach every `*.com.` host.
+        #expect(Self.parse("a=1; Domain=com.", host: "www.example.com.") == nil)
+        #expect(try #require(Self.parse("a=1; Domain=example.com.", host: "www.example.com.")).domain == "example.com.")
+        // §5.2.3: only one leading dot is ignored; `.example.com` is not a domain of the host.
+        #expect(Self.parse("a=1; Domain=..example.com") == nil)
+    }
+
+    @Test
+    func onlySpacesAndTabsAreTrimmed() throws {
+        // §5.2: names, values and attributes lose WSP (SP and HTAB) at their ends, nothing else.
+        // A no-break space before `Domain` makes an unknown attribute: the cookie stays host-only.
+        #expect(try #require(Self.parse("a=1;\u{A0}Domain=example.com")).hostOnly)
+        #expect(try #require(Self.parse("a=\u{A0}x\u{3000}")).value == "\u{A0}x\u{3000}")
+        #expect(try #require(Self.parse(" \t a \t= \t1 \t; \tDomain=example.com")).hostOnly == false)
+        #expect(try #require(Self.parse(" \t a \t= \t1 \t")).name == "a")
+    }
+
+    @Test
+    func theRequestPathIsTakenAsSentWithItsTrailingSlashAndEscapes() throws {
+        // §5.1.4 works on the request-uri's path: a trailing "/" and percent-escapes are part of it.
+        let jar = CookieJar(now: { Self.now })
+        jar.receive(["a=1; Path=/app/"], from: URL(string: "https://www.example.com/app/")!)
+        #expect(jar.headerValue(for: URL(string: "https://www.example.com/app/")!) == "a=1")
+        #expect(jar.headerValue(for: URL(string: "https://www.example.com/app")!) == nil)
+        // The default path of /x/y/ is /x/y (everything before the right-most "/").
+        jar.receive(["b=2"], from: URL(string: "https://www.example.com/x/y/")!)
+        #expect(jar.allCookies.first { $0.name == "b" }?.path == "/x/y")
+        #expect(jar.headerValue(for: URL(string: "https://www.example.com/x/z")!) == nil)
+        jar.receive(["c=3; Path=/my%20docs"], from: URL(string: "https://www.example.com/my%20docs/p")!)
+        #expect(jar.headerValue(for: URL(string: "https://www.example.com/my%20docs/p")!) == "c=3")
+    }
+
+    @Test
+    func anExpiredSecureCookieNoLongerShieldsItsName() {
+        // RFC 6265bis §5.7 protects stored Secure cookies from insecure origins; an expired one is
+        // no longer stored (RFC 6265 §5.3), so http may set the name again.
+        let clock = TestClock(start: Self.now)
+        let jar = CookieJar(now: { clock.now })
+        jar.set(Cookie(name: "sid", value: "old", domain: "www.example.com", expires: Self.now.addingTimeInterval(10), secure: true))
+        jar.receive(["sid=early"], from: URL(string: "http://www.example.com/")!)
+        #expect(jar.allCookies.map(\.value) == ["old"])
+        clock.advance(20)
+        jar.receive(["sid=new"], from: URL(string: "http://www.example.com/")!)
+        #expect(jar.allCookies.map(\.value) == ["new"])
     }
 
     @Test(arguments: [
