@@ -210,13 +210,16 @@ struct LogicalKey: Hashable, Sendable {
         return nil
     }
 
-    /// `scheme://authority/path?query` with the scheme and host lower-cased and query items sorted.
+    /// `scheme://authority/path?query` with the scheme and host lower-cased (RFC 3986 §6.2.2.1)
+    /// and an empty query dropped. The query stays in its order: `?a=1&b=2` and `?b=2&a=1` are
+    /// two URIs (RFC 9111 §2 keys on the target URI) that a server may answer differently.
+    /// (Query items given as a dictionary are sorted when the endpoint is made.)
     static func normalise(scheme: String?, authority: String?, path: String?) -> String {
         let target = path ?? "/"
         let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         var url = "\((scheme ?? "https").lowercased())://\((authority ?? "").lowercased())\(parts[0])"
         if parts.count == 2, !parts[1].isEmpty {
-            url += "?" + parts[1].split(separator: "&").sorted().joined(separator: "&")
+            url += "?" + parts[1]
         }
         return url
     }

@@ -25,13 +25,25 @@ struct CacheLookupStage: PipelineStage {
     var isLinked: Bool { self.cache != nil }
 
     static var mayBypass: Bool { true }
-    func bypasses(_ exchange: RequestExchange) -> Bool { self.cache == nil || exchange.mode.isStream }
+    func bypasses(_ exchange: RequestExchange) -> Bool {
+        self.cache == nil || (exchange.mode.isStream && CacheRules.isSafe(exchange.request.head.method))
+    }
 
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
-        guard let cache = self.cache, !exchange.mode.isStream else { return try await next(exchange) }
+        guard let cache = self.cache else { return try await next(exchange) }
+        if exchange.mode.isStream { return try await Self.streamed(exchange, cache: cache, next: next) }
         guard self.events.isActive else { return try await self.lookUp(exchange, cache: cache, next: next) }
         return try await self.lookUpObserved(exchange, cache: cache, next: next)
+    }
+
+    /// A streamed exchange (``Client/stream(_:)``, a download) is neither answered from nor
+    /// stored in the cache, but an unsafe method's answer still invalidates (RFC 9111 §4.4).
+    @inline(never)
+    private static func streamed<Next: PipelineNext>(_ exchange: RequestExchange, cache: ResponseCache, next: Next) async throws -> Outcome {
+        let outcome = try await next(exchange)
+        cache.invalidateAfter(exchange.request, answer: outcome.response.head, policy: exchange.cachePolicy)
+        return outcome
     }
 
     /// ``lookUp(_:cache:next:)``, telling the monitors what the cache answered.
@@ -67,6 +79,11 @@ struct CacheLookupStage: PipelineStage {
             outcome = try await next(network.exchange)
         } catch {
             return try await Self.recover(from: error, network, cache: cache, next: next)
+        }
+        if outcome.source == .network, outcome.response.statusCode == 304, case .revalidate? = network.exchange.cacheRun?.action {
+            // A 304 the cache did not take (its validator is not the stored response's): the
+            // caller asked for the resource, not for a 304.
+            return try await Self.askUnconditionally(network, cache: cache, next: next)
         }
         if let answer = Self.answer(afterNetwork: outcome, network, cache: cache) { return answer }
         // The origin sent a part that does not complete the stored one: ask as the caller did.
@@ -159,6 +176,19 @@ struct CacheLookupStage: PipelineStage {
         run.action = .fetch
         plain.cacheRun = run
         return try await Self.answer(run, cache: cache, outcome: next(plain))
+    }
+
+    /// The request without the conditional fields the cache added (a caller's own conditions
+    /// make the cache step aside, so every one of them is the cache's), as a plain fetch.
+    @inline(never)
+    private static func askUnconditionally<Next: PipelineNext>(_ network: CacheNetworkRequest, cache: ResponseCache, next: Next) async throws -> Outcome {
+        var plain = network.exchange
+        for name in [HTTPField.Name.ifNoneMatch, .ifModifiedSince] { plain.request.head.headerFields[name] = nil }
+        plain.key?.cachePlan = ""
+        var run = network.run
+        run.action = .fetch
+        plain.cacheRun = run
+        return try await next(plain)
     }
 
     /// The fields the cache added to a request, as text for the deduplication key.

@@ -343,11 +343,36 @@ package enum CacheRules {
         return entry
     }
 
+    /// Whether a method is safe (RFC 9110 §9.2.1): its answers invalidate nothing.
+    static func isSafe(_ method: HTTPRequest.Method) -> Bool {
+        switch method {
+        case .get, .head, .options, .trace: return true
+        default: return false
+        }
+    }
+
+    /// Whether a `304` identifies the stored response for an update (RFC 9111 §4.3.4): a strong
+    /// `ETag` must be the stored one's, strong too; a weak one must match it by weak comparison
+    /// (RFC 9110 §8.8.3.2); without an `ETag`, a `Last-Modified` must equal the stored one. A 304
+    /// that carries no validator identifies the one stored response it answers.
+    package static func notModified(_ fields: HTTPFields, identifies entry: CacheEntry) -> Bool {
+        if let tag = fields[values: .eTag].first {
+            guard let stored = entry.headers[values: .eTag].first else { return false }
+            let weak = "W/"
+            if !tag.hasPrefix(weak) { return !stored.hasPrefix(weak) && tag.utf8.elementsEqual(stored.utf8) }
+            let opaque = { (text: String) in text.hasPrefix(weak) ? String(text.dropFirst(weak.count)) : text }
+            return opaque(tag).utf8.elementsEqual(opaque(stored).utf8)
+        }
+        if let modified = fields[values: .lastModified].first, let stored = entry.headers[values: .lastModified].first {
+            return modified.utf8.elementsEqual(stored.utf8)
+        }
+        return true
+    }
+
     /// Whether a response to `method` invalidates the stored entries for its URL (RFC 9111 §4.4):
     /// an unsafe method answered with a non-error status, unless the policy caches the method.
     package static func invalidates(method: HTTPRequest.Method, status: Int, policy: CachePolicy) -> Bool {
-        let safe: Set<HTTPRequest.Method> = [.get, .head, .options, .trace]
-        guard !safe.contains(method), !policy.cachesAnyMethod else { return false }
+        guard !Self.isSafe(method), !policy.cachesAnyMethod else { return false }
         return (200..<400).contains(status)
     }
 }

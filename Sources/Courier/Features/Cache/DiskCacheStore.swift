@@ -209,8 +209,9 @@ public final class DiskCacheStore: CacheStore {
               let record = try? JSONDecoder().decode(Record.self, from: data[(start + 8)..<(start + 8 + length)]),
               record.key == key,
               // The record is not covered by the body's digest: a status that no response can
-              // have (HTTPResponse.Status traps outside 0...999) makes the file a miss.
-              (100...999).contains(record.status),
+              // have (HTTPResponse.Status traps outside 0...999) makes the file a miss, except
+              // the marker of a variant index (which is never made a response).
+              (100...999).contains(record.status) || record.status == CacheEntry.variantIndexStatus,
               record.requestDate.isFinite, record.responseDate.isFinite
         else { return nil }
         let body = Data(data[(start + 8 + length)...])

@@ -155,6 +155,25 @@ struct ResponseCache: Sendable {
         return run.entry != nil
     }
 
+    /// RFC 9111 §4.4: after a non-error answer to an unsafe method, the target URI and the
+    /// same-origin URIs in `Location` and `Content-Location` go; every variant of each (they
+    /// share the URL).
+    private func invalidate(_ url: String, answer head: HTTPResponse) {
+        self.store.removeEntries(in: .url(url))
+        for name in [HTTPField.Name.location, .contentLocation] {
+            if let value = head.headerFields[values: name].first, let other = Self.sameOrigin(value, as: url) {
+                self.store.removeEntries(in: .url(other))
+            }
+        }
+    }
+
+    /// The invalidation of RFC 9111 §4.4 for an exchange the cache otherwise leaves alone (a
+    /// streamed body, a download): an unsafe method's non-error answer still invalidates.
+    func invalidateAfter(_ request: Request, answer head: HTTPResponse, policy: CachePolicy) {
+        guard CacheRules.invalidates(method: request.head.method, status: head.status.code, policy: policy) else { return }
+        self.invalidate(LogicalKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path), answer: head)
+    }
+
     /// Handles a network response that passed the status check and the unboxing: a 304
     /// answering a revalidation becomes the refreshed stored response; a storable response is
     /// stored (its payload); an unsafe method's success invalidates the URL.
@@ -166,18 +185,14 @@ struct ResponseCache: Sendable {
         let head = outcome.response.head
         let status = head.status.code
         if CacheRules.invalidates(method: run.method, status: status, policy: run.policy) {
-            // RFC 9111 §4.4: the target URI, and the same-origin URIs in Location and
-            // Content-Location; every variant of each goes (they share the URL).
-            self.store.removeEntries(in: .url(run.url))
-            for name in [HTTPField.Name.location, .contentLocation] {
-                if let value = head.headerFields[values: name].first, let url = Self.sameOrigin(value, as: run.url) {
-                    self.store.removeEntries(in: .url(url))
-                }
-            }
+            self.invalidate(run.url, answer: head)
             self.storeUnderContentLocation(run, outcome: outcome, now: now)
         }
         guard let key = run.key, outcome.source == .network, outcome.payloadMayBeCached else { return outcome }
         if Self.isNotModified(run, status: status), let entry = run.entry, let entryKey = run.entryKey {
+            // A 304 whose validator is not the stored response's updates nothing (RFC 9111
+            // §4.3.4 MUST NOT); the lookup stage then asks without conditions.
+            guard CacheRules.notModified(head.headerFields, identifies: entry) else { return outcome }
             let refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
             self.store.setEntry(refreshed, forKey: entryKey)
             guard var result = Self.stored(refreshed, age: CacheRules.age(of: refreshed, now: now), source: .revalidated, key: entryKey) else { return outcome }

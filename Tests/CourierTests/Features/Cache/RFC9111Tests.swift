@@ -377,7 +377,7 @@ struct RFC9111Tests {
         let counter = Locked(0)
         try await withCache(kind, handler: { request in
             if request.method != "GET" {
-                return .text("done", headers: [("Location", "/other"), ("Content-Location", "/third?b=2&a=1"), ("Vary", "Accept-Language")])
+                return .text("done", headers: [("Location", "/other"), ("Content-Location", "/third?a=1&b=2"), ("Vary", "Accept-Language")])
             }
             return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600"), ("Vary", "Accept-Language")])
         }) { client, server, _ in
@@ -397,6 +397,98 @@ struct RFC9111Tests {
                 #expect(try await client.response(Self.get(path, headers)).source == .network, "\(path) \(headers)")
             }
             #expect(try await client.response(Self.get("/unrelated", english)).source == .cache)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases, [false, true])
+    func anUnsafeMethodSentAsAStreamOrDownloadStillInvalidates(_ kind: TransportKind, download: Bool) async throws {
+        // RFC 9111 §4.4 holds for every exchange: a POST whose answer is streamed (server-sent
+        // events, a generated file) is not cached, but it still invalidates its target URI.
+        let counter = Locked(0)
+        try await withCache(kind, handler: { request in
+            request.method == "GET" ? .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")]) : .text("done")
+        }) { client, server, _ in
+            _ = try await client.send(Self.get("/items"))
+            #expect(try await client.response(Self.get("/items")).source == .cache)
+            let post = Endpoint<Data>(method: .post, path: "/items", decoding: .data)
+            if download {
+                let file = temporaryDirectory("invalidating-download")
+                try FileManager.default.createDirectory(at: file, withIntermediateDirectories: true)
+                defer { try? FileManager.default.removeItem(at: file) }
+                let result = try await client.download(post, to: DownloadDestination(directory: file, fileName: "done")).value
+                #expect(result.byteCount == 4)
+            } else {
+                let stream = try await client.stream(post)
+                var received = Data()
+                for try await chunk in stream.body { received.append(chunk) }
+                #expect(String(decoding: received, as: UTF8.self) == "done")
+            }
+            #expect(server.requests.count == 2)
+            let after = try await client.response(Self.get("/items"))
+            #expect(after.source == .network)
+            #expect(after.value == "answer 2")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func theQueryIsPartOfTheKeyInItsOrder(_ kind: TransportKind) async throws {
+        // RFC 9111 §2: the cache key is the target URI; RFC 3986 §6 does not make a reordered
+        // query the same URI, and a server may answer `tag=b&tag=a` differently from `tag=a&tag=b`.
+        try await withCache(kind, handler: { request in
+            .text(request.uri, headers: [("Cache-Control", "max-age=600")])
+        }) { client, server, _ in
+            #expect(try await client.send(Self.get("/list?tag=b&tag=a")) == "/list?tag=b&tag=a")
+            let other = try await client.response(Self.get("/list?tag=a&tag=b"))
+            #expect(other.source == .network)
+            #expect(other.value == "/list?tag=a&tag=b")
+            #expect(try await client.response(Self.get("/list?tag=b&tag=a")).source == .cache)
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases, ["\"v2\"", "W/\"v2\""])
+    func aNotModifiedWithAnotherValidatorUpdatesNothingAndTheResourceIsFetched(_ kind: TransportKind, _ tag: String) async throws {
+        // RFC 9111 §4.3.4: a 304 whose validator is not the stored response's MUST NOT update
+        // it. The caller asked for the resource, so it is fetched without conditions.
+        let store = RecordingStore()
+        let counter = Locked(0)
+        try await withCache(kind, store: store, handler: { request in
+            if request.header("If-None-Match") != nil {
+                return ScriptedResponse(status: 304, headers: [("ETag", tag), ("Cache-Control", "max-age=600")])
+            }
+            return .text(Self.counted(counter), headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=1")])
+        }) { client, server, clock in
+            #expect(try await client.send(Self.get("/tagged")) == "answer 1")
+            clock.advance(5)
+            let second = try await client.response(Self.get("/tagged"))
+            #expect(second.source == .network)
+            #expect(second.value == "answer 2")
+            let requests = server.requests
+            #expect(requests.count == 3)
+            #expect(requests.dropFirst().first?.header("If-None-Match") == "\"v1\"")
+            #expect(requests.dropFirst(2).first.map { $0.header("If-None-Match") == nil } == true)
+            // No stored response ever carried the 304's validator.
+            #expect(store.stored.withLock { $0 }.allSatisfy { $0.headers[.eTag] == "\"v1\"" })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aNotModifiedWithTheSameWeakValidatorUpdatesTheStoredResponse(_ kind: TransportKind) async throws {
+        // RFC 9111 §4.3.4: a weak validator identifies the stored response that matches it by
+        // weak comparison (RFC 9110 §8.8.3.2).
+        let counter = Locked(0)
+        try await withCache(kind, handler: { request in
+            if request.header("If-None-Match") != nil {
+                return ScriptedResponse(status: 304, headers: [("ETag", "W/\"v1\""), ("Cache-Control", "max-age=600")])
+            }
+            return .text(Self.counted(counter), headers: [("ETag", "W/\"v1\""), ("Cache-Control", "max-age=1")])
+        }) { client, server, clock in
+            _ = try await client.send(Self.get("/weak"))
+            clock.advance(5)
+            let second = try await client.response(Self.get("/weak"))
+            #expect(second.source == .revalidated)
+            #expect(second.value == "answer 1")
+            #expect(server.requests.count == 2)
         }
     }
 
