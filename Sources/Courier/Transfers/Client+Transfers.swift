@@ -80,7 +80,14 @@ extension Client {
             try? FileManager.default.removeItem(at: record)
         }
         let start = ContinuousClock.now
-        for _ in 0..<2 {
+        // Two rounds at most that start again from zero; a round that brought the next part of
+        // the body (a server that answers a range with less than the rest) does not count.
+        var rounds = 0
+        // Where this call's bytes began (a later part of the same body keeps it).
+        var resumedFrom: Int64 = 0
+        var continuing = false
+        while rounds < 2 {
+            rounds += 1
             let rangeStart = offset
             let ifRange = validator
             let outcome: Outcome
@@ -102,17 +109,20 @@ extension Client {
                     reporter.start(completed: rangeStart, expected: rangeStart)
                     try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
                     try? FileManager.default.removeItem(at: record)
-                    return DownloadResult(url: target, byteCount: rangeStart, resumedFrom: rangeStart, status: .rangeNotSatisfiable, headers: error.headers ?? HTTPFields())
+                    return DownloadResult(url: target, byteCount: rangeStart, resumedFrom: continuing ? resumedFrom : rangeStart, status: .rangeNotSatisfiable, headers: error.headers ?? HTTPFields())
                 }
                 // Not satisfiable otherwise (the resource shrank): start again from zero rather
                 // than failing the same way forever.
                 offset = 0
                 validator = nil
+                continuing = false
                 try? FileManager.default.removeItem(at: record)
                 continue
             }
             let raw = outcome.response
+            // The size of the whole file (when known), and where this answer's bytes end.
             var total: Int64?
+            var end: Int64?
             if raw.status.code == 206 {
                 // Another version: an ETag other than the one asked for (weak or strong).
                 let answeredETag = raw.head.headerFields[.eTag]
@@ -124,14 +134,18 @@ extension Client {
                     raw.body.byteStream.cancel()
                     offset = 0
                     validator = nil
+                    continuing = false
                     continue
                 }
-                // The file ends where the range ends, whether or not the complete length is known.
-                total = Int64(range.range.upperBound) + 1
+                // This part ends where its range ends; the file at the complete length (RFC 9110
+                // §14.4), or where the part ends when the server sent `*`.
+                end = Int64(range.range.upperBound) + 1
+                total = range.completeLength.map(Int64.init) ?? end
             } else {
                 // The whole body: the server ignored the range or the resource changed.
                 offset = 0
                 total = raw.body.expectedLength.map(Int64.init)
+                end = total
             }
             // The record of the old validator goes before the file is cut back, and the new one is
             // written only after: a crash in between never pairs old bytes with a new validator.
@@ -140,14 +154,27 @@ extension Client {
                 try? FileManager.default.removeItem(at: record)
             }
             let written: Int64
+            if !continuing { resumedFrom = offset }
             do {
                 try partial.prepare(from: offset)
                 if let newValidator {
                     try? PartialDownload(url: urlString, validator: newValidator).save(to: record)
                 }
-                written = try await partial.write(raw.body, from: offset, reporter: reporter, expected: total)
+                written = try await partial.write(raw.body, from: offset, reporter: reporter, expected: total, end: end)
+                if let end, written != end {
+                    throw CourierError(.transport, "the download ended after \(written) of \(end) bytes; it can be resumed")
+                }
+                if let total, written < total, let newValidator {
+                    // A part that stops before the end (a server that caps its ranges): the rest
+                    // is asked for next, with the same validator.
+                    offset = written
+                    validator = newValidator
+                    continuing = true
+                    rounds -= 1
+                    continue
+                }
                 if let total, written != total {
-                    throw CourierError(.transport, "the download ended after \(written) of \(total) bytes; it can be resumed")
+                    throw CourierError(.transport, "the server sent the file up to byte \(written) of \(total) without a validator to ask for the rest with")
                 }
                 try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
             } catch {
@@ -158,12 +185,12 @@ extension Client {
             try? FileManager.default.removeItem(at: record)
             if let request = outcome.request, self.parts.events.isActive {
                 let result = EventHub.result(
-                    response: raw.head, body: nil, bodySize: Int(written - offset), version: raw.version, source: .network, age: nil,
-                    start: start, url: outcome.urlString, record: outcome.record ?? ExchangeRecord(), delivery: .downloaded(resumedAt: offset)
+                    response: raw.head, body: nil, bodySize: Int(written - resumedFrom), version: raw.version, source: .network, age: nil,
+                    start: start, url: outcome.urlString, record: outcome.record ?? ExchangeRecord(), delivery: .downloaded(resumedAt: resumedFrom)
                 )
                 self.parts.events.emit(request) { $0.requestFinished($1, result: result) }
             }
-            return DownloadResult(url: target, byteCount: written, resumedFrom: offset, status: raw.status, headers: raw.head.headerFields)
+            return DownloadResult(url: target, byteCount: written, resumedFrom: resumedFrom, status: raw.status, headers: raw.head.headerFields)
         }
         throw CourierError(.transport, "the server answered the range request with a range that was not asked for")
     }
@@ -275,12 +302,21 @@ final class PartialFile {
     }
 
     /// Streams a body into the file at `offset` (where ``prepare(from:)`` left it); returns the
-    /// file's size.
-    func write(_ body: ResponseBody, from offset: Int64, reporter: ProgressReporter, expected: Int64?) async throws -> Int64 {
+    /// file's size. Never writes past `end`: a body longer than the server announced (a 206
+    /// longer than its range) fails after the announced bytes, which stay a resumable part.
+    func write(_ body: ResponseBody, from offset: Int64, reporter: ProgressReporter, expected: Int64?, end: Int64?) async throws -> Int64 {
         reporter.start(completed: offset, expected: expected)
         var written = offset
-        for try await chunk in body {
+        let stream = body.byteStream
+        for try await chunk in stream {
             try Task.checkCancellation()
+            if let end, Int64(chunk.count) > end - written {
+                let room = Int(end - written)
+                try self.handle.write(contentsOf: chunk.prefix(room))
+                reporter.add(room)
+                stream.cancel()
+                throw CourierError(.transport, "the server sent more than the \(end - offset) bytes it announced; the first \(end) bytes are kept and the download can be resumed")
+            }
             try self.handle.write(contentsOf: chunk)
             written += Int64(chunk.count)
             reporter.add(chunk.count)

@@ -78,6 +78,12 @@ struct Inflater: ChunkTransformer {
     private var decodedTotal = 0
     private var ended = false
     private var triedRaw = false
+    /// The body's bytes so far while a deflate body has produced nothing: replayed from the start
+    /// if it turns out to be raw deflate (zlib may have taken in bytes of earlier chunks before
+    /// it saw the missing wrapper). `nil` once not needed, or past ``replayLimit``.
+    private var replay: Data? = Data()
+    /// The most bytes kept for a replay.
+    static let replayLimit = 64 * 1024
     /// The most output produced per call.
     static let pieceSize = 256 * 1024
 
@@ -96,61 +102,77 @@ struct Inflater: ChunkTransformer {
         self.compressedTotal += input.count
         self.input = input
         self.inputOffset = 0
+        if self.coding == .deflate, !self.triedRaw, self.decodedTotal == 0, self.compressedTotal <= Self.replayLimit {
+            self.replay?.append(input)
+        } else {
+            self.replay = nil
+        }
     }
 
+    /// The next piece of decoded bytes, or `nil` when the input fed so far gives none. A loop,
+    /// not recursion: a body of many empty gzip members (20 bytes each) produces nothing for a
+    /// long time, and must neither deepen the stack nor allocate a buffer per member.
     mutating func produce() throws -> Data? {
         if let startError = self.startError { throw startError }
-        guard self.inputOffset < self.input.count, let zstream = self.zstream else { return nil }
-        if self.ended {
-            // After the end of a stream: zero padding is ignored, another gzip member is decoded
-            // (RFC 1952 allows several), anything else is an error.
-            let rest = self.input[(self.input.startIndex + self.inputOffset)...]
-            if !rest.contains(where: { $0 != 0 }) {
-                self.inputOffset = self.input.count
-                return nil
+        var output: Data?
+        while true {
+            guard self.inputOffset < self.input.count, let zstream = self.zstream else { return nil }
+            if self.ended {
+                // After the end of a stream: zero padding is ignored, another gzip member is decoded
+                // (RFC 1952 allows several), anything else is an error.
+                let rest = self.input[(self.input.startIndex + self.inputOffset)...]
+                if !rest.contains(where: { $0 != 0 }) {
+                    self.inputOffset = self.input.count
+                    return nil
+                }
+                guard self.coding == .gzip, inflateReset(zstream.stream) == Z_OK else {
+                    throw Self.corrupt("data after the end of the compressed stream")
+                }
+                self.ended = false
             }
-            guard self.coding == .gzip, inflateReset(zstream.stream) == Z_OK else {
-                throw Self.corrupt("data after the end of the compressed stream")
+            if output == nil { output = Data(count: Self.pieceSize) }
+            let stream = zstream.stream
+            let offset = self.inputOffset
+            let (status, consumed, produced) = self.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
+                output!.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) -> (Int32, Int, Int) in
+                    let available = inBuffer.count - offset
+                    stream.pointee.next_in = UnsafeMutablePointer(mutating: inBuffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: Bytef.self))
+                    stream.pointee.avail_in = uInt(available)
+                    stream.pointee.next_out = outBuffer.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                    stream.pointee.avail_out = uInt(outBuffer.count)
+                    let status = inflate(stream, Z_NO_FLUSH)
+                    return (status, available - Int(stream.pointee.avail_in), outBuffer.count - Int(stream.pointee.avail_out))
+                }
             }
-            self.ended = false
-        }
-        var output = Data(count: Self.pieceSize)
-        let stream = zstream.stream
-        let offset = self.inputOffset
-        let (status, consumed, produced) = self.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
-            output.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) -> (Int32, Int, Int) in
-                let available = inBuffer.count - offset
-                stream.pointee.next_in = UnsafeMutablePointer(mutating: inBuffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: Bytef.self))
-                stream.pointee.avail_in = uInt(available)
-                stream.pointee.next_out = outBuffer.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                stream.pointee.avail_out = uInt(outBuffer.count)
-                let status = inflate(stream, Z_NO_FLUSH)
-                return (status, available - Int(stream.pointee.avail_in), outBuffer.count - Int(stream.pointee.avail_out))
+            switch status {
+            case Z_OK, Z_BUF_ERROR:
+                break
+            case Z_STREAM_END:
+                self.ended = true
+            case Z_DATA_ERROR where self.coding == .deflate && !self.triedRaw && self.decodedTotal == 0 && self.replay != nil:
+                // Some servers send raw deflate without the zlib wrapper RFC 9110 asks for: the
+                // body is decoded again from its first byte, without the wrapper.
+                self.triedRaw = true
+                self.zstream = try ZStream(inflating: true, windowBits: -15)
+                self.input = self.replay ?? Data()
+                self.inputOffset = 0
+                self.replay = nil
+                continue
+            default:
+                let reason = stream.pointee.msg.map { String(cString: $0) } ?? "status \(status)"
+                throw Self.corrupt(reason)
             }
+            if consumed == 0, produced == 0, status != Z_STREAM_END {
+                throw Self.corrupt("zlib made no progress")
+            }
+            self.inputOffset += consumed
+            self.decodedTotal += produced
+            if produced > 0 { self.replay = nil }
+            try self.checkLimits()
+            guard produced > 0 else { continue }
+            output!.count = produced
+            return output
         }
-        switch status {
-        case Z_OK, Z_BUF_ERROR:
-            break
-        case Z_STREAM_END:
-            self.ended = true
-        case Z_DATA_ERROR where self.coding == .deflate && !self.triedRaw && self.decodedTotal == 0 && offset == 0:
-            // Some servers send raw deflate without the zlib wrapper RFC 9110 asks for.
-            self.triedRaw = true
-            self.zstream = try ZStream(inflating: true, windowBits: -15)
-            return try self.produce()
-        default:
-            let reason = stream.pointee.msg.map { String(cString: $0) } ?? "status \(status)"
-            throw Self.corrupt(reason)
-        }
-        if consumed == 0, produced == 0, status != Z_STREAM_END {
-            throw Self.corrupt("zlib made no progress")
-        }
-        self.inputOffset += consumed
-        self.decodedTotal += produced
-        try self.checkLimits()
-        if produced == 0 { return self.inputOffset < self.input.count ? try self.produce() : nil }
-        output.count = produced
-        return output
     }
 
     mutating func finish() throws -> Data? {

@@ -128,7 +128,9 @@ package struct ServerSentEventParser: Sendable {
 
     /// Takes one line; returns the event a blank line completes.
     package mutating func feed(_ line: String) throws -> ServerSentEvent? {
-        var line = Substring(line)
+        // Code points, not characters (WHATWG HTML §9.2.6 works on code points): a colon or a
+        // space followed by a combining mark is one Swift character, and would hide the colon.
+        var line = Substring(line).unicodeScalars
         if !self.sawFirstLine {
             self.sawFirstLine = true
             if line.first == "\u{FEFF}" { line = line.dropFirst() }
@@ -142,11 +144,12 @@ package struct ServerSentEventParser: Sendable {
         let field: Substring
         var value: Substring
         if let colon = line.firstIndex(of: ":") {
-            field = line[..<colon]
-            value = line[line.index(after: colon)...]
-            if value.first == " " { value = value.dropFirst() }
+            field = Substring(line[..<colon])
+            var rest = line[line.index(after: colon)...]
+            if rest.first == " " { rest = rest.dropFirst() }
+            value = Substring(rest)
         } else {
-            field = line
+            field = Substring(line)
             value = ""
         }
         switch field {

@@ -150,7 +150,10 @@ extension RequestBody {
         switch self.storage {
         case .bytes(let data):
             // In pieces, so progress moves while a large in-memory body is written.
-            source = { ByteStream(chunks: stride(from: 0, to: data.count, by: 64 * 1024).map { data.subdata(in: $0..<min($0 + 64 * 1024, data.count)) }) }
+            // Offsets from the data's own start index: a slice (`data[1...]`) does not start at 0.
+            source = {
+                ByteStream(chunks: stride(from: data.startIndex, to: data.endIndex, by: 64 * 1024).map { data.subdata(in: $0..<min($0 + 64 * 1024, data.endIndex)) })
+            }
         case .stream(let make):
             source = make
         }

@@ -56,13 +56,22 @@ final class FileOrigin: Sendable {
     /// `Last-Modified` and `Date` sent instead of an ETag.
     let dates: (lastModified: String, date: String)?
     let answersAnotherRange: Bool
+    /// Answers a range with at most this many bytes (a correct, shorter `Content-Range`).
+    let rangeCap: Int?
+    /// Announces a range of 100 bytes and sends the whole rest of the file (while set).
+    let overlongRanges: Locked<Bool>
     private let served = Locked(0)
 
-    init(rangesSupported: Bool = true, cutFirstAfter: Int? = nil, dates: (lastModified: String, date: String)? = nil, answersAnotherRange: Bool = false) {
+    init(
+        rangesSupported: Bool = true, cutFirstAfter: Int? = nil, dates: (lastModified: String, date: String)? = nil, answersAnotherRange: Bool = false,
+        rangeCap: Int? = nil, overlongRanges: Bool = false
+    ) {
         self.rangesSupported = rangesSupported
         self.cutFirstAfter = cutFirstAfter
         self.dates = dates
         self.answersAnotherRange = answersAnotherRange
+        self.rangeCap = rangeCap
+        self.overlongRanges = Locked(overlongRanges)
     }
 
     func handle(_ request: RecordedRequest) async -> ScriptedResponse {
@@ -80,10 +89,12 @@ final class FileOrigin: Sendable {
                     return ScriptedResponse(status: 416, headers: [("Content-Range", "bytes */\(body.count)")] + validators, body: Data())
                 }
                 if self.answersAnotherRange { start = 0 }
+                let end = self.rangeCap.map { min(body.count, start + $0) } ?? body.count
+                let announcedEnd = self.overlongRanges.withLock { $0 } ? min(end, start + 100) : end
                 return ScriptedResponse(
                     status: 206,
-                    headers: [("Content-Type", "application/octet-stream"), ("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)")] + validators,
-                    body: body.subdata(in: start..<body.count)
+                    headers: [("Content-Type", "application/octet-stream"), ("Content-Range", "bytes \(start)-\(announcedEnd - 1)/\(body.count)")] + validators,
+                    body: body.subdata(in: start..<end)
                 )
             }
             var response = ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")] + validators, body: body)
@@ -199,6 +210,68 @@ struct TransferTests {
             #expect(seen.first?.completedBytes == result.resumedFrom)
             #expect(seen.last?.completedBytes == 1_000_000)
             #expect(self.hiddenFiles(folder).isEmpty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aServerThatAnswersARangeWithLessThanTheRestIsAskedForTheRest(_ kind: TransportKind) async throws {
+        // RFC 9110 §14.4: the complete length after "/" is the whole representation's; a part
+        // that ends before it is not the end of the file.
+        let origin = FileOrigin(cutFirstAfter: 300_000, rangeCap: 100_000)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "capped.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            let transfer = client.download(endpoint, to: destination)
+            let progress = self.lastProgress(transfer)
+            let result = try await transfer.value
+            #expect(result.byteCount == 1_000_000)
+            #expect(result.resumedFrom > 0 && result.resumedFrom <= 300_000)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+            // One part per 100,000 bytes after the resume point, each asked for where the last ended.
+            let ranges = server.requests.dropFirst().compactMap { $0.header("Range") }
+            #expect(ranges.count == Int((1_000_000 - result.resumedFrom + 99_999) / 100_000))
+            #expect(ranges.first == "bytes=\(result.resumedFrom)-")
+            #expect(server.requests.dropFirst().allSatisfy { $0.header("If-Range") == "\"v1\"" })
+            let seen = await progress.value
+            #expect(seen.allSatisfy { $0.expectedBytes == 1_000_000 && $0.completedBytes <= 1_000_000 })
+            #expect(seen.last?.completedBytes == 1_000_000)
+            #expect(self.hiddenFiles(folder).isEmpty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aPartLongerThanItsRangeKeepsOnlyTheAnnouncedBytes(_ kind: TransportKind) async throws {
+        // A 206 that sends more than its Content-Range announces: the bytes past the range are
+        // not written (they would sit where the next part belongs), the error says so, and the
+        // file resumes correctly from a server that behaves.
+        let origin = FileOrigin(cutFirstAfter: 300_000, overlongRanges: true)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "overlong.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            let transfer = client.download(endpoint, to: destination)
+            let progress = self.lastProgress(transfer)
+            let failure = await expectCourierError { _ = try await transfer.value }
+            #expect(failure?.kind == .transport)
+            #expect(failure?.message.contains("more than the 100 bytes") == true)
+            let seen = await progress.value
+            #expect(seen.allSatisfy { $0.completedBytes <= ($0.expectedBytes ?? .max) })
+            let partial = try Data(contentsOf: folder.appendingPathComponent(".courier-overlong.bin.partial"))
+            let content = origin.content.withLock { $0 }
+            #expect(partial.count <= 300_100)
+            #expect(partial == content.prefix(partial.count))
+            // The same partial file, resumed once the server sends what it announces.
+            origin.overlongRanges.withLock { $0 = false }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.resumedFrom == Int64(partial.count))
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(content))
         }
     }
 
@@ -394,6 +467,25 @@ struct TransferTests {
             let seen = await progress.value
             #expect(seen.last == TransferProgress(completedBytes: 3_000_000, expectedBytes: 3_000_000))
             #expect(seen.count > 2)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aSliceOfDataIsUploadedWithProgressFromItsOwnStart(_ kind: TransportKind) async throws {
+        // A `Data` slice starts at its own index, not at 0: cutting it into progress-sized pieces
+        // from offset 0 trapped (outside the slice's range).
+        let whole = payload(200_001, seed: 7)
+        let slice = whole[1...]
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(kind, server: server) { client in
+            let endpoint = Endpoint<String>(method: .post, path: "/upload", body: .body(.data(slice, contentType: "application/octet-stream")), decoding: .string)
+            let transfer = client.upload(endpoint)
+            let progress = self.lastProgress(transfer)
+            let response = try await transfer.value
+            #expect(response.value == "200000 \(sha256(Data(slice)))")
+            #expect(server.requests.first?.body == Data(slice))
+            let seen = await progress.value
+            #expect(seen.last == TransferProgress(completedBytes: 200_000, expectedBytes: 200_000))
         }
     }
 

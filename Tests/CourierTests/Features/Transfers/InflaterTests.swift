@@ -1,0 +1,71 @@
+@testable import Courier
+import Foundation
+import Testing
+
+/// The decoder of gzip and deflate bodies, chunk by chunk: chunk boundaries carry no meaning
+/// (RFC 9112 §7.1), so any split of a body must decode to the same bytes.
+@Suite("Content decoding, chunk by chunk")
+struct InflaterTests {
+    /// `body` decoded by an ``Inflater`` fed the given chunks.
+    static func decode(_ chunks: [Data], coding: ContentCoding, limits: DecompressionLimits = DecompressionLimits()) throws -> Data {
+        var inflater = Inflater(coding: coding, limits: limits)
+        var output = Data()
+        for chunk in chunks {
+            try inflater.feed(chunk)
+            while let piece = try inflater.produce() { output += piece }
+        }
+        while let piece = try inflater.finish() { output += piece }
+        return output
+    }
+
+    static let text = Data(String(repeating: "a body that compresses well, ", count: 400).utf8)
+
+    @Test(arguments: [1, 2, 3, 7, 100])
+    func rawDeflateIsDecodedWhereverTheFirstChunkEnds(_ firstChunk: Int) async throws {
+        // Raw deflate (no zlib wrapper, which some servers send for `deflate`): zlib first takes
+        // the bytes as a zlib stream and may swallow a short first chunk before it finds the
+        // wrapper missing; the retry without the wrapper must start at the body's first byte.
+        let raw = try await runTool(
+            ["python3", "-c", "import sys, zlib; c = zlib.compressobj(wbits=-15); sys.stdout.buffer.write(c.compress(sys.stdin.buffer.read()) + c.flush())"],
+            input: Self.text
+        )
+        let chunks = [raw.prefix(firstChunk), raw.dropFirst(firstChunk)].map { Data($0) }
+        #expect(try Self.decode(chunks, coding: .deflate) == Self.text)
+        // Byte by byte, too.
+        #expect(try Self.decode(raw.map { Data([$0]) }, coding: .deflate) == Self.text)
+    }
+
+    @Test
+    func manyEmptyGzipMembersDecodeToNothingWithoutRecursion() throws {
+        // RFC 1952 §2.2: members may be concatenated. Fifty thousand empty ones (20 bytes each,
+        // one 1 MB chunk) once made one recursive call and one 256 KiB buffer per member.
+        let empty = try Gzip.compress(Data())
+        var body = Data()
+        for _ in 0..<50_000 { body += empty }
+        #expect(try Self.decode([body], coding: .gzip).isEmpty)
+        // Followed by a member with content: that content, and nothing else.
+        #expect(try Self.decode([body + (try Gzip.compress(Self.text))], coding: .gzip) == Self.text)
+    }
+
+    @Test
+    func aServerSentEventsFieldIsSplitAtTheColonCodePoint() throws {
+        // WHATWG HTML §9.2.6: the field name ends at the first U+003A, and one U+0020 after it
+        // is dropped, whatever follows: `:\u{301}` and ` \u{301}` are single Swift characters.
+        for line in ["data:\u{301}x", "data: \u{301}x"] {
+            var parser = ServerSentEventParser()
+            #expect(try parser.feed(line) == nil)
+            #expect(try parser.feed("")?.data == "\u{301}x", "\(line.unicodeScalars.map(\.value))")
+        }
+        // A comment starts with a colon, even one a combining mark follows.
+        var parser = ServerSentEventParser()
+        #expect(try parser.feed(":\u{301}comment") == nil)
+        #expect(try parser.feed("") == nil)
+    }
+
+    @Test
+    func aCorruptDeflateBodyIsStillAnError() {
+        // Neither a zlib stream nor raw deflate: the retry without the wrapper fails too.
+        let garbage = Data((0..<200).map { UInt8(($0 * 37 + 11) % 256) })
+        #expect(throws: CourierError.self) { _ = try Self.decode([garbage.prefix(1), garbage.dropFirst(1)].map { Data($0) }, coding: .deflate) }
+    }
+}
