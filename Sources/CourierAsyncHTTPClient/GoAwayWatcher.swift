@@ -13,6 +13,13 @@ import NIOHTTP2
 /// REFUSED_STREAM instead, so each such stream fails as refused. One handler per connection, on
 /// its event loop; nothing per stream (each handler added to a stream's pipeline would cost
 /// every request its insertion and a hop per event), and nothing per event until a GOAWAY came.
+///
+/// It also refuses a response whose `:status` is not three digits (RFC 9110 §15), a malformed
+/// response (RFC 9113 §8.1.1: a stream error of type PROTOCOL_ERROR): the HEADERS frame goes no
+/// further and the stream is reset, so the request fails as a transport error. swift-nio-http2
+/// does not check the value, and AsyncHTTPClient takes `99` for an informational head and then
+/// traps on the body that follows (`2000` reaches HTTPTypes, which traps outside 0...999): a
+/// hostile server could stop the whole process with one response.
 final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
     typealias InboundOut = HTTP2Frame
@@ -21,10 +28,26 @@ final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
     private var lastStreamID: HTTP2StreamID?
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .goAway(let last, _, _) = self.unwrapInboundIn(data).payload {
+        let frame = self.unwrapInboundIn(data)
+        switch frame.payload {
+        case .goAway(let last, _, _):
             self.lastStreamID = min(self.lastStreamID ?? last, last)
+        case .headers(let headers):
+            if let status = headers.headers.first(name: ":status"), !Self.isStatusCode(status) {
+                context.writeAndFlush(NIOAny(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.protocolError))), promise: nil)
+                return
+            }
+        default:
+            break
         }
         context.fireChannelRead(data)
+    }
+
+    /// Whether a `:status` value is a status code: three ASCII digits, 100 to 999.
+    static func isStatusCode(_ value: String) -> Bool {
+        let digits = value.utf8
+        guard digits.count == 3, let first = digits.first, first >= UInt8(ascii: "1"), first <= UInt8(ascii: "9") else { return false }
+        return digits.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {

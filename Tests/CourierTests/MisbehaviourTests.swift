@@ -90,6 +90,23 @@ struct MisbehaviourTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aHeadResponsesContentLengthIsNoSizeOfItsBody(kind: TransportKind) async throws {
+        // RFC 9110 §9.3.2 and §8.6: the answer to HEAD carries the Content-Length a GET would
+        // get; RFC 9112 §6.3: it has no content. An 11 MiB resource under a 1 MiB limit: the
+        // HEAD succeeds (deduplicated, so its empty body is read), the GET fails as too large.
+        let size = 11 << 20
+        let server = try await http1Server { _ in ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: size)) }
+        try await withClient(kind, server: server, configure: { $0.maxResponseSize = 1 << 20 }) { client in
+            let head = try await client.response(Endpoint<Data>(method: .head, path: "/big", decoding: .data))
+            #expect(head.status.code == 200)
+            #expect(head.value.isEmpty)
+            #expect(head.headers[.contentLength] == "\(size)")
+            let get = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/big", decoding: .data)) }
+            #expect(get?.kind == .responseTooLarge)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func announcedLengthOverTheLimitFailsWithoutReading(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server, configure: { $0.maxResponseSize = 1 << 20 }) { client in

@@ -31,6 +31,14 @@ public struct ResponseBody: AsyncSequence, Sendable {
     /// An empty body.
     public static let empty = ResponseBody.data(Data())
 
+    /// This body without the length the server announced: a response that has no content
+    /// (RFC 9112 §6.3: to HEAD, or with status 1xx, 204 or 304) may carry the `Content-Length`
+    /// a GET would have got (RFC 9110 §8.6, §9.3.2), which is no size of this body.
+    var withoutAnnouncedLength: ResponseBody {
+        guard self.expectedLength != nil, case .stream = self.storage else { return self }
+        return ResponseBody(storage: self.storage, expectedLength: nil)
+    }
+
     /// The bytes, when the body is already in memory.
     public var bytes: Data? {
         if case .bytes(let data) = self.storage { return data }

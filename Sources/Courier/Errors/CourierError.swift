@@ -90,10 +90,15 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
         return self.kind.rawValue
     }
 
-    /// The body as text, cut to `limit` characters, for logs and error messages.
+    /// The body as text for logs and error messages: secrets hidden (as ``Redactor/standard``
+    /// hides them in free text: tokens, passwords, secret header lines), cut to `limit` characters.
+    ///
+    /// ``body`` itself is the bytes as they came: a token response that failed to decode still
+    /// holds its tokens there.
     public func bodyExcerpt(limit: Int = 200) -> String? {
         guard let body = self.body, !body.isEmpty else { return nil }
-        let text = String(decoding: body.prefix(limit * 4), as: UTF8.self)
+        // Redacted before the cut, so the cut never leaves half a quoted secret unrecognised.
+        let text = Redactor.standard.redactFreeText(String(decoding: body.prefix(max(limit, 0) * 4 + 4096), as: UTF8.self))
         return text.count > limit ? String(text.prefix(limit)) + "…" : text
     }
 
@@ -101,7 +106,7 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         var text = "CourierError.\(self.kind.rawValue): \(self.message)"
         if let excerpt = self.bodyExcerpt(limit: 120) {
-            text += " — body: \(Redactor.standard.redactFreeText(excerpt))"
+            text += " — body: \(excerpt)"
         }
         return text
     }

@@ -36,17 +36,23 @@ public struct Redactor: Sendable {
     public func isSecret(headerName: String) -> Bool {
         let name = headerName.lowercased()
         return self.headerNames.contains(name) || name.contains("token") || name.contains("secret") || name.contains("password")
+            || name.contains("signature") || name.contains("api-key") || name.contains("apikey")
     }
 
-    /// Whether the value of a query parameter should be hidden.
+    /// Whether the value of a query parameter should be hidden (also the signatures and
+    /// credentials of pre-signed URLs: `X-Amz-Signature`, `X-Goog-Credential`, …).
     public func isSecret(queryName: String) -> Bool {
         let name = queryName.lowercased()
-        return self.queryNames.contains(name) || name.hasSuffix("_token") || name.hasSuffix("token") || name.contains("secret") || name.contains("password")
+        return self.queryNames.contains(name) || name.hasSuffix("token") || name.contains("secret") || name.contains("password")
+            || name.contains("signature") || name.contains("credential")
     }
 
-    /// The value of a header field, or the replacement when it is a secret.
+    /// The value of a header field, or the replacement when it is a secret; a field that
+    /// carries a URL (`Location`, `Content-Location`) has the URL's secrets hidden.
     public func value(of field: HTTPField) -> String {
-        self.isSecret(headerName: field.name.canonicalName) ? self.replacement : field.value
+        if self.isSecret(headerName: field.name.canonicalName) { return self.replacement }
+        if field.name == .location || field.name == .contentLocation { return self.redact(urlString: field.value) }
+        return field.value
     }
 
     /// The URL with the values of secret query parameters and any user info replaced.
@@ -69,16 +75,29 @@ public struct Redactor: Sendable {
         return URL(string: urlString).map(self.redact(url:)) ?? urlString
     }
 
-    /// Hides bearer tokens and `name=value` pairs with secret names inside free text.
+    /// Hides bearer tokens, secret header lines and `name=value` / `"name": "value"` pairs with
+    /// secret names inside free text: a quoted value whole (spaces, commas and escaped quotes
+    /// included), also in JSON escaped inside a string.
     public func redactFreeText(_ text: String) -> String {
         var result = text
-        if let bearer = try? NSRegularExpression(pattern: "(?i)(bearer|basic)\\s+[A-Za-z0-9._~+/=-]+") {
-            result = bearer.stringByReplacingMatches(in: result, range: NSRange(result.startIndex..., in: result), withTemplate: "$1 \(self.replacement)")
+        let replacement = NSRegularExpression.escapedTemplate(for: self.replacement)
+        func replace(_ pattern: String, _ template: String) {
+            guard let expression = try? NSRegularExpression(pattern: pattern, options: [.caseInsensitive]) else { return }
+            result = expression.stringByReplacingMatches(in: result, range: NSRange(result.startIndex..., in: result), withTemplate: template)
         }
-        let names = (self.queryNames.union(["access_token", "refresh_token", "password"])).sorted().map(NSRegularExpression.escapedPattern(for:)).joined(separator: "|")
-        if let pairs = try? NSRegularExpression(pattern: "(?i)(\"?(?:\(names))\"?\\s*[=:]\\s*\"?)([^\"&,\\s}]+)") {
-            result = pairs.stringByReplacingMatches(in: result, range: NSRange(result.startIndex..., in: result), withTemplate: "$1\(self.replacement)")
-        }
+        let headers = self.headerNames.union(["authorization", "proxy-authorization", "cookie", "set-cookie"])
+        // A secret header written out as a line of text: its value to the end of the line.
+        let headerPattern = headers.sorted().map(NSRegularExpression.escapedPattern(for:)).joined(separator: "|")
+        replace(#"(?<![A-Za-z0-9_-])((?:"# + headerPattern + #")[ \t]*:[ \t]*)[^\r\n]+"#, "$1" + replacement)
+        replace(#"(bearer|basic)\s+[A-Za-z0-9._~+/=-]+"#, "$1 " + replacement)
+        let names = self.queryNames.union(headers).union(["access_token", "refresh_token", "password"])
+            .sorted().map(NSRegularExpression.escapedPattern(for:)).joined(separator: "|")
+        // The name, quoted or not (a quote may be escaped: JSON inside a JSON string), then `=` or `:`.
+        let key = #"((?:\\?")?(?:"# + names + #")(?:\\?")?\s*[=:]\s*)"#
+        // A quoted value up to its closing quote (escaped quotes inside it are part of it) ...
+        replace(key + #"(\\?")(?:[^"\\]|\\[^"]|\\")*?\2"#, "$1$2" + replacement + "$2")
+        // ... or an unquoted one up to a separator.
+        replace(key + #"(?![\\"])([^"&,;\s}\\]+)"#, "$1" + replacement)
         return result
     }
 

@@ -117,15 +117,25 @@ public final class HARRecorder: EventMonitor, Sendable {
         )
     }
 
-    /// A body as HAR text: redacted text when it is UTF-8, base64 otherwise; and whether it was cut.
+    /// A body as HAR text: redacted text when it is UTF-8; base64 for a binary media type
+    /// (images, `octet-stream`, archives); and whether it was cut. Bytes that are neither (a
+    /// multipart form with a file in it, JSON with a stray byte) cannot be redacted, so only
+    /// their size is recorded: a password field beside a photo never reaches the file.
     private func text(of body: Data, contentType: String) -> (text: String, encoding: String?, truncated: Bool) {
         let cut = body.count > self.bodyLimit
-        if String(data: body, encoding: .utf8) != nil, !contentType.lowercased().contains("octet-stream") {
+        let type = contentType.lowercased()
+        if String(data: body, encoding: .utf8) != nil, !type.contains("octet-stream") {
             // Redacted as in the logs; the limit is applied by the redactor (it marks the cut).
             return (self.redactor.redact(body: body, contentType: contentType, limit: self.bodyLimit), nil, cut)
         }
+        guard Self.binaryTypes.contains(where: { type.contains($0) }) else {
+            return ("(\(body.count) bytes, not UTF-8 text: not recorded, as they cannot be redacted)", nil, cut)
+        }
         return (body.prefix(self.bodyLimit).base64EncodedString(), "base64", cut)
     }
+
+    /// Media types whose bodies are bytes, recorded as base64.
+    private static let binaryTypes = ["image/", "audio/", "video/", "font/", "octet-stream", "protobuf", "application/zip", "application/gzip", "application/pdf"]
 
     private static func query(of url: String) -> [HAR.Pair] {
         guard let items = URLComponents(string: url)?.queryItems else { return [] }

@@ -333,7 +333,11 @@ extension Endpoint {
 struct BaseURL: Sendable {
     let scheme: String
     let authority: String
+    /// The base's path without trailing slashes.
     let basePath: String
+    /// The base's own query (`key=abc` of `https://api.example/v1?key=abc`), kept on every
+    /// request's target after the endpoint's path and before its query items.
+    let baseQuery: String?
 
     init?(_ url: URL) {
         guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
@@ -344,20 +348,26 @@ struct BaseURL: Sendable {
         self.authority = components.port.map { "\(host):\($0)" } ?? host
         var path = components.percentEncodedPath
         while path.hasSuffix("/") { path.removeLast() }
+        self.basePath = path
         if let query = components.percentEncodedQuery, !query.isEmpty {
-            self.basePath = path + "?" + query
+            self.baseQuery = query
         } else {
-            self.basePath = path
+            self.baseQuery = nil
         }
     }
 
+    /// The request target: the base's path, then the endpoint's path, then the base's query and
+    /// the endpoint's query items (a base with a query, an API key say, keeps it on every path).
     func path(appending relative: String, query: [URLQueryItem]) -> String {
-        let path: String
-        // Byte searches: `String.contains(String)` goes through NSString on Linux.
-        if self.basePath.utf8.contains(UInt8(ascii: "?")) || relative.isEmpty {
+        var path: String
+        if relative.isEmpty {
             path = self.basePath.isEmpty ? "/" : self.basePath
         } else {
             path = self.basePath + (relative.hasPrefix("/") ? relative : "/" + relative)
+        }
+        if let baseQuery = self.baseQuery {
+            // Byte search: `String.contains(String)` goes through NSString on Linux.
+            path += (path.utf8.contains(UInt8(ascii: "?")) ? "&" : "?") + baseQuery
         }
         return Self.appending(query, to: path)
     }

@@ -367,11 +367,20 @@ struct TransportStage: PipelineStage {
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         guard self.events.isActive else {
             exchange.record.sent(exchange.request)
-            let response = try await self.transport.send(exchange.request)
+            var response = try await self.transport.send(exchange.request)
             exchange.record.received(status: response.statusCode, version: response.version)
+            if Self.hasNoContent(response, to: exchange.request) { response.body = response.body.withoutAnnouncedLength }
             return Outcome(response: response)
         }
         return try await self.sendObserved(exchange)
+    }
+
+    /// Whether the response has no content whatever its `Content-Length` says (RFC 9112 §6.3):
+    /// an answer to HEAD, or a 1xx, 204 or 304.
+    @inline(__always)
+    static func hasNoContent(_ response: RawResponse, to request: Request) -> Bool {
+        let status = response.statusCode
+        return response.body.expectedLength != nil && (status < 200 || status == 204 || status == 304 || request.head.method == .head)
     }
 
     /// The exchange sent with the monitors told of the attempt, its failure or its response
@@ -386,7 +395,7 @@ struct TransportStage: PipelineStage {
         }
         let attempt = AttemptEvent(request: request, attempt: request.attempt, hop: exchange.hop)
         exchange.record.sent(request, observed: true)
-        let response: RawResponse
+        var response: RawResponse
         do {
             response = try await self.transport.send(request)
         } catch {
@@ -396,6 +405,7 @@ struct TransportStage: PipelineStage {
         }
         exchange.record.received(status: response.statusCode, version: response.version, observed: true)
         self.events.emit { $0.responseReceived(attempt, response: response.head, version: response.version) }
+        if Self.hasNoContent(response, to: request) { response.body = response.body.withoutAnnouncedLength }
         return Outcome(response: response)
     }
 }

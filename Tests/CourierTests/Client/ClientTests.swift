@@ -51,6 +51,21 @@ struct ClientTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aBaseURLsPathAndQueryFrameEveryEndpointsPath(kind: TransportKind) async throws {
+        // RFC 3986 §5.2: paths are resolved under the base's path; a base with a query (an API
+        // key) keeps it on every request. Such a base once sent every endpoint to the base itself.
+        let server = try await http1Server { request in .text(request.uri) }
+        let (transport, shutdown) = makeTransport(kind)
+        let base = try #require(URL(string: "\(server.baseURL.absoluteString)/v1/?key=a%2Bb"))
+        let client = Client(configuration: .init(transport: transport, baseURL: base))
+        #expect(try await client.send(Endpoint<String>(path: "/users", decoding: .string)) == "/v1/users?key=a%2Bb")
+        #expect(try await client.send(Endpoint<String>(path: "users/7", query: ["page": "2"], decoding: .string)) == "/v1/users/7?key=a%2Bb&page=2")
+        #expect(try await client.send(Endpoint<String>(path: "", decoding: .string)) == "/v1?key=a%2Bb")
+        try await shutdown()
+        try await server.stop()
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func formBodyIsURLEncoded(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in

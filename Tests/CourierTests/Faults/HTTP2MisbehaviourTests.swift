@@ -15,6 +15,7 @@ import Testing
 /// | SETTINGS_MAX_CONCURRENT_STREAMS = 1, 100 concurrent requests | AsyncHTTPClient | all 100 answered, one connection | the test's own time |
 /// | request-body window 0 that never opens | AsyncHTTPClient | kind `timeout` at the request's 1 s timeout | 1 s + slack |
 /// | 1,000 PINGs before the answer | AsyncHTTPClient | the answer arrives; the next request too (swift-nio-http2's limit of 200 control frames in 30 s ends the connection: a new one, never `cancelled`); shutdown within 5 s | the test's own time |
+/// | `:status` of 2000, 1000, 65535 or 99 | AsyncHTTPClient | kind `transport`, the stream reset with PROTOCOL_ERROR (RFC 9113 §8.1.1), the client goes on (before: 99 trapped in AsyncHTTPClient, seen in a run; 2000 reaches HTTPTypes, which traps outside 0...999; swift-nio-http2 takes 1000 for an informational head) | the test's own time |
 /// | a 1 MiB response header, HTTP/1.1 | both | kind `transport` (AsyncHTTPClient); URLSession's libcurl may accept it, then the value is right | the test's own time |
 /// | a 1 MiB response header, HTTP/2 | AsyncHTTPClient | kind `timeout` at the request's 2 s timeout: the test server's HTTP/2 encoder refuses a header list over the client's SETTINGS_MAX_HEADER_LIST_SIZE and never answers | 2 s + slack |
 ///
@@ -147,6 +148,25 @@ struct HTTP2MisbehaviourTests {
     }
 
     // URLSession only: AsyncHTTPClient's case is the test above; libcurl has a header limit of its own.
+    // AsyncHTTPClient only: HTTP/2 needs the TLS test server, and URLSession on Linux cannot trust the test CA.
+    @Test(arguments: [2000, 1000, 99, 65535])
+    func aStatusThatIsNotThreeDigitsIsATransportErrorNotACrash(_ status: Int) async throws {
+        // RFC 9110 §15: a status code is three digits. Over HTTP/2 `:status` is text that
+        // swift-nio-http2 does not check for it, and HTTPResponse.Status traps outside 0...999:
+        // `2000` once crashed the process.
+        let server = try await tlsServer { request in
+            request.path == "/odd" ? ScriptedResponse(status: status, body: Data("x".utf8)) : .json(#"{"id":1,"title":"x"}"#)
+        }
+        try await withClient(.asyncHTTPClient, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/odd", decoding: .data).retry(.never)) }
+            #expect(error?.kind == .transport)
+            // The client goes on.
+            let response = try await client.response(Endpoint<Article>(path: "/json"))
+            #expect(response.value.id == 1)
+            #expect(response.version == .http2)
+        }
+    }
+
     @Test
     func aResponseHeaderLargerThanTheLimitFailsTypedOnURLSession() async throws {
         // URLSession over HTTP/1.1 (cleartext: no trust root needed).

@@ -89,6 +89,33 @@ struct LoggingTests {
         #expect(error.description.contains("\"error\":\"bad\""))
     }
 
+    @Test(arguments: [
+        (#"{"password":"correct horse battery"}"#, "horse"),
+        (#"{"client_secret":"ab,cd&ef"}"#, "cd&ef"),
+        (#"{"echo":"{\"password\":\"hunter2\"}"}"#, "hunter2"),
+        (#"{"password": "a\"b c", "x":"y"}"#, "b c"),
+        ("Set-Cookie: sid=abc123; Path=/", "abc123"),
+        ("Authorization: Token abc123", "abc123"),
+        ("refresh_token=r-t-1, next", "r-t-1"),
+    ])
+    func freeTextLosesWholeSecrets(_ text: String, _ secret: String) {
+        // A quoted value is hidden whole (spaces, commas, escaped quotes), JSON escaped inside a
+        // string too, and a secret header written out as text to the end of its line.
+        let redacted = Redactor.standard.redactFreeText(text)
+        #expect(!redacted.contains(secret), "\(redacted)")
+        #expect(redacted.contains("REDACTED"))
+    }
+
+    @Test
+    func presignedURLSignaturesAndCredentialsAreHidden() {
+        let url = "https://b.s3.amazonaws.com/k?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=abc&X-Amz-Security-Token=tok&X-Goog-Signature=def&part=1"
+        let redacted = Redactor.standard.redact(urlString: url)
+        for secret in ["AKIA", "=abc", "=tok", "=def"] { #expect(!redacted.contains(secret), "\(redacted)") }
+        #expect(redacted.contains("part=1"))
+        #expect(Redactor.standard.value(of: HTTPField(name: .location, value: "/cb?code=AUTH&state=s")) == "/cb?code=REDACTED&state=s")
+        #expect(Redactor.standard.value(of: HTTPField(name: HTTPField.Name("X-Upload-Signature")!, value: "sig")) == "REDACTED")
+    }
+
     @Test(arguments: TransportKind.allCases)
     func debugAddsRedirectQueueAndJoinLinesAndInfoDoesNot(_ kind: TransportKind) async throws {
         let server = try await http1Server()

@@ -123,6 +123,31 @@ struct HARTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func urlsInResponseFieldsAndBytesThatCannotBeRedactedStayOut(_ kind: TransportKind) async throws {
+        // A Location with an authorization code in it is redacted as a URL; a body that is not
+        // UTF-8 but not of a binary type either (JSON with a stray byte, a multipart form with a
+        // file) cannot be redacted, so only its size is recorded.
+        let server = try await http1Server { request in
+            request.path == "/created"
+                ? ScriptedResponse(status: 201, headers: [("Location", "/cb?code=AUTHCODE&access_token=SECRET&state=s")], body: Data())
+                : .text("ok")
+        }
+        let recorder = HARRecorder()
+        let body = Data([0xFF]) + Data(#"{"password":"hunter2"}"#.utf8)
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [recorder] }) { client in
+            _ = try await client.response(Endpoint<Void>(method: .post, path: "/created", decoding: .none))
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/upload", body: .data(body, contentType: "application/json"), decoding: .string))
+        }
+        let data = try recorder.harData()
+        #expect(try HARSchema.validate(har: data) == [])
+        let text = String(decoding: data, as: UTF8.self)
+        for secret in ["AUTHCODE", "SECRET", "hunter2", body.base64EncodedString()] { #expect(!text.contains(secret), "\(secret)") }
+        #expect(text.contains("state=s"))
+        let upload = try #require((try Self.entries(recorder)[1]["request"] as? [String: Any])?["postData"] as? [String: Any])
+        #expect((upload["text"] as? String)?.contains("\(body.count) bytes") == true)
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func theHAREnvironmentVariableWritesTheFileAfterEachRequest(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("courier-\(UUID().uuidString).har").path

@@ -232,12 +232,19 @@ public final class OAuth2Authenticator: Middleware {
         return try await next(authorized)
     }
 
-    /// A 401 is about the token unless it challenges a scheme other than Bearer.
+    /// A 401 is about the token unless it challenges a scheme other than Bearer, or its Bearer
+    /// challenge names an error a new token does not fix (RFC 6750 §3.1: `insufficient_scope`
+    /// needs another grant, `invalid_request` another request; only `invalid_token`, or no
+    /// error code, asks for a new token).
     static func isTokenProblem(_ response: RawResponse) -> Bool {
         let values = response.head.headerFields[values: .wwwAuthenticate]
         guard !values.isEmpty else { return true }
         let challenges = values.flatMap(AuthenticationChallenge.parse)
-        return challenges.isEmpty || challenges.contains { $0.scheme == "bearer" }
+        return challenges.isEmpty || challenges.contains { challenge in
+            guard challenge.scheme == "bearer" else { return false }
+            let error = challenge.parameters["error"]?.lowercased()
+            return error != "insufficient_scope" && error != "invalid_request"
+        }
     }
 
     /// Whether the response came from the request's origin (scheme, host and port), and not

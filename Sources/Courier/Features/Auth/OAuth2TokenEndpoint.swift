@@ -90,10 +90,36 @@ public struct OAuth2TokenEndpoint: Sendable {
         var expires_in: Double?
         var refresh_token: String?
         var scope: String?
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.access_token = try container.decode(String.self, forKey: .access_token)
+            self.token_type = try container.decodeIfPresent(String.self, forKey: .token_type)
+            // A number (RFC 6749 §5.1); servers that send it as a string of digits are read too,
+            // and anything else is no lifetime, never a failed refresh that loses a rotated token.
+            if let seconds = try? container.decodeIfPresent(Double.self, forKey: .expires_in) {
+                self.expires_in = seconds
+            } else if let text = try? container.decodeIfPresent(String.self, forKey: .expires_in) {
+                self.expires_in = Double(text.trimmingCharacters(in: .whitespaces)).flatMap { $0.isFinite ? $0 : nil }
+            } else {
+                self.expires_in = nil
+            }
+            self.refresh_token = try container.decodeIfPresent(String.self, forKey: .refresh_token)
+            self.scope = try container.decodeIfPresent(String.self, forKey: .scope)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case access_token, token_type, expires_in, refresh_token, scope
+        }
     }
 
     package static func decodeToken(_ body: Data) throws -> OAuth2Token {
         let response = try JSONDecoder().decode(TokenResponse.self, from: body)
+        // RFC 6749 §7.1: a client must not use a token whose type it does not understand; the
+        // type is compared without regard to case (§5.1). Courier sends Bearer tokens (RFC 6750).
+        if let type = response.token_type, type.lowercased() != "bearer" {
+            throw CourierError(.decoding, "the token endpoint issued a token of type \"\(type)\", which this client cannot use (it sends Bearer tokens)")
+        }
         return OAuth2Token(
             accessToken: response.access_token,
             tokenType: response.token_type ?? "Bearer",

@@ -4,16 +4,32 @@ import HTTPTypes
 
 /// The canonical text a request signature covers, shared by ``RequestSigner`` and ``SignatureVerifier``.
 ///
-/// Lines, joined by `\n`: method, path, the query items sorted by name then value, the
-/// lower-case hex SHA-256 of the body, the timestamp (Unix seconds), the nonce.
+/// Lines, joined by `\n`: method, path, the query items (as sent, percent-encoded) sorted by
+/// name as bytes with items of the same name kept in the order sent (`a=1&a=2` and `a=2&a=1`
+/// are two requests: a server may read the first value), the lower-case hex SHA-256 of the body,
+/// the timestamp (Unix seconds), the nonce.
 public enum SignatureCanonicalForm {
     /// The canonical text of a request.
     public static func text(method: String, target: String, body: Data, timestamp: String, nonce: String) -> String {
         let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         let path = parts.isEmpty ? "/" : String(parts[0])
-        let query = parts.count == 2 ? parts[1].split(separator: "&").map(String.init).sorted().joined(separator: "&") : ""
+        let query = parts.count == 2 ? Self.sortedByName(parts[1].split(separator: "&")).joined(separator: "&") : ""
         let digest = SHA256.hex(body)
         return [method.uppercased(), path.isEmpty ? "/" : path, query, digest, timestamp, nonce].joined(separator: "\n")
+    }
+
+    /// Query items sorted by name (the bytes before the first `=`), stable: items of one name
+    /// keep their order.
+    static func sortedByName(_ items: [Substring]) -> [Substring] {
+        func name(_ item: Substring) -> Substring.UTF8View {
+            let utf8 = item.utf8
+            return utf8[..<(utf8.firstIndex(of: UInt8(ascii: "=")) ?? utf8.endIndex)]
+        }
+        return items.enumerated().sorted { left, right in
+            let (a, b) = (name(left.element), name(right.element))
+            if a.elementsEqual(b) { return left.offset < right.offset }
+            return a.lexicographicallyPrecedes(b)
+        }.map(\.element)
     }
 
     static func mac(_ text: String, key: SymmetricKey) -> String {
@@ -129,8 +145,12 @@ public final class SignatureVerifier: Sendable {
         // too large for `Int` saturates and is then stale.
         guard let signature, let timestamp, let nonce, let whole = UntrustedNumber.digits(timestamp) else { throw Rejection.missingHeaders }
         let seconds = TimeInterval(whole)
-        let expected = SignatureCanonicalForm.mac(SignatureCanonicalForm.text(method: method, target: target, body: body, timestamp: timestamp, nonce: nonce), key: self.key)
-        guard Data(expected.utf8) == Data(signature.utf8) else { throw Rejection.badSignature }
+        let text = SignatureCanonicalForm.text(method: method, target: target, body: body, timestamp: timestamp, nonce: nonce)
+        // Compared in constant time (a comparison that stops at the first differing byte tells
+        // an attacker how much of a guess was right).
+        guard let code = Data(base64Encoded: signature), HMAC<SHA256>.isValidAuthenticationCode(code, authenticating: Data(text.utf8), using: self.key) else {
+            throw Rejection.badSignature
+        }
         guard abs(now.timeIntervalSince1970 - seconds) <= self.maxSkew else { throw Rejection.staleTimestamp }
         try self.seen.withLock { seen in
             seen = seen.filter { now.timeIntervalSince($0.value) <= self.maxSkew * 2 }

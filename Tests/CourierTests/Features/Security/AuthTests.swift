@@ -17,6 +17,8 @@ final class OAuthServer: Sendable {
         var refreshFails = false
         var alwaysUnauthorized = false
         var passwordGrants = 0
+        /// `expires_in` sent as a string of digits, as some servers do.
+        var expiresInAsString = false
     }
 
     let state = Locked(State())
@@ -49,9 +51,13 @@ final class OAuthServer: Sendable {
                 self.state.withLock { $0.passwordGrants += 1 }
             }
             let token = self.issue()
-            return .json(#"{"access_token":"\#(token)","token_type":"Bearer","expires_in":3600,"refresh_token":"r-\#(token)"}"#)
+            let expiresIn = self.state.withLock { $0.expiresInAsString } ? #""3600""# : "3600"
+            return .json(#"{"access_token":"\#(token)","token_type":"Bearer","expires_in":\#(expiresIn),"refresh_token":"r-\#(token)"}"#)
         }
         let authorization = request.header("authorization") ?? ""
+        if request.path == "/scoped" {
+            return .text("no", status: 401, headers: [("WWW-Authenticate", #"Bearer realm="api", error="insufficient_scope", scope="admin""#)])
+        }
         if request.path == "/nope" { return .json(#"{"error":"missing","access_token":"body-secret"}"#, status: 404) }
         if request.path.hasPrefix("/slow") { try? await Task.sleep(for: .milliseconds(300)) }
         let ok = self.state.withLock { state in
@@ -113,6 +119,45 @@ struct OAuth2Tests {
             #expect(auth.refreshCount == 1)
             #expect(auth.token?.accessToken == "t-1")
         }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func insufficientScopeIsNotFixedByANewToken(_ kind: TransportKind) async throws {
+        // RFC 6750 §3.1: `insufficient_scope` asks for another grant, not another token; the
+        // 401 reaches the caller and the token is not refreshed (nor rotated).
+        let fresh = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600))
+        try await self.setUp(kind, token: fresh) { client, auth, oauth, server in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/scoped")) }
+            #expect(error?.kind == .httpStatus)
+            #expect(error?.status == .unauthorized)
+            #expect(oauth.state.withLock { $0.refreshCalls } == 0)
+            #expect(auth.token?.accessToken == "t-0")
+            #expect(server.requests.filter { $0.path == "/scoped" }.count == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aLifetimeSentAsAStringIsReadAndTheRotatedRefreshTokenKept(_ kind: TransportKind) async throws {
+        // RFC 6749 §5.1 says `expires_in` is a number; servers that send "3600" must not make a
+        // refresh fail after the server has rotated the refresh token (it would be lost).
+        try await self.setUp(kind, token: Self.expired) { client, auth, oauth, _ in
+            oauth.state.withLock { $0.expiresInAsString = true }
+            let article = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(article.title == "t-1")
+            #expect(auth.token?.refreshToken == "r-t-1")
+            let lifetime = try #require(auth.token?.expiresAt).timeIntervalSinceNow
+            #expect(lifetime > 3000 && lifetime <= 3600)
+        }
+    }
+
+    @Test
+    func aTokenOfATypeTheClientCannotUseIsRefused() throws {
+        // RFC 6749 §7.1: the client must not use a token whose type it does not understand; the
+        // type is compared without regard to case (§5.1); none given is taken as Bearer.
+        #expect(throws: CourierError.self) { _ = try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","token_type":"mac"}"#.utf8)) }
+        #expect(try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","token_type":"bEaReR"}"#.utf8)).accessToken == "a")
+        #expect(try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a"}"#.utf8)).accessToken == "a")
+        #expect(try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","expires_in":"nan"}"#.utf8)).expiresAt == nil)
     }
 
     @Test(arguments: TransportKind.allCases)
@@ -251,6 +296,25 @@ struct SecurityHygieneTests {
             let after = try await client.send(Endpoint<Echo>(path: "/echo"))
             #expect(after.headers["x-crumb"] == "crumb-2")
             #expect(gate.runCount == 2)
+        }
+    }
+
+    @Test
+    func reorderingARepeatedQueryParameterChangesTheSignedText() {
+        // Items sort by name; one name's values keep their order: a server that reads the first
+        // `amount` must not get a request whose signature was made for another order.
+        func text(_ target: String) -> String {
+            SignatureCanonicalForm.text(method: "GET", target: target, body: Data(), timestamp: "1", nonce: "n")
+        }
+        #expect(text("/t?amount=1&amount=1000") != text("/t?amount=1000&amount=1"))
+        #expect(text("/t?b=2&a=1") == text("/t?a=1&b=2"))
+        #expect(text("/t?b=2&a=1&b=1").contains("\na=1&b=2&b=1\n"))
+        // A name that is a prefix of another sorts by its bytes before `=`: `a` before `a-b`.
+        #expect(text("/t?a-b=1&a=2").contains("\na=2&a-b=1\n"))
+        // A signature that is not base64 is a bad signature, not a crash or a pass.
+        let verifier = SignatureVerifier(key: SymmetricKey(data: Data("k".utf8)))
+        #expect(throws: SignatureVerifier.Rejection.badSignature) {
+            try verifier.verify(method: "GET", target: "/t", body: Data(), signature: "!!not base64!!", timestamp: "\(Int(Date().timeIntervalSince1970))", nonce: "n1")
         }
     }
 
