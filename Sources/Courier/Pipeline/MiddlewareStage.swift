@@ -308,8 +308,9 @@ struct RedirectStage: PipelineStage {
             if status == 303 || ((status == 301 || status == 302) && request.head.method != .get && request.head.method != .head) {
                 if request.head.method != .head { following.head.method = .get }
                 following.body = nil
-                following.head.headerFields[.contentType] = nil
-                following.head.headerFields[.contentLength] = nil
+                // RFC 9110 §15.4: the request that no longer has content loses the fields that
+                // described it (a compressed POST's Content-Encoding included).
+                for name in Self.contentFields { following.head.headerFields[name] = nil }
             } else if let body = request.body, !body.isReplayable {
                 // 307/308 must resend the body; a one-shot body cannot be, so hand back the 3xx.
                 if response.url == nil { response.url = current }
@@ -319,7 +320,7 @@ struct RedirectStage: PipelineStage {
                 for name in self.policy.sensitiveFields { following.head.headerFields[name] = nil }
             }
             following.head.scheme = scheme
-            following.head.authority = target.port.map { "\(target.host ?? ""):\($0)" } ?? target.host
+            following.head.authority = Self.authority(of: target)
             following.head.path = Self.pathAndQuery(of: target)
             let key = "\(following.head.method.rawValue) \(target.absoluteString)"
             if visited.contains(key) {
@@ -335,6 +336,20 @@ struct RedirectStage: PipelineStage {
             hops += 1
             request = following
         }
+    }
+
+    /// The fields that describe a request's content (RFC 9110 §15.4).
+    static let contentFields: [HTTPField.Name] = [
+        .contentType, .contentLength, .contentEncoding, .contentLanguage, .contentLocation, .lastModified,
+        HTTPField.Name("Digest")!, HTTPField.Name("Content-Digest")!, HTTPField.Name("Repr-Digest")!,
+    ]
+
+    /// `host[:port]` of a URL, an IPv6 literal in brackets (RFC 3986 §3.2.2: `URL.host` gives
+    /// it without them, and `::1:8080` is no authority).
+    static func authority(of url: URL) -> String? {
+        guard var host = url.host else { return nil }
+        if host.utf8.contains(UInt8(ascii: ":")), !host.hasPrefix("[") { host = "[\(host)]" }
+        return url.port.map { "\(host):\($0)" } ?? host
     }
 
     static func sameOrigin(_ a: URL, _ b: URL) -> Bool {

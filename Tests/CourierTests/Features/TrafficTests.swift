@@ -227,6 +227,23 @@ struct SchedulerTests {
         }
         try await other.stop()
     }
+
+    @Test(arguments: TransportKind.allCases)
+    func aHostNameInAnotherCaseIsTheSameHostForItsLimit(_ kind: TransportKind) async throws {
+        // RFC 3986 §6.2.2.1: the host is case-insensitive; `LocalHost` must not get slots of its own.
+        let server = try await trafficServer()
+        let base = try #require(URL(string: "http://localhost:\(server.port)"))
+        let (transport, shutdown) = makeTransport(kind)
+        let client = Client(configuration: .init(transport: transport, baseURL: base) { $0.scheduling = .init(maxConcurrentRequests: 10, maxRequestsPerHost: 1) })
+        let first = client.start(Endpoint<Article>(path: "/slow/a1"))
+        let second = client.start(Endpoint<Article>(path: "http://LocalHost:\(server.port)/slow/a2"))
+        #expect(await eventually { server.requests.count == 1 })
+        #expect(client.traffic.queued == 1)
+        for handle in [first, second] { _ = try await handle.value }
+        #expect(server.requests.count == 2)
+        try await shutdown()
+        try await server.stop()
+    }
 }
 
 @Suite("Batches, chains, scopes and constrained mode")

@@ -42,11 +42,34 @@ struct RedirectTests {
     func seeOtherTurnsAPostIntoAGetWithoutBody(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
-            let echo = try await client.send(Endpoint<Echo>(method: .post, path: "/see-other", body: .json(Article(id: 1, title: "x"))))
+            var endpoint = Endpoint<Echo>(method: .post, path: "/see-other", body: .json(Article(id: 1, title: String(repeating: "x", count: 2000))))
+            endpoint.compressesRequestBody = true
+            let echo = try await client.send(endpoint)
             #expect(echo.method == "GET")
             #expect(echo.body.isEmpty)
             #expect(server.requests.first?.method == "POST")
+            #expect(server.requests.first?.header("Content-Encoding") == "gzip")
+            // RFC 9110 §15.4: the GET has no content, so no field describes any.
+            for name in ["content-encoding", "content-type", "content-length"] { #expect(echo.headers[name] == nil, "\(name)") }
         }
+    }
+
+    // AsyncHTTPClient only: URLSession on Linux (FoundationNetworking) fails every request to an
+    // IPv6 literal, redirected or not, with NSURLErrorBadURL (-1000) (README, platforms and transports).
+    @Test(arguments: [TransportKind.asyncHTTPClient])
+    func aRedirectToAnIPv6LiteralKeepsItsBrackets(kind: TransportKind) async throws {
+        // RFC 3986 §3.2.2: an IP literal is bracketed in the authority (`[::1]:PORT`; `::1:PORT`
+        // is no URL at all).
+        let other = try await TestServer.start(.http1, host: "::1", handler: Routes.standard)
+        let server = try await http1Server()
+
+        try await withClient(kind, server: server) { client in
+            let echo = try await client.send(Endpoint<Echo>(path: "/to", query: ["url": "http://[::1]:\(other.port)/echo"]))
+            #expect(echo.uri == "/echo")
+            #expect(echo.headers["host"] == "[::1]:\(other.port)")
+            #expect(other.requests.count == 1)
+        }
+        try await other.stop()
     }
 
     @Test(arguments: TransportKind.allCases)
