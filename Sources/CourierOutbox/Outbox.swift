@@ -24,6 +24,9 @@ import HTTPTypes
 /// every attempt, after every restart: a server that honours the key applies the item once even
 /// when a response is lost. Items are marked in flight (durably) before they are sent; an item
 /// found in flight when the outbox opens was interrupted and is sent again with the same key.
+/// So open one `Outbox` per file at a time: one opened while another delivers from the same file
+/// takes that one's items in flight for interrupted ones and sends them again (same key). Within
+/// one outbox, `start()` and `deliverAll()` may run at once: each item is taken by one of them.
 ///
 /// **Order and failures.** Items of one queue are delivered in order, one at a time: a failing
 /// head blocks its queue, other queues go on. A 2xx delivers. A 408, 429, 5xx or a network
@@ -254,11 +257,8 @@ public final class Outbox: Sendable {
     }
 
     private func deliverOne(_ item: OutboxStore.StoredRequest) async {
-        do {
-            try self.store.begin([item.id], batch: nil)
-        } catch {
-            return
-        }
+        // Taken by this loop, or by none: another loop that took it first sends it.
+        guard (try? self.store.begin([item.id], batch: nil)) == true else { return }
         var fields = HTTPFields()
         for pair in item.headers where pair.count == 2 {
             if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
@@ -278,11 +278,7 @@ public final class Outbox: Sendable {
         }
         // A batch sent before (a retry) is sent again with exactly its items and its key.
         let key = "batch-" + chosen.map(\.idempotencyKey).joined(separator: ",").sha256Prefix
-        do {
-            try self.store.begin(chosen.map(\.id), batch: key)
-        } catch {
-            return
-        }
+        guard (try? self.store.begin(chosen.map(\.id), batch: key)) == true else { return }
         var endpoint = batching.makeRequest(chosen.map { OutboxBatchItem(id: $0.id, body: $0.body ?? Data(), idempotencyKey: $0.idempotencyKey) })
         endpoint.headers[Self.idempotencyKey] = key
         endpoint.acceptedStatuses = 100..<600

@@ -113,18 +113,32 @@ final class OutboxStore: Sendable {
         }
     }
 
-    /// Marks the items as being sent (one more attempt each), durably, before anything goes on the wire.
-    func begin(_ ids: [OutboxItemID], batch: String?) throws(OutboxError) {
+    /// Marks the items as being sent (one more attempt each), durably, before anything goes on
+    /// the wire — all of them, or none when any is no longer pending (another delivery loop took
+    /// it first: `start()` and `deliverAll()` at once). Returns whether they were taken.
+    @discardableResult
+    func begin(_ ids: [OutboxItemID], batch: String?) throws(OutboxError) -> Bool {
         do {
-            try self.pool.write { db in
+            return try self.pool.write { db -> Bool in
                 for id in ids {
-                    try db.execute(sql: "UPDATE item SET state = 'inFlight', attempts = attempts + 1, batch = ? WHERE id = ?", arguments: [batch, id.rawValue])
+                    try db.execute(
+                        sql: "UPDATE item SET state = 'inFlight', attempts = attempts + 1, batch = ? WHERE id = ? AND state = 'pending'",
+                        arguments: [batch, id.rawValue]
+                    )
+                    // Not pending: roll the whole transaction back, so no item of it is taken.
+                    guard db.changesCount == 1 else { throw NotTaken() }
                 }
+                return true
             }
+        } catch is NotTaken {
+            return false
         } catch {
             throw Self.map(error, "marking items in flight")
         }
     }
+
+    /// Thrown inside ``begin(_:batch:)``'s transaction to roll it back.
+    private struct NotTaken: Error {}
 
     /// Records how the items' attempt ended.
     func finish(_ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, now: Date) throws(OutboxError) {
@@ -225,7 +239,10 @@ final class OutboxStore: Sendable {
                 let rows = try Row.fetchAll(
                     db, sql: "SELECT * FROM item WHERE queue = ? AND state = 'pending' ORDER BY id LIMIT ?", arguments: [queue, limitPerQueue]
                 )
-                heads[queue] = try rows.map(Self.request(from:))
+                // A row that cannot be read (kind `corrupt`, which `items()` reports) holds its
+                // queue: the items behind it are not sent past it. Other queues go on.
+                guard let requests = try? rows.map(Self.request(from:)), !requests.isEmpty else { continue }
+                heads[queue] = requests
             }
             return heads
         }
@@ -256,38 +273,74 @@ final class OutboxStore: Sendable {
         }
     }
 
-    private static func request(from row: Row) throws -> StoredRequest {
-        let headersText: String = row["headers"]
+    /// A column's value, or `nil` when it is NULL or not a `T` (a file edited by hand, or written
+    /// by something else). GRDB's non-optional subscript traps on such a value; this never does.
+    private static func value<T: DatabaseValueConvertible>(_ row: Row, _ column: String) -> T? {
+        T.fromDatabaseValue(row[column] as DatabaseValue)
+    }
+
+    /// A column the schema requires, or kind `corrupt` naming the item and the column.
+    private static func required<T: DatabaseValueConvertible>(_ row: Row, _ column: String) throws(OutboxError) -> T {
+        guard let value: T = Self.value(row, column) else {
+            let id: Int64? = Self.value(row, "id")
+            throw OutboxError(.corrupt, "item \(id.map(String.init) ?? "?") has no readable \(column)")
+        }
+        return value
+    }
+
+    /// A date column: a finite number of seconds since 1970.
+    private static func date(_ row: Row, _ column: String) throws(OutboxError) -> Date {
+        let seconds: Double = try Self.required(row, column)
+        guard seconds.isFinite, abs(seconds) < 1e12 else { throw OutboxError(.corrupt, "item has an impossible \(column): \(seconds)") }
+        return Date(timeIntervalSince1970: seconds)
+    }
+
+    private static func optionalDate(_ row: Row, _ column: String) -> Date? {
+        (Self.value(row, column) as Double?).flatMap { $0.isFinite && abs($0) < 1e12 ? Date(timeIntervalSince1970: $0) : nil }
+    }
+
+    /// An attempt count: 0 up to `Int32.max` (a larger one could overflow the next attempt's number).
+    private static func count(_ row: Row, _ column: String) throws(OutboxError) -> Int {
+        let count: Int = try Self.required(row, column)
+        guard (0...Int(Int32.max)).contains(count) else { throw OutboxError(.corrupt, "item has an impossible \(column): \(count)") }
+        return count
+    }
+
+    private static func request(from row: Row) throws(OutboxError) -> StoredRequest {
+        let headersText: String = try Self.required(row, "headers")
         return StoredRequest(
-            id: OutboxItemID(rawValue: row["id"]), queue: row["queue"], name: row["name"], method: row["method"], url: row["url"],
+            id: OutboxItemID(rawValue: try Self.required(row, "id")), queue: try Self.required(row, "queue"), name: try Self.required(row, "name"),
+            method: try Self.required(row, "method"), url: try Self.required(row, "url"),
             headers: (try? JSONDecoder().decode([[String]].self, from: Data(headersText.utf8))) ?? [],
-            body: row["body"], idempotencyKey: row["idempotency_key"], attempts: row["attempts"], maxAttempts: row["max_attempts"],
-            expiresAt: (row["expires_at"] as Double?).map(Date.init(timeIntervalSince1970:)),
-            nextAttemptAt: Date(timeIntervalSince1970: row["next_attempt_at"]),
-            createdAt: Date(timeIntervalSince1970: row["created_at"])
+            body: Self.value(row, "body"), idempotencyKey: try Self.required(row, "idempotency_key"),
+            attempts: try Self.count(row, "attempts"), maxAttempts: try Self.count(row, "max_attempts"),
+            expiresAt: Self.optionalDate(row, "expires_at"),
+            nextAttemptAt: try Self.date(row, "next_attempt_at"),
+            createdAt: try Self.date(row, "created_at")
         )
     }
 
-    private static func item(from row: Row) -> OutboxItem {
+    private static func item(from row: Row) throws(OutboxError) -> OutboxItem {
         var result: OutboxItem.Result?
-        if let status = row["result_status"] as Int? {
+        if let status: Int = Self.value(row, "result_status") {
             var fields = HTTPFields()
-            let text: String = row["result_headers"] ?? "[]"
+            let text: String = Self.value(row, "result_headers") ?? "[]"
             for pair in (try? JSONDecoder().decode([[String]].self, from: Data(text.utf8))) ?? [] where pair.count == 2 {
                 if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
             }
-            result = OutboxItem.Result(status: status, headers: fields, body: row["result_body"] ?? Data())
+            result = OutboxItem.Result(status: status, headers: fields, body: Self.value(row, "result_body") ?? Data())
         }
-        let method: String = row["method"]
+        let method: String = try Self.required(row, "method")
+        let state: String = try Self.required(row, "state")
         return OutboxItem(
-            id: OutboxItemID(rawValue: row["id"]), queue: row["queue"], reference: row["reference"], name: row["name"],
-            method: HTTPRequest.Method(method) ?? .post, url: row["url"], idempotencyKey: row["idempotency_key"],
-            state: OutboxItem.State(rawValue: row["state"]) ?? .pending, attempts: row["attempts"], maxAttempts: row["max_attempts"],
-            createdAt: Date(timeIntervalSince1970: row["created_at"]),
-            expiresAt: (row["expires_at"] as Double?).map(Date.init(timeIntervalSince1970:)),
-            nextAttemptAt: Date(timeIntervalSince1970: row["next_attempt_at"]), lastError: row["last_error"], result: result,
-            finishedAt: (row["finished_at"] as Double?).map(Date.init(timeIntervalSince1970:)),
-            acknowledged: (row["acknowledged"] as Int? ?? 0) != 0
+            id: OutboxItemID(rawValue: try Self.required(row, "id")), queue: try Self.required(row, "queue"), reference: Self.value(row, "reference"),
+            name: try Self.required(row, "name"), method: HTTPRequest.Method(method) ?? .post, url: try Self.required(row, "url"),
+            idempotencyKey: try Self.required(row, "idempotency_key"), state: OutboxItem.State(rawValue: state) ?? .pending,
+            attempts: try Self.count(row, "attempts"), maxAttempts: try Self.count(row, "max_attempts"),
+            createdAt: try Self.date(row, "created_at"), expiresAt: Self.optionalDate(row, "expires_at"),
+            nextAttemptAt: try Self.date(row, "next_attempt_at"), lastError: Self.value(row, "last_error"), result: result,
+            finishedAt: Self.optionalDate(row, "finished_at"),
+            acknowledged: (Self.value(row, "acknowledged") as Int? ?? 0) != 0
         )
     }
 

@@ -111,6 +111,31 @@ struct OutboxStorageTests {
         #expect(columns.contains("batch"))
     }
 
+    @Test(arguments: [
+        ("attempts", "'x'"), ("attempts", "1e30"), ("attempts", "9223372036854775807"), ("attempts", "-1"),
+        ("created_at", "'soon'"), ("next_attempt_at", "X'FF'"), ("max_attempts", "'many'"), ("queue", "X'FF'"),
+    ])
+    func aStoredValueThatCannotBeReadIsCorruptNeverACrash(_ column: String, _ value: String) async throws {
+        // GRDB's non-optional row subscript traps on a value of the wrong type, and an attempt
+        // count near Int.max would overflow the next attempt's number: a file written by something
+        // else must give kind `corrupt`, and deliver nothing it cannot read.
+        let path = OutboxTests.databasePath()
+        let stub = StubTransport { _ in .status(.ok) }
+        let client = Client(configuration: .init(transport: stub) { $0.debugOptions = .off })
+        let outbox = try Outbox(path: path, client: client)
+        let id = try outbox.enqueue(Self.post())
+        let other = try DatabaseQueue(path: path)
+        // (The columns are NOT NULL: a value of the wrong type, or bytes that are not UTF-8 text.)
+        try await other.write { db in try db.execute(sql: "UPDATE item SET \(column) = \(value) WHERE id = ?", arguments: [id.rawValue]) }
+        try other.close()
+        let error = #expect(throws: OutboxError.self) { _ = try outbox.items() }
+        #expect(error?.kind == .corrupt)
+        #expect(throws: OutboxError.self) { _ = try outbox.item(id) }
+        // Delivery skips the unreadable item's queue instead of sending it or spinning.
+        await outbox.deliverAll()
+        #expect(stub.requests.isEmpty)
+    }
+
     @Test
     func aCallAWireProtocolBoxesIsRefusedAndARESTOneIsSentAsStored() async throws {
         // The outbox replays the stored logical request; a JSON-RPC call needs a fresh envelope

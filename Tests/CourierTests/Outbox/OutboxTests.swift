@@ -184,6 +184,26 @@ struct OutboxTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func twoDeliveryLoopsOfOneOutboxSendAnItemOnce(_ kind: TransportKind) async throws {
+        // `start()` and `deliverAll()` at once both see the same pending head; taking it for
+        // sending is one transaction that only a pending item passes, so one of them sends it.
+        let api = IdempotentServer { _, _ in nil }
+        let server = try await http1Server { request in
+            try? await Task.sleep(for: .milliseconds(200))
+            return await api.respond(request)
+        }
+        try await Self.withOutbox(kind, server: server) { outbox, _, _ in
+            var ids: [OutboxItemID] = []
+            for index in 0..<3 { ids.append(try outbox.enqueue(Self.post("/m\(index)"))) }
+            outbox.start()
+            await outbox.deliverAll()
+            #expect(await eventually { (try? outbox.items().allSatisfy { $0.state == .delivered }) == true })
+            #expect(api.state.withLock { $0.seen.count } == 3)
+            #expect(try outbox.items().map(\.attempts) == [1, 1, 1])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anItemInFlightWhenTheProcessDiedIsSentAgainAfterARestart(_ kind: TransportKind) async throws {
         let api = IdempotentServer()
         let server = try await http1Server(api.respond)
