@@ -280,8 +280,10 @@ public final class AsyncHTTPClientTransport: Transport {
             guard request.head.scheme?.lowercased() == "https" else {
                 throw CourierError.invalidRequest("\(host) is pinned and must be reached over https")
             }
-            pinnedHost = host
             if let tls = self.pinnedTLS[key] {
+                // Pinned authorities are the only trust roots: a chain that ends elsewhere is a
+                // pin mismatch. (Public-key pins are checked by `PinVerifier` after the chain.)
+                pinnedHost = host
                 outgoing.tlsConfiguration = tls
             }
         }
@@ -408,13 +410,19 @@ public final class AsyncHTTPClientTransport: Transport {
     /// BoringSSL rejected, the reason ``TLSDiagnosis`` finds on a second, rejected handshake.
     private func failure(_ error: any Error, request: Courier.Request, pinnedHost: String?, tls: TLSConfiguration?) async -> CourierError {
         var mapped = Self.mapError(error, pinnedHost: pinnedHost)
-        guard mapped.kind == .tls, TLSDiagnosis.isCertificateVerifyFailure(error), !Task.isCancelled,
+        guard mapped.kind == .tls || mapped.kind == .pinMismatch, TLSDiagnosis.isCertificateVerifyFailure(error), !Task.isCancelled,
               let host = Self.host(of: request.head.authority)
         else { return mapped }
         let port = Self.port(of: request.head.authority) ?? (request.head.scheme?.lowercased() == "http" ? 80 : 443)
         let timeout = min(request.remainingTime ?? .seconds(5), .seconds(5))
         let configuration = tls ?? self.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
         if let reason = await TLSDiagnosis.reason(host: host, port: port, configuration: configuration, group: self.httpClient.eventLoopGroup, timeout: Self.timeAmount(timeout)) {
+            // Under pinned authorities only an untrusted issuer is the pins' doing: an expired
+            // certificate or one for another host is that, whoever issued it.
+            if mapped.kind == .pinMismatch {
+                if reason == .untrustedIssuer { return mapped }
+                mapped = CourierError(.tls, Self.tlsMessage(reason, error), underlying: error)
+            }
             mapped.tlsReason = reason
             mapped.message = Self.tlsMessage(reason, error)
         }
@@ -465,7 +473,7 @@ public final class AsyncHTTPClientTransport: Transport {
             mapped.tlsReason = .hostnameMismatch
             return mapped
         }
-        if let pinnedHost, error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+        if let pinnedHost, TLSDiagnosis.isCertificateVerifyFailure(error) {
             // A pinned host whose chain does not end at a pinned authority fails the handshake.
             var mapped = CourierError(.pinMismatch, "the certificate presented for \(pinnedHost) does not chain to a pinned authority: \(error)", underlying: error)
             mapped.tlsReason = .pinMismatch

@@ -270,13 +270,19 @@ public final class Outbox: Sendable {
 
     private func deliverBatch(_ items: [OutboxStore.StoredRequest], batching: OutboxBatching) async {
         var chosen: [OutboxStore.StoredRequest] = []
-        var bytes = 0
-        for item in items {
-            if !chosen.isEmpty, chosen.count >= batching.maxCount || bytes + (item.body?.count ?? 0) > batching.maxBytes { break }
-            chosen.append(item)
-            bytes += item.body?.count ?? 0
+        if let batch = items.first?.batch {
+            // A batch sent before (a retry, or one a crash interrupted) is sent again with
+            // exactly its items, whatever was enqueued since: the server may have applied it.
+            chosen = Array(items.prefix { $0.batch == batch })
+        } else {
+            var bytes = 0
+            for item in items {
+                if !chosen.isEmpty, chosen.count >= batching.maxCount || bytes + (item.body?.count ?? 0) > batching.maxBytes { break }
+                chosen.append(item)
+                bytes += item.body?.count ?? 0
+            }
         }
-        // A batch sent before (a retry) is sent again with exactly its items and its key.
+        // The same items make the same key.
         let key = "batch-" + chosen.map(\.idempotencyKey).joined(separator: ",").sha256Prefix
         guard (try? self.store.begin(chosen.map(\.id), batch: key)) == true else { return }
         var endpoint = batching.makeRequest(chosen.map { OutboxBatchItem(id: $0.id, body: $0.body ?? Data(), idempotencyKey: $0.idempotencyKey) })

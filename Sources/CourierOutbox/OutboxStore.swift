@@ -263,6 +263,8 @@ final class OutboxStore: Sendable {
         var expiresAt: Date?
         var nextAttemptAt: Date
         var createdAt: Date
+        /// The batch it was last sent in, if any: a retry sends that batch again, whole.
+        var batch: String?
     }
 
     private func read<T>(_ body: (Database) throws -> T) throws(OutboxError) -> T {
@@ -316,7 +318,8 @@ final class OutboxStore: Sendable {
             attempts: try Self.count(row, "attempts"), maxAttempts: try Self.count(row, "max_attempts"),
             expiresAt: Self.optionalDate(row, "expires_at"),
             nextAttemptAt: try Self.date(row, "next_attempt_at"),
-            createdAt: try Self.date(row, "created_at")
+            createdAt: try Self.date(row, "created_at"),
+            batch: Self.value(row, "batch")
         )
     }
 

@@ -322,6 +322,38 @@ struct OutboxTests {
             #expect(try outbox.items().allSatisfy { $0.state == .delivered && $0.attempts == 2 })
         }
     }
+
+    @Test(arguments: TransportKind.allCases)
+    func aBatchIsSentAgainWithItsOwnItemsEvenWhenMoreWereEnqueuedMeanwhile(_ kind: TransportKind) async throws {
+        // The first send of [a, b] fails (503); c is enqueued before the retry. The retry is
+        // [a, b] under the same key (the server may have applied it), and c goes in a batch of
+        // its own — never [a, b, c] under a new key, which would apply a and b twice.
+        let api = IdempotentServer { _, count in count == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : nil }
+        let server = try await http1Server(api.respond)
+        var configuration = Self.fast
+        configuration.batches["analytics"] = .jsonArray(maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
+            let first = try (0..<2).map { try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
+            // Only the first attempt: the batch of two goes out and fails.
+            outbox.start()
+            #expect(await eventually { api.state.current.seen.count >= 1 })
+            await outbox.stop()
+            let third = try outbox.enqueue(Self.post("/events", #"{"e":2}"#), queue: "analytics")
+            await outbox.deliverAll()
+            let state = api.state.current
+            // Every send of the first batch carries its key (how many depends on when the
+            // background loop stopped); the third item went under a key of its own (twice: the
+            // server answers each key's first request with 503).
+            #expect(Set(state.seen).count == 2)
+            #expect(state.seen.filter { $0 != state.seen[0] }.count == 2)
+            #expect(state.seen.last != state.seen[0])
+            #expect(state.applied.count == 2)
+            let bodies = state.bodies.map { String(decoding: $0, as: UTF8.self) }
+            #expect(bodies.first?.contains(#""e":0"#) == true && bodies.first?.contains(#""e":1"#) == true && bodies.first?.contains(#""e":2"#) == false)
+            #expect(try outbox.item(third)?.state == .delivered)
+            #expect(try first.allSatisfy { try outbox.item($0)?.state == .delivered })
+        }
+    }
 }
 
 @Suite("Durable outbox: killed at random moments, nothing lost, nothing applied twice")

@@ -90,6 +90,36 @@ struct TLSFailureTests {
         }
     }
 
+    @Test(arguments: [CertificateCase.expired, .notYetValid, .wrongHost], ["publicKey", "authority"])
+    func aPinnedHostsOtherCertificateProblemsKeepTheirReason(_ problem: CertificateCase, _ pin: String) async throws {
+        // A pin says which key or authority may be presented; it does not make an expired
+        // certificate, or one for another host, a pin mismatch. Public-key pin on the server's
+        // own key, or its own CA pinned: the reason is the certificate's.
+        let (served, trusted) = try problem.certificates()
+        let server = try await TestServer.start(.tls(served), handler: Routes.standard)
+        let pins: [TLSPin] = pin == "publicKey"
+            ? [try .publicKey(TLSPin.publicKeyPinText(spkiDER: served.leafSPKIDER))]
+            : [.certificateAuthority(pem: trusted.caPEM)]
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: {
+            try? $0.trust(pemCertificates: trusted.caPEMBytes)
+            $0.pinning.pin("localhost", to: pins)
+        }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .tls, "\(error?.message ?? "")")
+            #expect(error?.tlsReason == problem.reason, "\(error?.message ?? "")")
+            #expect(server.requests.isEmpty)
+        }
+        // Pinned to another authority, the same server is a pin mismatch (an untrusted issuer is the pins' doing).
+        if pin == "authority" {
+            let stranger = try TestCertificates.generate(commonName: "Stranger CA")
+            let again = try await TestServer.start(.tls(served), handler: Routes.standard)
+            try await withClient(.asyncHTTPClient, server: again, transportConfiguration: { $0.pinning.pin("localhost", to: [.certificateAuthority(pem: stranger.caPEM)]) }) { client in
+                let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+                #expect(error?.kind == .pinMismatch)
+            }
+        }
+    }
+
     /// URLSession never fails a certificate with kind `transport`. On Linux (FoundationNetworking
     /// over libcurl, which passes these on as NSURLErrorUnknown with libcurl's text) the system
     /// trust store never holds the test CA, and URLSession has no per-session trust setting, so
