@@ -8,7 +8,8 @@ import HTTPTypes
 /// No backend is bundled: bootstrap one (Prometheus, StatsD, OpenTelemetry…) with
 /// `MetricsSystem.bootstrap(_:)`, or pass a factory. Labels and dimensions follow the
 /// swift-server convention (snake case); no dimension carries a URL, a query or an id, so the
-/// number of series stays bounded by your endpoints, hosts and outcomes:
+/// number of series stays bounded by your endpoints, hosts and outcomes (an endpoint without a
+/// name of its own counts as `unnamed`: its default name holds its path):
 ///
 /// | metric | type | dimensions | what |
 /// |---|---|---|---|
@@ -75,12 +76,18 @@ public final class MetricsMonitor: EventMonitor, Sendable {
         self.meters(host).inFlight.increment(by: 1)
     }
 
+    /// The `endpoint` dimension: the endpoint's own name, or `unnamed` for one that has none
+    /// (its default name holds the path, which can hold ids: a dimension without bound).
+    static func label(_ request: RequestEvent) -> String {
+        request.request.hasOwnName ? request.name : "unnamed"
+    }
+
     public func slotReleased(_ request: RequestEvent, host: String) {
         self.meters(host).inFlight.decrement(by: 1)
     }
 
     public func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
-        let name = request.name
+        let name = Self.label(request)
         if let counter = self.handlers.withLock({ $0.retries[name] }) { return counter.increment(by: 1) }
         let made = self.factory.makeCounter(label: "courier_retries_total", dimensions: [("endpoint", name)])
         let counter = self.handlers.withLock { handlers -> any CounterHandler in
@@ -122,7 +129,7 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     }
 
     private func ended(_ request: RequestEvent, result: RequestResult, outcome: String) {
-        let handlers = self.endingHandlers(Ending(endpoint: request.name, method: request.method.rawValue, outcome: outcome, source: result.source.rawValue))
+        let handlers = self.endingHandlers(Ending(endpoint: Self.label(request), method: request.method.rawValue, outcome: outcome, source: result.source.rawValue))
         handlers.requests.increment(by: 1)
         handlers.duration.recordNanoseconds(Self.nanoseconds(result.duration))
         if let sent = result.sentBody, !sent.isEmpty {

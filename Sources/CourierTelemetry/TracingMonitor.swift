@@ -45,10 +45,13 @@ public final class TracingMonitor: EventMonitor, Sendable {
     }
 
     public func requestStarted(_ request: RequestEvent) {
-        let span = self.tracer.startSpan(request.name, context: InstrumentationContext.current ?? .topLevel, ofKind: .client)
+        // OpenTelemetry's HTTP client spans are named by the method when no low-cardinality
+        // name is known: an endpoint without a name of its own has only its path (ids) for one.
+        let named = request.request.hasOwnName
+        let span = self.tracer.startSpan(named ? request.name : request.method.rawValue, context: InstrumentationContext.current ?? .topLevel, ofKind: .client)
         self.describe(span, request.request)
         if span.isRecording {
-            span.attributes["courier.endpoint"] = request.name
+            if named { span.attributes["courier.endpoint"] = request.name }
             span.attributes["courier.request_id"] = request.id.description
         }
         self.state.withLock { $0.entries[request.id, default: Entry()].request = span }

@@ -243,6 +243,11 @@ struct RequestCommand: AsyncParsableCommand {
             guard parts.count == 2, let name = HTTPField.Name(parts[0].trimmingCharacters(in: .whitespaces)) else {
                 return self.fail("'\(header)' is not a header field ('Name: value')", code: 3)
             }
+            // CR, LF or NUL in a value would be turned into spaces by the field type (a second
+            // header smuggled into one argument): refused, as the endpoint's raw headers are.
+            if parts[1].unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
+                return self.fail("the header field '\(name)' contains CR, LF or NUL", code: 3)
+            }
             fields.append(HTTPField(name: name, value: parts[1].trimmingCharacters(in: .whitespaces)))
         }
         var body: EndpointBody?

@@ -177,6 +177,18 @@ struct CLITests {
     }
 
     @Test
+    func aHeaderArgumentWithALineBreakIsRefusedNotSmuggled() async throws {
+        // `-H` with CR/LF would have become one field with spaces (the field type replaces
+        // them): refused with the documented exit code 3, and nothing is sent.
+        let server = try await http1Server()
+        let result = try await runCourier(["request", server.baseURL.absoluteString + "/echo", "-H", "X-Note: a\r\nX-Evil: 1"])
+        #expect(result.status == 3)
+        #expect(result.stderr.contains("CR, LF or NUL"))
+        #expect(server.requests.isEmpty)
+        try await server.stop()
+    }
+
+    @Test
     func loadModeShowsDeduplication() async throws {
         let server = try await http1Server { _ in .json(#"{"id":1,"title":"x"}"#).with(.stall(.milliseconds(300))) }
         let url = server.baseURL.absoluteString + "/slow"

@@ -18,8 +18,14 @@ import HTTPTypes
 /// let page = try await client.send(NewsAPI.list(page: 2))
 /// ```
 public struct Endpoint<Response>: Sendable {
-    /// The name used in logs and metrics, such as `news.list`.
-    public var name: String
+    /// The name used in logs and metrics, such as `news.list`; without one, `METHOD path` (the
+    /// path without its query, an absolute URL's password hidden), and metrics and traces label
+    /// the request by its method only (a path can hold ids: no label of unbounded cardinality).
+    public var name: String {
+        didSet { self.hasOwnName = true }
+    }
+    /// Whether ``name`` was given (to `init`, or set since).
+    package private(set) var hasOwnName: Bool
     /// The HTTP method.
     public var method: HTTPRequest.Method
     /// The path, relative to the client's base URL, or an absolute URL.
@@ -77,7 +83,8 @@ public struct Endpoint<Response>: Sendable {
         middleware: [any Middleware] = [],
         decoding: ResponseDecoding<Response>
     ) {
-        self.name = name ?? "\(method.rawValue) \(path)"
+        self.name = name ?? EndpointNaming.defaultName(method: method, path: path)
+        self.hasOwnName = name != nil
         self.method = method
         self.path = path
         self.query = query
@@ -309,5 +316,22 @@ enum FormEncoding {
 
     static func encode(_ fields: [URLQueryItem]) -> String {
         fields.map { "\(escape($0.name))=\(escape($0.value ?? ""))" }.joined(separator: "&")
+    }
+}
+
+/// The name of an endpoint that was given none.
+package enum EndpointNaming {
+    /// `METHOD path`: the path without its query or fragment (where secrets and ids travel), an
+    /// absolute URL's user and password hidden.
+    package static func defaultName(method: HTTPRequest.Method, path: String) -> String {
+        var shown = Substring(path)
+        if let cut = shown.utf8.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) { shown = shown[..<cut] }
+        if shown.utf8.contains(UInt8(ascii: "@")), let url = URL(string: String(shown)), url.user != nil || url.password != nil,
+           var components = URLComponents(url: url, resolvingAgainstBaseURL: false) {
+            components.user = nil
+            components.password = nil
+            return "\(method.rawValue) \(components.string ?? "")"
+        }
+        return "\(method.rawValue) \(shown)"
     }
 }

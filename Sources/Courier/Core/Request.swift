@@ -27,6 +27,9 @@ public struct Request: Sendable {
     private var deadlineOffset: Duration?
     /// The name of the endpoint that made the request, for logs and metrics.
     public var name: String
+    /// Whether the endpoint was given its ``name`` (else it is `METHOD path`, which metrics and
+    /// traces do not use as a label).
+    package var hasOwnName = true
     /// A short identifier of this request, shared by its log lines.
     public let id: RequestID
     /// Which attempt this is: 1, then 2, 3, … when the retry stage sends the request again.

@@ -140,7 +140,9 @@ enum RequestBuilder {
         if configuration.decompression != nil, !head.headerFields.contains(.acceptEncoding) {
             head.headerFields.append(Self.acceptEncoding)
         }
-        return Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)
+        var request = Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)
+        if !endpoint.hasOwnName { request.hasOwnName = false }
+        return request
     }
 
     /// The `Accept-Encoding` field sent when the client decodes content, made once: a field's
@@ -239,6 +241,7 @@ struct MiddlewareIdentity: Hashable, @unchecked Sendable {
 /// twenty fields at every step.
 final class EndpointDescription: Sendable {
     let name: String
+    let hasOwnName: Bool
     let method: HTTPRequest.Method
     let path: String
     let query: [URLQueryItem]
@@ -262,6 +265,7 @@ final class EndpointDescription: Sendable {
 
     init<Value>(_ endpoint: Endpoint<Value>, decoding: ErasedDecoding, acceptedStatuses: Range<Int>? = nil) {
         self.name = endpoint.name
+        self.hasOwnName = endpoint.hasOwnName
         self.method = endpoint.method
         self.path = endpoint.path
         self.query = endpoint.query
@@ -290,6 +294,7 @@ final class EndpointDescription: Sendable {
         retryPolicy: RetryPolicy?, cachePolicy: CachePolicy?
     ) {
         self.name = other.name
+        self.hasOwnName = other.hasOwnName
         self.method = other.method
         self.path = other.path
         self.query = other.query
@@ -359,6 +364,10 @@ struct BaseURL: Sendable {
     /// The request target: the base's path, then the endpoint's path, then the base's query and
     /// the endpoint's query items (a base with a query, an API key say, keeps it on every path).
     func path(appending relative: String, query: [URLQueryItem]) -> String {
+        // A fragment is never part of the request target (RFC 9110 §7.1); one left in a path
+        // would hide the query items appended after it.
+        var relative = relative
+        if let hash = relative.utf8.firstIndex(of: UInt8(ascii: "#")) { relative = String(relative[..<hash]) }
         var path: String
         if relative.isEmpty {
             path = self.basePath.isEmpty ? "/" : self.basePath

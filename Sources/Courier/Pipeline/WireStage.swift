@@ -56,8 +56,12 @@ struct WireStage: PipelineStage {
         let call = WireCall(operation: endpoint.operation ?? endpoint.name, isNotification: endpoint.isNotification, id: id)
         do {
             try wire.box(&exchange.request, call: call)
+        } catch let error as CourierError {
+            throw error
         } catch {
-            throw CourierError.wrap(error)
+            // The request could not be put in its envelope (a body that is not JSON, a key of
+            // the wrong size): nothing was sent, and it is the request that is wrong.
+            throw CourierError(.invalidRequest, "the request cannot be boxed for \(type(of: wire)): \(error)", underlying: error)
         }
         exchange.wire = wire
         exchange.call = call

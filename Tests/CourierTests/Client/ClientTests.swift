@@ -61,6 +61,8 @@ struct ClientTests {
         #expect(try await client.send(Endpoint<String>(path: "/users", decoding: .string)) == "/v1/users?key=a%2Bb")
         #expect(try await client.send(Endpoint<String>(path: "users/7", query: ["page": "2"], decoding: .string)) == "/v1/users/7?key=a%2Bb&page=2")
         #expect(try await client.send(Endpoint<String>(path: "", decoding: .string)) == "/v1?key=a%2Bb")
+        // A fragment is no part of the target (RFC 9110 §7.1), and it must not hide the query.
+        #expect(try await client.send(Endpoint<String>(path: "/items#top", query: ["page": "2"], decoding: .string)) == "/v1/items?key=a%2Bb&page=2")
         try await shutdown()
         try await server.stop()
     }

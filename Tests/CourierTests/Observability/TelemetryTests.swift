@@ -88,6 +88,33 @@ struct TelemetryTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func anEndpointWithoutANameIsLabelledByItsMethodNeverByItsPath(_ kind: TransportKind) async throws {
+        // An unnamed endpoint's default name is `METHOD path`: ids and, for an absolute URL, a
+        // query with a token. Metrics count it as `unnamed`, spans are named by the method
+        // (OpenTelemetry's rule without a low-cardinality name), and the name shown in logs
+        // loses the query and any password.
+        let server = try await http1Server()
+        let metrics = TestMetrics()
+        let tracer = W3CInMemoryTracer()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [MetricsMonitor(factory: metrics), TracingMonitor(tracer: tracer)] }) { client in
+            for id in [41, 42] { _ = try await client.send(Endpoint<Article>(path: "/json?user=\(id)&token=abc")) }
+            _ = try await client.send(Endpoint<Article>(path: server.baseURL.absoluteString + "/json?api_key=S3CRET"))
+        }
+        #expect(metrics.counterTotal(label: "courier_requests_total", dimensions: [("endpoint", "unnamed"), ("method", "GET"), ("outcome", "success"), ("source", "network")]) == 3)
+        let everyValue = metrics.counters.flatMap(\.dimensions).map(\.1) + metrics.timers.flatMap(\.dimensions).map(\.1)
+        #expect(!everyValue.contains { $0.contains("json") || $0.contains("abc") || $0.contains("S3CRET") || $0.contains("41") })
+        let spans = tracer.finishedSpans
+        #expect(!spans.isEmpty)
+        #expect(spans.allSatisfy { !$0.operationName.contains("json") && !$0.operationName.contains("S3CRET") })
+        #expect(spans.allSatisfy { $0.attributes.get("courier.endpoint") == nil })
+        #expect(Endpoint<Article>(path: "/json?token=abc").name == "GET /json")
+        #expect(Endpoint<Article>(path: "https://ann:pw@api.example/v1/items?key=k#top").name == "GET https://api.example/v1/items")
+        var renamed = Endpoint<Article>(path: "/json")
+        renamed.name = "article"
+        #expect(renamed.hasOwnName)
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func queuedRequestsRaiseAndLowerTheQueueGauge(_ kind: TransportKind) async throws {
         let gate = Gate()
         let server = try await http1Server { request in

@@ -107,7 +107,11 @@ public final class ServerDirectory: Sendable {
         self.buildDefault = buildDefault
         self.isReleaseBuild = isReleaseBuild
         self.store = store
-        self.manual = Locked(store.load())
+        // A saved choice that names an environment no service has any more (an old build's)
+        // is forgotten: the build default applies, as switching to it would have been refused.
+        let saved = store.load()
+        let known = Set(urls.values.flatMap(\.keys))
+        self.manual = Locked(saved.flatMap { known.contains($0) ? $0 : nil })
     }
 
     /// The environment requests use now.

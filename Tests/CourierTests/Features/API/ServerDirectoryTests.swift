@@ -21,6 +21,17 @@ struct ServerDirectoryTests {
     }
 
     @Test
+    func aSavedEnvironmentNoServiceHasAnyMoreIsForgotten() throws {
+        // A choice saved by an older build, for an environment this build has no URL for, would
+        // make every request fail; switching to it is refused, and so is starting in it.
+        let servers = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore(ServerEnvironment("staging")))
+        #expect(servers.activeEnvironment == .develop)
+        #expect(try servers.baseURL(for: .main).host == "dev.example")
+        let known = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore(.test))
+        #expect(known.activeEnvironment == .test)
+    }
+
+    @Test
     func persistedManualSwitchWinsOverTheBuildDefault() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("courier-env-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: file) }

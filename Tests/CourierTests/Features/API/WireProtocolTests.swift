@@ -56,6 +56,21 @@ struct WireProtocolTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aBodyThatCannotBeBoxedIsAnInvalidRequestAndNothingIsSent(_ kind: TransportKind) async throws {
+        // JSON-RPC params must be JSON: a form body cannot go in the envelope. That is the
+        // request's fault, found before anything is sent — kind `invalidRequest`, not `transport`.
+        let rpc = JSONRPCTestServer()
+        let server = try await apiServer(rpc)
+        try await self.client(kind, server) { client in
+            var endpoint = Endpoint<Int>(method: .post, path: "", body: .data(Data("a=b".utf8), contentType: "application/x-www-form-urlencoded")).service("rpc")
+            endpoint.operation = "sum"
+            let error = await expectCourierError { _ = try await client.send(endpoint) }
+            #expect(error?.kind == .invalidRequest)
+            #expect(server.requests.isEmpty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func serviceDefaultProtocolAppliesToPlainEndpoints(_ kind: TransportKind) async throws {
         let rpc = JSONRPCTestServer()
         let server = try await apiServer(rpc)
