@@ -43,7 +43,7 @@ public struct OAuth2AuthorizationRequest: Sendable {
         guard var components = URLComponents(url: authorizationEndpoint, resolvingAgainstBaseURL: false) else {
             throw CourierError.invalidRequest("the authorization endpoint is not a URL that can take a query")
         }
-        var items = components.queryItems ?? []
+        var items: [URLQueryItem] = []
         items += [
             URLQueryItem(name: "response_type", value: "code"), URLQueryItem(name: "client_id", value: clientID),
             URLQueryItem(name: "redirect_uri", value: redirectURI),
@@ -54,9 +54,12 @@ public struct OAuth2AuthorizationRequest: Sendable {
             URLQueryItem(name: "code_challenge", value: Self.challenge(for: codeVerifier)),
             URLQueryItem(name: "code_challenge_method", value: "S256"),
         ]
-        components.queryItems = items
-        // `+` in a query value means a space to form decoders: encode it.
-        components.percentEncodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
+        // The endpoint's own query stays as it is written (`prompt=select+account` keeps its `+`);
+        // ours follow, every byte but the unreserved ones percent-encoded (`+` too: it means a
+        // space to form decoders).
+        let ours = items.map { "\(QueryEncoding.escape($0.name))=\(QueryEncoding.escape($0.value ?? ""))" }.joined(separator: "&")
+        let own = components.percentEncodedQuery.flatMap { $0.isEmpty ? nil : $0 }
+        components.percentEncodedQuery = own.map { "\($0)&\(ours)" } ?? ours
         guard let url = components.url else { throw CourierError.invalidRequest("the authorization URL could not be built") }
         self.url = url
         self.state = state

@@ -96,6 +96,27 @@ public struct AuthenticationChallenge: Sendable, Equatable {
         self.parameters = parameters
     }
 
+    /// Where a token68 that starts after the spaces at `start` ends (just past it), when one is
+    /// there: token68 characters, then any `=`, then the end of the value or a comma.
+    private static func token68End(in value: String, from start: String.Index) -> String.Index? {
+        var index = start
+        while index < value.endIndex, value[index] == " " { index = value.index(after: index) }
+        let first = index
+        while index < value.endIndex, let scalar = value[index].unicodeScalars.first, value[index].unicodeScalars.count == 1,
+              scalar.isASCII, CharacterSet.alphanumerics.contains(scalar) || "-._~+/".unicodeScalars.contains(scalar) {
+            index = value.index(after: index)
+        }
+        guard index > first else { return nil }
+        while index < value.endIndex, value[index] == "=" { index = value.index(after: index) }
+        var after = index
+        while after < value.endIndex, value[after] == " " { after = value.index(after: after) }
+        guard after == value.endIndex || value[after] == "," else { return nil }
+        // `realm=x` is an auth-param, not a token68 followed by a stray value: a token68's `=`
+        // come only at its end, so what follows them must be the end or a comma (checked above),
+        // and a name followed by one `=` and a value never gets here.
+        return index
+    }
+
     /// Parses the challenges of a `WWW-Authenticate` value.
     public static func parse(_ value: String) -> [AuthenticationChallenge] {
         var challenges: [AuthenticationChallenge] = []
@@ -112,6 +133,13 @@ public struct AuthenticationChallenge: Sendable, Equatable {
             let scheme = token().lowercased()
             guard !scheme.isEmpty else { break }
             var parameters: [String: String] = [:]
+            // RFC 9110 §11.2: a challenge carries a token68 (`Negotiate YIIB==`) or auth-params.
+            // A token68 ends the challenge; it is no parameter, and the one after it is not lost.
+            if let end = Self.token68End(in: value, from: index) {
+                index = end
+                challenges.append(AuthenticationChallenge(scheme: scheme, parameters: [:]))
+                continue
+            }
             while true {
                 while index < value.endIndex, value[index] == " " { index = value.index(after: index) }
                 let save = index

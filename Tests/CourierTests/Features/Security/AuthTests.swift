@@ -151,6 +151,19 @@ struct OAuth2Tests {
     }
 
     @Test
+    func theAuthorizationURLKeepsTheEndpointsOwnQueryAsWritten() throws {
+        // The endpoint's query is the provider's (`prompt=select+account`, a `+` meaning a space
+        // there): it stays byte for byte; the request's own items follow, percent-encoded.
+        let request = try OAuth2AuthorizationRequest(
+            authorizationEndpoint: URL(string: "https://id.example/authorize?prompt=select+account&hd=a%2Bb")!, clientID: "app+1",
+            redirectURI: "courier://callback", scope: "openid profile", state: "s", codeVerifier: String(repeating: "v", count: 43)
+        )
+        let query = try #require(request.url.query(percentEncoded: true))
+        #expect(query.hasPrefix("prompt=select+account&hd=a%2Bb&response_type=code&client_id=app%2B1&redirect_uri=courier%3A%2F%2Fcallback&scope=openid%20profile&state=s&code_challenge="))
+        #expect(query.hasSuffix("&code_challenge_method=S256"))
+    }
+
+    @Test
     func aTokenOfATypeTheClientCannotUseIsRefused() throws {
         // RFC 6749 §7.1: the client must not use a token whose type it does not understand; the
         // type is compared without regard to case (§5.1); none given is taken as Bearer.
@@ -270,6 +283,10 @@ struct OAuth2Tests {
         #expect(challenges[0].parameters["error"] == "invalid_token")
         #expect(challenges[0].parameters["error_description"] == "The access token expired")
         #expect(challenges[1] == AuthenticationChallenge(scheme: "basic", parameters: ["realm": "x"]))
+        // RFC 9110 §11.2: a token68 (with its trailing `=`) ends its challenge; the next one is kept.
+        let negotiate = AuthenticationChallenge.parse(#"Negotiate YIIB+/a==, Bearer error="invalid_token""#)
+        #expect(negotiate == [AuthenticationChallenge(scheme: "negotiate", parameters: [:]), AuthenticationChallenge(scheme: "bearer", parameters: ["error": "invalid_token"])])
+        #expect(AuthenticationChallenge.parse("Basic realm=x, Bearer") == [AuthenticationChallenge(scheme: "basic", parameters: ["realm": "x"]), AuthenticationChallenge(scheme: "bearer", parameters: [:])])
     }
 }
 
