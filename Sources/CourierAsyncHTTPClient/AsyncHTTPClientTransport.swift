@@ -107,6 +107,8 @@ public final class AsyncHTTPClientTransport: Transport {
     /// The underlying client, for advanced use.
     public let httpClient: HTTPClient
     private let pinning: PinningPolicy
+    /// `Configuration.resolvedHosts`, with lower-case host names: where the TLS diagnosis connects.
+    private let resolvedHosts: [String: String]
     private let pinnedTLS: [String: TLSConfiguration]
     private let tlsConfiguration: TLSConfiguration?
     private let isShutDown = Locked(false)
@@ -143,6 +145,7 @@ public final class AsyncHTTPClientTransport: Transport {
         config.tlsConfiguration = configuration.tlsConfiguration
         config.httpVersion = configuration.httpVersion == .http1Only ? .http1Only : .automatic
         config.dnsOverride = Dictionary(configuration.resolvedHosts.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
+        self.resolvedHosts = config.dnsOverride
         config.timeout.connect = Self.timeAmount(configuration.connectTimeout)
         let readTimeout = configuration.readTimeout.map(Self.timeAmount)
         // Every new TLS connection is checked once its handshake is done: no identity taken from
@@ -416,7 +419,10 @@ public final class AsyncHTTPClientTransport: Transport {
         let port = Self.port(of: request.head.authority) ?? (request.head.scheme?.lowercased() == "http" ? 80 : 443)
         let timeout = min(request.remainingTime ?? .seconds(5), .seconds(5))
         let configuration = tls ?? self.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
-        if let reason = await TLSDiagnosis.reason(host: host, port: port, configuration: configuration, group: self.httpClient.eventLoopGroup, timeout: Self.timeAmount(timeout)) {
+        if let reason = await TLSDiagnosis.reason(
+            host: host, address: self.resolvedHosts[host.lowercased()], port: port, configuration: configuration,
+            group: self.httpClient.eventLoopGroup, timeout: Self.timeAmount(timeout)
+        ) {
             // Under pinned authorities only an untrusted issuer is the pins' doing: an expired
             // certificate or one for another host is that, whoever issued it.
             if mapped.kind == .pinMismatch {

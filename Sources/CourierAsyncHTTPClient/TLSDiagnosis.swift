@@ -28,8 +28,10 @@ enum TLSDiagnosis {
 
     /// The reason the chain served at `host:port` fails verification under `configuration`, or
     /// `nil` when it cannot be told (the second connection failed, or the chain now verifies).
-    static func reason(host: String, port: Int, configuration: TLSConfiguration, group: any EventLoopGroup, timeout: TimeAmount) async -> TLSFailureReason? {
-        guard let chain = await self.presentedChain(host: host, port: port, configuration: configuration, group: group, timeout: timeout),
+    static func reason(
+        host: String, address: String? = nil, port: Int, configuration: TLSConfiguration, group: any EventLoopGroup, timeout: TimeAmount
+    ) async -> TLSFailureReason? {
+        guard let chain = await self.presentedChain(host: host, address: address, port: port, configuration: configuration, group: group, timeout: timeout),
               !chain.isEmpty
         else { return nil }
         return await self.classify(chain: chain, roots: self.roots(of: configuration), now: Date())
@@ -73,7 +75,11 @@ enum TLSDiagnosis {
     }
 
     /// Connects to `host:port` and returns the certificates the server presents, rejecting them.
-    private static func presentedChain(host: String, port: Int, configuration: TLSConfiguration, group: any EventLoopGroup, timeout: TimeAmount) async -> [Certificate]? {
+    /// The chain the server at `host` presents — connected to at `address` when the transport
+    /// routes the host there (`resolvedHosts`), so the diagnosis asks the server that failed.
+    private static func presentedChain(
+        host: String, address: String?, port: Int, configuration: TLSConfiguration, group: any EventLoopGroup, timeout: TimeAmount
+    ) async -> [Certificate]? {
         guard let bootstrap = ClientBootstrap(validatingGroup: group) else { return nil }
         var probe = configuration
         if probe.certificateVerification == .none { return nil }
@@ -93,7 +99,7 @@ enum TLSDiagnosis {
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }
-            .connect(host: host, port: port)
+            .connect(host: address ?? host, port: port)
         guard let channel = try? await connecting.get() else { return nil }
         // The rejected handshake closes the channel; a server that never answers is cut off.
         let cutOff = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }

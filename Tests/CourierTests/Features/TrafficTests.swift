@@ -136,6 +136,30 @@ struct DeduplicationTests {
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])
         }
     }
+
+    @Test(arguments: TransportKind.allCases)
+    func aWaitersPriorityCountsEvenWhenItJoinsBeforeTheSharedRequestIsQueued(_ kind: TransportKind) async throws {
+        // The client is suspended, so the shared request waits before the scheduler when the
+        // urgent caller joins it: the raise must still be the priority it queues with.
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
+        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
+            let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
+            #expect(await eventually { server.requests.count == 1 })
+            client.suspend()
+            let normal = client.start(Endpoint<Article>(path: "/normal"))
+            let lowShared = client.start(Endpoint<Article>(path: "/shared"), priority: .low)
+            let urgentShared = client.start(Endpoint<Article>(path: "/shared"), priority: .veryHigh)
+            #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
+            #expect(client.traffic.queued == 0)
+            client.resume()
+            #expect(await eventually { client.traffic.queued == 2 })
+            #expect(client.traffic.queuedByPriority[.veryHigh] == 1)
+            await gate.open()
+            for handle in [blocker, normal, lowShared, urgentShared] { _ = try await handle.value }
+            #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])
+        }
+    }
 }
 
 @Suite("Scheduler: priorities, limits, re-prioritising and cancelling while queued")

@@ -9,6 +9,9 @@ package final class RequestScheduler: Sendable {
         var decisions: SchedulerState
         var parked: [UInt64: Parked] = [:]
         var nextID: UInt64 = 0
+        /// Priorities set for tickets not queued yet (a deduplicated request a higher-priority
+        /// caller joined before it reached the scheduler): applied when the ticket arrives.
+        var early: [UInt64: RequestPriority] = [:]
     }
 
     /// A queued ticket: its task's continuation once it has parked. `UnsafeContinuation`, not
@@ -51,6 +54,8 @@ package final class RequestScheduler: Sendable {
     package func tryAcquire(ticket: UInt64, host: String, priority: RequestPriority) -> Bool {
         self.state.withLock { state -> Bool in
             let now = ContinuousClock.now
+            var priority = priority
+            if !state.early.isEmpty, let set = state.early.removeValue(forKey: ticket) { priority = set }
             if state.decisions.submit(id: ticket, host: host, priority: priority, now: now) { return true }
             state.parked[ticket] = .waiting(nil)
             return false
@@ -112,7 +117,12 @@ package final class RequestScheduler: Sendable {
     /// Changes the priority of a queued request; no effect once it has started.
     func reprioritize(ticket: UInt64, to priority: RequestPriority) {
         self.state.withLock { state in
-            _ = state.decisions.reprioritize(id: ticket, to: priority)
+            guard !state.decisions.reprioritize(id: ticket, to: priority) else { return }
+            // Not queued: kept for when it is. (A ticket already running never comes back for
+            // it, nor one whose request failed before the scheduler; such entries are dropped
+            // wholesale past a few thousand.)
+            if state.early.count >= 4096 { state.early.removeAll() }
+            state.early[ticket] = priority
         }
     }
 

@@ -34,6 +34,22 @@ struct HostIdentityTests {
         try await shuttingDown(transport, server) { try await body(client, server) }
     }
 
+    /// The reason of a certificate failure comes from a second handshake with the same server:
+    /// the one `resolvedHosts` routes the host to, not whatever the name resolves to elsewhere.
+    // AsyncHTTPClient only: `resolvedHosts` is its setting (URLSession has no host override).
+    @Test
+    func theTLSDiagnosisAsksTheAddressTheHostIsRoutedTo() async throws {
+        let certificates = try TestCertificates.generate(dnsNames: ["api.courier.test"], ipv4Addresses: [], leafFlaw: .expired)
+        try await self.withServer(certificates, urlHost: "api.courier.test", configure: { configuration, _ in
+            configuration.resolvedHosts["api.courier.test"] = "127.0.0.1"
+        }) { client, server in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .tls)
+            #expect(error?.tlsReason == .expired, "\(error?.message ?? "")")
+            #expect(server.requests.isEmpty)
+        }
+    }
+
     /// RFC 6125 §6.4.4 and RFC 9110 §4.3.4: the identity is checked against subjectAltName; a
     /// Common Name alone does not name the host (the TLS library would accept it).
     // AsyncHTTPClient only: pins and host identity are checked by its TLS stack; URLSession's are the Security framework's (Apple only).
