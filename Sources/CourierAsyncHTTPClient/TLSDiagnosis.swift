@@ -74,9 +74,9 @@ enum TLSDiagnosis {
         try? Certificate(derEncoded: certificate.toDERBytes())
     }
 
-    /// Connects to `host:port` and returns the certificates the server presents, rejecting them.
-    /// The chain the server at `host` presents — connected to at `address` when the transport
-    /// routes the host there (`resolvedHosts`), so the diagnosis asks the server that failed.
+    /// Connects to `host:port` (at `address` when the transport routes the host there with
+    /// `resolvedHosts`, so the diagnosis asks the server that failed) and returns the
+    /// certificates the server presents, rejecting them.
     private static func presentedChain(
         host: String, address: String?, port: Int, configuration: TLSConfiguration, group: any EventLoopGroup, timeout: TimeAmount
     ) async -> [Certificate]? {

@@ -97,8 +97,11 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// holds its tokens there.
     public func bodyExcerpt(limit: Int = 200) -> String? {
         guard let body = self.body, !body.isEmpty else { return nil }
+        let limit = max(limit, 0)
         // Redacted before the cut, so the cut never leaves half a quoted secret unrecognised.
-        let text = Redactor.standard.redactFreeText(String(decoding: body.prefix(max(limit, 0) * 4 + 4096), as: UTF8.self))
+        // (A limit past the body takes all of it: `limit * 4` could overflow.)
+        let window = limit >= body.count ? body.count : limit * 4 + 4096
+        let text = Redactor.standard.redactFreeText(String(decoding: body.prefix(window), as: UTF8.self))
         return text.count > limit ? String(text.prefix(limit)) + "…" : text
     }
 

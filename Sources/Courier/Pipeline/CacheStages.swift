@@ -171,11 +171,7 @@ struct CacheLookupStage: PipelineStage {
     /// The caller's own request, when completing a partial entry does not work out.
     @inline(never)
     private static func askAsAsked<Next: PipelineNext>(_ network: CacheNetworkRequest, cache: ResponseCache, next: Next) async throws -> Outcome {
-        var plain = network.original ?? network.exchange
-        var run = network.run
-        run.action = .fetch
-        plain.cacheRun = run
-        return try await Self.answer(run, cache: cache, outcome: next(plain))
+        try await Self.fetch(network.original ?? network.exchange, run: network.run, cache: cache, next: next)
     }
 
     /// The request without the conditional fields the cache added (a caller's own conditions
@@ -185,10 +181,16 @@ struct CacheLookupStage: PipelineStage {
         var plain = network.exchange
         for name in [HTTPField.Name.ifNoneMatch, .ifModifiedSince] { plain.request.head.headerFields[name] = nil }
         plain.key?.cachePlan = ""
-        var run = network.run
+        return try await Self.fetch(plain, run: network.run, cache: cache, next: next)
+    }
+
+    /// `exchange` sent as a plain fetch under the run's decision, its answer handled by the cache.
+    private static func fetch<Next: PipelineNext>(_ exchange: RequestExchange, run planned: CacheRun, cache: ResponseCache, next: Next) async throws -> Outcome {
+        var plain = exchange
+        var run = planned
         run.action = .fetch
         plain.cacheRun = run
-        return try await next(plain)
+        return try await Self.answer(run, cache: cache, outcome: next(plain))
     }
 
     /// The fields the cache added to a request, as text for the deduplication key.
@@ -429,14 +431,9 @@ struct ScheduleStage: PipelineStage {
     static func hostKey(scheme: String?, authority: String) -> String {
         let bytes = authority.utf8
         var key = bytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? authority.lowercased() : authority
-        let defaultPort: String
-        switch scheme {
-        case "https": defaultPort = ":443"
-        case "http": defaultPort = ":80"
-        default: return key
-        }
-        if key.utf8.count > defaultPort.utf8.count, key.utf8.reversed().starts(with: defaultPort.utf8.reversed()) {
-            key = String(key.utf8.dropLast(defaultPort.utf8.count))!
+        let defaultPort = scheme == "https" ? ":443" : scheme == "http" ? ":80" : nil
+        if let defaultPort, key.hasSuffix(defaultPort), key.utf8.count > defaultPort.utf8.count {
+            key.removeLast(defaultPort.count)
         }
         return key
     }

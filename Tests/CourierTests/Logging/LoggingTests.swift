@@ -89,6 +89,16 @@ struct LoggingTests {
         #expect(error.description.contains("\"error\":\"bad\""))
     }
 
+    @Test(arguments: [Int.max, Int.max / 4 + 1, 0, -1, Int.min, 5])
+    func aBodyExcerptOfAnyLimitNeitherTrapsNorLeaks(_ limit: Int) {
+        // The limit is a caller's number: no overflow in the window read, no negative prefix.
+        var error = CourierError(.httpStatus, "the server answered 400")
+        error.body = Data(#"{"refresh_token":"r-secret","error":"invalid_grant"}"#.utf8)
+        let excerpt = error.bodyExcerpt(limit: limit)
+        #expect(excerpt?.contains("r-secret") == false)
+        #expect(UInt(excerpt?.count ?? 0) <= UInt(max(limit, 0)) + 1)   // the cut, and its "…"
+    }
+
     @Test(arguments: [
         (#"{"password":"correct horse battery"}"#, "horse"),
         (#"{"client_secret":"ab,cd&ef"}"#, "cd&ef"),
