@@ -16,7 +16,7 @@ let package = Package(
         .library(name: "CourierTelemetry", targets: ["CourierTelemetry"]),
         .library(name: "CourierOutbox", targets: ["CourierOutbox"]),
         .library(name: "CourierProtobuf", targets: ["CourierProtobuf"]),
-        .executable(name: "courier", targets: ["courier"]),
+        .executable(name: "courier", targets: ["CourierCLI"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
@@ -131,8 +131,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The `courier` command (its folder is not `Sources/courier`: on a case-insensitive file
+        // system that would be the library's folder, `Sources/Courier`).
         .executableTarget(
-            name: "courier",
+            name: "CourierCLI",
             dependencies: [
                 "Courier",
                 "CourierAsyncHTTPClient",
