@@ -431,7 +431,7 @@ struct RequestCommand: AsyncParsableCommand {
         } catch let error as CourierError where error.kind == .pinMismatch {
             code = self.fail("TLS pin mismatch: \(error.message); nothing was sent", code: Self.exitCode(for: error))
         } catch let error as CourierError where error.kind == .tls {
-            code = self.fail("TLS failure (\(error.tlsReason?.rawValue ?? "unknown")): \(error.message)", code: Self.exitCode(for: error))
+            code = self.fail("TLS failure (\(error.tlsReason?.name ?? "unknown")): \(error.message)", code: Self.exitCode(for: error))
         } catch let error as CourierError {
             code = self.fail(error.description, code: Self.exitCode(for: error))
         } catch {
@@ -458,6 +458,7 @@ struct RequestCommand: AsyncParsableCommand {
         case .authenticationRequired: return 14
         case .pinMismatch: return 15
         case .middleware: return 16
+        default: return 1
         }
     }
 }

@@ -113,7 +113,7 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     /// The `outcome` dimension of a failure.
     static func outcome(of error: CourierError) -> String {
         if error.kind == .httpStatus, let status = error.status?.code { return "http_\(status / 100)xx" }
-        return Self.snakeCase(error.kind.rawValue)
+        return Self.snakeCase(error.kind.description)
     }
 
     static func snakeCase(_ name: String) -> String {

@@ -7,39 +7,56 @@ import HTTPTypes
 /// that kind. `description` never contains credentials: header values that carry secrets are
 /// redacted and body excerpts are short.
 public struct CourierError: Error, Sendable, CustomStringConvertible {
-    /// What went wrong, as a small stable set of cases.
-    public enum Kind: String, Sendable, Hashable, CaseIterable {
+    /// What went wrong: one of a set of kinds that may grow in a minor version.
+    ///
+    /// Compare with `==` or match in a `switch` (`case .timeout:`); a `switch` over kinds needs a
+    /// `default` case, because a later version may add kinds. ``description`` is the kind's
+    /// stable name (`httpStatus`, `timeout`, …), for logs and metrics.
+    public struct Kind: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String, Sendable, Hashable {
+            case transport, timeout, cancelled, httpStatus, decoding, invalidRequest, responseTooLarge, redirect, tls, constrained, business, rpc, authenticationRequired, pinMismatch, middleware
+        }
+
+        private let base: Base
+
+        private init(_ base: Base) {
+            self.base = base
+        }
+
         /// The connection failed, was closed early, or the response could not be parsed.
-        case transport
+        public static let transport = Kind(.transport)
         /// The request took longer than its timeout.
-        case timeout
+        public static let timeout = Kind(.timeout)
         /// The request was cancelled by its caller.
-        case cancelled
+        public static let cancelled = Kind(.cancelled)
         /// The server answered with a status the endpoint does not accept.
-        case httpStatus
+        public static let httpStatus = Kind(.httpStatus)
         /// The body could not be decoded into the expected type.
-        case decoding
+        public static let decoding = Kind(.decoding)
         /// The request could not be built or sent as asked (bad URL, bad header, one-shot body resent).
-        case invalidRequest
+        public static let invalidRequest = Kind(.invalidRequest)
         /// The response body exceeded the configured maximum size.
-        case responseTooLarge
+        public static let responseTooLarge = Kind(.responseTooLarge)
         /// A redirect could not be followed (too many, a loop, a downgrade to http).
-        case redirect
+        public static let redirect = Kind(.redirect)
         /// The TLS handshake failed (untrusted certificate, wrong host name).
-        case tls
+        public static let tls = Kind(.tls)
         /// A prefetch request was refused because the client is in constrained (Low Data) mode.
-        case constrained
+        public static let constrained = Kind(.constrained)
         /// The server's envelope carried a non-success business code (its message is in ``CourierError/message``).
-        case business
+        public static let business = Kind(.business)
         /// The JSON-RPC server answered with an error object.
-        case rpc
+        public static let rpc = Kind(.rpc)
         /// The server requires the user to authenticate again.
-        case authenticationRequired
+        public static let authenticationRequired = Kind(.authenticationRequired)
         /// The server's certificate did not match the host's TLS pins; nothing was sent.
-        case pinMismatch
+        public static let pinMismatch = Kind(.pinMismatch)
         /// A middleware threw an error of its own; it is in ``CourierError/underlying``, and
         /// ``CourierError/context`` names the middleware.
-        case middleware
+        public static let middleware = Kind(.middleware)
+
+        /// The kind's stable name, such as `httpStatus`.
+        public var description: String { self.base.rawValue }
     }
 
     /// What went wrong.
@@ -49,29 +66,29 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// The error that caused this one, when there is one.
     public var underlying: (any Error)?
     /// The status of the response, for `httpStatus` errors.
-    public var status: HTTPResponse.Status?
+    public package(set) var status: HTTPResponse.Status?
     /// The header fields of the response, for `httpStatus` errors.
-    public var headers: HTTPFields?
+    public package(set) var headers: HTTPFields?
     /// The body of the response (up to the maximum response size), for `httpStatus` and `decoding` errors.
-    public var body: Data?
+    public package(set) var body: Data?
     /// The type that failed to decode, for `decoding` errors.
-    public var decodingType: String?
+    public package(set) var decodingType: String?
     /// The coding path where decoding failed, such as `items[2].title`, for `decoding` errors.
-    public var codingPath: String?
+    public package(set) var codingPath: String?
     /// The size limit that was exceeded, for `responseTooLarge` errors.
-    public var limit: Int?
+    public package(set) var limit: Int?
     /// The server's code, for `business` errors (as text) and `rpc` errors.
     public var code: String?
     /// The error object's `data`, for `rpc` errors.
-    public var rpcData: JSONValue?
+    public package(set) var rpcData: JSONValue?
     /// The event a `business` code maps to (such as `sessionExpired`), if any.
     public var event: String?
     /// Why the TLS connection failed, for `tls` and `pinMismatch` errors, when the transport could tell.
-    public var tlsReason: TLSFailureReason?
+    public package(set) var tlsReason: TLSFailureReason?
     /// How a user interface should present the error, as decided by the client's classifier.
-    public var presentation: ErrorPresentation = .alert
+    public package(set) var presentation: ErrorPresentation = .alert
     /// Which request, attempt and pipeline stage failed; set for every error a ``Client`` throws.
-    public var context: ErrorContext?
+    public package(set) var context: ErrorContext?
     /// Set by a transport when the server provably did not process the request (an HTTP/2
     /// stream it refused with REFUSED_STREAM): the retry stage may then send any method again.
     package var wasNotProcessed = false
@@ -86,8 +103,8 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// A short, stable, low-cardinality name for metrics, such as `http_status_503`.
     public var shortDescription: String {
         if self.kind == .httpStatus, let status = self.status { return "http_status_\(status.code)" }
-        if self.kind == .business || self.kind == .rpc, let code = self.code { return "\(self.kind.rawValue)_\(code)" }
-        return self.kind.rawValue
+        if self.kind == .business || self.kind == .rpc, let code = self.code { return "\(self.kind.description)_\(code)" }
+        return self.kind.description
     }
 
     /// The body as text for logs and error messages: secrets hidden (as ``Redactor/standard``
@@ -107,7 +124,7 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
 
     /// The error as one line of text.
     public var description: String {
-        var text = "CourierError.\(self.kind.rawValue): \(self.message)"
+        var text = "CourierError.\(self.kind.description): \(self.message)"
         if let excerpt = self.bodyExcerpt(limit: 120) {
             text += " — body: \(excerpt)"
         }

@@ -109,7 +109,7 @@ public final class HARRecorder: EventMonitor, Sendable {
         let courier = HAR.CourierFields(
             id: event.id.description, endpoint: event.name, source: result.source.rawValue, attempts: result.attempts,
             age: result.age, error: error.map { self.redactor.redactFreeText($0.shortDescription) },
-            errorKind: error?.kind.rawValue, truncated: truncated ? true : nil
+            errorKind: error?.kind.description, truncated: truncated ? true : nil
         )
         return HAR.Entry(
             startedDateTime: Self.timestamp(event.date.addingTimeInterval(-result.duration.inSeconds)),

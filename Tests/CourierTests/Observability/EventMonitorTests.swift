@@ -45,7 +45,7 @@ final class RecordingMonitor: EventMonitor, Sendable {
     func responseReceived(_ attempt: AttemptEvent, response: HTTPResponse, version: HTTPVersion) {
         self.add("response", attempt.id, "\(response.status.code)")
     }
-    func attemptFailed(_ attempt: AttemptEvent, error: CourierError) { self.add("attemptFailed", attempt.id, error.kind.rawValue) }
+    func attemptFailed(_ attempt: AttemptEvent, error: CourierError) { self.add("attemptFailed", attempt.id, error.kind.description) }
     func redirected(_ request: RequestEvent, status: Int, location: String) { self.add("redirected", request.id, "\(status) \(location)") }
     func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) { self.add("retrying", request.id, "\(attempt) \(reason)") }
     func authRefreshed(_ request: RequestEvent) { self.add("authRefreshed", request.id) }
@@ -56,7 +56,7 @@ final class RecordingMonitor: EventMonitor, Sendable {
     }
     func requestFailed(_ request: RequestEvent, error: CourierError, result: RequestResult) {
         self.results.withLock { $0[request.id] = result }
-        self.add("failed", request.id, error.kind.rawValue)
+        self.add("failed", request.id, error.kind.description)
     }
     func requestCancelled(_ request: RequestEvent, error: CourierError, result: RequestResult) {
         self.results.withLock { $0[request.id] = result }
@@ -100,7 +100,7 @@ struct EventMonitorTests {
             #expect(first.names.count > 10)
             #expect(first.names == second.names)
             #expect(first.names.last == "failed")
-            #expect(first.entries.last?.detail == CourierError.Kind.httpStatus.rawValue)
+            #expect(first.entries.last?.detail == CourierError.Kind.httpStatus.description)
         }
     }
 

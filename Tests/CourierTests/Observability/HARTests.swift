@@ -64,7 +64,7 @@ struct HARTests {
         #expect(postData["mimeType"] == "application/json")
         #expect(postData["text"]?.contains(#""password":"REDACTED""#) == true)
         let failed = try #require(entries[2]["_courier"] as? [String: Any])
-        #expect(failed["errorKind"] as? String == CourierError.Kind.httpStatus.rawValue)
+        #expect(failed["errorKind"] as? String == CourierError.Kind.httpStatus.description)
         #expect((entries[2]["response"] as? [String: Any])?["status"] as? Int == 404)
     }
 
