@@ -3,9 +3,34 @@ import CourierOutbox
 import Foundation
 import Testing
 
-/// Error kinds that can grow without breaking an app's `switch`.
-@Suite("Extensible error kinds")
+/// The promises the package makes to apps about its own shape: the version it reports, and error
+/// kinds that can grow without breaking an app's `switch`.
+@Suite("Version and extensible error kinds")
 struct VersionAndKindTests {
+    /// The newest release heading of CHANGELOG.md, such as `0.1.0` from `## [0.1.0] - 2026-11-26`.
+    static func changelogVersion() throws -> String {
+        let text = try String(contentsOf: ExternalServer.root.appendingPathComponent("CHANGELOG.md"), encoding: .utf8)
+        let heading = try #require(text.split(separator: "\n").first { $0.hasPrefix("## [") && !$0.hasPrefix("## [Unreleased]") })
+        let version = heading.dropFirst(4).prefix { $0 != "]" }
+        return String(version)
+    }
+
+    @Test
+    func theConstantIsTheChangelogsNewestRelease() throws {
+        let version = try Self.changelogVersion()
+        #expect(courierVersion == version)
+        // Semantic versioning: three dot-separated numbers.
+        let parts = courierVersion.split(separator: ".")
+        #expect(parts.count == 3 && parts.allSatisfy { Int($0) != nil })
+    }
+
+    @Test
+    func courierVersionPrintsTheChangelogsVersion() async throws {
+        let result = try await runCourier(["--version"])
+        #expect(result.status == 0)
+        #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == (try Self.changelogVersion()))
+    }
+
     /// A `switch` over a kind matches its static members by value; the `default` case an app
     /// must write is what lets a later version add kinds.
     static func label(_ kind: CourierError.Kind) -> String {
