@@ -50,8 +50,8 @@ public final class AsyncHTTPClientTransport: Transport {
         /// arrive together (1 MiB by default); `nil` passes every frame on as it came.
         ///
         /// Servers pick their frame size (nginx: 8 KiB), and AsyncHTTPClient's cost per frame of a
-        /// burst grows with the burst: joined, a 1 GiB download over HTTP/2 runs at curl's speed
-        /// instead of a third of it, for one copy of the bytes (see `Benchmarks/README.md`).
+        /// burst grows with the burst: joined, a large download over HTTP/2 runs much faster, for
+        /// one copy of the bytes (measured: `Benchmarks/README.md`, "Performance choices in the code").
         public var http2ReadCoalescing: Int?
         /// The event loops the transport's connections run on; `nil` (the default) shares
         /// AsyncHTTPClient's default group. A server application passes its own group here.

@@ -9,14 +9,16 @@ import NIOHTTP2
 /// arrived since the last read at once — up to the stream's 8 MiB receive window, a thousand
 /// frames. AsyncHTTPClient (1.37) buffers those parts with a copy of its whole buffer per part,
 /// so a burst costs time quadratic in its frame count, and a consumer that pauses (a download
-/// writing to disk) makes the next burst larger: a 1 GiB download over HTTP/2 ran at a third of
-/// its HTTP/1.1 speed. Joined here, a burst is a few parts of up to ``limit`` bytes each, at the
-/// cost of one copy of the bytes. Frame order, the end of the stream and flow control (window
+/// writing to disk) makes the next burst larger: a large download over HTTP/2 ran far below
+/// its HTTP/1.1 speed (measured: Benchmarks/README.md, "Performance choices in the code").
+/// Joined here, a burst is a few parts of up to ``limit`` bytes each, at the cost of one copy
+/// of the bytes. Frame order, the end of the stream and flow control (window
 /// updates follow delivery to this channel, which happens before this handler) are unchanged.
 ///
 /// First in the stream's pipeline (before the HTTP/1 codec); runs on the stream's event loop.
 /// Installed only when coalescing is on: each handler added to a stream's pipeline costs every
-/// request its insertion and a hop per event (about 4,500 instructions for a small response).
+/// request its insertion and a hop per event (measured: Benchmarks/README.md, "Performance
+/// choices in the code").
 final class DataFrameCoalescer: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias InboundOut = HTTP2Frame.FramePayload

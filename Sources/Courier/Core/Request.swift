@@ -60,8 +60,8 @@ public struct Request: Sendable {
     /// The absolute URL of the request as text, built without parsing.
     public var urlString: String {
         // Copied byte by byte into one string of the right size: interpolation, or appending
-        // piece by piece, cost several times as much here, and this runs for every request (the
-        // transport's URL, the finished event).
+        // piece by piece, cost more here (measured: Benchmarks/README.md, "Performance choices
+        // in the code"), and this runs for every request (the transport's URL, the finished event).
         var scheme = self.head.scheme ?? "https"
         var authority = self.head.authority ?? ""
         var path = self.head.path ?? "/"

@@ -398,9 +398,9 @@ struct BaseURL: Sendable {
 /// Percent-encoding of query names and values: everything but RFC 3986 unreserved characters
 /// (§2.3), as UTF-8 bytes with upper-case hex digits (§2.1).
 ///
-/// Byte by byte, without Foundation: `addingPercentEncoding` with a `CharacterSet` cost tens of
-/// thousands of instructions per request on Linux, and a value that needs no escaping (the
-/// common case) is returned as it is.
+/// Byte by byte, without Foundation: `addingPercentEncoding` with a `CharacterSet` is costly on
+/// Linux (measured: Benchmarks/README.md, "Performance choices in the code"), and a value that
+/// needs no escaping (the common case) is returned as it is.
 enum QueryEncoding {
     static func escape(_ text: String) -> String {
         PercentEncoding.escape(text, keeping: PercentEncoding.isUnreserved)

@@ -148,8 +148,8 @@ protocol PipelineNext: Sendable {
 
 /// A stage with the stages below it fused in at compile time: its `run` gets them as a concrete
 /// `next`, so the compiler inlines them into the function that calls `next` (one frame for the
-/// lot instead of one per stage: callgrind, HTTP/1.1, concurrency 8, about 1,800 instructions
-/// per stage). Errors leaving the stage get its name, as a link's do.
+/// lot instead of one per stage; measured: Benchmarks/README.md, "Performance choices in the
+/// code"). Errors leaving the stage get its name, as a link's do.
 struct Fused<Stage: PipelineStage, Below: PipelineNext>: PipelineNext {
     let stage: Stage
     let below: Below
@@ -210,7 +210,8 @@ struct PipelineStageNext: PipelineNext {
     ///
     /// The stages that have nothing to do for this exchange (``PipelineStage/bypasses(_:)``)
     /// are stepped over here, before the one async call: a stage that would only pass the
-    /// exchange on costs no call and no frame (callgrind: about 1,800 instructions each).
+    /// exchange on costs no call and no frame (measured: Benchmarks/README.md, "Performance
+    /// choices in the code").
     /// Inlined into the stage that calls it, so a link costs one async call, not two.
     @inline(__always)
     func callAsFunction(_ exchange: RequestExchange) async throws -> Outcome {
@@ -433,7 +434,8 @@ struct Outcome: Sendable {
     }
     private var storedURLString: String?
     /// The URL that answered, as text: the response's, else the request's (worked out when
-    /// read: `send` never reads it, and making the text costs about 500 instructions).
+    /// read: `send` never reads it, and making the text has a cost; measured:
+    /// Benchmarks/README.md, "Performance choices in the code").
     var urlString: String {
         get { self.storedURLString ?? self.response.url?.absoluteString ?? self.request?.urlString ?? "" }
         set { self.storedURLString = newValue }

@@ -6,8 +6,9 @@ extension HTTPFields {
     ///
     /// `self[name]` joins the values through a generic sequence even when there is one; on a
     /// request's hot path, where a response has a handful of fields and the name at most once,
-    /// that join cost more than the rest of the lookup (callgrind: about 3,500 instructions per
-    /// lookup). Two or more fields of the name still give `self[name]`'s joined value.
+    /// that join cost more than the rest of the lookup (measured: Benchmarks/README.md,
+    /// "Performance choices in the code"). Two or more fields of the name still give
+    /// `self[name]`'s joined value.
     package func combinedValue(_ name: HTTPField.Name) -> String? {
         var found: String?
         for field in self where field.name == name {
