@@ -11,7 +11,7 @@ import NIOSSL
 /// A transport over AsyncHTTPClient: HTTP/1.1 and HTTP/2 (negotiated by ALPN), pooled connections,
 /// streaming bodies in both directions, and custom trust.
 ///
-/// Each transport owns one `HTTPClient`, so one connection pool: give each ``Client`` its own
+/// Each transport owns one `HTTPClient`, so one connection pool: give each `Client` its own
 /// transport, or share one transport between clients that talk to the same hosts. Call
 /// ``shutdown()`` when done; a transport that is released without it shuts its pool down in the
 /// background.
@@ -322,7 +322,7 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// After `execute` failed: a pooled connection closed under the request before any response
     /// arrived lets an idempotent request be sent again (RFC 9110, 9.2.2), once, on a fresh
-    /// connection; anything else is mapped to a ``CourierError``.
+    /// connection; anything else is mapped to a `CourierError`.
     @inline(never)
     private func recover(
         from error: any Error, outgoing: HTTPClientRequest, request: Courier.Request, pinnedHost: String?, deadline: NIODeadline

@@ -3,7 +3,7 @@ import Foundation
 import HTTPTypes
 
 /// A durable outbox: requests stored in a SQLite file before they are sent, delivered through a
-/// ``Client`` until the server has them, across crashes and restarts.
+/// `Client` until the server has them, across crashes and restarts.
 ///
 /// ```swift
 /// let outbox = try Outbox(path: appSupport.appendingPathComponent("outbox.sqlite").path, client: client)

@@ -71,7 +71,7 @@ extension ResponseDecoding where Value: SwiftProtobuf.Message {
 extension EndpointBody {
     /// A message in its binary protobuf form, sent as `application/x-protobuf`.
     ///
-    /// - Throws: ``CourierError`` of kind `invalidRequest` when the message cannot be serialized
+    /// - Throws: `CourierError` of kind `invalidRequest` when the message cannot be serialized
     ///   (a proto2 message missing a required field).
     public static func protobuf(_ message: some SwiftProtobuf.Message) throws -> EndpointBody {
         do {

@@ -22,7 +22,7 @@ import HTTPTypes
 /// | `courier_requests_in_flight` | meter | `host` | requests holding a slot |
 ///
 /// `outcome` is `success`, `http_4xx` / `http_5xx` (a status the endpoint does not accept,
-/// by class), or the ``CourierError/Kind`` of any other failure (`timeout`, `transport`,
+/// by class), or the `CourierError/Kind` of any other failure (`timeout`, `transport`,
 /// `cancelled`, `decoding`, …). `source` is `network`, `cache`, `revalidated`, `stale` or
 /// `coalesced` (shared by deduplication). `endpoint` is the endpoint's name: give endpoints names
 /// that do not embed ids.

@@ -51,7 +51,7 @@ public enum Fixtures {
 
 /// An event monitor that writes each exchange a client completes to a fixtures folder.
 ///
-/// Header values, query values and secret-named JSON keys are redacted with the ``Redactor``
+/// Header values, query values and secret-named JSON keys are redacted with the `Redactor`
 /// before anything is written; `Content-Encoding` and `Content-Length` are dropped (the body is
 /// stored decoded). Answers from the cache and from a shared request are not recorded again.
 public struct FixtureRecorder: EventMonitor, RecordsLogicalRequests {

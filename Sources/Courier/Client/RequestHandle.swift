@@ -1,4 +1,4 @@
-/// A request started with ``Client/start(_:)``: await its result or cancel it.
+/// A request started with ``Client/start(_:priority:)``: await its result or cancel it.
 public struct RequestHandle<Value: Sendable>: Sendable {
     let task: Task<Response<Value>, any Error>
     let control: RequestControl

@@ -30,7 +30,10 @@ public struct ByteStream: AsyncSequence, Sendable {
 
     /// Creates a stream from a closure that produces a `next` function each time the stream is iterated.
     ///
-    /// - Parameter onCancel: called when the consumer stops reading early (see ``cancel()``).
+    /// - Parameters:
+    ///   - onCancel: called when the consumer stops reading early (see ``cancel()``).
+    ///   - makeNext: called once per iteration; the function it returns gives the next chunk, or
+    ///     `nil` at the end.
     public init(onCancel: (@Sendable () -> Void)? = nil, makeNext: @escaping @Sendable () -> (() async throws -> Data?)) {
         self.makeNext = makeNext
         self.onCancel = onCancel

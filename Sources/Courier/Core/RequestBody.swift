@@ -5,7 +5,7 @@ import Foundation
 /// A body says whether it can be sent more than once (``isReplayable``). Bytes in memory and
 /// streams built from a factory can be replayed, so retries and 307/308 redirects may resend them;
 /// a stream built from a single sequence is *one-shot*: the pipeline refuses to send it twice and
-/// fails with ``CourierError/Kind-swift.enum/invalidRequest`` instead.
+/// fails with ``CourierError/Kind/invalidRequest`` instead.
 public struct RequestBody: Sendable {
     enum Storage: Sendable {
         case bytes(Data)

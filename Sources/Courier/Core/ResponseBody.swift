@@ -2,7 +2,7 @@ import Foundation
 
 /// The body of a response: bytes in memory or a stream read from the connection.
 ///
-/// A streamed body can be read once. ``collect(upTo:)`` reads it into memory and stops reading,
+/// A streamed body can be read once. ``collect(upTo:deadline:)`` reads it into memory and stops reading,
 /// with ``CourierError`` of kind `responseTooLarge`, as soon as the limit would be passed, so memory
 /// never grows beyond the limit.
 public struct ResponseBody: AsyncSequence, Sendable {

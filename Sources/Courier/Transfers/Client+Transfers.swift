@@ -6,12 +6,12 @@ extension Client {
     /// still streaming: for callers that process a body as it comes (lines, server-sent events,
     /// large payloads).
     ///
-    /// It goes through the same stages as ``send(_:)``; the body is neither cached nor shared nor
+    /// It goes through the same stages as `send(_:)`; the body is neither cached nor shared nor
     /// unboxed, and bypasses the size limit; gzip and deflate are decoded within the client's
     /// ``DecompressionLimits``. The timeout covers the wait for the head; a body that brings no byte
     /// for ``Configuration/bodyIdleTimeout`` fails with kind `timeout`. The scheduler slot is held until the body has been
     /// read to the end, cancelled or dropped. A status outside the endpoint's accepted statuses
-    /// throws kind `httpStatus`, as ``send(_:)`` does.
+    /// throws kind `httpStatus`, as `send(_:)` does.
     public func stream<Value>(_ endpoint: Endpoint<Value>) async throws -> StreamingResponse {
         let outcome = try await self.run(endpoint.erased(decoding: .streamed), mode: .stream)
         let raw = outcome.response
@@ -45,7 +45,7 @@ extension Client {
     /// without another request. The partial file is locked for the whole download: a second
     /// download to the same destination, in this process or another, fails at once with kind
     /// `invalidRequest` instead of writing into it. It goes through the same stages as
-    /// ``send(_:)`` (constrained mode, scheduling, middleware, retries, redirects), without cache
+    /// `send(_:)` (constrained mode, scheduling, middleware, retries, redirects), without cache
     /// or sharing.
     public func download<Value>(_ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool = true) -> TransferTask<DownloadResult> {
         let reporter = ProgressReporter()
@@ -294,7 +294,7 @@ final class PartialFile {
     func prepare(from offset: Int64) throws {
         // Truncated only when something is there to drop: on ext4, a file truncated to zero and
         // rewritten is flushed to disk on close (the "replace by truncate" heuristic), which
-        // halves throughput.
+        // costs throughput (measured: Benchmarks/README.md, "Performance choices in the code").
         if try self.size() != offset {
             try self.handle.truncate(atOffset: UInt64(offset))
         }

@@ -5,7 +5,7 @@
 /// - claim the body with ``RequestBody/claim()`` (once per call);
 /// - stop the exchange when the calling task is cancelled, and throw ``CourierError`` of kind
 ///   `cancelled`;
-/// - enforce ``Request/timeout`` over the whole exchange and throw kind `timeout`;
+/// - enforce ``Request/deadline`` over the whole exchange and throw kind `timeout`;
 /// - throw ``CourierError`` for every failure.
 ///
 /// Courier ships ``URLSessionTransport`` and, in `CourierAsyncHTTPClient`, a transport with HTTP/2

@@ -35,7 +35,7 @@ import Security
 /// pinning use `AsyncHTTPClientTransport`. Nor is there a per-session CA bundle: the session
 /// trusts the system's roots only (FoundationNetworking reads `URLSessionCertificateAuthorityInfoFile`
 /// on Android only), so a server with a private CA fails with kind `tls` (`untrustedIssuer`). The response body is delivered by
-/// the session as it arrives; ``ResponseBody/collect(upTo:)`` cancels the task as soon as the
+/// the session as it arrives; ``ResponseBody/collect(upTo:deadline:)`` cancels the task as soon as the
 /// size limit is passed. What the reader has not read yet is held in memory up to
 /// `responseMemoryLimit` (16 MiB by default) and beyond it in an unlinked temporary file, so a
 /// reader slower than the network costs disk, not memory. On Apple platforms the task is
@@ -89,6 +89,8 @@ public final class URLSessionTransport: Transport {
     /// Creates a transport with its own session, built from `configuration`.
     ///
     /// - Parameters:
+    ///   - configuration: the session's configuration (an ephemeral one by default: the session
+    ///     keeps no cookies, cache or credentials on disk).
     ///   - responseMemoryLimit: how many bytes of a response that the reader has not read yet
     ///     are held in memory (per request); what arrives beyond them goes to an unlinked
     ///     temporary file in `scratchDirectory` until the reader catches up.

@@ -60,7 +60,7 @@ public struct Cookie: Sendable, Hashable, Codable {
             && lhs.httpOnly == rhs.httpOnly && lhs.sameSite == rhs.sameSite && lhs.created == rhs.created
     }
 
-    /// Hashes the fields ``==`` compares, the text ones as bytes.
+    /// Hashes the fields `==` compares, the text ones as bytes.
     public func hash(into hasher: inout Hasher) {
         func combine(_ text: String) {
             hasher.combine(text.utf8.count)
