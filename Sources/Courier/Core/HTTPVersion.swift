@@ -12,8 +12,10 @@ public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// HTTP/1.0.
+    // swift-format-ignore: AlwaysUseLowerCamelCase
     public static let http1_0 = HTTPVersion(major: 1, minor: 0)
     /// HTTP/1.1.
+    // swift-format-ignore: AlwaysUseLowerCamelCase
     public static let http1_1 = HTTPVersion(major: 1, minor: 1)
     /// HTTP/2.
     public static let http2 = HTTPVersion(major: 2, minor: 0)

@@ -96,7 +96,7 @@ struct HeldSocketsTests {
     func aConnectedSocketIsSeenAndAClosedOneIsNot() async throws {
         // Enough other sockets that the table runs well past one page (about 25 lines).
         let crowd = try (0..<80).map { _ in try Self.listener().socket }
-        defer { crowd.forEach { close($0) } }
+        defer { for socket in crowd { close(socket) } }
         let (server, port) = try Self.listener()
         defer { close(server) }
         // Other sockets to this port may come and go while the test runs: connections another

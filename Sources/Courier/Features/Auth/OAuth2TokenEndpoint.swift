@@ -84,6 +84,8 @@ public struct OAuth2TokenEndpoint: Sendable {
         endpoint.body = .form(fields)
     }
 
+    // The field names are the JSON keys of RFC 6749 §5.1.
+    // swift-format-ignore: AlwaysUseLowerCamelCase
     private struct TokenResponse: Decodable {
         var access_token: String
         var token_type: String?

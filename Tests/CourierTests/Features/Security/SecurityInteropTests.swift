@@ -4,6 +4,8 @@ import CourierTestServer
 import Foundation
 import Testing
 
+// The field names are the interop server's JSON keys.
+// swift-format-ignore: AlwaysUseLowerCamelCase
 struct AuthlibStats: Decodable, Sendable {
     var refresh: Int
     var password: Int
