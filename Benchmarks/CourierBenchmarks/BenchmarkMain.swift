@@ -74,10 +74,12 @@ enum ServeBenchmarkServer {
         let payload = BenchmarkPayload.json
         let handler: TestServer.Handler = { request in
             if request.path.hasPrefix("/delay/"), let ms = Int(request.path.dropFirst("/delay/".count)) {
-                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")], body: payload).with(.stall(.milliseconds(ms)))
+                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")], body: payload).with(
+                    .stall(.milliseconds(ms)))
             }
             if request.path.hasPrefix("/generated/"), let count = Int(request.path.dropFirst("/generated/".count)) {
-                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")]).with(.generated(length: count))
+                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")]).with(
+                    .generated(length: count))
             }
             if request.path == "/sink" {
                 return .text("\(request.bodyLength)")
@@ -221,7 +223,9 @@ func measure(concurrency: Int, seconds: Double, _ work: @escaping @Sendable () a
     }
     let wall = ContinuousClock.now - wallStart
     let (s, atto) = wall.components
-    return Measurement(requests: count, wall: Double(s) + Double(atto) / 1e18, cpu: processCPUSeconds() - cpuStart, switches: processContextSwitches() - switchesStart)
+    return Measurement(
+        requests: count, wall: Double(s) + Double(atto) / 1e18, cpu: processCPUSeconds() - cpuStart,
+        switches: processContextSwitches() - switchesStart)
 }
 
 /// The resident set size and its peak, in MiB, from /proc (0 where unavailable).

@@ -23,11 +23,12 @@ struct CountBenchmark {
         let server = try ServerProcess()
         defer { server.stop() }
         let sides = try PipelineSides(server: server, http2: self.http2)
-        let work = switch self.side {
-        case "raw": sides.rawWork
-        case "transport": sides.transportWork
-        default: sides.courierWork
-        }
+        let work =
+            switch self.side {
+            case "raw": sides.rawWork
+            case "transport": sides.transportWork
+            default: sides.courierWork
+            }
         try await Self.send(200, concurrency: self.concurrency, work)
         try await Self.send(self.requests, concurrency: self.concurrency, work)
         try await sides.shutdown()

@@ -14,12 +14,14 @@ struct OutboxBenchmark {
         defer { server.stop() }
         let url = "http://127.0.0.1:\(server.plainPort)/item"
         let transport = AsyncHTTPClientTransport()
-        let client = Client(configuration: .init(transport: transport) {
-            $0.deduplication.isEnabled = false
-            $0.debugOptions = .off
-        })
+        let client = Client(
+            configuration: .init(transport: transport) {
+                $0.deduplication.isEnabled = false
+                $0.debugOptions = .off
+            })
         let endpoint = Endpoint<Data>(
-            name: "bench.post", method: .post, path: url, body: .data(Data(#"{"event":"tap","screen":"home","n":1}"#.utf8), contentType: "application/json"),
+            name: "bench.post", method: .post, path: url,
+            body: .data(Data(#"{"event":"tap","screen":"home","n":1}"#.utf8), contentType: "application/json"),
             decoding: .data
         )
         let directory = FileManager.default.temporaryDirectory
@@ -48,7 +50,9 @@ struct OutboxBenchmark {
         }
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         print("durable enqueue: \(String(format: "%.0f", median(enqueueRates))) items/s (one transaction each, synchronous=FULL)")
-        print("delivery: \(String(format: "%.0f", median(outboxMicros))) µs per item through the outbox, \(String(format: "%.0f", median(directMicros))) µs per direct send: \(String(format: "%.2f", median(outboxMicros) / median(directMicros)))×")
+        print(
+            "delivery: \(String(format: "%.0f", median(outboxMicros))) µs per item through the outbox, \(String(format: "%.0f", median(directMicros))) µs per direct send: \(String(format: "%.2f", median(outboxMicros) / median(directMicros)))×"
+        )
         try await transport.shutdown()
     }
 }

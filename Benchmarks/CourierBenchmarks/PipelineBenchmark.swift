@@ -1,17 +1,18 @@
 import AsyncHTTPClient
+import CoreMetrics
 import Courier
 import CourierAsyncHTTPClient
-import CoreMetrics
 import CourierTelemetry
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Logging
-import Tracing
 import NIOCore
 import NIOFoundationCompat
 import NIOSSL
+import Tracing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Issue 2's benchmark: a 1 KB JSON GET + decode through `Client` + `AsyncHTTPClientTransport`,
 /// against raw AsyncHTTPClient doing the same work, over HTTP/1.1 and HTTP/2, at concurrency 1, 8, 64.
@@ -22,7 +23,9 @@ struct PipelineBenchmark {
     func run() async throws {
         let server = try ServerProcess()
         defer { server.stop() }
-        print("pipeline benchmark: 1 KB JSON GET + decode, \(self.rounds) alternating rounds of \(format(self.seconds, 1)) s per point; medians")
+        print(
+            "pipeline benchmark: 1 KB JSON GET + decode, \(self.rounds) alternating rounds of \(format(self.seconds, 1)) s per point; medians"
+        )
         print("protocol  conc  raw req/s  courier req/s  ratio   raw µs CPU/req  courier µs CPU/req  ratio")
         let only = ProcessInfo.processInfo.environment["COURIER_BENCH_PROTOCOL"]
         // h1 and h2: raw AsyncHTTPClient against Courier on AsyncHTTPClientTransport; urlsession:
@@ -30,7 +33,8 @@ struct PipelineBenchmark {
         // URLSession cannot be given the benchmark's private CA).
         for kind in ["h1", "h2", "urlsession"] where only == nil || only == kind {
             let http2 = kind == "h2"
-            let sides: any BenchmarkSides = kind == "urlsession" ? URLSessionSides(server: server) : try PipelineSides(server: server, http2: http2)
+            let sides: any BenchmarkSides =
+                kind == "urlsession" ? URLSessionSides(server: server) : try PipelineSides(server: server, http2: http2)
             let rawWork = sides.rawWork
             let courierWork = ProcessInfo.processInfo.environment["COURIER_BENCH_AA"] != nil ? sides.rawWork2 : sides.courierWork
             // Warm up both (connections, code paths).
@@ -41,7 +45,9 @@ struct PipelineBenchmark {
                 // Profiling aid: run one side alone for a while, at concurrency 8.
                 let concurrency = ProcessInfo.processInfo.environment["COURIER_BENCH_CONCURRENCY"].flatMap(Int.init) ?? 8
                 let run = try await measure(concurrency: concurrency, seconds: self.seconds, only == "raw" ? rawWork : courierWork)
-                print("\(only) \(kind) c=\(concurrency): \(Int(run.requests)) requests, \(format(run.requestsPerSecond, 0)) req/s, \(format(run.cpuMicrosecondsPerRequest, 1)) µs CPU/req, \(format(run.switchesPerRequest, 2)) context switches/req")
+                print(
+                    "\(only) \(kind) c=\(concurrency): \(Int(run.requests)) requests, \(format(run.requestsPerSecond, 0)) req/s, \(format(run.cpuMicrosecondsPerRequest, 1)) µs CPU/req, \(format(run.switchesPerRequest, 2)) context switches/req"
+                )
                 try await sides.shutdown()
                 return
             }
@@ -63,7 +69,9 @@ struct PipelineBenchmark {
                 let rawCPU = median(rawRuns.map(\.cpuMicrosecondsPerRequest))
                 let courierCPU = median(courierRuns.map(\.cpuMicrosecondsPerRequest))
                 let name = kind == "h1" ? "HTTP/1.1" : kind == "h2" ? "HTTP/2  " : "URLSession"
-                print("\(name)  \(String(format: "%4d", concurrency))  \(String(format: "%9.0f", rawRate))  \(String(format: "%13.0f", courierRate))  \(String(format: "%5.1f%%", courierRate / rawRate * 100))  \(String(format: "%14.0f", rawCPU))  \(String(format: "%18.0f", courierCPU))  \(String(format: "%5.1f%%", courierCPU / rawCPU * 100))")
+                print(
+                    "\(name)  \(String(format: "%4d", concurrency))  \(String(format: "%9.0f", rawRate))  \(String(format: "%13.0f", courierRate))  \(String(format: "%5.1f%%", courierRate / rawRate * 100))  \(String(format: "%14.0f", rawCPU))  \(String(format: "%18.0f", courierCPU))  \(String(format: "%5.1f%%", courierCPU / rawCPU * 100))"
+                )
             }
             try await sides.shutdown()
         }
@@ -104,11 +112,12 @@ struct URLSessionSides: BenchmarkSides {
         self.raw = URLSession(configuration: .ephemeral)
         self.raw2 = URLSession(configuration: .ephemeral)
         self.transport = URLSessionTransport(configuration: .ephemeral)
-        self.client = Client(configuration: .init(transport: self.transport, baseURL: self.url) {
-            // As for the AsyncHTTPClient rows: each request is the pipeline's own.
-            $0.deduplication.isEnabled = false
-            $0.debugOptions = .off
-        })
+        self.client = Client(
+            configuration: .init(transport: self.transport, baseURL: self.url) {
+                // As for the AsyncHTTPClient rows: each request is the pipeline's own.
+                $0.deduplication.isEnabled = false
+                $0.debugOptions = .off
+            })
     }
 
     var rawWork: @Sendable () async throws -> Void { Self.fetch(with: self.raw, url: self.url) }
@@ -163,34 +172,36 @@ struct PipelineSides: BenchmarkSides {
         // A/A check of the harness (COURIER_BENCH_AA=1): a second raw client in place of Courier.
         self.raw2 = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: rawConfiguration)
 
-        self.transport = AsyncHTTPClientTransport(configuration: .init {
-            $0.tlsConfiguration = tls
-            if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_READ_TIMEOUT"] != nil { $0.readTimeout = nil }
-            if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_COALESCING"] != nil { $0.http2ReadCoalescing = nil }
-        })
-        self.client = Client(configuration: .init(transport: self.transport, baseURL: URL(string: url)!) {
-            if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
-            // Identical concurrent GETs would be coalesced; this benchmark measures the pipeline per
-            // request. COURIER_BENCH_DEDUP=1 keeps it on (the default configuration): meaningful at
-            // concurrency 1 only, where nothing can be coalesced.
-            $0.deduplication.isEnabled = ProcessInfo.processInfo.environment["COURIER_BENCH_DEDUP"] != nil
-            if let limit = ProcessInfo.processInfo.environment["COURIER_BENCH_HOST_LIMIT"].flatMap(Int.init) {
-                $0.scheduling = .init(maxConcurrentRequests: limit, maxRequestsPerHost: limit)
-            }
-            // COURIER_BENCH_MONITORS=log: log lines at .info into a handler that drops them (the
-            // lines are still formatted); =telemetry: metrics and tracing with no-op backends;
-            // =all: both. Unset: no monitor, the zero-cost path.
-            $0.debugOptions = .off
-            let monitors = ProcessInfo.processInfo.environment["COURIER_BENCH_MONITORS"] ?? "none"
-            if monitors == "log" || monitors == "all" {
-                var logger = Logger(label: "bench") { _ in DiscardingLogHandler() }
-                logger.logLevel = .info
-                $0.logger = logger
-            }
-            if monitors == "telemetry" || monitors == "all" {
-                $0.eventMonitors = [MetricsMonitor(factory: NOOPMetricsHandler.instance), TracingMonitor(tracer: NoOpTracer())]
-            }
-        })
+        self.transport = AsyncHTTPClientTransport(
+            configuration: .init {
+                $0.tlsConfiguration = tls
+                if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_READ_TIMEOUT"] != nil { $0.readTimeout = nil }
+                if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_COALESCING"] != nil { $0.http2ReadCoalescing = nil }
+            })
+        self.client = Client(
+            configuration: .init(transport: self.transport, baseURL: URL(string: url)!) {
+                if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
+                // Identical concurrent GETs would be coalesced; this benchmark measures the pipeline per
+                // request. COURIER_BENCH_DEDUP=1 keeps it on (the default configuration): meaningful at
+                // concurrency 1 only, where nothing can be coalesced.
+                $0.deduplication.isEnabled = ProcessInfo.processInfo.environment["COURIER_BENCH_DEDUP"] != nil
+                if let limit = ProcessInfo.processInfo.environment["COURIER_BENCH_HOST_LIMIT"].flatMap(Int.init) {
+                    $0.scheduling = .init(maxConcurrentRequests: limit, maxRequestsPerHost: limit)
+                }
+                // COURIER_BENCH_MONITORS=log: log lines at .info into a handler that drops them (the
+                // lines are still formatted); =telemetry: metrics and tracing with no-op backends;
+                // =all: both. Unset: no monitor, the zero-cost path.
+                $0.debugOptions = .off
+                let monitors = ProcessInfo.processInfo.environment["COURIER_BENCH_MONITORS"] ?? "none"
+                if monitors == "log" || monitors == "all" {
+                    var logger = Logger(label: "bench") { _ in DiscardingLogHandler() }
+                    logger.logLevel = .info
+                    $0.logger = logger
+                }
+                if monitors == "telemetry" || monitors == "all" {
+                    $0.eventMonitors = [MetricsMonitor(factory: NOOPMetricsHandler.instance), TracingMonitor(tracer: NoOpTracer())]
+                }
+            })
     }
 
     var rawWork: @Sendable () async throws -> Void { Self.fetch(with: self.raw, url: self.url) }

@@ -47,8 +47,9 @@ struct TrafficBenchmark {
             while !state.finish(host: "h", now: now).isEmpty { drained += 1 }
             let drainTime = clock.now - drainStart
             precondition(drained == queued)
-            print("scheduler re-prioritisation with \(queued) queued: \(format(micros(changed) * 1000 / Double(changes), 0)) ns per change; "
-                + "draining afterwards \(format(micros(drainTime) / Double(queued), 2)) µs per request")
+            print(
+                "scheduler re-prioritisation with \(queued) queued: \(format(micros(changed) * 1000 / Double(changes), 0)) ns per change; "
+                    + "draining afterwards \(format(micros(drainTime) / Double(queued), 2)) µs per request")
         }
     }
 
@@ -67,7 +68,9 @@ struct TrafficBenchmark {
         for continuation in parked.withLock({ $0 }) { continuation.resume() }
         for task in baseTasks { await task.value }
         let baseline = (processCPUSeconds() - baseCPU) / Double(count) * 1e6
-        print("baseline: \(count) tasks parked and resumed without a scheduler, \(format(micros(baseClock.now - baseStart) / Double(count), 2)) µs wall, \(format(baseline, 2)) µs CPU per task")
+        print(
+            "baseline: \(count) tasks parked and resumed without a scheduler, \(format(micros(baseClock.now - baseStart) / Double(count), 2)) µs wall, \(format(baseline, 2)) µs CPU per task"
+        )
 
         let scheduler = RequestScheduler(configuration: .init(maxConcurrentRequests: 1))
         let before = residentMemory()
@@ -93,9 +96,11 @@ struct TrafficBenchmark {
         let end = clock.now
         let cpu = processCPUSeconds() - cpuStart
         precondition(done.current == count)
-        print("scheduler with tasks: \(count) queued in \(format(millis(queuedAt - start), 1)) ms, drained in \(format(millis(end - queuedAt), 1)) ms; "
-            + "\(format(micros(end - start) / Double(count), 2)) µs wall and \(format(cpu / Double(count) * 1e6, 2)) µs CPU per request (queue + start + release, task wake-up included); "
-            + "memory \(format(queuedMemory.current - before.current, 1)) MiB more with all queued (peak RSS \(format(queuedMemory.peak, 1)) MiB)")
+        print(
+            "scheduler with tasks: \(count) queued in \(format(millis(queuedAt - start), 1)) ms, drained in \(format(millis(end - queuedAt), 1)) ms; "
+                + "\(format(micros(end - start) / Double(count), 2)) µs wall and \(format(cpu / Double(count) * 1e6, 2)) µs CPU per request (queue + start + release, task wake-up included); "
+                + "memory \(format(queuedMemory.current - before.current, 1)) MiB more with all queued (peak RSS \(format(queuedMemory.peak, 1)) MiB)"
+        )
     }
 
     /// 1,000 identical GETs (server answers after 50 ms), 100 at a time, with and without deduplication.
@@ -106,13 +111,16 @@ struct TrafficBenchmark {
         for dedup in [true, false] {
             let transport = AsyncHTTPClientTransport()
             let counter = Locked(0)
-            let client = Client(configuration: .init(transport: transport, baseURL: url) {
-                $0.deduplication.isEnabled = dedup
-                $0.middleware = [ClosureMiddleware { request, next in
-                    counter.withLock { $0 += 1 }
-                    return try await next(request)
-                }]
-            })
+            let client = Client(
+                configuration: .init(transport: transport, baseURL: url) {
+                    $0.deduplication.isEnabled = dedup
+                    $0.middleware = [
+                        ClosureMiddleware { request, next in
+                            counter.withLock { $0 += 1 }
+                            return try await next(request)
+                        }
+                    ]
+                })
             let endpoint = Endpoint<BenchmarkItem>(path: "")
             let clock = ContinuousClock()
             let cpuStart = processCPUSeconds()
@@ -132,7 +140,9 @@ struct TrafficBenchmark {
             }
             let elapsed = clock.now - start
             let cpu = processCPUSeconds() - cpuStart
-            print("deduplication \(dedup ? "on " : "off"): 1000 calls, \(counter.current) reached the wire, \(format(millis(elapsed), 0)) ms wall, \(format(cpu * 1000, 0)) ms CPU")
+            print(
+                "deduplication \(dedup ? "on " : "off"): 1000 calls, \(counter.current) reached the wire, \(format(millis(elapsed), 0)) ms wall, \(format(cpu * 1000, 0)) ms CPU"
+            )
             try await transport.shutdown()
         }
     }

@@ -36,7 +36,8 @@ struct TransferBenchmark {
     func run() async throws {
         let server = self.external == nil ? try ServerProcess() : nil
         defer { server?.stop() }
-        let scratch = (self.scratchDirectory ?? FileManager.default.temporaryDirectory).appendingPathComponent("courier-bench-transfer-\(UUID().uuidString)")
+        let scratch = (self.scratchDirectory ?? FileManager.default.temporaryDirectory).appendingPathComponent(
+            "courier-bench-transfer-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let ca = scratch.appendingPathComponent("ca.pem")
@@ -57,7 +58,9 @@ struct TransferBenchmark {
         } else {
             try Data(server!.caPEM).write(to: ca)
             try Self.makeFile(upload, size: self.bytes)
-            allCases = Self.ownServerCases(plain: "http://127.0.0.1:\(server!.plainPort)", tls: "https://localhost:\(server!.tlsPort)", download: "/generated/\(self.bytes)")
+            allCases = Self.ownServerCases(
+                plain: "http://127.0.0.1:\(server!.plainPort)", tls: "https://localhost:\(server!.tlsPort)",
+                download: "/generated/\(self.bytes)")
         }
         // curl's rows need curl; without it they are left out, and said so.
         if !FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") {
@@ -66,7 +69,8 @@ struct TransferBenchmark {
         }
         let cases = allCases.filter { self.only.map($0.0.contains) ?? true }
         print("files in \(scratch.deletingLastPathComponent().path)")
-        print("transfer benchmark: \(self.bytes >> 20) MiB per transfer, \(self.rounds) alternating rounds, each in its own process; medians")
+        print(
+            "transfer benchmark: \(self.bytes >> 20) MiB per transfer, \(self.rounds) alternating rounds, each in its own process; medians")
         var results = Array(repeating: [Run](), count: cases.count)
         for _ in 0..<self.rounds {
             for (index, item) in cases.enumerated() {
@@ -81,7 +85,9 @@ struct TransferBenchmark {
             let speed = median(results[index].map(\.mibPerSecond))
             speeds[item.0] = speed
             let before = results[index].map { $0.peakMiB - $0.baselineMiB }.max() ?? 0
-            print("\(item.0.padding(toLength: 42, withPad: " ", startingAt: 0)) \(format(speed, 0).leftPadded(7))  \(format(median(results[index].map(\.seconds)), 2).leftPadded(8))  \(format(results[index].map(\.peakMiB).max() ?? 0, 1).leftPadded(13))  \(item.1[0].hasPrefix("curl") ? "—".leftPadded(18) : format(before, 1).leftPadded(18))  \(format(results[index].map(\.peakAnonymousMiB).max() ?? 0, 1).leftPadded(19))")
+            print(
+                "\(item.0.padding(toLength: 42, withPad: " ", startingAt: 0)) \(format(speed, 0).leftPadded(7))  \(format(median(results[index].map(\.seconds)), 2).leftPadded(8))  \(format(results[index].map(\.peakMiB).max() ?? 0, 1).leftPadded(13))  \(item.1[0].hasPrefix("curl") ? "—".leftPadded(18) : format(before, 1).leftPadded(18))  \(format(results[index].map(\.peakAnonymousMiB).max() ?? 0, 1).leftPadded(19))"
+            )
         }
         print("")
         let ratios = [
@@ -156,7 +162,9 @@ struct TransferBenchmark {
         guard process.terminationStatus == 0, parts.count == 4 else {
             throw CourierError(.transport, "transfer run \(arguments[0]) failed: \(output)")
         }
-        return Run(seconds: parts[1], peakMiB: parts[2], baselineMiB: parts[3], mibPerSecond: parts[0] / parts[1] / 1_048_576, peakAnonymousMiB: peakAnonymous)
+        return Run(
+            seconds: parts[1], peakMiB: parts[2], baselineMiB: parts[3], mibPerSecond: parts[0] / parts[1] / 1_048_576,
+            peakAnonymousMiB: peakAnonymous)
     }
 }
 
@@ -178,14 +186,18 @@ extension TransferBenchmark {
         guard curl.terminationStatus == 0, received == self.bytes else {
             throw CourierError(.transport, "curl failed (status \(curl.terminationStatus)) or moved \(received) of \(self.bytes) bytes")
         }
-        return Run(seconds: seconds, peakMiB: peak.resident, baselineMiB: 0, mibPerSecond: Double(received) / seconds / 1_048_576, peakAnonymousMiB: peak.anonymous)
+        return Run(
+            seconds: seconds, peakMiB: peak.resident, baselineMiB: 0, mibPerSecond: Double(received) / seconds / 1_048_576,
+            peakAnonymousMiB: peak.anonymous)
     }
 }
 
 /// One transfer in a child process; prints `bytes seconds peakMiB`.
 enum TransferRun {
     static func main(_ arguments: [String]) async throws {
-        let (mode, url, output, upload, caPath, size) = (arguments[0], arguments[1], arguments[2], arguments[3], arguments[4], Int(arguments[5])!)
+        let (mode, url, output, upload, caPath, size) = (
+            arguments[0], arguments[1], arguments[2], arguments[3], arguments[4], Int(arguments[5])!
+        )
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caPath))
         let http1Only = mode.hasSuffix("-h1")
@@ -203,11 +215,13 @@ enum TransferRun {
                 let target = URL(fileURLWithPath: output)
                 let result = try await client.download(
                     Endpoint<Data>(path: url, decoding: .data),
-                    to: DownloadDestination(directory: target.deletingLastPathComponent(), fileName: target.lastPathComponent, overwrite: true)
+                    to: DownloadDestination(
+                        directory: target.deletingLastPathComponent(), fileName: target.lastPathComponent, overwrite: true)
                 ).value
                 moved = Int(result.byteCount)
             case "us-upload":
-                let endpoint = Endpoint<String>(method: .put, path: url, body: .body(try RequestBody.file(URL(fileURLWithPath: upload))), decoding: .string)
+                let endpoint = Endpoint<String>(
+                    method: .put, path: url, body: .body(try RequestBody.file(URL(fileURLWithPath: upload))), decoding: .string)
                 moved = Int(try await client.upload(endpoint).value.value) ?? 0
             default:
                 var sinceSleep = 0
@@ -244,23 +258,28 @@ enum TransferRun {
             }
             try await client.shutdown()
         } else {
-            let transport = AsyncHTTPClientTransport(configuration: .init {
-                $0.tlsConfiguration = tls
-                if http1Only { $0.httpVersion = .http1Only }
-                if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_READ_TIMEOUT"] != nil { $0.readTimeout = nil }
-                if let coalescing = ProcessInfo.processInfo.environment["COURIER_BENCH_COALESCING"] { $0.http2ReadCoalescing = Int(coalescing) }
-            })
+            let transport = AsyncHTTPClientTransport(
+                configuration: .init {
+                    $0.tlsConfiguration = tls
+                    if http1Only { $0.httpVersion = .http1Only }
+                    if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_READ_TIMEOUT"] != nil { $0.readTimeout = nil }
+                    if let coalescing = ProcessInfo.processInfo.environment["COURIER_BENCH_COALESCING"] {
+                        $0.http2ReadCoalescing = Int(coalescing)
+                    }
+                })
             let client = Client(configuration: .init(transport: transport) { $0.timeout = .seconds(3600) })
             switch kind {
             case "courier-download":
                 let target = URL(fileURLWithPath: output)
                 let result = try await client.download(
                     Endpoint<Data>(path: url, decoding: .data),
-                    to: DownloadDestination(directory: target.deletingLastPathComponent(), fileName: target.lastPathComponent, overwrite: true)
+                    to: DownloadDestination(
+                        directory: target.deletingLastPathComponent(), fileName: target.lastPathComponent, overwrite: true)
                 ).value
                 moved = Int(result.byteCount)
             case "courier-upload":
-                let endpoint = Endpoint<String>(method: .put, path: url, body: .body(try RequestBody.file(URL(fileURLWithPath: upload))), decoding: .string)
+                let endpoint = Endpoint<String>(
+                    method: .put, path: url, body: .body(try RequestBody.file(URL(fileURLWithPath: upload))), decoding: .string)
                 moved = Int(try await client.upload(endpoint).value.value) ?? 0
             case "courier-stream-file":
                 // Courier's stream, written to a file by this loop: the download path without its bookkeeping.
@@ -331,7 +350,9 @@ final class AnonymousMemorySampler: @unchecked Sendable {
                 if let status = try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8) {
                     func mebibytes(_ key: String) -> Double? {
                         let line = status.split(separator: "\n").first { $0.hasPrefix(key) }
-                        return line?.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Double($0) }.map { $0 / 1024 }
+                        return line?.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap { Double($0) }.map {
+                            $0 / 1024
+                        }
                     }
                     let (anonymous, resident) = (mebibytes("RssAnon:"), mebibytes("VmHWM:"))
                     self.lock.withLock {

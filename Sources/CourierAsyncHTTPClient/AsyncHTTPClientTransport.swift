@@ -152,7 +152,9 @@ public final class AsyncHTTPClientTransport: Transport {
         // the Common Name, and the public-key pins (see PinVerifier). Off only when the caller
         // turned certificate verification off.
         let verifies = configuration.tlsConfiguration?.certificateVerification ?? .fullVerification == .fullVerification
-        let verifier = verifies || configuration.pinning.hasPublicKeyPins ? PinVerifier(policy: configuration.pinning, requiresSubjectAlternativeName: verifies) : nil
+        let verifier =
+            verifies || configuration.pinning.hasPublicKeyPins
+            ? PinVerifier(policy: configuration.pinning, requiresSubjectAlternativeName: verifies) : nil
         let maxFrameSize = configuration.http2MaxFrameSize
         let connections = OpenConnections()
         self.connections = connections
@@ -176,7 +178,8 @@ public final class AsyncHTTPClientTransport: Transport {
             }.flatMap {
                 guard let maxFrameSize else { return channel.eventLoop.makeSucceededVoidFuture() }
                 // Larger DATA frames: far fewer frames (and buffers) per megabyte of a bulk body.
-                let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxFrameSize, value: maxFrameSize)])))
+                let settings = HTTP2Frame(
+                    streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxFrameSize, value: maxFrameSize)])))
                 return channel.writeAndFlush(settings)
             }
         }
@@ -217,7 +220,8 @@ public final class AsyncHTTPClientTransport: Transport {
         config.decompression = .disabled
         // Fail fast on refused or failed connections: retries are the pipeline's decision, not the pool's.
         config.connectionPool.retryConnectionEstablishment = false
-        self.httpClient = HTTPClient(eventLoopGroup: configuration.eventLoopGroup ?? HTTPClient.defaultEventLoopGroup, configuration: config)
+        self.httpClient = HTTPClient(
+            eventLoopGroup: configuration.eventLoopGroup ?? HTTPClient.defaultEventLoopGroup, configuration: config)
     }
 
     deinit {
@@ -279,7 +283,8 @@ public final class AsyncHTTPClientTransport: Transport {
         var outgoing = HTTPClientRequest(url: request.urlString)
         var pinnedHost: String?
         if !self.pinning.isEmpty, let host = Self.host(of: request.head.authority),
-           let key = self.pinning.matchingKey(for: host, port: Self.port(of: request.head.authority, scheme: request.head.scheme)) {
+            let key = self.pinning.matchingKey(for: host, port: Self.port(of: request.head.authority, scheme: request.head.scheme))
+        {
             guard request.head.scheme?.lowercased() == "https" else {
                 throw CourierError.invalidRequest("\(host) is pinned and must be reached over https")
             }
@@ -369,7 +374,8 @@ public final class AsyncHTTPClientTransport: Transport {
                 }
             }
         }
-        let version: Courier.HTTPVersion = response.version.major >= 2 ? .http2 : Courier.HTTPVersion(major: response.version.major, minor: response.version.minor)
+        let version: Courier.HTTPVersion =
+            response.version.major >= 2 ? .http2 : Courier.HTTPVersion(major: response.version.major, minor: response.version.minor)
         // HTTPResponse.Status traps outside 0...999, and HTTP/2's `:status` is not checked for
         // three digits on its way here (`2000` arrives as a final response): a malformed
         // response, never a crash (RFC 9110 §15: a status code is three digits).
@@ -384,7 +390,9 @@ public final class AsyncHTTPClientTransport: Transport {
             throw error
         }
         return RawResponse(
-            head: HTTPResponse(status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase), headerFields: fields),
+            head: HTTPResponse(
+                status: HTTPResponse.Status(code: Int(response.status.code), reasonPhrase: response.status.reasonPhrase),
+                headerFields: fields),
             body: .stream(stream, expectedLength: expected),
             version: version
         )
@@ -414,7 +422,7 @@ public final class AsyncHTTPClientTransport: Transport {
     private func failure(_ error: any Error, request: Courier.Request, pinnedHost: String?, tls: TLSConfiguration?) async -> CourierError {
         var mapped = Self.mapError(error, pinnedHost: pinnedHost)
         guard mapped.kind == .tls || mapped.kind == .pinMismatch, TLSDiagnosis.isCertificateVerifyFailure(error), !Task.isCancelled,
-              let host = Self.host(of: request.head.authority)
+            let host = Self.host(of: request.head.authority)
         else { return mapped }
         let port = Self.port(of: request.head.authority) ?? (request.head.scheme?.lowercased() == "http" ? 80 : 443)
         let timeout = min(request.remainingTime ?? .seconds(5), .seconds(5))
@@ -449,7 +457,8 @@ public final class AsyncHTTPClientTransport: Transport {
     static func port(of authority: String?, scheme: String?) -> Int {
         let fallback = scheme?.lowercased() == "http" ? 80 : 443
         guard let authority else { return fallback }
-        let afterHost = authority.hasPrefix("[") ? authority.split(separator: "]", maxSplits: 1).dropFirst().first.map(String.init) ?? "" : authority
+        let afterHost =
+            authority.hasPrefix("[") ? authority.split(separator: "]", maxSplits: 1).dropFirst().first.map(String.init) ?? "" : authority
         guard let colon = afterHost.lastIndex(of: ":"), let port = Int(afterHost[afterHost.index(after: colon)...]) else { return fallback }
         return port
     }
@@ -465,7 +474,10 @@ public final class AsyncHTTPClientTransport: Transport {
         if let closed = error as? NIOHTTP2Errors.StreamClosed, closed.errorCode == .refusedStream {
             // Refused by the server's RST_STREAM, or above the last stream ID of its GOAWAY (which
             // GoAwayWatcher closes as refused): either way not processed (RFC 9113 §8.7, §6.8).
-            var refused = CourierError(.transport, "the server did not process HTTP/2 stream \(closed.streamID) (refused, or above its GOAWAY's last stream ID); it may be sent again", underlying: error)
+            var refused = CourierError(
+                .transport,
+                "the server did not process HTTP/2 stream \(closed.streamID) (refused, or above its GOAWAY's last stream ID); it may be sent again",
+                underlying: error)
             refused.wasNotProcessed = true
             return refused
         }
@@ -481,7 +493,9 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         if let pinnedHost, TLSDiagnosis.isCertificateVerifyFailure(error) {
             // A pinned host whose chain does not end at a pinned authority fails the handshake.
-            var mapped = CourierError(.pinMismatch, "the certificate presented for \(pinnedHost) does not chain to a pinned authority: \(error)", underlying: error)
+            var mapped = CourierError(
+                .pinMismatch, "the certificate presented for \(pinnedHost) does not chain to a pinned authority: \(error)",
+                underlying: error)
             mapped.tlsReason = .pinMismatch
             return mapped
         }
@@ -499,7 +513,8 @@ public final class AsyncHTTPClientTransport: Transport {
                     // pool ended it, its connection closed under it — say by swift-nio-http2's
                     // limit on a flood of control frames. A transport failure, which the retry
                     // stage may send again; never `cancelled`, which the caller reads as its own doing.
-                    return CourierError(.transport, "the connection was closed under the exchange: \(error.shortDescription)", underlying: error)
+                    return CourierError(
+                        .transport, "the connection was closed under the exchange: \(error.shortDescription)", underlying: error)
                 }
                 return CourierError(.cancelled, "the request was cancelled", underlying: error)
             case .remoteConnectionClosed:

@@ -52,7 +52,7 @@ final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard let last = self.lastStreamID, let closed = event as? StreamClosedEvent,
-              closed.reason == .cancel, closed.streamID > last
+            closed.reason == .cancel, closed.streamID > last
         else {
             context.fireUserInboundEventTriggered(event)
             return

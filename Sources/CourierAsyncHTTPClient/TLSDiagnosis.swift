@@ -31,8 +31,10 @@ enum TLSDiagnosis {
     static func reason(
         host: String, address: String? = nil, port: Int, configuration: TLSConfiguration, group: any EventLoopGroup, timeout: TimeAmount
     ) async -> TLSFailureReason? {
-        guard let chain = await self.presentedChain(host: host, address: address, port: port, configuration: configuration, group: group, timeout: timeout),
-              !chain.isEmpty
+        guard
+            let chain = await self.presentedChain(
+                host: host, address: address, port: port, configuration: configuration, group: group, timeout: timeout),
+            !chain.isEmpty
         else { return nil }
         return await self.classify(chain: chain, roots: self.roots(of: configuration), now: Date())
     }
@@ -88,14 +90,17 @@ enum TLSDiagnosis {
         let captured = Locked<[Certificate]?>(nil)
         // SNI carries host names only (RFC 6066 §3).
         let serverName = Self.isIPAddress(host) ? nil : host
-        let connecting = bootstrap
+        let connecting =
+            bootstrap
             .connectTimeout(timeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let handler = try NIOSSLClientHandler(context: context, serverHostname: serverName, customVerificationCallback: { certificates, promise in
-                        captured.withLock { $0 = certificates.compactMap(Self.certificate) }
-                        promise.succeed(.failed)
-                    })
+                    let handler = try NIOSSLClientHandler(
+                        context: context, serverHostname: serverName,
+                        customVerificationCallback: { certificates, promise in
+                            captured.withLock { $0 = certificates.compactMap(Self.certificate) }
+                            promise.succeed(.failed)
+                        })
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }

@@ -45,7 +45,8 @@ struct CLIConfig: Decodable {
                 urls[ServiceID(name), default: [:]][ServerEnvironment(environment)] = url
             }
         }
-        let directory = ServerDirectory(urls: urls, buildDefault: ServerEnvironment(self.defaultEnvironment), isReleaseBuild: self.releaseBuild ?? false)
+        let directory = ServerDirectory(
+            urls: urls, buildDefault: ServerEnvironment(self.defaultEnvironment), isReleaseBuild: self.releaseBuild ?? false)
         if let environment {
             try directory.switchEnvironment(to: ServerEnvironment(environment))
         }
@@ -77,7 +78,8 @@ struct EnvCommand: AsyncParsableCommand {
     )
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "list", abstract: "Print the service × environment table; * marks the active environment.")
+        static let configuration = CommandConfiguration(
+            commandName: "list", abstract: "Print the service × environment table; * marks the active environment.")
 
         @Option(name: .long, help: "The config file (JSON).")
         var config: String
@@ -93,11 +95,14 @@ struct EnvCommand: AsyncParsableCommand {
                 let active = directory.activeEnvironment
                 print("active environment: \(active)\(directory.isReleaseBuild ? " (release build, locked)" : "")")
                 for service in directory.services {
-                    let kind = protocols[service].map { String(describing: type(of: $0)).replacingOccurrences(of: "Protocol", with: "") } ?? "REST"
+                    let kind =
+                        protocols[service].map { String(describing: type(of: $0)).replacingOccurrences(of: "Protocol", with: "") } ?? "REST"
                     print("\(service) [\(kind)]")
                     for environment in directory.environments {
                         let url = (try? directory.baseURL(for: service, in: environment))?.absoluteString ?? "-"
-                        print("  \(environment == active ? "*" : " ") \(environment.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(url)")
+                        print(
+                            "  \(environment == active ? "*" : " ") \(environment.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(url)"
+                        )
                     }
                 }
             } catch let error as CourierError {

@@ -5,7 +5,8 @@ extension RequestCommand {
     /// `-o FILE`: downloads to the file, with progress on standard error.
     func download(client: Client, endpoint: Endpoint<Data>, to output: String) async -> Int32 {
         let file = URL(fileURLWithPath: output).standardizedFileURL
-        let destination = DownloadDestination(directory: file.deletingLastPathComponent(), fileName: file.lastPathComponent, overwrite: self.force || self.continueDownload)
+        let destination = DownloadDestination(
+            directory: file.deletingLastPathComponent(), fileName: file.lastPathComponent, overwrite: self.force || self.continueDownload)
         var accepting = endpoint
         accepting.acceptedStatuses = 200..<300
         let transfer = client.download(accepting, to: destination, resume: self.continueDownload)
@@ -18,7 +19,9 @@ extension RequestCommand {
             return 0
         } catch let error as CourierError {
             await printer.value
-            let hint = error.kind == .transport || error.kind == .cancelled || error.kind == .timeout ? "; run again with --continue to resume" : ""
+            let hint =
+                error.kind == .transport || error.kind == .cancelled || error.kind == .timeout
+                ? "; run again with --continue to resume" : ""
             FileHandle.standardError.write(Data("courier: \(error.description)\(hint)\n".utf8))
             return Self.exitCode(for: error)
         } catch {
@@ -50,7 +53,8 @@ struct ProgressPrinter {
                 let decile = Int(fraction * 10)
                 if decile > lastDecile {
                     lastDecile = decile
-                    FileHandle.standardError.write(Data("\(self.label): \(Int(fraction * 100))% (\(update.completedBytes)/\(update.expectedBytes ?? 0) bytes)\n".utf8))
+                    FileHandle.standardError.write(
+                        Data("\(self.label): \(Int(fraction * 100))% (\(update.completedBytes)/\(update.expectedBytes ?? 0) bytes)\n".utf8))
                 }
             }
         }
@@ -65,6 +69,7 @@ struct ProgressPrinter {
         guard let fraction = progress.fraction else { return "\(progress.completedBytes) bytes" }
         let width = 30
         let filled = Int(fraction * Double(width))
-        return "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "] " + String(format: "%3d%%", Int(fraction * 100))
+        return "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "] "
+            + String(format: "%3d%%", Int(fraction * 100))
     }
 }

@@ -74,7 +74,9 @@ struct OutboxCommand: AsyncParsableCommand {
         var intervalMs = 0
 
         func run() async throws {
-            guard let method = HTTPRequest.Method(self.method.uppercased()) else { throw ValidationError("'\(self.method)' is not a method") }
+            guard let method = HTTPRequest.Method(self.method.uppercased()) else {
+                throw ValidationError("'\(self.method)' is not a method")
+            }
             try await self.options.withOutbox { outbox in
                 for index in 0..<max(1, self.count) {
                     var json = self.json
@@ -95,7 +97,8 @@ struct OutboxCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the items: id, state, attempts, queue, method, URL, result or error.")
+        static let configuration = CommandConfiguration(
+            abstract: "List the items: id, state, attempts, queue, method, URL, result or error.")
 
         @OptionGroup var options: Options
 
@@ -111,17 +114,22 @@ struct OutboxCommand: AsyncParsableCommand {
                 let items = try outbox.items(in: state)
                 for item in items {
                     let outcome = item.result.map { "status \($0.status)" } ?? item.lastError ?? "-"
-                    print("\(item.id)\t\(item.state.rawValue)\t\(item.attempts)/\(item.maxAttempts)\t\(item.queue)\t\(item.method.rawValue) \(Redactor.standard.redact(urlString: item.url))\t\(outcome)")
+                    print(
+                        "\(item.id)\t\(item.state.rawValue)\t\(item.attempts)/\(item.maxAttempts)\t\(item.queue)\t\(item.method.rawValue) \(Redactor.standard.redact(urlString: item.url))\t\(outcome)"
+                    )
                 }
                 var counts: [String: Int] = [:]
                 for item in items { counts[item.state.rawValue, default: 0] += 1 }
-                print("total \(items.count): " + OutboxItem.State.allCases.map { "\($0.rawValue) \(counts[$0.rawValue] ?? 0)" }.joined(separator: ", "))
+                print(
+                    "total \(items.count): "
+                        + OutboxItem.State.allCases.map { "\($0.rawValue) \(counts[$0.rawValue] ?? 0)" }.joined(separator: ", "))
             }
         }
     }
 
     struct Run: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Deliver until no item is pending (waiting out backoffs); print the counts.")
+        static let configuration = CommandConfiguration(
+            abstract: "Deliver until no item is pending (waiting out backoffs); print the counts.")
 
         @OptionGroup var options: Options
 
@@ -153,7 +161,8 @@ struct OutboxCommand: AsyncParsableCommand {
     }
 
     struct Purge: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete what the retention policy lets go (acknowledged deliveries, old dead items).")
+        static let configuration = CommandConfiguration(
+            abstract: "Delete what the retention policy lets go (acknowledged deliveries, old dead items).")
 
         @OptionGroup var options: Options
 

@@ -10,35 +10,38 @@ struct RequestCommand: AsyncParsableCommand {
         commandName: "request",
         abstract: "Send one request through the whole Courier pipeline, like curl.",
         discussion: """
-        The response body goes to standard output. With -i the status line and header fields come \
-        first; with -v the request's log lines go to standard error.
+            The response body goes to standard output. With -i the status line and header fields come \
+            first; with -v the request's log lines go to standard error.
 
-        Exit codes:
-          0   success (2xx or 3xx)
-          1   an unexpected error
-          3   invalid request (bad URL, bad header, unreadable file)
-          4   the server answered 4xx or 5xx (the body is still printed)
-          5   transport error (connection refused or closed, malformed response)
-          6   timeout
-          7   TLS failure (untrusted certificate, wrong host name)
-          8   response larger than the limit
-          9   redirect refused (too many, loop, https to http)
-          10  cancelled
-          11  refused in constrained mode
-          12  business error in an envelope (non-success code)
-          13  JSON-RPC error object
-          14  authentication required
-          15  TLS pin mismatch (nothing was sent)
-          16  a middleware failed with an error of its own
+            Exit codes:
+              0   success (2xx or 3xx)
+              1   an unexpected error
+              3   invalid request (bad URL, bad header, unreadable file)
+              4   the server answered 4xx or 5xx (the body is still printed)
+              5   transport error (connection refused or closed, malformed response)
+              6   timeout
+              7   TLS failure (untrusted certificate, wrong host name)
+              8   response larger than the limit
+              9   redirect refused (too many, loop, https to http)
+              10  cancelled
+              11  refused in constrained mode
+              12  business error in an envelope (non-success code)
+              13  JSON-RPC error object
+              14  authentication required
+              15  TLS pin mismatch (nothing was sent)
+              16  a middleware failed with an error of its own
 
-        Load mode: with --repeat N the same request is sent N times through one client, \
-        --concurrency C at a time, and one summary line is printed instead of the body: requests \
-        made by callers, requests that reached the wire (identical concurrent requests share one \
-        unless --no-dedup), errors, p50/p99 latency and HTTP version.
-        """
+            Load mode: with --repeat N the same request is sent N times through one client, \
+            --concurrency C at a time, and one summary line is printed instead of the body: requests \
+            made by callers, requests that reached the wire (identical concurrent requests share one \
+            unless --no-dedup), errors, p50/p99 latency and HTTP version.
+            """
     )
 
-    @Argument(help: "The method (GET, POST, …) followed by the URL, or just the URL. With --config, the URL may be SERVICE:PATH (for a JSON-RPC service, SERVICE:METHOD).")
+    @Argument(
+        help:
+            "The method (GET, POST, …) followed by the URL, or just the URL. With --config, the URL may be SERVICE:PATH (for a JSON-RPC service, SERVICE:METHOD)."
+    )
     var arguments: [String]
 
     @Option(name: .long, help: "A config file (JSON) of services, environments and wire protocols.")
@@ -62,10 +65,16 @@ struct RequestCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Require HTTP/2 (over TLS); a response over another version fails, and http:// is refused (no h2c).")
     var http2 = false
 
-    @Option(name: .long, help: "The transport: asynchttpclient (the default) or urlsession (the platform's; on Linux FoundationNetworking over libcurl, which follows the http_proxy, https_proxy and no_proxy environment variables). urlsession takes none of --http1, --http2, --resolve, --cacert, --pin and --pin-cert.")
+    @Option(
+        name: .long,
+        help:
+            "The transport: asynchttpclient (the default) or urlsession (the platform's; on Linux FoundationNetworking over libcurl, which follows the http_proxy, https_proxy and no_proxy environment variables). urlsession takes none of --http1, --http2, --resolve, --cacert, --pin and --pin-cert."
+    )
     var transport: String = "asynchttpclient"
 
-    @Option(name: .long, help: "HOST:PORT:ADDRESS — connect to ADDRESS for HOST instead of resolving it (as curl; TLS still checks HOST). Repeatable.")
+    @Option(
+        name: .long,
+        help: "HOST:PORT:ADDRESS — connect to ADDRESS for HOST instead of resolving it (as curl; TLS still checks HOST). Repeatable.")
     var resolve: [String] = []
 
     @Option(name: .long, help: "A PEM file of CA certificates to trust instead of the system's.")
@@ -116,16 +125,26 @@ struct RequestCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Upload this file as the request body, streamed from disk (defaults the method to PUT).")
     var upload: String?
 
-    @Option(name: .customShort("F"), help: "A multipart form field, 'name=value', or a file, 'name=@path' (repeatable; defaults the method to POST).")
+    @Option(
+        name: .customShort("F"),
+        help: "A multipart form field, 'name=value', or a file, 'name=@path' (repeatable; defaults the method to POST).")
     var form: [String] = []
 
-    @Option(name: .long, help: "Send a failed attempt again up to this many times: idempotent methods (or a request with an Idempotency-Key), on connection failures and 429, 502, 503, 504, with backoff and Retry-After (default 0).")
+    @Option(
+        name: .long,
+        help:
+            "Send a failed attempt again up to this many times: idempotent methods (or a request with an Idempotency-Key), on connection failures and 429, 502, 503, 504, with backoff and Retry-After (default 0)."
+    )
     var retry: Int = 0
 
     @Option(name: .long, help: "A directory for a disk cache: responses that may be stored are kept there and reused.")
     var cache: String?
 
-    @Option(name: .long, help: "With --cache: http (the server's caching headers, the default), cache-else-network, network-only, or a number of seconds to keep responses.")
+    @Option(
+        name: .long,
+        help:
+            "With --cache: http (the server's caching headers, the default), cache-else-network, network-only, or a number of seconds to keep responses."
+    )
     var cachePolicy: String = "http"
 
     /// The policy `--cache-policy` names.
@@ -232,7 +251,9 @@ struct RequestCommand: AsyncParsableCommand {
         if target != nil {
             url = URL(string: "http://config.invalid")!
         } else {
-            guard let parsed = URL(string: urlText), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https", parsed.host != nil else {
+            guard let parsed = URL(string: urlText), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                parsed.host != nil
+            else {
                 return self.fail("'\(urlText)' is not an http or https URL (or SERVICE:PATH with --config)", code: 3)
             }
             url = parsed
@@ -257,7 +278,8 @@ struct RequestCommand: AsyncParsableCommand {
             body = .data(Data(data.utf8), contentType: fields[.contentType] ?? "application/x-www-form-urlencoded")
         } else if let upload = self.upload {
             do {
-                body = .body(try RequestBody.file(URL(fileURLWithPath: upload), contentType: fields[.contentType] ?? "application/octet-stream"))
+                body = .body(
+                    try RequestBody.file(URL(fileURLWithPath: upload), contentType: fields[.contentType] ?? "application/octet-stream"))
             } catch {
                 return self.fail("cannot upload \(upload): \((error as? CourierError)?.message ?? "\(error)")", code: 3)
             }
@@ -304,7 +326,8 @@ struct RequestCommand: AsyncParsableCommand {
             // the URL's host at another port is not applied.)
             let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
             if url.host?.lowercased() == parts[0].lowercased(), Int(parts[1]) != port { continue }
-            transportConfiguration.resolvedHosts[String(parts[0])] = String(parts[2]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            transportConfiguration.resolvedHosts[String(parts[0])] = String(parts[2]).trimmingCharacters(
+                in: CharacterSet(charactersIn: "[]"))
         }
         if let cacert = self.cacert {
             do {
@@ -353,25 +376,26 @@ struct RequestCommand: AsyncParsableCommand {
         let verbose = self.verbose
         let wire = WireCounter()
         let recorder = self.har.map { HARRecorder(writingTo: URL(fileURLWithPath: $0)) }
-        let client = Client(configuration: .init(transport: transport) {
-            $0.eventMonitors = recorder.map { [$0] } ?? []
-            $0.servers = servers
-            $0.wireProtocols = protocols
-            $0.middleware = [wire]
-            $0.deduplication.isEnabled = !self.noDedup
-            if verbose {
-                var logger = Logger(label: "courier") { _ in PlainLogHandler(stream: .standardError, prefix: "* ") }
-                logger.logLevel = .debug
-                $0.logger = logger
-            }
-            $0.maxResponseSize = self.maxSize
-            $0.defaultHeaders[.userAgent] = "courier/1.0"
-            $0.retry = RetryPolicy(maxAttempts: self.retry + 1)
-            if let directory = self.cache {
-                $0.cache.store = DiskCacheStore(directory: URL(fileURLWithPath: directory))
-                $0.cache.policy = Self.cachePolicy(named: self.cachePolicy) ?? .http
-            }
-        })
+        let client = Client(
+            configuration: .init(transport: transport) {
+                $0.eventMonitors = recorder.map { [$0] } ?? []
+                $0.servers = servers
+                $0.wireProtocols = protocols
+                $0.middleware = [wire]
+                $0.deduplication.isEnabled = !self.noDedup
+                if verbose {
+                    var logger = Logger(label: "courier") { _ in PlainLogHandler(stream: .standardError, prefix: "* ") }
+                    logger.logLevel = .debug
+                    $0.logger = logger
+                }
+                $0.maxResponseSize = self.maxSize
+                $0.defaultHeaders[.userAgent] = "courier/1.0"
+                $0.retry = RetryPolicy(maxAttempts: self.retry + 1)
+                if let directory = self.cache {
+                    $0.cache.store = DiskCacheStore(directory: URL(fileURLWithPath: directory))
+                    $0.cache.policy = Self.cachePolicy(named: self.cachePolicy) ?? .http
+                }
+            })
         var endpoint = Endpoint<Data>(
             name: "cli", method: method, path: url.absoluteString, headers: fields, body: body,
             acceptedStatuses: 100..<600, timeout: Self.timeoutDuration(seconds: self.timeout), decoding: .data
@@ -508,7 +532,8 @@ extension RequestCommand {
                 if firstError == nil { firstError = error }
             }
         }
-        let line = "requests=\(total) wire=\(wire.count) errors=\(errors) p50=\(String(format: "%.1f", percentile(0.5)))ms p99=\(String(format: "%.1f", percentile(0.99)))ms version=\(versions.sorted().joined(separator: ",").nonEmpty ?? "-")"
+        let line =
+            "requests=\(total) wire=\(wire.count) errors=\(errors) p50=\(String(format: "%.1f", percentile(0.5)))ms p99=\(String(format: "%.1f", percentile(0.99)))ms version=\(versions.sorted().joined(separator: ",").nonEmpty ?? "-")"
         print(line)
         if let firstError {
             FileHandle.standardError.write(Data("courier: first error: \(firstError)\n".utf8))

@@ -6,6 +6,7 @@
 //                                             -sanitize=fuzzer; see scripts/fuzz.sh)
 import CourierFuzzTargets
 import Foundation
+
 #if COURIER_FUZZING
 import CLibFuzzer
 #endif
@@ -43,7 +44,8 @@ for path in arguments.dropFirst(2) {
         FileHandle.standardError.write(Data("no such file: \(path)\n".utf8))
         exit(2)
     }
-    let files = isDirectory.boolValue
+    let files =
+        isDirectory.boolValue
         ? ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted().map { path + "/" + $0 }
         : [path]
     for file in files {

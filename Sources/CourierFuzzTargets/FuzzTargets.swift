@@ -70,7 +70,8 @@ package enum FuzzTargets {
     /// A `text/event-stream` body: the first byte picks the chunk size. The lines must not depend
     /// on where the chunks split, and no line or event may pass its limit.
     static func serverSentEvents(_ data: Data) {
-        let maxLine = 64, maxEvent = 256
+        let maxLine = 64
+        let maxEvent = 256
         let step = Int(data.first ?? 0) % 16 + 1
         let body = data.dropFirst()
         var whole = LineSplitter(maxLineLength: maxLine)
@@ -114,8 +115,10 @@ package enum FuzzTargets {
     /// type): a part's header block is always its own lines, never a field injected by CR or LF.
     static func multipart(_ data: Data) {
         let fields = data.split(separator: 0, maxSplits: 3, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
-        let name = fields.first ?? "", value = fields.count > 1 ? fields[1] : ""
-        let fileName = fields.count > 2 ? fields[2] : "f", contentType = fields.count > 3 ? fields[3] : "text/plain"
+        let name = fields.first ?? ""
+        let value = fields.count > 1 ? fields[1] : ""
+        let fileName = fields.count > 2 ? fields[2] : "f"
+        let contentType = fields.count > 3 ? fields[3] : "text/plain"
         var form = MultipartForm()
         form.add(name: name, value: value)
         let accepted = (try? form.addData(Data(value.utf8), name: name, fileName: fileName, contentType: contentType)) != nil
@@ -209,7 +212,10 @@ package enum FuzzTargets {
     /// A `Set-Cookie` value from a secure origin.
     static func cookie(_ data: Data) {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
-        guard let cookie = CookieRules.parse(String(decoding: data, as: UTF8.self), host: "www.example.com", requestPath: "/a/b", secureOrigin: true, now: now) else { return }
+        guard
+            let cookie = CookieRules.parse(
+                String(decoding: data, as: UTF8.self), host: "www.example.com", requestPath: "/a/b", secureOrigin: true, now: now)
+        else { return }
         // The separator is the byte %x3B (RFC 6265 §5.2); `contains(";")` on a String would also
         // match characters canonically equivalent to it (U+037E), which are no separator.
         let separator = UInt8(ascii: ";")

@@ -70,7 +70,7 @@ public struct OpenAPIClientTransportAdapter: Transport {
     /// Sends the request through the OpenAPI transport.
     public func send(_ request: Request) async throws -> RawResponse {
         guard let scheme = request.head.scheme, let authority = request.head.authority,
-              let baseURL = URL(string: "\(scheme)://\(authority)")
+            let baseURL = URL(string: "\(scheme)://\(authority)")
         else {
             throw CourierError(.invalidRequest, "the request has no absolute URL")
         }

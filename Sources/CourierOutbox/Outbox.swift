@@ -97,12 +97,14 @@ public final class Outbox: Sendable {
     /// `reference` already in the outbox, nothing is stored and that item's id is returned.
     @discardableResult
     public func enqueue<Value: Sendable>(
-        _ endpoint: Endpoint<Value>, queue: String = "default", reference: String? = nil, maxAttempts: Int? = nil, expiresAfter: Duration? = nil
+        _ endpoint: Endpoint<Value>, queue: String = "default", reference: String? = nil, maxAttempts: Int? = nil,
+        expiresAfter: Duration? = nil
     ) throws(OutboxError) -> OutboxItemID {
         // The logical request is stored and sent again later as it is: a wire protocol that boxes
         // each attempt (a JSON-RPC id) cannot be replayed that way.
         guard self.client.sendsAsREST(endpoint) else {
-            throw OutboxError(.invalidRequest, "the outbox stores REST requests; \(endpoint.name) uses a wire protocol that boxes each call")
+            throw OutboxError(
+                .invalidRequest, "the outbox stores REST requests; \(endpoint.name) uses a wire protocol that boxes each call")
         }
         let request: Request
         do {
@@ -112,17 +114,21 @@ public final class Outbox: Sendable {
         }
         var body: Data?
         if let requestBody = request.body {
-            guard let bytes = requestBody.bytes else { throw OutboxError(.invalidRequest, "a streamed body cannot be stored; give the endpoint a body in memory") }
+            guard let bytes = requestBody.bytes else {
+                throw OutboxError(.invalidRequest, "a streamed body cannot be stored; give the endpoint a body in memory")
+            }
             body = bytes
         }
         var headers = request.head.headerFields.map { [$0.name.canonicalName, $0.value] }
         if let type = request.body?.contentType, request.head.headerFields[.contentType] == nil { headers.append(["content-type", type]) }
         let now = Date()
-        let id = try self.store.insert(.init(
-            queue: queue, reference: reference, name: request.name, method: request.head.method.rawValue, url: request.urlString,
-            headers: headers, body: body, idempotencyKey: UUID().uuidString, maxAttempts: max(1, maxAttempts ?? self.configuration.maxAttempts),
-            createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.inSeconds) }
-        ))
+        let id = try self.store.insert(
+            .init(
+                queue: queue, reference: reference, name: request.name, method: request.head.method.rawValue, url: request.urlString,
+                headers: headers, body: body, idempotencyKey: UUID().uuidString,
+                maxAttempts: max(1, maxAttempts ?? self.configuration.maxAttempts),
+                createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.inSeconds) }
+            ))
         self.wakeup.signal()
         return id
     }
@@ -285,7 +291,8 @@ public final class Outbox: Sendable {
         // The same items make the same key.
         let key = "batch-" + chosen.map(\.idempotencyKey).joined(separator: ",").sha256Prefix
         guard (try? self.store.begin(chosen.map(\.id), batch: key)) == true else { return }
-        var endpoint = batching.makeRequest(chosen.map { OutboxBatchItem(id: $0.id, body: $0.body ?? Data(), idempotencyKey: $0.idempotencyKey) })
+        var endpoint = batching.makeRequest(
+            chosen.map { OutboxBatchItem(id: $0.id, body: $0.body ?? Data(), idempotencyKey: $0.idempotencyKey) })
         endpoint.headers[Self.idempotencyKey] = key
         endpoint.acceptedStatuses = 100..<600
         let attempts = chosen.map(\.attempts).max() ?? 0
@@ -295,13 +302,16 @@ public final class Outbox: Sendable {
     private func send(_ endpoint: Endpoint<Data>, ids: [OutboxItemID], attempts: Int, maxAttempts: Int) async {
         do {
             let response = try await self.client.response(endpoint)
-            let result = OutboxItem.Result(status: response.status.code, headers: response.headers, body: Data(response.value.prefix(self.configuration.resultBodyLimit)))
+            let result = OutboxItem.Result(
+                status: response.status.code, headers: response.headers,
+                body: Data(response.value.prefix(self.configuration.resultBodyLimit)))
             switch response.status.code {
             case 200..<300:
                 self.finish(ids, state: .delivered, error: nil, result: result, retryAt: nil)
             case 408, 429, 500..<600:
-                self.failed(ids, error: "status \(response.status.code)", result: result, attempts: attempts, maxAttempts: maxAttempts,
-                            retryAfter: response.headers[.retryAfter])
+                self.failed(
+                    ids, error: "status \(response.status.code)", result: result, attempts: attempts, maxAttempts: maxAttempts,
+                    retryAfter: response.headers[.retryAfter])
             default:
                 self.finish(ids, state: .dead, error: "status \(response.status.code)", result: result, retryAt: nil)
             }
@@ -315,7 +325,9 @@ public final class Outbox: Sendable {
             if failure.kind == .cancelled {
                 // The client cancelled it (`cancelAll`, a shutdown): not the item's failure. It
                 // stays in line, after a pause so a shut-down client is not asked in a loop.
-                self.finish(ids, state: .pending, error: failure.message, result: nil, retryAt: Date().addingTimeInterval(self.configuration.baseDelay.inSeconds))
+                self.finish(
+                    ids, state: .pending, error: failure.message, result: nil,
+                    retryAt: Date().addingTimeInterval(self.configuration.baseDelay.inSeconds))
             } else if failure.kind == .invalidRequest {
                 self.finish(ids, state: .dead, error: failure.description, result: nil, retryAt: nil)
             } else {
@@ -324,12 +336,16 @@ public final class Outbox: Sendable {
         }
     }
 
-    private func failed(_ ids: [OutboxItemID], error: String, result: OutboxItem.Result?, attempts: Int, maxAttempts: Int, retryAfter: String?) {
+    private func failed(
+        _ ids: [OutboxItemID], error: String, result: OutboxItem.Result?, attempts: Int, maxAttempts: Int, retryAfter: String?
+    ) {
         guard attempts < maxAttempts else {
             self.finish(ids, state: .dead, error: "\(error) (after \(attempts) attempts)", result: result, retryAt: nil)
             return
         }
-        self.finish(ids, state: .pending, error: error, result: nil, retryAt: Date().addingTimeInterval(self.delay(attempt: attempts, retryAfter: retryAfter).inSeconds))
+        self.finish(
+            ids, state: .pending, error: error, result: nil,
+            retryAt: Date().addingTimeInterval(self.delay(attempt: attempts, retryAfter: retryAfter).inSeconds))
     }
 
     /// The wait before the next attempt: the server's `Retry-After` (seconds or a date), else
@@ -388,7 +404,9 @@ public struct OutboxBatching: Sendable {
     public var makeRequest: @Sendable ([OutboxBatchItem]) -> Endpoint<Data>
 
     /// Creates a batching rule.
-    public init(maxCount: Int, maxBytes: Int = 1 << 20, maxAge: Duration, makeRequest: @escaping @Sendable ([OutboxBatchItem]) -> Endpoint<Data>) {
+    public init(
+        maxCount: Int, maxBytes: Int = 1 << 20, maxAge: Duration, makeRequest: @escaping @Sendable ([OutboxBatchItem]) -> Endpoint<Data>
+    ) {
         self.maxCount = max(1, maxCount)
         self.maxBytes = max(1, maxBytes)
         self.maxAge = maxAge
@@ -396,7 +414,9 @@ public struct OutboxBatching: Sendable {
     }
 
     /// Joins the items' JSON bodies into one JSON array, posted to `url`.
-    public static func jsonArray(maxCount: Int, maxBytes: Int = 1 << 20, maxAge: Duration, url: String, name: String = "outbox.batch") -> OutboxBatching {
+    public static func jsonArray(
+        maxCount: Int, maxBytes: Int = 1 << 20, maxAge: Duration, url: String, name: String = "outbox.batch"
+    ) -> OutboxBatching {
         OutboxBatching(maxCount: maxCount, maxBytes: maxBytes, maxAge: maxAge) { items in
             var body = Data("[".utf8)
             for (index, item) in items.enumerated() {

@@ -35,32 +35,33 @@ final class OutboxStore: Sendable {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE item (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    queue TEXT NOT NULL,
-                    reference TEXT UNIQUE,
-                    name TEXT NOT NULL,
-                    method TEXT NOT NULL,
-                    url TEXT NOT NULL,
-                    headers TEXT NOT NULL,
-                    body BLOB,
-                    idempotency_key TEXT NOT NULL UNIQUE,
-                    state TEXT NOT NULL,
-                    attempts INTEGER NOT NULL DEFAULT 0,
-                    max_attempts INTEGER NOT NULL,
-                    created_at REAL NOT NULL,
-                    expires_at REAL,
-                    next_attempt_at REAL NOT NULL,
-                    last_error TEXT,
-                    result_status INTEGER,
-                    result_headers TEXT,
-                    result_body BLOB,
-                    finished_at REAL,
-                    acknowledged INTEGER NOT NULL DEFAULT 0
-                );
-                CREATE INDEX item_by_queue ON item(queue, state, id);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE item (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        queue TEXT NOT NULL,
+                        reference TEXT UNIQUE,
+                        name TEXT NOT NULL,
+                        method TEXT NOT NULL,
+                        url TEXT NOT NULL,
+                        headers TEXT NOT NULL,
+                        body BLOB,
+                        idempotency_key TEXT NOT NULL UNIQUE,
+                        state TEXT NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        max_attempts INTEGER NOT NULL,
+                        created_at REAL NOT NULL,
+                        expires_at REAL,
+                        next_attempt_at REAL NOT NULL,
+                        last_error TEXT,
+                        result_status INTEGER,
+                        result_headers TEXT,
+                        result_body BLOB,
+                        finished_at REAL,
+                        acknowledged INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE INDEX item_by_queue ON item(queue, state, id);
+                    """)
         }
         migrator.registerMigration("v2-batches") { db in
             // Items delivered together in one request share a batch id.
@@ -90,7 +91,8 @@ final class OutboxStore: Sendable {
         do {
             return try self.pool.write { db -> OutboxItemID in
                 if let reference = item.reference,
-                   let existing = try Int64.fetchOne(db, sql: "SELECT id FROM item WHERE reference = ?", arguments: [reference]) {
+                    let existing = try Int64.fetchOne(db, sql: "SELECT id FROM item WHERE reference = ?", arguments: [reference])
+                {
                     return OutboxItemID(rawValue: existing)
                 }
                 let headers = String(decoding: try JSONEncoder().encode(item.headers), as: UTF8.self)
@@ -141,7 +143,9 @@ final class OutboxStore: Sendable {
     private struct NotTaken: Error {}
 
     /// Records how the items' attempt ended.
-    func finish(_ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, now: Date) throws(OutboxError) {
+    func finish(
+        _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, now: Date
+    ) throws(OutboxError) {
         do {
             try self.pool.write { db in
                 for id in ids {
@@ -173,7 +177,8 @@ final class OutboxStore: Sendable {
         do {
             changed = try self.pool.write { db in
                 try db.execute(
-                    sql: "UPDATE item SET state = 'pending', attempts = 0, next_attempt_at = ?, finished_at = NULL, expires_at = NULL WHERE id = ? AND state = 'dead'",
+                    sql:
+                        "UPDATE item SET state = 'pending', attempts = 0, next_attempt_at = ?, finished_at = NULL, expires_at = NULL WHERE id = ? AND state = 'dead'",
                     arguments: [now.timeIntervalSince1970, id.rawValue]
                 )
                 return db.changesCount
@@ -198,7 +203,8 @@ final class OutboxStore: Sendable {
         do {
             return try self.pool.write { db in
                 try db.execute(
-                    sql: "DELETE FROM item WHERE (state = 'delivered' AND acknowledged = 1 AND finished_at < ?) OR (state = 'dead' AND finished_at < ?)",
+                    sql:
+                        "DELETE FROM item WHERE (state = 'delivered' AND acknowledged = 1 AND finished_at < ?) OR (state = 'dead' AND finished_at < ?)",
                     arguments: [deliveredBefore.timeIntervalSince1970, deadBefore.timeIntervalSince1970]
                 )
                 return db.changesCount
@@ -217,7 +223,9 @@ final class OutboxStore: Sendable {
     func items(state: OutboxItem.State?, limit: Int = Int.max) throws(OutboxError) -> [OutboxItem] {
         try self.read { db in
             if let state {
-                return try Row.fetchAll(db, sql: "SELECT * FROM item WHERE state = ? ORDER BY id LIMIT ?", arguments: [state.rawValue, limit]).map(Self.item(from:))
+                return try Row.fetchAll(
+                    db, sql: "SELECT * FROM item WHERE state = ? ORDER BY id LIMIT ?", arguments: [state.rawValue, limit]
+                ).map(Self.item(from:))
             }
             return try Row.fetchAll(db, sql: "SELECT * FROM item ORDER BY id LIMIT ?", arguments: [limit]).map(Self.item(from:))
         }
@@ -226,7 +234,9 @@ final class OutboxStore: Sendable {
     /// Completed (delivered or dead) items the app has not acknowledged, oldest first.
     func unacknowledged() throws(OutboxError) -> [OutboxItem] {
         try self.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM item WHERE state IN ('delivered', 'dead') AND acknowledged = 0 ORDER BY finished_at, id").map(Self.item(from:))
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM item WHERE state IN ('delivered', 'dead') AND acknowledged = 0 ORDER BY finished_at, id"
+            ).map(Self.item(from:))
         }
     }
 
@@ -237,7 +247,8 @@ final class OutboxStore: Sendable {
             // One indexed lookup per queue (item_by_queue), however many items wait.
             for queue in try String.fetchAll(db, sql: "SELECT DISTINCT queue FROM item WHERE state = 'pending'") {
                 let rows = try Row.fetchAll(
-                    db, sql: "SELECT * FROM item WHERE queue = ? AND state = 'pending' ORDER BY id LIMIT ?", arguments: [queue, limitPerQueue]
+                    db, sql: "SELECT * FROM item WHERE queue = ? AND state = 'pending' ORDER BY id LIMIT ?",
+                    arguments: [queue, limitPerQueue]
                 )
                 // A row that cannot be read (kind `corrupt`, which `items()` reports) holds its
                 // queue: the items behind it are not sent past it. Other queues go on.
@@ -311,7 +322,8 @@ final class OutboxStore: Sendable {
     private static func request(from row: Row) throws(OutboxError) -> StoredRequest {
         let headersText: String = try Self.required(row, "headers")
         return StoredRequest(
-            id: OutboxItemID(rawValue: try Self.required(row, "id")), queue: try Self.required(row, "queue"), name: try Self.required(row, "name"),
+            id: OutboxItemID(rawValue: try Self.required(row, "id")), queue: try Self.required(row, "queue"),
+            name: try Self.required(row, "name"),
             method: try Self.required(row, "method"), url: try Self.required(row, "url"),
             headers: (try? JSONDecoder().decode([[String]].self, from: Data(headersText.utf8))) ?? [],
             body: Self.value(row, "body"), idempotencyKey: try Self.required(row, "idempotency_key"),
@@ -336,7 +348,8 @@ final class OutboxStore: Sendable {
         let method: String = try Self.required(row, "method")
         let state: String = try Self.required(row, "state")
         return OutboxItem(
-            id: OutboxItemID(rawValue: try Self.required(row, "id")), queue: try Self.required(row, "queue"), reference: Self.value(row, "reference"),
+            id: OutboxItemID(rawValue: try Self.required(row, "id")), queue: try Self.required(row, "queue"),
+            reference: Self.value(row, "reference"),
             name: try Self.required(row, "name"), method: HTTPRequest.Method(method) ?? .post, url: try Self.required(row, "url"),
             idempotencyKey: try Self.required(row, "idempotency_key"), state: OutboxItem.State(rawValue: state) ?? .pending,
             attempts: try Self.count(row, "attempts"), maxAttempts: try Self.count(row, "max_attempts"),

@@ -42,13 +42,16 @@ extension ResponseDecoding where Value: SwiftProtobuf.Message {
         ResponseDecoding { input in
             if let type = Protobuf.mediaType(of: input.head), !Protobuf.acceptedMediaTypes.contains(type) {
                 throw CourierError.decoding(
-                    type: Value.self, codingPath: nil, reason: "expected a protobuf response, got Content-Type \(type)", body: input.body, underlying: nil
+                    type: Value.self, codingPath: nil, reason: "expected a protobuf response, got Content-Type \(type)", body: input.body,
+                    underlying: nil
                 )
             }
             do {
                 return try Value(serializedBytes: input.body)
             } catch {
-                throw CourierError.decoding(type: Value.self, codingPath: nil, reason: "the body is not a valid \(Value.protoMessageName): \(error)", body: input.body, underlying: error)
+                throw CourierError.decoding(
+                    type: Value.self, codingPath: nil, reason: "the body is not a valid \(Value.protoMessageName): \(error)",
+                    body: input.body, underlying: error)
             }
         }
     }
@@ -62,7 +65,9 @@ extension ResponseDecoding where Value: SwiftProtobuf.Message {
                 options.ignoreUnknownFields = true
                 return try Value(jsonUTF8Bytes: input.body, options: options)
             } catch {
-                throw CourierError.decoding(type: Value.self, codingPath: nil, reason: "the body is not the JSON form of \(Value.protoMessageName): \(error)", body: input.body, underlying: error)
+                throw CourierError.decoding(
+                    type: Value.self, codingPath: nil, reason: "the body is not the JSON form of \(Value.protoMessageName): \(error)",
+                    body: input.body, underlying: error)
             }
         }
     }
@@ -78,7 +83,8 @@ extension EndpointBody {
             let bytes: Data = try message.serializedBytes()
             return .data(bytes, contentType: Protobuf.mediaType)
         } catch {
-            throw CourierError(.invalidRequest, "the \(type(of: message).protoMessageName) message cannot be serialized: \(error)", underlying: error)
+            throw CourierError(
+                .invalidRequest, "the \(type(of: message).protoMessageName) message cannot be serialized: \(error)", underlying: error)
         }
     }
 
@@ -88,7 +94,8 @@ extension EndpointBody {
             let bytes: Data = try message.jsonUTF8Data()
             return .data(bytes, contentType: "application/json")
         } catch {
-            throw CourierError(.invalidRequest, "the \(type(of: message).protoMessageName) message cannot be written as JSON: \(error)", underlying: error)
+            throw CourierError(
+                .invalidRequest, "the \(type(of: message).protoMessageName) message cannot be written as JSON: \(error)", underlying: error)
         }
     }
 }

@@ -1,5 +1,5 @@
-import Courier
 import CoreMetrics
+import Courier
 import Foundation
 import HTTPTypes
 
@@ -129,7 +129,8 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     }
 
     private func ended(_ request: RequestEvent, result: RequestResult, outcome: String) {
-        let handlers = self.endingHandlers(Ending(endpoint: Self.label(request), method: request.method.rawValue, outcome: outcome, source: result.source.rawValue))
+        let handlers = self.endingHandlers(
+            Ending(endpoint: Self.label(request), method: request.method.rawValue, outcome: outcome, source: result.source.rawValue))
         handlers.requests.increment(by: 1)
         handlers.duration.recordNanoseconds(Self.nanoseconds(result.duration))
         if let sent = result.sentBody, !sent.isEmpty {
@@ -145,13 +146,17 @@ public final class MetricsMonitor: EventMonitor, Sendable {
         let made = EndingHandlers(
             requests: self.factory.makeCounter(
                 label: "courier_requests_total",
-                dimensions: [("endpoint", ending.endpoint), ("method", ending.method), ("outcome", ending.outcome), ("source", ending.source)]
+                dimensions: [
+                    ("endpoint", ending.endpoint), ("method", ending.method), ("outcome", ending.outcome), ("source", ending.source),
+                ]
             ),
             duration: self.factory.makeTimer(
-                label: "courier_request_duration", dimensions: [("endpoint", ending.endpoint), ("method", ending.method), ("outcome", ending.outcome)]
+                label: "courier_request_duration",
+                dimensions: [("endpoint", ending.endpoint), ("method", ending.method), ("outcome", ending.outcome)]
             ),
             sentBytes: self.factory.makeCounter(label: "courier_request_body_bytes", dimensions: [("endpoint", ending.endpoint)]),
-            receivedBytes: self.factory.makeCounter(label: "courier_response_body_bytes", dimensions: [("endpoint", ending.endpoint), ("source", ending.source)])
+            receivedBytes: self.factory.makeCounter(
+                label: "courier_response_body_bytes", dimensions: [("endpoint", ending.endpoint), ("source", ending.source)])
         )
         return self.handlers.withLock { handlers in
             if let existing = handlers.endings[ending] { return existing }

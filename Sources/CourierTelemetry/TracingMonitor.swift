@@ -48,7 +48,8 @@ public final class TracingMonitor: EventMonitor, Sendable {
         // OpenTelemetry's HTTP client spans are named by the method when no low-cardinality
         // name is known: an endpoint without a name of its own has only its path (ids) for one.
         let named = request.request.hasOwnName
-        let span = self.tracer.startSpan(named ? request.name : request.method.rawValue, context: InstrumentationContext.current ?? .topLevel, ofKind: .client)
+        let span = self.tracer.startSpan(
+            named ? request.name : request.method.rawValue, context: InstrumentationContext.current ?? .topLevel, ofKind: .client)
         self.describe(span, request.request)
         if span.isRecording {
             if named { span.attributes["courier.endpoint"] = request.name }

@@ -102,17 +102,23 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .goAway:
             self.responding = false
             guard let connection = context.channel.parent,
-                  let streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID) else {
+                let streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)
+            else {
                 context.close(promise: nil)
                 return
             }
             let last = HTTP2StreamID(max(0, Int(Int32(streamID)) - 2))
-            connection.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: nil)), promise: nil)
+            connection.writeAndFlush(
+                HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: nil)), promise: nil)
         case .pingFlood(let count):
             // Only on an HTTP/2 stream (for HTTP/1.1 the parent is the listening socket).
-            if let connection = context.channel.parent, (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) != nil {
+            if let connection = context.channel.parent,
+                (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) != nil
+            {
                 for index in 0..<max(0, count) {
-                    connection.write(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: UInt64(index)), ack: false)), promise: nil)
+                    connection.write(
+                        HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: UInt64(index)), ack: false)),
+                        promise: nil)
                 }
                 connection.flush()
             }
@@ -135,10 +141,14 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
         case .slowHead(let interval):
             guard self.raw else {
-                loop.scheduleTask(in: .seconds(60)) { self.perform(response.with(.normal), keepAlive: keepAlive, head: head, context: context) }
+                loop.scheduleTask(in: .seconds(60)) {
+                    self.perform(response.with(.normal), keepAlive: keepAlive, head: head, context: context)
+                }
                 return
             }
-            self.dripHead(Array(self.headText(response, chunked: false).utf8)[...], interval: interval, response: response, keepAlive: keepAlive, context: context)
+            self.dripHead(
+                Array(self.headText(response, chunked: false).utf8)[...], interval: interval, response: response, keepAlive: keepAlive,
+                context: context)
         case .closeMidBody(let bytes):
             self.responding = false
             self.writeHead(response, chunked: false, context: context)
@@ -242,7 +252,9 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     /// Writes the head one byte at a time, `interval` apart, then the body.
-    private func dripHead(_ remaining: ArraySlice<UInt8>, interval: Duration, response: ScriptedResponse, keepAlive: Bool, context: ChannelHandlerContext) {
+    private func dripHead(
+        _ remaining: ArraySlice<UInt8>, interval: Duration, response: ScriptedResponse, keepAlive: Bool, context: ChannelHandlerContext
+    ) {
         guard self.active else { return }
         guard let byte = remaining.first else {
             self.writeBody(response.body[...], context: context)

@@ -61,11 +61,12 @@ public struct TestCertificates: Sendable {
         var names: [GeneralName] = dnsNames.map { .dnsName($0) }
         names += (ipv4Addresses + ipv6Addresses).map { .ipAddress(ASN1OctetString(contentBytes: ArraySlice($0))) }
         let leafName = try DistinguishedName { CommonName(dnsNames.first ?? "localhost") }
-        let validity: (from: TimeInterval, until: TimeInterval) = switch leafFlaw {
-        case .expired: (-86400 * 30, -86400)
-        case .notYetValid: (86400, 86400 * 30)
-        default: (-3600, 86400 * 30)
-        }
+        let validity: (from: TimeInterval, until: TimeInterval) =
+            switch leafFlaw {
+            case .expired: (-86400 * 30, -86400)
+            case .notYetValid: (86400, 86400 * 30)
+            default: (-3600, 86400 * 30)
+            }
         let leaf = try Certificate(
             version: .v3,
             serialNumber: .init(),

@@ -123,7 +123,8 @@ public final class TestServer: Sendable {
                             ) { stream in
                                 stream.eventLoop.makeCompletedFuture {
                                     try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                                    try stream.pipeline.syncOperations.addHandler(ExchangeHandler(state: state, connectionID: connectionID, raw: false))
+                                    try stream.pipeline.syncOperations.addHandler(
+                                        ExchangeHandler(state: state, connectionID: connectionID, raw: false))
                                 }
                             }.map { _ in }
                         },

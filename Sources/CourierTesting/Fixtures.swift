@@ -20,7 +20,8 @@ public enum Fixtures {
     static func fingerprint(of request: Request) -> String {
         if let logical = request.logical { return logical.fingerprint }
         // A request built outside a client: its own method, path and body.
-        return Request.fingerprint(method: request.head.method.rawValue, pathAndQuery: request.head.path ?? "/", wire: "", body: request.body?.bytes)
+        return Request.fingerprint(
+            method: request.head.method.rawValue, pathAndQuery: request.head.path ?? "/", wire: "", body: request.body?.bytes)
     }
 
     static func safeName(_ name: String) -> String {
@@ -82,9 +83,13 @@ public struct FixtureRecorder: EventMonitor, RecordsLogicalRequests {
         let stored = body.isEmpty ? body : self.redacted(body, contentType: fields[.contentType])
         var exchange = Fixtures.Exchange(
             endpoint: event.name, method: event.method.rawValue, url: self.redactor.redact(urlString: event.request.urlString),
-            requestHeaders: (sent ?? event.request.head.headerFields).map { .init(name: $0.name.canonicalName, value: self.redactor.value(of: $0)) },
+            requestHeaders: (sent ?? event.request.head.headerFields).map {
+                .init(name: $0.name.canonicalName, value: self.redactor.value(of: $0))
+            },
             status: status,
-            responseHeaders: fields.filter { !dropped.contains($0.name.canonicalName) }.map { .init(name: $0.name.canonicalName, value: self.redactor.value(of: $0)) }
+            responseHeaders: fields.filter { !dropped.contains($0.name.canonicalName) }.map {
+                .init(name: $0.name.canonicalName, value: self.redactor.value(of: $0))
+            }
         )
         if let text = String(data: stored, encoding: .utf8) {
             exchange.body = text
@@ -129,7 +134,9 @@ public final class FixtureTransport: Transport, ReadsLogicalRequests {
         let file = Fixtures.file(for: request, in: self.directory)
         guard let data = try? Data(contentsOf: file) else {
             if self.strict {
-                throw CourierError(.invalidRequest, "no fixture for \(request.name) \(request.head.method.rawValue) \(request.head.path ?? "/"): looked for \(file.path)")
+                throw CourierError(
+                    .invalidRequest,
+                    "no fixture for \(request.name) \(request.head.method.rawValue) \(request.head.path ?? "/"): looked for \(file.path)")
             }
             if let fallback { return try await fallback.send(request) }
             return RawResponse(head: HTTPResponse(status: .notFound))

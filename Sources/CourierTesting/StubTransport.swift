@@ -61,7 +61,10 @@ extension StubTransport {
         }
 
         /// A route answering with a closure.
-        public init(_ method: HTTPRequest.Method?, _ pattern: String, delay: Duration? = nil, _ answer: @escaping @Sendable (Request) async throws -> RawResponse) {
+        public init(
+            _ method: HTTPRequest.Method?, _ pattern: String, delay: Duration? = nil,
+            _ answer: @escaping @Sendable (Request) async throws -> RawResponse
+        ) {
             self.method = method
             self.pattern = pattern
             self.delay = delay

@@ -4,10 +4,12 @@ import Foundation
 import Testing
 
 /// Runs the built `courier` executable (next to the test bundle) and captures its output.
-func runCourier(_ arguments: [String], environment: [String: String]? = nil) async throws -> (status: Int32, stdout: String, stderr: String) {
+func runCourier(_ arguments: [String], environment: [String: String]? = nil) async throws -> (status: Int32, stdout: String, stderr: String)
+{
     let out = makePipe()
     let err = makePipe()
-    let child = try ChildProcess(executable: courierExecutable().path, arguments: arguments, stdout: out.write, stderr: err.write, environment: environment)
+    let child = try ChildProcess(
+        executable: courierExecutable().path, arguments: arguments, stdout: out.write, stderr: err.write, environment: environment)
     close(out.write)
     close(err.write)
     // Blocking reads happen on threads of their own, never on the pool the in-process test
@@ -80,7 +82,9 @@ struct CLITests {
         #expect(received.method == "POST")
         let boundary = try #require(received.header("Content-Type")?.components(separatedBy: "boundary=").last)
         var expected = Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhello\r\n".utf8)
-        expected += Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"doc\"; filename=\"notes.txt\"\r\nContent-Type: application/octet-stream\r\n\r\n".utf8)
+        expected += Data(
+            "--\(boundary)\r\nContent-Disposition: form-data; name=\"doc\"; filename=\"notes.txt\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+                .utf8)
         expected += content + Data("\r\n--\(boundary)--\r\n".utf8)
         #expect(received.body == expected)
         let missing = try await runCourier(["request", url, "-F", "doc=@/nonexistent/file"])
@@ -103,7 +107,9 @@ struct CLITests {
         #expect(second.stderr.contains("success(cache, age "))
         #expect(second.stdout == first.stdout)
         #expect(server.requests.count == 1)
-        let refused = try await runCourier(["request", "--cache", directory.path, "--cache-policy", "sometimes", server.baseURL.absoluteString])
+        let refused = try await runCourier([
+            "request", "--cache", directory.path, "--cache-policy", "sometimes", server.baseURL.absoluteString,
+        ])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("not a cache policy"))
         try await server.stop()
@@ -207,8 +213,8 @@ struct CLITests {
         let develop = try await http1Server { _ in .json(#"{"code":0,"msg":"ok","data":{"where":"develop"}}"#) }
         let test = try await http1Server { _ in .json(#"{"code":7,"msg":"maintenance","data":null}"#) }
         let config = """
-        {"defaultEnvironment": "develop", "services": {"shop": {"protocol": "envelope", "urls": {"develop": "\(develop.baseURL.absoluteString)", "test": "\(test.baseURL.absoluteString)"}}}}
-        """
+            {"defaultEnvironment": "develop", "services": {"shop": {"protocol": "envelope", "urls": {"develop": "\(develop.baseURL.absoluteString)", "test": "\(test.baseURL.absoluteString)"}}}}
+            """
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-\(UUID().uuidString).json")
         try Data(config.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
@@ -266,7 +272,9 @@ struct CLITests {
         let malformed = try await runCourier(["request", url, "--resolve", "api.courier.invalid"])
         #expect(malformed.status == 3)
         // An entry for another port does not apply (curl's HOST:PORT:ADDRESS is per port).
-        let otherPort = try await runCourier(["request", url, "--retry", "0", "--resolve", "api.courier.invalid:\(port == 1 ? 2 : port - 1):127.0.0.1"])
+        let otherPort = try await runCourier([
+            "request", url, "--retry", "0", "--resolve", "api.courier.invalid:\(port == 1 ? 2 : port - 1):127.0.0.1",
+        ])
         #expect(otherPort.status == 5)
         #expect(server.requests.count == 1)
         try await server.stop()
@@ -294,7 +302,8 @@ struct CLITests {
 
         // With --config and SERVICE:PATH, the pin applies to the host the service resolves to.
         let config = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-pins-\(UUID().uuidString).json")
-        try Data(#"{"defaultEnvironment": "prod", "services": {"api": {"urls": {"prod": "\#(server.baseURL.absoluteString)"}}}}"#.utf8).write(to: config)
+        try Data(#"{"defaultEnvironment": "prod", "services": {"api": {"urls": {"prod": "\#(server.baseURL.absoluteString)"}}}}"#.utf8)
+            .write(to: config)
         defer { try? FileManager.default.removeItem(at: config) }
         let before = server.requests.count
         let viaService = try await runCourier(["request", "--config", config.path, "api:/json", "--cacert", ca.path, "--pin", wrong])
@@ -342,7 +351,9 @@ extension CLITests {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let single = folder.appendingPathComponent("request.har")
-        let request = try await runCourier(["request", "--har", single.path, "-H", "Authorization: Bearer cli-secret", server.baseURL.absoluteString + "/json?token=abc"])
+        let request = try await runCourier([
+            "request", "--har", single.path, "-H", "Authorization: Bearer cli-secret", server.baseURL.absoluteString + "/json?token=abc",
+        ])
         #expect(request.status == 0)
         let data = try Data(contentsOf: single)
         #expect(try HARSchema.validate(har: data) == [])

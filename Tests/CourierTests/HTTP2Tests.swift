@@ -63,10 +63,13 @@ struct HTTP2Tests {
     func untrustedCertificateIsATLSError() async throws {
         let server = try await tlsServer()
         let stranger = try TestCertificates.generate(commonName: "Some Other CA")
-        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { configuration in
-            configuration.tlsConfiguration = nil
-            try? configuration.trust(pemCertificates: stranger.caPEMBytes)
-        }) { client in
+        try await withClient(
+            .asyncHTTPClient, server: server,
+            transportConfiguration: { configuration in
+                configuration.tlsConfiguration = nil
+                try? configuration.trust(pemCertificates: stranger.caPEMBytes)
+            }
+        ) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .tls)
             #expect(server.requests.isEmpty)
@@ -94,7 +97,9 @@ struct HTTP2Tests {
         try await withClient(.asyncHTTPClient, server: server) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/close-mid", decoding: .data)) }
             #expect(error?.kind == .transport)
-            let timeout = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/stall", timeout: .milliseconds(300))) }
+            let timeout = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "/stall", timeout: .milliseconds(300)))
+            }
             #expect(timeout?.kind == .timeout)
         }
     }

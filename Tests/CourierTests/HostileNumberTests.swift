@@ -55,9 +55,12 @@ struct HostileNumberTests {
     /// RFC 9111 §5.2.1.1-3 (request max-age, max-stale, min-fresh) with §1.2.2.
     @Test
     func requestDirectivesSaturateAndInvalidOnesNeverServeStale() {
-        let stale = Self.entry([("Cache-Control", "max-age=10"), ("ETag", "\"e\"")], requestDate: Self.now.addingTimeInterval(-100), responseDate: Self.now.addingTimeInterval(-100))
+        let stale = Self.entry(
+            [("Cache-Control", "max-age=10"), ("ETag", "\"e\"")], requestDate: Self.now.addingTimeInterval(-100),
+            responseDate: Self.now.addingTimeInterval(-100))
         func action(_ request: String, _ entry: CacheEntry = stale) -> CacheAction {
-            CacheRules.action(policy: .http, method: .get, requestHeaders: fields([("Cache-Control", request)]), entry: entry, now: Self.now)
+            CacheRules.action(
+                policy: .http, method: .get, requestHeaders: fields([("Cache-Control", request)]), entry: entry, now: Self.now)
         }
         #expect(action("max-stale=99999999999999999999") == .serve(age: 100))
         #expect(action("max-stale") == .serve(age: 100))
@@ -81,12 +84,18 @@ struct HostileNumberTests {
         }
         let ancient = Self.entry([], requestDate: Date(timeIntervalSince1970: -1e300), responseDate: Date(timeIntervalSince1970: -1e300))
         #expect(CacheRules.age(of: ancient, now: Self.now) == CacheRules.ageLimit)
-        let future = Self.entry([("Date", "Sun, 06 Nov 1994 08:49:37 GMT")], requestDate: Date(timeIntervalSince1970: 1e300), responseDate: Date(timeIntervalSince1970: 1e300))
+        let future = Self.entry(
+            [("Date", "Sun, 06 Nov 1994 08:49:37 GMT")], requestDate: Date(timeIntervalSince1970: 1e300),
+            responseDate: Date(timeIntervalSince1970: 1e300))
         #expect(CacheRules.age(of: future, now: Self.now) == CacheRules.ageLimit)
         let infinite = Self.entry([], requestDate: .distantPast, responseDate: Date(timeIntervalSince1970: -.infinity))
         #expect(CacheRules.age(of: infinite, now: Self.now) == CacheRules.ageLimit)
-        #expect(CacheRules.action(policy: .cacheFor(.seconds(60)), method: .get, requestHeaders: [:], entry: future, now: Self.now) == .serve(age: 0))
-        #expect(CacheRules.action(policy: .cacheElseNetwork, method: .get, requestHeaders: [:], entry: ancient, now: Self.now) == .serve(age: CacheRules.ageLimit))
+        #expect(
+            CacheRules.action(policy: .cacheFor(.seconds(60)), method: .get, requestHeaders: [:], entry: future, now: Self.now)
+                == .serve(age: 0))
+        #expect(
+            CacheRules.action(policy: .cacheElseNetwork, method: .get, requestHeaders: [:], entry: ancient, now: Self.now)
+                == .serve(age: CacheRules.ageLimit))
     }
 
     /// A cached response whose `Age` is huge or infinite reaches the caller with a bounded age
@@ -95,12 +104,15 @@ struct HostileNumberTests {
     func aHostileAgeOnACachedResponseReachesTheCaller() async throws {
         for age in ["99999999999999999999", "inf", "nan", "-1"] {
             let stub = StubTransport { _ in
-                RawResponse(head: HTTPResponse(status: .ok, headerFields: [.contentType: "text/plain", .cacheControl: "max-age=60", .age: age]), body: .data(Data("x".utf8)))
+                RawResponse(
+                    head: HTTPResponse(status: .ok, headerFields: [.contentType: "text/plain", .cacheControl: "max-age=60", .age: age]),
+                    body: .data(Data("x".utf8)))
             }
-            let client = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.test")!) {
-                $0.cache.store = MemoryCacheStore()
-                $0.cache.policy = .cacheElseNetwork
-            })
+            let client = Client(
+                configuration: .init(transport: stub, baseURL: URL(string: "https://api.test")!) {
+                    $0.cache.store = MemoryCacheStore()
+                    $0.cache.policy = .cacheElseNetwork
+                })
             _ = try await client.response(Endpoint<Data>(path: "/x", decoding: .data))
             let cached = try await client.response(Endpoint<Data>(path: "/x", decoding: .data))
             #expect(cached.source == .cache)
@@ -112,9 +124,15 @@ struct HostileNumberTests {
     /// An envelope code of any JSON number becomes text without an `Int` conversion that traps.
     @Test
     func envelopeCodesOfAnySizeBecomeText() async throws {
-        for (json, code) in [("1e20", "100000000000000000000"), ("-1e20", "-100000000000000000000"), ("1e308", nil), ("1.5", "1.5"), ("-0.0", nil), ("9223372036854775807", "9223372036854775807")] as [(String, String?)] {
+        for (json, code) in [
+            ("1e20", "100000000000000000000"), ("-1e20", "-100000000000000000000"), ("1e308", nil), ("1.5", "1.5"), ("-0.0", nil),
+            ("9223372036854775807", "9223372036854775807"),
+        ] as [(String, String?)] {
             let stub = StubTransport { _ in .json(#"{"code": \#(json), "msg": "no", "data": null}"#) }
-            let client = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.test")!) { $0.defaultWireProtocol = EnvelopeProtocol() })
+            let client = Client(
+                configuration: .init(transport: stub, baseURL: URL(string: "https://api.test")!) {
+                    $0.defaultWireProtocol = EnvelopeProtocol()
+                })
             do {
                 _ = try await client.send(Endpoint<Data>(path: "/x", decoding: .data))
                 #expect(json == "-0.0", "code \(json) should not be success")
@@ -130,18 +148,23 @@ struct HostileNumberTests {
     /// a sign, a space, a fraction or nothing is ignored, and a huge value is `Int.max`.
     @Test
     func serverSentEventRetryTakesDigitsOnlyAndSaturates() async throws {
-        let text = [
-            "retry: -5", "data: a", "",
-            "retry: 99999999999999999999", "data: b", "",
-            "retry:", "data: c", "",
-            "retry: 1e3", "data: d", "",
-            "retry: +7", "retry: nan", "retry:  7", "retry: 7.5", "data: e", "",
-            "retry: 1500", "data: f", "",
-        ].joined(separator: "\n") + "\n"
-        let stub = StubTransport { _ in RawResponse(head: HTTPResponse(status: .ok, headerFields: [.contentType: "text/event-stream"]), body: .data(Data(text.utf8))) }
+        let text =
+            [
+                "retry: -5", "data: a", "",
+                "retry: 99999999999999999999", "data: b", "",
+                "retry:", "data: c", "",
+                "retry: 1e3", "data: d", "",
+                "retry: +7", "retry: nan", "retry:  7", "retry: 7.5", "data: e", "",
+                "retry: 1500", "data: f", "",
+            ].joined(separator: "\n") + "\n"
+        let stub = StubTransport { _ in
+            RawResponse(head: HTTPResponse(status: .ok, headerFields: [.contentType: "text/event-stream"]), body: .data(Data(text.utf8)))
+        }
         let client = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.test")!))
         var retries: [Int?] = []
-        for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events() { retries.append(event.retry) }
+        for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events() {
+            retries.append(event.retry)
+        }
         #expect(retries == [nil, Int.max, Int.max, Int.max, Int.max, 1500])
     }
 
@@ -171,7 +194,10 @@ struct HostileNumberTests {
         #expect(UntrustedNumber.contentLength(String(repeating: "9", count: 100_000)) == Int.max)
         #expect(UntrustedNumber.contentLength("9223372036854775807") == Int.max)
         #expect(UntrustedNumber.contentLength("9223372036854775806") == Int.max - 1)
-        for invalid in ["", " ", "\t", "-5", "+5", "5.0", "0x10", "nan", "42, 42", "4 2", "\u{A0}42", "42\u{A0}", "٤٢", "42\r\n", "99999999999999999999x"] {
+        for invalid in [
+            "", " ", "\t", "-5", "+5", "5.0", "0x10", "nan", "42, 42", "4 2", "\u{A0}42", "42\u{A0}", "٤٢", "42\r\n",
+            "99999999999999999999x",
+        ] {
             #expect(UntrustedNumber.contentLength(invalid) == nil, "\(invalid.debugDescription)")
         }
     }
@@ -219,7 +245,9 @@ struct HostileNumberTests {
         func verify(_ timestamp: String) throws {
             let text = SignatureCanonicalForm.text(method: "GET", target: "/", body: Data(), timestamp: timestamp, nonce: "n-\(timestamp)")
             let signature = Data(HMAC<SHA256>.authenticationCode(for: Data(text.utf8), using: key)).base64EncodedString()
-            try verifier.verify(method: "GET", target: "/", body: Data(), signature: signature, timestamp: timestamp, nonce: "n-\(timestamp)", now: Self.now)
+            try verifier.verify(
+                method: "GET", target: "/", body: Data(), signature: signature, timestamp: timestamp, nonce: "n-\(timestamp)", now: Self.now
+            )
         }
         #expect(throws: SignatureVerifier.Rejection.staleTimestamp) { try verify("99999999999999999999") }
         for invalid in ["nan", "inf", "-1800000000", "1.8e9", "", " 1800000000"] {
@@ -238,7 +266,8 @@ struct HostileNumberTests {
         #expect(DiskCacheStore(directory: directory).entry(forKey: "k")?.status == 200)
         let file = try #require(try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil).first)
         let bytes = try Data(contentsOf: file)
-        let tampered = try #require(String(data: bytes, encoding: .isoLatin1)?.replacingOccurrences(of: #""status":200"#, with: #""status":-20"#))
+        let tampered = try #require(
+            String(data: bytes, encoding: .isoLatin1)?.replacingOccurrences(of: #""status":200"#, with: #""status":-20"#))
         #expect(tampered.utf8.count > 0)
         try #require(tampered.data(using: .isoLatin1)).write(to: file)
         #expect(DiskCacheStore(directory: directory).entry(forKey: "k") == nil)

@@ -28,7 +28,9 @@ struct MisbehaviourTests {
     func stallingServerTimesOut(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
-            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/stall", timeout: .milliseconds(300))) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "/stall", timeout: .milliseconds(300)))
+            }
             #expect(error?.kind == .timeout)
         }
     }
@@ -49,7 +51,9 @@ struct MisbehaviourTests {
             .text(String(repeating: "x", count: 40)).with(.chunked(chunkSize: 4, delay: .milliseconds(100)))
         }
         try await withClient(kind, server: server) { client in
-            let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: "/trickle", timeout: .milliseconds(350), decoding: .string)) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<String>(path: "/trickle", timeout: .milliseconds(350), decoding: .string))
+            }
             #expect(error?.kind == .timeout)
         }
     }
@@ -95,7 +99,9 @@ struct MisbehaviourTests {
         // get; RFC 9112 §6.3: it has no content. An 11 MiB resource under a 1 MiB limit: the
         // HEAD succeeds (deduplicated, so its empty body is read), the GET fails as too large.
         let size = 11 << 20
-        let server = try await http1Server { _ in ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: size)) }
+        let server = try await http1Server { _ in
+            ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: size))
+        }
         try await withClient(kind, server: server, configure: { $0.maxResponseSize = 1 << 20 }) { client in
             let head = try await client.response(Endpoint<Data>(method: .head, path: "/big", decoding: .data))
             #expect(head.status.code == 200)

@@ -32,13 +32,15 @@ struct StubTransportTests {
             .init(nil, "/offline/**", failing: CourierError(.transport, "no route to host")),
             .init(.get, "/slow", delay: .milliseconds(50), .json(#"{"id":4,"title":"late"}"#)),
         ])
-        let client = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.example.com")!) {
-            $0.retry = .never
-            $0.debugOptions = .off
-        })
+        let client = Client(
+            configuration: .init(transport: stub, baseURL: URL(string: "https://api.example.com")!) {
+                $0.retry = .never
+                $0.debugOptions = .off
+            })
         #expect(try await client.send(Endpoint<Article>(path: "/articles/17")).title == "one")
         #expect(try await client.send(Endpoint<Article>(method: .post, path: "/articles")).title == "created")
-        #expect(try await client.send(Endpoint<Article>(path: "/search", query: [URLQueryItem(name: "q", value: "swift")])).title == "found")
+        #expect(
+            try await client.send(Endpoint<Article>(path: "/search", query: [URLQueryItem(name: "q", value: "swift")])).title == "found")
         let started = ContinuousClock.now
         #expect(try await client.send(Endpoint<Article>(path: "/slow")).title == "late")
         #expect(ContinuousClock.now - started >= .milliseconds(50))
@@ -55,7 +57,8 @@ struct StubTransportTests {
     @Test
     func aDelayedRouteIsCancellable() async throws {
         let stub = StubTransport(routes: [.init(.get, "/never", delay: .seconds(3600), .status(.ok))])
-        let client = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.example.com")!) { $0.debugOptions = .off })
+        let client = Client(
+            configuration: .init(transport: stub, baseURL: URL(string: "https://api.example.com")!) { $0.debugOptions = .off })
         let handle = client.start(Endpoint<Article>(path: "/never"))
         try await Task.sleep(for: .milliseconds(20))
         handle.cancel()

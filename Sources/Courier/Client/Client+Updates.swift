@@ -31,8 +31,10 @@ extension Client {
     private func cachedResponse<Value: Sendable>(_ endpoint: Endpoint<Value>) -> Response<Value>? {
         let description = EndpointDescription.erasing(endpoint)
         guard let cache = self.parts.cache, let request = try? RequestBuilder.build(description, parts: self.parts),
-              var hit = cache.anyStored(for: request, policy: endpoint.cachePolicy ?? self.configuration.cache.policy, wire: RequestBuilder.wireIdentity(of: description, configuration: self.configuration)),
-              let value = try? description.decoding.run(hit.body, hit.response.head, self.configuration.decoder, nil)
+            var hit = cache.anyStored(
+                for: request, policy: endpoint.cachePolicy ?? self.configuration.cache.policy,
+                wire: RequestBuilder.wireIdentity(of: description, configuration: self.configuration)),
+            let value = try? description.decoding.run(hit.body, hit.response.head, self.configuration.decoder, nil)
         else { return nil }
         hit.value = value
         hit.urlString = request.urlString

@@ -25,11 +25,13 @@ public final class Client: Sendable {
         self.parts = ClientParts(
             configuration: configuration,
             events: events,
-            keepsLogicalRequests: configuration.transport is any ReadsLogicalRequests || events.monitors.contains { $0 is any RecordsLogicalRequests },
+            keepsLogicalRequests: configuration.transport is any ReadsLogicalRequests
+                || events.monitors.contains { $0 is any RecordsLogicalRequests },
             lifecycle: Lifecycle(),
             base: configuration.baseURL.flatMap(BaseURL.init),
             scheduler: scheduler,
-            deduplicator: Deduplicator(makeTicket: { scheduler.makeTicket() }, reprioritize: { scheduler.reprioritize(ticket: $0, to: $1) }),
+            deduplicator: Deduplicator(
+                makeTicket: { scheduler.makeTicket() }, reprioritize: { scheduler.reprioritize(ticket: $0, to: $1) }),
             constrained: ConstrainedGate(),
             cache: configuration.cache.store.map { ResponseCache(store: $0, configuration: configuration.cache) },
             decodedValues: DecodedValues(),
@@ -60,9 +62,10 @@ public final class Client: Sendable {
     /// Starts the endpoint's request in a new task and returns a handle to await, cancel or re-prioritise it.
     public func start<Value: Sendable>(_ endpoint: Endpoint<Value>, priority: RequestPriority? = nil) -> RequestHandle<Value> {
         let control = RequestControl(priority: priority ?? endpoint.priority)
-        return RequestHandle(task: Task { () async throws -> Response<Value> in
-            try await self.response(endpoint, control: control)
-        }, control: control)
+        return RequestHandle(
+            task: Task { () async throws -> Response<Value> in
+                try await self.response(endpoint, control: control)
+            }, control: control)
     }
 
     /// Whether the client is constrained (Low Data Mode): prefetch endpoints are then refused or
@@ -96,7 +99,9 @@ public final class Client: Sendable {
     func response<Value: Sendable>(
         _ endpoint: Endpoint<Value>, control: RequestControl?, policyOverride: CachePolicy? = nil, uploadReporter: ProgressReporter? = nil
     ) async throws -> Response<Value> {
-        let outcome = try await self.run(EndpointDescription.erasing(endpoint), mode: .collect, control: control, policyOverride: policyOverride, uploadReporter: uploadReporter)
+        let outcome = try await self.run(
+            EndpointDescription.erasing(endpoint), mode: .collect, control: control, policyOverride: policyOverride,
+            uploadReporter: uploadReporter)
         return try ResponseDelivery.response(outcome, as: Value.self)
     }
 

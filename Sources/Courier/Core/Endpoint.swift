@@ -229,7 +229,9 @@ extension Endpoint where Response: Decodable & SendableMetatype {
 
 extension Endpoint where Response == Void {
     /// A JSON-RPC 2.0 notification: no id, and no result expected.
-    public static func rpcNotification<Params: Encodable & Sendable>(_ method: String, params: Params, service: ServiceID? = nil) -> Endpoint {
+    public static func rpcNotification<Params: Encodable & Sendable>(
+        _ method: String, params: Params, service: ServiceID? = nil
+    ) -> Endpoint {
         var endpoint = Endpoint(name: method, method: .post, path: "", body: .json(params), decoding: .none)
         endpoint.service = service
         endpoint.wire = JSONRPCProtocol()
@@ -303,7 +305,7 @@ enum FormEncoding {
     static func isKept(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "*"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+            UInt8(ascii: "*"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
             return true
         default:
             return false
@@ -327,7 +329,8 @@ package enum EndpointNaming {
         var shown = Substring(path)
         if let cut = shown.utf8.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) { shown = shown[..<cut] }
         if shown.utf8.contains(UInt8(ascii: "@")), let url = URL(string: String(shown)), url.user != nil || url.password != nil,
-           var components = URLComponents(url: url, resolvingAgainstBaseURL: false) {
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        {
             components.user = nil
             components.password = nil
             return "\(method.rawValue) \(components.string ?? "")"

@@ -39,7 +39,9 @@ public struct Request: Sendable {
     package var logical: LogicalRequest?
 
     /// Creates a request.
-    public init(head: HTTPRequest, body: RequestBody? = nil, timeout: Duration? = nil, name: String = "request", id: RequestID = RequestID()) {
+    public init(
+        head: HTTPRequest, body: RequestBody? = nil, timeout: Duration? = nil, name: String = "request", id: RequestID = RequestID()
+    ) {
         self.head = head
         self.body = body
         self.deadlineOffset = timeout.map { FixedInstant.offset(of: ContinuousClock.now + $0) }

@@ -112,5 +112,10 @@ final class SendCounter: Sendable {
     private let count = Locked(0)
     var value: Int { self.count.current }
     /// Increments and returns the previous count.
-    func increment() -> Int { self.count.withLock { value in defer { value += 1 }; return value } }
+    func increment() -> Int {
+        self.count.withLock { value in
+            defer { value += 1 }
+            return value
+        }
+    }
 }

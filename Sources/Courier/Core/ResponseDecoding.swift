@@ -77,9 +77,9 @@ func checkJSONContentType(_ head: HTTPResponse, body: Data, type: Any.Type) thro
 }
 
 func isJSONContentType(_ contentType: String) -> Bool {
-        if contentType == "application/json" || contentType == "application/json; charset=utf-8" { return true }
-        let mediaType = contentType.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
-        return mediaType == "application/json" || mediaType.hasSuffix("+json") || mediaType == "text/json"
+    if contentType == "application/json" || contentType == "application/json; charset=utf-8" { return true }
+    let mediaType = contentType.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+    return mediaType == "application/json" || mediaType.hasSuffix("+json") || mediaType == "text/json"
 }
 
 extension ResponseDecoding where Value == Data {
@@ -92,7 +92,8 @@ extension ResponseDecoding where Value == String {
     public static var string: ResponseDecoding {
         ResponseDecoding { input in
             guard let text = String(data: input.body, encoding: .utf8) else {
-                throw CourierError.decoding(type: String.self, codingPath: nil, reason: "the body is not valid UTF-8", body: input.body, underlying: nil)
+                throw CourierError.decoding(
+                    type: String.self, codingPath: nil, reason: "the body is not valid UTF-8", body: input.body, underlying: nil)
             }
             return text
         }
@@ -117,7 +118,8 @@ extension ResponseDecoding {
                 body: input.body, underlying: error
             )
         } catch {
-            throw CourierError.decoding(type: Value.self, codingPath: nil, reason: String(describing: error), body: input.body, underlying: error)
+            throw CourierError.decoding(
+                type: Value.self, codingPath: nil, reason: String(describing: error), body: input.body, underlying: error)
         }
     }
 }

@@ -14,7 +14,8 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// stable name (`httpStatus`, `timeout`, …), for logs and metrics.
     public struct Kind: Sendable, Hashable, CustomStringConvertible {
         private enum Base: String, Sendable, Hashable {
-            case transport, timeout, cancelled, httpStatus, decoding, invalidRequest, responseTooLarge, redirect, tls, constrained, business, rpc, authenticationRequired, pinMismatch, middleware
+            case transport, timeout, cancelled, httpStatus, decoding, invalidRequest, responseTooLarge, redirect, tls, constrained,
+                business, rpc, authenticationRequired, pinMismatch, middleware
         }
 
         private let base: Base
@@ -163,7 +164,8 @@ extension CourierError {
         return error
     }
 
-    package static func decoding(type: Any.Type, codingPath: String?, reason: String, body: Data?, underlying: (any Error)?) -> CourierError {
+    package static func decoding(type: Any.Type, codingPath: String?, reason: String, body: Data?, underlying: (any Error)?) -> CourierError
+    {
         let path = codingPath.map { $0.isEmpty ? "" : " at \($0)" } ?? ""
         var error = CourierError(.decoding, "could not decode \(type)\(path): \(reason)", underlying: underlying)
         error.decodingType = String(describing: type)

@@ -28,8 +28,14 @@ public struct Redactor: Sendable {
     /// Hides Authorization, Cookie, Set-Cookie, Proxy-Authorization, API-key headers and
     /// token-like query parameters.
     public static let standard = Redactor(
-        headerNames: ["authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key", "x-auth-token", "x-csrf-token", "x-signature"],
-        queryNames: ["token", "access_token", "refresh_token", "id_token", "api_key", "apikey", "key", "password", "passwd", "secret", "client_secret", "signature", "sig", "auth", "session", "sessionid", "code"]
+        headerNames: [
+            "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key", "x-auth-token", "x-csrf-token",
+            "x-signature",
+        ],
+        queryNames: [
+            "token", "access_token", "refresh_token", "id_token", "api_key", "apikey", "key", "password", "passwd", "secret",
+            "client_secret", "signature", "sig", "auth", "session", "sessionid", "code",
+        ]
     )
 
     /// Whether the value of a header field should be hidden.
@@ -83,7 +89,8 @@ public struct Redactor: Sendable {
         let replacement = NSRegularExpression.escapedTemplate(for: self.replacement)
         func replace(_ pattern: String, _ template: String) {
             guard let expression = try? NSRegularExpression(pattern: pattern, options: [.caseInsensitive]) else { return }
-            result = expression.stringByReplacingMatches(in: result, range: NSRange(result.startIndex..., in: result), withTemplate: template)
+            result = expression.stringByReplacingMatches(
+                in: result, range: NSRange(result.startIndex..., in: result), withTemplate: template)
         }
         let headers = self.headerNames.union(["authorization", "proxy-authorization", "cookie", "set-cookie"])
         // A secret header written out as a line of text: its value to the end of the line.
@@ -111,9 +118,10 @@ public struct Redactor: Sendable {
         let type = contentType?.lowercased() ?? ""
         let text: String
         if type.contains("json") || (type.isEmpty && (body.first == UInt8(ascii: "{") || body.first == UInt8(ascii: "["))),
-           let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
-           let data = try? JSONSerialization.data(withJSONObject: self.redact(json: object), options: [.sortedKeys, .fragmentsAllowed]),
-           let json = String(data: data, encoding: .utf8) {
+            let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
+            let data = try? JSONSerialization.data(withJSONObject: self.redact(json: object), options: [.sortedKeys, .fragmentsAllowed]),
+            let json = String(data: data, encoding: .utf8)
+        {
             text = json
         } else if type.contains("x-www-form-urlencoded"), let form = String(data: body, encoding: .utf8) {
             text = form.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
@@ -144,8 +152,9 @@ public struct Redactor: Sendable {
         if let text = json as? String {
             // JSON inside a string (an echo, an envelope) is redacted as JSON; other text as free text.
             if text.first == "{" || text.first == "[", let inner = try? JSONSerialization.jsonObject(with: Data(text.utf8)),
-               let data = try? JSONSerialization.data(withJSONObject: self.redact(json: inner), options: [.sortedKeys]),
-               let redacted = String(data: data, encoding: .utf8) {
+                let data = try? JSONSerialization.data(withJSONObject: self.redact(json: inner), options: [.sortedKeys]),
+                let redacted = String(data: data, encoding: .utf8)
+            {
                 return redacted
             }
             return self.redactFreeText(text)
@@ -154,6 +163,8 @@ public struct Redactor: Sendable {
     }
 
     private static func looksBinary(_ type: String) -> Bool {
-        ["image/", "audio/", "video/", "octet-stream", "protobuf", "application/zip", "application/gzip", "application/pdf"].contains { type.contains($0) }
+        ["image/", "audio/", "video/", "octet-stream", "protobuf", "application/zip", "application/gzip", "application/pdf"].contains {
+            type.contains($0)
+        }
     }
 }

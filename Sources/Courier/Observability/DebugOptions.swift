@@ -62,7 +62,8 @@ extension Client {
             logger?.logLevel = level
         }
         if let logger {
-            monitors.append(LogMonitor(logger: logger, redactor: configuration.redactor, logsBodies: configuration.logsBodies || options.logsBodies))
+            monitors.append(
+                LogMonitor(logger: logger, redactor: configuration.redactor, logsBodies: configuration.logsBodies || options.logsBodies))
         }
         if let path = options.harPath {
             monitors.append(HARRecorder(redactor: configuration.redactor, writingTo: URL(fileURLWithPath: path)))

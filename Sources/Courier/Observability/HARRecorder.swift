@@ -135,7 +135,9 @@ public final class HARRecorder: EventMonitor, Sendable {
     }
 
     /// Media types whose bodies are bytes, recorded as base64.
-    private static let binaryTypes = ["image/", "audio/", "video/", "font/", "octet-stream", "protobuf", "application/zip", "application/gzip", "application/pdf"]
+    private static let binaryTypes = [
+        "image/", "audio/", "video/", "font/", "octet-stream", "protobuf", "application/zip", "application/gzip", "application/pdf",
+    ]
 
     private static func query(of url: String) -> [HAR.Pair] {
         guard let items = URLComponents(string: url)?.queryItems else { return [] }
@@ -146,12 +148,16 @@ public final class HARRecorder: EventMonitor, Sendable {
     static func statusText(_ head: HTTPResponse) -> String {
         let standard: [Int: String] = [
             100: "Continue", 101: "Switching Protocols", 200: "OK", 201: "Created", 202: "Accepted", 203: "Non-Authoritative Information",
-            204: "No Content", 205: "Reset Content", 206: "Partial Content", 300: "Multiple Choices", 301: "Moved Permanently", 302: "Found",
+            204: "No Content", 205: "Reset Content", 206: "Partial Content", 300: "Multiple Choices", 301: "Moved Permanently",
+            302: "Found",
             303: "See Other", 304: "Not Modified", 307: "Temporary Redirect", 308: "Permanent Redirect", 400: "Bad Request",
-            401: "Unauthorized", 402: "Payment Required", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable",
+            401: "Unauthorized", 402: "Payment Required", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+            406: "Not Acceptable",
             407: "Proxy Authentication Required", 408: "Request Timeout", 409: "Conflict", 410: "Gone", 411: "Length Required",
-            412: "Precondition Failed", 413: "Content Too Large", 414: "URI Too Long", 415: "Unsupported Media Type", 416: "Range Not Satisfiable",
-            417: "Expectation Failed", 421: "Misdirected Request", 422: "Unprocessable Content", 426: "Upgrade Required", 428: "Precondition Required",
+            412: "Precondition Failed", 413: "Content Too Large", 414: "URI Too Long", 415: "Unsupported Media Type",
+            416: "Range Not Satisfiable",
+            417: "Expectation Failed", 421: "Misdirected Request", 422: "Unprocessable Content", 426: "Upgrade Required",
+            428: "Precondition Required",
             429: "Too Many Requests", 431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
             502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported",
         ]

@@ -34,14 +34,18 @@ public struct LogMonitor: EventMonitor {
     public func requestStarted(_ request: RequestEvent) {
         guard self.logger.logLevel <= .info else { return }
         let head = request.request.head
-        self.logger.info(Logger.Message(stringLiteral: Self.join(
-            "→ ", request.id.description, " ", request.name, " ", head.method.rawValue, " ", self.url(of: request.request)
-        )), source: Self.source)
+        self.logger.info(
+            Logger.Message(
+                stringLiteral: Self.join(
+                    "→ ", request.id.description, " ", request.name, " ", head.method.rawValue, " ", self.url(of: request.request)
+                )), source: Self.source)
     }
 
     public func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
         guard self.logger.logLevel <= .info else { return }
-        self.logger.info("↻ \(request.id) \(request.name) \(request.method.rawValue) \(self.url(of: request.request)) attempt \(attempt) in \(Self.milliseconds(delay))ms after \(reason)")
+        self.logger.info(
+            "↻ \(request.id) \(request.name) \(request.method.rawValue) \(self.url(of: request.request)) attempt \(attempt) in \(Self.milliseconds(delay))ms after \(reason)"
+        )
     }
 
     public func requestQueued(_ request: RequestEvent, host: String) {
@@ -98,18 +102,23 @@ public struct LogMonitor: EventMonitor {
         // One string of the exact size, copied from the parts: this line and the "→" line are
         // written for every request, and interpolation grows its buffer several times.
         let head = request.request.head
-        self.logger.info(Logger.Message(stringLiteral: Self.join(
-            "← ", request.id.description, " ", request.name, " ", head.method.rawValue, " ", self.url(of: request.request), " ",
-            result.response.map { String($0.status.code) } ?? "-", " ", Self.milliseconds(result.duration), "ms ", String(result.bodySize), "B ",
-            result.version?.description ?? "-", " ", outcome
-        )), source: Self.source)
+        self.logger.info(
+            Logger.Message(
+                stringLiteral: Self.join(
+                    "← ", request.id.description, " ", request.name, " ", head.method.rawValue, " ", self.url(of: request.request), " ",
+                    result.response.map { String($0.status.code) } ?? "-", " ", Self.milliseconds(result.duration), "ms ",
+                    String(result.bodySize), "B ",
+                    result.version?.description ?? "-", " ", outcome
+                )), source: Self.source)
         guard self.logsBodies, self.logger.logLevel <= .trace else { return }
         if let sent = result.sentBody ?? request.request.body?.bytes {
             let type = result.sentFields?[.contentType] ?? request.request.body?.contentType
             self.logger.trace("⇡ \(request.id) \(self.redactor.redact(body: sent, contentType: type, limit: self.bodyLimit))")
         }
         if let body = result.body {
-            self.logger.trace("⇣ \(request.id) \(self.redactor.redact(body: body, contentType: result.response?.headerFields[.contentType], limit: self.bodyLimit))")
+            self.logger.trace(
+                "⇣ \(request.id) \(self.redactor.redact(body: body, contentType: result.response?.headerFields[.contentType], limit: self.bodyLimit))"
+            )
         }
     }
 

@@ -30,7 +30,8 @@ struct BuildStage: PipelineStage {
     @inline(never)
     private func built(_ exchange: RequestExchange) throws -> RequestExchange {
         var exchange = exchange
-        var request = try RequestBuilder.build(exchange.endpoint, configuration: self.parts.configuration, base: self.parts.base, id: exchange.request.id)
+        var request = try RequestBuilder.build(
+            exchange.endpoint, configuration: self.parts.configuration, base: self.parts.base, id: exchange.request.id)
         if let adjust = exchange.adjust { adjust(&request) }
         if let reporter = exchange.uploadReporter, let body = request.body {
             request.body = body.reporting(to: reporter)
@@ -76,18 +77,22 @@ enum RequestBuilder {
 
     /// Builds the request; `configuration` is borrowed, not copied (it holds objects every
     /// request shares, whose reference counts would otherwise bounce between cores).
-    static func build(_ endpoint: EndpointDescription, configuration: Client.Configuration, base clientBase: BaseURL?, id: RequestID) throws -> Request {
+    static func build(
+        _ endpoint: EndpointDescription, configuration: Client.Configuration, base clientBase: BaseURL?, id: RequestID
+    ) throws -> Request {
         var head: HTTPRequest
         if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://") {
             guard let url = URL(string: endpoint.path), let target = BaseURL(url),
-                  let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+                let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
             else {
                 throw CourierError.invalidRequest("'\(endpoint.path)' is not a valid absolute URL")
             }
             // An absolute URL's path is kept as written: `/items/` and `/items` are different resources.
             var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
             if let query = components.percentEncodedQuery { path += "?" + query }
-            head = HTTPRequest(method: endpoint.method, scheme: target.scheme, authority: target.authority, path: BaseURL.appending(endpoint.query, to: path))
+            head = HTTPRequest(
+                method: endpoint.method, scheme: target.scheme, authority: target.authority,
+                path: BaseURL.appending(endpoint.query, to: path))
         } else {
             let base: BaseURL
             if let service = endpoint.service {
@@ -100,7 +105,9 @@ enum RequestBuilder {
             } else {
                 throw CourierError.invalidRequest("the endpoint path '\(endpoint.path)' is relative and the client has no base URL")
             }
-            head = HTTPRequest(method: endpoint.method, scheme: base.scheme, authority: base.authority, path: base.path(appending: endpoint.path, query: endpoint.query))
+            head = HTTPRequest(
+                method: endpoint.method, scheme: base.scheme, authority: base.authority,
+                path: base.path(appending: endpoint.path, query: endpoint.query))
         }
         var fields = configuration.defaultHeaders
         for field in endpoint.headers {
@@ -110,7 +117,9 @@ enum RequestBuilder {
         for (name, value) in endpoint.rawHeaders {
             let forbidden: Set<Unicode.Scalar> = ["\r", "\n", "\0"]
             if name.unicodeScalars.contains(where: forbidden.contains) || value.unicodeScalars.contains(where: forbidden.contains) {
-                throw CourierError.invalidRequest("the header field '\(Redactor.standard.isSecret(headerName: name) ? "REDACTED" : name.debugDescription)' contains CR, LF or NUL")
+                throw CourierError.invalidRequest(
+                    "the header field '\(Redactor.standard.isSecret(headerName: name) ? "REDACTED" : name.debugDescription)' contains CR, LF or NUL"
+                )
             }
             guard let fieldName = HTTPField.Name(name) else {
                 throw CourierError.invalidRequest("'\(name.debugDescription)' is not a valid header field name")
@@ -346,8 +355,8 @@ struct BaseURL: Sendable {
 
     init?(_ url: URL) {
         guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
-              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = components.percentEncodedHost, !host.isEmpty
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = components.percentEncodedHost, !host.isEmpty
         else { return nil }
         self.scheme = scheme
         self.authority = components.port.map { "\(host):\($0)" } ?? host
@@ -414,7 +423,7 @@ enum PercentEncoding {
     static func isUnreserved(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
             return true
         default:
             return false

@@ -40,7 +40,8 @@ struct CacheLookupStage: PipelineStage {
     /// A streamed exchange (``Client/stream(_:)``, a download) is neither answered from nor
     /// stored in the cache, but an unsafe method's answer still invalidates (RFC 9111 §4.4).
     @inline(never)
-    private static func streamed<Next: PipelineNext>(_ exchange: RequestExchange, cache: ResponseCache, next: Next) async throws -> Outcome {
+    private static func streamed<Next: PipelineNext>(_ exchange: RequestExchange, cache: ResponseCache, next: Next) async throws -> Outcome
+    {
         let outcome = try await next(exchange)
         cache.invalidateAfter(exchange.request, answer: outcome.response.head, policy: exchange.cachePolicy)
         return outcome
@@ -95,7 +96,8 @@ struct CacheLookupStage: PipelineStage {
     @inline(never)
     private static func decide<Next: PipelineNext>(_ asked: RequestExchange, cache: ResponseCache, next: Next) throws -> CacheDecision {
         var exchange = asked
-        var planned = cache.begin(exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
+        var planned = cache.begin(
+            exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
         let accepted = exchange.endpoint.acceptedStatuses
         // Completing a partial entry brings a 206, which the endpoint must accept.
         if case .resume = planned.action, !accepted.contains(206) { planned.action = .fetch }
@@ -139,7 +141,8 @@ struct CacheLookupStage: PipelineStage {
     private static func answer(afterNetwork outcome: Outcome, _ network: CacheNetworkRequest, cache: ResponseCache) -> Outcome? {
         let run = network.run
         if run.entry != nil, Self.originFailureStatuses.contains(outcome.response.statusCode), let stale = cache.staleOnError(run),
-           network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode) {
+            network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode)
+        {
             return stale
         }
         if network.original != nil, outcome.response.statusCode == 206, cache.answerAfterNetwork(run, outcome: outcome) == nil {
@@ -158,7 +161,9 @@ struct CacheLookupStage: PipelineStage {
         let run = network.run
         if run.entry != nil, Self.isOriginFailure(error, deadline: network.exchange.request.deadline) {
             // stale-if-error: the origin's failure may be answered by the stored response.
-            if let stale = cache.staleOnError(run), network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode) { return stale }
+            if let stale = cache.staleOnError(run), network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode) {
+                return stale
+            }
             throw error
         }
         if network.original != nil, error.kind == .httpStatus, (400..<500).contains(error.status?.code ?? 0) {
@@ -170,14 +175,18 @@ struct CacheLookupStage: PipelineStage {
 
     /// The caller's own request, when completing a partial entry does not work out.
     @inline(never)
-    private static func askAsAsked<Next: PipelineNext>(_ network: CacheNetworkRequest, cache: ResponseCache, next: Next) async throws -> Outcome {
+    private static func askAsAsked<Next: PipelineNext>(
+        _ network: CacheNetworkRequest, cache: ResponseCache, next: Next
+    ) async throws -> Outcome {
         try await Self.fetch(network.original ?? network.exchange, run: network.run, cache: cache, next: next)
     }
 
     /// The request without the conditional fields the cache added (a caller's own conditions
     /// make the cache step aside, so every one of them is the cache's), as a plain fetch.
     @inline(never)
-    private static func askUnconditionally<Next: PipelineNext>(_ network: CacheNetworkRequest, cache: ResponseCache, next: Next) async throws -> Outcome {
+    private static func askUnconditionally<Next: PipelineNext>(
+        _ network: CacheNetworkRequest, cache: ResponseCache, next: Next
+    ) async throws -> Outcome {
         var plain = network.exchange
         for name in [HTTPField.Name.ifNoneMatch, .ifModifiedSince] { plain.request.head.headerFields[name] = nil }
         plain.key?.cachePlan = ""
@@ -185,7 +194,9 @@ struct CacheLookupStage: PipelineStage {
     }
 
     /// `exchange` sent as a plain fetch under the run's decision, its answer handled by the cache.
-    private static func fetch<Next: PipelineNext>(_ exchange: RequestExchange, run planned: CacheRun, cache: ResponseCache, next: Next) async throws -> Outcome {
+    private static func fetch<Next: PipelineNext>(
+        _ exchange: RequestExchange, run planned: CacheRun, cache: ResponseCache, next: Next
+    ) async throws -> Outcome {
         var plain = exchange
         var run = planned
         run.action = .fetch

@@ -47,7 +47,9 @@ struct DeadlineStage: PipelineStage {
     /// Runs the exchange where its only wait is as a waiter of a shared request (which the
     /// deduplicator ends at the deadline); a timeout then names this stage.
     @inline(never)
-    private func asWaiter<Next: PipelineNext>(_ exchange: RequestExchange, until deadline: ContinuousClock.Instant, next: Next) async throws -> Outcome {
+    private func asWaiter<Next: PipelineNext>(
+        _ exchange: RequestExchange, until deadline: ContinuousClock.Instant, next: Next
+    ) async throws -> Outcome {
         if deadline <= ContinuousClock.now { throw CourierError.timeout() }
         do {
             return try await next(exchange)
@@ -59,7 +61,9 @@ struct DeadlineStage: PipelineStage {
 
     /// Runs the exchange in a task of its own, which the deadline (if any) and `cancelAll` cancel.
     @inline(never)
-    private func inTask<Next: PipelineNext>(_ exchange: RequestExchange, until deadline: ContinuousClock.Instant?, next: Next) async throws -> Outcome {
+    private func inTask<Next: PipelineNext>(
+        _ exchange: RequestExchange, until deadline: ContinuousClock.Instant?, next: Next
+    ) async throws -> Outcome {
         let lifecycle = self.lifecycle
         let ticket = exchange.lifecycleTicket
         guard let deadline else {
@@ -132,7 +136,8 @@ enum Deadline {
     /// cancelled with the caller). Deadlines are watched by one ``DeadlineWatch`` thread for the
     /// whole process, so a request costs one task and two short locked sections, no timer of its own.
     static func run<Result: Sendable>(
-        until deadline: ContinuousClock.Instant, attach: ((Task<Result, any Error>) -> Void)? = nil, _ work: @escaping @Sendable () async throws -> Result
+        until deadline: ContinuousClock.Instant, attach: ((Task<Result, any Error>) -> Void)? = nil,
+        _ work: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         // The work runs in a new task, which does not inherit the caller's cancellation until
         // the handler below passes it on: a caller cancelled already must not start it at all
@@ -286,5 +291,3 @@ final class DeadlineWatch: @unchecked Sendable {
         }
     }
 }
-
-

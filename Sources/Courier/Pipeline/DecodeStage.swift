@@ -42,12 +42,17 @@ struct ErasedDecoding: Sendable {
     /// Whether the body is read at all.
     let readsBody: Bool
     /// Decodes, reusing a value decoded earlier from the same cached body when given a key.
-    let run: @Sendable (_ body: Data, _ head: HTTPResponse, _ decoder: JSONDecoder, _ reuse: (key: String, values: DecodedValues)?) throws -> any Sendable
+    let run:
+        @Sendable (_ body: Data, _ head: HTTPResponse, _ decoder: JSONDecoder, _ reuse: (key: String, values: DecodedValues)?) throws ->
+            any Sendable
 
     /// For exchanges whose body the caller reads itself (streams, downloads): nothing to decode.
     static let streamed = ErasedDecoding(readsBody: false) { _, _, _, _ in () }
 
-    init(readsBody: Bool, run: @escaping @Sendable (Data, HTTPResponse, JSONDecoder, (key: String, values: DecodedValues)?) throws -> any Sendable) {
+    init(
+        readsBody: Bool,
+        run: @escaping @Sendable (Data, HTTPResponse, JSONDecoder, (key: String, values: DecodedValues)?) throws -> any Sendable
+    ) {
         self.readsBody = readsBody
         self.run = run
     }
@@ -120,7 +125,8 @@ package final class DecodedValues: Sendable {
         self.state.withLock { state in
             state.slots[slotKey] = Slot(body: body, value: value)
             state.recency.insert(slotKey, cost: body.count)
-            while state.recency.count > self.capacity || state.recency.totalCost > self.maxBytes, let oldest = state.recency.removeOldest() {
+            while state.recency.count > self.capacity || state.recency.totalCost > self.maxBytes, let oldest = state.recency.removeOldest()
+            {
                 state.slots[oldest] = nil
             }
         }

@@ -57,17 +57,22 @@ struct MiddlewareStage: PipelineStage {
     /// ``intercepted(_:next:)`` with a monitor listening: middleware (an authenticator) reports
     /// its own events through the task-local scope.
     @inline(never)
-    private func interceptedObserved(_ exchange: RequestExchange, chain: [any Middleware], last: @escaping Middleware.Next) async throws -> Outcome {
+    private func interceptedObserved(
+        _ exchange: RequestExchange, chain: [any Middleware], last: @escaping Middleware.Next
+    ) async throws -> Outcome {
         let scope = MonitorScope(events: self.events, request: exchange.request)
-        return Outcome(response: try await MonitorScope.$current.withValue(scope) {
-            try await MiddlewareChain.send(exchange.request, through: chain, exchange: exchange, last: last)
-        })
+        return Outcome(
+            response: try await MonitorScope.$current.withValue(scope) {
+                try await MiddlewareChain.send(exchange.request, through: chain, exchange: exchange, last: last)
+            })
     }
 }
 
 /// Runs a request through a list of middleware.
 enum MiddlewareChain {
-    static func send(_ request: Request, through chain: [any Middleware], exchange: RequestExchange, last: @escaping Middleware.Next) async throws -> RawResponse {
+    static func send(
+        _ request: Request, through chain: [any Middleware], exchange: RequestExchange, last: @escaping Middleware.Next
+    ) async throws -> RawResponse {
         var next = last
         for middleware in chain.reversed() {
             let inner = next
@@ -75,7 +80,8 @@ enum MiddlewareChain {
                 do {
                     return try await middleware.intercept(request, next: inner)
                 } catch {
-                    throw ErrorContext.attach(error, stage: String(describing: type(of: middleware)), exchange: exchange, fromMiddleware: true)
+                    throw ErrorContext.attach(
+                        error, stage: String(describing: type(of: middleware)), exchange: exchange, fromMiddleware: true)
                 }
             }
         }
@@ -124,13 +130,16 @@ struct RetryStage: PipelineStage {
 
     /// ``retrying(_:after:next:)`` after a first attempt that failed.
     @inline(never)
-    private func retrying<Next: PipelineNext>(_ exchange: RequestExchange, afterError error: any Error, next: Next) async throws -> Outcome {
+    private func retrying<Next: PipelineNext>(_ exchange: RequestExchange, afterError error: any Error, next: Next) async throws -> Outcome
+    {
         try await self.retrying(exchange, after: .failure(error), next: next)
     }
 
     /// ``retrying(_:after:next:)`` after a first attempt answered with a status the policy retries.
     @inline(never)
-    private func retrying<Next: PipelineNext>(_ exchange: RequestExchange, afterResponse outcome: Outcome, next: Next) async throws -> Outcome {
+    private func retrying<Next: PipelineNext>(
+        _ exchange: RequestExchange, afterResponse outcome: Outcome, next: Next
+    ) async throws -> Outcome {
         try await self.retrying(exchange, after: .success(outcome), next: next)
     }
 
@@ -209,7 +218,9 @@ struct RetryStage: PipelineStage {
         case .success(let outcome):
             return .status(outcome.response.statusCode, retryAfter: outcome.response.head.headerFields[.retryAfter])
         case .failure(let error):
-            guard let failure = error as? CourierError, failure.kind == .transport, failure.context?.stage == "transport" else { return .other }
+            guard let failure = error as? CourierError, failure.kind == .transport, failure.context?.stage == "transport" else {
+                return .other
+            }
             return failure.wasNotProcessed ? .notProcessed : .connectionFailed
         }
     }
@@ -280,9 +291,9 @@ struct RedirectStage: PipelineStage {
                 }
             }
             guard self.policy.maxRedirects > 0,
-                  Self.isRedirect(response.statusCode),
-                  let location = response.head.headerFields[.location],
-                  let current = request.url
+                Self.isRedirect(response.statusCode),
+                let location = response.head.headerFields[.location],
+                let current = request.url
             else {
                 if hops > 0, response.url == nil { response.url = request.url }
                 return Outcome(response: response)
@@ -290,7 +301,7 @@ struct RedirectStage: PipelineStage {
             if hops == 0 { visited.insert("\(request.head.method.rawValue) \(current.absoluteString)") }
 
             guard let target = URL(string: location, relativeTo: current)?.absoluteURL,
-                  let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
+                let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
             else {
                 await response.body.discard()
                 throw CourierError(.redirect, "the redirect target '\(location)' is not an http(s) URL")

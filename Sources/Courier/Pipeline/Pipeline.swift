@@ -63,11 +63,14 @@ final class Pipeline: Sendable {
         let build = BuildStage(parts: client)
         let observe = ObserveStage(events: client.events)
         let lifecycle = LifecycleStage(lifecycle: client.lifecycle)
-        let deadline = DeadlineStage(bodyIdleTimeout: configuration.bodyIdleTimeout, deduplication: configuration.deduplication, lifecycle: client.lifecycle)
+        let deadline = DeadlineStage(
+            bodyIdleTimeout: configuration.bodyIdleTimeout, deduplication: configuration.deduplication, lifecycle: client.lifecycle)
         let decode = DecodeStage(decoder: configuration.decoder, values: client.decodedValues, events: client.events)
         let constrained = ConstrainedStage(gate: client.constrained, policy: configuration.constrainedPolicy)
         let cacheLookup = CacheLookupStage(cache: client.cache, events: client.events)
-        let deduplication = DeduplicationStage(deduplicator: client.deduplicator, configuration: configuration.deduplication, events: client.events, lifecycle: client.lifecycle)
+        let deduplication = DeduplicationStage(
+            deduplicator: client.deduplicator, configuration: configuration.deduplication, events: client.events,
+            lifecycle: client.lifecycle)
         let cacheStore = CacheStoreStage(cache: client.cache, events: client.events)
         let schedule = ScheduleStage(scheduler: client.scheduler, events: client.events, lifecycle: client.lifecycle)
         let wire = WireStage(configuration: configuration, callIDs: client.callIDs)
@@ -76,7 +79,8 @@ final class Pipeline: Sendable {
         let contentDecoding = ContentDecodingStage(limits: configuration.decompression, maxResponseSize: configuration.maxResponseSize)
         let clientMiddleware = MiddlewareStage(scope: .client, clientMiddleware: middleware, events: client.events)
         let endpointMiddleware = MiddlewareStage(scope: .endpoint, clientMiddleware: [], events: client.events)
-        let retry = RetryStage(defaultPolicy: configuration.retry, budget: client.retryBudget, events: client.events, clientMiddleware: middleware)
+        let retry = RetryStage(
+            defaultPolicy: configuration.retry, budget: client.retryBudget, events: client.events, clientMiddleware: middleware)
         let redirect = RedirectStage(policy: configuration.redirects, clientMiddleware: middleware, events: client.events)
         let cookies = CookieStage(jar: configuration.cookies)
         let transport = TransportStage(transport: configuration.transport, events: client.events)
@@ -94,13 +98,27 @@ final class Pipeline: Sendable {
         // only when their feature is on (``PipelineStage/isLinked``).
         var next = PipelineStageNext(PipelineLink.end)
         next = Self.segment(
-            Fused(schedule, Fused(wire, Fused(statusCheck, Fused(collectBody, Fused(contentDecoding, Fused(clientMiddleware, Fused(endpointMiddleware,
-                Fused(retry, Fused(redirect, Fused(cookies, Fused(transport, next)))))))))))
+            Fused(
+                schedule,
+                Fused(
+                    wire,
+                    Fused(
+                        statusCheck,
+                        Fused(
+                            collectBody,
+                            Fused(
+                                contentDecoding,
+                                Fused(
+                                    clientMiddleware,
+                                    Fused(
+                                        endpointMiddleware,
+                                        Fused(retry, Fused(redirect, Fused(cookies, Fused(transport, next)))))))))))
         )
         next = Self.link(cacheStore, next)
         next = Self.link(deduplication, next)
         next = Self.link(cacheLookup, next)
-        next = Self.segment(Fused(classify, Fused(build, Fused(observe, Fused(lifecycle, Fused(deadline, Fused(decode, Fused(constrained, next))))))))
+        next = Self.segment(
+            Fused(classify, Fused(build, Fused(observe, Fused(lifecycle, Fused(deadline, Fused(decode, Fused(constrained, next))))))))
         self.entry = next
     }
 
@@ -118,22 +136,24 @@ final class Pipeline: Sendable {
     private static func link<Stage: PipelineStage>(_ stage: Stage, _ next: PipelineStageNext) -> PipelineStageNext {
         guard stage.isLinked else { return next }
         let bypasses: (@Sendable (RequestExchange) -> Bool)? = Stage.mayBypass ? { @Sendable exchange in stage.bypasses(exchange) } : nil
-        return PipelineStageNext(PipelineLink(below: next.link, bypasses: bypasses, names: [stage.name] + next.stageNames) { exchange in
-            do {
-                return try await stage.run(exchange, next: next)
-            } catch {
-                throw StageErrors.attach(error, stage: stage, exchange: exchange)
-            }
-        })
+        return PipelineStageNext(
+            PipelineLink(below: next.link, bypasses: bypasses, names: [stage.name] + next.stageNames) { exchange in
+                do {
+                    return try await stage.run(exchange, next: next)
+                } catch {
+                    throw StageErrors.attach(error, stage: stage, exchange: exchange)
+                }
+            })
     }
 
     /// A segment of fused stages as one link. (A closure made here, where the chain's type is
     /// known, so the compiler specialises the whole segment; a generic class's methods would not
     /// be: its vtable holds the unspecialised ones.)
     private static func segment<Chain: PipelineNext>(_ chain: Chain) -> PipelineStageNext {
-        PipelineStageNext(PipelineLink(below: nil, bypasses: nil, names: chain.stageNames) { exchange in
-            try await chain(exchange)
-        })
+        PipelineStageNext(
+            PipelineLink(below: nil, bypasses: nil, names: chain.stageNames) { exchange in
+                try await chain(exchange)
+            })
     }
 }
 
@@ -387,7 +407,8 @@ struct RequestExchange: Sendable {
         control: RequestControl?, readsBody: Bool, uploadReporter: ProgressReporter?, adjust: (@Sendable (inout Request) -> Void)?,
         record: ExchangeRecord, start: ContinuousClock.Instant
     ) {
-        self.fixed = Fixed(endpoint: endpoint, mode: mode, cachePolicy: cachePolicy, uploadReporter: uploadReporter, adjust: adjust, start: start)
+        self.fixed = Fixed(
+            endpoint: endpoint, mode: mode, cachePolicy: cachePolicy, uploadReporter: uploadReporter, adjust: adjust, start: start)
         self.request = request
         self.call = call
         self.control = control

@@ -95,7 +95,10 @@ public struct RetryPolicy: Sendable, Hashable {
         public var jitter: Double
 
         /// Creates the facts of an attempt.
-        public init(number: Int, method: HTTPRequest.Method, hasIdempotencyKey: Bool = false, bodyCanBeResent: Bool = true, result: AttemptResult, timeLeft: Duration? = nil, now: Date = Date(), jitter: Double = 0.5) {
+        public init(
+            number: Int, method: HTTPRequest.Method, hasIdempotencyKey: Bool = false, bodyCanBeResent: Bool = true, result: AttemptResult,
+            timeLeft: Duration? = nil, now: Date = Date(), jitter: Double = 0.5
+        ) {
             self.number = number
             self.method = method
             self.hasIdempotencyKey = hasIdempotencyKey

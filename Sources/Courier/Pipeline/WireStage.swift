@@ -123,7 +123,8 @@ struct CollectBodyStage: PipelineStage {
             await outcome.response.body.discard()
             outcome.response.body = .empty
         } else {
-            outcome.response.body = .data(try await outcome.response.body.collect(upTo: self.maxResponseSize, deadline: exchange.request.deadline))
+            outcome.response.body = .data(
+                try await outcome.response.body.collect(upTo: self.maxResponseSize, deadline: exchange.request.deadline))
         }
         return outcome
     }

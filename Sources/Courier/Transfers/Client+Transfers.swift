@@ -15,7 +15,9 @@ extension Client {
     public func stream<Value>(_ endpoint: Endpoint<Value>) async throws -> StreamingResponse {
         let outcome = try await self.run(endpoint.erased(decoding: .streamed), mode: .stream)
         let raw = outcome.response
-        return StreamingResponse(status: raw.status, headers: raw.head.headerFields, version: raw.version, expectedLength: raw.body.expectedLength, body: raw.body.byteStream)
+        return StreamingResponse(
+            status: raw.status, headers: raw.head.headerFields, version: raw.version, expectedLength: raw.body.expectedLength,
+            body: raw.body.byteStream)
     }
 
     /// Sends the endpoint's request with upload progress: use it for a file or multipart body.
@@ -47,7 +49,9 @@ extension Client {
     /// `invalidRequest` instead of writing into it. It goes through the same stages as
     /// `send(_:)` (constrained mode, scheduling, middleware, retries, redirects), without cache
     /// or sharing.
-    public func download<Value>(_ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool = true) -> TransferTask<DownloadResult> {
+    public func download<Value>(
+        _ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool = true
+    ) -> TransferTask<DownloadResult> {
         let reporter = ProgressReporter()
         let task = Task { () async throws -> DownloadResult in
             defer { reporter.finish() }
@@ -60,7 +64,9 @@ extension Client {
         return TransferTask(progress: reporter.stream, task: task)
     }
 
-    private func performDownload<Value>(_ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool, reporter: ProgressReporter) async throws -> DownloadResult {
+    private func performDownload<Value>(
+        _ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool, reporter: ProgressReporter
+    ) async throws -> DownloadResult {
         let target = try destination.validated()
         let directory = target.deletingLastPathComponent()
         let partialURL = directory.appendingPathComponent(".courier-\(destination.fileName).partial")
@@ -105,11 +111,15 @@ extension Client {
                 // validator still matched; when its unsatisfied range states exactly the partial
                 // file's length (§14.4), the file already holds the whole body.
                 let sameVersion = error.headers?[.eTag].map { $0 == ifRange } ?? true
-                if sameVersion, let length = error.headers?[.contentRange].flatMap(ContentRangeHeader.unsatisfiedLength), Int64(length) == rangeStart {
+                if sameVersion, let length = error.headers?[.contentRange].flatMap(ContentRangeHeader.unsatisfiedLength),
+                    Int64(length) == rangeStart
+                {
                     reporter.start(completed: rangeStart, expected: rangeStart)
                     try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
                     try? FileManager.default.removeItem(at: record)
-                    return DownloadResult(url: target, byteCount: rangeStart, resumedFrom: continuing ? resumedFrom : rangeStart, status: .rangeNotSatisfiable, headers: error.headers ?? HTTPFields())
+                    return DownloadResult(
+                        url: target, byteCount: rangeStart, resumedFrom: continuing ? resumedFrom : rangeStart,
+                        status: .rangeNotSatisfiable, headers: error.headers ?? HTTPFields())
                 }
                 // Not satisfiable otherwise (the resource shrank): start again from zero rather
                 // than failing the same way forever.
@@ -126,9 +136,13 @@ extension Client {
             if raw.status.code == 206 {
                 // Another version: an ETag other than the one asked for (weak or strong).
                 let answeredETag = raw.head.headerFields[.eTag]
-                let otherVersion = answeredETag != nil && validator?.hasPrefix("W/") == false && validator?.contains("\"") == true && answeredETag != validator
-                guard offset > 0, let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""), Int64(range.range.lowerBound) == offset,
-                      !otherVersion else {
+                let otherVersion =
+                    answeredETag != nil && validator?.hasPrefix("W/") == false && validator?.contains("\"") == true
+                    && answeredETag != validator
+                guard offset > 0, let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""),
+                    Int64(range.range.lowerBound) == offset,
+                    !otherVersion
+                else {
                     // A range we did not ask for, or of another version: start again from zero
                     // without one.
                     raw.body.byteStream.cancel()
@@ -174,23 +188,29 @@ extension Client {
                     continue
                 }
                 if let total, written != total {
-                    throw CourierError(.transport, "the server sent the file up to byte \(written) of \(total) without a validator to ask for the rest with")
+                    throw CourierError(
+                        .transport,
+                        "the server sent the file up to byte \(written) of \(total) without a validator to ask for the rest with")
                 }
                 try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
             } catch {
                 let failure = CourierError.wrap(error)
-                outcome.request.map { self.parts.events.failed($0, failure: failure, start: start, record: outcome.record ?? ExchangeRecord()) }
+                outcome.request.map {
+                    self.parts.events.failed($0, failure: failure, start: start, record: outcome.record ?? ExchangeRecord())
+                }
                 throw failure
             }
             try? FileManager.default.removeItem(at: record)
             if let request = outcome.request, self.parts.events.isActive {
                 let result = EventHub.result(
                     response: raw.head, body: nil, bodySize: Int(written - resumedFrom), version: raw.version, source: .network, age: nil,
-                    start: start, url: outcome.urlString, record: outcome.record ?? ExchangeRecord(), delivery: .downloaded(resumedAt: resumedFrom)
+                    start: start, url: outcome.urlString, record: outcome.record ?? ExchangeRecord(),
+                    delivery: .downloaded(resumedAt: resumedFrom)
                 )
                 self.parts.events.emit(request) { $0.requestFinished($1, result: result) }
             }
-            return DownloadResult(url: target, byteCount: written, resumedFrom: resumedFrom, status: raw.status, headers: raw.head.headerFields)
+            return DownloadResult(
+                url: target, byteCount: written, resumedFrom: resumedFrom, status: raw.status, headers: raw.head.headerFields)
         }
         throw CourierError(.transport, "the server answered the range request with a range that was not asked for")
     }
@@ -232,7 +252,8 @@ struct PartialDownload: Codable {
     static func validator(of headers: HTTPFields) -> String? {
         if let etag = headers[.eTag] { return etag.hasPrefix("W/") ? nil : etag }
         guard let text = headers[.lastModified], let modified = HTTPDate.parse(text),
-              let sent = headers[.date].flatMap(HTTPDate.parse), sent.timeIntervalSince(modified) >= 60 else { return nil }
+            let sent = headers[.date].flatMap(HTTPDate.parse), sent.timeIntervalSince(modified) >= 60
+        else { return nil }
         return text
     }
 }
@@ -270,8 +291,11 @@ final class PartialFile {
             }
             // Between open and flock the file may have been renamed into place by the download
             // that held it: keep the lock only if it is still the file at the path.
-            var opened = stat(), current = stat()
-            if fstat(descriptor, &opened) == 0, lstat(url.path, &current) == 0, opened.st_dev == current.st_dev, opened.st_ino == current.st_ino {
+            var opened = stat()
+            var current = stat()
+            if fstat(descriptor, &opened) == 0, lstat(url.path, &current) == 0, opened.st_dev == current.st_dev,
+                opened.st_ino == current.st_ino
+            {
                 // Only a plain file with no other name: never a device, a FIFO or a hard link
                 // to a file elsewhere.
                 guard (opened.st_mode & S_IFMT) == S_IFREG, opened.st_nlink == 1 else {
@@ -315,7 +339,10 @@ final class PartialFile {
                 try self.handle.write(contentsOf: chunk.prefix(room))
                 reporter.add(room)
                 stream.cancel()
-                throw CourierError(.transport, "the server sent more than the \(end - offset) bytes it announced; the first \(end) bytes are kept and the download can be resumed")
+                throw CourierError(
+                    .transport,
+                    "the server sent more than the \(end - offset) bytes it announced; the first \(end) bytes are kept and the download can be resumed"
+                )
             }
             try self.handle.write(contentsOf: chunk)
             written += Int64(chunk.count)

@@ -27,7 +27,9 @@ enum ContentCoding: String, Sendable {
     /// codings Courier cannot decode (so the body is never handed up still encoded).
     static func of(_ value: String?) throws -> ContentCoding? {
         guard let value else { return nil }
-        let codings = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty && $0 != "identity" }
+        let codings = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter {
+            !$0.isEmpty && $0 != "identity"
+        }
         if codings.isEmpty { return nil }
         guard codings.count == 1 else {
             throw CourierError(.decoding, "the response uses several content codings (\(value)); only one of gzip or deflate is supported")
@@ -50,7 +52,8 @@ private final class ZStream {
         self.stream.initialize(to: z_stream())
         self.inflating = inflating
         let size = Int32(MemoryLayout<z_stream>.size)
-        let status = inflating
+        let status =
+            inflating
             ? inflateInit2_(self.stream, windowBits, zlibVersion(), size)
             : deflateInit2_(self.stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, windowBits, 8, Z_DEFAULT_STRATEGY, zlibVersion(), size)
         guard status == Z_OK else {
@@ -136,7 +139,8 @@ struct Inflater: ChunkTransformer {
             let (status, consumed, produced) = self.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
                 output!.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) -> (Int32, Int, Int) in
                     let available = inBuffer.count - offset
-                    stream.pointee.next_in = UnsafeMutablePointer(mutating: inBuffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: Bytef.self))
+                    stream.pointee.next_in = UnsafeMutablePointer(
+                        mutating: inBuffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: Bytef.self))
                     stream.pointee.avail_in = uInt(available)
                     stream.pointee.next_out = outBuffer.baseAddress!.assumingMemoryBound(to: Bytef.self)
                     stream.pointee.avail_out = uInt(outBuffer.count)
@@ -190,7 +194,9 @@ struct Inflater: ChunkTransformer {
         }
         let (allowed, overflow) = self.limits.maxRatio.multipliedReportingOverflow(by: max(self.compressedTotal, 1))
         if self.decodedTotal > self.limits.ratioFloor, !overflow, self.decodedTotal > allowed {
-            throw CourierError(.responseTooLarge, "the response body expands more than \(self.limits.maxRatio) times when decompressed (a decompression bomb?)")
+            throw CourierError(
+                .responseTooLarge,
+                "the response body expands more than \(self.limits.maxRatio) times when decompressed (a decompression bomb?)")
         }
     }
 
@@ -240,7 +246,8 @@ struct Deflater: ChunkTransformer {
         let (status, consumed, produced) = self.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
             output.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) -> (Int32, Int, Int) in
                 let available = inBuffer.count - offset
-                stream.pointee.next_in = available > 0
+                stream.pointee.next_in =
+                    available > 0
                     ? UnsafeMutablePointer(mutating: inBuffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: Bytef.self)) : nil
                 stream.pointee.avail_in = uInt(available)
                 stream.pointee.next_out = outBuffer.baseAddress!.assumingMemoryBound(to: Bytef.self)

@@ -136,9 +136,15 @@ package struct ServerSentEventParser: Sendable {
             if line.first == "\u{FEFF}" { line = line.dropFirst() }
         }
         if line.isEmpty {
-            defer { self.data = []; self.dataBytes = 0; self.event = "" }
+            defer {
+                self.data = []
+                self.dataBytes = 0
+                self.event = ""
+            }
             guard !self.data.isEmpty else { return nil }
-            return ServerSentEvent(event: self.event.isEmpty ? "message" : self.event, data: self.data.joined(separator: "\n"), id: self.lastID, retry: self.retry)
+            return ServerSentEvent(
+                event: self.event.isEmpty ? "message" : self.event, data: self.data.joined(separator: "\n"), id: self.lastID,
+                retry: self.retry)
         }
         if line.first == ":" { return nil }
         let field: Substring

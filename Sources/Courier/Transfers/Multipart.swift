@@ -62,7 +62,7 @@ public struct MultipartForm: Sendable {
     public mutating func addFile(name: String, url: URL, fileName: String? = nil, contentType: String = "application/octet-stream") throws {
         try Self.check(contentType)
         guard let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber,
-              FileManager.default.isReadableFile(atPath: url.path)
+            FileManager.default.isReadableFile(atPath: url.path)
         else {
             throw CourierError.invalidRequest("cannot read the file \(url.path)")
         }

@@ -152,15 +152,19 @@ extension RequestBody {
             // In pieces, so progress moves while a large in-memory body is written.
             // Offsets from the data's own start index: a slice (`data[1...]`) does not start at 0.
             source = {
-                ByteStream(chunks: stride(from: data.startIndex, to: data.endIndex, by: 64 * 1024).map { data.subdata(in: $0..<min($0 + 64 * 1024, data.endIndex)) })
+                ByteStream(
+                    chunks: stride(from: data.startIndex, to: data.endIndex, by: 64 * 1024).map {
+                        data.subdata(in: $0..<min($0 + 64 * 1024, data.endIndex))
+                    })
             }
         case .stream(let make):
             source = make
         }
-        var body = RequestBody(storage: .stream({
-            reporter.start(completed: 0, expected: length.map(Int64.init))
-            return source().observed { reporter.add($0.count) }
-        }), contentType: self.contentType, length: length, isReplayable: self.isReplayable)
+        var body = RequestBody(
+            storage: .stream({
+                reporter.start(completed: 0, expected: length.map(Int64.init))
+                return source().observed { reporter.add($0.count) }
+            }), contentType: self.contentType, length: length, isReplayable: self.isReplayable)
         body.shareSendCount(with: self)
         // The chunks are the same bytes: a signer can still hash them.
         body.streamedBytes = self.sentBytes
@@ -172,8 +176,8 @@ extension RequestBody {
     /// - Throws: ``CourierError`` of kind `invalidRequest` when the file cannot be read.
     public static func file(_ url: URL, contentType: String? = nil) throws -> RequestBody {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
-              let size = (attributes[.size] as? NSNumber)?.intValue,
-              FileManager.default.isReadableFile(atPath: url.path)
+            let size = (attributes[.size] as? NSNumber)?.intValue,
+            FileManager.default.isReadableFile(atPath: url.path)
         else {
             throw CourierError.invalidRequest("cannot read the file \(url.path)")
         }
@@ -186,7 +190,9 @@ extension RequestBody {
         case .bytes(let data):
             return .data(try Deflater.gzip(data), contentType: self.contentType)
         case .stream(let make):
-            var body = RequestBody(storage: .stream({ make().transformed { Deflater() } }), contentType: self.contentType, length: nil, isReplayable: self.isReplayable)
+            var body = RequestBody(
+                storage: .stream({ make().transformed { Deflater() } }), contentType: self.contentType, length: nil,
+                isReplayable: self.isReplayable)
             body.shareSendCount(with: self)
             return body
         }

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -213,7 +214,8 @@ final class SpillBuffer: Sendable {
             let path = self.directory.appendingPathComponent("courier-response-\(UUID().uuidString)").path
             let file = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             guard file >= 0 else {
-                throw CourierError.transport("the response could not be buffered: cannot create a file in \(self.directory.path) (errno \(errno))")
+                throw CourierError.transport(
+                    "the response could not be buffered: cannot create a file in \(self.directory.path) (errno \(errno))")
             }
             unlink(path)
             state.file = file

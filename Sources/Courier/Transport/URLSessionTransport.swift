@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -71,7 +72,9 @@ public final class URLSessionTransport: Transport {
         self.init(configuration: configuration, responseMemoryLimit: 16 << 20, scratchDirectory: nil, pinning: pinning)
         #else
         guard pinning.isEmpty else {
-            throw CourierError.invalidRequest("URLSessionTransport cannot enforce TLS pins on this platform (FoundationNetworking has no server-trust challenge); use AsyncHTTPClientTransport")
+            throw CourierError.invalidRequest(
+                "URLSessionTransport cannot enforce TLS pins on this platform (FoundationNetworking has no server-trust challenge); use AsyncHTTPClientTransport"
+            )
         }
         self.init(configuration: configuration)
         #endif
@@ -96,8 +99,12 @@ public final class URLSessionTransport: Transport {
     ///     temporary file in `scratchDirectory` until the reader catches up.
     ///   - scratchDirectory: where streamed uploads are spooled and unread responses spill; the
     ///     system's temporary directory by default.
-    public convenience init(configuration: URLSessionConfiguration = .ephemeral, responseMemoryLimit: Int = 16 << 20, scratchDirectory: URL? = nil) {
-        self.init(configuration: configuration, responseMemoryLimit: responseMemoryLimit, scratchDirectory: scratchDirectory, pinning: PinningPolicy())
+    public convenience init(
+        configuration: URLSessionConfiguration = .ephemeral, responseMemoryLimit: Int = 16 << 20, scratchDirectory: URL? = nil
+    ) {
+        self.init(
+            configuration: configuration, responseMemoryLimit: responseMemoryLimit, scratchDirectory: scratchDirectory,
+            pinning: PinningPolicy())
     }
 
     private init(configuration: URLSessionConfiguration, responseMemoryLimit: Int, scratchDirectory: URL?, pinning: PinningPolicy) {
@@ -147,7 +154,8 @@ public final class URLSessionTransport: Transport {
             throw CourierError.invalidRequest("the request has no valid URL")
         }
         if !self.pinning.isEmpty, let host = url.host, url.scheme?.lowercased() != "https",
-           self.pinning.pins(for: host, port: url.port ?? 80) != nil {
+            self.pinning.pins(for: host, port: url.port ?? 80) != nil
+        {
             throw CourierError.invalidRequest("\(host) is pinned and must be reached over https")
         }
         var urlRequest = URLRequest(url: url)
@@ -194,7 +202,8 @@ public final class URLSessionTransport: Transport {
         do {
             (task, exchange) = try self.session.withLock { session in
                 guard let session else { throw CourierError(.transport, "the URLSession transport is shut down") }
-                let task: URLSessionDataTask = if let spooled { session.uploadTask(with: urlRequest, fromFile: spooled) } else { session.dataTask(with: urlRequest) }
+                let task: URLSessionDataTask =
+                    if let spooled { session.uploadTask(with: urlRequest, fromFile: spooled) } else { session.dataTask(with: urlRequest) }
                 let exchange = Exchange(task: task, memoryLimit: memoryLimit, scratchDirectory: scratch, onComplete: removeSpooled)
                 delegate.register(exchange, for: task)
                 return (task, exchange)
@@ -232,7 +241,9 @@ public final class URLSessionTransport: Transport {
         var expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
         // URLSession decodes gzip, deflate (and br on Apple platforms) itself but keeps the
         // header fields: drop them, so the body handed up is what they describe.
-        if let coding = fields[.contentEncoding]?.lowercased(), ["gzip", "x-gzip", "deflate", "br"].contains(coding.trimmingCharacters(in: .whitespaces)) {
+        if let coding = fields[.contentEncoding]?.lowercased(),
+            ["gzip", "x-gzip", "deflate", "br"].contains(coding.trimmingCharacters(in: .whitespaces))
+        {
             fields[.contentEncoding] = nil
             fields[.contentLength] = nil
             expected = nil
@@ -255,7 +266,9 @@ public final class URLSessionTransport: Transport {
         }
         // Cleartext is HTTP/1.1 (neither platform speaks h2c); over TLS either may have been negotiated.
         let version: HTTPVersion = url.scheme?.lowercased() == "http" ? .http1_1 : .unknown
-        return RawResponse(head: HTTPResponse(status: status, headerFields: fields), body: .stream(body, expectedLength: expected), version: version, url: head.url ?? url)
+        return RawResponse(
+            head: HTTPResponse(status: status, headerFields: fields), body: .stream(body, expectedLength: expected), version: version,
+            url: head.url ?? url)
     }
 
     /// Writes a streamed body to a new temporary file, chunk by chunk; the caller removes it.
@@ -275,7 +288,8 @@ public final class URLSessionTransport: Transport {
                 do {
                     try handle.write(contentsOf: chunk)
                 } catch {
-                    throw CourierError.transport("the request body could not be spooled to \(directory.path): \(error.localizedDescription)", underlying: error)
+                    throw CourierError.transport(
+                        "the request body could not be spooled to \(directory.path): \(error.localizedDescription)", underlying: error)
                 }
             }
         } catch {
@@ -292,10 +306,13 @@ public final class URLSessionTransport: Transport {
         case NSURLErrorCancelled: return .cancelled(underlying: error)
         case NSURLErrorTimedOut: return .timeout(underlying: error)
         case NSURLErrorServerCertificateUntrusted, NSURLErrorServerCertificateHasBadDate, NSURLErrorServerCertificateHasUnknownRoot,
-             NSURLErrorServerCertificateNotYetValid, NSURLErrorSecureConnectionFailed, NSURLErrorClientCertificateRejected,
-             NSURLErrorClientCertificateRequired:
+            NSURLErrorServerCertificateNotYetValid, NSURLErrorSecureConnectionFailed, NSURLErrorClientCertificateRejected,
+            NSURLErrorClientCertificateRequired:
             let reason = Self.tlsReason(nsError)
-            var mapped = CourierError(.tls, "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))", underlying: error)
+            var mapped = CourierError(
+                .tls,
+                "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))",
+                underlying: error)
             mapped.tlsReason = reason
             return mapped
         case NSURLErrorNetworkConnectionLost:
@@ -306,11 +323,15 @@ public final class URLSessionTransport: Transport {
             // libcurl decodes gzip and deflate itself on Linux; a body it cannot decode is the
             // same failure as on the other transport: kind `decoding`, not `transport`.
             if Self.isContentCodingText(nsError) {
-                return CourierError(.decoding, "the response's content coding could not be decoded (\(nsError.localizedDescription))", underlying: error)
+                return CourierError(
+                    .decoding, "the response's content coding could not be decoded (\(nsError.localizedDescription))", underlying: error)
             }
             if Self.isTLSText(nsError) {
                 let reason = Self.tlsReason(nsError)
-                var mapped = CourierError(.tls, "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))", underlying: error)
+                var mapped = CourierError(
+                    .tls,
+                    "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))",
+                    underlying: error)
                 mapped.tlsReason = reason
                 return mapped
             }
@@ -328,8 +349,11 @@ extension URLSessionTransport {
     /// connect, or OpenSSL's own error.
     static func isTLSText(_ error: NSError) -> Bool {
         let text = Self.texts(of: error).lowercased()
-        return ["ssl certificate problem", "ssl: ", "ssl_connect", "ssl routines", "ssl connect error", "tls connect error", "ssl peer certificate"]
-            .contains { text.contains($0) }
+        return [
+            "ssl certificate problem", "ssl: ", "ssl_connect", "ssl routines", "ssl connect error", "tls connect error",
+            "ssl peer certificate",
+        ]
+        .contains { text.contains($0) }
     }
 
     /// The `Set-Cookie` values the platform joined with ",": split at a comma followed by a new
@@ -361,7 +385,9 @@ extension URLSessionTransport {
     /// data, or a coding it does not know).
     static func isContentCodingText(_ error: NSError) -> Bool {
         let text = Self.texts(of: error).lowercased()
-        return ["error while processing content unencoding", "unrecognized or bad http content or transfer-encoding"].contains { text.contains($0) }
+        return ["error while processing content unencoding", "unrecognized or bad http content or transfer-encoding"].contains {
+            text.contains($0)
+        }
     }
 
     /// The error's description and those of the errors and strings in its user info.
@@ -403,7 +429,9 @@ extension URLSessionTransport {
         if let match = wordings.first(where: { text.contains($0.0) }) { return match.1 }
         if error.code == NSURLErrorSecureConnectionFailed { return .handshakeFailure }
         // libcurl's other TLS failures: a failed connect, OpenSSL's own errors.
-        if ["ssl_connect", "ssl routines", "ssl connect error", "tls connect error"].contains(where: { text.contains($0) }) { return .handshakeFailure }
+        if ["ssl_connect", "ssl routines", "ssl connect error", "tls connect error"].contains(where: { text.contains($0) }) {
+            return .handshakeFailure
+        }
         return nil
     }
 }
@@ -510,7 +538,8 @@ private final class Exchange: Sendable {
             return
         }
         if let error, (error as NSError).domain == NSURLErrorDomain, (error as NSError).code == NSURLErrorCancelled,
-           let challenge = self.challengeResponse.withLock({ $0 }) {
+            let challenge = self.challengeResponse.withLock({ $0 })
+        {
             // The cancellation was ours, answering the challenge: the 401 is the response.
             self.resumeHead(.success(challenge))
             self.chunks.finish()
@@ -560,7 +589,10 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         self.exchanges.withLock { $0[task.taskIdentifier] }
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
         if let http = response as? HTTPURLResponse {
             self.exchange(for: dataTask)?.received(response: http)
             completionHandler(.allow)
@@ -573,7 +605,10 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
         self.exchange(for: dataTask)?.received(data: data)
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+        completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
         completionHandler(nil)
     }
 
@@ -595,7 +630,8 @@ private final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable 
                 return
             }
             guard let trust = space.serverTrust else {
-                self.exchange(for: task)?.rejectedTrust(ServerTrustPinning.anchorMismatch(host: space.host, detail: "the platform gave no server trust to evaluate"))
+                self.exchange(for: task)?.rejectedTrust(
+                    ServerTrustPinning.anchorMismatch(host: space.host, detail: "the platform gave no server trust to evaluate"))
                 completionHandler(.cancelAuthenticationChallenge, nil)
                 return
             }
@@ -658,7 +694,12 @@ private enum ApplePinning {
         guard !concerned.isEmpty else { return .unpinned }
         for (name, pins) in concerned {
             let anchorTexts = PinningPolicy.anchors(in: pins)
-            let anchors = anchorTexts.isEmpty ? nil : anchorTexts.flatMap(ServerTrustPinning.certificates(inPEM:)).compactMap { SecCertificateCreateWithData(nil, $0 as CFData) }
+            let anchors =
+                anchorTexts.isEmpty
+                ? nil
+                : anchorTexts.flatMap(ServerTrustPinning.certificates(inPEM:)).compactMap {
+                    SecCertificateCreateWithData(nil, $0 as CFData)
+                }
             if let failure = Self.evaluate(chain, for: name, anchors: anchors) {
                 if anchors != nil { return .refused(ServerTrustPinning.anchorMismatch(host: name, detail: failure)) }
                 var error = CourierError(.tls, "the TLS handshake failed: \(failure)")
@@ -683,13 +724,15 @@ private enum ApplePinning {
     static func evaluate(_ chain: [SecCertificate], for host: String, anchors: [SecCertificate]?) -> String? {
         guard !chain.isEmpty else { return "the server presented no certificate" }
         var made: SecTrust?
-        guard SecTrustCreateWithCertificates(chain as CFArray, SecPolicyCreateSSL(true, host as CFString), &made) == errSecSuccess, let trust = made else {
+        guard SecTrustCreateWithCertificates(chain as CFArray, SecPolicyCreateSSL(true, host as CFString), &made) == errSecSuccess,
+            let trust = made
+        else {
             return "the chain could not be evaluated"
         }
         if let anchors {
             guard !anchors.isEmpty,
-                  SecTrustSetAnchorCertificates(trust, anchors as CFArray) == errSecSuccess,
-                  SecTrustSetAnchorCertificatesOnly(trust, true) == errSecSuccess
+                SecTrustSetAnchorCertificates(trust, anchors as CFArray) == errSecSuccess,
+                SecTrustSetAnchorCertificatesOnly(trust, true) == errSecSuccess
             else { return "the pinned authorities could not be set as the only anchors" }
         }
         var failure: CFError?

@@ -28,13 +28,14 @@ struct DemoCommand: AsyncParsableCommand {
         let transport = AsyncHTTPClientTransport(configuration: transportConfiguration)
         let logger = Logger(label: "courier.demo") { _ in PlainLogHandler(stream: .standardOutput, prefix: "  ") }
         let recorder = self.har.map { HARRecorder(writingTo: URL(fileURLWithPath: $0)) }
-        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
-            $0.eventMonitors = recorder.map { [$0] } ?? []
-            $0.logger = logger
-            $0.defaultHeaders[.accept] = "application/json"
-            $0.defaultHeaders[.userAgent] = "courier-demo/1.0"
-            $0.cache.store = MemoryCacheStore()
-        })
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.eventMonitors = recorder.map { [$0] } ?? []
+                $0.logger = logger
+                $0.defaultHeaders[.accept] = "application/json"
+                $0.defaultHeaders[.userAgent] = "courier-demo/1.0"
+                $0.cache.store = MemoryCacheStore()
+            })
 
         var tally = Tally()
         do {
@@ -52,7 +53,9 @@ struct DemoCommand: AsyncParsableCommand {
             try recorder.write(to: URL(fileURLWithPath: path))
             print("HAR: \(recorder.count) entries written to \(path)")
         }
-        print("Summary: \(tally.requests) requests, \(tally.failures) expected failures, \(tally.bytes) body bytes, versions \(tally.versions.sorted().joined(separator: ", ")), \(connections) TCP connection\(connections == 1 ? "" : "s") used")
+        print(
+            "Summary: \(tally.requests) requests, \(tally.failures) expected failures, \(tally.bytes) body bytes, versions \(tally.versions.sorted().joined(separator: ", ")), \(connections) TCP connection\(connections == 1 ? "" : "s") used"
+        )
     }
 
     struct Tally {

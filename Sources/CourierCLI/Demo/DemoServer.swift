@@ -18,7 +18,8 @@ enum DemoServer {
             let page = min(max(Int(request.query["page"] ?? "1") ?? 1, 1), lastPage + 1)
             let start = min((page - 1) * 3, Self.titles.count)
             let items = (start..<min(start + 3, Self.titles.count)).map { NewsItem(id: $0 + 1, title: Self.titles[$0]) }
-            var response = ScriptedResponse.json(encoding: NewsPage(page: page, items: items, next: start + 3 < Self.titles.count ? page + 1 : nil))
+            var response = ScriptedResponse.json(
+                encoding: NewsPage(page: page, items: items, next: start + 3 < Self.titles.count ? page + 1 : nil))
             response.headers += [("Cache-Control", "max-age=60"), ("ETag", "\"news-\(page)\"")]
             return response
         case ("GET", "news", 2):
@@ -33,8 +34,11 @@ enum DemoServer {
             bytes.append(Data((0..<16_384).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ id) }))
             return ScriptedResponse(status: 200, headers: [("Content-Type", "image/png")], body: bytes)
         case ("GET", "events", 1):
-            let events = "event: score\ndata: {\"home\":1,\"away\":0}\n\nevent: score\ndata: {\"home\":1,\"away\":1}\n\n: keep-alive\n\nevent: final\ndata: full time\n\n"
-            return ScriptedResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: Data(events.utf8), behaviour: .chunked(chunkSize: 16, delay: .milliseconds(5)))
+            let events =
+                "event: score\ndata: {\"home\":1,\"away\":0}\n\nevent: score\ndata: {\"home\":1,\"away\":1}\n\n: keep-alive\n\nevent: final\ndata: full time\n\n"
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "text/event-stream")], body: Data(events.utf8),
+                behaviour: .chunked(chunkSize: 16, delay: .milliseconds(5)))
         case ("GET", "slow", 1):
             return .text("worth the wait").with(.stall(.milliseconds(300)))
         case (_, "fail", 1):

@@ -33,7 +33,9 @@ struct ServeCommand: AsyncParsableCommand {
             server = try await TestServer.start(.tls(certificates), port: self.port, handler: DemoServer.respond)
             say("CA certificate written to \(self.caOut) (use it with --cacert)")
         }
-        say("Demo API at \(server.baseURL) — try: swift run courier request -i \(server.baseURL)/news?page=1\(self.plain ? "" : " --cacert \(self.caOut)")")
+        say(
+            "Demo API at \(server.baseURL) — try: swift run courier request -i \(server.baseURL)/news?page=1\(self.plain ? "" : " --cacert \(self.caOut)")"
+        )
         while true {
             try await Task.sleep(for: .seconds(3600))
         }

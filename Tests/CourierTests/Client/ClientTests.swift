@@ -59,10 +59,14 @@ struct ClientTests {
         let base = try #require(URL(string: "\(server.baseURL.absoluteString)/v1/?key=a%2Bb"))
         let client = Client(configuration: .init(transport: transport, baseURL: base))
         #expect(try await client.send(Endpoint<String>(path: "/users", decoding: .string)) == "/v1/users?key=a%2Bb")
-        #expect(try await client.send(Endpoint<String>(path: "users/7", query: ["page": "2"], decoding: .string)) == "/v1/users/7?key=a%2Bb&page=2")
+        #expect(
+            try await client.send(Endpoint<String>(path: "users/7", query: ["page": "2"], decoding: .string))
+                == "/v1/users/7?key=a%2Bb&page=2")
         #expect(try await client.send(Endpoint<String>(path: "", decoding: .string)) == "/v1?key=a%2Bb")
         // A fragment is no part of the target (RFC 9110 §7.1), and it must not hide the query.
-        #expect(try await client.send(Endpoint<String>(path: "/items#top", query: ["page": "2"], decoding: .string)) == "/v1/items?key=a%2Bb&page=2")
+        #expect(
+            try await client.send(Endpoint<String>(path: "/items#top", query: ["page": "2"], decoding: .string))
+                == "/v1/items?key=a%2Bb&page=2")
         try await shutdown()
         try await server.stop()
     }
@@ -81,7 +85,8 @@ struct ClientTests {
     func rawBytesStringAndNoContentDecodings(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
-            let echo = try await client.send(Endpoint<Echo>(method: .put, path: "/echo", body: .data(Data([0x41, 0x42]), contentType: "application/octet-stream")))
+            let echo = try await client.send(
+                Endpoint<Echo>(method: .put, path: "/echo", body: .data(Data([0x41, 0x42]), contentType: "application/octet-stream")))
             #expect(echo.body == "AB")
             #expect(echo.headers["content-type"] == "application/octet-stream")
             let data = try await client.send(Endpoint<Data>(path: "/text", decoding: .data))
@@ -97,10 +102,12 @@ struct ClientTests {
     func reformerMapsTheRawResponseToAnyType(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
-            let endpoint = Endpoint<Int>(path: "/text", decoding: .reform { body, head in
-                #expect(head.status == .ok)
-                return body.count
-            })
+            let endpoint = Endpoint<Int>(
+                path: "/text",
+                decoding: .reform { body, head in
+                    #expect(head.status == .ok)
+                    return body.count
+                })
             let count = try await client.send(endpoint)
             #expect(count == 11)
         }
@@ -162,9 +169,10 @@ struct ClientTests {
     func severalClientsCoexistWithTheirOwnConfiguration(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server, configure: { $0.defaultHeaders[.userAgent] = "one" }) { first in
-            let second = Client(configuration: .init(transport: first.configuration.transport, baseURL: server.baseURL) {
-                $0.defaultHeaders[.userAgent] = "two"
-            })
+            let second = Client(
+                configuration: .init(transport: first.configuration.transport, baseURL: server.baseURL) {
+                    $0.defaultHeaders[.userAgent] = "two"
+                })
             async let a = first.send(Endpoint<Echo>(path: "/echo"))
             async let b = second.send(Endpoint<Echo>(path: "/echo"))
             let (echoA, echoB) = try await (a, b)

@@ -14,13 +14,16 @@ struct LifecycleTests {
             if request.path.hasPrefix("/held") { await gate.wait() }
             return .json(#"{"id":1,"title":"x"}"#)
         }
-        try await withClient(kind, server: server, configure: {
-            $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1, maxRequestsPerHost: 1)
-            $0.retry = .never
-            // No deadline: the work runs in a task only so that `cancelAll` can reach it (the
-            // shutdown test below covers requests with a deadline).
-            $0.timeout = nil
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1, maxRequestsPerHost: 1)
+                $0.retry = .never
+                // No deadline: the work runs in a task only so that `cancelAll` can reach it (the
+                // shutdown test below covers requests with a deadline).
+                $0.timeout = nil
+            }
+        ) { client in
             let inFlight = client.start(Endpoint<Article>(path: "/held/a"))
             #expect(await eventually { server.requests.count == 1 })
             let joiner = client.start(Endpoint<Article>(path: "/held/a"))

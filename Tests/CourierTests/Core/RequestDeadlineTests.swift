@@ -16,7 +16,10 @@ struct RequestDeadlineTests {
         #expect(request.deadline == nil)
         #expect(request.remainingTime == nil)
         let now = ContinuousClock.now
-        for instant in [now, now + .nanoseconds(1), now - .seconds(3600), now + .seconds(86_400 * 365), now + Duration(secondsComponent: 0, attosecondsComponent: 1)] {
+        for instant in [
+            now, now + .nanoseconds(1), now - .seconds(3600), now + .seconds(86_400 * 365),
+            now + Duration(secondsComponent: 0, attosecondsComponent: 1),
+        ] {
             request.deadline = instant
             #expect(request.deadline == instant)
         }

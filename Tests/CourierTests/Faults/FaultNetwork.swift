@@ -1,5 +1,6 @@
 import Courier
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,7 +9,7 @@ import Glibc
 private func enterNamespace(_ descriptor: Int32) -> Int32 {
     typealias SetNS = @convention(c) (Int32, Int32) -> Int32
     guard let symbol = dlsym(nil, "setns") else { return -1 }
-    let cloneNewNet: Int32 = 0x4000_0000   // CLONE_NEWNET
+    let cloneNewNet: Int32 = 0x4000_0000  // CLONE_NEWNET
     return unsafeBitCast(symbol, to: SetNS.self)(descriptor, cloneNewNet)
 }
 
@@ -65,7 +66,10 @@ final class FaultNetwork: @unchecked Sendable {
 
     private init() throws {
         _ = Self.sweptStale
-        let index = Self.counter.withLock { $0 += 1; return $0 }
+        let index = Self.counter.withLock {
+            $0 += 1
+            return $0
+        }
         let tag = "\(getpid())x\(index)"
         self.name = "courier-f\(tag)"
         self.hostSide = "cf\(tag)"
@@ -110,7 +114,8 @@ final class FaultNetwork: @unchecked Sendable {
     /// Limits what the server sends to `kbit` kilobits per second (a token bucket on its side of the veth).
     func limitBandwidth(kbit: Int) async throws {
         try await onOwnThread {
-            try self.inside("/usr/sbin/tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "\(kbit)kbit", "burst", "1600", "latency", "10s")
+            try self.inside(
+                "/usr/sbin/tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "\(kbit)kbit", "burst", "1600", "latency", "10s")
         }
     }
 
@@ -128,10 +133,15 @@ final class FaultNetwork: @unchecked Sendable {
         let original = open("/proc/thread-self/ns/net", O_RDONLY)
         let target = open(namespacePath, O_RDONLY)
         defer {
-            if original >= 0 { _ = enterNamespace(original); close(original) }
+            if original >= 0 {
+                _ = enterNamespace(original)
+                close(original)
+            }
             if target >= 0 { close(target) }
         }
-        guard original >= 0, target >= 0, enterNamespace(target) == 0 else { return .failure(POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)) }
+        guard original >= 0, target >= 0, enterNamespace(target) == 0 else {
+            return .failure(POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO))
+        }
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard socket >= 0 else { return .failure(POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)) }
         var on: Int32 = 1
@@ -140,7 +150,9 @@ final class FaultNetwork: @unchecked Sendable {
         sin.sin_family = sa_family_t(AF_INET)
         sin.sin_port = 0
         inet_pton(AF_INET, address, &sin.sin_addr)
-        let bound = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let bound = withUnsafePointer(to: &sin) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         guard bound == 0, Glibc.listen(socket, 256) == 0 else {
             let code = errno
             close(socket)

@@ -62,7 +62,7 @@ struct HTTP2MisbehaviourTests {
             #expect(refused.value.title == "/goaway")
             for task in slow {
                 let article = try await task.value
-                #expect(article.id == 1)   // each stream below the last stream ID processed once
+                #expect(article.id == 1)  // each stream below the last stream ID processed once
             }
             let attempts = server.requests.filter { $0.path == "/goaway" }
             #expect(answered.withLock { $0 }.filter { $0 == "/goaway" }.count == 1)
@@ -74,7 +74,8 @@ struct HTTP2MisbehaviourTests {
     // AsyncHTTPClient only: HTTP/2 needs the TLS test server, and URLSession on Linux cannot trust the test CA.
     @Test
     func oneConcurrentStreamAllowedStillServesAHundredRequestsOnOneConnection() async throws {
-        let server = try await TestServer.start(.tls(Certificates.shared), http2: HTTP2Options(maxConcurrentStreams: 1), handler: Routes.standard)
+        let server = try await TestServer.start(
+            .tls(Certificates.shared), http2: HTTP2Options(maxConcurrentStreams: 1), handler: Routes.standard)
         // AsyncHTTPClient bounds a request's wait for a connection (here: for the one stream)
         // by its connect timeout; a hundred requests taking turns on one stream waited past the
         // 10 s default once in a loaded parallel run ("Get connection from pool timeout").
@@ -96,15 +97,20 @@ struct HTTP2MisbehaviourTests {
     // AsyncHTTPClient only: HTTP/2 needs the TLS test server, and URLSession on Linux cannot trust the test CA.
     @Test
     func aRequestBodyWindowThatNeverOpensEndsAtTheDeadline() async throws {
-        let server = try await TestServer.start(.tls(Certificates.shared), http2: HTTP2Options(initialWindowSize: 0), handler: Routes.standard)
+        let server = try await TestServer.start(
+            .tls(Certificates.shared), http2: HTTP2Options(initialWindowSize: 0), handler: Routes.standard)
         try await withClient(.asyncHTTPClient, server: server) { client in
             let started = ContinuousClock.now
             let error = await expectCourierError {
-                _ = try await client.send(Endpoint<Data>(method: .post, path: "/echo", body: .data(Data(count: 100_000), contentType: "application/octet-stream"), timeout: .seconds(1), decoding: .data).retry(.never))
+                _ = try await client.send(
+                    Endpoint<Data>(
+                        method: .post, path: "/echo", body: .data(Data(count: 100_000), contentType: "application/octet-stream"),
+                        timeout: .seconds(1), decoding: .data
+                    ).retry(.never))
             }
             #expect(error?.kind == .timeout)
             #expect(ContinuousClock.now - started < .seconds(30))
-            #expect(server.requests.isEmpty)   // the body never arrived
+            #expect(server.requests.isEmpty)  // the body never arrived
         }
     }
 
@@ -112,7 +118,8 @@ struct HTTP2MisbehaviourTests {
     @Test
     func aFloodOfPingsDoesNotStopTheAnswer() async throws {
         let server = try await tlsServer { request in
-            request.path == "/flood" ? .json(#"{"id":5,"title":"after pings"}"#).with(.pingFlood(count: 1_000)) : .json(#"{"id":1,"title":"x"}"#)
+            request.path == "/flood"
+                ? .json(#"{"id":5,"title":"after pings"}"#).with(.pingFlood(count: 1_000)) : .json(#"{"id":1,"title":"x"}"#)
         }
         let transport = AsyncHTTPClientTransport(configuration: try .init { try $0.trust(pemCertificates: Certificates.shared.caPEMBytes) })
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
@@ -137,12 +144,16 @@ struct HTTP2MisbehaviourTests {
     @Test(arguments: [false, true])
     func aResponseHeaderLargerThanTheLimitFailsTyped(http2: Bool) async throws {
         let handler: TestServer.Handler = { request in
-            ScriptedResponse(status: 200, headers: [("Content-Type", "application/json"), ("X-Huge", String(repeating: "h", count: 1 << 20))], body: Data(#"{"id":1,"title":"x"}"#.utf8))
+            ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/json"), ("X-Huge", String(repeating: "h", count: 1 << 20))],
+                body: Data(#"{"id":1,"title":"x"}"#.utf8))
         }
         let server = try await (http2 ? tlsServer(handler) : http1Server(handler))
         try await withClient(.asyncHTTPClient, server: server) { client in
             // Over HTTP/2 the answer never comes (see the table): a short timeout ends it.
-            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/huge", timeout: .seconds(http2 ? 2 : 30)).retry(.never)) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "/huge", timeout: .seconds(http2 ? 2 : 30)).retry(.never))
+            }
             #expect(error?.kind == (http2 ? .timeout : .transport))
         }
     }
@@ -171,7 +182,9 @@ struct HTTP2MisbehaviourTests {
     func aResponseHeaderLargerThanTheLimitFailsTypedOnURLSession() async throws {
         // URLSession over HTTP/1.1 (cleartext: no trust root needed).
         let server = try await http1Server { _ in
-            ScriptedResponse(status: 200, headers: [("Content-Type", "application/json"), ("X-Huge", String(repeating: "h", count: 1 << 20))], body: Data(#"{"id":1,"title":"x"}"#.utf8))
+            ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/json"), ("X-Huge", String(repeating: "h", count: 1 << 20))],
+                body: Data(#"{"id":1,"title":"x"}"#.utf8))
         }
         try await withClient(.urlSession, server: server) { client in
             do {

@@ -33,10 +33,13 @@ struct NetworkFaultTests {
 
     static func handler(_ request: RecordedRequest) async -> ScriptedResponse {
         switch request.path {
-        case "/small": return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: 2_000))
+        case "/small":
+            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: 2_000))
         case "/20k": return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Self.body20K)
-        case "/100k": return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: 100_000))
-        case "/vanish": return ScriptedResponse(status: 200, body: Data(count: 200_000)).with(.stallMidBody(afterBytes: 10_000, .seconds(1)))
+        case "/100k":
+            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: 100_000))
+        case "/vanish":
+            return ScriptedResponse(status: 200, body: Data(count: 200_000)).with(.stallMidBody(afterBytes: 10_000, .seconds(1)))
         case "/reset": return ScriptedResponse(status: 200, body: Data(count: 100_000)).with(.resetMidBody(afterBytes: 5_000))
         case "/loris": return ScriptedResponse.json(#"{"id":1,"title":"slow"}"#).with(.slowHead(interval: .seconds(1)))
         default: return .text("not found", status: 404)
@@ -47,29 +50,37 @@ struct NetworkFaultTests {
     /// checks that nothing is left in the scheduler and that no descriptor still holds a socket
     /// to the server (``HeldSockets``). Returns how long the shutdown took.
     @discardableResult
-    func withFaultClient(_ kind: TransportKind, baseURL: URL, timeout: Duration, _ body: (Client) async throws -> Void) async throws -> Duration {
+    func withFaultClient(
+        _ kind: TransportKind, baseURL: URL, timeout: Duration, _ body: (Client) async throws -> Void
+    ) async throws -> Duration {
         let (transport, shutdown) = makeTransport(kind)
         return try await self.withFaultClient(transport: transport, shutdown: shutdown, baseURL: baseURL, timeout: timeout, body)
     }
 
     /// An AsyncHTTPClient transport that trusts `certificates`' CA and speaks HTTP/2 only.
-    func withHTTP2FaultClient(trusting certificates: TestCertificates, baseURL: URL, timeout: Duration, _ body: (Client) async throws -> Void) async throws {
-        let transport = AsyncHTTPClientTransport(configuration: try .init {
-            try $0.trust(pemCertificates: certificates.caPEMBytes)
-            $0.httpVersion = .http2Only
-        })
-        try await self.withFaultClient(transport: transport, shutdown: { try await transport.shutdown() }, baseURL: baseURL, timeout: timeout, body)
+    func withHTTP2FaultClient(
+        trusting certificates: TestCertificates, baseURL: URL, timeout: Duration, _ body: (Client) async throws -> Void
+    ) async throws {
+        let transport = AsyncHTTPClientTransport(
+            configuration: try .init {
+                try $0.trust(pemCertificates: certificates.caPEMBytes)
+                $0.httpVersion = .http2Only
+            })
+        try await self.withFaultClient(
+            transport: transport, shutdown: { try await transport.shutdown() }, baseURL: baseURL, timeout: timeout, body)
     }
 
     /// ``withFaultClient(_:baseURL:timeout:_:)`` with a transport of the test's own.
     @discardableResult
     func withFaultClient(
-        transport: any Transport, shutdown: @Sendable () async throws -> Void, baseURL: URL, timeout: Duration, _ body: (Client) async throws -> Void
+        transport: any Transport, shutdown: @Sendable () async throws -> Void, baseURL: URL, timeout: Duration,
+        _ body: (Client) async throws -> Void
     ) async throws -> Duration {
-        let client = Client(configuration: .init(transport: transport, baseURL: baseURL) {
-            $0.timeout = timeout
-            $0.retry = .never
-        })
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: baseURL) {
+                $0.timeout = timeout
+                $0.retry = .never
+            })
         // Sockets another test left open to an earlier server on a reused loopback port.
         let stale = baseURL.host.flatMap { host in baseURL.port.map { HeldSockets.to(host, port: $0).count } } ?? 0
         do {
@@ -86,8 +97,9 @@ struct NetworkFaultTests {
         // A TLS connection's descriptor is let go once the TLS close has run its course, which
         // on a 64 kbit/s link under ThreadSanitizer took over 5 s: a leak check, so a generous bound.
         if let host = baseURL.host, let port = baseURL.port, HeldSockets.isReadable {
-            #expect(await eventually(seconds: 20) { HeldSockets.to(host, port: port).count <= stale },
-                    "sockets to \(host):\(port) still held: \(HeldSockets.to(host, port: port))")
+            #expect(
+                await eventually(seconds: 20) { HeldSockets.to(host, port: port).count <= stale },
+                "sockets to \(host):\(port) still held: \(HeldSockets.to(host, port: port))")
         }
         return took
     }
@@ -96,13 +108,19 @@ struct NetworkFaultTests {
     /// With `tls`, the server speaks HTTP/2 (and HTTP/1.1) over TLS with a certificate made for
     /// the namespace's address, and `body` gets its certificates.
     func withFaultNetwork(connectionsClose: Bool = true, _ body: (FaultNetwork, TestServer) async throws -> Void) async throws {
-        try await self.withFaultNetwork(tls: false, connectionsClose: connectionsClose) { network, server, _ in try await body(network, server) }
+        try await self.withFaultNetwork(tls: false, connectionsClose: connectionsClose) { network, server, _ in
+            try await body(network, server)
+        }
     }
 
-    func withFaultNetwork(tls: Bool, connectionsClose: Bool = true, _ body: (FaultNetwork, TestServer, TestCertificates?) async throws -> Void) async throws {
+    func withFaultNetwork(
+        tls: Bool, connectionsClose: Bool = true, _ body: (FaultNetwork, TestServer, TestCertificates?) async throws -> Void
+    ) async throws {
         let network = try await FaultNetwork.make()
         do {
-            let certificates = tls ? try TestCertificates.generate(ipv4Addresses: [network.serverAddress.split(separator: ".").compactMap { UInt8($0) }]) : nil
+            let certificates =
+                tls
+                ? try TestCertificates.generate(ipv4Addresses: [network.serverAddress.split(separator: ".").compactMap { UInt8($0) }]) : nil
             let socket = try await network.listeningSocket()
             let server: TestServer
             do {
@@ -145,7 +163,9 @@ struct NetworkFaultTests {
         URL(string: "\(tls ? "https" : "http")://\(network.serverAddress):\(server.port)")!
     }
 
-    @Test(.enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"), arguments: TransportKind.allCases)
+    @Test(
+        .enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"),
+        arguments: TransportKind.allCases)
     func aConnectToABlackHoledAddressEndsAtTheDeadlineAndShutdownIsPrompt(_ kind: TransportKind) async throws {
         try await self.withFaultNetwork { network, server in
             try await network.rule("input", "tcp dport \(server.port) drop")
@@ -164,7 +184,9 @@ struct NetworkFaultTests {
         }
     }
 
-    @Test(.enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"), arguments: TransportKind.allCases)
+    @Test(
+        .enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"),
+        arguments: TransportKind.allCases)
     func tenPercentPacketLossStillDeliversEveryResponseWhole(_ kind: TransportKind) async throws {
         try await self.withFaultNetwork { network, server in
             try await network.rule("input", "numgen random mod 10 0 drop")
@@ -179,7 +201,9 @@ struct NetworkFaultTests {
         }
     }
 
-    @Test(.enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"), arguments: TransportKind.allCases)
+    @Test(
+        .enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"),
+        arguments: TransportKind.allCases)
     func aSlowLinkWithADeadlineEndsAtTheDeadline(_ kind: TransportKind) async throws {
         try await self.withFaultNetwork { network, server in
             try await network.limitBandwidth(kbit: 64)
@@ -188,14 +212,18 @@ struct NetworkFaultTests {
                 #expect(small.count == 2_000)
                 let started = ContinuousClock.now
                 // 100 KB at 64 kbit/s takes 12.5 s.
-                let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/100k", timeout: .seconds(2), decoding: .data)) }
+                let error = await expectCourierError {
+                    _ = try await client.send(Endpoint<Data>(path: "/100k", timeout: .seconds(2), decoding: .data))
+                }
                 #expect(error?.kind == .timeout)
                 #expect(ContinuousClock.now - started < .seconds(10))
             }
         }
     }
 
-    @Test(.enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"), arguments: TransportKind.allCases)
+    @Test(
+        .enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"),
+        arguments: TransportKind.allCases)
     func aServerThatVanishesMidBodyEndsAtTheDeadline(_ kind: TransportKind) async throws {
         // Every packet is dropped, so the server never hears that the client closed.
         try await self.withFaultNetwork(connectionsClose: false) { network, server in
@@ -237,7 +265,8 @@ struct NetworkFaultTests {
             try await network.rule("input", "tcp dport \(server.port) drop")
             let transport = AsyncHTTPClientTransport(configuration: .init { $0.connectTimeout = .seconds(1) })
             let shutdown = try await self.withFaultClient(
-                transport: transport, shutdown: { try await transport.shutdown() }, baseURL: Self.url(network, server), timeout: .seconds(20)
+                transport: transport, shutdown: { try await transport.shutdown() }, baseURL: Self.url(network, server),
+                timeout: .seconds(20)
             ) { client in
                 let started = ContinuousClock.now
                 let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/small", decoding: .data)) }
@@ -266,7 +295,9 @@ struct NetworkFaultTests {
         try await self.withFaultNetwork(tls: true) { network, server, certificates in
             try await network.rule("input", "numgen random mod 10 0 drop")
             try await network.rule("output", "numgen random mod 10 0 drop")
-            try await self.withHTTP2FaultClient(trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(60)) { client in
+            try await self.withHTTP2FaultClient(
+                trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(60)
+            ) { client in
                 // Ten at once and ten one after another, all streams of one connection.
                 try await withThrowingTaskGroup(of: Response<Data>.self) { group in
                     for _ in 0..<10 {
@@ -291,13 +322,17 @@ struct NetworkFaultTests {
     func aSlowLinkWithADeadlineEndsAtTheDeadlineOverHTTP2() async throws {
         try await self.withFaultNetwork(tls: true) { network, server, certificates in
             try await network.limitBandwidth(kbit: 64)
-            try await self.withHTTP2FaultClient(trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(30)) { client in
+            try await self.withHTTP2FaultClient(
+                trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(30)
+            ) { client in
                 let small = try await client.response(Endpoint<Data>(path: "/small", decoding: .data))
                 #expect(small.value.count == 2_000)
                 #expect(small.version == .http2)
                 let started = ContinuousClock.now
                 // 100 KB at 64 kbit/s takes 12.5 s; the stream's own deadline ends it.
-                let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/100k", timeout: .seconds(2), decoding: .data)) }
+                let error = await expectCourierError {
+                    _ = try await client.send(Endpoint<Data>(path: "/100k", timeout: .seconds(2), decoding: .data))
+                }
                 #expect(error?.kind == .timeout)
                 #expect(ContinuousClock.now - started < .seconds(10))
             }
@@ -307,7 +342,9 @@ struct NetworkFaultTests {
     @Test(.enabled(if: FaultNetwork.isAvailable || FaultNetwork.isRequired, "needs Linux, root, ip, tc and nft (nftables)"))
     func aServerThatVanishesMidStreamEndsAtTheDeadlineOverHTTP2() async throws {
         try await self.withFaultNetwork(tls: true, connectionsClose: false) { network, server, certificates in
-            try await self.withHTTP2FaultClient(trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(10)) { client in
+            try await self.withHTTP2FaultClient(
+                trusting: try #require(certificates), baseURL: Self.url(network, server, tls: true), timeout: .seconds(10)
+            ) { client in
                 try await Self.expectTheVanishingServerEndsAtTheDeadline(client, server, network)
             }
         }
@@ -373,7 +410,8 @@ struct NetworkFaultTests {
             let started = ContinuousClock.now
             let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/small", decoding: .data)) }
             let took = ContinuousClock.now - started
-            let context = "resolver probe answered after \(delay.map { "\($0)" } ?? "more than 2 s"); error after \(took): \(String(describing: error))"
+            let context =
+                "resolver probe answered after \(delay.map { "\($0)" } ?? "more than 2 s"); error after \(took): \(String(describing: error))"
             #expect(error.map { [.transport, .timeout].contains($0.kind) } == true, "\(context)")
             if error?.kind == .timeout {
                 #expect(took >= deadline - .milliseconds(50), "a timeout before the deadline: \(context)")

@@ -94,7 +94,10 @@ struct DeduplicationTests {
             #expect(server.requests.count == 1)
 
             server.reset()
-            let differentBodies = (0..<3).map { client.start(Endpoint<Article>(method: .post, path: "/slow/search", body: .json(["q": "\($0)"])).deduplication(.key("search"))) }
+            let differentBodies = (0..<3).map {
+                client.start(
+                    Endpoint<Article>(method: .post, path: "/slow/search", body: .json(["q": "\($0)"])).deduplication(.key("search")))
+            }
             for handle in differentBodies { _ = try await handle.value }
             #expect(server.requests.count == 3)
         }
@@ -106,8 +109,10 @@ struct DeduplicationTests {
         try await withClient(kind, server: server) { client in
             let english = client.start(Endpoint<Article>(path: "/slow", headers: [.acceptLanguage: "en"]))
             let french = client.start(Endpoint<Article>(path: "/slow", headers: [.acceptLanguage: "fr"]))
-            let ab = client.start(Endpoint<Article>(path: "/slow", query: [URLQueryItem(name: "a", value: "1"), URLQueryItem(name: "b", value: "2")]))
-            let ba = client.start(Endpoint<Article>(path: "/slow", query: [URLQueryItem(name: "b", value: "2"), URLQueryItem(name: "a", value: "1")]))
+            let ab = client.start(
+                Endpoint<Article>(path: "/slow", query: [URLQueryItem(name: "a", value: "1"), URLQueryItem(name: "b", value: "2")]))
+            let ba = client.start(
+                Endpoint<Article>(path: "/slow", query: [URLQueryItem(name: "b", value: "2"), URLQueryItem(name: "a", value: "1")]))
             for handle in [english, french, ab, ba] { _ = try await handle.value }
             // en and fr are two requests; ?a&b and ?b&a are two as well: two target URIs
             // (RFC 3986 §6 does not make a reordered query the same URI), which a server may
@@ -122,7 +127,9 @@ struct DeduplicationTests {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
         // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
-        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }
+        ) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let normal = client.start(Endpoint<Article>(path: "/normal"))
@@ -143,7 +150,9 @@ struct DeduplicationTests {
         // urgent caller joins it: the raise must still be the priority it queues with.
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
-        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }
+        ) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             client.suspend()
@@ -169,7 +178,9 @@ struct SchedulerTests {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
         // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
-        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }
+        ) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let order: [RequestPriority] = [.low, .high, .veryLow, .veryHigh, .normal, .high]
@@ -185,7 +196,10 @@ struct SchedulerTests {
             await gate.open()
             _ = try await blocker.value
             for handle in handles { _ = try await handle.value }
-            #expect(server.requests.dropFirst().map(\.path) == ["/p/3-veryHigh", "/p/1-high", "/p/5-high", "/p/4-normal", "/p/0-low", "/p/2-veryLow"])
+            #expect(
+                server.requests.dropFirst().map(\.path) == [
+                    "/p/3-veryHigh", "/p/1-high", "/p/5-high", "/p/4-normal", "/p/0-low", "/p/2-veryLow",
+                ])
         }
     }
 
@@ -194,7 +208,9 @@ struct SchedulerTests {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
         // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
-        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }
+        ) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             // One at a time: each request's task must reach the queue before the next starts, or
@@ -218,7 +234,9 @@ struct SchedulerTests {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
         // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
-        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }) { client in
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }
+        ) { client in
             let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let doomed = client.start(Endpoint<Article>(path: "/doomed"))
@@ -239,7 +257,8 @@ struct SchedulerTests {
     func perHostLimitAppliesPerHost(_ kind: TransportKind) async throws {
         let server = try await trafficServer()
         let other = try await trafficServer()
-        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 10, maxRequestsPerHost: 1) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 10, maxRequestsPerHost: 1) }) {
+            client in
             let a1 = client.start(Endpoint<Article>(path: "/slow/a1"))
             let a2 = client.start(Endpoint<Article>(path: "/slow/a2"))
             let b1 = client.start(Endpoint<Article>(path: other.baseURL.absoluteString + "/slow/b1"))
@@ -258,7 +277,10 @@ struct SchedulerTests {
         let server = try await trafficServer()
         let base = try #require(URL(string: "http://localhost:\(server.port)"))
         let (transport, shutdown) = makeTransport(kind)
-        let client = Client(configuration: .init(transport: transport, baseURL: base) { $0.scheduling = .init(maxConcurrentRequests: 10, maxRequestsPerHost: 1) })
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: base) {
+                $0.scheduling = .init(maxConcurrentRequests: 10, maxRequestsPerHost: 1)
+            })
         let first = client.start(Endpoint<Article>(path: "/slow/a1"))
         let second = client.start(Endpoint<Article>(path: "http://LocalHost:\(server.port)/slow/a2"))
         #expect(await eventually { server.requests.count == 1 })
@@ -397,7 +419,9 @@ struct GroupingTests {
             let scope = RequestScope()
             let queue = DispatchQueue(label: "delivery")
             let calls = Locked<[String]>([])
-            scope.send(Endpoint<Article>(path: "/slow/cancelled"), on: client, queue: queue) { _ in calls.withLock { $0.append("cancelled") } }
+            scope.send(Endpoint<Article>(path: "/slow/cancelled"), on: client, queue: queue) { _ in
+                calls.withLock { $0.append("cancelled") }
+            }
             #expect(await eventually { server.requests.count == 1 })
             scope.cancelAll()
             let delivered = Locked(false)

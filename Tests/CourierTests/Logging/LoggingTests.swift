@@ -15,7 +15,8 @@ struct LoggingTests {
         var logger = Logger(label: "test") { _ in handler }
         logger.logLevel = .debug
         try await withClient(kind, server: server, configure: { $0.logger = logger }) { client in
-            _ = try await client.send(Endpoint<Article>(name: "news.article", path: "/json", query: ["access_token": "s3cr3t", "page": "1"]))
+            _ = try await client.send(
+                Endpoint<Article>(name: "news.article", path: "/json", query: ["access_token": "s3cr3t", "page": "1"]))
             let lines = handler.entries.map { "\($0.message)" }
             #expect(lines.count == 2)
             #expect(lines.first?.hasPrefix("→ ") == true)
@@ -96,7 +97,7 @@ struct LoggingTests {
         error.body = Data(#"{"refresh_token":"r-secret","error":"invalid_grant"}"#.utf8)
         let excerpt = error.bodyExcerpt(limit: limit)
         #expect(excerpt?.contains("r-secret") == false)
-        #expect(UInt(excerpt?.count ?? 0) <= UInt(max(limit, 0)) + 1)   // the cut, and its "…"
+        #expect(UInt(excerpt?.count ?? 0) <= UInt(max(limit, 0)) + 1)  // the cut, and its "…"
     }
 
     @Test(arguments: [
@@ -118,7 +119,8 @@ struct LoggingTests {
 
     @Test
     func presignedURLSignaturesAndCredentialsAreHidden() {
-        let url = "https://b.s3.amazonaws.com/k?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=abc&X-Amz-Security-Token=tok&X-Goog-Signature=def&part=1"
+        let url =
+            "https://b.s3.amazonaws.com/k?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=abc&X-Amz-Security-Token=tok&X-Goog-Signature=def&part=1"
         let redacted = Redactor.standard.redact(urlString: url)
         for secret in ["AKIA", "=abc", "=tok", "=def"] { #expect(!redacted.contains(secret), "\(redacted)") }
         #expect(redacted.contains("part=1"))
@@ -140,10 +142,13 @@ struct LoggingTests {
         let debugHandler = InMemoryLogHandler()
         logger = Logger(label: "test") { _ in debugHandler }
         logger.logLevel = .debug
-        try await withClient(kind, server: debugServer, configure: {
-            $0.logger = logger
-            $0.cache = CacheConfiguration(store: MemoryCacheStore(), policy: .http)
-        }) { client in
+        try await withClient(
+            kind, server: debugServer,
+            configure: {
+                $0.logger = logger
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), policy: .http)
+            }
+        ) { client in
             _ = try await client.send(Endpoint<Echo>(path: "/redirect/1"))
             let lines = debugHandler.entries.map { "\($0.message)" }
             #expect(lines.map { $0.prefix(1) } == ["→", "⤷", "←"])
@@ -155,7 +160,8 @@ struct LoggingTests {
     @Test(arguments: TransportKind.allCases)
     func traceLogsBodiesRedactedAndCappedOnlyWhenAskedTo(_ kind: TransportKind) async throws {
         let routes: TestServer.Handler = { request in
-            request.path == "/long" ? .json("[" + Array(repeating: #""0123456789""#, count: 1000).joined(separator: ",") + "]") : await Routes.standard(request)
+            request.path == "/long"
+                ? .json("[" + Array(repeating: #""0123456789""#, count: 1000).joined(separator: ",") + "]") : await Routes.standard(request)
         }
         let server = try await http1Server(routes)
         let handler = InMemoryLogHandler()
@@ -169,10 +175,13 @@ struct LoggingTests {
             #expect(!handler.entries.contains { "\($0.message)".hasPrefix("⇡") })
         }
         let bodyServer = try await http1Server(routes)
-        try await withClient(kind, server: bodyServer, configure: {
-            $0.logger = logger
-            $0.logsBodies = true
-        }) { client in
+        try await withClient(
+            kind, server: bodyServer,
+            configure: {
+                $0.logger = logger
+                $0.logsBodies = true
+            }
+        ) { client in
             _ = try await client.send(login)
             _ = try await client.send(Endpoint<[String]>(path: "/long"))
             let lines = handler.entries.map { "\($0.message)" }
@@ -194,9 +203,12 @@ struct LoggingTests {
     @Test
     func redactingABodyHandlesJSONFormsTextAndBinary() {
         let redactor = Redactor.standard
-        let json = redactor.redact(body: Data(#"{"a":[{"client_secret":"x y"}],"ok":1}"#.utf8), contentType: "application/json", limit: 1000)
+        let json = redactor.redact(
+            body: Data(#"{"a":[{"client_secret":"x y"}],"ok":1}"#.utf8), contentType: "application/json", limit: 1000)
         #expect(json == #"{"a":[{"client_secret":"REDACTED"}],"ok":1}"#)
-        let form = redactor.redact(body: Data("grant_type=password&password=hunter 2&user=ann".utf8), contentType: "application/x-www-form-urlencoded", limit: 1000)
+        let form = redactor.redact(
+            body: Data("grant_type=password&password=hunter 2&user=ann".utf8), contentType: "application/x-www-form-urlencoded", limit: 1000
+        )
         #expect(form == "grant_type=password&password=REDACTED&user=ann")
         let text = redactor.redact(body: Data("Authorization: Bearer abc.def".utf8), contentType: "text/plain", limit: 1000)
         #expect(!text.contains("abc.def"))
@@ -211,7 +223,8 @@ struct LoggingTests {
     func debugOptionsComeFromTheEnvironmentAndLaunchArgumentsWin() {
         let none = DebugOptions(environment: [:], arguments: ["app"])
         #expect(none == .off)
-        let fromEnvironment = DebugOptions(environment: ["COURIER_LOG_LEVEL": "DEBUG", "COURIER_LOG_BODIES": "1", "COURIER_HAR": "/tmp/a.har"], arguments: [])
+        let fromEnvironment = DebugOptions(
+            environment: ["COURIER_LOG_LEVEL": "DEBUG", "COURIER_LOG_BODIES": "1", "COURIER_HAR": "/tmp/a.har"], arguments: [])
         #expect(fromEnvironment == DebugOptions(logLevel: .debug, logsBodies: true, harPath: "/tmp/a.har"))
         let both = DebugOptions(
             environment: ["COURIER_LOG_LEVEL": "debug"],
@@ -219,7 +232,8 @@ struct LoggingTests {
         )
         #expect(both == DebugOptions(logLevel: .trace, logsBodies: true, harPath: "/tmp/b.har"))
         // Nonsense is ignored, never a crash.
-        let nonsense = DebugOptions(environment: ["COURIER_LOG_LEVEL": "loud", "COURIER_LOG_BODIES": "maybe"], arguments: ["-CourierLogLevel"])
+        let nonsense = DebugOptions(
+            environment: ["COURIER_LOG_LEVEL": "loud", "COURIER_LOG_BODIES": "maybe"], arguments: ["-CourierLogLevel"])
         #expect(nonsense == .off)
     }
 
@@ -230,10 +244,13 @@ struct LoggingTests {
         var logger = Logger(label: "test") { _ in handler }
         logger.logLevel = .error
         let options = DebugOptions(environment: ["COURIER_LOG_LEVEL": "debug"], arguments: [])
-        try await withClient(kind, server: server, configure: {
-            $0.logger = logger
-            $0.debugOptions = options
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.logger = logger
+                $0.debugOptions = options
+            }
+        ) { client in
             _ = try await client.send(Endpoint<Echo>(path: "/redirect/1"))
             #expect(handler.entries.map { "\($0.message)".prefix(1) } == ["→", "⤷", "←"])
         }

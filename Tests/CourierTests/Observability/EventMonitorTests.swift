@@ -1,10 +1,11 @@
-@testable import Courier
 import CourierAsyncHTTPClient
 import CourierTestServer
 import CourierTesting
 import Foundation
 import HTTPTypes
 import Testing
+
+@testable import Courier
 
 /// A monitor that writes down every event, in order, as text.
 final class RecordingMonitor: EventMonitor, Sendable {
@@ -47,7 +48,9 @@ final class RecordingMonitor: EventMonitor, Sendable {
     }
     func attemptFailed(_ attempt: AttemptEvent, error: CourierError) { self.add("attemptFailed", attempt.id, error.kind.description) }
     func redirected(_ request: RequestEvent, status: Int, location: String) { self.add("redirected", request.id, "\(status) \(location)") }
-    func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) { self.add("retrying", request.id, "\(attempt) \(reason)") }
+    func retrying(_ request: RequestEvent, attempt: Int, after delay: Duration, reason: String) {
+        self.add("retrying", request.id, "\(attempt) \(reason)")
+    }
     func authRefreshed(_ request: RequestEvent) { self.add("authRefreshed", request.id) }
     func decoded(_ request: RequestEvent, as type: String) { self.add("decoded", request.id, type) }
     func requestFinished(_ request: RequestEvent, result: RequestResult) {
@@ -107,7 +110,9 @@ struct EventMonitorTests {
     @Test(arguments: TransportKind.allCases)
     func fieldsAMonitorAddsGoOnTheWireAndIntoTheResult(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        let monitor = RecordingMonitor(extraFields: [HTTPField.Name("traceparent")!: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"])
+        let monitor = RecordingMonitor(extraFields: [
+            HTTPField.Name("traceparent")!: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        ])
         try await withClient(kind, server: server, configure: { $0.eventMonitors = [monitor] }) { client in
             let echo = try await client.send(Endpoint<Echo>(path: "/echo"))
             #expect(echo.headers["traceparent"] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
@@ -120,7 +125,10 @@ struct EventMonitorTests {
     func retriesAreAttemptsWithTheirNumbers(_ kind: TransportKind) async throws {
         let calls = Locked(0)
         let server = try await http1Server { request in
-            let call = calls.withLock { $0 += 1; return $0 }
+            let call = calls.withLock {
+                $0 += 1
+                return $0
+            }
             return call == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":1,"title":"ok"}"#)
         }
         let monitor = RecordingMonitor()
@@ -150,15 +158,20 @@ struct EventMonitorTests {
     @Test(arguments: TransportKind.allCases)
     func cacheEventsSayStoredHitAndRevalidated(_ kind: TransportKind) async throws {
         let server = try await http1Server { request in
-            if request.header("if-none-match") == "\"v1\"" { return ScriptedResponse(status: 304, headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=0")], body: Data()) }
+            if request.header("if-none-match") == "\"v1\"" {
+                return ScriptedResponse(status: 304, headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=0")], body: Data())
+            }
             if request.path == "/fresh" { return .json(#"{"id":1,"title":"fresh"}"#, headers: [("Cache-Control", "max-age=600")]) }
             return .json(#"{"id":2,"title":"tagged"}"#, headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=0")])
         }
         let monitor = RecordingMonitor()
-        try await withClient(kind, server: server, configure: {
-            $0.eventMonitors = [monitor]
-            $0.cache = CacheConfiguration(store: MemoryCacheStore())
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.eventMonitors = [monitor]
+                $0.cache = CacheConfiguration(store: MemoryCacheStore())
+            }
+        ) { client in
             _ = try await client.send(Endpoint<Article>(path: "/fresh"))
             _ = try await client.send(Endpoint<Article>(path: "/fresh"))
             _ = try await client.send(Endpoint<Article>(path: "/tagged"))
@@ -207,10 +220,13 @@ struct EventMonitorTests {
             return .json(#"{"id":1,"title":"x"}"#)
         }
         let monitor = RecordingMonitor()
-        try await withClient(kind, server: server, configure: {
-            $0.eventMonitors = [monitor]
-            $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1, maxRequestsPerHost: 1)
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.eventMonitors = [monitor]
+                $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1, maxRequestsPerHost: 1)
+            }
+        ) { client in
             let held = client.start(Endpoint<Article>(path: "/held"))
             #expect(await eventually { server.requests.count == 1 })
             let waiting = client.start(Endpoint<Article>(path: "/next"))
@@ -252,13 +268,17 @@ struct EventMonitorTests {
         let expired = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(-10))
         let tokenClient = Client(configuration: .init(transport: URLSessionTransport()))
         let auth = OAuth2Authenticator(
-            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
+            tokenEndpoint: OAuth2TokenEndpoint(
+                url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
             tokenClient: tokenClient, store: InMemoryCredentialStore(expired)
         )
-        try await withClient(kind, server: server, configure: {
-            $0.middleware = [auth]
-            $0.eventMonitors = [monitor]
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.middleware = [auth]
+                $0.eventMonitors = [monitor]
+            }
+        ) { client in
             let article = try await client.send(Endpoint<Article>(path: "/api/1"))
             #expect(article.title == "t-1")
             let refreshed = monitor.entries.filter { $0.name == "authRefreshed" }
@@ -274,17 +294,22 @@ struct EventMonitorTests {
         #expect(!quiet.parts.events.isActive)
         _ = try await quiet.send(Endpoint<Article>(path: "/a"))
         #expect(stub.requests.first?.logical == nil)
-        let watched = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.example")!) {
-            $0.debugOptions = .off
-            $0.eventMonitors = [RecordingMonitor()]
-        })
+        let watched = Client(
+            configuration: .init(transport: stub, baseURL: URL(string: "https://api.example")!) {
+                $0.debugOptions = .off
+                $0.eventMonitors = [RecordingMonitor()]
+            })
         #expect(watched.parts.events.isActive)
         _ = try await watched.send(Endpoint<Article>(path: "/a"))
         #expect(stub.requests.last?.logical == nil)
-        let recording = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.example")!) {
-            $0.debugOptions = .off
-            $0.eventMonitors = [FixtureRecorder(directory: FileManager.default.temporaryDirectory.appendingPathComponent("courier-unused-\(UUID().uuidString)"))]
-        })
+        let recording = Client(
+            configuration: .init(transport: stub, baseURL: URL(string: "https://api.example")!) {
+                $0.debugOptions = .off
+                $0.eventMonitors = [
+                    FixtureRecorder(
+                        directory: FileManager.default.temporaryDirectory.appendingPathComponent("courier-unused-\(UUID().uuidString)"))
+                ]
+            })
         _ = try await recording.send(Endpoint<Article>(path: "/a"))
         #expect(stub.requests.last?.logical?.pathAndQuery == "/a")
     }
@@ -309,7 +334,9 @@ struct EventMonitorTests {
             // The slot is given back when the body ends.
             #expect(await eventually { monitor.names(of: streamID).contains("slot-") })
 
-            let result = try await client.download(Endpoint<Data>(path: "/json", decoding: .data), to: DownloadDestination(directory: folder, fileName: "a.json")).value
+            let result = try await client.download(
+                Endpoint<Data>(path: "/json", decoding: .data), to: DownloadDestination(directory: folder, fileName: "a.json")
+            ).value
             #expect(result.byteCount == 24)
             let downloadID = try #require(monitor.entries.last { $0.name == "finished" }?.id)
             #expect(downloadID != streamID)

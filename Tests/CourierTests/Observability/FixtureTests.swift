@@ -13,7 +13,8 @@ struct FixtureTests {
 
     static let routes: TestServer.Handler = { request in
         switch request.path {
-        case "/articles/1": return .json(#"{"id":1,"title":"first"}"#, headers: [("Set-Cookie", "session=s-secret"), ("X-Request-Id", "r-1")])
+        case "/articles/1":
+            return .json(#"{"id":1,"title":"first"}"#, headers: [("Set-Cookie", "session=s-secret"), ("X-Request-Id", "r-1")])
         case "/login": return .json(#"{"id":9,"title":"signed in","access_token":"a-secret"}"#)
         default: return await Routes.standard(request)
         }
@@ -25,15 +26,19 @@ struct FixtureTests {
         let folder = Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
         let article = Endpoint<Article>(name: "article", path: "/articles/1")
-        let login = Endpoint<Article>(name: "login", method: .post, path: "/login", body: .data(Data(#"{"user":"ann"}"#.utf8), contentType: "application/json"))
+        let login = Endpoint<Article>(
+            name: "login", method: .post, path: "/login", body: .data(Data(#"{"user":"ann"}"#.utf8), contentType: "application/json"))
         let missing = Endpoint<Article>(name: "missing", path: "/status/404").retry(.never)
         for _ in 0..<2 {
             // Two servers on two ports: the files must have the same names both times.
             let server = try await http1Server(Self.routes)
-            try await withClient(kind, server: server, configure: {
-                $0.eventMonitors = [FixtureRecorder(directory: folder)]
-                $0.defaultHeaders[.authorization] = "Bearer t-secret"
-            }) { client in
+            try await withClient(
+                kind, server: server,
+                configure: {
+                    $0.eventMonitors = [FixtureRecorder(directory: folder)]
+                    $0.defaultHeaders[.authorization] = "Bearer t-secret"
+                }
+            ) { client in
                 _ = try await client.send(article)
                 _ = try await client.send(login)
                 _ = try? await client.send(missing)
@@ -49,9 +54,10 @@ struct FixtureTests {
         #expect(!everything.contains("a-secret"))
         #expect(everything.contains(#""status" : 404"#))
 
-        let replay = Client(configuration: .init(transport: FixtureTransport(directory: folder), baseURL: URL(string: "https://elsewhere.example/")!) {
-            $0.debugOptions = .off
-        })
+        let replay = Client(
+            configuration: .init(transport: FixtureTransport(directory: folder), baseURL: URL(string: "https://elsewhere.example/")!) {
+                $0.debugOptions = .off
+            })
         let replayed = try await replay.send(article)
         #expect(replayed == Article(id: 1, title: "first"))
         let response = try await replay.response(article)
@@ -65,18 +71,24 @@ struct FixtureTests {
     @Test
     func strictReplayFailsNamingTheFileItLookedFor() async throws {
         let folder = Self.folder()
-        let replay = Client(configuration: .init(transport: FixtureTransport(directory: folder), baseURL: URL(string: "https://api.example/")!) {
-            $0.debugOptions = .off
-        })
+        let replay = Client(
+            configuration: .init(transport: FixtureTransport(directory: folder), baseURL: URL(string: "https://api.example/")!) {
+                $0.debugOptions = .off
+            })
         let error = await expectCourierError { _ = try await replay.send(Endpoint<Article>(name: "profile", path: "/me")) }
         #expect(error?.kind == .invalidRequest)
         #expect(error?.message.contains("no fixture for profile GET /me") == true)
         #expect(error?.message.contains(folder.appendingPathComponent("profile-").path) == true)
         // Not strict: a 404 instead.
-        let lenient = Client(configuration: .init(transport: FixtureTransport(directory: folder, strict: false), baseURL: URL(string: "https://api.example/")!) {
-            $0.debugOptions = .off
-        })
-        let notFound = await expectCourierError { _ = try await lenient.send(Endpoint<Article>(name: "profile", path: "/me").retry(.never)) }
+        let lenient = Client(
+            configuration: .init(
+                transport: FixtureTransport(directory: folder, strict: false), baseURL: URL(string: "https://api.example/")!
+            ) {
+                $0.debugOptions = .off
+            })
+        let notFound = await expectCourierError {
+            _ = try await lenient.send(Endpoint<Article>(name: "profile", path: "/me").retry(.never))
+        }
         #expect(notFound?.status == .notFound)
     }
 
@@ -86,9 +98,10 @@ struct FixtureTests {
         let folder = Self.folder()
         defer { try? FileManager.default.removeItem(at: folder) }
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let client = Client(configuration: .init(transport: FixtureTransport(directory: folder), baseURL: URL(string: "https://api.example/")!) {
-            $0.debugOptions = .off
-        })
+        let client = Client(
+            configuration: .init(transport: FixtureTransport(directory: folder), baseURL: URL(string: "https://api.example/")!) {
+                $0.debugOptions = .off
+            })
         let endpoint = Endpoint<Article>(name: "article", path: "/articles/1")
         // Find the name the transport looks for, then put garbage there.
         let missing = await expectCourierError { _ = try await client.send(endpoint) }
@@ -98,7 +111,8 @@ struct FixtureTests {
         #expect(corrupt?.kind == .invalidRequest)
         #expect(corrupt?.message.contains("is not a recorded exchange") == true)
         // A status HTTP has no room for (an edited file) is an error, not a trap.
-        let hostile = #"{"endpoint":"article","method":"GET","url":"/articles/1","requestHeaders":[],"status":5000,"responseHeaders":[],"body":"{}"}"#
+        let hostile =
+            #"{"endpoint":"article","method":"GET","url":"/articles/1","requestHeaders":[],"status":5000,"responseHeaders":[],"body":"{}"}"#
         try Data(hostile.utf8).write(to: URL(fileURLWithPath: path))
         let badStatus = await expectCourierError { _ = try await client.send(endpoint) }
         #expect(badStatus?.kind == .invalidRequest)

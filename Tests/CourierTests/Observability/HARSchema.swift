@@ -11,148 +11,148 @@ import Testing
 enum HARSchema {
     /// The schema, as JSON text.
     static let json: String = #"""
-    {
-      "$schema": "http://json-schema.org/draft-07/schema#",
-      "title": "HTTP Archive 1.2",
-      "type": "object",
-      "required": ["log"],
-      "properties": { "log": { "$ref": "#/definitions/log" } },
-      "definitions": {
-        "log": {
+        {
+          "$schema": "http://json-schema.org/draft-07/schema#",
+          "title": "HTTP Archive 1.2",
           "type": "object",
-          "required": ["version", "creator", "entries"],
-          "properties": {
-            "version": { "type": "string", "enum": ["1.2"] },
-            "creator": { "$ref": "#/definitions/creator" }, "browser": { "$ref": "#/definitions/creator" },
-            "pages": { "type": "array", "items": { "$ref": "#/definitions/page" } },
-            "entries": { "type": "array", "items": { "$ref": "#/definitions/entry" } }, "comment": { "type": "string" }
-          }
-        },
-        "creator": {
-          "type": "object",
-          "required": ["name", "version"],
-          "properties": { "name": { "type": "string" }, "version": { "type": "string" }, "comment": { "type": "string" } }
-        },
-        "page": {
-          "type": "object",
-          "required": ["startedDateTime", "id", "title", "pageTimings"],
-          "properties": {
-            "startedDateTime": { "type": "string" }, "id": { "type": "string" }, "title": { "type": "string" },
-            "pageTimings": {
+          "required": ["log"],
+          "properties": { "log": { "$ref": "#/definitions/log" } },
+          "definitions": {
+            "log": {
               "type": "object",
+              "required": ["version", "creator", "entries"],
               "properties": {
-                "onContentLoad": { "type": "number", "minimum": -1 }, "onLoad": { "type": "number", "minimum": -1 },
+                "version": { "type": "string", "enum": ["1.2"] },
+                "creator": { "$ref": "#/definitions/creator" }, "browser": { "$ref": "#/definitions/creator" },
+                "pages": { "type": "array", "items": { "$ref": "#/definitions/page" } },
+                "entries": { "type": "array", "items": { "$ref": "#/definitions/entry" } }, "comment": { "type": "string" }
+              }
+            },
+            "creator": {
+              "type": "object",
+              "required": ["name", "version"],
+              "properties": { "name": { "type": "string" }, "version": { "type": "string" }, "comment": { "type": "string" } }
+            },
+            "page": {
+              "type": "object",
+              "required": ["startedDateTime", "id", "title", "pageTimings"],
+              "properties": {
+                "startedDateTime": { "type": "string" }, "id": { "type": "string" }, "title": { "type": "string" },
+                "pageTimings": {
+                  "type": "object",
+                  "properties": {
+                    "onContentLoad": { "type": "number", "minimum": -1 }, "onLoad": { "type": "number", "minimum": -1 },
+                    "comment": { "type": "string" }
+                  }
+                },
                 "comment": { "type": "string" }
               }
             },
-            "comment": { "type": "string" }
-          }
-        },
-        "entry": {
-          "type": "object",
-          "required": ["startedDateTime", "time", "request", "response", "cache", "timings"],
-          "properties": {
-            "pageref": { "type": "string" }, "startedDateTime": { "type": "string" }, "time": { "type": "number", "minimum": 0 },
-            "request": { "$ref": "#/definitions/request" },
-            "response": { "$ref": "#/definitions/response" },
-            "cache": { "$ref": "#/definitions/cache" },
-            "timings": { "$ref": "#/definitions/timings" },
-            "serverIPAddress": { "type": "string" }, "connection": { "type": "string" }, "comment": { "type": "string" }
-          }
-        },
-        "request": {
-          "type": "object",
-          "required": ["method", "url", "httpVersion", "cookies", "headers", "queryString", "headersSize", "bodySize"],
-          "properties": {
-            "method": { "type": "string" }, "url": { "type": "string" }, "httpVersion": { "type": "string" },
-            "cookies": { "type": "array", "items": { "$ref": "#/definitions/cookie" } },
-            "headers": { "type": "array", "items": { "$ref": "#/definitions/pair" } },
-            "queryString": { "type": "array", "items": { "$ref": "#/definitions/pair" } },
-            "postData": { "$ref": "#/definitions/postData" },
-            "headersSize": { "type": "integer", "minimum": -1 }, "bodySize": { "type": "integer", "minimum": -1 },
-            "comment": { "type": "string" }
-          }
-        },
-        "response": {
-          "type": "object",
-          "required": ["status", "statusText", "httpVersion", "cookies", "headers", "content", "redirectURL", "headersSize", "bodySize"],
-          "properties": {
-            "status": { "type": "integer" }, "statusText": { "type": "string" }, "httpVersion": { "type": "string" },
-            "cookies": { "type": "array", "items": { "$ref": "#/definitions/cookie" } },
-            "headers": { "type": "array", "items": { "$ref": "#/definitions/pair" } },
-            "content": { "$ref": "#/definitions/content" }, "redirectURL": { "type": "string" },
-            "headersSize": { "type": "integer", "minimum": -1 }, "bodySize": { "type": "integer", "minimum": -1 },
-            "comment": { "type": "string" }
-          }
-        },
-        "cookie": {
-          "type": "object",
-          "required": ["name", "value"],
-          "properties": {
-            "name": { "type": "string" }, "value": { "type": "string" }, "path": { "type": "string" },
-            "domain": { "type": "string" }, "expires": { "type": "string" },
-            "httpOnly": { "type": "boolean" }, "secure": { "type": "boolean" }, "comment": { "type": "string" }
-          }
-        },
-        "pair": {
-          "type": "object",
-          "required": ["name", "value"],
-          "properties": { "name": { "type": "string" }, "value": { "type": "string" }, "comment": { "type": "string" } }
-        },
-        "postData": {
-          "type": "object",
-          "required": ["mimeType"],
-          "anyOf": [{ "required": ["text"] }, { "required": ["params"] }],
-          "properties": {
-            "mimeType": { "type": "string" }, "text": { "type": "string" },
-            "params": { "type": "array", "items": { "$ref": "#/definitions/param" } }, "comment": { "type": "string" }
-          }
-        },
-        "param": {
-          "type": "object",
-          "required": ["name"],
-          "properties": {
-            "name": { "type": "string" }, "value": { "type": "string" }, "fileName": { "type": "string" },
-            "contentType": { "type": "string" }, "comment": { "type": "string" }
-          }
-        },
-        "content": {
-          "type": "object",
-          "required": ["size", "mimeType"],
-          "properties": {
-            "size": { "type": "integer", "minimum": 0 }, "compression": { "type": "integer" },
-            "mimeType": { "type": "string" }, "text": { "type": "string" }, "encoding": { "type": "string" },
-            "comment": { "type": "string" }
-          }
-        },
-        "cache": {
-          "type": "object",
-          "properties": {
-            "beforeRequest": { "$ref": "#/definitions/cacheState" }, "afterRequest": { "$ref": "#/definitions/cacheState" },
-            "comment": { "type": "string" }
-          }
-        },
-        "cacheState": {
-          "type": ["object", "null"],
-          "required": ["lastAccess", "eTag", "hitCount"],
-          "properties": {
-            "expires": { "type": "string" }, "lastAccess": { "type": "string" }, "eTag": { "type": "string" },
-            "hitCount": { "type": "integer", "minimum": 0 }, "comment": { "type": "string" }
-          }
-        },
-        "timings": {
-          "type": "object",
-          "required": ["send", "wait", "receive"],
-          "properties": {
-            "blocked": { "type": "number", "minimum": -1 }, "dns": { "type": "number", "minimum": -1 },
-            "connect": { "type": "number", "minimum": -1 }, "ssl": { "type": "number", "minimum": -1 },
-            "send": { "type": "number", "minimum": 0 }, "wait": { "type": "number", "minimum": 0 },
-            "receive": { "type": "number", "minimum": 0 }, "comment": { "type": "string" }
+            "entry": {
+              "type": "object",
+              "required": ["startedDateTime", "time", "request", "response", "cache", "timings"],
+              "properties": {
+                "pageref": { "type": "string" }, "startedDateTime": { "type": "string" }, "time": { "type": "number", "minimum": 0 },
+                "request": { "$ref": "#/definitions/request" },
+                "response": { "$ref": "#/definitions/response" },
+                "cache": { "$ref": "#/definitions/cache" },
+                "timings": { "$ref": "#/definitions/timings" },
+                "serverIPAddress": { "type": "string" }, "connection": { "type": "string" }, "comment": { "type": "string" }
+              }
+            },
+            "request": {
+              "type": "object",
+              "required": ["method", "url", "httpVersion", "cookies", "headers", "queryString", "headersSize", "bodySize"],
+              "properties": {
+                "method": { "type": "string" }, "url": { "type": "string" }, "httpVersion": { "type": "string" },
+                "cookies": { "type": "array", "items": { "$ref": "#/definitions/cookie" } },
+                "headers": { "type": "array", "items": { "$ref": "#/definitions/pair" } },
+                "queryString": { "type": "array", "items": { "$ref": "#/definitions/pair" } },
+                "postData": { "$ref": "#/definitions/postData" },
+                "headersSize": { "type": "integer", "minimum": -1 }, "bodySize": { "type": "integer", "minimum": -1 },
+                "comment": { "type": "string" }
+              }
+            },
+            "response": {
+              "type": "object",
+              "required": ["status", "statusText", "httpVersion", "cookies", "headers", "content", "redirectURL", "headersSize", "bodySize"],
+              "properties": {
+                "status": { "type": "integer" }, "statusText": { "type": "string" }, "httpVersion": { "type": "string" },
+                "cookies": { "type": "array", "items": { "$ref": "#/definitions/cookie" } },
+                "headers": { "type": "array", "items": { "$ref": "#/definitions/pair" } },
+                "content": { "$ref": "#/definitions/content" }, "redirectURL": { "type": "string" },
+                "headersSize": { "type": "integer", "minimum": -1 }, "bodySize": { "type": "integer", "minimum": -1 },
+                "comment": { "type": "string" }
+              }
+            },
+            "cookie": {
+              "type": "object",
+              "required": ["name", "value"],
+              "properties": {
+                "name": { "type": "string" }, "value": { "type": "string" }, "path": { "type": "string" },
+                "domain": { "type": "string" }, "expires": { "type": "string" },
+                "httpOnly": { "type": "boolean" }, "secure": { "type": "boolean" }, "comment": { "type": "string" }
+              }
+            },
+            "pair": {
+              "type": "object",
+              "required": ["name", "value"],
+              "properties": { "name": { "type": "string" }, "value": { "type": "string" }, "comment": { "type": "string" } }
+            },
+            "postData": {
+              "type": "object",
+              "required": ["mimeType"],
+              "anyOf": [{ "required": ["text"] }, { "required": ["params"] }],
+              "properties": {
+                "mimeType": { "type": "string" }, "text": { "type": "string" },
+                "params": { "type": "array", "items": { "$ref": "#/definitions/param" } }, "comment": { "type": "string" }
+              }
+            },
+            "param": {
+              "type": "object",
+              "required": ["name"],
+              "properties": {
+                "name": { "type": "string" }, "value": { "type": "string" }, "fileName": { "type": "string" },
+                "contentType": { "type": "string" }, "comment": { "type": "string" }
+              }
+            },
+            "content": {
+              "type": "object",
+              "required": ["size", "mimeType"],
+              "properties": {
+                "size": { "type": "integer", "minimum": 0 }, "compression": { "type": "integer" },
+                "mimeType": { "type": "string" }, "text": { "type": "string" }, "encoding": { "type": "string" },
+                "comment": { "type": "string" }
+              }
+            },
+            "cache": {
+              "type": "object",
+              "properties": {
+                "beforeRequest": { "$ref": "#/definitions/cacheState" }, "afterRequest": { "$ref": "#/definitions/cacheState" },
+                "comment": { "type": "string" }
+              }
+            },
+            "cacheState": {
+              "type": ["object", "null"],
+              "required": ["lastAccess", "eTag", "hitCount"],
+              "properties": {
+                "expires": { "type": "string" }, "lastAccess": { "type": "string" }, "eTag": { "type": "string" },
+                "hitCount": { "type": "integer", "minimum": 0 }, "comment": { "type": "string" }
+              }
+            },
+            "timings": {
+              "type": "object",
+              "required": ["send", "wait", "receive"],
+              "properties": {
+                "blocked": { "type": "number", "minimum": -1 }, "dns": { "type": "number", "minimum": -1 },
+                "connect": { "type": "number", "minimum": -1 }, "ssl": { "type": "number", "minimum": -1 },
+                "send": { "type": "number", "minimum": 0 }, "wait": { "type": "number", "minimum": 0 },
+                "receive": { "type": "number", "minimum": 0 }, "comment": { "type": "string" }
+              }
+            }
           }
         }
-      }
-    }
-    """#
+        """#
 
     /// Parses `data` as JSON and checks it against ``json``; returns the violations, empty when valid.
     ///
@@ -249,7 +249,10 @@ struct JSONSchemaValidator {
             for (index, alternative) in alternatives.enumerated() {
                 var nested: [String] = []
                 check(value, against: alternative, at: path, into: &nested)
-                if nested.isEmpty { failures = []; break }
+                if nested.isEmpty {
+                    failures = []
+                    break
+                }
                 failures.append("alternative \(index + 1): " + nested.joined(separator: "; "))
             }
             if !failures.isEmpty {

@@ -20,13 +20,20 @@ struct HARTests {
     func aSessionIsRecordedAsAValidHARFileWithSecretsRedacted(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let recorder = HARRecorder()
-        try await withClient(kind, server: server, configure: {
-            $0.eventMonitors = [recorder]
-            $0.defaultHeaders[.authorization] = "Bearer secret token with spaces"
-        }) { client in
-            _ = try await client.send(Endpoint<Article>(name: "article", path: "/json", query: [URLQueryItem(name: "access_token", value: "q-secret"), URLQueryItem(name: "page", value: "2")]))
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.eventMonitors = [recorder]
+                $0.defaultHeaders[.authorization] = "Bearer secret token with spaces"
+            }
+        ) { client in
+            _ = try await client.send(
+                Endpoint<Article>(
+                    name: "article", path: "/json",
+                    query: [URLQueryItem(name: "access_token", value: "q-secret"), URLQueryItem(name: "page", value: "2")]))
             let login = #"{"user":"ann","password":"pa ss"}"#
-            _ = try await client.send(Endpoint<Echo>(name: "login", method: .post, path: "/echo", body: .data(Data(login.utf8), contentType: "application/json")))
+            _ = try await client.send(
+                Endpoint<Echo>(name: "login", method: .post, path: "/echo", body: .data(Data(login.utf8), contentType: "application/json")))
             _ = try? await client.send(Endpoint<Article>(name: "missing", path: "/status/404").retry(.never))
         }
         let data = try recorder.harData()
@@ -43,7 +50,8 @@ struct HARTests {
         #expect(request["method"] as? String == "GET")
         #expect((request["url"] as? String)?.contains("access_token=REDACTED") == true)
         #expect((request["queryString"] as? [[String: String]])?.contains { $0["name"] == "page" && $0["value"] == "2" } == true)
-        #expect((request["headers"] as? [[String: String]])?.contains { $0["name"] == "authorization" && $0["value"] == "REDACTED" } == true)
+        #expect(
+            (request["headers"] as? [[String: String]])?.contains { $0["name"] == "authorization" && $0["value"] == "REDACTED" } == true)
         #expect(request["httpVersion"] as? String == "HTTP/1.1")
         let response = try #require(first["response"] as? [String: Any])
         #expect(response["status"] as? Int == 200)
@@ -58,7 +66,10 @@ struct HARTests {
         #expect(courier["attempts"] as? Int == 1)
         let timings = try #require(first["timings"] as? [String: Double])
         #expect((timings["wait"] ?? -1) >= 0)
-        #expect(abs((first["time"] as? Double ?? 0) - ((timings["blocked"] ?? 0) + (timings["send"] ?? 0) + (timings["wait"] ?? 0) + (timings["receive"] ?? 0))) < 0.01)
+        #expect(
+            abs(
+                (first["time"] as? Double ?? 0)
+                    - ((timings["blocked"] ?? 0) + (timings["send"] ?? 0) + (timings["wait"] ?? 0) + (timings["receive"] ?? 0))) < 0.01)
         let post = try #require(entries[1]["request"] as? [String: Any])
         let postData = try #require(post["postData"] as? [String: String])
         #expect(postData["mimeType"] == "application/json")
@@ -76,10 +87,13 @@ struct HARTests {
             return .json(#"{"id":1,"title":"x"}"#, headers: [("Cache-Control", "max-age=600")])
         }
         let recorder = HARRecorder()
-        try await withClient(kind, server: server, configure: {
-            $0.eventMonitors = [recorder]
-            $0.cache = CacheConfiguration(store: MemoryCacheStore())
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.eventMonitors = [recorder]
+                $0.cache = CacheConfiguration(store: MemoryCacheStore())
+            }
+        ) { client in
             _ = try await client.send(Endpoint<Article>(path: "/cached"))
             _ = try await client.send(Endpoint<Article>(path: "/cached"))
             let first = client.start(Endpoint<Article>(path: "/shared"))
@@ -102,7 +116,8 @@ struct HARTests {
     func bodiesAreCutAtTheLimitAndBinaryIsBase64(_ kind: TransportKind) async throws {
         let server = try await http1Server { request in
             if request.path == "/bytes" {
-                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data((0..<2000).map { UInt8($0 % 256) }))
+                return ScriptedResponse(
+                    status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data((0..<2000).map { UInt8($0 % 256) }))
             }
             return .json("[" + Array(repeating: "1", count: 2000).joined(separator: ",") + "]")
         }
@@ -136,7 +151,8 @@ struct HARTests {
         let body = Data([0xFF]) + Data(#"{"password":"hunter2"}"#.utf8)
         try await withClient(kind, server: server, configure: { $0.eventMonitors = [recorder] }) { client in
             _ = try await client.response(Endpoint<Void>(method: .post, path: "/created", decoding: .none))
-            _ = try await client.send(Endpoint<String>(method: .post, path: "/upload", body: .data(body, contentType: "application/json"), decoding: .string))
+            _ = try await client.send(
+                Endpoint<String>(method: .post, path: "/upload", body: .data(body, contentType: "application/json"), decoding: .string))
         }
         let data = try recorder.harData()
         #expect(try HARSchema.validate(har: data) == [])
@@ -166,7 +182,8 @@ struct HARTests {
     @Test
     func theValidatorRejectsWhatTheSchemaForbids() throws {
         // The schema check is only worth something if it can fail.
-        let broken = #"{"log":{"version":"1.2","creator":{"name":"x","version":"1"},"entries":[{"startedDateTime":"2026-01-01T00:00:00Z","time":1,"request":{"method":"GET"},"response":{},"cache":{},"timings":{"send":-1,"wait":0,"receive":0}}]}}"#
+        let broken =
+            #"{"log":{"version":"1.2","creator":{"name":"x","version":"1"},"entries":[{"startedDateTime":"2026-01-01T00:00:00Z","time":1,"request":{"method":"GET"},"response":{},"cache":{},"timings":{"send":-1,"wait":0,"receive":0}}]}}"#
         let violations = try HARSchema.validate(har: Data(broken.utf8))
         #expect(violations.contains { $0.contains("/log/entries/0/timings/send") })
         #expect(violations.contains { $0.contains("/log/entries/0/request") && $0.contains("url") })

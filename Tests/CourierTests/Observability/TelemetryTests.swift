@@ -17,7 +17,10 @@ struct W3CInMemoryTracer: Tracer {
     init() {
         let next = Locked<UInt64>(0)
         @Sendable func hex(_ digits: Int) -> String {
-            let value = next.withLock { $0 += 1; return $0 }
+            let value = next.withLock {
+                $0 += 1
+                return $0
+            }
             let text = String(value, radix: 16)
             return String(repeating: "0", count: digits - text.count) + text
         }
@@ -33,12 +36,14 @@ struct W3CInMemoryTracer: Tracer {
 
     func forceFlush() {}
 
-    func inject<Carrier, Inject: Injector>(_ context: InstrumentationContext, into carrier: inout Carrier, using injector: Inject) where Inject.Carrier == Carrier {
+    func inject<Carrier, Inject: Injector>(_ context: InstrumentationContext, into carrier: inout Carrier, using injector: Inject)
+    where Inject.Carrier == Carrier {
         guard let span = context.inMemorySpanContext else { return }
         injector.inject("00-\(span.traceID)-\(span.spanID)-01", forKey: "traceparent", into: &carrier)
     }
 
-    func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout InstrumentationContext, using extractor: Extract) where Extract.Carrier == Carrier {}
+    func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout InstrumentationContext, using extractor: Extract)
+    where Extract.Carrier == Carrier {}
 
     var finishedSpans: [FinishedInMemorySpan] { self.inner.finishedSpans }
 }
@@ -50,33 +55,44 @@ struct TelemetryTests {
         let calls = Locked(0)
         let server = try await http1Server { request in
             if request.path == "/flaky" {
-                let call = calls.withLock { $0 += 1; return $0 }
+                let call = calls.withLock {
+                    $0 += 1
+                    return $0
+                }
                 if call == 1 { return .text("busy", status: 503, headers: [("Retry-After", "0")]) }
             }
             if request.path.hasPrefix("/status/") { return await Routes.standard(request) }
             return .json(#"{"id":1,"title":"x"}"#, headers: [("Cache-Control", "max-age=600")])
         }
         let metrics = TestMetrics()
-        try await withClient(kind, server: server, configure: {
-            $0.eventMonitors = [MetricsMonitor(factory: metrics)]
-            $0.cache = CacheConfiguration(store: MemoryCacheStore())
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.eventMonitors = [MetricsMonitor(factory: metrics)]
+                $0.cache = CacheConfiguration(store: MemoryCacheStore())
+            }
+        ) { client in
             _ = try await client.send(Endpoint<Article>(name: "article", path: "/json", query: [URLQueryItem(name: "id", value: "12345")]))
             _ = try await client.send(Endpoint<Article>(name: "article", path: "/json", query: [URLQueryItem(name: "id", value: "12345")]))
             _ = try? await client.send(Endpoint<Article>(name: "missing", path: "/status/404").retry(.never))
             _ = try? await client.send(Endpoint<Article>(name: "broken", path: "/status/500").retry(.never))
             _ = try await client.send(Endpoint<Article>(name: "flaky", path: "/flaky"))
-            let post = Endpoint<Article>(name: "create", method: .post, path: "/create", body: .data(Data(#"{"title":"new"}"#.utf8), contentType: "application/json"))
+            let post = Endpoint<Article>(
+                name: "create", method: .post, path: "/create", body: .data(Data(#"{"title":"new"}"#.utf8), contentType: "application/json")
+            )
             _ = try await client.send(post)
         }
-        func total(_ dimensions: [(String, String)]) -> Int64 { metrics.counterTotal(label: "courier_requests_total", dimensions: dimensions) }
+        func total(_ dimensions: [(String, String)]) -> Int64 {
+            metrics.counterTotal(label: "courier_requests_total", dimensions: dimensions)
+        }
         #expect(total([("endpoint", "article"), ("method", "GET"), ("outcome", "success"), ("source", "network")]) == 1)
         #expect(total([("endpoint", "article"), ("method", "GET"), ("outcome", "success"), ("source", "cache")]) == 1)
         #expect(total([("endpoint", "missing"), ("method", "GET"), ("outcome", "http_4xx"), ("source", "network")]) == 1)
         #expect(total([("endpoint", "broken"), ("method", "GET"), ("outcome", "http_5xx"), ("source", "network")]) == 1)
         #expect(metrics.counterTotal(label: "courier_retries_total", dimensions: [("endpoint", "flaky")]) == 1)
         #expect(metrics.counterTotal(label: "courier_request_body_bytes", dimensions: [("endpoint", "create")]) == 15)
-        #expect(metrics.counterTotal(label: "courier_response_body_bytes", dimensions: [("endpoint", "article"), ("source", "network")]) == 20)
+        #expect(
+            metrics.counterTotal(label: "courier_response_body_bytes", dimensions: [("endpoint", "article"), ("source", "network")]) == 20)
         let timers = metrics.timers(label: "courier_request_duration")
         #expect(timers.reduce(0) { $0 + $1.values.count } == 6)
         #expect(timers.allSatisfy { $0.values.allSatisfy { $0 > 0 } })
@@ -96,11 +112,16 @@ struct TelemetryTests {
         let server = try await http1Server()
         let metrics = TestMetrics()
         let tracer = W3CInMemoryTracer()
-        try await withClient(kind, server: server, configure: { $0.eventMonitors = [MetricsMonitor(factory: metrics), TracingMonitor(tracer: tracer)] }) { client in
+        try await withClient(
+            kind, server: server, configure: { $0.eventMonitors = [MetricsMonitor(factory: metrics), TracingMonitor(tracer: tracer)] }
+        ) { client in
             for id in [41, 42] { _ = try await client.send(Endpoint<Article>(path: "/json?user=\(id)&token=abc")) }
             _ = try await client.send(Endpoint<Article>(path: server.baseURL.absoluteString + "/json?api_key=S3CRET"))
         }
-        #expect(metrics.counterTotal(label: "courier_requests_total", dimensions: [("endpoint", "unnamed"), ("method", "GET"), ("outcome", "success"), ("source", "network")]) == 3)
+        #expect(
+            metrics.counterTotal(
+                label: "courier_requests_total",
+                dimensions: [("endpoint", "unnamed"), ("method", "GET"), ("outcome", "success"), ("source", "network")]) == 3)
         let everyValue = metrics.counters.flatMap(\.dimensions).map(\.1) + metrics.timers.flatMap(\.dimensions).map(\.1)
         #expect(!everyValue.contains { $0.contains("json") || $0.contains("abc") || $0.contains("S3CRET") || $0.contains("41") })
         let spans = tracer.finishedSpans
@@ -122,10 +143,13 @@ struct TelemetryTests {
             return .json(#"{"id":1,"title":"x"}"#)
         }
         let metrics = TestMetrics()
-        try await withClient(kind, server: server, configure: {
-            $0.eventMonitors = [MetricsMonitor(factory: metrics)]
-            $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1, maxRequestsPerHost: 1)
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.eventMonitors = [MetricsMonitor(factory: metrics)]
+                $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1, maxRequestsPerHost: 1)
+            }
+        ) { client in
             let held = client.start(Endpoint<Article>(path: "/held"))
             #expect(await eventually { server.requests.count == 1 })
             let waiting = client.start(Endpoint<Article>(path: "/next"))
@@ -144,7 +168,10 @@ struct TelemetryTests {
     func aRequestIsASpanUnderTheCallersWithOneChildPerAttemptAndTraceparentOnTheWire(_ kind: TransportKind) async throws {
         let calls = Locked(0)
         let server = try await http1Server { request in
-            let call = calls.withLock { $0 += 1; return $0 }
+            let call = calls.withLock {
+                $0 += 1
+                return $0
+            }
             if call == 1 { return .text("busy", status: 503, headers: [("Retry-After", "0")]) }
             return .json(#"{"id":1,"title":"x"}"#)
         }
@@ -169,7 +196,8 @@ struct TelemetryTests {
         #expect(attempts[0].attributes.get("http.request.method")?.toSpanAttribute() == .string("GET"))
         #expect(attempts[0].attributes.get("server.address")?.toSpanAttribute() == .string("127.0.0.1"))
         #expect(attempts[0].attributes.get("server.port")?.toSpanAttribute() == .int64(Int64(server.port)))
-        #expect(attempts[0].attributes.get("url.full")?.toSpanAttribute() == .string("http://127.0.0.1:\(server.port)/article?token=REDACTED"))
+        #expect(
+            attempts[0].attributes.get("url.full")?.toSpanAttribute() == .string("http://127.0.0.1:\(server.port)/article?token=REDACTED"))
         #expect(request.attributes.get("http.response.status_code")?.toSpanAttribute() == .int64(200))
         #expect(request.events.map(\.name) == ["retry"])
         // Each attempt carried its own span's context: the server saw W3C traceparent headers.

@@ -6,6 +6,7 @@ import HTTPTypes
 import OpenAPIRuntime
 import PetsAPI
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -42,11 +43,14 @@ struct CourierOpenAPITests {
     @Test(arguments: TransportKind.allCases)
     func aGeneratedClientGetsCourierMiddlewareAndCache(_ kind: TransportKind) async throws {
         let server = try await http1Server(PetsOrigin.handle)
-        try await withClient(kind, server: server, configure: {
-            $0.middleware = [OpenAPIStamp()]
-            $0.cache.store = MemoryCacheStore()
-            $0.retry = .never
-        }) { courier in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.middleware = [OpenAPIStamp()]
+                $0.cache.store = MemoryCacheStore()
+                $0.retry = .never
+            }
+        ) { courier in
             let pets = PetsAPI.Client(serverURL: server.baseURL, transport: CourierClientTransport(client: courier))
             guard case .ok(let ok) = try await pets.getPet(path: .init(petId: 42)), case .json(let rex) = ok.body else {
                 Issue.record("pet 42 was not found")
@@ -63,7 +67,8 @@ struct CourierOpenAPITests {
                 return
             }
             // A JSON body goes out as the generated client encoded it.
-            guard case .created(let created) = try await pets.createPet(body: .json(.init(name: "Tom"))), case .json(let tom) = created.body else {
+            guard case .created(let created) = try await pets.createPet(body: .json(.init(name: "Tom"))), case .json(let tom) = created.body
+            else {
                 Issue.record("the pet was not created")
                 return
             }
@@ -86,7 +91,8 @@ struct CourierOpenAPITests {
                 return
             }
             #expect(rex.name == "Rex")
-            let slash = try await courier.send(Endpoint<Data>(path: server.baseURL.absoluteString + "/pets/42/", decoding: .data).wire(RESTProtocol()))
+            let slash = try await courier.send(
+                Endpoint<Data>(path: server.baseURL.absoluteString + "/pets/42/", decoding: .data).wire(RESTProtocol()))
             #expect(String(decoding: slash, as: UTF8.self).contains("Slash"))
             #expect(server.requests.last?.path == "/pets/42/")
         }
@@ -154,10 +160,11 @@ struct CourierOpenAPITests {
     func anOpenAPITransportCarriesCouriersPipeline() async throws {
         // The other direction: Courier's stages (middleware, status check, decoding) above any ClientTransport.
         let server = try await http1Server(PetsOrigin.handle)
-        let client = Client(configuration: .init(transport: OpenAPIClientTransportAdapter(FoundationClientTransport()), baseURL: server.baseURL) {
-            $0.middleware = [OpenAPIStamp()]
-            $0.retry = .never
-        })
+        let client = Client(
+            configuration: .init(transport: OpenAPIClientTransportAdapter(FoundationClientTransport()), baseURL: server.baseURL) {
+                $0.middleware = [OpenAPIStamp()]
+                $0.retry = .never
+            })
         let rex = try await client.send(Endpoint<Pet>(path: "/pets/42"))
         #expect(rex == Pet(id: 42, name: "Rex"))
         #expect(server.requests.last?.header("X-Through-Courier") == "yes")

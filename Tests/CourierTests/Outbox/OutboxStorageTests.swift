@@ -13,7 +13,9 @@ struct OutboxStorageTests {
     static let client = Client(configuration: .init(transport: StubTransport { _ in .status(.ok) }) { $0.debugOptions = .off })
 
     static func post() -> Endpoint<Data> {
-        Endpoint<Data>(name: "send", method: .post, path: "https://api.example/messages", body: .data(Data(#"{"x":1}"#.utf8), contentType: "application/json"), decoding: .data)
+        Endpoint<Data>(
+            name: "send", method: .post, path: "https://api.example/messages",
+            body: .data(Data(#"{"x":1}"#.utf8), contentType: "application/json"), decoding: .data)
     }
 
     @Test
@@ -74,7 +76,9 @@ struct OutboxStorageTests {
         configuration.pragmas = ["PRAGMA max_page_count = 16"]
         let outbox = try Outbox(path: path, client: Self.client, configuration: configuration)
         try outbox.enqueue(Self.post())
-        let big = Endpoint<Data>(name: "big", method: .post, path: "https://api.example/upload", body: .data(Data(count: 256 * 1024), contentType: "application/octet-stream"), decoding: .data)
+        let big = Endpoint<Data>(
+            name: "big", method: .post, path: "https://api.example/upload",
+            body: .data(Data(count: 256 * 1024), contentType: "application/octet-stream"), decoding: .data)
         let error = #expect(throws: OutboxError.self) { try outbox.enqueue(big) }
         #expect(error?.kind == .full)
         #expect(try outbox.items().map(\.name) == ["send"])
@@ -83,7 +87,9 @@ struct OutboxStorageTests {
     @Test
     func aStreamedBodyCannotBeStored() throws {
         let outbox = try Outbox(path: OutboxTests.databasePath(), client: Self.client)
-        let stream = Endpoint<Data>(name: "stream", method: .post, path: "https://api.example/up", body: .body(.stream(AsyncStream<Data> { $0.finish() }, length: nil)), decoding: .data)
+        let stream = Endpoint<Data>(
+            name: "stream", method: .post, path: "https://api.example/up",
+            body: .body(.stream(AsyncStream<Data> { $0.finish() }, length: nil)), decoding: .data)
         let error = #expect(throws: OutboxError.self) { try outbox.enqueue(stream) }
         #expect(error?.kind == .invalidRequest)
         #expect(try outbox.items().isEmpty)
@@ -95,10 +101,11 @@ struct OutboxStorageTests {
         let old = try DatabaseQueue(path: path)
         try OutboxStore.migrator.migrate(old, upTo: "v1")
         try old.write { db in
-            try db.execute(sql: """
-                INSERT INTO item (queue, name, method, url, headers, body, idempotency_key, state, max_attempts, created_at, next_attempt_at)
-                VALUES ('default', 'legacy', 'POST', 'https://api.example/old', '[["content-type","application/json"]]', X'7B7D', 'k-legacy', 'pending', 10, 0, 0)
-                """)
+            try db.execute(
+                sql: """
+                    INSERT INTO item (queue, name, method, url, headers, body, idempotency_key, state, max_attempts, created_at, next_attempt_at)
+                    VALUES ('default', 'legacy', 'POST', 'https://api.example/old', '[["content-type","application/json"]]', X'7B7D', 'k-legacy', 'pending', 10, 0, 0)
+                    """)
         }
         try old.close()
         let outbox = try Outbox(path: path, client: Self.client)
@@ -141,10 +148,11 @@ struct OutboxStorageTests {
         // The outbox replays the stored logical request; a JSON-RPC call needs a fresh envelope
         // (and id) per attempt, so it is refused with a clear error instead of sent unboxed.
         let stub = StubTransport { _ in .json(#"{"ok":true}"#) }
-        let client = Client(configuration: .init(transport: stub) {
-            $0.debugOptions = .off
-            $0.defaultWireProtocol = JSONRPCProtocol()
-        })
+        let client = Client(
+            configuration: .init(transport: stub) {
+                $0.debugOptions = .off
+                $0.defaultWireProtocol = JSONRPCProtocol()
+            })
         let outbox = try Outbox(path: OutboxTests.databasePath(), client: client)
         let refused = #expect(throws: OutboxError.self) { try outbox.enqueue(Self.post()) }
         #expect(refused?.kind == .invalidRequest)

@@ -52,7 +52,8 @@ struct OutboxTests {
     }
 
     static func post(_ path: String, _ json: String = #"{"text":"hi"}"#) -> Endpoint<Data> {
-        Endpoint<Data>(name: "send", method: .post, path: path, body: .data(Data(json.utf8), contentType: "application/json"), decoding: .data)
+        Endpoint<Data>(
+            name: "send", method: .post, path: path, body: .data(Data(json.utf8), contentType: "application/json"), decoding: .data)
     }
 
     /// Runs `body` with a client on `kind` talking to `server` and an outbox at a fresh path.
@@ -60,10 +61,13 @@ struct OutboxTests {
         _ kind: TransportKind, server: TestServer, path: String = databasePath(), configuration: Outbox.Configuration = .init(),
         configure: @escaping (inout Client.Configuration) -> Void = { _ in }, _ body: (Outbox, Client, String) async throws -> Void
     ) async throws {
-        try await withClient(kind, server: server, configure: {
-            $0.retry = .never
-            configure(&$0)
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.retry = .never
+                configure(&$0)
+            }
+        ) { client in
             let outbox = try Outbox(path: path, client: client, configuration: configuration)
             try await body(outbox, client, path)
             await outbox.stop()
@@ -142,7 +146,8 @@ struct OutboxTests {
             let blocked = try outbox.enqueue(Self.post("/blocked"), queue: "b")
             let other = try outbox.enqueue(Self.post("/other"), queue: "c")
             outbox.start()
-            #expect(await eventually { (try? outbox.item(other))?.state == .delivered && (try? outbox.item(afterBad))?.state == .delivered })
+            #expect(
+                await eventually { (try? outbox.item(other))?.state == .delivered && (try? outbox.item(afterBad))?.state == .delivered })
             #expect(await eventually { (try? outbox.item(down))?.attempts == 1 })
             await outbox.stop()
             let dead = try #require(try outbox.item(bad))
@@ -170,7 +175,8 @@ struct OutboxTests {
         let expired = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(-10))
         let tokenClient = Client(configuration: .init(transport: URLSessionTransport()))
         let auth = OAuth2Authenticator(
-            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
+            tokenEndpoint: OAuth2TokenEndpoint(
+                url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
             tokenClient: tokenClient, store: InMemoryCredentialStore(expired)
         )
         try await Self.withOutbox(kind, server: server, configure: { $0.middleware = [auth] }) { outbox, _, _ in
@@ -258,7 +264,9 @@ struct OutboxTests {
 
     @Test(arguments: TransportKind.allCases)
     func expiredItemsAndItemsOutOfAttemptsAreDeadNotDropped(_ kind: TransportKind) async throws {
-        let api = IdempotentServer { request, _ in request.path == "/down" ? .text("down", status: 503, headers: [("Retry-After", "0")]) : nil }
+        let api = IdempotentServer { request, _ in
+            request.path == "/down" ? .text("down", status: 503, headers: [("Retry-After", "0")]) : nil
+        }
         let server = try await http1Server(api.respond)
         try await Self.withOutbox(kind, server: server, configuration: Self.fast) { outbox, _, _ in
             let expired = try outbox.enqueue(Self.post("/late"), queue: "a", expiresAfter: .zero)
@@ -279,7 +287,8 @@ struct OutboxTests {
         let api = IdempotentServer()
         let server = try await http1Server(api.respond)
         var configuration = Self.fast
-        configuration.batches["analytics"] = .jsonArray(maxCount: 3, maxAge: .milliseconds(100), url: server.baseURL.absoluteString + "/events")
+        configuration.batches["analytics"] = .jsonArray(
+            maxCount: 3, maxAge: .milliseconds(100), url: server.baseURL.absoluteString + "/events")
         try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
             let ids = try (0..<7).map { try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
             await outbox.deliverAll()
@@ -297,7 +306,8 @@ struct OutboxTests {
         let server = try await http1Server(api.respond)
         var configuration = Self.fast
         // Seven-byte bodies: five fit in 40 bytes, the sixth would not; the last waits for its age.
-        configuration.batches["analytics"] = .jsonArray(maxCount: 10, maxBytes: 40, maxAge: .milliseconds(300), url: server.baseURL.absoluteString + "/events")
+        configuration.batches["analytics"] = .jsonArray(
+            maxCount: 10, maxBytes: 40, maxAge: .milliseconds(300), url: server.baseURL.absoluteString + "/events")
         try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
             _ = try (0..<6).map { try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
             await outbox.deliverAll()
@@ -312,7 +322,8 @@ struct OutboxTests {
         let api = IdempotentServer { _, count in count == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : nil }
         let server = try await http1Server(api.respond)
         var configuration = Self.fast
-        configuration.batches["analytics"] = .jsonArray(maxCount: 2, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        configuration.batches["analytics"] = .jsonArray(
+            maxCount: 2, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
         try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
             _ = try (0..<2).map { try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
             await outbox.deliverAll()
@@ -331,7 +342,8 @@ struct OutboxTests {
         let api = IdempotentServer { _, count in count == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : nil }
         let server = try await http1Server(api.respond)
         var configuration = Self.fast
-        configuration.batches["analytics"] = .jsonArray(maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        configuration.batches["analytics"] = .jsonArray(
+            maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
         try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
             let first = try (0..<2).map { try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
             // Only the first attempt: the batch of two goes out and fails.
@@ -349,7 +361,9 @@ struct OutboxTests {
             #expect(state.seen.last != state.seen[0])
             #expect(state.applied.count == 2)
             let bodies = state.bodies.map { String(decoding: $0, as: UTF8.self) }
-            #expect(bodies.first?.contains(#""e":0"#) == true && bodies.first?.contains(#""e":1"#) == true && bodies.first?.contains(#""e":2"#) == false)
+            #expect(
+                bodies.first?.contains(#""e":0"#) == true && bodies.first?.contains(#""e":1"#) == true
+                    && bodies.first?.contains(#""e":2"#) == false)
             #expect(try outbox.item(third)?.state == .delivered)
             #expect(try first.allSatisfy { try outbox.item($0)?.state == .delivered })
         }
@@ -404,7 +418,9 @@ struct OutboxCrashTests {
         var stored: [Int] = []
         // Enqueue 1,000 items (spread over 4 queues, one every millisecond, as an app producing
         // them), killed at random moments; the references make a rerun store only what is missing.
-        let enqueue = ["outbox", "enqueue", "--db", path, "POST", url, "--count", "1000", "--reference", "item", "--queues", "4", "--interval-ms", "1"]
+        let enqueue = [
+            "outbox", "enqueue", "--db", path, "POST", url, "--count", "1000", "--reference", "item", "--queues", "4", "--interval-ms", "1",
+        ]
         // The kill comes later each time one landed before anything was stored (a slow start on
         // a loaded machine), so the kills fall while items are being stored.
         var earliest: Int64 = 200
@@ -443,7 +459,9 @@ struct OutboxCrashTests {
         #expect(Set(state.applied).count == 1000)
         #expect(Set(state.seen) == Set(items.map(\.idempotencyKey)))
         // What the kills cost: requests the server saw more than once (answered without applying).
-        print("outbox crash test: \(kills) kills (\(enqueueKills) during enqueue, items stored at each: \(stored), \(deliveryKills) during delivery), \(state.seen.count) requests for 1000 items, \(state.seen.count - 1000) resent after a kill, \(items.filter { $0.attempts > 1 }.count) items took more than one attempt")
+        print(
+            "outbox crash test: \(kills) kills (\(enqueueKills) during enqueue, items stored at each: \(stored), \(deliveryKills) during delivery), \(state.seen.count) requests for 1000 items, \(state.seen.count - 1000) resent after a kill, \(items.filter { $0.attempts > 1 }.count) items took more than one attempt"
+        )
         try await server.stop()
     }
 }

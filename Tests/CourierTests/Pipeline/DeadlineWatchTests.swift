@@ -1,7 +1,8 @@
-@testable import Courier
 import Dispatch
 import Foundation
 import Testing
+
+@testable import Courier
 
 /// Deadlines × middleware (and transports) whose cancellation blocks its thread.
 ///
@@ -66,12 +67,14 @@ struct DeadlineWatchTests {
         let gate = BlockingCancellation()
         try await withClient(kind, server: server, configure: { $0.deduplication.isEnabled = false }) { client in
             let first = Task {
-                try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(100), middleware: [gate.blocking], decoding: .data))
+                try await client.send(
+                    Endpoint<Data>(path: "/json", timeout: .milliseconds(100), middleware: [gate.blocking], decoding: .data))
             }
             // The first deadline has fired and its handler is blocked before the second starts.
             #expect(await eventually(seconds: 10) { gate.cancelled.withLock { $0 } })
             let error = await expectCourierError {
-                _ = try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(300), middleware: [BlockingCancellation.waiting], decoding: .data))
+                _ = try await client.send(
+                    Endpoint<Data>(path: "/json", timeout: .milliseconds(300), middleware: [BlockingCancellation.waiting], decoding: .data))
             }
             #expect(error?.kind == .timeout)
             // The second deadline fired while the first request's handler was still blocked.
@@ -99,7 +102,8 @@ struct DeadlineWatchTests {
             let others = (0..<4).map { _ in
                 Task { () -> CourierError.Kind? in
                     do {
-                        _ = try await client.send(Endpoint<Data>(path: "/json", timeout: timeout, middleware: [BlockingCancellation.waiting], decoding: .data))
+                        _ = try await client.send(
+                            Endpoint<Data>(path: "/json", timeout: timeout, middleware: [BlockingCancellation.waiting], decoding: .data))
                         return nil
                     } catch let error as CourierError {
                         return error.kind

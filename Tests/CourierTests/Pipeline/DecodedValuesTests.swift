@@ -12,15 +12,24 @@ struct DecodedValuesTests {
         var decodes = 0
         for index in 0..<200 {
             let body = Data(repeating: UInt8(index % 251), count: 100_000)
-            _ = memo.value(key: "k\(index)", body: body) { decodes += 1; return Item(size: body.count) }
+            _ = memo.value(key: "k\(index)", body: body) {
+                decodes += 1
+                return Item(size: body.count)
+            }
             #expect(memo.usage.bytes <= 1 << 20)
         }
         #expect(decodes == 200)
-        #expect(memo.usage.count == 10)   // 10 × 100,000 bytes fit in 1 MiB, 11 do not
+        #expect(memo.usage.count == 10)  // 10 × 100,000 bytes fit in 1 MiB, 11 do not
         // The most recent are the ones kept: decoding them again is skipped.
-        _ = memo.value(key: "k199", body: Data(repeating: UInt8(199 % 251), count: 100_000)) { decodes += 1; return Item(size: 0) }
+        _ = memo.value(key: "k199", body: Data(repeating: UInt8(199 % 251), count: 100_000)) {
+            decodes += 1
+            return Item(size: 0)
+        }
         #expect(decodes == 200)
-        _ = memo.value(key: "k0", body: Data(repeating: 0, count: 100_000)) { decodes += 1; return Item(size: 0) }
+        _ = memo.value(key: "k0", body: Data(repeating: 0, count: 100_000)) {
+            decodes += 1
+            return Item(size: 0)
+        }
         #expect(decodes == 201)
     }
 
@@ -38,7 +47,10 @@ struct DecodedValuesTests {
         _ = memo.value(key: "small", body: Data(count: 250)) { Item(size: 250) }
         var decodes = 0
         for _ in 0..<3 {
-            _ = memo.value(key: "big", body: Data(count: 251)) { decodes += 1; return Item(size: 251) }
+            _ = memo.value(key: "big", body: Data(count: 251)) {
+                decodes += 1
+                return Item(size: 251)
+            }
         }
         #expect(decodes == 3)
         #expect(memo.usage.count == 1)

@@ -93,7 +93,9 @@ struct MiddlewareTests {
         let server = try await http1Server()
         let fixture = ClosureMiddleware { request, next in
             if request.head.path == "/json" {
-                return RawResponse(head: HTTPResponse(status: .ok, headerFields: [.contentType: "application/json"]), body: .data(Data(#"{"id":42,"title":"fixture"}"#.utf8)))
+                return RawResponse(
+                    head: HTTPResponse(status: .ok, headerFields: [.contentType: "application/json"]),
+                    body: .data(Data(#"{"id":42,"title":"fixture"}"#.utf8)))
             }
             return try await next(request)
         }
@@ -131,7 +133,10 @@ struct MiddlewareTests {
     func retryCallsNextAgainWithAReplayableBody(_ kind: TransportKind) async throws {
         let attempts = Locked(0)
         let server = try await http1Server { request in
-            let attempt = attempts.withLock { value -> Int in value += 1; return value }
+            let attempt = attempts.withLock { value -> Int in
+                value += 1
+                return value
+            }
             return attempt == 1 ? .text("try again", status: 503) : await Routes.standard(request)
         }
         let retry = ClosureMiddleware { request, next in
@@ -160,7 +165,8 @@ struct MiddlewareTests {
             continuation.finish()
         }
         try await withClient(kind, server: server, configure: { $0.middleware = [retry] }) { client in
-            let endpoint = Endpoint<Data>(method: .post, path: "/upload", body: .body(.stream(chunks, length: 4, contentType: "text/plain")), decoding: .data)
+            let endpoint = Endpoint<Data>(
+                method: .post, path: "/upload", body: .body(.stream(chunks, length: 4, contentType: "text/plain")), decoding: .data)
             let error = await expectCourierError { _ = try await client.send(endpoint) }
             #expect(error?.kind == .invalidRequest)
             #expect(error?.message.contains("one-shot") == true)

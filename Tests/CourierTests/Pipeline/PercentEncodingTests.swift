@@ -1,6 +1,7 @@
-@testable import Courier
 import Foundation
 import Testing
+
+@testable import Courier
 
 /// The byte-level percent-encoders of the build stage give exactly what Foundation's
 /// `addingPercentEncoding` gave before them (RFC 3986 §2.1 and §2.3 for query items; the
@@ -73,7 +74,8 @@ struct SplitMix64: RandomNumberGenerator {
 @Suite("The host a per-host limit counts")
 struct HostKeyTests {
     @Test(arguments: [
-        ("https", "EXAMPLE.com:443", "example.com"), ("http", "Example.COM:80", "example.com"), ("http", "example.com:8080", "example.com:8080"),
+        ("https", "EXAMPLE.com:443", "example.com"), ("http", "Example.COM:80", "example.com"),
+        ("http", "example.com:8080", "example.com:8080"),
         ("https", "example.com:80", "example.com:80"), ("https", "[::1]:443", "[::1]"), ("http", "a", "a"), ("http", ":80", ":80"),
     ])
     func theHostIsLowerCasedAndTheDefaultPortDropped(_ scheme: String, _ authority: String, _ key: String) {

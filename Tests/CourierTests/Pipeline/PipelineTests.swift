@@ -1,4 +1,3 @@
-@testable import Courier
 import CourierAsyncHTTPClient
 import CourierTestServer
 import Foundation
@@ -6,16 +5,20 @@ import InMemoryLogging
 import Logging
 import Testing
 
+@testable import Courier
+
 @Suite("The pipeline: one stage list, whole-exchange deadlines, errors with context")
 struct PipelineTests {
     @Test
     func theStageListIsTheDocumentedOrder() {
         let client = Client(configuration: .init(transport: URLSessionTransport()))
-        #expect(client.pipeline.stages.map(\.name) == [
-            "classify", "build", "observe", "lifecycle", "deadline", "decode", "constrained", "cache-lookup", "deduplication", "cache-store",
-            "schedule", "wire", "status-check", "body", "content-decoding", "client-middleware", "endpoint-middleware",
-            "retry", "redirect", "cookies", "transport",
-        ])
+        #expect(
+            client.pipeline.stages.map(\.name) == [
+                "classify", "build", "observe", "lifecycle", "deadline", "decode", "constrained", "cache-lookup", "deduplication",
+                "cache-store",
+                "schedule", "wire", "status-check", "body", "content-decoding", "client-middleware", "endpoint-middleware",
+                "retry", "redirect", "cookies", "transport",
+            ])
     }
 
     /// A stage whose feature the configuration leaves off (no cookie jar, no cache store, no
@@ -24,20 +27,26 @@ struct PipelineTests {
     @Test
     func stagesWhoseFeatureIsOffAreListedButNotLinked() {
         let all = [
-            "classify", "build", "observe", "lifecycle", "deadline", "decode", "constrained", "cache-lookup", "deduplication", "cache-store",
+            "classify", "build", "observe", "lifecycle", "deadline", "decode", "constrained", "cache-lookup", "deduplication",
+            "cache-store",
             "schedule", "wire", "status-check", "body", "content-decoding", "client-middleware", "endpoint-middleware",
             "retry", "redirect", "cookies", "transport",
         ]
         let plain = Client(configuration: .init(transport: URLSessionTransport()))
         #expect(plain.pipeline.stages.map(\.name) == all)
-        #expect(plain.pipeline.linkedStages.map(\.name) == all.filter { !["cache-lookup", "cache-store", "client-middleware", "cookies"].contains($0) })
+        #expect(
+            plain.pipeline.linkedStages.map(\.name)
+                == all.filter { !["cache-lookup", "cache-store", "client-middleware", "cookies"].contains($0) })
         let bare = Client(configuration: .init(transport: URLSessionTransport()) { $0.deduplication.isEnabled = false })
-        #expect(bare.pipeline.linkedStages.map(\.name) == all.filter { !["cache-lookup", "deduplication", "cache-store", "client-middleware", "cookies"].contains($0) })
-        let full = Client(configuration: .init(transport: URLSessionTransport()) {
-            $0.cache.store = MemoryCacheStore()
-            $0.cookies = CookieJar()
-            $0.middleware = [PolicyGate()]
-        })
+        #expect(
+            bare.pipeline.linkedStages.map(\.name)
+                == all.filter { !["cache-lookup", "deduplication", "cache-store", "client-middleware", "cookies"].contains($0) })
+        let full = Client(
+            configuration: .init(transport: URLSessionTransport()) {
+                $0.cache.store = MemoryCacheStore()
+                $0.cookies = CookieJar()
+                $0.middleware = [PolicyGate()]
+            })
         #expect(full.pipeline.linkedStages.map(\.name) == all)
         // The chain the requests run (segments fused at compile time, single links between
         // them) calls exactly the linked stages, in the listed order.
@@ -51,7 +60,9 @@ struct PipelineTests {
         let article = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Sources/Courier/Courier.docc/Pipeline.md")
-        let rows = try String(contentsOf: article, encoding: .utf8).split(separator: "\n").filter { $0.hasPrefix("| ") && $0.contains("| `") }
+        let rows = try String(contentsOf: article, encoding: .utf8).split(separator: "\n").filter {
+            $0.hasPrefix("| ") && $0.contains("| `")
+        }
         let documented = rows.compactMap { row in row.split(separator: "`").dropFirst().first.map(String.init) }
         let client = Client(configuration: .init(transport: URLSessionTransport()))
         #expect(documented == client.pipeline.stages.map(\.name))
@@ -65,7 +76,9 @@ struct PipelineTests {
             .json(#"{"id":1,"title":"never finished"}"#).with(.stallMidBody(afterBytes: 5, .seconds(30)))
         }
         try await withClient(kind, server: server) { client in
-            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/stall", timeout: .seconds(2)).retry(.never)) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "/stall", timeout: .seconds(2)).retry(.never))
+            }
             #expect(error?.kind == .timeout)
             #expect(error?.context?.stage == "deadline")
         }
@@ -171,15 +184,20 @@ struct PipelineTests {
         let server = try await http1Server { request in
             request.path == "/envelope" ? .json(#"{"code":42,"msg":"try later","data":null}"#) : await Routes.standard(request)
         }
-        try await withClient(kind, server: server, configure: {
-            $0.cache = CacheConfiguration(store: MemoryCacheStore())
-            $0.cookies = CookieJar()
-            $0.maxResponseSize = 1 << 20
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore())
+                $0.cookies = CookieJar()
+                $0.maxResponseSize = 1 << 20
+            }
+        ) { client in
             #expect(client.pipeline.chainedStageNames.contains("cookies"))
             // The first segment: classify … constrained.
             client.isConstrained = true
-            let constrained = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/json", decoding: .data).prefetch()) }
+            let constrained = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(path: "/json", decoding: .data).prefetch())
+            }
             #expect(constrained?.kind == .constrained)
             #expect(constrained?.context?.stage == "constrained")
             client.isConstrained = false
@@ -187,7 +205,9 @@ struct PipelineTests {
             #expect(decoding?.kind == .decoding)
             #expect(decoding?.context?.stage == "decode")
             // The second segment: schedule … transport.
-            let business = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/envelope").wire(EnvelopeProtocol())) }
+            let business = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "/envelope").wire(EnvelopeProtocol()))
+            }
             #expect(business?.kind == .business)
             #expect(business?.context?.stage == "wire")
             let large = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/big-announced", decoding: .data)) }
@@ -213,7 +233,9 @@ struct PipelineTests {
         try await withClient(kind, server: server) { client in
             client.isConstrained = true
             let prefetch = Endpoint<Data>(path: "/json", decoding: .data).prefetch()
-            let download = await expectCourierError { _ = try await client.download(prefetch, to: DownloadDestination(directory: directory, fileName: "p.json")).value }
+            let download = await expectCourierError {
+                _ = try await client.download(prefetch, to: DownloadDestination(directory: directory, fileName: "p.json")).value
+            }
             #expect(download?.kind == .constrained)
             let stream = await expectCourierError { _ = try await client.stream(prefetch) }
             #expect(stream?.kind == .constrained)
@@ -230,13 +252,17 @@ struct PipelineTests {
     func anIdempotencyKeyMakesAPostRetryable(_ kind: TransportKind) async throws {
         let counter = PathCounter()
         let server = try await http1Server { request in
-            counter.hit(request.path) < 3 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":1,"title":"third time"}"#)
+            counter.hit(request.path) < 3
+                ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":1,"title":"third time"}"#)
         }
         try await withClient(kind, server: server) { client in
-            let plain = await expectCourierError { _ = try await client.send(Endpoint<Article>(method: .post, path: "/plain", body: .json(["a": 1]))) }
+            let plain = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(method: .post, path: "/plain", body: .json(["a": 1])))
+            }
             #expect(plain?.status?.code == 503)
             #expect(counter["/plain"] == 1)
-            let keyed = try await client.send(Endpoint<Article>(method: .post, path: "/keyed", body: .json(["a": 1])).header("Idempotency-Key", "k-1"))
+            let keyed = try await client.send(
+                Endpoint<Article>(method: .post, path: "/keyed", body: .json(["a": 1])).header("Idempotency-Key", "k-1"))
             #expect(keyed.title == "third time")
             #expect(counter["/keyed"] == 3)
             #expect(server.requests.filter { $0.path == "/keyed" }.allSatisfy { $0.header("idempotency-key") == "k-1" })
@@ -269,11 +295,15 @@ struct LogicalIdentityTests {
         }
         try await withClient(kind, server: server) { client in
             func signed(_ user: String) -> Endpoint<Article> {
-                Endpoint<Article>(path: "/me", middleware: [ClosureMiddleware { request, next in
-                    var request = request
-                    request.head.headerFields[.authorization] = "Bearer \(user)"
-                    return try await next(request)
-                }])
+                Endpoint<Article>(
+                    path: "/me",
+                    middleware: [
+                        ClosureMiddleware { request, next in
+                            var request = request
+                            request.head.headerFields[.authorization] = "Bearer \(user)"
+                            return try await next(request)
+                        }
+                    ])
             }
             let alice = client.start(signed("alice"))
             let bob = client.start(signed("bob"))
@@ -290,18 +320,29 @@ struct LogicalIdentityTests {
         let gate = Gate()
         let server = try await http1Server { request in
             await gate.wait()
-            return .json(#"{"id":1,"title":"\#(request.header("x-tenant") ?? "-")"}"#, status: request.header("x-tenant") == "gone" ? 404 : 200)
+            return .json(
+                #"{"id":1,"title":"\#(request.header("x-tenant") ?? "-")"}"#, status: request.header("x-tenant") == "gone" ? 404 : 200)
         }
         try await withClient(kind, server: server) { client in
             let red = client.start(Endpoint<Article>(path: "/t", headers: [HTTPField.Name("X-Tenant")!: "red"]))
             let blue = client.start(Endpoint<Article>(path: "/t", headers: [HTTPField.Name("X-Tenant")!: "blue"]))
-            let lenient = client.start(Endpoint<Article>(path: "/t", headers: [HTTPField.Name("X-Tenant")!: "gone"], acceptedStatuses: 200..<500))
+            let lenient = client.start(
+                Endpoint<Article>(path: "/t", headers: [HTTPField.Name("X-Tenant")!: "gone"], acceptedStatuses: 200..<500))
             let strict = client.start(Endpoint<Article>(path: "/t", headers: [HTTPField.Name("X-Tenant")!: "gone"]))
             #expect(await eventually { server.requests.count == 4 })
             await gate.open()
-            do { let got = try await red.value.title; #expect(got == "red") }
-            do { let got = try await blue.value.title; #expect(got == "blue") }
-            do { let got = try await lenient.response.status.code; #expect(got == 404) }
+            do {
+                let got = try await red.value.title
+                #expect(got == "red")
+            }
+            do {
+                let got = try await blue.value.title
+                #expect(got == "blue")
+            }
+            do {
+                let got = try await lenient.response.status.code
+                #expect(got == 404)
+            }
             let error = await expectCourierError { _ = try await strict.value }
             #expect(error?.status?.code == 404)
             #expect(client.deduplicationCounts.coalesced == 0)
@@ -340,8 +381,14 @@ struct LogicalIdentityTests {
                 endpoint.cachePolicy = .cacheFor(.seconds(60)).allowingAnyMethod()
                 return endpoint
             }
-            do { let got = try await client.send(call("getUser")); #expect(got == "getUser") }
-            do { let got = try await client.send(call("getOrders")); #expect(got == "getOrders") }
+            do {
+                let got = try await client.send(call("getUser"))
+                #expect(got == "getUser")
+            }
+            do {
+                let got = try await client.send(call("getOrders"))
+                #expect(got == "getOrders")
+            }
             let again = try await client.response(call("getUser"))
             #expect(again.value == "getUser")
             #expect(again.source == .cache)
@@ -379,14 +426,18 @@ struct LogicalIdentityTests {
                 ? ScriptedResponse(status: 200, body: Data(count: 32 << 20)).with(.chunked(chunkSize: 64 << 10, delay: .milliseconds(50)))
                 : await Routes.standard(request)
         }
-        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) {
+            client in
             do {
                 let stream = try await client.stream(Endpoint<Data>(path: "/big-chunked", decoding: .data))
                 #expect(stream.status.code == 200)
                 #expect(client.traffic.inFlight == 1)
             }
             // The 32 MiB body was never read: the slot is free and the server stops sending.
-            do { let got = try await client.send(Endpoint<Article>(path: "/json")).id; #expect(got == 1) }
+            do {
+                let got = try await client.send(Endpoint<Article>(path: "/json")).id
+                #expect(got == 1)
+            }
             #expect(await eventually { client.traffic.inFlight == 0 })
             #expect(await eventually { server.abandonedCount >= 1 })
         }
@@ -421,7 +472,9 @@ struct RefusedStreamTests {
             }
             #expect(unretried?.kind == .transport)
             #expect(counter["/refused-once"] == 1)
-            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(method: .post, path: "/internal", body: .json(["a": 1]))) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(method: .post, path: "/internal", body: .json(["a": 1])))
+            }
             #expect(error?.kind == .transport)
             #expect(counter["/internal"] == 1)
         }
@@ -438,10 +491,11 @@ struct PublicSurfaceTests {
             try $0.trust(pemCertificates: Certificates.shared.caPEMBytes)
         }
         let transport = AsyncHTTPClientTransport(configuration: configuration)
-        let client = try Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
-            $0.timeout = .seconds(30)
-            try $0.trust(check: true)
-        })
+        let client = try Client(
+            configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.timeout = .seconds(30)
+                try $0.trust(check: true)
+            })
         let article = try await client.send(Endpoint<Article>(path: "/json"))
         #expect(article.id == 1)
         // A closure that throws makes the initialiser throw, with the closure's error.

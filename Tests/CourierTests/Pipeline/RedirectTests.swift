@@ -42,7 +42,8 @@ struct RedirectTests {
     func seeOtherTurnsAPostIntoAGetWithoutBody(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
-            var endpoint = Endpoint<Echo>(method: .post, path: "/see-other", body: .json(Article(id: 1, title: String(repeating: "x", count: 2000))))
+            var endpoint = Endpoint<Echo>(
+                method: .post, path: "/see-other", body: .json(Article(id: 1, title: String(repeating: "x", count: 2000))))
             endpoint.compressesRequestBody = true
             let echo = try await client.send(endpoint)
             #expect(echo.method == "GET")

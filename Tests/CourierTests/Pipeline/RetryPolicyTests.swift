@@ -1,6 +1,7 @@
-@testable import Courier
 import Foundation
 import Testing
+
+@testable import Courier
 
 /// The retry decision is a pure function of its facts: tested without sockets.
 @Suite("Retry decisions are plain values")
@@ -8,12 +9,15 @@ struct RetryPolicyTests {
     let policy = RetryPolicy.standard
     let now = Date(timeIntervalSince1970: 1_700_000_000)
 
-    func decide(_ result: RetryPolicy.AttemptResult, method: HTTPRequest.Method = .get, number: Int = 1, key: Bool = false,
-                resendable: Bool = true, timeLeft: Duration? = nil, jitter: Double = 0.5, policy: RetryPolicy? = nil) -> RetryPolicy.Decision {
-        (policy ?? self.policy).decide(RetryPolicy.Attempt(
-            number: number, method: method, hasIdempotencyKey: key, bodyCanBeResent: resendable, result: result,
-            timeLeft: timeLeft, now: self.now, jitter: jitter
-        ))
+    func decide(
+        _ result: RetryPolicy.AttemptResult, method: HTTPRequest.Method = .get, number: Int = 1, key: Bool = false,
+        resendable: Bool = true, timeLeft: Duration? = nil, jitter: Double = 0.5, policy: RetryPolicy? = nil
+    ) -> RetryPolicy.Decision {
+        (policy ?? self.policy).decide(
+            RetryPolicy.Attempt(
+                number: number, method: method, hasIdempotencyKey: key, bodyCanBeResent: resendable, result: result,
+                timeLeft: timeLeft, now: self.now, jitter: jitter
+            ))
     }
 
     func isRetry(_ decision: RetryPolicy.Decision) -> Bool {
@@ -51,7 +55,9 @@ struct RetryPolicyTests {
 
     @Test
     func aOneShotBodyThatWasSentIsNeverSentAgain() {
-        #expect(self.decide(.status(503, retryAfter: nil), method: .put, resendable: false) == .stop(reason: "the one-shot body was already sent"))
+        #expect(
+            self.decide(.status(503, retryAfter: nil), method: .put, resendable: false)
+                == .stop(reason: "the one-shot body was already sent"))
         #expect(self.decide(.notProcessed, method: .post, resendable: false) == .stop(reason: "the one-shot body was already sent"))
     }
 
@@ -68,7 +74,8 @@ struct RetryPolicyTests {
         // Full jitter: a share `jitter` of min(maxDelay, base × 2^(n−1)).
         #expect(self.decide(.connectionFailed, number: 1, jitter: 1) == .retry(after: .milliseconds(200)))
         #expect(self.decide(.connectionFailed, number: 2, jitter: 1, policy: self.policy.attempts(10)) == .retry(after: .milliseconds(400)))
-        #expect(self.decide(.connectionFailed, number: 3, jitter: 0.5, policy: self.policy.attempts(10)) == .retry(after: .milliseconds(400)))
+        #expect(
+            self.decide(.connectionFailed, number: 3, jitter: 0.5, policy: self.policy.attempts(10)) == .retry(after: .milliseconds(400)))
         #expect(self.decide(.connectionFailed, number: 1, jitter: 0) == .retry(after: .zero))
         // Never past maxDelay, however many attempts; hostile jitter values are clamped.
         #expect(self.decide(.connectionFailed, number: 60, jitter: 1, policy: self.policy.attempts(100)) == .retry(after: .seconds(10)))
@@ -100,7 +107,9 @@ struct RetryPolicyTests {
 
     @Test
     func aWaitThatWouldPassTheDeadlineIsNotTaken() {
-        #expect(self.decide(.status(503, retryAfter: "5"), timeLeft: .seconds(4)) == .stop(reason: "the deadline comes before the next attempt"))
+        #expect(
+            self.decide(.status(503, retryAfter: "5"), timeLeft: .seconds(4)) == .stop(reason: "the deadline comes before the next attempt")
+        )
         #expect(self.decide(.status(503, retryAfter: "5"), timeLeft: .seconds(6)) == .retry(after: .seconds(5)))
     }
 

@@ -88,16 +88,25 @@ struct SeamMatrixTests {
             await gate.wait()
             return .json(#"{"id":1,"title":"\#(request.header("authorization") ?? "-")"}"#)
         }
-        try await withClient(kind, server: server, configure: {
-            $0.cache = CacheConfiguration(store: MemoryCacheStore(), partition: { Seam.user })
-            $0.middleware = [Seam.UserAuthorization()]
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), partition: { Seam.user })
+                $0.middleware = [Seam.UserAuthorization()]
+            }
+        ) { client in
             let alice = Seam.$user.withValue("alice") { client.start(Endpoint<Article>(path: "/me")) }
             let bob = Seam.$user.withValue("bob") { client.start(Endpoint<Article>(path: "/me")) }
             #expect(await eventually { server.requests.count == 2 || client.deduplicationCounts.coalesced > 0 })
             await gate.open()
-            do { let got = try await alice.value.title; #expect(got == "Bearer alice") }
-            do { let got = try await bob.value.title; #expect(got == "Bearer bob") }
+            do {
+                let got = try await alice.value.title
+                #expect(got == "Bearer alice")
+            }
+            do {
+                let got = try await bob.value.title
+                #expect(got == "Bearer bob")
+            }
             #expect(client.deduplicationCounts.coalesced == 0)
         }
     }
@@ -109,10 +118,13 @@ struct SeamMatrixTests {
             if request.path == "/blocker" { await gate.wait() }
             return .json(#"{"id":1,"title":"x"}"#, headers: [("Cache-Control", "max-age=60")])
         }
-        try await withClient(kind, server: server, configure: {
-            $0.cache = CacheConfiguration(store: MemoryCacheStore())
-            $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1)
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore())
+                $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1)
+            }
+        ) { client in
             _ = try await client.send(Endpoint<Article>(path: "/cached"))
             let blocker = client.start(Endpoint<Article>(path: "/blocker"))
             #expect(await eventually { client.traffic.inFlightByHost.values.reduce(0, +) == 1 })
@@ -129,12 +141,17 @@ struct SeamMatrixTests {
         // RFC 9111 §4.1: a stored response is reused only when the fields it varies on match.
         // Authorization is set by middleware, below the cache: user B must never get user A's answer.
         let server = try await http1Server { request in
-            .json(#"{"id":1,"title":"\#(request.header("authorization") ?? "-")"}"#, headers: [("Cache-Control", "max-age=60"), ("Vary", "Authorization")])
+            .json(
+                #"{"id":1,"title":"\#(request.header("authorization") ?? "-")"}"#,
+                headers: [("Cache-Control", "max-age=60"), ("Vary", "Authorization")])
         }
-        try await withClient(kind, server: server, configure: {
-            $0.cache = CacheConfiguration(store: MemoryCacheStore())
-            $0.middleware = [Seam.UserAuthorization()]
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore())
+                $0.middleware = [Seam.UserAuthorization()]
+            }
+        ) { client in
             let alice = try await Seam.$user.withValue("alice") { try await client.send(Endpoint<Article>(path: "/me")) }
             let bob = try await Seam.$user.withValue("bob") { try await client.response(Endpoint<Article>(path: "/me")) }
             #expect(alice.title == "Bearer alice")
@@ -206,7 +223,9 @@ struct SeamMatrixTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
-            _ = try await client.download(Endpoint<Data>(path: "/r", decoding: .data), to: DownloadDestination(directory: directory, fileName: "r.json")).value
+            _ = try await client.download(
+                Endpoint<Data>(path: "/r", decoding: .data), to: DownloadDestination(directory: directory, fileName: "r.json")
+            ).value
             let afterDownload = try await client.response(Endpoint<Article>(path: "/r"))
             #expect(afterDownload.source == .network)
             let stream = try await client.stream(Endpoint<Data>(path: "/r", decoding: .data))
@@ -287,13 +306,19 @@ struct SeamMatrixTests {
             await gate.wait()
             return .json(#"{"id":7,"title":"one"}"#)
         }
-        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) {
+            client in
             let handles = (0..<5).map { _ in client.start(Endpoint<Article>(path: "/same")) }
             #expect(await eventually { client.deduplicationCounts.coalesced == 4 })
             #expect(await eventually { client.traffic.inFlightByHost.values.reduce(0, +) == 1 })
             #expect(client.traffic.queuedByPriority.values.reduce(0, +) == 0)
             await gate.open()
-            for handle in handles { do { let got = try await handle.value.title; #expect(got == "one") } }
+            for handle in handles {
+                do {
+                    let got = try await handle.value.title
+                    #expect(got == "one")
+                }
+            }
             #expect(server.requests.count == 1)
         }
     }
@@ -311,9 +336,18 @@ struct SeamMatrixTests {
             let blueAgain = client.start(Endpoint<Article>(path: "/tenant", middleware: [Seam.SetHeader(name: "X-Tenant", value: "blue")]))
             #expect(await eventually { server.requests.count + client.deduplicationCounts.coalesced >= 3 })
             await gate.open()
-            do { let got = try await red.value.title; #expect(got == "red") }
-            do { let got = try await blue.value.title; #expect(got == "blue") }
-            do { let got = try await blueAgain.value.title; #expect(got == "blue") }
+            do {
+                let got = try await red.value.title
+                #expect(got == "red")
+            }
+            do {
+                let got = try await blue.value.title
+                #expect(got == "blue")
+            }
+            do {
+                let got = try await blueAgain.value.title
+                #expect(got == "blue")
+            }
             #expect(server.requests.count == 2)
         }
     }
@@ -329,7 +363,12 @@ struct SeamMatrixTests {
             let calls = (0..<3).map { _ in client.start(Seam.sum([2, 3]).deduplication(.key("sum"))) }
             #expect(await eventually { client.deduplicationCounts.coalesced == 2 })
             await gate.open()
-            for call in calls { do { let got = try await call.value; #expect(got == 5) } }
+            for call in calls {
+                do {
+                    let got = try await call.value
+                    #expect(got == 5)
+                }
+            }
             #expect(server.requests.count == 1)
         }
     }
@@ -346,8 +385,14 @@ struct SeamMatrixTests {
             let b = client.start(Endpoint<Echo>(path: "/redirect/2"))
             #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
             await gate.open()
-            do { let got = try await a.value.uri; #expect(got == "/echo") }
-            do { let got = try await b.value.uri; #expect(got == "/echo") }
+            do {
+                let got = try await a.value.uri
+                #expect(got == "/echo")
+            }
+            do {
+                let got = try await b.value.uri
+                #expect(got == "/echo")
+            }
             #expect(server.requests.count == 3)
         }
     }
@@ -385,8 +430,14 @@ struct SeamMatrixTests {
             let b = client.start(Endpoint<Article>(path: "/busy"))
             #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
             await gate.open()
-            do { let got = try await a.value.title; #expect(got == "second try") }
-            do { let got = try await b.value.title; #expect(got == "second try") }
+            do {
+                let got = try await a.value.title
+                #expect(got == "second try")
+            }
+            do {
+                let got = try await b.value.title
+                #expect(got == "second try")
+            }
             #expect(counter["/busy"] == 2)
         }
     }
@@ -405,7 +456,10 @@ struct SeamMatrixTests {
             let error = await expectCourierError { _ = try await joiner.value }
             #expect(error?.kind == .timeout)
             await gate.open()
-            do { let got = try await first.value.title; #expect(got == "patient") }
+            do {
+                let got = try await first.value.title
+                #expect(got == "patient")
+            }
             #expect(server.requests.count == 1)
         }
     }
@@ -427,7 +481,10 @@ struct SeamMatrixTests {
             let error = await expectCourierError { _ = try await first.value }
             #expect(error?.kind == .cancelled)
             await gate.open()
-            do { let got = try await joiner.value.title; #expect(got == "still here") }
+            do {
+                let got = try await joiner.value.title
+                #expect(got == "still here")
+            }
         }
     }
 
@@ -437,7 +494,8 @@ struct SeamMatrixTests {
     func schedulerAndMiddleware_cancellingARequestHeldByMiddlewareFreesItsSlot(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let entered = Locked(0)
-        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) {
+            client in
             let held = client.start(Endpoint<Article>(path: "/json", middleware: [Seam.HoldUntilCancelled(entered: entered)]))
             #expect(await eventually { entered.current == 1 })
             held.cancel()
@@ -463,7 +521,8 @@ struct SeamMatrixTests {
             ids.withLock { $0.append(object?["id"] as? Int ?? -1) }
             return Seam.rpcAnswer(request)
         }
-        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) {
+            client in
             let blocker = client.start(Endpoint<Article>(path: "/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let low = client.start(Seam.sum([1]).deduplication(.disabled), priority: .veryLow)
@@ -471,8 +530,14 @@ struct SeamMatrixTests {
             let high = client.start(Seam.sum([2]).deduplication(.disabled), priority: .veryHigh)
             #expect(await eventually { client.traffic.queuedByPriority.values.reduce(0, +) == 2 })
             await gate.open()
-            do { let got = try await high.value; #expect(got == 2) }
-            do { let got = try await low.value; #expect(got == 1) }
+            do {
+                let got = try await high.value
+                #expect(got == 2)
+            }
+            do {
+                let got = try await low.value
+                #expect(got == 1)
+            }
             _ = try await blocker.value
             // The later-queued, higher-priority call left first, so it got the smaller wire id.
             let sent = ids.current
@@ -484,7 +549,9 @@ struct SeamMatrixTests {
     @Test(arguments: TransportKind.allCases)
     func schedulerAndRedirects_aRedirectChainHoldsOneSlot(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1, maxRequestsPerHost: 1) }) { client in
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1, maxRequestsPerHost: 1) }
+        ) { client in
             async let a = client.send(Endpoint<Echo>(path: "/redirect/3").deduplication(.disabled))
             async let b = client.send(Endpoint<Echo>(path: "/redirect/3").deduplication(.disabled))
             let results = try await [a, b]
@@ -497,7 +564,8 @@ struct SeamMatrixTests {
     @Test(arguments: TransportKind.allCases)
     func schedulerAndTransfers_aStreamHoldsItsSlotUntilItsBodyEnds(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) {
+            client in
             let stream = try await client.stream(Endpoint<Data>(path: "/chunked", decoding: .data))
             #expect(client.traffic.inFlightByHost.values.reduce(0, +) == 1)
             let queued = client.start(Endpoint<Article>(path: "/json"))
@@ -505,7 +573,10 @@ struct SeamMatrixTests {
             var data = Data()
             for try await chunk in stream.body { data.append(chunk) }
             #expect(!data.isEmpty)
-            do { let got = try await queued.value.id; #expect(got == 1) }
+            do {
+                let got = try await queued.value.id
+                #expect(got == 1)
+            }
             #expect(await eventually { client.traffic.inFlightByHost.isEmpty })
         }
     }
@@ -515,13 +586,17 @@ struct SeamMatrixTests {
         let server = try await http1Server { request in
             request.path == "/busy" ? .text("busy", status: 503, headers: [("Retry-After", "20")]) : await Routes.standard(request)
         }
-        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) {
+            client in
             let busy = client.start(Endpoint<Article>(path: "/busy"))
             #expect(await eventually { server.requests.count == 1 })
             busy.cancel()
             let error = await expectCourierError { _ = try await busy.value }
             #expect(error?.kind == .cancelled)
-            do { let got = try await client.send(Endpoint<Article>(path: "/json")).id; #expect(got == 1) }
+            do {
+                let got = try await client.send(Endpoint<Article>(path: "/json")).id
+                #expect(got == 1)
+            }
             #expect(server.requests.filter { $0.path == "/busy" }.count == 1)
         }
     }
@@ -536,16 +611,23 @@ struct SeamMatrixTests {
             }
             return await Routes.standard(request)
         }
-        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 8, maxRequestsPerHost: 1) }) { client in
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 8, maxRequestsPerHost: 1) }
+        ) { client in
             let blocker = client.start(Endpoint<Article>(path: "/blocker"))
             #expect(await eventually { server.requests.count == 1 })
-            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json", timeout: .milliseconds(300))) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "/json", timeout: .milliseconds(300)))
+            }
             #expect(error?.kind == .timeout)
             #expect(client.traffic.queuedByPriority.values.reduce(0, +) == 0)
             await gate.open()
             _ = try await blocker.value
             // The host is idle: a new request starts at once instead of queueing behind a ghost.
-            do { let got = try await client.send(Endpoint<Article>(path: "/json")).id; #expect(got == 1) }
+            do {
+                let got = try await client.send(Endpoint<Article>(path: "/json")).id
+                #expect(got == 1)
+            }
             #expect(server.requests.filter { $0.path == "/json" }.count == 1)
         }
     }
@@ -560,7 +642,8 @@ struct SeamMatrixTests {
             }
             return await Routes.standard(request)
         }
-        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) { client in
+        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) {
+            client in
             let blocker = client.start(Endpoint<Article>(path: "/blocker"))
             #expect(await eventually { server.requests.count == 1 })
             let scope = RequestScope()
@@ -589,7 +672,10 @@ struct SeamMatrixTests {
         }
         let server = try await http1Server { Seam.rpcAnswer($0) }
         try await withClient(kind, server: server, configure: { $0.middleware = [recorder] }) { client in
-            do { let got = try await client.send(Seam.sum([4, 5])); #expect(got == 9) }
+            do {
+                let got = try await client.send(Seam.sum([4, 5]))
+                #expect(got == 9)
+            }
             let body = try #require(seen.current.first)
             #expect(body.contains("\"jsonrpc\""))
             #expect(body.contains("\"id\""))
@@ -604,7 +690,8 @@ struct SeamMatrixTests {
         let verdicts = Locked<[String]>([])
         let server = try await http1Server { request in
             verdicts.withLock { $0.append("\(signatureVerdict(verifier, request)) \(request.path)") }
-            return request.path == "/start" ? ScriptedResponse(status: 307, headers: [("Location", "/target")]) : .json(#"{"id":12,"title":"signed"}"#)
+            return request.path == "/start"
+                ? ScriptedResponse(status: 307, headers: [("Location", "/target")]) : .json(#"{"id":12,"title":"signed"}"#)
         }
         try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key)] }) { client in
             let article = try await client.send(Endpoint<Article>(method: .put, path: "/start", body: .json(["a": 1])))
@@ -619,8 +706,11 @@ struct SeamMatrixTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("seam-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        try await withClient(kind, server: server, configure: { $0.middleware = [Seam.SetHeader(name: "X-App", value: "seam")] }) { client in
-            _ = try await client.download(Endpoint<Data>(path: "/echo", decoding: .data), to: DownloadDestination(directory: directory, fileName: "echo.json")).value
+        try await withClient(kind, server: server, configure: { $0.middleware = [Seam.SetHeader(name: "X-App", value: "seam")] }) {
+            client in
+            _ = try await client.download(
+                Endpoint<Data>(path: "/echo", decoding: .data), to: DownloadDestination(directory: directory, fileName: "echo.json")
+            ).value
             let stream = try await client.stream(Endpoint<Data>(path: "/echo", decoding: .data))
             for try await _ in stream.body {}
             #expect(server.requests.count == 2)
@@ -635,7 +725,8 @@ struct SeamMatrixTests {
         let verdicts = Locked<[String]>([])
         let server = try await http1Server { request in
             verdicts.withLock { $0.append(signatureVerdict(verifier, request)) }
-            return verdicts.current.count == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":13,"title":"again"}"#)
+            return verdicts.current.count == 1
+                ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":13,"title":"again"}"#)
         }
         try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key)] }) { client in
             let article = try await client.send(Endpoint<Article>(method: .put, path: "/order", body: .json(["n": 1])))
@@ -651,7 +742,8 @@ struct SeamMatrixTests {
         let entered = Locked(0)
         try await withClient(kind, server: server) { client in
             let error = await expectCourierError {
-                _ = try await client.send(Endpoint<Article>(path: "/json", timeout: .milliseconds(500), middleware: [Seam.HoldUntilCancelled(entered: entered)]))
+                _ = try await client.send(
+                    Endpoint<Article>(path: "/json", timeout: .milliseconds(500), middleware: [Seam.HoldUntilCancelled(entered: entered)]))
             }
             #expect(error?.kind == .timeout)
             #expect(entered.current == 1)
@@ -682,7 +774,10 @@ struct SeamMatrixTests {
             request.path == "/rpc" ? ScriptedResponse(status: 307, headers: [("Location", "/rpc2")]) : Seam.rpcAnswer(request)
         }
         try await withClient(kind, server: server) { client in
-            do { let got = try await client.send(Seam.sum([10, 20])); #expect(got == 30) }
+            do {
+                let got = try await client.send(Seam.sum([10, 20]))
+                #expect(got == 30)
+            }
             #expect(server.requests.map(\.path) == ["/rpc", "/rpc2"])
             #expect(server.requests[0].body == server.requests[1].body)
         }
@@ -692,7 +787,10 @@ struct SeamMatrixTests {
     func wireAndTransfers_anUploadIsUnboxed(_ kind: TransportKind) async throws {
         let server = try await http1Server { _ in .json(#"{"code":7,"msg":"quota exceeded","data":null}"#) }
         try await withClient(kind, server: server) { client in
-            let upload = client.upload(Endpoint<Article>(method: .post, path: "/upload", body: .data(Data(count: 200_000), contentType: "application/octet-stream")).wire(EnvelopeProtocol()))
+            let upload = client.upload(
+                Endpoint<Article>(
+                    method: .post, path: "/upload", body: .data(Data(count: 200_000), contentType: "application/octet-stream")
+                ).wire(EnvelopeProtocol()))
             let error = await expectCourierError { _ = try await upload.value }
             #expect(error?.kind == .business)
             #expect(error?.message == "quota exceeded")
@@ -751,7 +849,9 @@ struct SeamMatrixTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         try await withClient(kind, server: server) { client in
-            let result = try await client.download(Endpoint<Data>(path: "/to?url=/json", decoding: .data), to: DownloadDestination(directory: directory, fileName: "j.json")).value
+            let result = try await client.download(
+                Endpoint<Data>(path: "/to?url=/json", decoding: .data), to: DownloadDestination(directory: directory, fileName: "j.json")
+            ).value
             #expect(try Data(contentsOf: result.url) == Data(#"{"id":1,"title":"Hello"}"#.utf8))
         }
     }
@@ -761,10 +861,14 @@ struct SeamMatrixTests {
         let counter = PathCounter()
         let server = try await http1Server { request in
             if request.path == "/start" { return ScriptedResponse(status: 302, headers: [("Location", "/target")]) }
-            return counter.hit(request.path) == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":14,"title":"there"}"#)
+            return counter.hit(request.path) == 1
+                ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":14,"title":"there"}"#)
         }
         try await withClient(kind, server: server) { client in
-            do { let got = try await client.send(Endpoint<Article>(path: "/start")).title; #expect(got == "there") }
+            do {
+                let got = try await client.send(Endpoint<Article>(path: "/start")).title
+                #expect(got == "there")
+            }
             #expect(counter["/target"] == 2)
         }
     }
@@ -844,7 +948,10 @@ struct SeamMatrixTests {
         }
         try await withClient(kind, server: server) { client in
             let scope = RequestScope()
-            let upload = scope.start(Endpoint<Data>(method: .post, path: "/echo", body: .data(Data(count: 10), contentType: "application/octet-stream"), decoding: .data), on: client)
+            let upload = scope.start(
+                Endpoint<Data>(
+                    method: .post, path: "/echo", body: .data(Data(count: 10), contentType: "application/octet-stream"), decoding: .data),
+                on: client)
             #expect(await eventually { server.requests.count == 1 })
             scope.cancelAll()
             let error = await expectCourierError { _ = try await upload.value }

@@ -14,7 +14,7 @@ struct ProtobufTests {
         switch request.path {
         case "/articles":
             guard request.header("content-type") == "application/x-protobuf",
-                  let draft = try? Courier_Tests_ArticleDraft(serializedBytes: request.body)
+                let draft = try? Courier_Tests_ArticleDraft(serializedBytes: request.body)
             else { return .text("expected a protobuf ArticleDraft", status: 415) }
             var article = Courier_Tests_Article()
             article.id = 42
@@ -29,11 +29,13 @@ struct ProtobufTests {
             article.id = 7
             article.title = "cached"
             let bytes: Data = (try? article.serializedBytes()) ?? Data()
-            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/x-protobuf"), ("Cache-Control", "max-age=600")], body: bytes)
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/x-protobuf"), ("Cache-Control", "max-age=600")], body: bytes)
         case "/json-form":
             return .json(#"{"id":"9","title":"as json","tags":["a"],"unknownField":1}"#)
         case "/garbage":
-            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/x-protobuf")], body: Data([0x0a, 0xff, 0xff, 0xff]))
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/x-protobuf")], body: Data([0x0a, 0xff, 0xff, 0xff]))
         case "/html":
             return ScriptedResponse(status: 200, headers: [("Content-Type", "text/html")], body: Data("<html>login</html>".utf8))
         default:
@@ -77,15 +79,22 @@ struct ProtobufTests {
     func badBytesAndAWrongContentTypeAreDecodingErrors(_ kind: TransportKind) async throws {
         let server = try await http1Server(Self.routes)
         try await withClient(kind, server: server) { client in
-            let garbage = await expectCourierError { _ = try await client.send(Endpoint<Courier_Tests_Article>(path: "/garbage", decoding: .protobuf)) }
+            let garbage = await expectCourierError {
+                _ = try await client.send(Endpoint<Courier_Tests_Article>(path: "/garbage", decoding: .protobuf))
+            }
             #expect(garbage?.kind == .decoding)
             #expect(garbage?.message.contains("courier.tests.Article") == true)
-            let html = await expectCourierError { _ = try await client.send(Endpoint<Courier_Tests_Article>(path: "/html", decoding: .protobuf)) }
+            let html = await expectCourierError {
+                _ = try await client.send(Endpoint<Courier_Tests_Article>(path: "/html", decoding: .protobuf))
+            }
             #expect(html?.kind == .decoding)
             #expect(html?.message.contains("expected a protobuf response, got Content-Type text/html") == true)
             // A server that refuses the body says so with a status, not a silent success.
             let refused = await expectCourierError {
-                _ = try await client.send(Endpoint<Courier_Tests_Article>(method: .post, path: "/articles", body: .data(Data("{}".utf8), contentType: "application/json"), decoding: .protobuf))
+                _ = try await client.send(
+                    Endpoint<Courier_Tests_Article>(
+                        method: .post, path: "/articles", body: .data(Data("{}".utf8), contentType: "application/json"), decoding: .protobuf
+                    ))
             }
             #expect(refused?.status?.code == 415)
         }

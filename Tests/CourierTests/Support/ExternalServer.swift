@@ -20,7 +20,9 @@ final class ExternalServer: @unchecked Sendable {
 
     /// Whether `python3` can import `module`.
     static func pythonHas(_ module: String) -> Bool {
-        guard let process = try? ChildProcess(executable: "/usr/bin/env", arguments: ["python3", "-c", "import \(module)"]) else { return false }
+        guard let process = try? ChildProcess(executable: "/usr/bin/env", arguments: ["python3", "-c", "import \(module)"]) else {
+            return false
+        }
         for _ in 0..<1000 where process.isRunning {
             usleep(10_000)
         }
@@ -41,7 +43,8 @@ final class ExternalServer: @unchecked Sendable {
     private static let probed = Locked<[String: Bool]>([:])
 
     /// The repository's root, found from this file's path.
-    static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
 
     /// Starts `python3 script PORT` and waits (on a thread of its own) until it prints "ready".
     static func start(pythonScript: String, environment: [String: String] = [:]) async throws -> ExternalServer {
@@ -58,7 +61,9 @@ final class ExternalServer: @unchecked Sendable {
     /// Starts `executable arguments…` (with `{port}` replaced by a free port) and waits until the port accepts connections.
     static func start(executable: String, arguments: [String], environment: [String: String] = [:]) async throws -> ExternalServer {
         try await StartGate.shared.passing {
-            try await onOwnThread { try Self.retrying { try ExternalServer(executable: executable, arguments: arguments, environment: environment) } }
+            try await onOwnThread {
+                try Self.retrying { try ExternalServer(executable: executable, arguments: arguments, environment: environment) }
+            }
         }
     }
 

@@ -43,7 +43,9 @@ enum Routes {
         case "/echo":
             var headers: [String: String] = [:]
             for (name, value) in request.headers { headers[name.lowercased()] = value }
-            let echo = Echo(method: request.method, uri: request.uri, headers: headers, body: String(decoding: request.body, as: UTF8.self), version: request.httpVersion)
+            let echo = Echo(
+                method: request.method, uri: request.uri, headers: headers, body: String(decoding: request.body, as: UTF8.self),
+                version: request.httpVersion)
             return .json(encoding: echo)
         case "/null-title":
             return .json(#"{"id":1,"title":null}"#)
@@ -240,8 +242,9 @@ enum Seam {
 /// The verdict of a signature check on a request the server received: `ok`, or the rejection.
 func signatureVerdict(_ verifier: SignatureVerifier, _ request: RecordedRequest) -> String {
     do {
-        try verifier.verify(method: request.method, target: request.uri, body: request.body, signature: request.header("x-signature"),
-                            timestamp: request.header("x-signature-timestamp"), nonce: request.header("x-signature-nonce"))
+        try verifier.verify(
+            method: request.method, target: request.uri, body: request.body, signature: request.header("x-signature"),
+            timestamp: request.header("x-signature-timestamp"), nonce: request.header("x-signature-nonce"))
         return "ok"
     } catch {
         return "\(error)"
@@ -335,14 +338,27 @@ final class ChildProcess: @unchecked Sendable {
     /// descriptors to give the child (nil: /dev/null).
     /// `environment`, when given, is the child's whole environment (else it gets this process's).
     init(
-        executable: String, arguments: [String], stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil, environment: [String: String]? = nil
+        executable: String, arguments: [String], stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil,
+        environment: [String: String]? = nil
     ) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        if let stdin { posix_spawn_file_actions_adddup2(&actions, stdin, 0) } else { posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0) }
-        if let stdout { posix_spawn_file_actions_adddup2(&actions, stdout, 1) } else { posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0) }
-        if let stderr { posix_spawn_file_actions_adddup2(&actions, stderr, 2) } else { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
+        if let stdin {
+            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
+        if let stdout {
+            posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        if let stderr {
+            posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        }
         // Nothing else of this process goes with the child: without this it inherited every
         // socket of the parallel tests that had no close-on-exec flag (libcurl's among them) and
         // held them open for as long as it ran, so a test that checked its sockets were closed
@@ -355,14 +371,19 @@ final class ChildProcess: @unchecked Sendable {
         var pid: pid_t = 0
         let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
         defer { for pointer in envp ?? [] { free(pointer) } }
-        let result = if let envp { posix_spawn(&pid, executable, &actions, nil, argv, envp) } else { posix_spawn(&pid, executable, &actions, nil, argv, environ) }
+        let result =
+            if let envp { posix_spawn(&pid, executable, &actions, nil, argv, envp) } else {
+                posix_spawn(&pid, executable, &actions, nil, argv, environ)
+            }
         guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
         self.pid = pid
     }
 
     private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-    private static let addCloseFrom: AddCloseFrom? = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np")
-        .map { unsafeBitCast($0, to: AddCloseFrom.self) }
+    private static let addCloseFrom: AddCloseFrom? = dlsym(
+        UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np"
+    )
+    .map { unsafeBitCast($0, to: AddCloseFrom.self) }
 
     /// Whether the child still runs (reaps it when it has ended).
     var isRunning: Bool {

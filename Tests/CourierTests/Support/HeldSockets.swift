@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -44,7 +45,9 @@ enum HeldSockets {
                 // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode …
                 guard fields.count > 9 else { continue }
                 let remote = fields[2]
-                guard remote.hasSuffix(wanted), remote.count == wanted.count || remote.hasPrefix("0000000000000000FFFF0000") else { continue }
+                guard remote.hasSuffix(wanted), remote.count == wanted.count || remote.hasPrefix("0000000000000000FFFF0000") else {
+                    continue
+                }
                 if let fromPort, !fields[1].hasSuffix(":\(String(format: "%04X", fromPort))") { continue }
                 if fields[9] != "0" { held[fields[9]] = String(fields[3]) }
             }
@@ -86,7 +89,9 @@ struct HeldSocketsTests {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && listen(socket, 8) == 0 && getsockname(socket, $0, &length) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, length) == 0 && listen(socket, 8) == 0 && getsockname(socket, $0, &length) == 0
+            }
         }
         guard socket >= 0, bound else { throw POSIXError(.EADDRNOTAVAIL) }
         return (socket, Int(UInt16(bigEndian: address.sin_port)))
@@ -119,14 +124,15 @@ struct HeldSocketsTests {
         }
         #expect(named)
         let clientPort = Int(UInt16(bigEndian: local.sin_port))
-        #expect(HeldSockets.to("127.0.0.1", port: port, fromPort: clientPort) == ["01"])   // `client`, ESTABLISHED
+        #expect(HeldSockets.to("127.0.0.1", port: port, fromPort: clientPort) == ["01"])  // `client`, ESTABLISHED
         close(client)
         // A child process another test spawns meanwhile holds a copy of every descriptor from
         // its clone until its exec closes the close-on-exec ones; on two busy cores that window
         // was long enough to see `client` still ESTABLISHED right after the close. So the closed
         // socket must disappear within a few seconds (a socket no process closes stays).
-        #expect(await eventually(seconds: 10) { HeldSockets.to("127.0.0.1", port: port, fromPort: clientPort).isEmpty },
-                "still held: \(HeldSockets.to("127.0.0.1", port: port, fromPort: clientPort))")
+        #expect(
+            await eventually(seconds: 10) { HeldSockets.to("127.0.0.1", port: port, fromPort: clientPort).isEmpty },
+            "still held: \(HeldSockets.to("127.0.0.1", port: port, fromPort: clientPort))")
     }
 }
 

@@ -30,16 +30,21 @@ struct HTTP2ReadCoalescingTests {
     static func server() async throws -> TestServer {
         try await tlsServer { request in
             let parts = request.path.split(separator: "/")
-            guard parts.count == 3, parts[0] == "pieces" || parts[0] == "gzip-pieces", let seed = UInt64(parts[1]), let length = Int(parts[2]) else {
+            guard parts.count == 3, parts[0] == "pieces" || parts[0] == "gzip-pieces", let seed = UInt64(parts[1]),
+                let length = Int(parts[2])
+            else {
                 return .text("not found", status: 404)
             }
             if seed == 204 { return ScriptedResponse(status: 204, behaviour: .pieces(size: Self.frame)) }
             if parts[0] == "gzip-pieces" {
                 let compressed = (try? Gzip.compress(payload(length, seed: seed))) ?? Data()
-                return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream"), ("Content-Encoding", "gzip")], body: compressed, behaviour: .pieces(size: Self.frame))
+                return ScriptedResponse(
+                    status: 200, headers: [("Content-Type", "application/octet-stream"), ("Content-Encoding", "gzip")], body: compressed,
+                    behaviour: .pieces(size: Self.frame))
             }
             let body = payload(length, seed: seed)
-            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: body, behaviour: .pieces(size: Self.frame))
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/octet-stream")], body: body, behaviour: .pieces(size: Self.frame))
         }
     }
 
@@ -129,7 +134,10 @@ struct HTTP2ReadCoalescingTests {
             let collected = try await client.response(Endpoint<Data>(path: "/pieces/31/500000", decoding: .data))
             #expect(collected.version == .http2)
             #expect(collected.value == payload(500_000, seed: 31))
-            let download = try await client.download(Endpoint<Data>(path: "/pieces/32/2000000", decoding: .data), to: DownloadDestination(directory: folder, fileName: "joined.bin")).value
+            let download = try await client.download(
+                Endpoint<Data>(path: "/pieces/32/2000000", decoding: .data),
+                to: DownloadDestination(directory: folder, fileName: "joined.bin")
+            ).value
             #expect(download.byteCount == 2_000_000)
             #expect(sha256(try Data(contentsOf: download.url)) == sha256(payload(2_000_000, seed: 32)))
         }
@@ -138,7 +146,8 @@ struct HTTP2ReadCoalescingTests {
     @Test
     func aJoinedBodyIsStoredAndServedFromTheCacheByteExact() async throws {
         let server = try await Self.server()
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) {
+            client in
             var endpoint = Endpoint<Data>(path: "/pieces/71/300000", decoding: .data)
             endpoint.cachePolicy = .cacheFor(.seconds(300))
             let first = try await client.response(endpoint)
@@ -203,9 +212,12 @@ struct HTTP2ReadCoalescingTests {
     func bytesBeforeAStallAreDeliveredThenTheIdleTimeoutEndsTheStream(coalescing: Int?) async throws {
         let body = payload(40_000, seed: 91)
         let server = try await Self.server(answering: body, .stallMidBody(afterBytes: 30_000, .seconds(30)))
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.bodyIdleTimeout = .seconds(5) }, transportConfiguration: {
-            $0.http2ReadCoalescing = coalescing
-        }) { client in
+        try await withClient(
+            .asyncHTTPClient, server: server, configure: { $0.bodyIdleTimeout = .seconds(5) },
+            transportConfiguration: {
+                $0.http2ReadCoalescing = coalescing
+            }
+        ) { client in
             let stream = try await client.stream(Endpoint<Data>(path: "/stall", decoding: .data))
             #expect(stream.version == .http2)
             var received = Data()
@@ -223,7 +235,8 @@ struct HTTP2ReadCoalescingTests {
         // The coalescer passes the bytes it holds on before any frame that is not DATA, so the
         // body ends whole and in order, collected and streamed.
         let body = payload(200_000, seed: 81)
-        let server = try await Self.server(answering: body, .piecesWithTrailers(size: Self.frame, trailers: [("x-checksum", "done"), ("grpc-status", "0")]))
+        let server = try await Self.server(
+            answering: body, .piecesWithTrailers(size: Self.frame, trailers: [("x-checksum", "done"), ("grpc-status", "0")]))
         try await withClient(.asyncHTTPClient, server: server) { client in
             let collected = try await client.response(Endpoint<Data>(path: "/trailers", decoding: .data))
             #expect(collected.version == .http2)

@@ -29,7 +29,9 @@ struct StaleConnectionTests {
     }
 
     static func request(_ method: HTTPRequest.Method, _ server: TestServer, body: RequestBody? = nil) -> Request {
-        Request(head: HTTPRequest(method: method, scheme: "http", authority: "127.0.0.1:\(server.port)", path: "/item"), body: body, timeout: .seconds(30))
+        Request(
+            head: HTTPRequest(method: method, scheme: "http", authority: "127.0.0.1:\(server.port)", path: "/item"), body: body,
+            timeout: .seconds(30))
     }
 
     static func text(_ response: RawResponse) async throws -> String {

@@ -2,6 +2,7 @@ import Courier
 import CourierTestServer
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,7 +17,8 @@ import Glibc
 struct TransportMemoryTests {
     /// A transport of `kind`; URLSession's with a small in-memory limit and its own scratch
     /// directory, so the spill path is the one taken.
-    func transport(_ kind: TransportKind, scratch: URL, memoryLimit: Int = 64 * 1024) -> (any Transport, @Sendable () async throws -> Void) {
+    func transport(_ kind: TransportKind, scratch: URL, memoryLimit: Int = 64 * 1024) -> (any Transport, @Sendable () async throws -> Void)
+    {
         switch kind {
         case .asyncHTTPClient:
             return makeTransport(kind)
@@ -41,7 +43,7 @@ struct TransportMemoryTests {
         var sizes: [Int] = []
         for entry in entries {
             guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(entry)"),
-                  target.hasPrefix(prefix), target.hasSuffix("(deleted)")
+                target.hasPrefix(prefix), target.hasSuffix("(deleted)")
             else { continue }
             var info = stat()
             if stat("/proc/self/fd/\(entry)", &info) == 0 { sizes.append(Int(info.st_size)) }
@@ -65,11 +67,13 @@ struct TransportMemoryTests {
         let (transport, shutdown) = self.transport(kind, scratch: scratch)
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(120) })
         let chunks = stride(from: 0, to: content.count, by: 64 * 1024).map { content.subdata(in: $0..<min($0 + 64 * 1024, content.count)) }
-        let body = RequestBody.stream(AsyncStream { continuation in
-            for chunk in chunks { continuation.yield(chunk) }
-            continuation.finish()
-        })
-        let answer = try await client.send(Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never))
+        let body = RequestBody.stream(
+            AsyncStream { continuation in
+                for chunk in chunks { continuation.yield(chunk) }
+                continuation.finish()
+            })
+        let answer = try await client.send(
+            Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never))
         #expect(answer == "\(content.count) \(sha256(content))")
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty)
         try await shutdown()
@@ -86,7 +90,9 @@ struct TransportMemoryTests {
         let scratch = try self.scratchDirectory()
         defer { try? FileManager.default.removeItem(at: scratch) }
         let content = payload(6 << 20, seed: 12)
-        let server = try await http1Server { _ in ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: content) }
+        let server = try await http1Server { _ in
+            ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: content)
+        }
         let (transport, shutdown) = self.transport(kind, scratch: scratch)
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(120) })
         let response = try await client.stream(Endpoint<Data>(path: "/big", decoding: .data))
@@ -118,7 +124,9 @@ struct TransportMemoryTests {
         // `transport` error that says why — never a crash, never a silently short body.
         let missing = FileManager.default.temporaryDirectory.appendingPathComponent("courier-missing-\(UUID().uuidString)")
         let content = payload(4 << 20, seed: 13)
-        let server = try await http1Server { _ in ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: content) }
+        let server = try await http1Server { _ in
+            ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: content)
+        }
         let transport = URLSessionTransport(responseMemoryLimit: 64 * 1024, scratchDirectory: missing)
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(60) })
         let response = try await client.stream(Endpoint<Data>(path: "/big", decoding: .data))
@@ -145,10 +153,11 @@ struct TransportMemoryTests {
         let server = try await http1Server { _ in .text("ok") }
         let transport = URLSessionTransport(scratchDirectory: missing)
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
-        let body = RequestBody.stream(AsyncStream { continuation in
-            continuation.yield(payload(2 << 20, seed: 14))
-            continuation.finish()
-        })
+        let body = RequestBody.stream(
+            AsyncStream { continuation in
+                continuation.yield(payload(2 << 20, seed: 14))
+                continuation.finish()
+            })
         let error = await expectCourierError {
             _ = try await client.send(Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never))
         }

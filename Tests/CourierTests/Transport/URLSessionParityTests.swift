@@ -28,8 +28,9 @@ struct URLSessionParityTests {
                 #expect(Set(plain.headers.keys) == ["host", "accept-encoding", "accept-language", "user-agent", "accept", "connection"])
                 #endif
             }
-        // Fields the request does set are sent as set.
-            let set = try await client.send(Endpoint<Echo>(path: "/echo", headers: [.acceptLanguage: "fr", .userAgent: "MyApp/2", .accept: "application/json"]))
+            // Fields the request does set are sent as set.
+            let set = try await client.send(
+                Endpoint<Echo>(path: "/echo", headers: [.acceptLanguage: "fr", .userAgent: "MyApp/2", .accept: "application/json"]))
             #expect(set.headers["accept-language"] == "fr")
             #expect(set.headers["user-agent"] == "MyApp/2")
             #expect(set.headers["accept"] == "application/json")
@@ -110,13 +111,16 @@ struct URLSessionParityTests {
             let clock = ContinuousClock()
             let start = clock.now
             do {
-                let quick = try await client.send(Endpoint<String>(path: "/quick", timeout: .milliseconds(900), decoding: .string).retry(.never))
+                let quick = try await client.send(
+                    Endpoint<String>(path: "/quick", timeout: .milliseconds(900), decoding: .string).retry(.never))
                 #expect(quick == "in time")
             } catch let error as CourierError where error.kind == .timeout {
                 #expect(clock.now - start >= .milliseconds(900), "timed out early, after \(clock.now - start)")
             }
             let lateStart = clock.now
-            let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: "/late", timeout: .milliseconds(900), decoding: .string).retry(.never)) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<String>(path: "/late", timeout: .milliseconds(900), decoding: .string).retry(.never))
+            }
             #expect(error?.kind == .timeout)
             #expect(clock.now - lateStart >= .milliseconds(900))
         }

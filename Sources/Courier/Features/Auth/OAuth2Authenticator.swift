@@ -131,7 +131,8 @@ public final class OAuth2Authenticator: Middleware {
     ///   or that carries an error (nothing is sent then); the token endpoint's errors otherwise.
     public func signIn(with request: OAuth2AuthorizationRequest, callback: URL) async throws {
         let code = try request.authorizationCode(from: callback)
-        let token = try await self.requestToken(.authorizationCode(code: code, redirectURI: request.redirectURI, codeVerifier: request.codeVerifier))
+        let token = try await self.requestToken(
+            .authorizationCode(code: code, redirectURI: request.redirectURI, codeVerifier: request.codeVerifier))
         try self.supply(token)
     }
 
@@ -240,11 +241,12 @@ public final class OAuth2Authenticator: Middleware {
         let values = response.head.headerFields[values: .wwwAuthenticate]
         guard !values.isEmpty else { return true }
         let challenges = values.flatMap(AuthenticationChallenge.parse)
-        return challenges.isEmpty || challenges.contains { challenge in
-            guard challenge.scheme == "bearer" else { return false }
-            let error = challenge.parameters["error"]?.lowercased()
-            return error != "insufficient_scope" && error != "invalid_request"
-        }
+        return challenges.isEmpty
+            || challenges.contains { challenge in
+                guard challenge.scheme == "bearer" else { return false }
+                let error = challenge.parameters["error"]?.lowercased()
+                return error != "insufficient_scope" && error != "invalid_request"
+            }
     }
 
     /// Whether the response came from the request's origin (scheme, host and port), and not
@@ -252,7 +254,7 @@ public final class OAuth2Authenticator: Middleware {
     static func isFromOrigin(of request: Request, _ response: RawResponse) -> Bool {
         guard let url = response.url else { return true }
         guard let scheme = request.head.scheme, let authority = request.head.authority,
-              let requestURL = URL(string: "\(scheme)://\(authority)/")
+            let requestURL = URL(string: "\(scheme)://\(authority)/")
         else { return false }
         func port(_ url: URL) -> Int? {
             url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
@@ -284,7 +286,7 @@ public final class OAuth2Authenticator: Middleware {
     private func usableToken() -> OAuth2Token? {
         self.state.withLock { state in
             guard !state.signedOut, let token = state.token,
-                  !token.expires(within: self.refreshMargin(for: token, receivedAt: state.receivedAt))
+                !token.expires(within: self.refreshMargin(for: token, receivedAt: state.receivedAt))
             else { return nil }
             return token
         }
@@ -315,7 +317,10 @@ public final class OAuth2Authenticator: Middleware {
                 let now = ContinuousClock.now
                 state.refreshTimes.removeAll { now - $0 > self.configuration.refreshWindow }
                 guard state.refreshTimes.count < self.configuration.maxRefreshes else {
-                    return .fail(CourierError(.authenticationRequired, "stopped after \(self.configuration.maxRefreshes) token refreshes in \(self.configuration.refreshWindow)"))
+                    return .fail(
+                        CourierError(
+                            .authenticationRequired,
+                            "stopped after \(self.configuration.maxRefreshes) token refreshes in \(self.configuration.refreshWindow)"))
                 }
                 state.refreshTimes.append(now)
                 state.refreshCount += 1
@@ -382,7 +387,10 @@ public final class OAuth2Authenticator: Middleware {
             var failure = CourierError.wrap(error)
             let invalidGrant = OAuth2TokenEndpoint.errorCode(of: failure) == "invalid_grant"
             if failure.kind == .authenticationRequired || invalidGrant || failure.status?.code == 400 || failure.status?.code == 401 {
-                failure = CourierError(.authenticationRequired, "signing in again is required: the token refresh was refused (\(OAuth2TokenEndpoint.errorCode(of: failure) ?? failure.shortDescription))", underlying: failure)
+                failure = CourierError(
+                    .authenticationRequired,
+                    "signing in again is required: the token refresh was refused (\(OAuth2TokenEndpoint.errorCode(of: failure) ?? failure.shortDescription))",
+                    underlying: failure)
                 failure.presentation = .reLogin
                 let raise = self.persisting.withLock { _ -> Bool? in
                     let raise = self.state.withLock { state -> Bool? in

@@ -35,7 +35,9 @@ public struct OAuth2AuthorizationRequest: Sendable {
     }
 
     /// Creates a request with a given state and verifier (the verifier must be 43–128 unreserved characters).
-    public init(authorizationEndpoint: URL, clientID: String, redirectURI: String, scope: String?, state: String, codeVerifier: String) throws {
+    public init(
+        authorizationEndpoint: URL, clientID: String, redirectURI: String, scope: String?, state: String, codeVerifier: String
+    ) throws {
         let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
         guard (43...128).contains(codeVerifier.count), codeVerifier.unicodeScalars.allSatisfy(unreserved.contains) else {
             throw CourierError.invalidRequest("a PKCE code verifier is 43 to 128 unreserved characters (RFC 7636 §4.1)")
@@ -84,7 +86,8 @@ public struct OAuth2AuthorizationRequest: Sendable {
             throw CourierError(.authenticationRequired, "the authorization callback's state does not match this request (RFC 6749 §10.12)")
         }
         if let code = value("error") {
-            var error = CourierError(.authenticationRequired, "the authorization server refused: \(code)\(value("error_description").map { " (\($0))" } ?? "")")
+            var error = CourierError(
+                .authenticationRequired, "the authorization server refused: \(code)\(value("error_description").map { " (\($0))" } ?? "")")
             error.code = code
             throw error
         }

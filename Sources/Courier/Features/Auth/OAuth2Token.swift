@@ -14,7 +14,9 @@ public struct OAuth2Token: Codable, Sendable, Equatable {
     public var scope: String?
 
     /// Creates a token set.
-    public init(accessToken: String, tokenType: String = "Bearer", refreshToken: String? = nil, expiresAt: Date? = nil, scope: String? = nil) {
+    public init(
+        accessToken: String, tokenType: String = "Bearer", refreshToken: String? = nil, expiresAt: Date? = nil, scope: String? = nil
+    ) {
         self.accessToken = accessToken
         self.tokenType = tokenType
         self.refreshToken = refreshToken
@@ -103,7 +105,8 @@ public struct AuthenticationChallenge: Sendable, Equatable {
         while index < value.endIndex, value[index] == " " { index = value.index(after: index) }
         let first = index
         while index < value.endIndex, let scalar = value[index].unicodeScalars.first, value[index].unicodeScalars.count == 1,
-              scalar.isASCII, CharacterSet.alphanumerics.contains(scalar) || "-._~+/".unicodeScalars.contains(scalar) {
+            scalar.isASCII, CharacterSet.alphanumerics.contains(scalar) || "-._~+/".unicodeScalars.contains(scalar)
+        {
             index = value.index(after: index)
         }
         guard index > first else { return nil }

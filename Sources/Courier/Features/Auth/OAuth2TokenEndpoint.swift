@@ -37,7 +37,10 @@ public struct OAuth2TokenEndpoint: Sendable {
         var fields: [URLQueryItem]
         switch grant {
         case .password(let username, let password, let scope):
-            fields = [.init(name: "grant_type", value: "password"), .init(name: "username", value: username), .init(name: "password", value: password)]
+            fields = [
+                .init(name: "grant_type", value: "password"), .init(name: "username", value: username),
+                .init(name: "password", value: password),
+            ]
             if let scope { fields.append(.init(name: "scope", value: scope)) }
         case .clientCredentials(let scope):
             fields = [.init(name: "grant_type", value: "client_credentials")]
@@ -120,14 +123,17 @@ public struct OAuth2TokenEndpoint: Sendable {
         // RFC 6749 §7.1: a client must not use a token whose type it does not understand; the
         // type is compared without regard to case (§5.1). Courier sends Bearer tokens (RFC 6750).
         if let type = response.token_type, type.lowercased() != "bearer" {
-            throw CourierError(.decoding, "the token endpoint issued a token of type \"\(type)\", which this client cannot use (it sends Bearer tokens)")
+            throw CourierError(
+                .decoding, "the token endpoint issued a token of type \"\(type)\", which this client cannot use (it sends Bearer tokens)")
         }
         return OAuth2Token(
             accessToken: response.access_token,
             tokenType: response.token_type ?? "Bearer",
             refreshToken: response.refresh_token,
             // A negative lifetime is already expired; a huge one is 2^31 seconds (as delta-seconds are).
-            expiresAt: response.expires_in.flatMap { UntrustedNumber.clamp($0, to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) }.map { Date().addingTimeInterval($0) },
+            expiresAt: response.expires_in.flatMap { UntrustedNumber.clamp($0, to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) }.map {
+                Date().addingTimeInterval($0)
+            },
             scope: response.scope
         )
     }
@@ -135,7 +141,7 @@ public struct OAuth2TokenEndpoint: Sendable {
     /// The `error` of a failed token response (RFC 6749 §5.2), such as `invalid_grant`.
     static func errorCode(of error: CourierError) -> String? {
         guard error.kind == .httpStatus, let body = error.body,
-              let object = try? JSONDecoder().decode([String: JSONValue].self, from: body)
+            let object = try? JSONDecoder().decode([String: JSONValue].self, from: body)
         else { return nil }
         return object["error"]?.stringValue
     }

@@ -79,7 +79,10 @@ public struct RequestSigner: Middleware {
     private let now: @Sendable () -> Date
 
     /// Creates a signer.
-    public init(key: SymmetricKey, keyID: String? = nil, headers: SignatureHeaders = SignatureHeaders(), now: @escaping @Sendable () -> Date = Date.init) {
+    public init(
+        key: SymmetricKey, keyID: String? = nil, headers: SignatureHeaders = SignatureHeaders(),
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
         self.key = key
         self.keyID = keyID
         self.headers = headers
@@ -105,7 +108,8 @@ public struct RequestSigner: Middleware {
         }
         let timestamp = String(Int(self.now().timeIntervalSince1970))
         let nonce = UUID().uuidString.lowercased()
-        let text = SignatureCanonicalForm.text(method: request.head.method.rawValue, target: request.head.path ?? "/", body: body, timestamp: timestamp, nonce: nonce)
+        let text = SignatureCanonicalForm.text(
+            method: request.head.method.rawValue, target: request.head.path ?? "/", body: body, timestamp: timestamp, nonce: nonce)
         signed.head.headerFields[self.headers.timestamp] = timestamp
         signed.head.headerFields[self.headers.nonce] = nonce
         signed.head.headerFields[self.headers.signature] = SignatureCanonicalForm.mac(text, key: self.key)
@@ -140,7 +144,9 @@ public final class SignatureVerifier: Sendable {
     }
 
     /// Verifies a request given its method, target (path and query), body and header values.
-    public func verify(method: String, target: String, body: Data, signature: String?, timestamp: String?, nonce: String?, now: Date = Date()) throws {
+    public func verify(
+        method: String, target: String, body: Data, signature: String?, timestamp: String?, nonce: String?, now: Date = Date()
+    ) throws {
         // The timestamp is whole seconds, digits only (no sign, exponent, "nan" or "inf"); one
         // too large for `Int` saturates and is then stale.
         guard let signature, let timestamp, let nonce, let whole = UntrustedNumber.digits(timestamp) else { throw Rejection.missingHeaders }
@@ -148,7 +154,9 @@ public final class SignatureVerifier: Sendable {
         let text = SignatureCanonicalForm.text(method: method, target: target, body: body, timestamp: timestamp, nonce: nonce)
         // Compared in constant time (a comparison that stops at the first differing byte tells
         // an attacker how much of a guess was right).
-        guard let code = Data(base64Encoded: signature), HMAC<SHA256>.isValidAuthenticationCode(code, authenticating: Data(text.utf8), using: self.key) else {
+        guard let code = Data(base64Encoded: signature),
+            HMAC<SHA256>.isValidAuthenticationCode(code, authenticating: Data(text.utf8), using: self.key)
+        else {
             throw Rejection.badSignature
         }
         guard abs(now.timeIntervalSince1970 - seconds) <= self.maxSkew else { throw Rejection.staleTimestamp }

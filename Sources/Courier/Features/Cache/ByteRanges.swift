@@ -40,10 +40,12 @@ package struct ByteRangeRequest: Sendable, Hashable {
     package static func parse(_ header: String) -> ByteRangeRequest? {
         let value = trimmedOWS(Array(header.utf8)[...])
         guard let equals = value.firstIndex(of: UInt8(ascii: "=")),
-              isBytesUnit(value[..<equals]) else { return nil }
+            isBytesUnit(value[..<equals])
+        else { return nil }
         let set = value[(equals + 1)...]
         guard !set.contains(UInt8(ascii: ",")),
-              let dash = set.firstIndex(of: UInt8(ascii: "-")) else { return nil }
+            let dash = set.firstIndex(of: UInt8(ascii: "-"))
+        else { return nil }
         let firstText = set[..<dash]
         let lastText = set[(dash + 1)...]
         if firstText.isEmpty {
@@ -113,15 +115,17 @@ package struct ContentRangeHeader: Sendable, Hashable {
     package static func parse(_ header: String) -> ContentRangeHeader? {
         let value = trimmedOWS(Array(header.utf8)[...])
         guard let space = value.firstIndex(of: UInt8(ascii: " ")),
-              isBytesUnit(value[..<space]) else { return nil }
+            isBytesUnit(value[..<space])
+        else { return nil }
         let rest = value[(space + 1)...]
         guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else { return nil }
         let inclusive = rest[..<slash]
         let completeText = rest[(slash + 1)...]
         guard let dash = inclusive.firstIndex(of: UInt8(ascii: "-")),
-              let first = byteRangeNumber(inclusive[..<dash]),
-              let last = byteRangeNumber(inclusive[(dash + 1)...]),
-              last >= first else { return nil }
+            let first = byteRangeNumber(inclusive[..<dash]),
+            let last = byteRangeNumber(inclusive[(dash + 1)...]),
+            last >= first
+        else { return nil }
         var completeLength: Int?
         if !completeText.elementsEqual([UInt8(ascii: "*")]) {
             guard let complete = byteRangeNumber(completeText) else { return nil }
@@ -161,7 +165,8 @@ package struct PartialBody: Sendable, Hashable {
     /// negative, or the range ends at or past a known complete length.
     package init?(range: ClosedRange<Int>, bytes: Data, completeLength: Int?) {
         guard range.lowerBound >= 0, range.upperBound < Int.max,
-              bytes.count == range.upperBound - range.lowerBound + 1 else { return nil }
+            bytes.count == range.upperBound - range.lowerBound + 1
+        else { return nil }
         if let completeLength, range.upperBound >= completeLength { return nil }
         self.range = range
         self.bytes = bytes.startIndex == 0 ? bytes : Data(bytes)
@@ -189,7 +194,8 @@ package struct PartialBody: Sendable, Hashable {
         if let mine = self.completeLength, let theirs = other.completeLength, mine != theirs { return nil }
         // Upper bounds are below Int.max (init), so `+ 1` cannot overflow.
         guard other.range.lowerBound <= self.range.upperBound + 1,
-              self.range.lowerBound <= other.range.upperBound + 1 else { return nil }
+            self.range.lowerBound <= other.range.upperBound + 1
+        else { return nil }
         var bytes = Data()
         if self.range.lowerBound < other.range.lowerBound {
             bytes.append(self.bytes(from: self.range.lowerBound, through: other.range.lowerBound - 1))

@@ -81,9 +81,9 @@ package enum HTTPDate {
     /// `Sun, 06 Nov 1994 08:49:37 GMT`.
     private static func imfFixdate(_ bytes: [UInt8]) -> Date? {
         guard bytes.count == 29, Self.shortDays.contains(where: { $0[...] == bytes[0...2] }),
-              bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20, bytes[16] == 0x20,
-              bytes[25] == 0x20, Self.isGMT(bytes[26...]),
-              let day = number(bytes[5...6]), let month = Self.month(bytes[8...10]), let year = number(bytes[12...15])
+            bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20, bytes[16] == 0x20,
+            bytes[25] == 0x20, Self.isGMT(bytes[26...]),
+            let day = number(bytes[5...6]), let month = Self.month(bytes[8...10]), let year = number(bytes[12...15])
         else { return nil }
         return Self.date(year: year, month: month, day: day, time: bytes[17...24])
     }
@@ -92,15 +92,15 @@ package enum HTTPDate {
     /// recent past year with those digits (RFC 9110 §5.6.7).
     private static func rfc850(_ bytes: [UInt8]) -> Date? {
         guard let comma = bytes.firstIndex(of: UInt8(ascii: ",")),
-              Self.longDays.contains(where: { $0[...] == bytes[..<comma] }),
-              bytes.count == comma + 24
+            Self.longDays.contains(where: { $0[...] == bytes[..<comma] }),
+            bytes.count == comma + 24
         else { return nil }
         let rest = bytes[(comma + 1)...]
         let start = rest.startIndex
         guard rest[start] == 0x20, rest[start + 3] == UInt8(ascii: "-"), rest[start + 7] == UInt8(ascii: "-"),
-              rest[start + 10] == 0x20, rest[start + 19] == 0x20, Self.isGMT(rest[(start + 20)...]),
-              let day = number(rest[(start + 1)...(start + 2)]), let month = Self.month(rest[(start + 4)...(start + 6)]),
-              let twoDigits = number(rest[(start + 8)...(start + 9)])
+            rest[start + 10] == 0x20, rest[start + 19] == 0x20, Self.isGMT(rest[(start + 20)...]),
+            let day = number(rest[(start + 1)...(start + 2)]), let month = Self.month(rest[(start + 4)...(start + 6)]),
+            let twoDigits = number(rest[(start + 8)...(start + 9)])
         else { return nil }
         let thisYear = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "GMT")!, from: Date()).year ?? 2000
         var year = thisYear - thisYear % 100 + twoDigits
@@ -111,8 +111,8 @@ package enum HTTPDate {
     /// `Sun Nov  6 08:49:37 1994` (a one-digit day is preceded by a space).
     private static func asctime(_ bytes: [UInt8]) -> Date? {
         guard bytes.count == 24, Self.shortDays.contains(where: { $0[...] == bytes[0...2] }),
-              bytes[3] == 0x20, bytes[7] == 0x20, bytes[10] == 0x20, bytes[19] == 0x20,
-              let month = Self.month(bytes[4...6]), let year = number(bytes[20...23])
+            bytes[3] == 0x20, bytes[7] == 0x20, bytes[10] == 0x20, bytes[19] == 0x20,
+            let month = Self.month(bytes[4...6]), let year = number(bytes[20...23])
         else { return nil }
         let day: Int?
         if bytes[8] == 0x20 { day = number(bytes[9...9]) } else { day = number(bytes[8...9]) }
@@ -132,9 +132,9 @@ package enum HTTPDate {
     private static func date(year: Int, month: Int, day: Int, time: ArraySlice<UInt8>) -> Date? {
         let start = time.startIndex
         guard time.count == 8, time[start + 2] == UInt8(ascii: ":"), time[start + 5] == UInt8(ascii: ":"),
-              let hour = number(time[start...(start + 1)]), let minute = number(time[(start + 3)...(start + 4)]),
-              let second = number(time[(start + 6)...(start + 7)]),
-              (1...31).contains(day), hour < 24, minute < 60, second < 61
+            let hour = number(time[start...(start + 1)]), let minute = number(time[(start + 3)...(start + 4)]),
+            let second = number(time[(start + 6)...(start + 7)]),
+            (1...31).contains(day), hour < 24, minute < 60, second < 61
         else { return nil }
         // Days from the civil date, counting months from March.
         let y = month <= 2 ? year - 1 : year

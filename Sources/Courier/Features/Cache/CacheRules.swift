@@ -63,7 +63,9 @@ package enum CacheRules {
             let wanted = requestHeaders[.range].flatMap(ByteRangeRequest.parse)
             switch action {
             case .serve, .serveStale:
-                if !self.answers(entry, wanted: wanted) { action = self.resumption(of: entry, wanted: wanted).map(CacheAction.resume) ?? .fetch }
+                if !self.answers(entry, wanted: wanted) {
+                    action = self.resumption(of: entry, wanted: wanted).map(CacheAction.resume) ?? .fetch
+                }
             case .revalidate:
                 if entry.status == 206 { action = self.resumption(of: entry, wanted: wanted).map(CacheAction.resume) ?? .fetch }
             case .fetch, .unavailable, .resume:
@@ -116,12 +118,17 @@ package enum CacheRules {
             if fresh { return .serve(age: age) }
             if !response.has("must-revalidate"), request.has("max-stale") {
                 // `max-stale` without a value accepts any staleness; an invalid value accepts none.
-                let limit: TimeInterval = request.directives["max-stale"].flatMap { $0 }.map { UntrustedNumber.deltaSeconds($0).map(TimeInterval.init) ?? 0 } ?? .infinity
+                let limit: TimeInterval =
+                    request.directives["max-stale"].flatMap { $0 }.map { UntrustedNumber.deltaSeconds($0).map(TimeInterval.init) ?? 0 }
+                    ?? .infinity
                 if age - lifetime <= limit { return .serve(age: age) }
             }
             // RFC 5861 §3: within the window, serve the stale response and revalidate in the background.
             if age >= lifetime, request.seconds("max-age") == nil, request.seconds("min-fresh") == nil,
-               age - lifetime <= self.staleWindow("stale-while-revalidate", override: policy.staleWhileRevalidate, entry: entry, requestHeaders: requestHeaders) {
+                age - lifetime
+                    <= self.staleWindow(
+                        "stale-while-revalidate", override: policy.staleWhileRevalidate, entry: entry, requestHeaders: requestHeaders)
+            {
                 return .serveStale(age: age, revalidate: self.conditions(for: entry))
             }
             return self.refetch(entry)
@@ -137,7 +144,8 @@ package enum CacheRules {
     /// (`stale-while-revalidate` or `stale-if-error`, RFC 5861): the policy's override, else the
     /// response's directive (and for `stale-if-error` the request's too, the larger); 0 when the
     /// response says `must-revalidate` or `no-cache` or the request says `no-cache` (RFC 9111 §4.2.4).
-    package static func staleWindow(_ directive: String, override: Duration?, entry: CacheEntry, requestHeaders: HTTPFields) -> TimeInterval {
+    package static func staleWindow(_ directive: String, override: Duration?, entry: CacheEntry, requestHeaders: HTTPFields) -> TimeInterval
+    {
         let response = CacheControl(entry.headers)
         let request = CacheControl(requestHeaders)
         if response.has("must-revalidate") || response.has("no-cache") || request.has("no-cache") || self.pragmaNoCache(requestHeaders) {
@@ -210,12 +218,14 @@ package enum CacheRules {
             return (200..<300).contains(status)
         case .http:
             guard status >= 200, status != 304 else { return false }
-            let explicit = response.has("public") || response.has("private") || response.has("max-age")
+            let explicit =
+                response.has("public") || response.has("private") || response.has("max-age")
                 || responseHeaders[.expires] != nil
             guard explicit || self.heuristicallyCacheable.contains(status) else { return false }
             // Storing a response that is stale at once and cannot be revalidated is useless.
             let hasValidator = responseHeaders[.eTag] != nil || responseHeaders[.lastModified] != nil
-            return hasValidator || self.freshnessLifetime(status: status, headers: responseHeaders, received: .distantPast, heuristic: policy.heuristic) > 0
+            return hasValidator
+                || self.freshnessLifetime(status: status, headers: responseHeaders, received: .distantPast, heuristic: policy.heuristic) > 0
         }
     }
 
@@ -228,7 +238,9 @@ package enum CacheRules {
 
     /// The freshness lifetime of a response with this status and these fields, received at `received`
     /// (the stand-in for a missing `Date`).
-    package static func freshnessLifetime(status: Int, headers: HTTPFields, received: Date, heuristic: HeuristicFreshness = .standard) -> TimeInterval {
+    package static func freshnessLifetime(
+        status: Int, headers: HTTPFields, received: Date, heuristic: HeuristicFreshness = .standard
+    ) -> TimeInterval {
         let control = CacheControl(headers)
         if let maxAge = control.seconds("max-age") { return maxAge }
         let date = headers[.date].flatMap(HTTPDate.parse) ?? received
@@ -238,7 +250,7 @@ package enum CacheRules {
             return max(0, expiry.timeIntervalSince(date))
         }
         guard self.heuristicallyCacheable.contains(status) || control.has("public"),
-              let modified = headers[.lastModified].flatMap(HTTPDate.parse)
+            let modified = headers[.lastModified].flatMap(HTTPDate.parse)
         else { return 0 }
         return min(heuristic.limit.inSeconds, max(0, date.timeIntervalSince(modified) * heuristic.fraction))
     }

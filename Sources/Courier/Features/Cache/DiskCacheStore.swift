@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HTTPTypes
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -150,9 +151,9 @@ public final class DiskCacheStore: CacheStore {
             }
             guard name.count == 64, name.allSatisfy(\.isHexDigit) else { continue }
             guard let attributes = try? manager.attributesOfItem(atPath: path),
-                  let size = (attributes[.size] as? NSNumber)?.intValue,
-                  let used = attributes[.modificationDate] as? Date,
-                  let record = Self.readRecord(atPath: path)
+                let size = (attributes[.size] as? NSNumber)?.intValue,
+                let used = attributes[.modificationDate] as? Date,
+                let record = Self.readRecord(atPath: path)
             else {
                 unlink(path)
                 continue
@@ -206,13 +207,13 @@ public final class DiskCacheStore: CacheStore {
         let start = data.startIndex
         let length = data[(start + 4)..<(start + 8)].reduce(0) { $0 << 8 | Int($1) }
         guard data.count >= 8 + length,
-              let record = try? JSONDecoder().decode(Record.self, from: data[(start + 8)..<(start + 8 + length)]),
-              record.key == key,
-              // The record is not covered by the body's digest: a status that no response can
-              // have (HTTPResponse.Status traps outside 0...999) makes the file a miss, except
-              // the marker of a variant index (which is never made a response).
-              (100...999).contains(record.status) || record.status == CacheEntry.variantIndexStatus,
-              record.requestDate.isFinite, record.responseDate.isFinite
+            let record = try? JSONDecoder().decode(Record.self, from: data[(start + 8)..<(start + 8 + length)]),
+            record.key == key,
+            // The record is not covered by the body's digest: a status that no response can
+            // have (HTTPResponse.Status traps outside 0...999) makes the file a miss, except
+            // the marker of a variant index (which is never made a response).
+            (100...999).contains(record.status) || record.status == CacheEntry.variantIndexStatus,
+            record.requestDate.isFinite, record.responseDate.isFinite
         else { return nil }
         let body = Data(data[(start + 8 + length)...])
         guard body.count == record.bodyLength, SHA256.hex(body) == record.bodyDigest else { return nil }

@@ -12,7 +12,7 @@ extension CacheRules {
     /// Whether a `206` response may be stored as a partial entry.
     static func mayStorePartial(method: HTTPRequest.Method, responseHeaders: HTTPFields) -> Bool {
         guard method == .get, let range = responseHeaders[values: .contentRange].first, ContentRangeHeader.parse(range) != nil,
-              responseHeaders[values: .contentRange].count == 1, responseHeaders[.vary] == nil
+            responseHeaders[values: .contentRange].count == 1, responseHeaders[.vary] == nil
         else { return false }
         if let coding = responseHeaders[.contentEncoding], coding.lowercased() != "identity" { return false }
         return self.strongValidator(responseHeaders) != nil
@@ -24,7 +24,7 @@ extension CacheRules {
     static func strongValidator(_ headers: HTTPFields) -> String? {
         if let etag = headers[values: .eTag].first { return Validators.strongETag(etag) }
         guard let text = headers[values: .lastModified].first, let modified = HTTPDate.parse(text),
-              let date = headers[values: .date].first.flatMap(HTTPDate.parse), date.timeIntervalSince(modified) >= 60
+            let date = headers[values: .date].first.flatMap(HTTPDate.parse), date.timeIntervalSince(modified) >= 60
         else { return nil }
         return text
     }
@@ -70,13 +70,13 @@ extension CacheRules {
         // The complete length must be known: otherwise the missing bytes may be none, and the
         // origin would answer 416 to a caller who never sent a range.
         guard entry.status == 206, let piece = self.piece(of: entry), piece.completeLength != nil,
-              let validator = self.strongValidator(entry.headers)
+            let validator = self.strongValidator(entry.headers)
         else { return nil }
         let next = piece.range.upperBound + 1
         let range: String
         if let wanted {
             guard let positions = self.positions(wanted, in: piece), piece.range.contains(positions.lowerBound),
-                  positions.upperBound > piece.range.upperBound
+                positions.upperBound > piece.range.upperBound
             else { return nil }
             range = "bytes=\(next)-\(positions.upperBound)"
         } else {
@@ -93,8 +93,8 @@ extension CacheRules {
             return entry.status == 206 ? nil : (entry.status, entry.headers, entry.body)
         }
         guard let piece = self.piece(of: entry), let positions = self.positions(wanted, in: piece),
-              let bytes = piece.slice(positions),
-              let contentRange = ContentRangeHeader(range: positions, completeLength: piece.completeLength)
+            let bytes = piece.slice(positions),
+            let contentRange = ContentRangeHeader(range: positions, completeLength: piece.completeLength)
         else { return nil }
         var headers = entry.headers
         headers[.contentRange] = contentRange.header
@@ -107,10 +107,11 @@ extension CacheRules {
     /// part alone. A combination that covers every byte becomes a complete `200` response.
     static func combined(stored: CacheEntry?, partial headers: HTTPFields, body: Data, template: CacheEntry) -> CacheEntry? {
         guard let text = headers[values: .contentRange].first, let range = ContentRangeHeader.parse(text),
-              var piece = PartialBody(range, bytes: body)
+            var piece = PartialBody(range, bytes: body)
         else { return nil }
         if let stored, !stored.isVariantIndex, self.sameRepresentation(stored.headers, headers),
-           let old = self.piece(of: stored), let union = old.merged(with: piece) {
+            let old = self.piece(of: stored), let union = old.merged(with: piece)
+        {
             piece = union
         }
         var entry = template
@@ -137,10 +138,10 @@ extension ResponseCache {
     func answerAfterNetwork(_ run: CacheRun, outcome: Outcome) -> Outcome? {
         let status = outcome.response.statusCode
         guard run.policy.mode != .networkOnly, run.policy.mode != .reload,
-              status == 206 || outcome.source == .revalidated, let key = run.entryKey ?? run.key,
-              let entry = self.store.entry(forKey: key), !entry.isVariantIndex,
-              CacheRules.sameRepresentation(entry.headers, outcome.response.head.headerFields),
-              let answer = CacheRules.answer(from: entry, wanted: run.wantedRange)
+            status == 206 || outcome.source == .revalidated, let key = run.entryKey ?? run.key,
+            let entry = self.store.entry(forKey: key), !entry.isVariantIndex,
+            CacheRules.sameRepresentation(entry.headers, outcome.response.head.headerFields),
+            let answer = CacheRules.answer(from: entry, wanted: run.wantedRange)
         else { return nil }
         var result = outcome
         result.response.head.status = .init(code: answer.status)

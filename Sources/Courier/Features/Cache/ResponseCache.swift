@@ -84,7 +84,8 @@ struct ResponseCache: Sendable {
                 entry = self.store.entry(forKey: requestKey)
                 if let index = entry, index.isVariantIndex {
                     // The response varies: the request's values of the varying fields pick the variant.
-                    let variantKey = Self.variantKey(requestKey, names: CacheRules.varyNames(index.headers) ?? [], requestHeaders: request.head.headerFields)
+                    let variantKey = Self.variantKey(
+                        requestKey, names: CacheRules.varyNames(index.headers) ?? [], requestHeaders: request.head.headerFields)
                     entryKey = variantKey
                     entry = self.store.entry(forKey: variantKey)
                 }
@@ -110,14 +111,17 @@ struct ResponseCache: Sendable {
     /// The stored response a run may serve because the origin failed (`stale-if-error`), or `nil`.
     func staleOnError(_ run: CacheRun) -> Outcome? {
         guard let entry = run.entry,
-              let age = CacheRules.servesStaleOnError(policy: run.policy, entry: entry, requestHeaders: run.requestHeaders, now: self.configuration.now())
+            let age = CacheRules.servesStaleOnError(
+                policy: run.policy, entry: entry, requestHeaders: run.requestHeaders, now: self.configuration.now())
         else { return nil }
         return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange)
     }
 
     /// A stored response as an outcome, with the `Age` field a cache MUST generate when it uses
     /// a stored response (RFC 9111 §5.1): its current age in whole seconds.
-    static func stored(_ entry: CacheEntry, age: TimeInterval, source: ResponseSource, key: String?, wanted: ByteRangeRequest? = nil) -> Outcome? {
+    static func stored(
+        _ entry: CacheEntry, age: TimeInterval, source: ResponseSource, key: String?, wanted: ByteRangeRequest? = nil
+    ) -> Outcome? {
         var outcome = Outcome(response: Self.response(from: entry))
         if let wanted {
             guard let answer = CacheRules.answer(from: entry, wanted: wanted) else { return nil }
@@ -171,7 +175,8 @@ struct ResponseCache: Sendable {
     /// streamed body, a download): an unsafe method's non-error answer still invalidates.
     func invalidateAfter(_ request: Request, answer head: HTTPResponse, policy: CachePolicy) {
         guard CacheRules.invalidates(method: request.head.method, status: head.status.code, policy: policy) else { return }
-        self.invalidate(LogicalKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path), answer: head)
+        self.invalidate(
+            LogicalKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path), answer: head)
     }
 
     /// Handles a network response that passed the status check and the unboxing: a 304
@@ -195,7 +200,8 @@ struct ResponseCache: Sendable {
             guard CacheRules.notModified(head.headerFields, identifies: entry) else { return outcome }
             let refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
             self.store.setEntry(refreshed, forKey: entryKey)
-            guard var result = Self.stored(refreshed, age: CacheRules.age(of: refreshed, now: now), source: .revalidated, key: entryKey) else { return outcome }
+            guard var result = Self.stored(refreshed, age: CacheRules.age(of: refreshed, now: now), source: .revalidated, key: entryKey)
+            else { return outcome }
             result.response.version = outcome.response.version
             result.response.url = outcome.response.url
             return result
@@ -207,8 +213,11 @@ struct ResponseCache: Sendable {
         if status == 206 {
             // A part of the representation: combined with what is stored (RFC 9111 §3.4).
             if run.policy.mode != .networkOnly, outcome.payload == nil,
-               CacheRules.mayStore(policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status, responseHeaders: head.headerFields),
-               Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders) {
+                CacheRules.mayStore(
+                    policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status,
+                    responseHeaders: head.headerFields),
+                Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders)
+            {
                 let template = CacheEntry(
                     url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
                     headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now
@@ -222,8 +231,11 @@ struct ResponseCache: Sendable {
             return outcome
         }
         if run.policy.mode != .networkOnly,
-           CacheRules.mayStore(policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status, responseHeaders: head.headerFields),
-           Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders) {
+            CacheRules.mayStore(
+                policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status,
+                responseHeaders: head.headerFields),
+            Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders)
+        {
             let entry = CacheEntry(
                 url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
                 headers: CacheRules.storable(head.headerFields), body: payload, requestDate: run.requestDate, responseDate: now,
@@ -253,13 +265,14 @@ struct ResponseCache: Sendable {
     /// it has the same origin (scheme, host and port) as `url`; `nil` otherwise.
     static func sameOrigin(_ reference: String, as url: String) -> String? {
         guard let base = URL(string: url), let resolved = URL(string: reference, relativeTo: base)?.absoluteURL,
-              let target = URLComponents(url: resolved, resolvingAgainstBaseURL: false),
-              let origin = URLComponents(url: base, resolvingAgainstBaseURL: false),
-              target.scheme?.lowercased() == origin.scheme?.lowercased(), target.host?.lowercased() == origin.host?.lowercased(),
-              target.port == origin.port
+            let target = URLComponents(url: resolved, resolvingAgainstBaseURL: false),
+            let origin = URLComponents(url: base, resolvingAgainstBaseURL: false),
+            target.scheme?.lowercased() == origin.scheme?.lowercased(), target.host?.lowercased() == origin.host?.lowercased(),
+            target.port == origin.port
         else { return nil }
         let authority = (target.percentEncodedHost ?? "") + (target.port.map { ":\($0)" } ?? "")
-        let path = (target.percentEncodedPath.isEmpty ? "/" : target.percentEncodedPath) + (target.percentEncodedQuery.map { "?\($0)" } ?? "")
+        let path =
+            (target.percentEncodedPath.isEmpty ? "/" : target.percentEncodedPath) + (target.percentEncodedQuery.map { "?\($0)" } ?? "")
         return LogicalKey.normalise(scheme: target.scheme, authority: authority, path: path)
     }
 
@@ -268,16 +281,16 @@ struct ResponseCache: Sendable {
     private func storeUnderContentLocation(_ run: CacheRun, outcome: Outcome, now: Date) {
         let head = outcome.response.head
         guard run.method == .post, run.policy.mode == .http, [200, 203].contains(head.status.code),
-              let location = head.headerFields[values: .contentLocation].first,
-              Self.sameOrigin(location, as: run.url) == run.url
+            let location = head.headerFields[values: .contentLocation].first,
+            Self.sameOrigin(location, as: run.url) == run.url
         else { return }
         // The response of a request redirected elsewhere does not speak for this URL.
         if let final = outcome.response.url, Self.sameOrigin(final.absoluteString, as: run.url) != run.url { return }
         let control = CacheControl(head.headerFields)
         guard control.has("max-age") || head.headerFields[.expires] != nil, !control.has("no-store"),
-              !CacheControl(run.requestHeaders).has("no-store"),
-              CacheRules.varyNames(head.headerFields) == [],
-              let getKey = Self.key(method: .get, url: run.url, partition: run.partition, wire: run.wire, bodyDigest: nil)
+            !CacheControl(run.requestHeaders).has("no-store"),
+            CacheRules.varyNames(head.headerFields) == [],
+            let getKey = Self.key(method: .get, url: run.url, partition: run.partition, wire: run.wire, bodyDigest: nil)
         else { return }
         let entry = CacheEntry(
             url: run.url, method: HTTPRequest.Method.get.rawValue, partition: run.partition, status: head.status.code,
@@ -292,18 +305,21 @@ struct ResponseCache: Sendable {
     /// length the stored response is outdated and removed.
     private func updateStoredGET(_ run: CacheRun, headResponse: HTTPFields, now: Date) {
         guard let getKey = Self.key(method: .get, url: run.url, partition: run.partition, wire: run.wire, bodyDigest: nil),
-              let entry = self.store.entry(forKey: getKey), !entry.isVariantIndex
+            let entry = self.store.entry(forKey: getKey), !entry.isVariantIndex
         else { return }
         let etag = headResponse[values: .eTag].first
         let modified = headResponse[values: .lastModified].first
         let length = headResponse[values: .contentLength].first
-        let sameValidator = (etag != nil && etag == entry.headers[values: .eTag].first)
+        let sameValidator =
+            (etag != nil && etag == entry.headers[values: .eTag].first)
             || (etag == nil && modified != nil && modified == entry.headers[values: .lastModified].first)
         // A partial entry's Content-Length is its part's, not the representation's.
-        let sameLength = entry.status == 206 || length == nil || entry.headers[values: .contentLength].first == nil
+        let sameLength =
+            entry.status == 206 || length == nil || entry.headers[values: .contentLength].first == nil
             || length == entry.headers[values: .contentLength].first
         if sameValidator, sameLength {
-            self.store.setEntry(CacheRules.refreshed(entry, notModified: headResponse, requestDate: run.requestDate, responseDate: now), forKey: getKey)
+            self.store.setEntry(
+                CacheRules.refreshed(entry, notModified: headResponse, requestDate: run.requestDate, responseDate: now), forKey: getKey)
         } else if etag != nil || modified != nil || !sameLength {
             self.store.removeEntry(forKey: getKey)
         }

@@ -140,7 +140,9 @@ package enum CookieRules {
             case "max-age":
                 // §5.2.2: an optional "-" and digits; zero or less expires at once.
                 let negative = text.hasPrefix("-")
-                guard let seconds = UntrustedNumber.digits(negative ? text.dropFirst() : Substring(text), limit: Int(Int32.max)) else { continue }
+                guard let seconds = UntrustedNumber.digits(negative ? text.dropFirst() : Substring(text), limit: Int(Int32.max)) else {
+                    continue
+                }
                 maxAge = negative || seconds == 0 ? .distantPast : now.addingTimeInterval(TimeInterval(seconds))
             case "domain":
                 // §5.2.3: one leading "." is ignored (only one: `..example.com` stays a domain
@@ -159,10 +161,10 @@ package enum CookieRules {
                 case "strict": sameSite = .strict
                 case "lax": sameSite = .lax
                 case "none": sameSite = SameSite.none
-                default: sameSite = .lax   // RFC 6265bis: an unknown value is "Lax"-like; keep it bounded
+                default: sameSite = .lax  // RFC 6265bis: an unknown value is "Lax"-like; keep it bounded
                 }
             default:
-                continue   // unknown attributes are ignored (§5.2)
+                continue  // unknown attributes are ignored (§5.2)
             }
         }
         // RFC 6265bis §5.7: a Secure cookie only from a secure origin; SameSite=None needs Secure.
@@ -196,7 +198,7 @@ package enum CookieRules {
     static func trimmingWSP(_ text: String) -> String {
         let scalars = text.unicodeScalars
         guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
-              let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" })
+            let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" })
         else { return "" }
         return String(scalars[first...last])
     }
@@ -285,8 +287,8 @@ package enum CookieRules {
     private static func time(_ token: String) -> (Int, Int, Int)? {
         let fields = token.split(separator: ":", omittingEmptySubsequences: false)
         guard fields.count >= 3, let hour = Self.leadingDigits(String(fields[0]), min: 1, max: 2, whole: true),
-              let minute = Self.leadingDigits(String(fields[1]), min: 1, max: 2, whole: true),
-              let second = Self.leadingDigits(String(fields[2]), min: 1, max: 2)
+            let minute = Self.leadingDigits(String(fields[1]), min: 1, max: 2, whole: true),
+            let second = Self.leadingDigits(String(fields[2]), min: 1, max: 2)
         else { return nil }
         return (hour, minute, second)
     }

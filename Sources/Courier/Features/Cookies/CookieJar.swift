@@ -42,7 +42,8 @@ public final class CookieJar: Sendable {
     public init(store: (any CookieStore)? = nil, storesResponseCookies: Bool = true, now: @escaping @Sendable () -> Date = { Date() }) {
         let loaded = store?.load() ?? []
         let current = now()
-        self.state = Locked(State(cookies: loaded.filter { $0.expires != nil && !$0.isExpired(at: current) }, storesResponseCookies: storesResponseCookies))
+        self.state = Locked(
+            State(cookies: loaded.filter { $0.expires != nil && !$0.isExpired(at: current) }, storesResponseCookies: storesResponseCookies))
         self.store = store
         self.now = now
     }
@@ -110,11 +111,14 @@ public final class CookieJar: Sendable {
                 // RFC 6265bis §5.7: an insecure origin may not overwrite or shadow a Secure cookie
                 // of the same name whose domain and path overlap its own (session fixation).
                 // An expired cookie is no longer stored (§5.3), so it shadows nothing.
-                if !secure, stored.contains(where: { old in
-                    old.secure && !old.isExpired(at: now) && CookieRules.same(old.name, cookie.name)
-                        && (CookieRules.domainMatches(old.domain, cookie.domain) || CookieRules.domainMatches(cookie.domain, old.domain))
-                        && CookieRules.pathMatches(cookie.path, old.path)
-                }) {
+                if !secure,
+                    stored.contains(where: { old in
+                        old.secure && !old.isExpired(at: now) && CookieRules.same(old.name, cookie.name)
+                            && (CookieRules.domainMatches(old.domain, cookie.domain)
+                                || CookieRules.domainMatches(cookie.domain, old.domain))
+                            && CookieRules.pathMatches(cookie.path, old.path)
+                    })
+                {
                     continue
                 }
                 Self.insert(cookie, into: &stored, now: now, accessed: accessed)
@@ -170,7 +174,9 @@ public final class CookieJar: Sendable {
     private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], now: Date, accessed: [Identity: Date]) {
         var cookie = cookie
         cookies.removeAll { $0.isExpired(at: now) }
-        if let index = cookies.firstIndex(where: { CookieRules.same($0.name, cookie.name) && CookieRules.same($0.domain, cookie.domain) && CookieRules.same($0.path, cookie.path) }) {
+        if let index = cookies.firstIndex(where: {
+            CookieRules.same($0.name, cookie.name) && CookieRules.same($0.domain, cookie.domain) && CookieRules.same($0.path, cookie.path)
+        }) {
             cookie.created = cookies[index].created
             cookies.remove(at: index)
         }
@@ -217,7 +223,8 @@ public struct FileCookieStore: CookieStore {
     /// Writes the cookies, owner-only.
     public func save(_ cookies: [Cookie]) {
         guard let data = try? JSONEncoder().encode(cookies) else { return }
-        let temporary = self.file.deletingLastPathComponent().appendingPathComponent(".\(self.file.lastPathComponent).\(UUID().uuidString).tmp")
+        let temporary = self.file.deletingLastPathComponent().appendingPathComponent(
+            ".\(self.file.lastPathComponent).\(UUID().uuidString).tmp")
         // Created owner-only from the start (no moment at the umask's permissions), then renamed.
         let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         guard descriptor >= 0 else { return }

@@ -79,7 +79,9 @@ final class Deduplicator: Sendable {
         let response = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
                 let (raised, leader): ((UInt64, RequestPriority)?, RequestID?) = self.state.withLock { state in
-                    let waiter = Waiter(continuation: continuation, priority: control?.priority ?? priority, deadline: deadline.map(FixedInstant.offset(of:)))
+                    let waiter = Waiter(
+                        continuation: continuation, priority: control?.priority ?? priority,
+                        deadline: deadline.map(FixedInstant.offset(of:)))
                     if var entry = state.entries[key] {
                         entry.waiters[waiterID] = waiter
                         joined.withLock { $0 = true }

@@ -78,7 +78,8 @@ final class Lifecycle: Sendable {
     /// Cancels every running request with `reason`; returns how many.
     @discardableResult
     func cancelAll(reason: String) -> Int {
-        let (cancellers, held, count) = self.state.withLock { state -> ([@Sendable (CourierError) -> Void], [CheckedContinuation<Void, any Error>], Int) in
+        let (cancellers, held, count) = self.state.withLock {
+            state -> ([@Sendable (CourierError) -> Void], [CheckedContinuation<Void, any Error>], Int) in
             var cancellers: [@Sendable (CourierError) -> Void] = []
             var count = 0
             for key in state.running.keys where state.running[key]?.reason == nil {

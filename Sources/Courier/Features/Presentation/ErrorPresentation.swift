@@ -93,7 +93,9 @@ public final class ErrorPresenter: Sendable {
     @discardableResult
     public func report(_ error: CourierError) -> Bool {
         guard error.presentation != .silent else { return false }
-        let fingerprint = Fingerprint(presentation: error.presentation, kind: error.kind, code: error.code ?? error.status.map { "\($0.code)" }, message: error.message)
+        let fingerprint = Fingerprint(
+            presentation: error.presentation, kind: error.kind, code: error.code ?? error.status.map { "\($0.code)" },
+            message: error.message)
         let shown: Shown? = self.state.withLock { state in
             if error.presentation == .reLogin {
                 guard !state.reLoginRaised else { return nil }

@@ -72,7 +72,8 @@ package struct SchedulerState: Sendable {
 
     /// The per-host limit that applies to `host`.
     package func limit(for host: String) -> Int {
-        !self.http2Hosts.isEmpty && self.http2Hosts.contains(host) ? self.configuration.maxRequestsPerHTTP2Host : self.configuration.maxRequestsPerHost
+        !self.http2Hosts.isEmpty && self.http2Hosts.contains(host)
+            ? self.configuration.maxRequestsPerHTTP2Host : self.configuration.maxRequestsPerHost
     }
 
     /// Records that `host` answered over HTTP/2, raising its limit.
@@ -111,7 +112,8 @@ package struct SchedulerState: Sendable {
         record.ticket.priority = priority
         record.generation &+= 1
         self.waiting[id] = record
-        self.queues[QueueKey(host: record.ticket.host, priority: priority), default: FIFO()].append(Entry(id: id, generation: record.generation))
+        self.queues[QueueKey(host: record.ticket.host, priority: priority), default: FIFO()].append(
+            Entry(id: id, generation: record.generation))
         return true
     }
 

@@ -35,7 +35,9 @@ public final class RequestScope: Sendable {
 
     /// Starts an endpoint in the scope.
     @discardableResult
-    public func start<Value: Sendable>(_ endpoint: Endpoint<Value>, on client: Client, priority: RequestPriority? = nil) -> RequestHandle<Value> {
+    public func start<Value: Sendable>(
+        _ endpoint: Endpoint<Value>, on client: Client, priority: RequestPriority? = nil
+    ) -> RequestHandle<Value> {
         let handle = client.start(endpoint, priority: priority)
         let id = self.register { handle.cancel() }
         Task { [weak self] in

@@ -18,7 +18,7 @@ package enum ServerTrustPinning {
     package static func subjectPublicKeyInfo(ofCertificate certificate: Data) -> Data? {
         let bytes = [UInt8](certificate)
         guard let outer = DERElement.read(bytes, at: 0), outer.tag == 0x30, outer.end == bytes.count,
-              let tbs = DERElement.read(bytes, at: outer.contentStart, limit: outer.end), tbs.tag == 0x30
+            let tbs = DERElement.read(bytes, at: outer.contentStart, limit: outer.end), tbs.tag == 0x30
         else { return nil }
         var position = tbs.contentStart
         var index = 0
@@ -69,7 +69,8 @@ package enum ServerTrustPinning {
         }
         let digest = Data(SHA256.hash(data: spki))
         guard digests.contains(digest) else {
-            return Self.mismatch("the certificate presented for \(host) has public key sha256/\(digest.base64EncodedString()), which is not pinned")
+            return Self.mismatch(
+                "the certificate presented for \(host) has public key sha256/\(digest.base64EncodedString()), which is not pinned")
         }
         return nil
     }

@@ -123,7 +123,8 @@ public struct PinningPolicy: Sendable, Hashable {
             return (host, nil)
         }
         if key.filter({ $0 == ":" }).count == 1, let colon = key.lastIndex(of: ":"),
-           let port = Int(key[key.index(after: colon)...]), (0...65535).contains(port) {
+            let port = Int(key[key.index(after: colon)...]), (0...65535).contains(port)
+        {
             return (Self.canonicalHost(String(key[..<colon])), port)
         }
         return (Self.canonicalHost(key), nil)

@@ -44,10 +44,13 @@ public struct EnvelopeProtocol: WireProtocol {
         do {
             root = try JSONDecoder().decode(JSONValue.self, from: body)
         } catch {
-            throw CourierError.decoding(type: JSONValue.self, codingPath: nil, reason: "the envelope is not JSON", body: body, underlying: error)
+            throw CourierError.decoding(
+                type: JSONValue.self, codingPath: nil, reason: "the envelope is not JSON", body: body, underlying: error)
         }
         guard case .object(let members) = root, let codeValue = members[self.codeKey] else {
-            throw CourierError.decoding(type: JSONValue.self, codingPath: self.codeKey, reason: "the envelope has no '\(self.codeKey)'", body: body, underlying: nil)
+            throw CourierError.decoding(
+                type: JSONValue.self, codingPath: self.codeKey, reason: "the envelope has no '\(self.codeKey)'", body: body, underlying: nil
+            )
         }
         let code: String
         switch codeValue {
@@ -55,7 +58,8 @@ public struct EnvelopeProtocol: WireProtocol {
         case .number(let value): code = Self.codeText(value)
         case .string(let value): code = value
         default:
-            throw CourierError.decoding(type: JSONValue.self, codingPath: self.codeKey, reason: "the code is not a number or a string", body: body, underlying: nil)
+            throw CourierError.decoding(
+                type: JSONValue.self, codingPath: self.codeKey, reason: "the code is not a number or a string", body: body, underlying: nil)
         }
         guard self.successCodes.contains(code) else {
             let message = members[self.messageKey]?.stringValue ?? ""

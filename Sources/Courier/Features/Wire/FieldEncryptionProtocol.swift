@@ -66,12 +66,15 @@ public struct FieldEncryptionProtocol: WireProtocol {
         for name in self.fields {
             guard let value = object[name] else { continue }
             do {
-                guard let text = value as? String, let combined = Data(base64Encoded: text) else { throw CourierError.invalidRequest("not base64") }
+                guard let text = value as? String, let combined = Data(base64Encoded: text) else {
+                    throw CourierError.invalidRequest("not base64")
+                }
                 let plain = try AES.GCM.open(AES.GCM.SealedBox(combined: combined), using: self.key, authenticating: Data(name.utf8))
                 object[name] = try JSONSerialization.jsonObject(with: plain, options: [.fragmentsAllowed])
                 opened = true
             } catch {
-                var failure = CourierError(.decoding, "the encrypted field '\(name)' failed its integrity check (tampered, or sealed with another key)")
+                var failure = CourierError(
+                    .decoding, "the encrypted field '\(name)' failed its integrity check (tampered, or sealed with another key)")
                 failure.code = "fieldIntegrity"
                 throw failure
             }

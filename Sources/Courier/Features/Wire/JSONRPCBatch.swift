@@ -33,7 +33,9 @@ public final class JSONRPCBatch: Sendable {
 
     /// Adds a call whose result decodes as `type`.
     @discardableResult
-    public func call<Params: Encodable, Result: Decodable & Sendable>(_ method: String, params: Params, as type: Result.Type) -> JSONRPCBatchItem<Result> {
+    public func call<Params: Encodable, Result: Decodable & Sendable>(
+        _ method: String, params: Params, as type: Result.Type
+    ) -> JSONRPCBatchItem<Result> {
         let value = try? JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(params))
         return self.add(method: method, params: value, type: type)
     }
@@ -95,14 +97,20 @@ public struct JSONRPCBatchResults: Sendable {
     public subscript<Value>(item: JSONRPCBatchItem<Value>) -> Result<Value, CourierError> {
         if let sharedError { return .failure(sharedError) }
         guard let response = self.responses[item.id] else {
-            return .failure(.decoding(type: Value.self, codingPath: nil, reason: "the batch response has no answer for id \(item.id)", body: self.body, underlying: nil))
+            return .failure(
+                .decoding(
+                    type: Value.self, codingPath: nil, reason: "the batch response has no answer for id \(item.id)", body: self.body,
+                    underlying: nil))
         }
         do {
             let payload = try response.payload(expecting: item.id, body: self.body)
             do {
                 return .success(try self.decoder.decode(Value.self, from: payload))
             } catch let error as DecodingError {
-                return .failure(.decoding(type: Value.self, codingPath: error.courierCodingPath, reason: error.courierReason, body: payload, underlying: error))
+                return .failure(
+                    .decoding(
+                        type: Value.self, codingPath: error.courierCodingPath, reason: error.courierReason, body: payload, underlying: error
+                    ))
             }
         } catch {
             return .failure(CourierError.wrap(error))
@@ -119,7 +127,8 @@ extension Client {
         } catch {
             throw CourierError.wrap(error)
         }
-        var endpoint = Endpoint<Data>(name: "jsonrpc.batch", method: .post, path: batch.path, body: .data(body, contentType: "application/json"), decoding: .data)
+        var endpoint = Endpoint<Data>(
+            name: "jsonrpc.batch", method: .post, path: batch.path, body: .data(body, contentType: "application/json"), decoding: .data)
         endpoint.service = batch.service
         endpoint.wire = RESTProtocol()
         let data = try await self.send(endpoint)
@@ -138,7 +147,8 @@ extension JSONRPCBatchResults {
         do {
             root = try JSONDecoder().decode(JSONValue.self, from: data)
         } catch {
-            throw CourierError.decoding(type: JSONRPCBatchResults.self, codingPath: nil, reason: "the batch response is not JSON", body: data, underlying: error)
+            throw CourierError.decoding(
+                type: JSONRPCBatchResults.self, codingPath: nil, reason: "the batch response is not JSON", body: data, underlying: error)
         }
         switch root {
         case .array(let items):
@@ -151,11 +161,14 @@ extension JSONRPCBatchResults {
         case .object:
             // The server rejected the batch as a whole (for example an invalid request).
             let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: data)
-            let error = response?.error.map { CourierError.rpc(code: $0.code, message: $0.message, data: $0.data) }
-                ?? CourierError.decoding(type: JSONRPCBatchResults.self, codingPath: nil, reason: "expected an array of responses", body: data, underlying: nil)
+            let error =
+                response?.error.map { CourierError.rpc(code: $0.code, message: $0.message, data: $0.data) }
+                ?? CourierError.decoding(
+                    type: JSONRPCBatchResults.self, codingPath: nil, reason: "expected an array of responses", body: data, underlying: nil)
             self = JSONRPCBatchResults(responses: [:], sharedError: error, body: data, decoder: decoder)
         default:
-            throw CourierError.decoding(type: JSONRPCBatchResults.self, codingPath: nil, reason: "expected an array of responses", body: data, underlying: nil)
+            throw CourierError.decoding(
+                type: JSONRPCBatchResults.self, codingPath: nil, reason: "expected an array of responses", body: data, underlying: nil)
         }
     }
 }

@@ -42,7 +42,8 @@ public struct JSONRPCProtocol: WireProtocol {
         do {
             response = try JSONDecoder().decode(JSONRPCResponse.self, from: body)
         } catch {
-            throw CourierError.decoding(type: JSONRPCResponse.self, codingPath: nil, reason: "not a JSON-RPC 2.0 response", body: body, underlying: error)
+            throw CourierError.decoding(
+                type: JSONRPCResponse.self, codingPath: nil, reason: "not a JSON-RPC 2.0 response", body: body, underlying: error)
         }
         return try response.payload(expecting: call.id, body: body)
     }
@@ -85,10 +86,14 @@ struct JSONRPCResponse: Decodable, Sendable {
             throw CourierError.rpc(code: error.code, message: error.message, data: error.data)
         }
         if let id, let received = self.id, received.intValue != id {
-            throw CourierError.decoding(type: JSONRPCResponse.self, codingPath: "id", reason: "the response id does not match the request id \(id)", body: body, underlying: nil)
+            throw CourierError.decoding(
+                type: JSONRPCResponse.self, codingPath: "id", reason: "the response id does not match the request id \(id)", body: body,
+                underlying: nil)
         }
         guard let result = self.result else {
-            throw CourierError.decoding(type: JSONRPCResponse.self, codingPath: "result", reason: "the response has neither result nor error", body: body, underlying: nil)
+            throw CourierError.decoding(
+                type: JSONRPCResponse.self, codingPath: "result", reason: "the response has neither result nor error", body: body,
+                underlying: nil)
         }
         return try result.encoded()
     }

@@ -86,7 +86,13 @@ struct FieldEncryptionTests {
             return response
         }
         let store = MemoryCacheStore()
-        try await withClient(kind, server: server, configure: { $0.cache.store = store; $0.retry = .never }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache.store = store
+                $0.retry = .never
+            }
+        ) { client in
             var endpoint = Self.pay("/echo")
             endpoint.cachePolicy = CachePolicy.http.allowingAnyMethod()
             _ = try await client.send(endpoint)
@@ -100,8 +106,10 @@ struct FieldEncryptionTests {
     func aBodyThatIsNotAJSONObjectIsRefusedBeforeSending() async throws {
         let server = try await http1Server(Self.origin)
         try await withClient(.asyncHTTPClient, server: server) { client in
-            let endpoint = Endpoint<Payment>(method: .post, path: "/echo", body: .data(Data("card=4111".utf8), contentType: "application/x-www-form-urlencoded"))
-                .wire(FieldEncryptionProtocol(fields: ["card"], key: Self.key))
+            let endpoint = Endpoint<Payment>(
+                method: .post, path: "/echo", body: .data(Data("card=4111".utf8), contentType: "application/x-www-form-urlencoded")
+            )
+            .wire(FieldEncryptionProtocol(fields: ["card"], key: Self.key))
             let error = await expectCourierError { _ = try await client.send(endpoint) }
             #expect(error?.kind == .invalidRequest)
             #expect(server.requests.isEmpty)

@@ -3,7 +3,10 @@ import CourierAsyncHTTPClient
 import Foundation
 import Testing
 
-struct AddParams: Codable, Sendable { var a: Int; var b: Int }
+struct AddParams: Codable, Sendable {
+    var a: Int
+    var b: Int
+}
 
 /// Interop with jsonrpcserver (PyPI), a JSON-RPC 2.0 implementation none of us wrote, on a loopback port.
 /// `.ci/run` installs it; under CI (COURIER_CI=1) these tests always run, and fail if it is missing.

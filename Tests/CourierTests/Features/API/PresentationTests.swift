@@ -8,8 +8,15 @@ struct PresentationTests {
     @Test(arguments: TransportKind.allCases)
     func standardClassifierPresentsEachKindSensibly(_ kind: TransportKind) async throws {
         let server = try await apiServer(JSONRPCTestServer())
-        let servers = ServerDirectory(urls: ["shop": [.develop: server.baseURL.appendingPathComponent("env")]], buildDefault: .develop, isReleaseBuild: false)
-        try await withClient(kind, server: server, configure: { $0.servers = servers; $0.wireProtocols = ["shop": .envelope] }) { client in
+        let servers = ServerDirectory(
+            urls: ["shop": [.develop: server.baseURL.appendingPathComponent("env")]], buildDefault: .develop, isReleaseBuild: false)
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.servers = servers
+                $0.wireProtocols = ["shop": .envelope]
+            }
+        ) { client in
             let business = await expectCourierError { _ = try await client.send(Endpoint<Profile>(path: "/expired").service("shop")) }
             let unauthorized = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/status/401")) }
             let serverError = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/status/500")) }
@@ -26,9 +33,12 @@ struct PresentationTests {
     @Test(arguments: TransportKind.allCases)
     func classifierIsConfigurable(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(kind, server: server, configure: {
-            $0.errorClassifier = ErrorClassifier { $0.status?.code == 500 ? .toast : ErrorClassifier.standard.classify($0) }
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.errorClassifier = ErrorClassifier { $0.status?.code == 500 ? .toast : ErrorClassifier.standard.classify($0) }
+            }
+        ) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/status/500")) }
             #expect(error?.presentation == .toast)
         }
@@ -37,11 +47,18 @@ struct PresentationTests {
     @Test(arguments: TransportKind.allCases)
     func tenConcurrentIdenticalBusinessErrorsShowOneAlert(_ kind: TransportKind) async throws {
         let server = try await apiServer(JSONRPCTestServer())
-        let servers = ServerDirectory(urls: ["shop": [.develop: server.baseURL.appendingPathComponent("env")]], buildDefault: .develop, isReleaseBuild: false)
+        let servers = ServerDirectory(
+            urls: ["shop": [.develop: server.baseURL.appendingPathComponent("env")]], buildDefault: .develop, isReleaseBuild: false)
         let shown = Locked<[ErrorPresenter.Shown]>([])
         let queue = DispatchQueue(label: "ui")
         let presenter = ErrorPresenter(queue: queue) { item in shown.withLock { $0.append(item) } }
-        try await withClient(kind, server: server, configure: { $0.servers = servers; $0.wireProtocols = ["shop": .envelope] }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.servers = servers
+                $0.wireProtocols = ["shop": .envelope]
+            }
+        ) { client in
             await withTaskGroup(of: Void.self) { group in
                 for _ in 0..<10 {
                     group.addTask {
@@ -95,7 +112,11 @@ struct JSONValueAndCompletionTests {
             #expect(value["f"] == .number(2.5))
             #expect(value["g"] == .bool(true))
             let clean = value.droppingNulls()
-            #expect(clean == .object(["a": .integer(1), "c": .array([.integer(1), .object(["e": .string("x")])]), "f": .number(2.5), "g": .bool(true)]))
+            #expect(
+                clean
+                    == .object([
+                        "a": .integer(1), "c": .array([.integer(1), .object(["e": .string("x")])]), "f": .number(2.5), "g": .bool(true),
+                    ]))
         }
     }
 

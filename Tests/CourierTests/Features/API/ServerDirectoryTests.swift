@@ -7,7 +7,10 @@ import Testing
 @Suite("Servers × environments")
 struct ServerDirectoryTests {
     let urls: [ServiceID: [ServerEnvironment: URL]] = [
-        .main: [.develop: URL(string: "http://dev.example")!, .test: URL(string: "http://test.example")!, .release: URL(string: "https://api.example")!],
+        .main: [
+            .develop: URL(string: "http://dev.example")!, .test: URL(string: "http://test.example")!,
+            .release: URL(string: "https://api.example")!,
+        ],
         "payments": [.develop: URL(string: "http://pay-dev.example")!, .release: URL(string: "https://pay.example")!],
     ]
 
@@ -24,7 +27,8 @@ struct ServerDirectoryTests {
     func aSavedEnvironmentNoServiceHasAnyMoreIsForgotten() throws {
         // A choice saved by an older build, for an environment this build has no URL for, would
         // make every request fail; switching to it is refused, and so is starting in it.
-        let servers = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore(ServerEnvironment("staging")))
+        let servers = ServerDirectory(
+            urls: urls, buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore(ServerEnvironment("staging")))
         #expect(servers.activeEnvironment == .develop)
         #expect(try servers.baseURL(for: .main).host == "dev.example")
         let known = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore(.test))
@@ -73,7 +77,8 @@ struct ServerDirectoryTests {
             .json(#"{"id":1,"title":"develop"}"#).with(request.path == "/slow" ? .stall(.milliseconds(300)) : .normal)
         }
         let test = try await http1Server { _ in .json(#"{"id":2,"title":"test"}"#) }
-        let servers = ServerDirectory(urls: [.main: [.develop: develop.baseURL, .test: test.baseURL]], buildDefault: .develop, isReleaseBuild: false)
+        let servers = ServerDirectory(
+            urls: [.main: [.develop: develop.baseURL, .test: test.baseURL]], buildDefault: .develop, isReleaseBuild: false)
         try await withClient(kind, server: develop, configure: { $0.servers = servers }) { client in
             let inFlight = client.start(Endpoint<Article>(path: "/slow").service(.main))
             #expect(await eventually { develop.requests.count == 1 })
@@ -105,12 +110,16 @@ struct ServiceDefaultsTests {
     static func handler(_ label: String) -> TestServer.Handler {
         let failed = Locked(false)
         return { request in
-            let firstFlaky = request.path == "/flaky" && failed.withLock { done in
-                defer { done = true }
-                return !done
-            }
+            let firstFlaky =
+                request.path == "/flaky"
+                && failed.withLock { done in
+                    defer { done = true }
+                    return !done
+                }
             if firstFlaky { return .text("busy", status: 503) }
-            let response = ScriptedResponse.text("\(label) \(request.path) api=\(request.header("X-Api") ?? "-") stamp=\(request.headers.filter { $0.0.lowercased() == "x-stamp" }.map(\.1).joined(separator: ","))")
+            let response = ScriptedResponse.text(
+                "\(label) \(request.path) api=\(request.header("X-Api") ?? "-") stamp=\(request.headers.filter { $0.0.lowercased() == "x-stamp" }.map(\.1).joined(separator: ","))"
+            )
             return request.path == "/slow" ? response.with(.stall(.seconds(20))) : response
         }
     }
@@ -127,19 +136,22 @@ struct ServiceDefaultsTests {
             ],
             buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore()
         )
-        try await withClient(kind, server: news, configure: {
-            $0.servers = servers
-            $0.middleware = [Stamp(name: "client")]
-            $0.retry = .never
-            $0.serviceDefaults["payments"] = ServiceDefaults(
-                middleware: [Stamp(name: "payments")], headers: [HTTPField.Name("X-Api")!: "2"],
-                retry: RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1))
-            )
-            // Only the service whose calls should be short gets a short timeout (a loaded machine
-            // must not make the other calls time out).
-            $0.serviceDefaults["reports"] = ServiceDefaults(timeout: .seconds(1))
-            $0.serviceDefaults["news"] = ServiceDefaults(headers: [HTTPField.Name("X-Api")!: "1"])
-        }) { client in
+        try await withClient(
+            kind, server: news,
+            configure: {
+                $0.servers = servers
+                $0.middleware = [Stamp(name: "client")]
+                $0.retry = .never
+                $0.serviceDefaults["payments"] = ServiceDefaults(
+                    middleware: [Stamp(name: "payments")], headers: [HTTPField.Name("X-Api")!: "2"],
+                    retry: RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1))
+                )
+                // Only the service whose calls should be short gets a short timeout (a loaded machine
+                // must not make the other calls time out).
+                $0.serviceDefaults["reports"] = ServiceDefaults(timeout: .seconds(1))
+                $0.serviceDefaults["news"] = ServiceDefaults(headers: [HTTPField.Name("X-Api")!: "1"])
+            }
+        ) { client in
             func call(_ service: ServiceID, _ path: String, headers: HTTPFields = [:]) -> Endpoint<String> {
                 Endpoint<String>(path: path, headers: headers, decoding: .string).service(service)
             }
@@ -147,7 +159,9 @@ struct ServiceDefaultsTests {
             #expect(try await client.send(call("payments", "/charge")) == "payments /charge api=2 stamp=client,payments")
             #expect(try await client.send(call("news", "/list")) == "news /list api=1 stamp=client")
             // The endpoint's own field replaces the service's.
-            #expect(try await client.send(call("payments", "/charge", headers: [HTTPField.Name("X-Api")!: "3"])) == "payments /charge api=3 stamp=client,payments")
+            #expect(
+                try await client.send(call("payments", "/charge", headers: [HTTPField.Name("X-Api")!: "3"]))
+                    == "payments /charge api=3 stamp=client,payments")
             // The service's retry policy: one 503, then the answer.
             #expect(try await client.send(call("payments", "/flaky")) == "payments /flaky api=2 stamp=client,payments")
             // The reports service's 1 s timeout ends a 20 s answer (the client's default is 60 s).

@@ -5,8 +5,14 @@ import Foundation
 import HTTPTypes
 import Testing
 
-struct Pair: Codable, Sendable { var a: Int; var b: Int }
-struct Profile: Codable, Sendable, Equatable { var name: String; var level: Int }
+struct Pair: Codable, Sendable {
+    var a: Int
+    var b: Int
+}
+struct Profile: Codable, Sendable, Equatable {
+    var name: String
+    var level: Int
+}
 
 /// A server with a REST route, a JSON-RPC endpoint at /rpc, and envelope routes under /env.
 func apiServer(_ rpc: JSONRPCTestServer) async throws -> TestServer {
@@ -24,16 +30,24 @@ func apiServer(_ rpc: JSONRPCTestServer) async throws -> TestServer {
 
 @Suite("Wire protocols per endpoint and per service")
 struct WireProtocolTests {
-    func client(_ kind: TransportKind, _ server: TestServer, _ configure: (inout Client.Configuration) -> Void = { _ in }, _ body: (Client) async throws -> Void) async throws {
+    func client(
+        _ kind: TransportKind, _ server: TestServer, _ configure: (inout Client.Configuration) -> Void = { _ in },
+        _ body: (Client) async throws -> Void
+    ) async throws {
         let servers = ServerDirectory(
-            urls: ["rest": [.develop: server.baseURL], "rpc": [.develop: server.baseURL.appendingPathComponent("rpc")], "shop": [.develop: server.baseURL.appendingPathComponent("env")]],
+            urls: [
+                "rest": [.develop: server.baseURL], "rpc": [.develop: server.baseURL.appendingPathComponent("rpc")],
+                "shop": [.develop: server.baseURL.appendingPathComponent("env")],
+            ],
             buildDefault: .develop, isReleaseBuild: false
         )
-        try await withClient(kind, server: server, configure: {
-            $0.servers = servers
-            $0.wireProtocols = ["rpc": .jsonRPC, "shop": .envelope]
-            configure(&$0)
-        }, body)
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.servers = servers
+                $0.wireProtocols = ["rpc": .jsonRPC, "shop": .envelope]
+                configure(&$0)
+            }, body)
     }
 
     @Test(arguments: TransportKind.allCases)
@@ -62,7 +76,9 @@ struct WireProtocolTests {
         let rpc = JSONRPCTestServer()
         let server = try await apiServer(rpc)
         try await self.client(kind, server) { client in
-            var endpoint = Endpoint<Int>(method: .post, path: "", body: .data(Data("a=b".utf8), contentType: "application/x-www-form-urlencoded")).service("rpc")
+            var endpoint = Endpoint<Int>(
+                method: .post, path: "", body: .data(Data("a=b".utf8), contentType: "application/x-www-form-urlencoded")
+            ).service("rpc")
             endpoint.operation = "sum"
             let error = await expectCourierError { _ = try await client.send(endpoint) }
             #expect(error?.kind == .invalidRequest)
@@ -99,7 +115,9 @@ struct WireProtocolTests {
         let rpc = JSONRPCTestServer()
         let server = try await apiServer(rpc)
         try await self.client(kind, server) { client in
-            let error = await expectCourierError { _ = try await client.send(Endpoint<Double>.rpc("divide", params: [1, 0], service: "rpc")) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Double>.rpc("divide", params: [1, 0], service: "rpc"))
+            }
             #expect(error?.kind == .rpc)
             #expect(error?.code == "4000")
             #expect(error?.message == "division by zero")
@@ -139,10 +157,13 @@ struct WireProtocolTests {
     func envelopeDataIsDecodedAndBusinessCodesBecomeErrorsWithTheServersMessage(_ kind: TransportKind) async throws {
         let server = try await apiServer(JSONRPCTestServer())
         let events = Locked<[String]>([])
-        try await self.client(kind, server, {
-            $0.wireProtocols["shop"] = EnvelopeProtocol(successCodes: [0], events: [1001: "sessionExpired"])
-            $0.onEvent = { event in events.withLock { $0.append(event.name) } }
-        }) { client in
+        try await self.client(
+            kind, server,
+            {
+                $0.wireProtocols["shop"] = EnvelopeProtocol(successCodes: [0], events: [1001: "sessionExpired"])
+                $0.onEvent = { event in events.withLock { $0.append(event.name) } }
+            }
+        ) { client in
             let profile = try await client.send(Endpoint<Profile>(path: "/profile").service("shop"))
             #expect(profile == Profile(name: "ada", level: 3))
             let error = await expectCourierError { _ = try await client.send(Endpoint<Profile>(path: "/expired").service("shop")) }
@@ -162,7 +183,9 @@ struct WireProtocolTests {
         try await self.client(kind, server) { client in
             let profile = try await client.send(Endpoint<Profile>(path: "/custom").service("shop").wire(custom))
             #expect(profile.name == "bob")
-            let error = await expectCourierError { _ = try await client.send(Endpoint<Profile>(path: "/custom-fail").service("shop").wire(custom)) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Profile>(path: "/custom-fail").service("shop").wire(custom))
+            }
             #expect(error?.code == "E42")
             #expect(error?.message == "Out of stock")
         }
@@ -174,7 +197,7 @@ struct WireProtocolTests {
         let server = try await http1Server { request in
             // The server checks the request's signature and signs its answer the same way.
             guard let envelope = try? JSONDecoder().decode(SignedEnvelope.Box.self, from: request.body),
-                  SignedEnvelope.sign(envelope.payload, key: key) == envelope.signature
+                SignedEnvelope.sign(envelope.payload, key: key) == envelope.signature
             else { return .text("bad signature", status: 400) }
             let payload = Data(#"{"name":"signed","level":9}"#.utf8)
             let answer = SignedEnvelope.Box(payload: payload, signature: SignedEnvelope.sign(payload, key: key))
@@ -184,7 +207,8 @@ struct WireProtocolTests {
             let endpoint = Endpoint<Profile>(method: .post, path: "/signed", body: .json(["ask": "profile"])).wire(SignedEnvelope(key: key))
             let signed = try await client.send(endpoint)
             #expect(signed == Profile(name: "signed", level: 9))
-            let tampered = Endpoint<Profile>(method: .post, path: "/signed", body: .json(["ask": "profile"])).wire(SignedEnvelope(key: SymmetricKey(data: Data("wrong".utf8))))
+            let tampered = Endpoint<Profile>(method: .post, path: "/signed", body: .json(["ask": "profile"])).wire(
+                SignedEnvelope(key: SymmetricKey(data: Data("wrong".utf8))))
             let error = await expectCourierError { _ = try await client.send(tampered) }
             #expect(error?.status?.code == 400)
         }
@@ -193,7 +217,10 @@ struct WireProtocolTests {
 
 /// A test-only wire protocol: the body travels as `{"payload": base64, "signature": hex HMAC}`.
 struct SignedEnvelope: WireProtocol {
-    struct Box: Codable { var payload: Data; var signature: String }
+    struct Box: Codable {
+        var payload: Data
+        var signature: String
+    }
     let key: SymmetricKey
 
     static func sign(_ payload: Data, key: SymmetricKey) -> String {
@@ -202,7 +229,8 @@ struct SignedEnvelope: WireProtocol {
 
     func box(_ request: inout Request, call: WireCall) throws {
         let payload = request.body?.bytes ?? Data()
-        request.body = .data(try JSONEncoder().encode(Box(payload: payload, signature: Self.sign(payload, key: self.key))), contentType: "application/json")
+        request.body = .data(
+            try JSONEncoder().encode(Box(payload: payload, signature: Self.sign(payload, key: self.key))), contentType: "application/json")
     }
 
     func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data {
@@ -229,7 +257,9 @@ final class JSONRPCTestServer: Sendable {
         case .array(let calls):
             let answers = calls.compactMap(self.answer).reversed()
             if answers.isEmpty { return ScriptedResponse(status: 204) }
-            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")], body: (try? JSONValue.array(Array(answers)).encoded()) ?? Data())
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/json")],
+                body: (try? JSONValue.array(Array(answers)).encoded()) ?? Data())
         default:
             guard let answer = self.answer(root) else { return ScriptedResponse(status: 204) }
             return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")], body: (try? answer.encoded()) ?? Data())
@@ -252,7 +282,9 @@ final class JSONRPCTestServer: Sendable {
             let a = params?[0]?.intValue ?? params?["a"]?.intValue ?? 0
             let b = params?[1]?.intValue ?? params?["b"]?.intValue ?? 0
             if b == 0 {
-                error = .object(["code": .integer(4000), "message": .string("division by zero"), "data": .object(["dividend": .integer(a)])])
+                error = .object([
+                    "code": .integer(4000), "message": .string("division by zero"), "data": .object(["dividend": .integer(a)]),
+                ])
             } else {
                 result = .number(Double(a) / Double(b))
             }

@@ -18,11 +18,11 @@ struct ByteRangesTests {
         ("bytes=-50", .suffix(length: 50)),
         ("bytes=0-0", .closed(first: 0, last: 0)),
         ("bytes=7-7", .closed(first: 7, last: 7)),
-        ("BYTES=0-1", .closed(first: 0, last: 1)),          // §14.1: units are case-insensitive
+        ("BYTES=0-1", .closed(first: 0, last: 1)),  // §14.1: units are case-insensitive
         ("ByTeS=2-", .from(first: 2)),
-        ("  bytes=1-2\t", .closed(first: 1, last: 2)),       // OWS around the whole field value
+        ("  bytes=1-2\t", .closed(first: 1, last: 2)),  // OWS around the whole field value
         ("bytes=007-010", .closed(first: 7, last: 10)),
-        ("bytes=-0", .suffix(length: 0)),                    // valid syntax; unsatisfiable (§14.1.1)
+        ("bytes=-0", .suffix(length: 0)),  // valid syntax; unsatisfiable (§14.1.1)
         ("bytes=0-\(Int.max)", .closed(first: 0, last: Int.max)),
         ("bytes=\(Int.max)-", .from(first: Int.max)),
         // Malformed or unsupported: nil, and the caller bypasses the cache.
@@ -34,7 +34,7 @@ struct ByteRangesTests {
         ("bytes=--1", nil),
         ("bytes=-1-", nil),
         ("bytes=1-2-3", nil),
-        ("bytes=1-2,3-4", nil),                              // several ranges: unsupported
+        ("bytes=1-2,3-4", nil),  // several ranges: unsupported
         ("bytes=0-1,", nil),
         ("bytes=,0-1", nil),
         ("items=0-1", nil),
@@ -42,8 +42,8 @@ struct ByteRangesTests {
         ("bytesx=0-1", nil),
         ("=0-1", nil),
         ("bytes0-1", nil),
-        ("bytes=5-1", nil),                                  // last before first
-        ("bytes = 0-1", nil),                                // no whitespace around "=" in the grammar
+        ("bytes=5-1", nil),  // last before first
+        ("bytes = 0-1", nil),  // no whitespace around "=" in the grammar
         ("bytes =0-1", nil),
         ("bytes= 0-1", nil),
         ("bytes=0 -1", nil),
@@ -55,8 +55,8 @@ struct ByteRangesTests {
         ("bytes=0x10-", nil),
         ("bytes=a-b", nil),
         ("bytes=1.5-2", nil),
-        ("bytes=\u{FF11}-2", nil),                           // fullwidth digit one
-        ("bytes=0-\u{301}1", nil),                           // combining mark fused onto "-"
+        ("bytes=\u{FF11}-2", nil),  // fullwidth digit one
+        ("bytes=0-\u{301}1", nil),  // combining mark fused onto "-"
         ("bytés=0-1", nil),
         ("bytes=0-\(huge)", nil),
         ("bytes=\(huge)-", nil),
@@ -73,9 +73,9 @@ struct ByteRangesTests {
 
     static let resolutions: [(Spec, Int, ClosedRange<Int>?)] = [
         (.closed(first: 0, last: 99), 1000, 0...99),
-        (.closed(first: 0, last: 99), 50, 0...49),           // last-pos clamped to length - 1
+        (.closed(first: 0, last: 99), 50, 0...49),  // last-pos clamped to length - 1
         (.closed(first: 49, last: 99), 50, 49...49),
-        (.closed(first: 50, last: 99), 50, nil),             // first-pos at the end: unsatisfiable
+        (.closed(first: 50, last: 99), 50, nil),  // first-pos at the end: unsatisfiable
         (.closed(first: 0, last: Int.max), 10, 0...9),
         (.closed(first: Int.max - 1, last: Int.max), Int.max, (Int.max - 1)...(Int.max - 1)),
         (.from(first: 10), 100, 10...99),
@@ -84,10 +84,10 @@ struct ByteRangesTests {
         (.from(first: Int.max), Int.max, nil),
         (.suffix(length: 10), 100, 90...99),
         (.suffix(length: 100), 100, 0...99),
-        (.suffix(length: 500), 100, 0...99),                 // longer than the representation: all of it
-        (.suffix(length: 0), 100, nil),                      // -0 is unsatisfiable
+        (.suffix(length: 500), 100, 0...99),  // longer than the representation: all of it
+        (.suffix(length: 0), 100, nil),  // -0 is unsatisfiable
         (.suffix(length: Int.max), Int.max, 0...(Int.max - 1)),
-        (.closed(first: 0, last: 0), 0, nil),                // nothing to select in an empty representation
+        (.closed(first: 0, last: 0), 0, nil),  // nothing to select in an empty representation
         (.from(first: 0), 0, nil),
         (.suffix(length: 1), 0, nil),
         (.from(first: 0), -5, nil),
@@ -122,21 +122,21 @@ struct ByteRangesTests {
         ("bytes 0-99/*", 0...99, nil),
         ("bytes 0-0/1", 0...0, 1),
         ("bytes 9-9/10", 9...9, 10),
-        ("BYTES 1-2/3", 1...2, 3),                           // §14.1: units are case-insensitive
-        ("  bytes 42-42/43\t", 42...42, 43),                 // OWS around the whole field value
+        ("BYTES 1-2/3", 1...2, 3),  // §14.1: units are case-insensitive
+        ("  bytes 42-42/43\t", 42...42, 43),  // OWS around the whole field value
         ("bytes 0-\(Int.max - 1)/*", 0...(Int.max - 1), nil),
         ("bytes 0-\(Int.max - 1)/\(Int.max)", 0...(Int.max - 1), Int.max),
         // Malformed, inconsistent or unsatisfied: nil.
         ("", nil, nil),
         ("bytes", nil, nil),
         ("bytes ", nil, nil),
-        ("bytes 0-99/50", nil, nil),                         // last past the complete length
+        ("bytes 0-99/50", nil, nil),  // last past the complete length
         ("bytes 0-50/50", nil, nil),
         ("bytes 0-0/0", nil, nil),
-        ("bytes 5-1/10", nil, nil),                          // last before first
-        ("bytes */1000", nil, nil),                          // unsatisfied-range form
+        ("bytes 5-1/10", nil, nil),  // last before first
+        ("bytes */1000", nil, nil),  // unsatisfied-range form
         ("bytes */*", nil, nil),
-        ("bytes  0-1/2", nil, nil),                          // exactly one SP after the unit
+        ("bytes  0-1/2", nil, nil),  // exactly one SP after the unit
         ("bytes\t0-1/2", nil, nil),
         ("bytes0-1/2", nil, nil),
         ("bytes=0-1/2", nil, nil),
@@ -161,10 +161,11 @@ struct ByteRangesTests {
         ("bytes 0-1/\(huge)", nil, nil),
         ("bytes \(huge)-\(huge)/*", nil, nil),
         ("bytes 0-\(justTooBig)/*", nil, nil),
-        ("bytes 0-\(Int.max)/*", nil, nil),                  // its byte count would not fit in Int
+        ("bytes 0-\(Int.max)/*", nil, nil),  // its byte count would not fit in Int
     ]
 
-    @Test("Content-Range: bytes first-last/complete parses, and inconsistent values are rejected (RFC 9110 §14.4)", arguments: contentRanges)
+    @Test(
+        "Content-Range: bytes first-last/complete parses, and inconsistent values are rejected (RFC 9110 §14.4)", arguments: contentRanges)
     func parsesContentRange(_ header: String, _ range: ClosedRange<Int>?, _ completeLength: Int?) {
         let parsed = ContentRangeHeader.parse(header)
         #expect(parsed?.range == range)
@@ -213,23 +214,24 @@ struct ByteRangesTests {
 
     /// (older start, older text, newer start, newer text, merged start and text or nil).
     static let merges: [(Int, String, Int, String, Int?, String?)] = [
-        (0, "aaaa", 4, "bbbb", 0, "aaaabbbb"),               // adjacent
-        (4, "aaaa", 0, "bbbb", 0, "bbbbaaaa"),               // adjacent, newer first
+        (0, "aaaa", 4, "bbbb", 0, "aaaabbbb"),  // adjacent
+        (4, "aaaa", 0, "bbbb", 0, "bbbbaaaa"),  // adjacent, newer first
         (0, "a", 1, "b", 0, "ab"),
-        (0, "aaaa", 2, "bbbb", 0, "aabbbb"),                 // overlap: the newer bytes win
+        (0, "aaaa", 2, "bbbb", 0, "aabbbb"),  // overlap: the newer bytes win
         (2, "aaaa", 0, "bbbb", 0, "bbbbaa"),
-        (0, "aaaaaa", 2, "bb", 0, "aabbaa"),                 // newer inside older
-        (2, "aa", 0, "bbbbbb", 0, "bbbbbb"),                 // older inside newer
-        (3, "aaaa", 3, "bbbb", 3, "bbbb"),                   // same range
-        (0, "aaaa", 5, "bbbb", nil, nil),                    // gap of one byte
+        (0, "aaaaaa", 2, "bb", 0, "aabbaa"),  // newer inside older
+        (2, "aa", 0, "bbbbbb", 0, "bbbbbb"),  // older inside newer
+        (3, "aaaa", 3, "bbbb", 3, "bbbb"),  // same range
+        (0, "aaaa", 5, "bbbb", nil, nil),  // gap of one byte
         (5, "aaaa", 0, "bbbb", nil, nil),
         (0, "a", 100, "b", nil, nil),
-        (Int.max - 4, "aa", Int.max - 2, "bb", Int.max - 4, "aabb"),   // near Int.max: no overflow
+        (Int.max - 4, "aa", Int.max - 2, "bb", Int.max - 4, "aabb"),  // near Int.max: no overflow
         (Int.max - 2, "aa", Int.max - 5, "bb", nil, nil),
     ]
 
     @Test("Overlapping or adjacent partial bodies combine, newer bytes winning (RFC 9111 §3.4)", arguments: merges)
-    func mergesPartialBodies(_ oldStart: Int, _ oldText: String, _ newStart: Int, _ newText: String, _ start: Int?, _ text: String?) throws {
+    func mergesPartialBodies(_ oldStart: Int, _ oldText: String, _ newStart: Int, _ newText: String, _ start: Int?, _ text: String?) throws
+    {
         let older = try Self.body(oldStart, oldText)
         let newer = try Self.body(newStart, newText)
         let merged = older.merged(with: newer)
@@ -286,7 +288,7 @@ struct ByteRangesTests {
     @Test("Bytes handed over as a Data slice are indexed from the range start (RFC 9111 §3.3)")
     func acceptsDataSlices() throws {
         let storage = Data("xxxxabcdefyyyy".utf8)
-        let window = storage[4..<10]   // startIndex 4
+        let window = storage[4..<10]  // startIndex 4
         let body = try #require(PartialBody(range: 100...105, bytes: window, completeLength: nil))
         #expect(body.slice(101...102) == Data("bc".utf8))
         let merged = try #require(body.merged(with: try Self.body(104, "EFG")))
@@ -297,10 +299,10 @@ struct ByteRangesTests {
 
     static let entityTags: [(String?, String?)] = [
         ("\"abc\"", "\"abc\""),
-        ("\"\"", "\"\""),                                    // an empty opaque tag is valid
+        ("\"\"", "\"\""),  // an empty opaque tag is valid
         ("\"a!#~\"", "\"a!#~\""),
-        ("\"caf\u{E9}\"", "\"caf\u{E9}\""),                  // obs-text
-        ("W/\"abc\"", nil),                                  // weak
+        ("\"caf\u{E9}\"", "\"caf\u{E9}\""),  // obs-text
+        ("W/\"abc\"", nil),  // weak
         ("w/\"abc\"", nil),
         ("abc", nil),
         ("\"abc", nil),
@@ -330,7 +332,8 @@ struct ByteRangesTests {
         #expect(!Validators.sameStrong(nil, "\"v1\""))
         #expect(!Validators.sameStrong(nil, nil))
         // Canonically equivalent Strings with different bytes are different tags.
-        let precomposed = "\"caf\u{E9}\"", decomposed = "\"cafe\u{301}\""
+        let precomposed = "\"caf\u{E9}\""
+        let decomposed = "\"cafe\u{301}\""
         #expect(precomposed == decomposed)
         #expect(!Validators.sameStrong(precomposed, decomposed))
     }

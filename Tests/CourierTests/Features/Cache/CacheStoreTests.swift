@@ -16,8 +16,10 @@ func posixPermissions(_ url: URL) -> Int? {
 struct CacheStoreTests {
     static func entry(_ url: String, partition: String = "", bodySize: Int = 100) -> CacheEntry {
         CacheEntry(
-            url: url, method: "GET", partition: partition, status: 200, headers: fields([("Cache-Control", "max-age=60"), ("ETag", "\"e\"")]),
-            body: Data((0..<bodySize).map { UInt8($0 % 251) }), requestDate: Date(timeIntervalSince1970: 1000), responseDate: Date(timeIntervalSince1970: 1001),
+            url: url, method: "GET", partition: partition, status: 200,
+            headers: fields([("Cache-Control", "max-age=60"), ("ETag", "\"e\"")]),
+            body: Data((0..<bodySize).map { UInt8($0 % 251) }), requestDate: Date(timeIntervalSince1970: 1000),
+            responseDate: Date(timeIntervalSince1970: 1001),
             varyingFields: ["accept-language": "en", "accept-encoding": String?.none]
         )
     }
@@ -34,7 +36,7 @@ struct CacheStoreTests {
         store.setEntry(one, forKey: "1")
         store.setEntry(Self.entry("https://a/2", bodySize: 1000), forKey: "2")
         store.setEntry(Self.entry("https://a/3", bodySize: 1000), forKey: "3")
-        #expect(store.entry(forKey: "1") != nil)   // 1 is now the most recent
+        #expect(store.entry(forKey: "1") != nil)  // 1 is now the most recent
         store.setEntry(Self.entry("https://a/4", bodySize: 1000), forKey: "4")
         #expect(store.entry(forKey: "2") == nil)
         #expect(store.entry(forKey: "1") != nil)
@@ -165,9 +167,10 @@ struct CacheStoreTests {
         try await withClient(kind, server: server, configure: { $0.cache.store = DiskCacheStore(directory: directory) }) { first in
             let original = try await first.send(endpoint)
             // A second client on the same directory, as after an app restart.
-            let second = Client(configuration: .init(transport: first.configuration.transport, baseURL: server.baseURL) {
-                $0.cache.store = DiskCacheStore(directory: directory)
-            })
+            let second = Client(
+                configuration: .init(transport: first.configuration.transport, baseURL: server.baseURL) {
+                    $0.cache.store = DiskCacheStore(directory: directory)
+                })
             let restarted = try await second.response(endpoint)
             #expect(restarted.source == .cache)
             #expect(restarted.value == original)

@@ -23,7 +23,12 @@ final class CacheOrigin: Sendable {
     let version = Locked("v1")
     static let lastModified = "Sat, 01 Jan 2022 00:00:00 GMT"
 
-    func next() -> Int { self.serial.withLock { $0 += 1; return $0 } }
+    func next() -> Int {
+        self.serial.withLock {
+            $0 += 1
+            return $0
+        }
+    }
 
     func handle(_ request: RecordedRequest) async -> ScriptedResponse {
         let path = request.path
@@ -58,7 +63,8 @@ final class CacheOrigin: Sendable {
             let etag = "\"\(language)\""
             if request.header("If-None-Match") == etag {
                 _ = self.next()
-                return ScriptedResponse(status: 304, headers: [("ETag", etag), ("Cache-Control", "max-age=30"), ("Vary", "Accept-Language")])
+                return ScriptedResponse(
+                    status: 304, headers: [("ETag", etag), ("Cache-Control", "max-age=30"), ("Vary", "Accept-Language")])
             }
             return article([("Cache-Control", "max-age=10"), ("ETag", etag), ("Vary", "Accept-Language")])
         case "/vary-star":
@@ -91,10 +97,13 @@ struct CacheTests {
         let origin = CacheOrigin()
         let clock = TestClock()
         let server = try await http1Server { await origin.handle($0) }
-        try await withClient(kind, server: server, configure: {
-            $0.cache = CacheConfiguration(store: store, policy: policy, partition: { partition.withLock { $0 } }, now: { clock.now })
-            $0.logger = logger
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: store, policy: policy, partition: { partition.withLock { $0 } }, now: { clock.now })
+                $0.logger = logger
+            }
+        ) { client in
             try await body(client, server, clock, origin)
         }
     }
@@ -117,7 +126,7 @@ struct CacheTests {
             #expect(second.age == .seconds(5))
             #expect(server.requests.count == 1)
 
-            clock.advance(10)   // 15 s old, max-age=10: stale
+            clock.advance(10)  // 15 s old, max-age=10: stale
             let third = try await client.response(Self.article("/etag"))
             #expect(third.source == .revalidated)
             #expect(third.value == first.value)
@@ -227,9 +236,9 @@ struct CacheTests {
             #expect(server.requests.last?.header("If-None-Match") == "\"en\"")
             clock.advance(5)
             let en3 = try await client.response(english)
-            #expect(en3.source == .cache)   // refreshed by the 304 (max-age=30)
+            #expect(en3.source == .cache)  // refreshed by the 304 (max-age=30)
             let fr2 = try await client.response(french)
-            #expect(fr2.source == .revalidated)   // still stale: only English was refreshed
+            #expect(fr2.source == .revalidated)  // still stale: only English was refreshed
             #expect(fr2.value == fr1.value)
             #expect(server.requests.last?.header("If-None-Match") == "\"fr\"")
             #expect(server.requests.count == 4)

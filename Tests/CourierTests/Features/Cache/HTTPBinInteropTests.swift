@@ -9,7 +9,9 @@ struct HTTPBinAnything: Decodable, Sendable {
 
 /// Interop with httpbin (PyPI) under gunicorn, an HTTP server none of us wrote, on a loopback port.
 /// `.ci/run` installs it; under CI (COURIER_CI=1) these tests always run, and fail if it is missing.
-@Suite("Interop: httpbin caching, auth challenge and cookie endpoints", .serialized, .enabled(if: ExternalServer.enabled(module: "httpbin") && ExternalServer.enabled(module: "gunicorn")))
+@Suite(
+    "Interop: httpbin caching, auth challenge and cookie endpoints", .serialized,
+    .enabled(if: ExternalServer.enabled(module: "httpbin") && ExternalServer.enabled(module: "gunicorn")))
 struct HTTPBinInteropTests {
     func withHTTPBin(_ kind: TransportKind, _ body: (Client, TestClock, MemoryCacheStore) async throws -> Void) async throws {
         let start = {
@@ -22,9 +24,10 @@ struct HTTPBinInteropTests {
             // httpbin stamps real Date fields, so the hand-moved clock starts at the real time.
             let clock = TestClock(start: Date())
             let store = MemoryCacheStore()
-            let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
-                $0.cache = CacheConfiguration(store: store, now: { clock.now })
-            })
+            let client = Client(
+                configuration: .init(transport: transport, baseURL: server.baseURL) {
+                    $0.cache = CacheConfiguration(store: store, now: { clock.now })
+                })
             try await body(client, clock, store)
         }
     }

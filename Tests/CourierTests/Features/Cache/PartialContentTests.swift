@@ -22,10 +22,11 @@ final class RangeOrigin: Sendable {
         var headers = [("ETag", etag), ("Cache-Control", "max-age=600"), ("X-Version", "\(self.version.withLock { $0 })")]
         let ifRange = request.header("If-Range")
         guard let range = request.header("Range"), ifRange == nil || ifRange == etag,
-              let spec = range.split(separator: "=").last, !range.contains(",")
+            let spec = range.split(separator: "=").last, !range.contains(",")
         else { return ScriptedResponse(status: 200, headers: headers, body: body) }
         let bounds = spec.split(separator: "-", omittingEmptySubsequences: false)
-        let first: Int, last: Int
+        let first: Int
+        let last: Int
         if bounds[0].isEmpty {
             first = Self.length - Int(bounds[1])!
             last = Self.length - 1
@@ -152,7 +153,7 @@ struct PartialContentTests {
         // RFC 9111 §3.4: when combining, the header fields of the newer response are used.
         try await withRangeCache(kind) { client, _, origin in
             _ = try await client.send(Self.range("bytes=0-99"))
-            origin.version.withLock { $0 = 1 }   // same bytes and validator, new field value below
+            origin.version.withLock { $0 = 1 }  // same bytes and validator, new field value below
             let second = try await client.response(Self.range("bytes=100-199"))
             #expect(second.headers[HTTPField.Name("X-Version")!] == "1")
             let served = try await client.response(Self.range("bytes=0-199"))
@@ -162,17 +163,21 @@ struct PartialContentTests {
         }
     }
 
-    @Test(arguments: TransportKind.allCases, [
-        "bytes 0-99999999999999999999/1000",   // past Int
-        "bytes 0-9/1000",                      // says 10 bytes, 100 arrive
-        "bytes 50-10/1000",                    // backwards
-        "bytes 0-99/50",                       // past its own length
-        "bytes */1000",                        // the unsatisfied form
-        "items 0-99/1000",
-    ])
+    @Test(
+        arguments: TransportKind.allCases,
+        [
+            "bytes 0-99999999999999999999/1000",  // past Int
+            "bytes 0-9/1000",  // says 10 bytes, 100 arrive
+            "bytes 50-10/1000",  // backwards
+            "bytes 0-99/50",  // past its own length
+            "bytes */1000",  // the unsatisfied form
+            "items 0-99/1000",
+        ])
     func aHostileContentRangeIsNeverStored(_ kind: TransportKind, _ contentRange: String) async throws {
         let server = try await http1Server { _ in
-            ScriptedResponse(status: 206, headers: [("ETag", "\"h\""), ("Cache-Control", "max-age=600"), ("Content-Range", contentRange)], body: Data(repeating: 1, count: 100))
+            ScriptedResponse(
+                status: 206, headers: [("ETag", "\"h\""), ("Cache-Control", "max-age=600"), ("Content-Range", contentRange)],
+                body: Data(repeating: 1, count: 100))
         }
         try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
             let first = try await client.response(Self.range("bytes=0-99"))
@@ -249,10 +254,13 @@ struct PartialContentTests {
             response.headers = response.headers.map { $0.0 == "Cache-Control" ? ($0.0, "max-age=1, stale-if-error=600") : $0 }
             return response
         }
-        try await withClient(kind, server: server, configure: {
-            $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
-            $0.retry = .never
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = .never
+            }
+        ) { client in
             _ = try await client.send(Self.range("bytes=0-99"))
             failing.withLock { $0 = true }
             clock.advance(10)

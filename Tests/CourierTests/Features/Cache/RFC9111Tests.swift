@@ -43,15 +43,20 @@ struct RFC9111Tests {
     ) async throws {
         let clock = TestClock()
         let server = try await http1Server(handler)
-        try await withClient(kind, server: server, configure: {
-            $0.cache = CacheConfiguration(store: store, policy: policy, now: { clock.now })
-            $0.retry = .never
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: store, policy: policy, now: { clock.now })
+                $0.retry = .never
+            }
+        ) { client in
             try await body(client, server, clock)
         }
     }
 
-    static func get(_ path: String, _ headers: HTTPFields = [:], policy: CachePolicy? = nil, accepting: Range<Int> = 200..<300) -> Endpoint<String> {
+    static func get(
+        _ path: String, _ headers: HTTPFields = [:], policy: CachePolicy? = nil, accepting: Range<Int> = 200..<300
+    ) -> Endpoint<String> {
         var endpoint = Endpoint<String>(path: path, headers: headers, acceptedStatuses: accepting, decoding: .string)
         endpoint.cachePolicy = policy
         return endpoint
@@ -59,14 +64,19 @@ struct RFC9111Tests {
 
     /// A body that changes on every answer, so a stored answer is told from a new one.
     static func counted(_ counter: Locked<Int>) -> String {
-        "answer \(counter.withLock { $0 += 1; return $0 })"
+        let count = counter.withLock {
+            $0 += 1
+            return $0
+        }
+        return "answer \(count)"
     }
 
     @Test
     func theDocCArticleNamesOnlyTestsThatExist() throws {
         // Every rule row of Caching.md names its tests; a renamed or deleted test fails here.
         let root = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         let article = try String(contentsOf: root.appendingPathComponent("Sources/Courier/Courier.docc/Caching.md"), encoding: .utf8)
         let rows = article.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| Rule") }
         #expect(rows.count >= 20)
@@ -76,7 +86,8 @@ struct RFC9111Tests {
             .joined()
         for row in rows {
             let cells = row.split(separator: "|")
-            let names = cells.last.map { $0.split(separator: "`").enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) } } ?? []
+            let names =
+                cells.last.map { $0.split(separator: "`").enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) } } ?? []
             #expect(!names.isEmpty, "\(row)")
             for name in names {
                 let function = name.split(separator: ".").last.map(String.init) ?? name
@@ -91,7 +102,8 @@ struct RFC9111Tests {
     func aStoredResponseCarriesAnAgeFieldCountingItsTimeInTheCache(_ kind: TransportKind) async throws {
         // RFC 9111 §5.1: a cache MUST generate Age when it uses a stored response; §4.2.3: a
         // stored Age: 30 that sat 3 more seconds is at least 33.
-        try await withCache(kind, handler: { _ in .text("article", headers: [("Cache-Control", "max-age=100"), ("Age", "30")]) }) { client, server, clock in
+        try await withCache(kind, handler: { _ in .text("article", headers: [("Cache-Control", "max-age=100"), ("Age", "30")]) }) {
+            client, server, clock in
             let first = try await client.response(Self.get("/a"))
             #expect(first.headers[.age] == "30")
             clock.advance(3)
@@ -112,14 +124,14 @@ struct RFC9111Tests {
 
     /// Under `max-age=3600`: an Age of 7200 makes the response stale at once.
     static let ageRows: [AgeRow] = [
-        AgeRow(lines: ["7200, 0"], stale: true),          // a list on one line: its first member
-        AgeRow(lines: ["7200", "0"], stale: true),        // two lines: the first
+        AgeRow(lines: ["7200, 0"], stale: true),  // a list on one line: its first member
+        AgeRow(lines: ["7200", "0"], stale: true),  // two lines: the first
         AgeRow(lines: ["0, 7200"], stale: false),
-        AgeRow(lines: ["7200.0"], stale: false),          // not delta-seconds: ignored
+        AgeRow(lines: ["7200.0"], stale: false),  // not delta-seconds: ignored
         AgeRow(lines: ["10a"], stale: false),
         AgeRow(lines: ["-1"], stale: false),
         AgeRow(lines: [""], stale: false),
-        AgeRow(lines: ["99999999999999999999999999"], stale: true),   // past Int: the largest value, no trap
+        AgeRow(lines: ["99999999999999999999999999"], stale: true),  // past Int: the largest value, no trap
         AgeRow(lines: ["3599"], stale: false),
     ]
 
@@ -146,15 +158,15 @@ struct RFC9111Tests {
 
     /// The test clock's now is Fri, 15 Jan 2027 08:00:00 GMT; each valid value is two hours later.
     static let expiresRows: [ExpiresRow] = [
-        ExpiresRow(value: "Fri, 15 Jan 2027 10:00:00 GMT", valid: true),       // IMF-fixdate
-        ExpiresRow(value: "Friday, 15-Jan-27 10:00:00 GMT", valid: true),      // obsolete RFC 850
-        ExpiresRow(value: "Fri Jan 15 10:00:00 2027", valid: true),            // obsolete asctime
-        ExpiresRow(value: "Fri, 15 Jan 2027 9:00:00 GMT", valid: false),       // one-digit hour
-        ExpiresRow(value: "Fri, 15-Jan-2027 10:00:00 GMT", valid: false),      // dashes
-        ExpiresRow(value: "Fri,  15 Jan 2027 10:00:00 GMT", valid: false),     // several spaces
-        ExpiresRow(value: "Fri 15 Jan 2027 10:00:00 GMT", valid: false),       // no comma
-        ExpiresRow(value: "Fri, 15 Jan 2027 10.00.00 GMT", valid: false),      // dots for colons
-        ExpiresRow(value: "Fri, 15 Jan 2027 10:00:00 UTC", valid: false),      // UTC for GMT
+        ExpiresRow(value: "Fri, 15 Jan 2027 10:00:00 GMT", valid: true),  // IMF-fixdate
+        ExpiresRow(value: "Friday, 15-Jan-27 10:00:00 GMT", valid: true),  // obsolete RFC 850
+        ExpiresRow(value: "Fri Jan 15 10:00:00 2027", valid: true),  // obsolete asctime
+        ExpiresRow(value: "Fri, 15 Jan 2027 9:00:00 GMT", valid: false),  // one-digit hour
+        ExpiresRow(value: "Fri, 15-Jan-2027 10:00:00 GMT", valid: false),  // dashes
+        ExpiresRow(value: "Fri,  15 Jan 2027 10:00:00 GMT", valid: false),  // several spaces
+        ExpiresRow(value: "Fri 15 Jan 2027 10:00:00 GMT", valid: false),  // no comma
+        ExpiresRow(value: "Fri, 15 Jan 2027 10.00.00 GMT", valid: false),  // dots for colons
+        ExpiresRow(value: "Fri, 15 Jan 2027 10:00:00 UTC", valid: false),  // UTC for GMT
         ExpiresRow(value: "0", valid: false),
         ExpiresRow(value: "Fri, 15 Jan 99999999999999999999 10:00:00 GMT", valid: false),
         ExpiresRow(value: "Friday, 15-Jan-27 10:00:00 UTC", valid: false),
@@ -168,7 +180,8 @@ struct RFC9111Tests {
         #expect((HTTPDate.parse(row.value) != nil) == row.valid)
         let counter = Locked(0)
         let date = imfDate(TestClock().now)
-        try await withCache(kind, handler: { _ in .text(Self.counted(counter), headers: [("Date", date), ("Expires", row.value)]) }) { client, server, _ in
+        try await withCache(kind, handler: { _ in .text(Self.counted(counter), headers: [("Date", date), ("Expires", row.value)]) }) {
+            client, server, _ in
             _ = try await client.send(Self.get("/e"))
             let second = try await client.response(Self.get("/e"))
             #expect(second.source == (row.valid ? .cache : .network))
@@ -218,13 +231,14 @@ struct RFC9111Tests {
         let handler: TestServer.Handler = { request in
             if request.header("If-None-Match") == "\"v1\"" {
                 await gate.wait()
-                return ScriptedResponse(status: 304, headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=100"), ("X-Revalidated", "yes")])
+                return ScriptedResponse(
+                    status: 304, headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=100"), ("X-Revalidated", "yes")])
             }
             return .text(Self.counted(counter), headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=1, stale-while-revalidate=60")])
         }
         try await withCache(kind, store: store, handler: handler) { client, server, clock in
             let first = try await client.send(Self.get("/swr"))
-            clock.advance(5)   // 4 s past freshness, inside the 60 s window
+            clock.advance(5)  // 4 s past freshness, inside the 60 s window
             let answers = try await withThrowingTaskGroup(of: Response<String>.self) { group in
                 for _ in 0..<5 { group.addTask { try await client.response(Self.get("/swr")) } }
                 return try await group.reduce(into: []) { $0.append($1) }
@@ -247,7 +261,9 @@ struct RFC9111Tests {
     @Test(arguments: TransportKind.allCases)
     func pastTheStaleWhileRevalidateWindowTheCallerWaitsForTheOrigin(_ kind: TransportKind) async throws {
         let counter = Locked(0)
-        try await withCache(kind, handler: { _ in .text(Self.counted(counter), headers: [("Cache-Control", "max-age=1, stale-while-revalidate=10")]) }) { client, server, clock in
+        try await withCache(
+            kind, handler: { _ in .text(Self.counted(counter), headers: [("Cache-Control", "max-age=1, stale-while-revalidate=10")]) }
+        ) { client, server, clock in
             _ = try await client.send(Self.get("/swr"))
             clock.advance(20)
             let late = try await client.response(Self.get("/swr"))
@@ -261,10 +277,13 @@ struct RFC9111Tests {
     func anEndpointOverridesStaleWhileRevalidateEitherWay(_ kind: TransportKind) async throws {
         // The policy's window replaces the response's: zero turns it off, a value turns it on.
         let counter = Locked(0)
-        try await withCache(kind, handler: { request in
-            let directive = request.path == "/with" ? "max-age=1, stale-while-revalidate=60" : "max-age=1"
-            return .text(Self.counted(counter), headers: [("Cache-Control", directive)])
-        }) { client, server, clock in
+        try await withCache(
+            kind,
+            handler: { request in
+                let directive = request.path == "/with" ? "max-age=1, stale-while-revalidate=60" : "max-age=1"
+                return .text(Self.counted(counter), headers: [("Cache-Control", directive)])
+            }
+        ) { client, server, clock in
             _ = try await client.send(Self.get("/with"))
             _ = try await client.send(Self.get("/without"))
             clock.advance(5)
@@ -277,12 +296,12 @@ struct RFC9111Tests {
     }
 
     @Test(arguments: [
-        ("stale-while-revalidate=99999999999999999999", true),   // past Int: 2^31 seconds, no trap
-        ("stale-while-revalidate=-5", false),                    // invalid: a window of nothing
+        ("stale-while-revalidate=99999999999999999999", true),  // past Int: 2^31 seconds, no trap
+        ("stale-while-revalidate=-5", false),  // invalid: a window of nothing
         ("stale-while-revalidate=1e9", false),
         ("stale-while-revalidate", false),
-        ("stale-while-revalidate=\"30\"", true),                 // quoted-string form
-        ("stale-while-revalidate=30, must-revalidate", false),   // RFC 9111 §4.2.4
+        ("stale-while-revalidate=\"30\"", true),  // quoted-string form
+        ("stale-while-revalidate=30, must-revalidate", false),  // RFC 9111 §4.2.4
     ])
     func staleWindowsFromTheWireNeverTrap(_ directive: String, _ servesStale: Bool) {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
@@ -295,7 +314,8 @@ struct RFC9111Tests {
         if case .serveStale = action { #expect(servesStale) } else { #expect(!servesStale, "\(action)") }
         // The same numbers in stale-if-error, from the response and from the request.
         let onError = CacheRules.servesStaleOnError(
-            policy: .http, entry: entry, requestHeaders: [.cacheControl: directive.replacingOccurrences(of: "while-revalidate", with: "if-error")], now: now
+            policy: .http, entry: entry,
+            requestHeaders: [.cacheControl: directive.replacingOccurrences(of: "while-revalidate", with: "if-error")], now: now
         )
         #expect((onError != nil) == servesStale)
     }
@@ -306,11 +326,14 @@ struct RFC9111Tests {
     func staleIfErrorServesTheStoredResponseWhenTheOriginFails(_ kind: TransportKind, _ status: Int) async throws {
         // RFC 5861 §4: within the window, an error answer (500, 502, 503, 504) gets the stale response.
         let failing = Locked(false)
-        try await withCache(kind, handler: { request in
-            if failing.withLock({ $0 }) { return .text("down", status: status) }
-            let directive = request.path == "/strict" ? "max-age=1, stale-if-error=60, must-revalidate" : "max-age=1, stale-if-error=60"
-            return .text("good", headers: [("Cache-Control", directive)])
-        }) { client, server, clock in
+        try await withCache(
+            kind,
+            handler: { request in
+                if failing.withLock({ $0 }) { return .text("down", status: status) }
+                let directive = request.path == "/strict" ? "max-age=1, stale-if-error=60, must-revalidate" : "max-age=1, stale-if-error=60"
+                return .text("good", headers: [("Cache-Control", directive)])
+            }
+        ) { client, server, clock in
             _ = try await client.send(Self.get("/sie"))
             _ = try await client.send(Self.get("/strict"))
             failing.withLock { $0 = true }
@@ -337,9 +360,12 @@ struct RFC9111Tests {
         let clock = TestClock()
         let server = try await http1Server { _ in .text("good", headers: [("Cache-Control", "max-age=1")]) }
         let store = MemoryCacheStore()
-        try await withClient(kind, server: server, configure: {
-            $0.cache = CacheConfiguration(store: store, now: { clock.now })
-        }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: store, now: { clock.now })
+            }
+        ) { client in
             _ = try await client.send(Self.get("/gone"))
         }
         // The server has stopped; a new client (no pooled connection) on the same store finds nobody
@@ -349,10 +375,12 @@ struct RFC9111Tests {
         defer { withExtendedLifetime(refusing) {} }
         let ahc = kind == .asyncHTTPClient ? AsyncHTTPClientTransport() : nil
         let transport: any Transport = ahc ?? URLSessionTransport()
-        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
-            $0.cache = CacheConfiguration(store: store, policy: CachePolicy.http.servingStale(ifError: .seconds(300)), now: { clock.now })
-            $0.retry = .never
-        })
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.cache = CacheConfiguration(
+                    store: store, policy: CachePolicy.http.servingStale(ifError: .seconds(300)), now: { clock.now })
+                $0.retry = .never
+            })
         do {
             clock.advance(100)
             let stale = try await client.response(Self.get("/gone"))
@@ -375,12 +403,16 @@ struct RFC9111Tests {
         // RFC 9111 §4.4: a cache MUST invalidate the target URI, and the URIs in Location and
         // Content-Location when they have the same origin, after a non-error response to an unsafe method.
         let counter = Locked(0)
-        try await withCache(kind, handler: { request in
-            if request.method != "GET" {
-                return .text("done", headers: [("Location", "/other"), ("Content-Location", "/third?a=1&b=2"), ("Vary", "Accept-Language")])
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.method != "GET" {
+                    return .text(
+                        "done", headers: [("Location", "/other"), ("Content-Location", "/third?a=1&b=2"), ("Vary", "Accept-Language")])
+                }
+                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600"), ("Vary", "Accept-Language")])
             }
-            return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600"), ("Vary", "Accept-Language")])
-        }) { client, server, _ in
+        ) { client, server, _ in
             let english: HTTPFields = [.acceptLanguage: "en"]
             let french: HTTPFields = [.acceptLanguage: "fr"]
             for path in ["/items", "/other", "/third?a=1&b=2", "/unrelated"] {
@@ -405,9 +437,12 @@ struct RFC9111Tests {
         // RFC 9111 §4.4 holds for every exchange: a POST whose answer is streamed (server-sent
         // events, a generated file) is not cached, but it still invalidates its target URI.
         let counter = Locked(0)
-        try await withCache(kind, handler: { request in
-            request.method == "GET" ? .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")]) : .text("done")
-        }) { client, server, _ in
+        try await withCache(
+            kind,
+            handler: { request in
+                request.method == "GET" ? .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")]) : .text("done")
+            }
+        ) { client, server, _ in
             _ = try await client.send(Self.get("/items"))
             #expect(try await client.response(Self.get("/items")).source == .cache)
             let post = Endpoint<Data>(method: .post, path: "/items", decoding: .data)
@@ -434,9 +469,12 @@ struct RFC9111Tests {
     func theQueryIsPartOfTheKeyInItsOrder(_ kind: TransportKind) async throws {
         // RFC 9111 §2: the cache key is the target URI; RFC 3986 §6 does not make a reordered
         // query the same URI, and a server may answer `tag=b&tag=a` differently from `tag=a&tag=b`.
-        try await withCache(kind, handler: { request in
-            .text(request.uri, headers: [("Cache-Control", "max-age=600")])
-        }) { client, server, _ in
+        try await withCache(
+            kind,
+            handler: { request in
+                .text(request.uri, headers: [("Cache-Control", "max-age=600")])
+            }
+        ) { client, server, _ in
             #expect(try await client.send(Self.get("/list?tag=b&tag=a")) == "/list?tag=b&tag=a")
             let other = try await client.response(Self.get("/list?tag=a&tag=b"))
             #expect(other.source == .network)
@@ -452,12 +490,15 @@ struct RFC9111Tests {
         // it. The caller asked for the resource, so it is fetched without conditions.
         let store = RecordingStore()
         let counter = Locked(0)
-        try await withCache(kind, store: store, handler: { request in
-            if request.header("If-None-Match") != nil {
-                return ScriptedResponse(status: 304, headers: [("ETag", tag), ("Cache-Control", "max-age=600")])
+        try await withCache(
+            kind, store: store,
+            handler: { request in
+                if request.header("If-None-Match") != nil {
+                    return ScriptedResponse(status: 304, headers: [("ETag", tag), ("Cache-Control", "max-age=600")])
+                }
+                return .text(Self.counted(counter), headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=1")])
             }
-            return .text(Self.counted(counter), headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=1")])
-        }) { client, server, clock in
+        ) { client, server, clock in
             #expect(try await client.send(Self.get("/tagged")) == "answer 1")
             clock.advance(5)
             let second = try await client.response(Self.get("/tagged"))
@@ -477,12 +518,15 @@ struct RFC9111Tests {
         // RFC 9111 §4.3.4: a weak validator identifies the stored response that matches it by
         // weak comparison (RFC 9110 §8.8.3.2).
         let counter = Locked(0)
-        try await withCache(kind, handler: { request in
-            if request.header("If-None-Match") != nil {
-                return ScriptedResponse(status: 304, headers: [("ETag", "W/\"v1\""), ("Cache-Control", "max-age=600")])
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.header("If-None-Match") != nil {
+                    return ScriptedResponse(status: 304, headers: [("ETag", "W/\"v1\""), ("Cache-Control", "max-age=600")])
+                }
+                return .text(Self.counted(counter), headers: [("ETag", "W/\"v1\""), ("Cache-Control", "max-age=1")])
             }
-            return .text(Self.counted(counter), headers: [("ETag", "W/\"v1\""), ("Cache-Control", "max-age=1")])
-        }) { client, server, clock in
+        ) { client, server, clock in
             _ = try await client.send(Self.get("/weak"))
             clock.advance(5)
             let second = try await client.response(Self.get("/weak"))
@@ -495,14 +539,18 @@ struct RFC9111Tests {
     @Test(arguments: TransportKind.allCases)
     func anErrorAnswerOrAnotherOriginsLocationInvalidatesNothingElse(_ kind: TransportKind) async throws {
         let counter = Locked(0)
-        try await withCache(kind, handler: { request in
-            if request.method == "POST" {
-                return request.path == "/fail"
-                    ? .text("no", status: 500, headers: [("Location", "/kept")])
-                    : .text("ok", headers: [("Location", "http://elsewhere.example/kept"), ("Content-Location", "https://127.0.0.1/kept")])
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.method == "POST" {
+                    return request.path == "/fail"
+                        ? .text("no", status: 500, headers: [("Location", "/kept")])
+                        : .text(
+                            "ok", headers: [("Location", "http://elsewhere.example/kept"), ("Content-Location", "https://127.0.0.1/kept")])
+                }
+                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
             }
-            return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
-        }) { client, _, _ in
+        ) { client, _, _ in
             _ = try await client.send(Self.get("/kept"))
             _ = try await client.send(Self.get("/fail"))
             _ = await expectCourierError { _ = try await client.send(Endpoint<String>(method: .post, path: "/fail", decoding: .string)) }
@@ -518,7 +566,9 @@ struct RFC9111Tests {
     func onlyIfCachedNeverTouchesTheNetwork(_ kind: TransportKind) async throws {
         // RFC 9111 §5.2.1.7: with nothing usable stored the answer is 504, without the network.
         let onlyIfCached: HTTPFields = [.cacheControl: "only-if-cached"]
-        try await withCache(kind, handler: { request in .text("x", headers: [("Cache-Control", request.path == "/short" ? "max-age=1" : "max-age=60")]) }) { client, server, clock in
+        try await withCache(
+            kind, handler: { request in .text("x", headers: [("Cache-Control", request.path == "/short" ? "max-age=1" : "max-age=60")]) }
+        ) { client, server, clock in
             let nothing = await expectCourierError { _ = try await client.send(Self.get("/fresh", onlyIfCached)) }
             #expect(nothing?.kind == .httpStatus)
             #expect(nothing?.status?.code == 504)
@@ -545,19 +595,22 @@ struct RFC9111Tests {
     @Test(arguments: TransportKind.allCases)
     func maxStaleMinFreshAndNoCacheFromTheRequestAreHonoured(_ kind: TransportKind) async throws {
         let counter = Locked(0)
-        try await withCache(kind, handler: { request in
-            if request.header("If-None-Match") == "\"t\"" {
-                return ScriptedResponse(status: 304, headers: [("ETag", "\"t\""), ("Cache-Control", "max-age=60")])
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.header("If-None-Match") == "\"t\"" {
+                    return ScriptedResponse(status: 304, headers: [("ETag", "\"t\""), ("Cache-Control", "max-age=60")])
+                }
+                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=60"), ("ETag", "\"t\"")])
             }
-            return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=60"), ("ETag", "\"t\"")])
-        }) { client, server, clock in
+        ) { client, server, clock in
             _ = try await client.send(Self.get("/d"))
             clock.advance(50)
             // §5.2.1.3 min-fresh: 10 s of freshness left is less than asked for.
             let minFresh = try await client.response(Self.get("/d", [.cacheControl: "min-fresh=30"]))
             #expect(minFresh.source == .revalidated)
             #expect(server.requests.count == 2)
-            clock.advance(70)   // 10 s stale
+            clock.advance(70)  // 10 s stale
             // §5.2.1.2 max-stale: 10 s of staleness is within 20.
             #expect(try await client.response(Self.get("/d", [.cacheControl: "max-stale=20"])).source == .cache)
             #expect(try await client.response(Self.get("/d", [.cacheControl: "max-stale=5"])).source == .revalidated)
@@ -575,10 +628,13 @@ struct RFC9111Tests {
     func aFreshImmutableResponseIsNotRevalidatedOnAReload(_ kind: TransportKind) async throws {
         // RFC 8246 §2: during its freshness an immutable response is not revalidated because a
         // reload asked for a younger one (max-age=0); a forced reload (no-cache) still revalidates.
-        try await withCache(kind, handler: { request in
-            let immutable = request.path == "/immutable" ? ", immutable" : ""
-            return .text("v", headers: [("Cache-Control", "max-age=600\(immutable)"), ("ETag", "\"i\"")])
-        }) { client, server, clock in
+        try await withCache(
+            kind,
+            handler: { request in
+                let immutable = request.path == "/immutable" ? ", immutable" : ""
+                return .text("v", headers: [("Cache-Control", "max-age=600\(immutable)"), ("ETag", "\"i\"")])
+            }
+        ) { client, server, clock in
             _ = try await client.send(Self.get("/immutable"))
             _ = try await client.send(Self.get("/mutable"))
             clock.advance(1)
@@ -593,7 +649,9 @@ struct RFC9111Tests {
     @Test(arguments: TransportKind.allCases)
     func onlyIfCachedServesAStaleWhileRevalidateResponseWithoutTheBackgroundRequest(_ kind: TransportKind) async throws {
         // RFC 9111 §5.2.1.7: only-if-cached never reaches the origin, not even in the background.
-        try await withCache(kind, handler: { _ in .text("v", headers: [("Cache-Control", "max-age=1, stale-while-revalidate=600, stale-if-error=600")]) }) { client, server, clock in
+        try await withCache(
+            kind, handler: { _ in .text("v", headers: [("Cache-Control", "max-age=1, stale-while-revalidate=600, stale-if-error=600")]) }
+        ) { client, server, clock in
             _ = try await client.send(Self.get("/s"))
             clock.advance(10)
             let answer = try await client.response(Self.get("/s", [.cacheControl: "only-if-cached, max-stale=0"]))
@@ -609,13 +667,16 @@ struct RFC9111Tests {
     @Test(arguments: TransportKind.allCases)
     func aPOSTResponseWithFreshnessAndItsOwnContentLocationAnswersALaterGET(_ kind: TransportKind) async throws {
         // RFC 9110 §9.3.3 and RFC 9111 §4.4: such a response is the representation of its URL.
-        try await withCache(kind, handler: { request in
-            if request.method == "POST" {
-                let location = request.path == "/doc" ? "/doc" : "/somewhere-else"
-                return .text("posted", headers: [("Cache-Control", "max-age=60"), ("Content-Location", location)])
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.method == "POST" {
+                    let location = request.path == "/doc" ? "/doc" : "/somewhere-else"
+                    return .text("posted", headers: [("Cache-Control", "max-age=60"), ("Content-Location", location)])
+                }
+                return .text("from GET")
             }
-            return .text("from GET")
-        }) { client, server, _ in
+        ) { client, server, _ in
             _ = try await client.send(Endpoint<String>(method: .post, path: "/doc", decoding: .string))
             let answer = try await client.response(Self.get("/doc"))
             #expect(answer.source == .cache)
@@ -624,28 +685,33 @@ struct RFC9111Tests {
             #expect(try await client.response(Self.get("/other")).value == "from GET")
             #expect(server.requests.count == 3)
             // RFC 9111 §5.2.1.5: a request's no-store keeps its response out of the cache.
-            _ = try await client.send(Endpoint<String>(method: .post, path: "/doc", headers: [.cacheControl: "no-store"], decoding: .string))
+            _ = try await client.send(
+                Endpoint<String>(method: .post, path: "/doc", headers: [.cacheControl: "no-store"], decoding: .string))
             #expect(try await client.response(Self.get("/doc")).value == "from GET")
             #expect(server.requests.count == 5)
         }
     }
 
     @Test(arguments: [
-        (rule: HeuristicFreshness.standard, daysLater: 0.9, cached: true),    // 10% of 10 days, capped at a day
+        (rule: HeuristicFreshness.standard, daysLater: 0.9, cached: true),  // 10% of 10 days, capped at a day
         (rule: HeuristicFreshness.standard, daysLater: 1.1, cached: false),
         (rule: HeuristicFreshness.none, daysLater: 0.0, cached: false),
         (rule: HeuristicFreshness(fraction: 0.5, limit: .seconds(10 * 86_400)), daysLater: 4.9, cached: true),
         (rule: HeuristicFreshness(fraction: 0.5, limit: .seconds(10 * 86_400)), daysLater: 5.1, cached: false),
         (rule: HeuristicFreshness(fraction: .nan, limit: .seconds(-5)), daysLater: 0.0, cached: false),
     ])
-    func heuristicFreshnessIsAConfigurableFractionOfTheTimeSinceLastModified(rule: HeuristicFreshness, daysLater: Double, cached: Bool) async throws {
+    func heuristicFreshnessIsAConfigurableFractionOfTheTimeSinceLastModified(
+        rule: HeuristicFreshness, daysLater: Double, cached: Bool
+    ) async throws {
         // RFC 9111 §4.2.2: a cache MAY assign a heuristic lifetime to a response without
         // explicit expiry whose status allows it; Courier's is a fraction of Date − Last-Modified.
         let now = TestClock().now
         let headers = [("Date", imfDate(now)), ("Last-Modified", imfDate(now.addingTimeInterval(-10 * 86_400)))]
         for kind in TransportKind.allCases {
             let counter = Locked(0)
-            try await withCache(kind, policy: CachePolicy.http.heuristicFreshness(rule), handler: { _ in .text(Self.counted(counter), headers: headers) }) { client, server, clock in
+            try await withCache(
+                kind, policy: CachePolicy.http.heuristicFreshness(rule), handler: { _ in .text(Self.counted(counter), headers: headers) }
+            ) { client, server, clock in
                 _ = try await client.send(Self.get("/h"))
                 clock.advance(daysLater * 86_400)
                 let second = try await client.response(Self.get("/h"))
@@ -660,10 +726,13 @@ struct RFC9111Tests {
         // RFC 9111 §5.2.2.3: a cache that understands the status code ignores no-store sent for
         // caches that do not; one it does not understand is not stored.
         let counter = Locked(0)
-        try await withCache(kind, handler: { request in
-            let status = request.path == "/created" ? 201 : 200
-            return .text(Self.counted(counter), status: status, headers: [("Cache-Control", "max-age=60, no-store, must-understand")])
-        }) { client, server, _ in
+        try await withCache(
+            kind,
+            handler: { request in
+                let status = request.path == "/created" ? 201 : 200
+                return .text(Self.counted(counter), status: status, headers: [("Cache-Control", "max-age=60, no-store, must-understand")])
+            }
+        ) { client, server, _ in
             _ = try await client.send(Self.get("/ok"))
             #expect(try await client.response(Self.get("/ok")).source == .cache)
             _ = try await client.send(Self.get("/created"))
@@ -678,14 +747,19 @@ struct RFC9111Tests {
         // fields; a different validator means the stored response is outdated.
         let etag = Locked("\"a\"")
         let counter = Locked(0)
-        try await withCache(kind, handler: { request in
-            let current = etag.withLock { $0 }
-            if request.method == "HEAD" {
-                // The body is not sent (a HEAD response), but gives the Content-Length a GET would have.
-                return ScriptedResponse(status: 200, headers: [("ETag", current), ("Cache-Control", "max-age=60"), ("X-Seen", "head")], body: Data("answer 0".utf8))
+        try await withCache(
+            kind,
+            handler: { request in
+                let current = etag.withLock { $0 }
+                if request.method == "HEAD" {
+                    // The body is not sent (a HEAD response), but gives the Content-Length a GET would have.
+                    return ScriptedResponse(
+                        status: 200, headers: [("ETag", current), ("Cache-Control", "max-age=60"), ("X-Seen", "head")],
+                        body: Data("answer 0".utf8))
+                }
+                return .text(Self.counted(counter), headers: [("ETag", current), ("Cache-Control", "max-age=60")])
             }
-            return .text(Self.counted(counter), headers: [("ETag", current), ("Cache-Control", "max-age=60")])
-        }) { client, server, _ in
+        ) { client, server, _ in
             _ = try await client.send(Self.get("/r"))
             _ = try await client.response(Endpoint<String>(method: .head, path: "/r", decoding: .string))
             let updated = try await client.response(Self.get("/r"))
@@ -706,13 +780,17 @@ struct RFC9111Tests {
 
     // MARK: - §4.3.1 Validators
 
-    @Test(arguments: TransportKind.allCases, ["\"plain\"", "W/\"weak tag\"", "unquoted-invalid", "\"with \\\\ backslash\"", "\"\"", "W/\"\""])
+    @Test(
+        arguments: TransportKind.allCases, ["\"plain\"", "W/\"weak tag\"", "unquoted-invalid", "\"with \\\\ backslash\"", "\"\"", "W/\"\""])
     func anETagIsSentBackByteForByte(_ kind: TransportKind, _ tag: String) async throws {
         // RFC 9111 §4.3.1: the stored entity tag goes in If-None-Match as received.
-        try await withCache(kind, handler: { request in
-            if request.header("If-None-Match") != nil { return ScriptedResponse(status: 304, headers: [("ETag", tag)]) }
-            return .text("tagged", headers: [("ETag", tag), ("Cache-Control", "max-age=0")])
-        }) { client, server, _ in
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.header("If-None-Match") != nil { return ScriptedResponse(status: 304, headers: [("ETag", tag)]) }
+                return .text("tagged", headers: [("ETag", tag), ("Cache-Control", "max-age=0")])
+            }
+        ) { client, server, _ in
             _ = try await client.send(Self.get("/t"))
             let second = try await client.response(Self.get("/t"))
             #expect(second.source == .revalidated)

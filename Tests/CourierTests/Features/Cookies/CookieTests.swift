@@ -1,8 +1,9 @@
-@testable import Courier
 import CourierTestServer
 import Foundation
 import HTTPTypes
 import Testing
+
+@testable import Courier
 
 /// RFC 6265's rules, one by one, as pure functions (each test names its section).
 @Suite("Cookies: the rules of RFC 6265")
@@ -23,7 +24,7 @@ struct CookieRulesTests {
         #expect(cookie.value == "y")
         #expect(!cookie.value.contains(";"))
         #expect(cookie.path == "/p")
-        #expect(!cookie.secure)   // "\u{301}Secure" is an unknown attribute, not Secure
+        #expect(!cookie.secure)  // "\u{301}Secure" is an unknown attribute, not Secure
     }
 
     @Test
@@ -36,7 +37,7 @@ struct CookieRulesTests {
         #expect(Array(cookie.name.utf8) == Array("m\u{37E}idid".utf8))
         #expect(!cookie.name.utf8.contains(UInt8(ascii: ";")))
         #expect(cookie.value == "a3fa")
-        #expect(cookie.expires == nil)   // "f=a3fWe" is no date: the attribute is ignored
+        #expect(cookie.expires == nil)  // "f=a3fWe" is no date: the attribute is ignored
     }
 
     @Test
@@ -54,9 +55,9 @@ struct CookieRulesTests {
     }
 
     @Test(arguments: [
-        ("a=1; Max-Age=60; Expires=Wed, 09 Jun 2021 10:18:14 GMT", 60.0),   // §5.3 step 3: Max-Age wins
+        ("a=1; Max-Age=60; Expires=Wed, 09 Jun 2021 10:18:14 GMT", 60.0),  // §5.3 step 3: Max-Age wins
         ("a=1; Expires=Wed, 09 Jun 2021 10:18:14 GMT; Max-Age=60", 60.0),
-        ("a=1; Max-Age=99999999999999999999", Double(Int32.max)),           // saturates, no trap
+        ("a=1; Max-Age=99999999999999999999", Double(Int32.max)),  // saturates, no trap
     ])
     func maxAgeWinsOverExpires(_ header: String, _ seconds: Double) throws {
         let cookie = try #require(Self.parse(header))
@@ -80,7 +81,7 @@ struct CookieRulesTests {
         ("Sun, 06 Nov 1994 08:49:37 GMT", 784_111_777.0),
         ("Sunday, 06-Nov-94 08:49:37 GMT", 784_111_777.0),
         ("Sun Nov  6 08:49:37 1994", 784_111_777.0),
-        ("06 Nov 1994 8:49:37", 784_111_777.0),            // the algorithm takes tokens in any order
+        ("06 Nov 1994 8:49:37", 784_111_777.0),  // the algorithm takes tokens in any order
         ("Wed, 09 Jun 2021 10:18:14 GMT", 1_623_233_894.0),
         ("Wed, 09 Jun 2021 10:18:14:00 GMT", 1_623_233_894.0),  // time = hms-time ( non-digit *OCTET )
     ])
@@ -89,7 +90,9 @@ struct CookieRulesTests {
         #expect(CookieRules.cookieDate(text) == Date(timeIntervalSince1970: seconds))
     }
 
-    @Test(arguments: ["", "31 Feb 2021 10:00:00", "06 Nov 1994 25:00:00", "06 Nov 1500 08:00:00", "06 Nov 99999999999 08:00:00", "08:49:37"])
+    @Test(arguments: [
+        "", "31 Feb 2021 10:00:00", "06 Nov 1994 25:00:00", "06 Nov 1500 08:00:00", "06 Nov 99999999999 08:00:00", "08:49:37",
+    ])
     func anImpossibleCookieDateIsNoDate(_ text: String) {
         #expect(CookieRules.cookieDate(text) == nil)
     }
@@ -101,8 +104,8 @@ struct CookieRulesTests {
         #expect(parent.domain == "example.com")
         #expect(!parent.hostOnly)
         #expect(Self.parse("a=1; Domain=other.com") == nil)
-        #expect(Self.parse("a=1; Domain=com") == nil)                        // a top-level domain
-        #expect(Self.parse("a=1; Domain=0.0.1", host: "127.0.0.1") == nil)     // an IP address has no parent
+        #expect(Self.parse("a=1; Domain=com") == nil)  // a top-level domain
+        #expect(Self.parse("a=1; Domain=0.0.1", host: "127.0.0.1") == nil)  // an IP address has no parent
         #expect(try #require(Self.parse("a=1; Domain=127.0.0.1", host: "127.0.0.1")).hostOnly == false)
         // A fully qualified top-level domain is still one: `com.` would reach every `*.com.` host.
         #expect(Self.parse("a=1; Domain=com.", host: "www.example.com.") == nil)
@@ -156,7 +159,7 @@ struct CookieRulesTests {
         ("127.0.0.1", "0.0.1", false),
     ])
     func domainMatching(_ host: String, _ domain: String, _ matches: Bool) {
-        #expect(CookieRules.domainMatches(host, domain) == matches)   // §5.1.3
+        #expect(CookieRules.domainMatches(host, domain) == matches)  // §5.1.3
     }
 
     @Test(arguments: [
@@ -164,12 +167,12 @@ struct CookieRulesTests {
         ("/apis", "/api", false), ("/", "/api", false),
     ])
     func pathMatching(_ path: String, _ cookiePath: String, _ matches: Bool) {
-        #expect(CookieRules.pathMatches(path, cookiePath) == matches)   // §5.1.4
+        #expect(CookieRules.pathMatches(path, cookiePath) == matches)  // §5.1.4
     }
 
     @Test(arguments: [("/a/b/c", "/a/b"), ("/a", "/"), ("/", "/"), ("", "/"), ("relative", "/")])
     func theDefaultPathIsTheRequestsDirectory(_ path: String, _ expected: String) {
-        #expect(CookieRules.defaultPath(path) == expected)   // §5.1.4
+        #expect(CookieRules.defaultPath(path) == expected)  // §5.1.4
         #expect(Self.parse("a=1", path: path)?.path == expected)
     }
 
@@ -200,7 +203,9 @@ struct CookieRulesTests {
         jar.set(Cookie(name: "a", value: "3", domain: "www.example.com", path: "/", created: clock.now))
         #expect(jar.cookies(for: url).map { "\($0.name)=\($0.value)" } == ["b=2", "a=3"])
         #expect(jar.allCookies.first { $0.name == "a" }?.created == Self.now)
-        for index in 0..<60 { jar.set(Cookie(name: "n\(index)", value: "v", domain: "www.example.com", created: clock.now.addingTimeInterval(Double(index)))) }
+        for index in 0..<60 {
+            jar.set(Cookie(name: "n\(index)", value: "v", domain: "www.example.com", created: clock.now.addingTimeInterval(Double(index))))
+        }
         #expect(jar.allCookies.count == 50)
         jar.set(Cookie(name: "b", value: "gone", domain: "www.example.com", path: "/api", expires: .distantPast))
         #expect(!jar.allCookies.contains { $0.name == "b" })
@@ -245,8 +250,12 @@ struct CookieRulesTests {
         #expect(composed != decomposed)
         #expect(Set([composed, decomposed]).count == 2)
         // Values, domains and paths compare as bytes as well.
-        #expect(Cookie(name: "a", value: "\u{E9}", domain: "example.com", created: created) != Cookie(name: "a", value: "e\u{301}", domain: "example.com", created: created))
-        #expect(Cookie(name: "a", value: "1", domain: "example.com", path: "/caf\u{E9}", created: created) != Cookie(name: "a", value: "1", domain: "example.com", path: "/cafe\u{301}", created: created))
+        #expect(
+            Cookie(name: "a", value: "\u{E9}", domain: "example.com", created: created)
+                != Cookie(name: "a", value: "e\u{301}", domain: "example.com", created: created))
+        #expect(
+            Cookie(name: "a", value: "1", domain: "example.com", path: "/caf\u{E9}", created: created)
+                != Cookie(name: "a", value: "1", domain: "example.com", path: "/cafe\u{301}", created: created))
         // Byte-identical cookies are still equal, with equal hashes.
         let again = Cookie(name: "\u{E9}", value: "1", domain: "EXAMPLE.com", created: created)
         #expect(composed == again)
@@ -283,7 +292,7 @@ struct CookieRulesTests {
     }
 
     @Test(arguments: [
-        ("a=1; Path=/x; Path=bogus", "/dir"),   // the last Path wins, and an invalid one means the default path
+        ("a=1; Path=/x; Path=bogus", "/dir"),  // the last Path wins, and an invalid one means the default path
         ("a=1; Path=bogus; Path=/x", "/x"),
         ("a=1; Path=", "/dir"),
         ("a=1; Path=/x", "/x"),
@@ -302,10 +311,13 @@ struct CookieJarTests {
         let received = request.header("Cookie") ?? ""
         switch request.path {
         case "/login":
-            return ScriptedResponse(status: 302, headers: [
-                ("Location", "/home"), ("Set-Cookie", "session=s3cr3t; Path=/; HttpOnly"), ("Set-Cookie", "theme=dark; Path=/; Expires=Wed, 09 Jun 2100 10:18:14 GMT; Max-Age=3600"),
-                ("Set-Cookie", "api=1; Path=/api"), ("Set-Cookie", "secure=1; Secure"),
-            ])
+            return ScriptedResponse(
+                status: 302,
+                headers: [
+                    ("Location", "/home"), ("Set-Cookie", "session=s3cr3t; Path=/; HttpOnly"),
+                    ("Set-Cookie", "theme=dark; Path=/; Expires=Wed, 09 Jun 2100 10:18:14 GMT; Max-Age=3600"),
+                    ("Set-Cookie", "api=1; Path=/api"), ("Set-Cookie", "secure=1; Secure"),
+                ])
         case "/logout":
             return .text("bye", headers: [("Set-Cookie", "theme=; Path=/; Max-Age=0")])
         case "/flaky":
@@ -318,9 +330,17 @@ struct CookieJarTests {
         }
     }
 
-    func withJar(_ kind: TransportKind, jar: CookieJar = CookieJar(), _ body: (Client, TestServer, CookieJar) async throws -> Void) async throws {
+    func withJar(
+        _ kind: TransportKind, jar: CookieJar = CookieJar(), _ body: (Client, TestServer, CookieJar) async throws -> Void
+    ) async throws {
         let server = try await http1Server(Self.origin)
-        try await withClient(kind, server: server, configure: { $0.cookies = jar; $0.retry = .never }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cookies = jar
+                $0.retry = .never
+            }
+        ) { client in
             try await body(client, server, jar)
         }
     }
@@ -384,7 +404,13 @@ struct CookieJarTests {
     func aRetriedAttemptCarriesTheCookieTheFailedOneSet(_ kind: TransportKind) async throws {
         // Seam cookies × retry: the stage sits below retry, so the second attempt has the cookie.
         let server = try await http1Server(Self.origin)
-        try await withClient(kind, server: server, configure: { $0.cookies = CookieJar(); $0.retry = RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1)) }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cookies = CookieJar()
+                $0.retry = RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1))
+            }
+        ) { client in
             let echoed = try await client.send(Self.get("/flaky"))
             #expect(echoed == "retry=1")
             #expect(server.requests.count == 2)
@@ -407,7 +433,13 @@ struct CookieJarTests {
         // Seam cookies × cache: the stage is below the cache; a hit does not replay Set-Cookie.
         let jar = CookieJar()
         let server = try await http1Server { _ in .text("page", headers: [("Cache-Control", "max-age=60"), ("Set-Cookie", "seen=1")]) }
-        try await withClient(kind, server: server, configure: { $0.cookies = jar; $0.cache.store = MemoryCacheStore() }) { client in
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cookies = jar
+                $0.cache.store = MemoryCacheStore()
+            }
+        ) { client in
             _ = try await client.send(Self.get("/page"))
             jar.removeAll()
             let hit = try await client.response(Self.get("/page"))

@@ -78,7 +78,9 @@ final class Finish<Value: Sendable>: Sendable {
 
     /// Runs `body` in a new task (cancelled before it starts when `preCancelled`).
     @discardableResult
-    static func start(preCancelled: Bool = false, _ body: @escaping @Sendable () async throws -> Value) -> (Finish<Value>, Task<Void, Never>) {
+    static func start(
+        preCancelled: Bool = false, _ body: @escaping @Sendable () async throws -> Value
+    ) -> (Finish<Value>, Task<Void, Never>) {
         let finish = Finish<Value>()
         let task = Task {
             if preCancelled { withUnsafeCurrentTask { $0?.cancel() } }
@@ -133,14 +135,16 @@ struct AuthSeamTests {
         let (transport, shutdown) = makeTransport(kind)
         let store = RecordingCredentialStore(token)
         let auth = OAuth2Authenticator(
-            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "seams", clientSecret: "secret"),
+            tokenEndpoint: OAuth2TokenEndpoint(
+                url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "seams", clientSecret: "secret"),
             tokenClient: Client(configuration: .init(transport: transport)),
             store: store,
             configuration: configuration
         )
-        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
-            $0.middleware = [auth]
-        })
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.middleware = [auth]
+            })
         let setup = Setup(client: client, auth: auth, tokens: tokens, server: server, store: store)
         do {
             try await body(setup)
@@ -264,9 +268,11 @@ struct AuthSeamTests {
         func release() { self.state.withLock { $0.released = true } }
 
         func gate() -> PrerequisiteGate<String> {
-            PrerequisiteGate<String>(fetch: { try await self.fetch() }, apply: { crumb, request in
-                request.head.headerFields[HTTPField.Name("X-Crumb")!] = crumb
-            })
+            PrerequisiteGate<String>(
+                fetch: { try await self.fetch() },
+                apply: { crumb, request in
+                    request.head.headerFields[HTTPField.Name("X-Crumb")!] = crumb
+                })
         }
     }
 
@@ -334,7 +340,8 @@ struct AuthSeamTests {
             let expected: String
             if how == "supply" {
                 setup.tokens.state.withLock { _ = $0.valid.insert("supplied") }
-                try setup.auth.supply(OAuth2Token(accessToken: "supplied", refreshToken: "r-supplied", expiresAt: Date().addingTimeInterval(3600)))
+                try setup.auth.supply(
+                    OAuth2Token(accessToken: "supplied", refreshToken: "r-supplied", expiresAt: Date().addingTimeInterval(3600)))
                 expected = "supplied"
             } else {
                 try await setup.auth.signIn(username: "ada", password: "s3cret")
@@ -371,7 +378,15 @@ struct AuthSeamTests {
 
     @Test(arguments: TransportKind.allCases)
     func aRefusedRefreshFinishingAfterNewCredentialsDoesNotSignOut(_ kind: TransportKind) async throws {
-        try await self.withAuth(kind, token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true; $0.refreshFails = true } }) { setup in
+        try await self.withAuth(
+            kind, token: Self.expired,
+            prepare: {
+                $0.state.withLock {
+                    $0.holdRefreshes = true
+                    $0.refreshFails = true
+                }
+            }
+        ) { setup in
             let (waiting, _) = Finish.start { try await setup.client.send(Self.article("/api/a")) }
             #expect(await eventually { setup.tokens.state.withLock { $0.refreshCalls } == 1 })
             setup.tokens.state.withLock { _ = $0.valid.insert("supplied") }
@@ -475,8 +490,10 @@ struct AuthSeamTests {
         let outcomes = Locked<[String]>([])
         let server = try await http1Server { request in
             do {
-                try verifier.verify(method: request.method, target: request.uri, body: request.body,
-                                    signature: request.header("x-signature"), timestamp: request.header("x-signature-timestamp"), nonce: request.header("x-signature-nonce"))
+                try verifier.verify(
+                    method: request.method, target: request.uri, body: request.body,
+                    signature: request.header("x-signature"), timestamp: request.header("x-signature-timestamp"),
+                    nonce: request.header("x-signature-nonce"))
                 outcomes.withLock { $0.append("ok") }
                 return .json(#"{"id":\#(request.body.count),"title":"verified"}"#)
             } catch {
@@ -486,7 +503,8 @@ struct AuthSeamTests {
         }
         let content = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
         try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key, keyID: "k1")] }) { client in
-            var endpoint = Endpoint<Article>(method: .post, path: "/uploads", query: ["name": "blob"], body: .data(content, contentType: "application/octet-stream"))
+            var endpoint = Endpoint<Article>(
+                method: .post, path: "/uploads", query: ["name": "blob"], body: .data(content, contentType: "application/octet-stream"))
             endpoint.compressesRequestBody = compressed
             let transfer = client.upload(endpoint)
             let seen = Task { await transfer.progress.reduce(into: [TransferProgress]()) { $0.append($1) } }

@@ -56,7 +56,8 @@ final class OAuthServer: Sendable {
         }
         let authorization = request.header("authorization") ?? ""
         if request.path == "/scoped" {
-            return .text("no", status: 401, headers: [("WWW-Authenticate", #"Bearer realm="api", error="insufficient_scope", scope="admin""#)])
+            return .text(
+                "no", status: 401, headers: [("WWW-Authenticate", #"Bearer realm="api", error="insufficient_scope", scope="admin""#)])
         }
         if request.path == "/nope" { return .json(#"{"error":"missing","access_token":"body-secret"}"#, status: 404) }
         if request.path.hasPrefix("/slow") { try? await Task.sleep(for: .milliseconds(300)) }
@@ -83,15 +84,17 @@ struct OAuth2Tests {
         let (transport, shutdown) = makeTransport(kind)
         let tokenClient = Client(configuration: .init(transport: transport))
         let auth = OAuth2Authenticator(
-            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
+            tokenEndpoint: OAuth2TokenEndpoint(
+                url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
             tokenClient: tokenClient,
             store: InMemoryCredentialStore(token),
             configuration: configuration
         ) { _ in events.withLock { $0 += 1 } }
-        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
-            $0.middleware = [auth]
-            $0.scheduling = .init(maxConcurrentRequests: 256, maxRequestsPerHost: 256)
-        })
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.middleware = [auth]
+                $0.scheduling = .init(maxConcurrentRequests: 256, maxRequestsPerHost: 256)
+            })
         do {
             try await body(client, auth, oauth, server)
         } catch {
@@ -159,7 +162,10 @@ struct OAuth2Tests {
             redirectURI: "courier://callback", scope: "openid profile", state: "s", codeVerifier: String(repeating: "v", count: 43)
         )
         let query = try #require(request.url.query(percentEncoded: true))
-        #expect(query.hasPrefix("prompt=select+account&hd=a%2Bb&response_type=code&client_id=app%2B1&redirect_uri=courier%3A%2F%2Fcallback&scope=openid%20profile&state=s&code_challenge="))
+        #expect(
+            query.hasPrefix(
+                "prompt=select+account&hd=a%2Bb&response_type=code&client_id=app%2B1&redirect_uri=courier%3A%2F%2Fcallback&scope=openid%20profile&state=s&code_challenge="
+            ))
         #expect(query.hasSuffix("&code_challenge_method=S256"))
     }
 
@@ -167,7 +173,9 @@ struct OAuth2Tests {
     func aTokenOfATypeTheClientCannotUseIsRefused() throws {
         // RFC 6749 §7.1: the client must not use a token whose type it does not understand; the
         // type is compared without regard to case (§5.1); none given is taken as Bearer.
-        #expect(throws: CourierError.self) { _ = try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","token_type":"mac"}"#.utf8)) }
+        #expect(throws: CourierError.self) {
+            _ = try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","token_type":"mac"}"#.utf8))
+        }
         #expect(try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","token_type":"bEaReR"}"#.utf8)).accessToken == "a")
         #expect(try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a"}"#.utf8)).accessToken == "a")
         #expect(try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","expires_in":"nan"}"#.utf8)).expiresAt == nil)
@@ -241,10 +249,14 @@ struct OAuth2Tests {
     func refreshCapStopsALoop(_ kind: TransportKind) async throws {
         var configuration = OAuth2Authenticator.Configuration()
         configuration.maxRefreshes = 2
-        try await self.setUp(kind, token: OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600)), configuration: configuration) { client, _, oauth, _ in
+        try await self.setUp(
+            kind, token: OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600)),
+            configuration: configuration
+        ) { client, _, oauth, _ in
             oauth.state.withLock { $0.alwaysUnauthorized = true }
             for index in 0..<4 {
-                let response = try? await client.response(Endpoint<Void>(path: "/api/\(index)", acceptedStatuses: 200..<500, decoding: .none))
+                let response = try? await client.response(
+                    Endpoint<Void>(path: "/api/\(index)", acceptedStatuses: 200..<500, decoding: .none))
                 if let response { #expect(response.status.code == 401) }
             }
             #expect(oauth.state.withLock { $0.refreshCalls } == 2)
@@ -277,7 +289,8 @@ struct OAuth2Tests {
 
     @Test
     func wwwAuthenticateChallengesAreParsed() {
-        let challenges = AuthenticationChallenge.parse(#"bearer realm="api", error="invalid_token", error_description="The access token expired", Basic realm="x""#)
+        let challenges = AuthenticationChallenge.parse(
+            #"bearer realm="api", error="invalid_token", error_description="The access token expired", Basic realm="x""#)
         #expect(challenges.count == 2)
         #expect(challenges[0].scheme == "bearer")
         #expect(challenges[0].parameters["error"] == "invalid_token")
@@ -285,8 +298,16 @@ struct OAuth2Tests {
         #expect(challenges[1] == AuthenticationChallenge(scheme: "basic", parameters: ["realm": "x"]))
         // RFC 9110 §11.2: a token68 (with its trailing `=`) ends its challenge; the next one is kept.
         let negotiate = AuthenticationChallenge.parse(#"Negotiate YIIB+/a==, Bearer error="invalid_token""#)
-        #expect(negotiate == [AuthenticationChallenge(scheme: "negotiate", parameters: [:]), AuthenticationChallenge(scheme: "bearer", parameters: ["error": "invalid_token"])])
-        #expect(AuthenticationChallenge.parse("Basic realm=x, Bearer") == [AuthenticationChallenge(scheme: "basic", parameters: ["realm": "x"]), AuthenticationChallenge(scheme: "bearer", parameters: [:])])
+        #expect(
+            negotiate == [
+                AuthenticationChallenge(scheme: "negotiate", parameters: [:]),
+                AuthenticationChallenge(scheme: "bearer", parameters: ["error": "invalid_token"]),
+            ])
+        #expect(
+            AuthenticationChallenge.parse("Basic realm=x, Bearer") == [
+                AuthenticationChallenge(scheme: "basic", parameters: ["realm": "x"]),
+                AuthenticationChallenge(scheme: "bearer", parameters: [:]),
+            ])
     }
 }
 
@@ -296,13 +317,15 @@ struct SecurityHygieneTests {
     func prerequisiteRunsOnceForFiftyConcurrentRequestsAndAgainAfterInvalidation(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let fetches = Locked(0)
-        let gate = PrerequisiteGate<String>(fetch: {
-            fetches.withLock { $0 += 1 }
-            try await Task.sleep(for: .milliseconds(100))
-            return "crumb-\(fetches.current)"
-        }, apply: { crumb, request in
-            request.head.headerFields[HTTPField.Name("X-Crumb")!] = crumb
-        })
+        let gate = PrerequisiteGate<String>(
+            fetch: {
+                fetches.withLock { $0 += 1 }
+                try await Task.sleep(for: .milliseconds(100))
+                return "crumb-\(fetches.current)"
+            },
+            apply: { crumb, request in
+                request.head.headerFields[HTTPField.Name("X-Crumb")!] = crumb
+            })
         try await withClient(kind, server: server, configure: { $0.middleware = [gate] }) { client in
             try await withThrowingTaskGroup(of: Echo.self) { group in
                 for index in 0..<50 { group.addTask { try await client.send(Endpoint<Echo>(path: "/echo", query: ["i": "\(index)"])) } }
@@ -331,7 +354,9 @@ struct SecurityHygieneTests {
         // A signature that is not base64 is a bad signature, not a crash or a pass.
         let verifier = SignatureVerifier(key: SymmetricKey(data: Data("k".utf8)))
         #expect(throws: SignatureVerifier.Rejection.badSignature) {
-            try verifier.verify(method: "GET", target: "/t", body: Data(), signature: "!!not base64!!", timestamp: "\(Int(Date().timeIntervalSince1970))", nonce: "n1")
+            try verifier.verify(
+                method: "GET", target: "/t", body: Data(), signature: "!!not base64!!", timestamp: "\(Int(Date().timeIntervalSince1970))",
+                nonce: "n1")
         }
     }
 
@@ -342,8 +367,10 @@ struct SecurityHygieneTests {
         let outcomes = Locked<[String]>([])
         let server = try await http1Server { request in
             do {
-                try verifier.verify(method: request.method, target: request.uri, body: request.body,
-                                    signature: request.header("x-signature"), timestamp: request.header("x-signature-timestamp"), nonce: request.header("x-signature-nonce"))
+                try verifier.verify(
+                    method: request.method, target: request.uri, body: request.body,
+                    signature: request.header("x-signature"), timestamp: request.header("x-signature-timestamp"),
+                    nonce: request.header("x-signature-nonce"))
                 outcomes.withLock { $0.append("ok") }
                 return .json(#"{"id":1,"title":"verified"}"#)
             } catch {
@@ -352,25 +379,34 @@ struct SecurityHygieneTests {
             }
         }
         try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key, keyID: "k1")] }) { client in
-            let article = try await client.send(Endpoint<Article>(method: .post, path: "/orders", query: ["b": "2", "a": "1"], body: .json(["item": 7])))
+            let article = try await client.send(
+                Endpoint<Article>(method: .post, path: "/orders", query: ["b": "2", "a": "1"], body: .json(["item": 7])))
             #expect(article.title == "verified")
             let recorded = try #require(server.requests.last)
             // Replaying the exact same request: rejected for its nonce.
             #expect(throws: SignatureVerifier.Rejection.replayedNonce) {
-                try verifier.verify(method: recorded.method, target: recorded.uri, body: recorded.body, signature: recorded.header("x-signature"), timestamp: recorded.header("x-signature-timestamp"), nonce: recorded.header("x-signature-nonce"))
+                try verifier.verify(
+                    method: recorded.method, target: recorded.uri, body: recorded.body, signature: recorded.header("x-signature"),
+                    timestamp: recorded.header("x-signature-timestamp"), nonce: recorded.header("x-signature-nonce"))
             }
             // A changed body: a bad signature.
             #expect(throws: SignatureVerifier.Rejection.badSignature) {
-                try verifier.verify(method: recorded.method, target: recorded.uri, body: Data(#"{"item":8}"#.utf8), signature: recorded.header("x-signature"), timestamp: recorded.header("x-signature-timestamp"), nonce: "fresh-nonce")
+                try verifier.verify(
+                    method: recorded.method, target: recorded.uri, body: Data(#"{"item":8}"#.utf8),
+                    signature: recorded.header("x-signature"), timestamp: recorded.header("x-signature-timestamp"), nonce: "fresh-nonce")
             }
             // An old timestamp: stale.
             #expect(throws: SignatureVerifier.Rejection.staleTimestamp) {
-                try verifier.verify(method: recorded.method, target: recorded.uri, body: recorded.body, signature: recorded.header("x-signature"), timestamp: recorded.header("x-signature-timestamp"), nonce: recorded.header("x-signature-nonce"), now: Date().addingTimeInterval(3600))
+                try verifier.verify(
+                    method: recorded.method, target: recorded.uri, body: recorded.body, signature: recorded.header("x-signature"),
+                    timestamp: recorded.header("x-signature-timestamp"), nonce: recorded.header("x-signature-nonce"),
+                    now: Date().addingTimeInterval(3600))
             }
             // Signed with the wrong key: the server refuses.
-            let wrong = Client(configuration: .init(transport: client.configuration.transport, baseURL: server.baseURL) {
-                $0.middleware = [RequestSigner(key: SymmetricKey(data: Data("other".utf8)))]
-            })
+            let wrong = Client(
+                configuration: .init(transport: client.configuration.transport, baseURL: server.baseURL) {
+                    $0.middleware = [RequestSigner(key: SymmetricKey(data: Data("other".utf8)))]
+                })
             let error = await expectCourierError { _ = try await wrong.send(Endpoint<Article>(path: "/orders")) }
             #expect(error?.status?.code == 401)
             #expect(outcomes.current == ["ok", "badSignature"])
@@ -384,7 +420,8 @@ struct SecurityHygieneTests {
         let target = other.baseURL.appendingPathComponent("echo").absoluteString
         let key = SymmetricKey(data: Data("k".utf8))
         try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key)] }) { client in
-            let echo = try await client.send(Endpoint<Echo>(path: "/to", query: ["url": target], headers: [.authorization: "Bearer secret", .cookie: "sid=1"]))
+            let echo = try await client.send(
+                Endpoint<Echo>(path: "/to", query: ["url": target], headers: [.authorization: "Bearer secret", .cookie: "sid=1"]))
             #expect(echo.headers["authorization"] == nil)
             #expect(echo.headers["cookie"] == nil)
             #expect(echo.headers["x-signature"] == nil)
@@ -418,22 +455,31 @@ struct SecurityHygieneTests {
         logger.logLevel = .debug
         let (transport, shutdown) = makeTransport(kind)
         let auth = OAuth2Authenticator(
-            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "c", clientSecret: "client-secret-value"),
+            tokenEndpoint: OAuth2TokenEndpoint(
+                url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "c", clientSecret: "client-secret-value"),
             tokenClient: Client(configuration: .init(transport: transport) { $0.logger = logger }),
-            store: InMemoryCredentialStore(OAuth2Token(accessToken: "super-secret-token", refreshToken: "refresh-secret", expiresAt: Date().addingTimeInterval(3600)))
+            store: InMemoryCredentialStore(
+                OAuth2Token(accessToken: "super-secret-token", refreshToken: "refresh-secret", expiresAt: Date().addingTimeInterval(3600)))
         )
-        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) {
-            $0.middleware = [auth]
-            $0.logger = logger
-        })
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.middleware = [auth]
+                $0.logger = logger
+            })
         _ = try await client.send(Endpoint<Article>(path: "/api", query: ["access_token": "query-secret", "api_key": "key-secret"]))
         oauth.revokeAll()
         _ = try await client.send(Endpoint<Article>(path: "/api/again"))
-        let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/nope", query: ["token": "another-secret"]).header("Cookie", "sid=cookie-secret")) }
+        let error = await expectCourierError {
+            _ = try await client.send(
+                Endpoint<Article>(path: "/nope", query: ["token": "another-secret"]).header("Cookie", "sid=cookie-secret"))
+        }
         let text = handler.entries.map { "\($0.message)" }.joined(separator: "\n") + "\n" + (error?.description ?? "")
         #expect(handler.entries.count >= 8)
         #expect(error?.status?.code == 404)
-        for secret in ["super-secret-token", "refresh-secret", "query-secret", "key-secret", "client-secret-value", "another-secret", "cookie-secret", "r-t-1", "body-secret"] {
+        for secret in [
+            "super-secret-token", "refresh-secret", "query-secret", "key-secret", "client-secret-value", "another-secret", "cookie-secret",
+            "r-t-1", "body-secret",
+        ] {
             #expect(!text.contains(secret), "log output leaks \(secret)")
         }
         try await shutdown()

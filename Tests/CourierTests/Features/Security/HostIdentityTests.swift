@@ -40,9 +40,12 @@ struct HostIdentityTests {
     @Test
     func theTLSDiagnosisAsksTheAddressTheHostIsRoutedTo() async throws {
         let certificates = try TestCertificates.generate(dnsNames: ["api.courier.test"], ipv4Addresses: [], leafFlaw: .expired)
-        try await self.withServer(certificates, urlHost: "api.courier.test", configure: { configuration, _ in
-            configuration.resolvedHosts["api.courier.test"] = "127.0.0.1"
-        }) { client, server in
+        try await self.withServer(
+            certificates, urlHost: "api.courier.test",
+            configure: { configuration, _ in
+                configuration.resolvedHosts["api.courier.test"] = "127.0.0.1"
+            }
+        ) { client, server in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .tls)
             #expect(error?.tlsReason == .expired, "\(error?.message ?? "")")
@@ -94,13 +97,19 @@ struct HostIdentityTests {
     func aPinOnAnIPv6AddressIsEnforcedWhateverItsSpelling(_ spelling: String) async throws {
         let certificates = try TestCertificates.generate(dnsNames: [], ipv4Addresses: [], ipv6Addresses: [Self.loopbackV6])
         let right = TLSPin.publicKeyPinText(spkiDER: certificates.leafSPKIDER)
-        try await self.withServer(certificates, listeningOn: "::1", urlHost: "[::1]", configure: { configuration, _ in configuration.pinning.pin(spelling, to: [try .publicKey(Self.otherPin)]) }) { client, server in
+        try await self.withServer(
+            certificates, listeningOn: "::1", urlHost: "[::1]",
+            configure: { configuration, _ in configuration.pinning.pin(spelling, to: [try .publicKey(Self.otherPin)]) }
+        ) { client, server in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .pinMismatch)
             #expect(error?.message.contains(right) == true)
             #expect(server.requests.isEmpty)
         }
-        try await self.withServer(certificates, listeningOn: "::1", urlHost: "[::1]", configure: { configuration, _ in configuration.pinning.pin(spelling, to: [try .publicKey(right)]) }) { client, _ in
+        try await self.withServer(
+            certificates, listeningOn: "::1", urlHost: "[::1]",
+            configure: { configuration, _ in configuration.pinning.pin(spelling, to: [try .publicKey(right)]) }
+        ) { client, _ in
             let article = try await client.send(Endpoint<Article>(path: "/json"))
             #expect(article.id == 1)
         }
@@ -112,25 +121,34 @@ struct HostIdentityTests {
         let certificates = try TestCertificates.generate()
         let right = TLSPin.publicKeyPinText(spkiDER: certificates.leafSPKIDER)
         // A wrong pin for another port: this port is not pinned.
-        try await self.withServer(certificates, http1: http1, configure: { configuration, port in
-            configuration.pinning.pin("localhost:\(port == 1 ? 2 : 1)", to: [try .publicKey(Self.otherPin)])
-        }) { client, _ in
+        try await self.withServer(
+            certificates, http1: http1,
+            configure: { configuration, port in
+                configuration.pinning.pin("localhost:\(port == 1 ? 2 : 1)", to: [try .publicKey(Self.otherPin)])
+            }
+        ) { client, _ in
             let article = try await client.send(Endpoint<Article>(path: "/json"))
             #expect(article.id == 1)
         }
         // A wrong pin for this port fails it.
-        try await self.withServer(certificates, http1: http1, configure: { configuration, port in
-            configuration.pinning.pin("localhost:\(port)", to: [try .publicKey(Self.otherPin)])
-        }) { client, server in
+        try await self.withServer(
+            certificates, http1: http1,
+            configure: { configuration, port in
+                configuration.pinning.pin("localhost:\(port)", to: [try .publicKey(Self.otherPin)])
+            }
+        ) { client, server in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .pinMismatch)
             #expect(server.requests.isEmpty)
         }
         // A right pin for this port takes the place of a wrong pin for the host on any port.
-        try await self.withServer(certificates, http1: http1, configure: { configuration, port in
-            configuration.pinning.pin("localhost", to: [try .publicKey(Self.otherPin)])
-            configuration.pinning.pin("LOCALHOST:\(port)", to: [try .publicKey(right)])
-        }) { client, _ in
+        try await self.withServer(
+            certificates, http1: http1,
+            configure: { configuration, port in
+                configuration.pinning.pin("localhost", to: [try .publicKey(Self.otherPin)])
+                configuration.pinning.pin("LOCALHOST:\(port)", to: [try .publicKey(right)])
+            }
+        ) { client, _ in
             let article = try await client.send(Endpoint<Article>(path: "/json"))
             #expect(article.id == 1)
         }
@@ -143,19 +161,25 @@ struct HostIdentityTests {
     func aPinForTheHostAndPortTakesThePlaceOfAWildcardPin() async throws {
         let certificates = try TestCertificates.generate(dnsNames: ["api.courier.test"])
         let right = TLSPin.publicKeyPinText(spkiDER: certificates.leafSPKIDER)
-        try await self.withServer(certificates, urlHost: "api.courier.test", configure: { configuration, port in
-            configuration.resolvedHosts["api.courier.test"] = "127.0.0.1"
-            configuration.pinning.pin("*.courier.test", to: [try .publicKey(Self.otherPin)])
-            configuration.pinning.pin("api.courier.test:\(port)", to: [try .publicKey(right)])
-        }) { client, _ in
+        try await self.withServer(
+            certificates, urlHost: "api.courier.test",
+            configure: { configuration, port in
+                configuration.resolvedHosts["api.courier.test"] = "127.0.0.1"
+                configuration.pinning.pin("*.courier.test", to: [try .publicKey(Self.otherPin)])
+                configuration.pinning.pin("api.courier.test:\(port)", to: [try .publicKey(right)])
+            }
+        ) { client, _ in
             let article = try await client.send(Endpoint<Article>(path: "/json"))
             #expect(article.id == 1)
         }
         // Without the port pin, the wildcard pin applies and fails.
-        try await self.withServer(certificates, urlHost: "api.courier.test", configure: { configuration, _ in
-            configuration.resolvedHosts["api.courier.test"] = "127.0.0.1"
-            configuration.pinning.pin("*.courier.test", to: [try .publicKey(Self.otherPin)])
-        }) { client, server in
+        try await self.withServer(
+            certificates, urlHost: "api.courier.test",
+            configure: { configuration, _ in
+                configuration.resolvedHosts["api.courier.test"] = "127.0.0.1"
+                configuration.pinning.pin("*.courier.test", to: [try .publicKey(Self.otherPin)])
+            }
+        ) { client, server in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .pinMismatch)
             #expect(server.requests.isEmpty)

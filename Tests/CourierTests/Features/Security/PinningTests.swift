@@ -19,7 +19,9 @@ struct PinningTests {
     @Test(arguments: [false, true])
     func wrongPublicKeyFailsWithPinMismatchAndTheServerSeesNoRequest(http1: Bool) async throws {
         let server = try await tlsServer()
-        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: self.pinned([try .publicKey(Self.otherPin)], http1: http1)) { client in
+        try await withClient(
+            .asyncHTTPClient, server: server, transportConfiguration: self.pinned([try .publicKey(Self.otherPin)], http1: http1)
+        ) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .pinMismatch)
             #expect(error?.message.contains(Self.rightPin) == true)
@@ -31,7 +33,10 @@ struct PinningTests {
     @Test(arguments: [false, true])
     func matchingPinOrBackupPinPasses(http1: Bool) async throws {
         let server = try await tlsServer()
-        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: self.pinned([try .publicKey(Self.otherPin), try .publicKey(Self.rightPin)], http1: http1)) { client in
+        try await withClient(
+            .asyncHTTPClient, server: server,
+            transportConfiguration: self.pinned([try .publicKey(Self.otherPin), try .publicKey(Self.rightPin)], http1: http1)
+        ) { client in
             let response = try await client.response(Endpoint<Article>(path: "/json"))
             #expect(response.value.id == 1)
             #expect(response.version == (http1 ? .http1_1 : .http2))
@@ -42,14 +47,17 @@ struct PinningTests {
     func certificateAuthorityPinTrustsOnlyThatAnchor() async throws {
         let server = try await tlsServer()
         let stranger = try TestCertificates.generate(commonName: "Stranger CA")
-        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: self.pinned([.certificateAuthority(pem: stranger.caPEM)])) { client in
+        try await withClient(
+            .asyncHTTPClient, server: server, transportConfiguration: self.pinned([.certificateAuthority(pem: stranger.caPEM)])
+        ) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .pinMismatch)
             #expect(server.requests.isEmpty)
         }
         // Pinned to the right CA, with no other trust configured at all: it passes.
         let second = try await tlsServer()
-        let transport = try AsyncHTTPClientTransport(validating: .init { $0.pinning.pin("localhost", to: [.certificateAuthority(pem: Certificates.shared.caPEM)]) })
+        let transport = try AsyncHTTPClientTransport(
+            validating: .init { $0.pinning.pin("localhost", to: [.certificateAuthority(pem: Certificates.shared.caPEM)]) })
         let client = Client(configuration: .init(transport: transport, baseURL: second.baseURL))
         let article = try await client.send(Endpoint<Article>(path: "/json"))
         #expect(article.id == 1)
@@ -60,7 +68,10 @@ struct PinningTests {
     @Test
     func unpinnedHostsAreUnaffected() async throws {
         let server = try await tlsServer()
-        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.pinning.pin("api.example.com", to: [try! .publicKey(Self.otherPin)]) }) { client in
+        try await withClient(
+            .asyncHTTPClient, server: server,
+            transportConfiguration: { $0.pinning.pin("api.example.com", to: [try! .publicKey(Self.otherPin)]) }
+        ) { client in
             let article = try await client.send(Endpoint<Article>(path: "/json"))
             #expect(article.id == 1)
         }

@@ -19,13 +19,15 @@ struct AuthlibStats: Decodable, Sendable {
 @Suite("Interop: Authlib OAuth 2.0 token endpoint", .enabled(if: ExternalServer.enabled(module: "authlib")))
 struct AuthlibInteropTests {
     func withAuthlib(_ kind: TransportKind, _ body: (Client, OAuth2Authenticator, Client, Locked<Int>) async throws -> Void) async throws {
-        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "20"]) { server, transport in
+        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "20"]) {
+            server, transport in
             let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
             var configuration = OAuth2Authenticator.Configuration()
             configuration.refreshMargin = .seconds(10)
             let events = Locked(0)
             let auth = OAuth2Authenticator(
-                tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier", clientSecret: "courier-secret"),
+                tokenEndpoint: OAuth2TokenEndpoint(
+                    url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier", clientSecret: "courier-secret"),
                 tokenClient: plain, configuration: configuration
             ) { _ in events.withLock { $0 += 1 } }
             let api = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.middleware = [auth] })
@@ -57,7 +59,8 @@ struct AuthlibInteropTests {
         try await self.withAuthlib(kind) { api, auth, plain, _ in
             try await auth.signIn(username: "ada", password: "lovelace")
             let good = try #require(auth.token)
-            try auth.supply(OAuth2Token(accessToken: "not-a-real-token", refreshToken: good.refreshToken, expiresAt: Date().addingTimeInterval(3600)))
+            try auth.supply(
+                OAuth2Token(accessToken: "not-a-real-token", refreshToken: good.refreshToken, expiresAt: Date().addingTimeInterval(3600)))
             let article = try await api.send(Endpoint<Article>(path: "/api/me"))
             #expect(article.id == 1)
             let stats = try await plain.send(Endpoint<AuthlibStats>(path: "/stats"))
@@ -103,20 +106,26 @@ struct AuthlibInteropTests {
     /// Follows the authorization URL as a browser would, without following the final redirect to
     /// the app's custom scheme: returns that callback URL.
     static func authorize(_ request: OAuth2AuthorizationRequest, through plain: Client) async throws -> URL {
-        let browser = Client(configuration: .init(transport: plain.configuration.transport, baseURL: plain.configuration.baseURL) { $0.redirects = .none })
-        let answer = try await browser.response(Endpoint<String>(path: request.url.absoluteString, acceptedStatuses: 300..<400, decoding: .string))
+        let browser = Client(
+            configuration: .init(transport: plain.configuration.transport, baseURL: plain.configuration.baseURL) { $0.redirects = .none })
+        let answer = try await browser.response(
+            Endpoint<String>(path: request.url.absoluteString, acceptedStatuses: 300..<400, decoding: .string))
         return try #require(answer.headers[.location].flatMap(URL.init(string:)))
     }
 
     @Test(arguments: TransportKind.allCases, [("courier", "courier-secret"), ("courier-app", nil)] as [(String, String?)])
-    func authorizationCodeWithPKCESignsInAndAForgedCallbackNeverReachesTheTokenEndpoint(_ kind: TransportKind, _ client: (id: String, secret: String?)) async throws {
+    func authorizationCodeWithPKCESignsInAndAForgedCallbackNeverReachesTheTokenEndpoint(
+        _ kind: TransportKind, _ client: (id: String, secret: String?)
+    ) async throws {
         let (clientID, secret) = client
         // RFC 6749 §4.1 with RFC 7636 S256, for a confidential client (Basic) and a public one
         // (client_id in the form, no secret).
-        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) { server, transport in
+        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) {
+            server, transport in
             let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
             let auth = OAuth2Authenticator(
-                tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: clientID, clientSecret: secret),
+                tokenEndpoint: OAuth2TokenEndpoint(
+                    url: server.baseURL.appendingPathComponent("oauth/token"), clientID: clientID, clientSecret: secret),
                 tokenClient: plain
             )
             let api = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.middleware = [auth] })
@@ -134,7 +143,8 @@ struct AuthlibInteropTests {
             let refused = await expectCourierError { try await auth.signIn(with: request, callback: forged.url!) }
             #expect(refused?.kind == .authenticationRequired)
             let denied = await expectCourierError {
-                try await auth.signIn(with: request, callback: URL(string: "courier://callback?error=access_denied&state=\(request.state)")!)
+                try await auth.signIn(
+                    with: request, callback: URL(string: "courier://callback?error=access_denied&state=\(request.state)")!)
             }
             #expect(denied?.code == "access_denied")
             #expect(try await plain.send(Endpoint<AuthlibStats>(path: "/stats")).authorization_code == 0)
@@ -151,12 +161,14 @@ struct AuthlibInteropTests {
     @Test(arguments: TransportKind.allCases)
     func aCodeExchangedWithoutItsOwnVerifierIsRefusedByTheServer(_ kind: TransportKind) async throws {
         // RFC 7636 §4.6: the server compares the verifier with the challenge it was given.
-        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) { server, transport in
+        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) {
+            server, transport in
             let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
             let endpoint = OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-app")
             let auth = OAuth2Authenticator(tokenEndpoint: endpoint, tokenClient: plain)
             let authorize = server.baseURL.appendingPathComponent("oauth/authorize")
-            let request = try OAuth2AuthorizationRequest(authorizationEndpoint: authorize, clientID: "courier-app", redirectURI: "courier://callback")
+            let request = try OAuth2AuthorizationRequest(
+                authorizationEndpoint: authorize, clientID: "courier-app", redirectURI: "courier://callback")
             let callback = try await Self.authorize(request, through: plain)
             let impostor = try OAuth2AuthorizationRequest(
                 authorizationEndpoint: authorize, clientID: "courier-app", redirectURI: "courier://callback", scope: nil,
@@ -172,7 +184,8 @@ struct AuthlibInteropTests {
     func signingOutRevokesBothTokensAtTheServer(_ kind: TransportKind) async throws {
         // RFC 7009: the refresh token, then the access token are sent for revocation; afterwards the
         // old access token is refused.
-        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) { server, transport in
+        try await withInteropServer(kind, script: "scripts/oauth2_interop_server.py", environment: ["EXPIRES_IN": "600"]) {
+            server, transport in
             let plain = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
             let endpoint = OAuth2TokenEndpoint(
                 url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier", clientSecret: "courier-secret",
@@ -190,7 +203,9 @@ struct AuthlibInteropTests {
             let refused = await expectCourierError { _ = try await plain.send(stale) }
             #expect(refused?.status?.code == 401)
             // Without a revocation endpoint the sign-out is local and says so.
-            let local = OAuth2Authenticator(tokenEndpoint: OAuth2TokenEndpoint(url: endpoint.url, clientID: "courier", clientSecret: "courier-secret"), tokenClient: plain)
+            let local = OAuth2Authenticator(
+                tokenEndpoint: OAuth2TokenEndpoint(url: endpoint.url, clientID: "courier", clientSecret: "courier-secret"),
+                tokenClient: plain)
             try await local.signIn(username: "ada", password: "lovelace")
             #expect(try await local.signOut(revokingTokens: true) == false)
             #expect(local.token == nil)
@@ -211,19 +226,22 @@ struct MitmproxyInteropTests {
         defer { try? FileManager.default.removeItem(at: confdir) }
         let proxy = try await ExternalServer.start(
             executable: ExternalServer.mitmdump,
-            arguments: ["--mode", "reverse:https://localhost:\(real.port)", "--listen-host", "127.0.0.1", "--listen-port", "{port}",
-                        "--ssl-insecure", "--set", "confdir=\(confdir.path)", "--set", "http2=true", "-q"]
+            arguments: [
+                "--mode", "reverse:https://localhost:\(real.port)", "--listen-host", "127.0.0.1", "--listen-port", "{port}",
+                "--ssl-insecure", "--set", "confdir=\(confdir.path)", "--set", "http2=true", "-q",
+            ]
         )
         let mitmCA = try String(contentsOf: confdir.appendingPathComponent("mitmproxy-ca-cert.pem"), encoding: .utf8)
         let proxied = URL(string: "https://localhost:\(proxy.port)")!
         let rightPin = TLSPin.publicKeyPinText(spkiDER: Certificates.shared.leafSPKIDER)
 
         func transport(pinned: Bool) throws -> AsyncHTTPClientTransport {
-            try AsyncHTTPClientTransport(validating: .init {
-                try? $0.trust(pemCertificates: Array((mitmCA + "\n" + Certificates.shared.caPEM).utf8))
-                if http1 { $0.httpVersion = .http1Only }
-                if pinned { $0.pinning.pin("localhost", to: [try! .publicKey(rightPin)]) }
-            })
+            try AsyncHTTPClientTransport(
+                validating: .init {
+                    try? $0.trust(pemCertificates: Array((mitmCA + "\n" + Certificates.shared.caPEM).utf8))
+                    if http1 { $0.httpVersion = .http1Only }
+                    if pinned { $0.pinning.pin("localhost", to: [try! .publicKey(rightPin)]) }
+                })
         }
 
         // Unpinned, the proxy is trusted and relays the request: the man in the middle works.
@@ -235,11 +253,14 @@ struct MitmproxyInteropTests {
 
         // Pinned to the real server's key: through the proxy it fails before any request is sent.
         let pinned = try transport(pinned: true)
-        let error = await expectCourierError { _ = try await Client(configuration: .init(transport: pinned, baseURL: proxied)).send(Endpoint<Article>(path: "/json?pinned=1")) }
+        let error = await expectCourierError {
+            _ = try await Client(configuration: .init(transport: pinned, baseURL: proxied)).send(Endpoint<Article>(path: "/json?pinned=1"))
+        }
         #expect(error?.kind == .pinMismatch)
         #expect(real.requests.count == 1)
         // The same pinned transport reaches the real server directly.
-        let direct = try await Client(configuration: .init(transport: pinned, baseURL: real.baseURL)).send(Endpoint<Article>(path: "/json?direct=1"))
+        let direct = try await Client(configuration: .init(transport: pinned, baseURL: real.baseURL)).send(
+            Endpoint<Article>(path: "/json?direct=1"))
         #expect(direct.id == 1)
         #expect(real.requests.last?.uri == "/json?direct=1")
         try await pinned.shutdown()

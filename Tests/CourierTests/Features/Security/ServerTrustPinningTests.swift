@@ -1,11 +1,11 @@
 import Courier
-import _CryptoExtras
-import Crypto
 import CourierTestServer
+import Crypto
 import Foundation
 import NIOSSL
 import Testing
 import X509
+import _CryptoExtras
 
 /// The pure half of pinning in the server-trust challenge (`URLSessionTransport` on Apple
 /// platforms, whose Security-framework half is not compiled here): reading the
@@ -73,7 +73,9 @@ struct ServerTrustPinningTests {
         // than there is, five-byte and indefinite lengths, an empty input.
         let der = try Self.der(try Self.certificate(.p256))
         for cut in 0..<der.count {
-            #expect(ServerTrustPinning.subjectPublicKeyInfo(ofCertificate: der.prefix(cut)) == nil, "a certificate cut at \(cut) of \(der.count) bytes")
+            #expect(
+                ServerTrustPinning.subjectPublicKeyInfo(ofCertificate: der.prefix(cut)) == nil,
+                "a certificate cut at \(cut) of \(der.count) bytes")
         }
         #expect(ServerTrustPinning.subjectPublicKeyInfo(ofCertificate: der + Data([0])) == nil)
         let hostile: [[UInt8]] = [

@@ -51,7 +51,9 @@ struct TLSFailureTests {
     func asyncHTTPClientReportsTheExactReason(_ problem: CertificateCase) async throws {
         let (served, trusted) = try problem.certificates()
         let server = try await TestServer.start(.tls(served), handler: Routes.standard)
-        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { try? $0.trust(pemCertificates: trusted.caPEMBytes) }) { client in
+        try await withClient(
+            .asyncHTTPClient, server: server, transportConfiguration: { try? $0.trust(pemCertificates: trusted.caPEMBytes) }
+        ) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .tls)
             #expect(error?.tlsReason == problem.reason, "\(error?.message ?? "")")
@@ -66,7 +68,9 @@ struct TLSFailureTests {
     func aPeerThatDoesNotSpeakTLSIsAHandshakeFailure() async throws {
         let server = try await http1Server()
         try await withClient(.asyncHTTPClient, server: server) { client in
-            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "https://127.0.0.1:\(server.port)/json")) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "https://127.0.0.1:\(server.port)/json"))
+            }
             #expect(error?.kind == .tls)
             #expect(error?.tlsReason == .handshakeFailure)
         }
@@ -76,14 +80,19 @@ struct TLSFailureTests {
     func pinMismatchesCarryThePinMismatchReason() async throws {
         let server = try await tlsServer()
         let otherKey = TLSPin.publicKeyPinText(spkiDER: try TestCertificates.generate(commonName: "Other").leafSPKIDER)
-        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.pinning.pin("localhost", to: [try! .publicKey(otherKey)]) }) { client in
+        try await withClient(
+            .asyncHTTPClient, server: server, transportConfiguration: { $0.pinning.pin("localhost", to: [try! .publicKey(otherKey)]) }
+        ) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .pinMismatch)
             #expect(error?.tlsReason == .pinMismatch)
         }
         let second = try await tlsServer()
         let stranger = try TestCertificates.generate(commonName: "Stranger CA")
-        try await withClient(.asyncHTTPClient, server: second, transportConfiguration: { $0.pinning.pin("localhost", to: [.certificateAuthority(pem: stranger.caPEM)]) }) { client in
+        try await withClient(
+            .asyncHTTPClient, server: second,
+            transportConfiguration: { $0.pinning.pin("localhost", to: [.certificateAuthority(pem: stranger.caPEM)]) }
+        ) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .pinMismatch)
             #expect(error?.tlsReason == .pinMismatch)
@@ -97,13 +106,17 @@ struct TLSFailureTests {
         // own key, or its own CA pinned: the reason is the certificate's.
         let (served, trusted) = try problem.certificates()
         let server = try await TestServer.start(.tls(served), handler: Routes.standard)
-        let pins: [TLSPin] = pin == "publicKey"
+        let pins: [TLSPin] =
+            pin == "publicKey"
             ? [try .publicKey(TLSPin.publicKeyPinText(spkiDER: served.leafSPKIDER))]
             : [.certificateAuthority(pem: trusted.caPEM)]
-        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: {
-            try? $0.trust(pemCertificates: trusted.caPEMBytes)
-            $0.pinning.pin("localhost", to: pins)
-        }) { client in
+        try await withClient(
+            .asyncHTTPClient, server: server,
+            transportConfiguration: {
+                try? $0.trust(pemCertificates: trusted.caPEMBytes)
+                $0.pinning.pin("localhost", to: pins)
+            }
+        ) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .tls, "\(error?.message ?? "")")
             #expect(error?.tlsReason == problem.reason, "\(error?.message ?? "")")
@@ -113,7 +126,10 @@ struct TLSFailureTests {
         if pin == "authority" {
             let stranger = try TestCertificates.generate(commonName: "Stranger CA")
             let again = try await TestServer.start(.tls(served), handler: Routes.standard)
-            try await withClient(.asyncHTTPClient, server: again, transportConfiguration: { $0.pinning.pin("localhost", to: [.certificateAuthority(pem: stranger.caPEM)]) }) { client in
+            try await withClient(
+                .asyncHTTPClient, server: again,
+                transportConfiguration: { $0.pinning.pin("localhost", to: [.certificateAuthority(pem: stranger.caPEM)]) }
+            ) { client in
                 let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
                 #expect(error?.kind == .pinMismatch)
             }
@@ -147,7 +163,9 @@ struct TLSFailureTests {
     func urlSessionReportsAPeerThatDoesNotSpeakTLSAsKindTLS() async throws {
         let server = try await http1Server()
         try await withClient(.urlSession, server: server) { client in
-            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "https://127.0.0.1:\(server.port)/json")) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "https://127.0.0.1:\(server.port)/json"))
+            }
             #expect(error?.kind == .tls, "\(error?.message ?? "")")
             #expect(error?.tlsReason == .handshakeFailure, "\(error?.message ?? "")")
         }

@@ -1,6 +1,7 @@
-@testable import Courier
 import Foundation
 import Testing
+
+@testable import Courier
 
 /// The decoder of gzip and deflate bodies, chunk by chunk: chunk boundaries carry no meaning
 /// (RFC 9112 §7.1), so any split of a body must decode to the same bytes.
@@ -26,7 +27,10 @@ struct InflaterTests {
         // the bytes as a zlib stream and may swallow a short first chunk before it finds the
         // wrapper missing; the retry without the wrapper must start at the body's first byte.
         let raw = try await runTool(
-            ["python3", "-c", "import sys, zlib; c = zlib.compressobj(wbits=-15); sys.stdout.buffer.write(c.compress(sys.stdin.buffer.read()) + c.flush())"],
+            [
+                "python3", "-c",
+                "import sys, zlib; c = zlib.compressobj(wbits=-15); sys.stdout.buffer.write(c.compress(sys.stdin.buffer.read()) + c.flush())",
+            ],
             input: Self.text
         )
         let chunks = [raw.prefix(firstChunk), raw.dropFirst(firstChunk)].map { Data($0) }
@@ -66,6 +70,8 @@ struct InflaterTests {
     func aCorruptDeflateBodyIsStillAnError() {
         // Neither a zlib stream nor raw deflate: the retry without the wrapper fails too.
         let garbage = Data((0..<200).map { UInt8(($0 * 37 + 11) % 256) })
-        #expect(throws: CourierError.self) { _ = try Self.decode([garbage.prefix(1), garbage.dropFirst(1)].map { Data($0) }, coding: .deflate) }
+        #expect(throws: CourierError.self) {
+            _ = try Self.decode([garbage.prefix(1), garbage.dropFirst(1)].map { Data($0) }, coding: .deflate)
+        }
     }
 }

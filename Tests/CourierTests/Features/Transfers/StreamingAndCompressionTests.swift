@@ -7,24 +7,32 @@ import Testing
 
 @Suite("Streaming responses and compression")
 struct StreamingAndCompressionTests {
-    static let eventStream = "\u{FEFF}data: hello\n\n: a comment\nevent: update\ndata: 1\ndata:2\nid: 7\n\nretry: 1500\ndata: x\r\n\r\ndata: unterminated"
+    static let eventStream =
+        "\u{FEFF}data: hello\n\n: a comment\nevent: update\ndata: 1\ndata:2\nid: 7\n\nretry: 1500\ndata: x\r\n\r\ndata: unterminated"
 
     static func origin(_ request: RecordedRequest) async -> ScriptedResponse {
         switch request.path {
         case "/lines":
-            return ScriptedResponse(status: 200, headers: [("Content-Type", "text/plain")], body: Data("one\r\ntwo\nthree\rfour\r\n\r\nlast".utf8), behaviour: .chunked(chunkSize: 3, delay: .zero))
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "text/plain")], body: Data("one\r\ntwo\nthree\rfour\r\n\r\nlast".utf8),
+                behaviour: .chunked(chunkSize: 3, delay: .zero))
         case "/events":
-            return ScriptedResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: Data(Self.eventStream.utf8), behaviour: .chunked(chunkSize: 4, delay: .zero))
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "text/event-stream")], body: Data(Self.eventStream.utf8),
+                behaviour: .chunked(chunkSize: 4, delay: .zero))
         case "/endless-event":
             // One small event, then 4 MiB of data lines that never end an event.
             let line = "data: " + String(repeating: "x", count: 1017) + "\n"
             let body = "data: first\n\n" + String(repeating: line, count: 4096)
-            return ScriptedResponse(status: 200, headers: [("Content-Type", "text/event-stream")], body: Data(body.utf8), behaviour: .chunked(chunkSize: 64 * 1024, delay: .zero))
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "text/event-stream")], body: Data(body.utf8),
+                behaviour: .chunked(chunkSize: 64 * 1024, delay: .zero))
         case "/missing":
             return .text("gone", status: 404)
         case "/echo-gzip":
             // Sends the (compressed) request body back, labelled as gzip.
-            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")], body: request.body)
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")], body: request.body)
         default:
             return .text("not found", status: 404)
         }
@@ -59,12 +67,15 @@ struct StreamingAndCompressionTests {
         let server = try await http1Server(Self.origin)
         try await withClient(kind, server: server) { client in
             var events: [ServerSentEvent] = []
-            for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events() { events.append(event) }
-            #expect(events == [
-                ServerSentEvent(data: "hello"),
-                ServerSentEvent(event: "update", data: "1\n2", id: "7"),
-                ServerSentEvent(data: "x", id: "7", retry: 1500),
-            ])
+            for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events() {
+                events.append(event)
+            }
+            #expect(
+                events == [
+                    ServerSentEvent(data: "hello"),
+                    ServerSentEvent(event: "update", data: "1\n2", id: "7"),
+                    ServerSentEvent(data: "x", id: "7", retry: 1500),
+                ])
         }
     }
 
@@ -74,7 +85,9 @@ struct StreamingAndCompressionTests {
         try await withClient(kind, server: server) { client in
             var events: [ServerSentEvent] = []
             let error = await expectCourierError {
-                for try await event in try await client.stream(Endpoint<Data>(path: "/endless-event", decoding: .data)).events() { events.append(event) }
+                for try await event in try await client.stream(Endpoint<Data>(path: "/endless-event", decoding: .data)).events() {
+                    events.append(event)
+                }
             }
             #expect(events == [ServerSentEvent(data: "first")])
             #expect(error?.kind == .responseTooLarge)
@@ -87,11 +100,15 @@ struct StreamingAndCompressionTests {
             }
             #expect(small?.kind == .responseTooLarge)
             var exact: [ServerSentEvent] = []
-            for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events(maxEventSize: 12) { exact.append(event) }
+            for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events(maxEventSize: 12) {
+                exact.append(event)
+            }
             #expect(exact.map(\.data) == ["hello", "1\n2", "x"])
             // A limit of Int.max (no limit) must not overflow.
             var unbounded: [ServerSentEvent] = []
-            for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events(maxEventSize: .max) { unbounded.append(event) }
+            for try await event in try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events(maxEventSize: .max) {
+                unbounded.append(event)
+            }
             #expect(unbounded.count == 3)
         }
     }
@@ -118,12 +135,23 @@ struct StreamingAndCompressionTests {
         let body: Data
         switch coding {
         case "gzip": body = try await Self.compressed(json, tool: ["gzip", "-c"])
-        case "deflate (zlib)": body = try await Self.compressed(json, tool: ["python3", "-c", "import sys, zlib; sys.stdout.buffer.write(zlib.compress(sys.stdin.buffer.read()))"])
-        default: body = try await Self.compressed(json, tool: ["python3", "-c", "import sys, zlib; c = zlib.compressobj(wbits=-15); sys.stdout.buffer.write(c.compress(sys.stdin.buffer.read()) + c.flush())"])
+        case "deflate (zlib)":
+            body = try await Self.compressed(
+                json, tool: ["python3", "-c", "import sys, zlib; sys.stdout.buffer.write(zlib.compress(sys.stdin.buffer.read()))"])
+        default:
+            body = try await Self.compressed(
+                json,
+                tool: [
+                    "python3", "-c",
+                    "import sys, zlib; c = zlib.compressobj(wbits=-15); sys.stdout.buffer.write(c.compress(sys.stdin.buffer.read()) + c.flush())",
+                ])
         }
         #expect(body.count < json.utf8.count / 4)
         let server = try await http1Server { _ in
-            ScriptedResponse(status: 200, headers: [("Content-Type", "application/json"), ("Content-Encoding", coding.hasPrefix("gzip") ? "gzip" : "deflate")], body: body)
+            ScriptedResponse(
+                status: 200,
+                headers: [("Content-Type", "application/json"), ("Content-Encoding", coding.hasPrefix("gzip") ? "gzip" : "deflate")],
+                body: body)
         }
         try await withClient(kind, server: server) { client in
             let response = try await client.response(Endpoint<Article>(path: "/article"))
@@ -149,7 +177,8 @@ struct StreamingAndCompressionTests {
         for _ in 0..<256 { bomb += chunk }
         let bombBody = bomb
         let server = try await http1Server { _ in
-            ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream"), ("Content-Encoding", "gzip")], body: bombBody)
+            ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/octet-stream"), ("Content-Encoding", "gzip")], body: bombBody)
         }
         try await withClient(.asyncHTTPClient, server: server) { client in
             // Collected: the client's maximum response size (10 MiB) stops it.
@@ -178,13 +207,16 @@ struct StreamingAndCompressionTests {
         var body = try Gzip.compress(Data(#"{"id":1,"title":"t"}"#.utf8))
         var encoding = "gzip"
         switch damage {
-        case "corrupt": body[body.count / 2] ^= 0xff; body[12] ^= 0x55
+        case "corrupt":
+            body[body.count / 2] ^= 0xff
+            body[12] ^= 0x55
         case "truncated": body = body.prefix(body.count - 6)
         default: encoding = "br"
         }
         let (sentBody, sentEncoding) = (body, encoding)
         let server = try await http1Server { _ in
-            ScriptedResponse(status: 200, headers: [("Content-Type", "application/json"), ("Content-Encoding", sentEncoding)], body: sentBody)
+            ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/json"), ("Content-Encoding", sentEncoding)], body: sentBody)
         }
         try await withClient(kind, server: server) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/a")) }
@@ -197,7 +229,8 @@ struct StreamingAndCompressionTests {
         let server = try await http1Server(Self.origin)
         let original = #"{"id":3,"title":"\#(String(repeating: "compress me ", count: 100))"}"#
         try await withClient(kind, server: server) { client in
-            var endpoint = Endpoint<Article>(method: .post, path: "/echo-gzip", body: .data(Data(original.utf8), contentType: "application/json"))
+            var endpoint = Endpoint<Article>(
+                method: .post, path: "/echo-gzip", body: .data(Data(original.utf8), contentType: "application/json"))
             endpoint.compressesRequestBody = true
             let echoed = try await client.send(endpoint)
             let received = try #require(server.requests.first)

@@ -10,7 +10,8 @@ import Testing
 /// reads and writes on threads of their own).
 func runTool(_ arguments: [String], input: Data) async throws -> Data {
     try await onOwnThread {
-        let stdin = makePipe(), stdout = makePipe()
+        let stdin = makePipe()
+        let stdout = makePipe()
         let process: ChildProcess
         do {
             process = try ChildProcess(executable: "/usr/bin/env", arguments: arguments, stdin: stdin.read, stdout: stdout.write)
@@ -38,7 +39,7 @@ func payload(_ count: Int, seed: UInt64 = 7) -> Data {
     var state = seed
     var bytes = [UInt8](repeating: 0, count: count)
     for index in 0..<count {
-        state = state &* 6364136223846793005 &+ 1442695040888963407
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
         bytes[index] = UInt8(truncatingIfNeeded: state >> 33)
     }
     return Data(bytes)
@@ -63,7 +64,8 @@ final class FileOrigin: Sendable {
     private let served = Locked(0)
 
     init(
-        rangesSupported: Bool = true, cutFirstAfter: Int? = nil, dates: (lastModified: String, date: String)? = nil, answersAnotherRange: Bool = false,
+        rangesSupported: Bool = true, cutFirstAfter: Int? = nil, dates: (lastModified: String, date: String)? = nil,
+        answersAnotherRange: Bool = false,
         rangeCap: Int? = nil, overlongRanges: Bool = false
     ) {
         self.rangesSupported = rangesSupported
@@ -77,14 +79,18 @@ final class FileOrigin: Sendable {
     func handle(_ request: RecordedRequest) async -> ScriptedResponse {
         let body = self.content.withLock { $0 }
         let etag = self.etag.withLock { $0 }
-        let count = self.served.withLock { $0 += 1; return $0 }
+        let count = self.served.withLock {
+            $0 += 1
+            return $0
+        }
         var validators = [("ETag", etag)]
         if let dates = self.dates { validators = [("Last-Modified", dates.lastModified), ("Date", dates.date)] }
         switch request.path {
         case "/file":
             if self.rangesSupported, let range = request.header("Range"), range.hasPrefix("bytes="),
-               request.header("If-Range").map({ $0 == (self.dates?.lastModified ?? etag) }) ?? true,
-               var start = Int(range.dropFirst("bytes=".count).split(separator: "-").first ?? "") {
+                request.header("If-Range").map({ $0 == (self.dates?.lastModified ?? etag) }) ?? true,
+                var start = Int(range.dropFirst("bytes=".count).split(separator: "-").first ?? "")
+            {
                 guard start < body.count else {
                     return ScriptedResponse(status: 416, headers: [("Content-Range", "bytes */\(body.count)")] + validators, body: Data())
                 }
@@ -93,7 +99,9 @@ final class FileOrigin: Sendable {
                 let announcedEnd = self.overlongRanges.withLock { $0 } ? min(end, start + 100) : end
                 return ScriptedResponse(
                     status: 206,
-                    headers: [("Content-Type", "application/octet-stream"), ("Content-Range", "bytes \(start)-\(announcedEnd - 1)/\(body.count)")] + validators,
+                    headers: [
+                        ("Content-Type", "application/octet-stream"), ("Content-Range", "bytes \(start)-\(announcedEnd - 1)/\(body.count)"),
+                    ] + validators,
                     body: body.subdata(in: start..<end)
                 )
             }
@@ -101,7 +109,8 @@ final class FileOrigin: Sendable {
             if count == 1, let cut = self.cutFirstAfter { response.behaviour = .closeMidBody(afterBytes: cut) }
             return response
         case "/slow-file":
-            return ScriptedResponse(status: 200, headers: [("ETag", etag)], body: body, behaviour: .stallMidBody(afterBytes: 100_000, .seconds(30)))
+            return ScriptedResponse(
+                status: 200, headers: [("ETag", etag)], body: body, behaviour: .stallMidBody(afterBytes: 100_000, .seconds(30)))
         case "/upload":
             return .text("\(request.body.count) \(sha256(request.body))")
         default:
@@ -149,7 +158,8 @@ struct TransferTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server(origin.handle)
         try await withClient(kind, server: server) { client in
-            let transfer = client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "file.bin"))
+            let transfer = client.download(
+                Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "file.bin"))
             let progress = self.lastProgress(transfer)
             let result = try await transfer.value
             let seen = await progress.value
@@ -162,9 +172,16 @@ struct TransferTests {
             #expect(server.requests.first?.header("Accept-Encoding") == "identity")
 
             // The destination exists now: no overwrite unless asked.
-            let again = await expectCourierError { _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "file.bin")).value }
+            let again = await expectCourierError {
+                _ = try await client.download(
+                    Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "file.bin")
+                ).value
+            }
             #expect(again?.kind == .invalidRequest)
-            let replaced = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "file.bin", overwrite: true)).value
+            let replaced = try await client.download(
+                Endpoint<Data>(path: "/file", decoding: .data),
+                to: DownloadDestination(directory: folder, fileName: "file.bin", overwrite: true)
+            ).value
             #expect(replaced.byteCount == 1_000_000)
         }
     }
@@ -175,7 +192,11 @@ struct TransferTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server(FileOrigin().handle)
         try await withClient(kind, server: server) { client in
-            let error = await expectCourierError { _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: name)).value }
+            let error = await expectCourierError {
+                _ = try await client.download(
+                    Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: name)
+                ).value
+            }
             #expect(error?.kind == .invalidRequest)
             #expect(server.requests.isEmpty)
             #expect(!FileManager.default.fileExists(atPath: folder.deletingLastPathComponent().appendingPathComponent("escape.bin").path))
@@ -193,7 +214,7 @@ struct TransferTests {
             let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
             let failure = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
             #expect(failure?.kind == .transport)
-            #expect(self.visibleFiles(folder).isEmpty)   // nothing at the final path
+            #expect(self.visibleFiles(folder).isEmpty)  // nothing at the final path
             #expect(self.hiddenFiles(folder).count == 2)  // the partial file and its validator
 
             let transfer = client.download(endpoint, to: destination)
@@ -292,7 +313,7 @@ struct TransferTests {
             let result = try await client.download(endpoint, to: destination).value
             #expect(result.resumedFrom == 0)
             #expect(result.status.code == 200)
-            #expect(server.requests.last?.header("Range") != nil)   // it did ask
+            #expect(server.requests.last?.header("Range") != nil)  // it did ask
             #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
         }
     }
@@ -330,7 +351,8 @@ struct TransferTests {
     @Test(arguments: TransportKind.allCases, [true, false])
     func aLastModifiedDateIsSentInIfRangeOnlyWhenItIsStrong(_ kind: TransportKind, _ strong: Bool) async throws {
         let lastModified = "Sun, 22 Nov 2026 10:00:00 GMT"
-        let origin = FileOrigin(cutFirstAfter: 400_000, dates: (lastModified, strong ? "Sun, 22 Nov 2026 11:00:00 GMT" : "Sun, 22 Nov 2026 10:00:30 GMT"))
+        let origin = FileOrigin(
+            cutFirstAfter: 400_000, dates: (lastModified, strong ? "Sun, 22 Nov 2026 11:00:00 GMT" : "Sun, 22 Nov 2026 10:00:30 GMT"))
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server(origin.handle)
@@ -365,7 +387,7 @@ struct TransferTests {
             let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
             _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
             let result = try await client.download(endpoint, to: destination).value
-            #expect(server.requests.count == 3)   // cut, the 206 for bytes 0-, the whole body
+            #expect(server.requests.count == 3)  // cut, the 206 for bytes 0-, the whole body
             #expect(server.requests[1].header("Range") != nil)
             #expect(server.requests[2].header("Range") == nil)
             #expect(result.resumedFrom == 0)
@@ -392,10 +414,12 @@ struct TransferTests {
             #expect(reached)
             let partial = folder.appendingPathComponent(".courier-shared.bin.partial")
             let before = try Data(contentsOf: partial)
-            let second = await expectCourierError { _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: destination).value }
+            let second = await expectCourierError {
+                _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: destination).value
+            }
             #expect(second?.kind == .invalidRequest)
             #expect(second?.message.contains("in progress") == true)
-            #expect(server.requests.count == 1)   // the second never reached the network
+            #expect(server.requests.count == 1)  // the second never reached the network
             #expect(try Data(contentsOf: partial) == before)
             #expect(before == origin.content.withLock { $0 }.prefix(before.count))
 
@@ -413,10 +437,15 @@ struct TransferTests {
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let victim = try self.file("victim.txt", in: folder, content: Data("keep me".utf8))
-        try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent(".courier-planted.bin.partial"), withDestinationURL: victim)
+        try FileManager.default.createSymbolicLink(
+            at: folder.appendingPathComponent(".courier-planted.bin.partial"), withDestinationURL: victim)
         let server = try await http1Server(FileOrigin().handle)
         try await withClient(kind, server: server) { client in
-            let error = await expectCourierError { _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "planted.bin")).value }
+            let error = await expectCourierError {
+                _ = try await client.download(
+                    Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "planted.bin")
+                ).value
+            }
             #expect(error?.kind == .invalidRequest)
             let kept = try Data(contentsOf: victim)
             #expect(kept == Data("keep me".utf8))
@@ -430,7 +459,8 @@ struct TransferTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server(FileOrigin().handle)
         try await withClient(kind, server: server) { client in
-            let transfer = client.download(Endpoint<Data>(path: "/slow-file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "slow.bin"))
+            let transfer = client.download(
+                Endpoint<Data>(path: "/slow-file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "slow.bin"))
             var reached = false
             for await progress in transfer.progress where progress.completedBytes >= 100_000 {
                 reached = true
@@ -453,11 +483,13 @@ struct TransferTests {
         let file = try self.file("upload.bin", in: folder, content: content)
         let server = try await http1Server(FileOrigin().handle)
         let retryOnce = ClosureMiddleware { request, next in
-            _ = try await next(request)   // the first attempt's answer is thrown away
+            _ = try await next(request)  // the first attempt's answer is thrown away
             return try await next(request)
         }
         try await withClient(kind, server: server) { client in
-            let endpoint = Endpoint<String>(method: .post, path: "/upload", body: .body(try RequestBody.file(file, contentType: "application/octet-stream")), middleware: [retryOnce], decoding: .string)
+            let endpoint = Endpoint<String>(
+                method: .post, path: "/upload", body: .body(try RequestBody.file(file, contentType: "application/octet-stream")),
+                middleware: [retryOnce], decoding: .string)
             let transfer = client.upload(endpoint)
             let progress = self.lastProgress(transfer)
             let response = try await transfer.value
@@ -478,7 +510,8 @@ struct TransferTests {
         let slice = whole[1...]
         let server = try await http1Server(FileOrigin().handle)
         try await withClient(kind, server: server) { client in
-            let endpoint = Endpoint<String>(method: .post, path: "/upload", body: .body(.data(slice, contentType: "application/octet-stream")), decoding: .string)
+            let endpoint = Endpoint<String>(
+                method: .post, path: "/upload", body: .body(.data(slice, contentType: "application/octet-stream")), decoding: .string)
             let transfer = client.upload(endpoint)
             let progress = self.lastProgress(transfer)
             let response = try await transfer.value
@@ -508,8 +541,11 @@ struct TransferTests {
             let b = form.boundary
             var expected = Data("--\(b)\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nHoliday – día 1\r\n".utf8)
             expected += Data("--\(b)\r\nContent-Disposition: form-data; name=\"a%22b%0D%0AX-Injected: 1\"\r\n\r\nquoted\r\n".utf8)
-            expected += Data("--\(b)\r\nContent-Disposition: form-data; name=\"meta\"; filename=\"meta%22.json\"\r\nContent-Type: application/json\r\n\r\n{\"k\":1}\r\n".utf8)
-            expected += Data("--\(b)\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"photo.jpg\"\r\nContent-Type: image/jpeg\r\n\r\n".utf8)
+            expected += Data(
+                "--\(b)\r\nContent-Disposition: form-data; name=\"meta\"; filename=\"meta%22.json\"\r\nContent-Type: application/json\r\n\r\n{\"k\":1}\r\n"
+                    .utf8)
+            expected += Data(
+                "--\(b)\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"photo.jpg\"\r\nContent-Type: image/jpeg\r\n\r\n".utf8)
             expected += fileContent + Data("\r\n--\(b)--\r\n".utf8)
             #expect(received.body == expected)
             #expect(body.length == expected.count)
