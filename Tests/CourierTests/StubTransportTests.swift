@@ -57,10 +57,15 @@ struct StubTransportTests {
     @Test
     func aDelayedRouteIsCancellable() async throws {
         let stub = StubTransport(routes: [.init(.get, "/never", delay: .seconds(3600), .status(.ok))])
+        let events = CountingMonitor()
         let client = Client(
-            configuration: .init(transport: stub, baseURL: URL(string: "https://api.example.com")!) { $0.debugOptions = .off })
+            configuration: .init(transport: stub, baseURL: URL(string: "https://api.example.com")!) {
+                $0.debugOptions = .off
+                $0.eventMonitors = [events]
+            })
         let handle = client.start(Endpoint<Article>(path: "/never"))
-        try await Task.sleep(for: .milliseconds(20))
+        // Cancelled while the stub waits out its delay, not before the request reached it.
+        #expect(await eventually { events.count("attempt") == 1 })
         handle.cancel()
         let error = await expectCourierError { _ = try await handle.value }
         #expect(error?.kind == .cancelled)

@@ -1,9 +1,10 @@
-import Courier
 import CourierOutbox
 import CourierTestServer
 import Foundation
 import HTTPTypes
 import Testing
+
+@testable import Courier
 
 @Suite("Client lifecycle: cancel everything, suspend and resume, shut down")
 struct LifecycleTests {
@@ -29,7 +30,9 @@ struct LifecycleTests {
             let joiner = client.start(Endpoint<Article>(path: "/held/a"))
             let queued = client.start(Endpoint<Article>(path: "/held/b"))
             let noDeadline = client.start(Endpoint<Article>(path: "/held/c"))
-            try await Task.sleep(for: .milliseconds(100))
+            // Each is where it should be before the cancel: one in flight, one joined to it, two
+            // in the scheduler's queue.
+            #expect(await eventually { client.parts.lifecycle.runningCount == 4 && client.traffic.queued == 2 })
             let cancelled = client.cancelAll(reason: "signing out")
             #expect(cancelled == 4)
             for handle in [inFlight, joiner, queued, noDeadline] {
@@ -39,7 +42,8 @@ struct LifecycleTests {
             }
             await gate.open()
             // Nothing is left behind: a new request gets a slot and an answer.
-            #expect(try await client.send(Endpoint<Article>(path: "/json")).id == 1)
+            let fresh = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(fresh.id == 1)
             #expect(!server.requests.contains { $0.path == "/held/b" })
         }
     }
@@ -47,19 +51,24 @@ struct LifecycleTests {
     @Test(arguments: TransportKind.allCases)
     func suspendHoldsNetworkRequestsWithoutFailingThemUntilResume(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        try await withClient(kind, server: server) { client in
+        let events = CountingMonitor()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [events] }) { client in
             client.suspend()
             #expect(client.isSuspended)
             let held = client.start(Endpoint<Article>(path: "/json"))
             let short = client.start(Endpoint<Article>(path: "/json", timeout: .milliseconds(300)))
-            try await Task.sleep(for: .milliseconds(500))
-            #expect(server.requests.isEmpty)
+            // The first is held at the network's door; the second joined it (the same GET).
+            #expect(await eventually { client.parts.lifecycle.heldCount == 1 && events.count("joined") == 1 })
             // Its deadline still runs while it is held.
             let timedOut = await expectCourierError { _ = try await short.value }
             #expect(timedOut?.kind == .timeout)
+            // Checked after the short one's deadline: nothing left while the client was suspended.
+            #expect(server.requests.isEmpty)
+            #expect(client.parts.lifecycle.heldCount == 1)
             client.resume()
             #expect(!client.isSuspended)
-            #expect(try await held.value.id == 1)
+            let released = try await held.value
+            #expect(released.id == 1)
             #expect(server.requests.count == 1)
         }
     }
@@ -83,7 +92,7 @@ struct LifecycleTests {
             // The quick one ends during the grace period; the other is still waiting at its end.
             // (A long grace period: the quick one must finish within it even on a loaded machine.)
             let shutdown = Task { await client.shutdown(gracePeriod: .seconds(10)) }
-            try await Task.sleep(for: .milliseconds(50))
+            #expect(await eventually { client.parts.lifecycle.isShutDown })
             await quickGate.open()
             let cancelled = await shutdown.value
             #expect(cancelled == 1)
@@ -114,7 +123,8 @@ struct LifecycleTests {
             let id = try outbox.enqueue(OutboxTests.post("/message"), queue: "a")
             let held = try outbox.enqueue(OutboxTests.post("/held"), queue: "b")
             outbox.start()
-            try await Task.sleep(for: .milliseconds(300))
+            // Both queues handed their item to the client, which holds them.
+            #expect(await eventually { client.parts.lifecycle.heldCount == 2 })
             #expect(server.requests.isEmpty)
             #expect(try outbox.item(id)?.state != .delivered)
             client.resume()

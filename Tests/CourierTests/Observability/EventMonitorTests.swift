@@ -87,7 +87,9 @@ struct EventMonitorTests {
             #expect(result.attempts == 1)
             #expect(result.delivery == .collected)
             #expect(result.version == .http1_1)
-            #expect(result.sentFields?[.accept] != nil || result.sentFields != nil)
+            // The fields as they went on the wire: the pipeline's Accept-Encoding, as the server got it.
+            let sentEncoding = try #require(result.sentFields?[.acceptEncoding])
+            #expect(sentEncoding == server.requests.last?.header("Accept-Encoding"))
             #expect(result.duration > .zero)
         }
     }

@@ -87,10 +87,11 @@ struct HARTests {
             return .json(#"{"id":1,"title":"x"}"#, headers: [("Cache-Control", "max-age=600")])
         }
         let recorder = HARRecorder()
+        let events = CountingMonitor()
         try await withClient(
             kind, server: server,
             configure: {
-                $0.eventMonitors = [recorder]
+                $0.eventMonitors = [recorder, events]
                 $0.cache = CacheConfiguration(store: MemoryCacheStore())
             }
         ) { client in
@@ -99,7 +100,7 @@ struct HARTests {
             let first = client.start(Endpoint<Article>(path: "/shared"))
             #expect(await eventually { server.requests.contains { $0.path == "/shared" } })
             let second = client.start(Endpoint<Article>(path: "/shared"))
-            try await Task.sleep(for: .milliseconds(100))
+            #expect(await eventually { events.count("joined") == 1 })
             await gate.open()
             _ = try await first.value
             _ = try await second.value

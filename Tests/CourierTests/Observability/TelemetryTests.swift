@@ -214,12 +214,13 @@ struct TelemetryTests {
             return .json(#"{"id":1,"title":"x"}"#)
         }
         let tracer = W3CInMemoryTracer()
-        try await withClient(kind, server: server, configure: { $0.eventMonitors = [TracingMonitor(tracer: tracer)] }) { client in
+        let events = CountingMonitor()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [TracingMonitor(tracer: tracer), events] }) { client in
             let first = client.start(Endpoint<Article>(name: "shared", path: "/shared"))
             #expect(await eventually { server.requests.count == 1 })
             let second = client.start(Endpoint<Article>(name: "shared", path: "/shared"))
             let third = client.start(Endpoint<Article>(name: "shared", path: "/shared"))
-            try await Task.sleep(for: .milliseconds(100))
+            #expect(await eventually { events.count("joined") == 2 })
             await gate.open()
             _ = try await first.value
             _ = try await second.value

@@ -583,8 +583,21 @@ struct SeamMatrixTests {
 
     @Test(arguments: TransportKind.allCases)
     func schedulerAndRetry_cancellingDuringBackoffFreesTheSlot(_ kind: TransportKind) async throws {
+        // Both paths ask for a 1 s backoff; /control answers its second attempt. Its retry comes
+        // after the cancelled request's would have, so once it arrived, a retry that ignored the
+        // cancellation would have reached the server too.
+        let controlAttempts = Locked(0)
         let server = try await http1Server { request in
-            request.path == "/busy" ? .text("busy", status: 503, headers: [("Retry-After", "20")]) : await Routes.standard(request)
+            switch request.path {
+            case "/busy": return .text("busy", status: 503, headers: [("Retry-After", "1")])
+            case "/control":
+                let attempt = controlAttempts.withLock {
+                    $0 += 1
+                    return $0
+                }
+                return attempt == 1 ? .text("busy", status: 503, headers: [("Retry-After", "1")]) : .text("ok")
+            default: return await Routes.standard(request)
+            }
         }
         try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) {
             client in
@@ -593,10 +606,14 @@ struct SeamMatrixTests {
             busy.cancel()
             let error = await expectCourierError { _ = try await busy.value }
             #expect(error?.kind == .cancelled)
+            // The slot is free at once: with one slot, this request could not go out while the
+            // cancelled one still held it through its backoff.
             do {
                 let got = try await client.send(Endpoint<Article>(path: "/json")).id
                 #expect(got == 1)
             }
+            _ = try await client.send(Endpoint<Data>(path: "/control", decoding: .data))
+            #expect(server.requests.filter { $0.path == "/control" }.count == 2)
             #expect(server.requests.filter { $0.path == "/busy" }.count == 1)
         }
     }
@@ -979,7 +996,18 @@ struct SeamMatrixTests {
 
     @Test(arguments: TransportKind.allCases)
     func retryAndScopes_cancellingDuringBackoffSendsNoSecondAttempt(_ kind: TransportKind) async throws {
-        let server = try await http1Server { _ in .text("busy", status: 503, headers: [("Retry-After", "5")]) }
+        // Both paths ask for a 1 s backoff; /control answers its second attempt. It is sent after
+        // the scope was cancelled, so once its retry arrived, the cancelled request's retry (due
+        // earlier) would have arrived too if the backoff ignored the cancellation.
+        let controlAttempts = Locked(0)
+        let server = try await http1Server { request in
+            guard request.path == "/control" else { return .text("busy", status: 503, headers: [("Retry-After", "1")]) }
+            let attempt = controlAttempts.withLock {
+                $0 += 1
+                return $0
+            }
+            return attempt == 1 ? .text("busy", status: 503, headers: [("Retry-After", "1")]) : .text("ok")
+        }
         try await withClient(kind, server: server) { client in
             let scope = RequestScope()
             let handle = scope.start(Endpoint<Article>(path: "/busy"), on: client)
@@ -987,8 +1015,10 @@ struct SeamMatrixTests {
             scope.cancelAll()
             let error = await expectCourierError { _ = try await handle.value }
             #expect(error?.kind == .cancelled)
-            try await Task.sleep(for: .milliseconds(200))
-            #expect(server.requests.count == 1)
+            let control = try await client.send(Endpoint<String>(path: "/control", decoding: .string))
+            #expect(control == "ok")
+            #expect(server.requests.filter { $0.path == "/control" }.count == 2)
+            #expect(server.requests.filter { $0.path == "/busy" }.count == 1)
         }
     }
 

@@ -99,6 +99,10 @@ final class Lifecycle: Sendable {
 
     var isSuspended: Bool { self.state.withLock { $0.suspended } }
     var runningCount: Int { self.state.withLock { $0.running.count } }
+    /// How many requests wait in ``admit()`` for ``resume()``.
+    var heldCount: Int { self.state.withLock { $0.held.count } }
+    /// Whether ``shutdown(grace:)`` has begun: new requests are refused.
+    var isShutDown: Bool { self.state.withLock { $0.shutDown } }
 
     func suspend() {
         self.state.withLock { $0.suspended = true }
