@@ -50,6 +50,9 @@ public final class URLSessionTransport: Transport {
     /// (libcurl's connection cache) only when the session itself is freed.
     private let session: Locked<URLSession?>
     private let delegate: SessionDelegate
+    /// How many response bodies failed because what the reader had not read could not be
+    /// written to the scratch directory; the tests wait for it instead of for a time.
+    package let bufferFailures = Locked(0)
 
     /// The pins checked in the server-trust challenge (Apple platforms only).
     private let pinning: PinningPolicy
@@ -204,7 +207,9 @@ public final class URLSessionTransport: Transport {
                 guard let session else { throw CourierError(.transport, "the URLSession transport is shut down") }
                 let task: URLSessionDataTask =
                     if let spooled { session.uploadTask(with: urlRequest, fromFile: spooled) } else { session.dataTask(with: urlRequest) }
-                let exchange = Exchange(task: task, memoryLimit: memoryLimit, scratchDirectory: scratch, onComplete: removeSpooled)
+                let exchange = Exchange(
+                    task: task, memoryLimit: memoryLimit, scratchDirectory: scratch, bufferFailures: self.bufferFailures,
+                    onComplete: removeSpooled)
                 delegate.register(exchange, for: task)
                 return (task, exchange)
             }
@@ -444,6 +449,8 @@ private final class Exchange: Sendable {
     let chunks: SpillBuffer
     /// Runs once the task has completed (removes a spooled upload).
     private let onComplete: @Sendable () -> Void
+    /// The transport's count of bodies that could not be buffered.
+    private let bufferFailures: Locked<Int>
     private let head = Locked<HeadState>(.waiting(nil))
     /// Whether the task is suspended because too much waits unread (Apple platforms).
     private let paused = Locked(false)
@@ -461,9 +468,13 @@ private final class Exchange: Sendable {
         case done
     }
 
-    init(task: URLSessionDataTask, memoryLimit: Int, scratchDirectory: URL, onComplete: @escaping @Sendable () -> Void) {
+    init(
+        task: URLSessionDataTask, memoryLimit: Int, scratchDirectory: URL, bufferFailures: Locked<Int>,
+        onComplete: @escaping @Sendable () -> Void
+    ) {
         self.task = task
         self.chunks = SpillBuffer(memoryLimit: memoryLimit, directory: scratchDirectory)
+        self.bufferFailures = bufferFailures
         self.onComplete = onComplete
     }
 
@@ -488,6 +499,7 @@ private final class Exchange: Sendable {
             try self.chunks.push(data)
         } catch {
             // The disk is full, or the directory cannot be written: the reader gets the error.
+            self.bufferFailures.withLock { $0 += 1 }
             self.task.cancel()
         }
         #if canImport(Darwin)

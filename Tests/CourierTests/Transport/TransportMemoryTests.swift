@@ -130,8 +130,8 @@ struct TransportMemoryTests {
         let transport = URLSessionTransport(responseMemoryLimit: 64 * 1024, scratchDirectory: missing)
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(60) })
         let response = try await client.stream(Endpoint<Data>(path: "/big", decoding: .data))
-        // Let the session deliver past the limit before reading.
-        try await Task.sleep(for: .milliseconds(500))
+        // Nothing is read until the session has delivered past the limit and the spill failed.
+        #expect(await eventually { transport.bufferFailures.withLock { $0 } == 1 })
         var received = Data()
         let error = await expectCourierError {
             for try await chunk in response.body { received.append(chunk) }
