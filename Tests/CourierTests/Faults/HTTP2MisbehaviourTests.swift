@@ -16,8 +16,8 @@ import Testing
 /// | request-body window 0 that never opens | AsyncHTTPClient | kind `timeout` at the request's 1 s timeout | 1 s + slack |
 /// | 1,000 PINGs before the answer | AsyncHTTPClient | the answer arrives; the next request too (swift-nio-http2's limit of 200 control frames in 30 s ends the connection: a new one, never `cancelled`); shutdown within 5 s | the test's own time |
 /// | `:status` of 2000, 1000, 65535 or 99 | AsyncHTTPClient | kind `transport`, the stream reset with PROTOCOL_ERROR (RFC 9113 §8.1.1), the client goes on (before: 99 trapped in AsyncHTTPClient, seen in a run; 2000 reaches HTTPTypes, which traps outside 0...999; swift-nio-http2 takes 1000 for an informational head) | the test's own time |
-/// | a 1 MiB response header, HTTP/1.1 | both | kind `transport` (AsyncHTTPClient); URLSession's libcurl may accept it, then the value is right | the test's own time |
-/// | a 1 MiB response header, HTTP/2 | AsyncHTTPClient | kind `timeout` at the request's 2 s timeout: the test server's HTTP/2 encoder refuses a header list over the client's SETTINGS_MAX_HEADER_LIST_SIZE and never answers | 2 s + slack |
+/// | a 64 KiB and a 1 MiB response header, HTTP/1.1 | both | 64 KiB arrives whole; 1 MiB is kind `transport` on both | the test's own time |
+/// | an over-limit response header, HTTP/2 | — | not tested: the test server will not send a header block over the client's SETTINGS_MAX_HEADER_LIST_SIZE | — |
 ///
 /// A finding of this suite, fixed: RFC 9113 §6.8 says streams above a GOAWAY's last stream ID
 /// were not processed, so even a POST on one may be sent again; swift-nio-http2 closes them with
@@ -140,25 +140,29 @@ struct HTTP2MisbehaviourTests {
         try await server.stop()
     }
 
-    // AsyncHTTPClient here (HTTP/2 needs the TLS test server, which URLSession on Linux cannot trust); URLSession's HTTP/1.1 case is the next test.
-    @Test(arguments: [false, true])
-    func aResponseHeaderLargerThanTheLimitFailsTyped(http2: Bool) async throws {
-        let handler: TestServer.Handler = { request in
-            ScriptedResponse(
-                status: 200, headers: [("Content-Type", "application/json"), ("X-Huge", String(repeating: "h", count: 1 << 20))],
+    // HTTP/1.1 only. Over HTTP/2 an over-limit header list cannot be produced here: the test
+    // server (swift-nio-http2) refuses to send a header block larger than the client's
+    // SETTINGS_MAX_HEADER_LIST_SIZE, so the answer never leaves it and only the fixture would be
+    // tested. The client's HTTP/2 header limit is therefore untested.
+    @Test(arguments: TransportKind.allCases)
+    func aResponseHeaderLargerThanTheLimitFailsTyped(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            // /big: 64 KiB, within both transports' limits; /huge: 1 MiB, past both (AsyncHTTPClient's
+            // parser stops at 80 KiB of head, libcurl at 100 KiB per header).
+            let size = request.path == "/huge" ? 1 << 20 : 64 << 10
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/json"), ("X-Huge", String(repeating: "h", count: size))],
                 body: Data(#"{"id":1,"title":"x"}"#.utf8))
         }
-        let server = try await (http2 ? tlsServer(handler) : http1Server(handler))
-        try await withClient(.asyncHTTPClient, server: server) { client in
-            // Over HTTP/2 the answer never comes (see the table): a short timeout ends it.
-            let error = await expectCourierError {
-                _ = try await client.send(Endpoint<Article>(path: "/huge", timeout: .seconds(http2 ? 2 : 30)).retry(.never))
-            }
-            #expect(error?.kind == (http2 ? .timeout : .transport))
+        try await withClient(kind, server: server) { client in
+            let big = try await client.response(Endpoint<Article>(path: "/big").retry(.never))
+            #expect(big.value.id == 1)
+            #expect(big.headers[HTTPField.Name("X-Huge")!]?.utf8.count == 64 << 10)
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/huge").retry(.never)) }
+            #expect(error?.kind == .transport)
         }
     }
 
-    // URLSession only: AsyncHTTPClient's case is the test above; libcurl has a header limit of its own.
     // AsyncHTTPClient only: HTTP/2 needs the TLS test server, and URLSession on Linux cannot trust the test CA.
     @Test(arguments: [2000, 1000, 99, 65535])
     func aStatusThatIsNotThreeDigitsIsATransportErrorNotACrash(_ status: Int) async throws {
@@ -175,26 +179,6 @@ struct HTTP2MisbehaviourTests {
             let response = try await client.response(Endpoint<Article>(path: "/json"))
             #expect(response.value.id == 1)
             #expect(response.version == .http2)
-        }
-    }
-
-    @Test
-    func aResponseHeaderLargerThanTheLimitFailsTypedOnURLSession() async throws {
-        // URLSession over HTTP/1.1 (cleartext: no trust root needed).
-        let server = try await http1Server { _ in
-            ScriptedResponse(
-                status: 200, headers: [("Content-Type", "application/json"), ("X-Huge", String(repeating: "h", count: 1 << 20))],
-                body: Data(#"{"id":1,"title":"x"}"#.utf8))
-        }
-        try await withClient(.urlSession, server: server) { client in
-            do {
-                let article = try await client.send(Endpoint<Article>(path: "/huge").retry(.never))
-                // FoundationNetworking (libcurl) accepts headers up to its own limit; if it takes
-                // this one, the value must still be right.
-                #expect(article.id == 1)
-            } catch let error as CourierError {
-                #expect(error.kind == .transport)
-            }
         }
     }
 }
