@@ -61,7 +61,9 @@ public final class Client: Sendable {
 
     /// Starts the endpoint's request in a new task and returns a handle to await, cancel or re-prioritise it.
     public func start<Value: Sendable>(_ endpoint: Endpoint<Value>, priority: RequestPriority? = nil) -> RequestHandle<Value> {
-        let control = RequestControl(priority: priority ?? endpoint.priority)
+        // Numbered now, in the caller: requests started one after the other queue in that order,
+        // whichever of their tasks reaches the scheduler first.
+        let control = RequestControl(priority: priority ?? endpoint.priority, order: self.parts.scheduler.makeOrder())
         return RequestHandle(
             task: Task { () async throws -> Response<Value> in
                 try await self.response(endpoint, control: control)

@@ -462,7 +462,9 @@ struct ScheduleStage: PipelineStage {
         if self.lifecycle.isSuspended { try await self.lifecycle.admit() }
         if events.isActive {
             try await self.acquireObserved(exchange, ticket: ticket, host: host)
-        } else if !scheduler.tryAcquire(ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority) {
+        } else if !scheduler.tryAcquire(
+            ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority, order: exchange.order)
+        {
             try await scheduler.waitForSlot(ticket: ticket)
         }
         // Holding a slot, the request goes on to the wire: room for the frames of the stages
@@ -504,7 +506,9 @@ struct ScheduleStage: PipelineStage {
         let started = ContinuousClock.now
         let parked = Locked(false)
         do {
-            try await self.scheduler.acquire(ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority) {
+            try await self.scheduler.acquire(
+                ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority, order: exchange.order
+            ) {
                 parked.withLock { $0 = true }
                 events.emit(exchange.request) { $0.requestQueued($1, host: host) }
             }

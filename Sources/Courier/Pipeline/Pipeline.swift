@@ -328,10 +328,13 @@ struct RequestExchange: Sendable {
         let uploadReporter: ProgressReporter?
         let adjust: (@Sendable (inout Request) -> Void)?
         let start: ContinuousClock.Instant
+        /// The request's place in the scheduler's line, taken when `start` was called; kept by a
+        /// shared (deduplicated) exchange, which has no control of its own.
+        let order: UInt64?
 
         init(
             endpoint: EndpointDescription, mode: ExchangeMode, cachePolicy: CachePolicy, uploadReporter: ProgressReporter?,
-            adjust: (@Sendable (inout Request) -> Void)?, start: ContinuousClock.Instant
+            adjust: (@Sendable (inout Request) -> Void)?, start: ContinuousClock.Instant, order: UInt64?
         ) {
             self.endpoint = endpoint
             self.mode = mode
@@ -339,6 +342,7 @@ struct RequestExchange: Sendable {
             self.uploadReporter = uploadReporter
             self.adjust = adjust
             self.start = start
+            self.order = order
         }
     }
 
@@ -397,6 +401,8 @@ struct RequestExchange: Sendable {
     /// What happened on the wire, shared by the stages below middleware and the ones above it.
     var record: ExchangeRecord
     var start: ContinuousClock.Instant { self.fixed.start }
+    /// The request's place in the scheduler's line, when it was numbered as it was called.
+    var order: UInt64? { self.fixed.order }
     /// 0 for the request, 1, 2, … for the redirect hops after it (set by the redirect stage).
     var hop = 0
     /// The caller's ticket in the client's lifecycle (set by the lifecycle stage).
@@ -408,7 +414,8 @@ struct RequestExchange: Sendable {
         record: ExchangeRecord, start: ContinuousClock.Instant
     ) {
         self.fixed = Fixed(
-            endpoint: endpoint, mode: mode, cachePolicy: cachePolicy, uploadReporter: uploadReporter, adjust: adjust, start: start)
+            endpoint: endpoint, mode: mode, cachePolicy: cachePolicy, uploadReporter: uploadReporter, adjust: adjust, start: start,
+            order: control?.order)
         self.request = request
         self.call = call
         self.control = control

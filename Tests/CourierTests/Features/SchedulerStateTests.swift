@@ -164,4 +164,31 @@ extension SchedulerStateTests {
         #expect(third)
         #expect(state.queuedCount == 0)
     }
+
+    @Test
+    func aRequestNumberedEarlierGoesFirstWhateverItsArrival() {
+        var state = SchedulerState(configuration: SchedulerConfiguration(maxConcurrentRequests: 1))
+        let now = ContinuousClock.now
+        let startedAtOnce = state.submit(id: 0, host: "a", priority: .normal, now: now)
+        #expect(startedAtOnce == true)
+        let first = state.makeOrder()
+        let second = state.makeOrder()
+        let third = state.makeOrder()
+        // They arrive in the order third, first, second; a request with no number arrives last.
+        let queued2 = state.submit(id: 3, host: "a", priority: .normal, order: third, now: now)
+        #expect(queued2 == false)
+        let queued3 = state.submit(id: 1, host: "a", priority: .normal, order: first, now: now)
+        #expect(queued3 == false)
+        let queued4 = state.submit(id: 2, host: "a", priority: .normal, order: second, now: now)
+        #expect(queued4 == false)
+        let queued5 = state.submit(id: 4, host: "a", priority: .normal, now: now)
+        #expect(queued5 == false)
+        // A higher priority still goes before every number.
+        let latest = state.makeOrder()
+        let queued6 = state.submit(id: 5, host: "a", priority: .high, order: latest, now: now)
+        #expect(queued6 == false)
+        var started: [UInt64] = []
+        for _ in 0..<5 { started += state.finish(host: "a", now: now) }
+        #expect(started == [5, 1, 2, 3, 4])
+    }
 }

@@ -203,6 +203,31 @@ struct SchedulerTests {
         }
     }
 
+    /// Requests started one after the other at one priority reach the wire in the order they were
+    /// started, however their tasks happen to reach the scheduler: each is numbered when
+    /// `start` is called, and the queue orders by priority, then by that number. Deduplication is
+    /// on (the default), so the number also survives the shared exchange the scheduler sees.
+    /// (Before: a task per `start` reached the queue in any order, and 20 requests went out of
+    /// order in each of three runs.)
+    @Test(arguments: TransportKind.allCases)
+    func requestsStartedInOrderLeaveInOrder(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }
+        ) { client in
+            let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
+            #expect(await eventually { server.requests.count == 1 })
+            // Started back to back, without waiting for each to queue.
+            let handles = (0..<20).map { client.start(Endpoint<Article>(path: "/p/\($0)")) }
+            #expect(await eventually { client.traffic.queued == 20 })
+            await gate.open()
+            _ = try await blocker.value
+            for handle in handles { _ = try await handle.value }
+            #expect(server.requests.dropFirst().map(\.path) == (0..<20).map { "/p/\($0)" })
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func reprioritisedQueuedRequestMovesAhead(_ kind: TransportKind) async throws {
         let gate = Gate()

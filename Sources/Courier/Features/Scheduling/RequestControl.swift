@@ -6,9 +6,12 @@ final class RequestControl: Sendable {
     }
 
     private let state: Locked<State>
+    /// The request's place in line, taken when it was started (``RequestScheduler/makeOrder()``).
+    let order: UInt64?
 
-    init(priority: RequestPriority) {
+    init(priority: RequestPriority, order: UInt64? = nil) {
         self.state = Locked(State(priority: priority))
+        self.order = order
     }
 
     var priority: RequestPriority { self.state.withLock { $0.priority } }

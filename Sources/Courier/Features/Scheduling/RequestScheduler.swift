@@ -38,12 +38,19 @@ package final class RequestScheduler: Sendable {
         }
     }
 
+    /// The next number in line, for a request being called now (see ``SchedulerState/makeOrder()``).
+    package func makeOrder() -> UInt64 {
+        self.state.withLock { $0.decisions.makeOrder() }
+    }
+
     /// Waits until the request may start; throws kind `cancelled` if the task is cancelled while queued.
     ///
     /// Every successful `acquire` must be balanced by one ``release(host:)``.
     /// `onPark` is called (before waiting) when no slot is free.
-    package func acquire(ticket: UInt64, host: String, priority: RequestPriority, onPark: (@Sendable () -> Void)? = nil) async throws {
-        if self.tryAcquire(ticket: ticket, host: host, priority: priority) { return }
+    package func acquire(
+        ticket: UInt64, host: String, priority: RequestPriority, order: UInt64? = nil, onPark: (@Sendable () -> Void)? = nil
+    ) async throws {
+        if self.tryAcquire(ticket: ticket, host: host, priority: priority, order: order) { return }
         onPark?()
         try await self.waitForSlot(ticket: ticket)
     }
@@ -51,12 +58,12 @@ package final class RequestScheduler: Sendable {
     /// Takes a slot at once when one is free (`true`); else queues the ticket and returns
     /// `false`, and the caller must then wait with ``waitForSlot(ticket:)``. Synchronous, so a
     /// request that finds a slot free makes no async call for it.
-    package func tryAcquire(ticket: UInt64, host: String, priority: RequestPriority) -> Bool {
+    package func tryAcquire(ticket: UInt64, host: String, priority: RequestPriority, order: UInt64? = nil) -> Bool {
         self.state.withLock { state -> Bool in
             let now = ContinuousClock.now
             var priority = priority
             if !state.early.isEmpty, let set = state.early.removeValue(forKey: ticket) { priority = set }
-            if state.decisions.submit(id: ticket, host: host, priority: priority, now: now) { return true }
+            if state.decisions.submit(id: ticket, host: host, priority: priority, order: order, now: now) { return true }
             state.parked[ticket] = .waiting(nil)
             return false
         }

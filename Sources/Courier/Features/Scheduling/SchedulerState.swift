@@ -1,9 +1,10 @@
 /// The scheduler's decisions as a plain value: no locks, no tasks, no clock of its own.
 ///
-/// Requests wait in one FIFO queue per host and priority. When capacity frees up, the scheduler
-/// looks at the head of every queue (the oldest waiter of that host and priority) and starts the
+/// Requests wait in one queue per host and priority, in their place in line. When capacity frees up, the scheduler
+/// looks at the head of every queue (the first in line of that host and priority) and starts the
 /// one with the highest *effective* priority: its priority plus one level per `agingInterval`
-/// waited, ties broken by arrival order. Cancelled and re-prioritised entries are dropped lazily
+/// waited, ties broken by place in line (the number a request got when `start` was called, else on
+/// arrival). Cancelled and re-prioritised entries are dropped lazily
 /// when they reach the head of a queue, so every operation is O(1) amortised plus a scan of the
 /// queue heads (hosts × 5).
 package struct SchedulerState: Sendable {
@@ -15,7 +16,8 @@ package struct SchedulerState: Sendable {
         package var host: String
         /// Its current priority.
         package var priority: RequestPriority
-        /// Arrival order, for FIFO within a priority.
+        /// The request's place in line: the number it got when it was called (``makeOrder()``),
+        /// else when it arrived. Within a priority the smaller number goes first.
         package var sequence: UInt64
         /// When it was queued, for ageing.
         package var enqueuedAt: ContinuousClock.Instant {
@@ -43,6 +45,7 @@ package struct SchedulerState: Sendable {
     private struct Entry {
         var id: UInt64
         var generation: UInt32
+        var order: UInt64
     }
 
     package private(set) var configuration: SchedulerConfiguration
@@ -85,17 +88,30 @@ package struct SchedulerState: Sendable {
     ///
     /// A request only starts at once when nothing of the same host is queued, so a newcomer never
     /// overtakes requests already waiting for that host.
-    package mutating func submit(id: UInt64, host: String, priority: RequestPriority, now: ContinuousClock.Instant) -> Bool {
+    ///
+    /// `order` is the number the request got when it was called (``makeOrder()``); without one it
+    /// is numbered now. A request that reaches the queue after one called later goes before it.
+    package mutating func submit(
+        id: UInt64, host: String, priority: RequestPriority, order: UInt64? = nil, now: ContinuousClock.Instant
+    ) -> Bool {
         if self.hasCapacity(for: host) && !self.hasWaiters(for: host) {
             self.take(host)
             return true
         }
-        self.nextSequence += 1
-        let ticket = Ticket(id: id, host: host, priority: priority, sequence: self.nextSequence, enqueuedAt: now)
+        let order = order ?? self.makeOrder()
+        let ticket = Ticket(id: id, host: host, priority: priority, sequence: order, enqueuedAt: now)
         self.waiting[id] = (ticket, 0)
         self.waitingByHost[host, default: 0] += 1
-        self.queues[QueueKey(host: host, priority: priority), default: FIFO()].append(Entry(id: id, generation: 0))
+        self.queues[QueueKey(host: host, priority: priority), default: FIFO()].insert(
+            Entry(id: id, generation: 0, order: order), after: { $0.order <= order })
         return false
+    }
+
+    /// The next number in line: taken when a request is called, so that requests started one
+    /// after the other queue in that order whichever reaches the scheduler first.
+    package mutating func makeOrder() -> UInt64 {
+        self.nextSequence += 1
+        return self.nextSequence
     }
 
     /// Removes a queued request; returns `false` if it was not queued (already started or unknown).
@@ -112,8 +128,9 @@ package struct SchedulerState: Sendable {
         record.ticket.priority = priority
         record.generation &+= 1
         self.waiting[id] = record
-        self.queues[QueueKey(host: record.ticket.host, priority: priority), default: FIFO()].append(
-            Entry(id: id, generation: record.generation))
+        let order = record.ticket.sequence
+        self.queues[QueueKey(host: record.ticket.host, priority: priority), default: FIFO()].insert(
+            Entry(id: id, generation: record.generation, order: order), after: { $0.order <= order })
         return true
     }
 
@@ -217,6 +234,14 @@ struct FIFO<Element>: Sendable where Element: Sendable {
 
     mutating func append(_ element: Element) {
         self.storage.append(element)
+    }
+
+    /// Inserts `element` behind the last element for which `isAhead` holds, looking from the
+    /// back: O(1) when elements come in order, as they nearly always do.
+    mutating func insert(_ element: Element, after isAhead: (Element) -> Bool) {
+        var index = self.storage.count
+        while index > self.head && !isAhead(self.storage[index - 1]) { index -= 1 }
+        if index == self.storage.count { self.storage.append(element) } else { self.storage.insert(element, at: index) }
     }
 
     @discardableResult
