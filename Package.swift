@@ -40,10 +40,16 @@ let package = Package(
     targets: [
         // The system's zlib, for gzip and deflate content coding.
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
+        // The system's brotli and zstd, for the br and zstd content codings: on Linux only (the
+        // Apple SDKs have neither library; URLSession decodes br there itself).
+        .systemLibrary(name: "CBrotli", path: "Sources/CBrotli", providers: [.apt(["libbrotli-dev"])]),
+        .systemLibrary(name: "CZstd", path: "Sources/CZstd", providers: [.apt(["libzstd-dev"])]),
         .target(
             name: "Courier",
             dependencies: [
                 "CZlib",
+                .target(name: "CBrotli", condition: .when(platforms: [.linux])),
+                .target(name: "CZstd", condition: .when(platforms: [.linux])),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HTTPTypesFoundation", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

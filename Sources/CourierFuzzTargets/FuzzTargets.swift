@@ -27,6 +27,7 @@ package enum FuzzTargets {
         Target(name: "content-range", run: contentRange),
         Target(name: "oauth-token", run: oauthToken),
         Target(name: "cookie", run: cookie),
+        Target(name: "content-decoding", run: contentDecoding),
     ]
 
     package static func target(named name: String) -> Target? {
@@ -221,5 +222,33 @@ package enum FuzzTargets {
         let separator = UInt8(ascii: ";")
         precondition(!cookie.name.utf8.contains(separator) && !cookie.value.utf8.contains(separator), "a cookie with a separator")
         precondition(CookieRules.domainMatches("www.example.com", cookie.domain), "a cookie for a domain the host is not in")
+    }
+
+    /// A compressed response body: the first byte picks the coding (gzip, deflate, br, zstd) and
+    /// the size of the pieces it arrives in, the rest is the body. Decoding gives bytes within the
+    /// limits or a typed error; fed in other pieces it gives the same result.
+    static func contentDecoding(_ data: Data) {
+        guard let first = data.first else { return }
+        let codings = ["gzip", "deflate", "br", "zstd"]
+        let coding = codings[Int(first) % codings.count]
+        let body = data.dropFirst()
+        let limits = DecompressionLimits(maxRatio: 50, ratioFloor: 64 * 1024, maxSize: 1 << 20)
+        let pieceSize = 1 + Int(first >> 2) % 64
+        var results: [Result<Data, CourierError>] = []
+        for size in [pieceSize, body.count + 1] {
+            do {
+                let decoded = try ContentDecoding.decode(Data(body), coding: coding, pieceSize: size, limits: limits)
+                precondition(decoded.count <= 1 << 20, "decoded past the size limit")
+                results.append(.success(decoded))
+            } catch let error as CourierError {
+                precondition([.decoding, .transport, .responseTooLarge].contains(error.kind), "an error of kind \(error.kind)")
+                results.append(.failure(error))
+            } catch {
+                preconditionFailure("an error that is not a CourierError: \(error)")
+            }
+        }
+        if case .success(let one) = results[0], case .success(let other) = results[1] {
+            precondition(one == other, "the pieces changed the decoded bytes")
+        }
     }
 }

@@ -156,7 +156,7 @@ enum RequestBuilder {
 
     /// The `Accept-Encoding` field sent when the client decodes content, made once: a field's
     /// value is checked each time one is made.
-    private static let acceptEncoding = HTTPField(name: .acceptEncoding, value: "gzip, deflate")
+    private static let acceptEncoding = HTTPField(name: .acceptEncoding, value: ContentCoding.offered)
 }
 
 /// The identity of a logical request, taken before wire boxing and middleware: what makes two

@@ -18,10 +18,41 @@ public struct DecompressionLimits: Sendable, Hashable {
     }
 }
 
-/// The content codings Courier decodes (RFC 9110 §8.4.1).
+extension DecompressionLimits {
+    /// Throws kind `responseTooLarge` when `decoded` bytes from `compressed` pass the limits.
+    func check(decoded: Int, compressed: Int) throws {
+        if let maxSize = self.maxSize, decoded > maxSize {
+            var error = CourierError(.responseTooLarge, "the decompressed response body is larger than \(maxSize) bytes")
+            error.limit = maxSize
+            throw error
+        }
+        let (allowed, overflow) = self.maxRatio.multipliedReportingOverflow(by: max(compressed, 1))
+        if decoded > self.ratioFloor, !overflow, decoded > allowed {
+            throw CourierError(
+                .responseTooLarge,
+                "the response body expands more than \(self.maxRatio) times when decompressed (a decompression bomb?)")
+        }
+    }
+}
+
+/// The content codings Courier decodes (RFC 9110 §8.4.1; br: RFC 7932, zstd: RFC 9659). br and
+/// zstd need the system's brotli and zstd libraries, which Courier links on Linux only.
 enum ContentCoding: String, Sendable {
     case gzip
     case deflate
+    #if canImport(CBrotli) && canImport(CZstd)
+    case br
+    case zstd
+    #endif
+
+    /// What `Accept-Encoding` offers: the codings this build can decode.
+    static var offered: String {
+        #if canImport(CBrotli) && canImport(CZstd)
+        "gzip, deflate, br, zstd"
+        #else
+        "gzip, deflate"
+        #endif
+    }
 
     /// The single coding a response's `Content-Encoding` names, `nil` for identity; throws for
     /// codings Courier cannot decode (so the body is never handed up still encoded).
@@ -32,11 +63,15 @@ enum ContentCoding: String, Sendable {
         }
         if codings.isEmpty { return nil }
         guard codings.count == 1 else {
-            throw CourierError(.decoding, "the response uses several content codings (\(value)); only one of gzip or deflate is supported")
+            throw CourierError(.decoding, "the response uses several content codings (\(value)); only one of \(Self.offered) is supported")
         }
         switch codings[0] {
         case "gzip", "x-gzip": return .gzip
         case "deflate": return .deflate
+        #if canImport(CBrotli) && canImport(CZstd)
+        case "br": return .br
+        case "zstd": return .zstd
+        #endif
         default: throw CourierError(.decoding, "the response's content coding '\(codings[0])' is not supported")
         }
     }
@@ -187,17 +222,7 @@ struct Inflater: ChunkTransformer {
     }
 
     private func checkLimits() throws {
-        if let maxSize = self.limits.maxSize, self.decodedTotal > maxSize {
-            var error = CourierError(.responseTooLarge, "the decompressed response body is larger than \(maxSize) bytes")
-            error.limit = maxSize
-            throw error
-        }
-        let (allowed, overflow) = self.limits.maxRatio.multipliedReportingOverflow(by: max(self.compressedTotal, 1))
-        if self.decodedTotal > self.limits.ratioFloor, !overflow, self.decodedTotal > allowed {
-            throw CourierError(
-                .responseTooLarge,
-                "the response body expands more than \(self.limits.maxRatio) times when decompressed (a decompression bomb?)")
-        }
+        try self.limits.check(decoded: self.decodedTotal, compressed: self.compressedTotal)
     }
 
     private static func corrupt(_ reason: String) -> CourierError {
@@ -279,8 +304,14 @@ struct Deflater: ChunkTransformer {
 extension ResponseBody {
     /// The body with its content coding removed, within `limits`.
     func decoded(_ coding: ContentCoding, limits: DecompressionLimits) -> ResponseBody {
-        let decoded = self.byteStream.transformed { Inflater(coding: coding, limits: limits) }
-        return .stream(decoded, expectedLength: nil)
+        switch coding {
+        case .gzip, .deflate:
+            return .stream(self.byteStream.transformed { Inflater(coding: coding, limits: limits) }, expectedLength: nil)
+        #if canImport(CBrotli) && canImport(CZstd)
+        case .br, .zstd:
+            return .stream(self.byteStream.transformed { BrotliOrZstdDecoder(coding: coding, limits: limits) }, expectedLength: nil)
+        #endif
+        }
     }
 }
 
@@ -288,4 +319,39 @@ extension ResponseBody {
 package enum Gzip {
     /// `data` compressed with gzip.
     package static func compress(_ data: Data) throws -> Data { try Deflater.gzip(data) }
+}
+
+/// Content decoding without a stream, for the fuzz targets and tests of this package.
+package enum ContentDecoding {
+    /// The codings this build decodes, as `Accept-Encoding` offers them.
+    package static var offered: String { ContentCoding.offered }
+
+    /// `body` decoded from `coding` as a response body is, fed in pieces of `pieceSize` bytes;
+    /// throws what the response body would (a ``CourierError``).
+    package static func decode(_ body: Data, coding: String, pieceSize: Int, limits: DecompressionLimits) throws -> Data {
+        guard let coding = try ContentCoding.of(coding) else { return body }
+        switch coding {
+        case .gzip, .deflate:
+            return try Self.run(Inflater(coding: coding, limits: limits), body, pieceSize: pieceSize)
+        #if canImport(CBrotli) && canImport(CZstd)
+        case .br, .zstd:
+            return try Self.run(BrotliOrZstdDecoder(coding: coding, limits: limits), body, pieceSize: pieceSize)
+        #endif
+        }
+    }
+
+    private static func run<Transformer: ChunkTransformer>(_ transformer: Transformer, _ body: Data, pieceSize: Int) throws -> Data {
+        var transformer = transformer
+        var output = Data()
+        var offset = body.startIndex
+        let step = max(pieceSize, 1)
+        while offset < body.endIndex {
+            let end = body.index(offset, offsetBy: step, limitedBy: body.endIndex) ?? body.endIndex
+            try transformer.feed(Data(body[offset..<end]))
+            while let piece = try transformer.produce() { output += piece }
+            offset = end
+        }
+        while let piece = try transformer.finish() { output += piece }
+        return output
+    }
 }

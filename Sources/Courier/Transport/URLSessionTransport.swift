@@ -126,6 +126,13 @@ public final class URLSessionTransport: Transport {
         self.session.withLock { $0 }?.invalidateAndCancel()
     }
 
+    /// The content codings the platform's URLSession removes from a response body itself.
+    #if canImport(FoundationNetworking)
+    static let platformDecodedCodings: Set<String> = ["gzip", "x-gzip", "deflate", "br", "zstd"]
+    #else
+    static let platformDecodedCodings: Set<String> = ["gzip", "x-gzip", "deflate", "br"]
+    #endif
+
     /// Shuts the transport down: cancels every task still running and releases the session and
     /// its connections. The transport cannot be used afterwards (a request then fails with kind
     /// `transport`). Dropping the last reference does the same.
@@ -244,10 +251,11 @@ public final class URLSessionTransport: Transport {
         // The platform does not report the server's reason phrase: the standard one for the code, as the other transport gives for well-behaved servers.
         let status = HTTPResponse.Status(code: head.statusCode)
         var expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
-        // URLSession decodes gzip, deflate (and br on Apple platforms) itself but keeps the
-        // header fields: drop them, so the body handed up is what they describe.
+        // URLSession decodes gzip, deflate and br itself (and zstd on Linux, where libcurl does
+        // the decoding) but keeps the header fields: drop them, so the body handed up is what
+        // they describe.
         if let coding = fields[.contentEncoding]?.lowercased(),
-            ["gzip", "x-gzip", "deflate", "br"].contains(coding.trimmingCharacters(in: .whitespaces))
+            Self.platformDecodedCodings.contains(coding.trimmingCharacters(in: .whitespaces))
         {
             fields[.contentEncoding] = nil
             fields[.contentLength] = nil

@@ -30,16 +30,23 @@ struct HTTP2ReadCoalescingTests {
     static func server() async throws -> TestServer {
         try await tlsServer { request in
             let parts = request.path.split(separator: "/")
-            guard parts.count == 3, parts[0] == "pieces" || parts[0] == "gzip-pieces", let seed = UInt64(parts[1]),
+            let codings = ["gzip-pieces": "gzip", "br-pieces": "br", "zstd-pieces": "zstd"]
+            guard parts.count == 3, parts[0] == "pieces" || codings[String(parts[0])] != nil, let seed = UInt64(parts[1]),
                 let length = Int(parts[2])
             else {
                 return .text("not found", status: 404)
             }
             if seed == 204 { return ScriptedResponse(status: 204, behaviour: .pieces(size: Self.frame)) }
-            if parts[0] == "gzip-pieces" {
-                let compressed = (try? Gzip.compress(payload(length, seed: seed))) ?? Data()
+            if let coding = codings[String(parts[0])] {
+                let plain = payload(length, seed: seed)
+                let compressed: Data =
+                    switch coding {
+                    case "br": ContentEncoder.brotli(plain)
+                    case "zstd": ContentEncoder.zstd(plain)
+                    default: (try? Gzip.compress(plain)) ?? Data()
+                    }
                 return ScriptedResponse(
-                    status: 200, headers: [("Content-Type", "application/octet-stream"), ("Content-Encoding", "gzip")], body: compressed,
+                    status: 200, headers: [("Content-Type", "application/octet-stream"), ("Content-Encoding", coding)], body: compressed,
                     behaviour: .pieces(size: Self.frame))
             }
             let body = payload(length, seed: seed)
@@ -173,16 +180,17 @@ struct HTTP2ReadCoalescingTests {
         }
     }
 
-    @Test
-    func aGzipBodyInFramesIsDecodedWhole() async throws {
+    /// Read coalescing × content coding: a compressed body in many small frames, in each coding.
+    @Test(arguments: ["gzip", "br", "zstd"])
+    func aCompressedBodyInFramesIsDecodedWhole(_ coding: String) async throws {
         let server = try await Self.server()
         try await withClient(.asyncHTTPClient, server: server) { client in
             // Random bytes barely compress: the compressed body is about as many frames as the payload.
-            let collected = try await client.response(Endpoint<Data>(path: "/gzip-pieces/61/400000", decoding: .data))
+            let collected = try await client.response(Endpoint<Data>(path: "/\(coding)-pieces/61/400000", decoding: .data))
             #expect(collected.version == .http2)
             #expect(collected.value == payload(400_000, seed: 61))
             #expect(collected.headers[.contentEncoding] == nil)
-            let (_, chunks) = try await Self.chunks(client, "/gzip-pieces/62/400000")
+            let (_, chunks) = try await Self.chunks(client, "/\(coding)-pieces/62/400000")
             #expect(chunks.reduce(Data(), +) == payload(400_000, seed: 62))
         }
     }
