@@ -25,7 +25,7 @@ import HTTPTypes
 /// | 11 | ``WireStage`` | boxes for the wire (the JSON-RPC id is assigned here) | unboxes: business and RPC errors |
 /// | 12 | ``StatusCheckStage`` | — | a status the endpoint does not accept throws `httpStatus` |
 /// | 13 | ``CollectBodyStage`` | — | reads the body up to the size limit |
-/// | 14 | ``ContentDecodingStage`` | — | removes gzip / deflate within the bomb limits |
+/// | 14 | ``ContentDecodingStage`` | — | removes gzip, deflate, br or zstd within the bomb limits |
 /// | 15 | ``MiddlewareStage`` (client) | the client's middleware, in order | in reverse order |
 /// | 16 | ``MiddlewareStage`` (endpoint) | the endpoint's middleware: auth and signing see the bytes sent | in reverse order |
 /// | 17 | ``RetryStage`` | — | a failed attempt may be sent again, after a backoff |

@@ -130,7 +130,7 @@ struct CollectBodyStage: PipelineStage {
     }
 }
 
-/// Stage 14: gzip and deflate content codings are removed as the body is read, within the
+/// Stage 14: gzip, deflate, br and zstd content codings are removed as the body is read, within the
 /// client's ``DecompressionLimits`` (the maximum response size for collected bodies, a ratio for
 /// streams), so a decompression bomb fails with `responseTooLarge`. Downloads ask for and keep
 /// the identity coding (their ranges count the bytes on disk).
