@@ -99,7 +99,10 @@ func fetchItem(through client: Client) -> @Sendable () async throws -> Void {
 }
 
 /// Raw URLSession against Courier's `Client` over `URLSessionTransport`, each fetching and
-/// decoding the 1 KB item over clear-text HTTP/1.1 (the ephemeral configuration for both).
+/// decoding the 1 KB item over clear-text HTTP/1.1. Both sessions are configured alike: the
+/// ephemeral configuration with the platform's URL cache, cookie storage and credential storage
+/// off, as `URLSessionTransport` configures its own (so the ratio measures the pipeline, not
+/// FoundationNetworking's cache).
 struct URLSessionSides: BenchmarkSides {
     let url: URL
     let raw: URLSession
@@ -109,8 +112,8 @@ struct URLSessionSides: BenchmarkSides {
 
     init(server: ServerProcess) {
         self.url = URL(string: "http://127.0.0.1:\(server.plainPort)/item")!
-        self.raw = URLSession(configuration: .ephemeral)
-        self.raw2 = URLSession(configuration: .ephemeral)
+        self.raw = URLSession(configuration: URLSessionTransport.sealed(.ephemeral))
+        self.raw2 = URLSession(configuration: URLSessionTransport.sealed(.ephemeral))
         self.transport = URLSessionTransport(configuration: .ephemeral)
         self.client = Client(
             configuration: .init(transport: self.transport, baseURL: self.url) {

@@ -145,8 +145,8 @@ public final class URLSessionTransport: Transport {
     }
 
     /// A copy of `configuration` with the platform's own cookie, cache and credential handling
-    /// turned off.
-    static func sealed(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
+    /// turned off (package access: the benchmark's raw URLSession side is configured the same).
+    package static func sealed(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
         // `copy()` keeps every other setting the app made (timeouts, proxies, headers, limits).
         let sealed = (configuration.copy() as? URLSessionConfiguration) ?? configuration
         sealed.httpCookieStorage = nil
