@@ -75,23 +75,27 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
         self.inputOffset = 0
     }
 
+    /// The next piece of decoded bytes, or `nil` when the input fed so far gives none. One
+    /// output buffer per call, however many steps it takes: a body of many empty zstd frames
+    /// (9 bytes each) produces nothing for a long time and must not cost a buffer per frame.
     mutating func produce() throws -> Data? {
         if let startError = self.startError { throw startError }
         guard let engine = self.engine else { return nil }
+        var output: Data?
         while true {
             let pending = self.inputOffset < self.input.count
             // brotli may hold decoded bytes back until it has room for them: ask again while it
             // says so, even with no input left.
             guard pending || self.mayHaveMore else { return nil }
-            var output = Data(count: Inflater.pieceSize)
-            let (consumed, produced, state) = try self.step(engine, into: &output)
+            if output == nil { output = Data(count: Inflater.pieceSize) }
+            let (consumed, produced, state) = try self.step(engine, into: &output!)
             self.inputOffset += consumed
             self.decodedTotal += produced
             self.mayHaveMore = state == .needsOutput
             if state == .ended { self.atEnd = true } else if consumed > 0 || produced > 0 { self.atEnd = false }
             try self.limits.check(decoded: self.decodedTotal, compressed: self.compressedTotal)
             if produced > 0 {
-                output.count = produced
+                output!.count = produced
                 return output
             }
             if consumed == 0 && state != .needsOutput { return nil }

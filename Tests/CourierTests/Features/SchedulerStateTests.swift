@@ -191,4 +191,26 @@ extension SchedulerStateTests {
         for _ in 0..<5 { started += state.finish(host: "a", now: now) }
         #expect(started == [5, 1, 2, 3, 4])
     }
+
+    /// A request numbered earlier that arrives later goes first, with the wait of the request it
+    /// overtook: the ageing that request earned is not hidden behind a fresh head.
+    @Test
+    func aLateArrivalNumberedEarlierCarriesTheWaitOfWhatItOvertakes() {
+        var state = SchedulerState(configuration: SchedulerConfiguration(maxConcurrentRequests: 1, agingInterval: .seconds(2)))
+        let start = ContinuousClock.now
+        let startedAtOnce = state.submit(id: 0, host: "a", priority: .normal, now: start)
+        #expect(startedAtOnce)
+        let early = state.makeOrder()
+        // X queues at `start` with a later number; P, numbered before it, arrives 10 s later
+        // (five levels of ageing later), together with H at high priority.
+        let xQueued = state.submit(id: 1, host: "a", priority: .normal, now: start)
+        let later = start + .seconds(10)
+        let pQueued = state.submit(id: 2, host: "a", priority: .normal, order: early, now: later)
+        let hQueued = state.submit(id: 3, host: "a", priority: .high, now: later)
+        #expect(!xQueued && !pQueued && !hQueued)
+        // The normal queue's head (P) carries X's five levels: it goes before H, then X, then H.
+        var started: [UInt64] = []
+        for _ in 0..<3 { started += state.finish(host: "a", now: later) }
+        #expect(started == [2, 1, 3])
+    }
 }

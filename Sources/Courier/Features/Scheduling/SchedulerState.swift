@@ -42,11 +42,15 @@ package struct SchedulerState: Sendable {
         var priority: RequestPriority
     }
 
-    private struct Entry {
+    /// One place in a queue: a request, the generation of its record it was queued with (a
+    /// re-prioritised request leaves a stale entry behind), and its number in line.
+    struct QueueEntry {
         var id: UInt64
         var generation: UInt32
         var order: UInt64
     }
+
+    private typealias Entry = QueueEntry
 
     package private(set) var configuration: SchedulerConfiguration
     private var waiting: [UInt64: (ticket: Ticket, generation: UInt32)] = [:]
@@ -99,11 +103,18 @@ package struct SchedulerState: Sendable {
             return true
         }
         let order = order ?? self.makeOrder()
-        let ticket = Ticket(id: id, host: host, priority: priority, sequence: order, enqueuedAt: now)
+        let key = QueueKey(host: host, priority: priority)
+        // A request numbered earlier that arrives later goes ahead of those it overtakes, and
+        // takes on the longest wait among them: the head of a queue carries the queue's age, so
+        // a late arrival must not hide the ageing the requests behind it have earned.
+        var enqueuedAt = now
+        if let overtaken = self.queues[key]?.oldestLiveWait(after: { $0.order > order }, in: self.waiting) {
+            enqueuedAt = min(enqueuedAt, overtaken)
+        }
+        let ticket = Ticket(id: id, host: host, priority: priority, sequence: order, enqueuedAt: enqueuedAt)
         self.waiting[id] = (ticket, 0)
         self.waitingByHost[host, default: 0] += 1
-        self.queues[QueueKey(host: host, priority: priority), default: FIFO()].insert(
-            Entry(id: id, generation: 0, order: order), after: { $0.order <= order })
+        self.queues[key, default: FIFO()].insert(Entry(id: id, generation: 0, order: order), after: { $0.order <= order })
         return false
     }
 
@@ -223,6 +234,24 @@ package struct SchedulerState: Sendable {
     }
 }
 
+extension FIFO where Element == SchedulerState.QueueEntry {
+    /// The earliest `enqueuedAt` among the live entries at the back for which `isBehind` holds
+    /// (looking from the back, as ``insert(_:after:)`` does).
+    func oldestLiveWait(
+        after isBehind: (Element) -> Bool, in waiting: [UInt64: (ticket: SchedulerState.Ticket, generation: UInt32)]
+    ) -> ContinuousClock.Instant? {
+        var oldest: ContinuousClock.Instant?
+        self.forEachFromBack { entry in
+            guard isBehind(entry) else { return false }
+            if let record = waiting[entry.id], record.generation == entry.generation {
+                oldest = min(oldest ?? record.ticket.enqueuedAt, record.ticket.enqueuedAt)
+            }
+            return true
+        }
+        return oldest
+    }
+}
+
 /// A first-in first-out queue with amortised O(1) operations.
 struct FIFO<Element>: Sendable where Element: Sendable {
     private var storage: [Element] = []
@@ -234,6 +263,12 @@ struct FIFO<Element>: Sendable where Element: Sendable {
 
     mutating func append(_ element: Element) {
         self.storage.append(element)
+    }
+
+    /// Calls `body` with the elements from the back while it returns `true`.
+    func forEachFromBack(_ body: (Element) -> Bool) {
+        var index = self.storage.count
+        while index > self.head, body(self.storage[index - 1]) { index -= 1 }
     }
 
     /// Inserts `element` behind the last element for which `isAhead` holds, looking from the

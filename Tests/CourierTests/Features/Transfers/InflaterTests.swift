@@ -74,4 +74,30 @@ struct InflaterTests {
             _ = try Self.decode([garbage.prefix(1), garbage.dropFirst(1)].map { Data($0) }, coding: .deflate)
         }
     }
+
+    /// RFC 8878 §3.1: a zstd body may hold many frames, each decoded in turn; 20,000 empty ones
+    /// (9 bytes each) decode to nothing, and frames with content to their bytes in order, in
+    /// chunks of any size. (Each call uses one output buffer, however many frames it passes.)
+    @Test(arguments: [7, 4096, 1 << 20])
+    func manyZstdFramesDecodeInOrder(pieceSize: Int) throws {
+        let empty = ContentEncoder.zstd(Data())
+        let emptyFrames = Data(repeating: 0, count: 0) + (0..<20_000).reduce(into: Data()) { body, _ in body += empty }
+        #expect(try ContentDecoding.decode(emptyFrames, coding: "zstd", pieceSize: pieceSize, limits: DecompressionLimits()).isEmpty)
+        let parts = (0..<50).map { Data("part \($0);".utf8) }
+        let framed = parts.reduce(into: Data()) { body, part in body += ContentEncoder.zstd(part) + empty }
+        let decoded = try ContentDecoding.decode(framed, coding: "zstd", pieceSize: pieceSize, limits: DecompressionLimits())
+        #expect(decoded == parts.reduce(Data(), +))
+    }
+
+    /// Bytes after a complete brotli stream are not brotli: kind `decoding`, not a silent stop.
+    @Test
+    func bytesAfterABrotliStreamAreCorrupt() throws {
+        let body = ContentEncoder.brotli(Data("whole".utf8)) + Data("tail".utf8)
+        #expect(throws: CourierError.self) { try ContentDecoding.decode(body, coding: "br", pieceSize: 3, limits: DecompressionLimits()) }
+        do {
+            _ = try ContentDecoding.decode(body, coding: "br", pieceSize: 1 << 20, limits: DecompressionLimits())
+        } catch let error as CourierError {
+            #expect(error.kind == .decoding)
+        }
+    }
 }
