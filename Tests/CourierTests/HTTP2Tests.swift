@@ -47,6 +47,8 @@ struct HTTP2Tests {
         }
     }
 
+    // AsyncHTTPClient only: URLSession on Linux (libcurl) reopens HTTP/1.1 connections on its own
+    // schedule although the server keeps them alive, so there is no reuse to assert there.
     @Test
     func http1KeepAliveReusesTheConnection() async throws {
         let server = try await http1Server()
