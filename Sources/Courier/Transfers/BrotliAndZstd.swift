@@ -58,6 +58,9 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
     private var decodedTotal = 0
     /// Whether the input so far ends at the end of a stream (brotli) or of a frame (zstd).
     private var atEnd = false
+    /// Whether the decoder asked for more output room on its last step (brotli and zstd may hold
+    /// decoded bytes back until there is room): `produce` steps again even with no input left.
+    private var mayHaveMore = false
 
     init(coding: ContentCoding, limits: DecompressionLimits) {
         self.coding = coding
@@ -101,9 +104,6 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
             if consumed == 0 && state != .needsOutput { return nil }
         }
     }
-
-    /// Whether the decoder asked for more output room on its last step.
-    private var mayHaveMore = false
 
     private enum StepState { case needsInput, needsOutput, ended }
 
@@ -152,7 +152,7 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
 
     mutating func finish() throws -> Data? {
         if let startError = self.startError { throw startError }
-        if self.mayHaveMore, let piece = try self.produce() { return piece }
+        // `produce` was called until it returned nil, which it does only once nothing is held back.
         guard self.atEnd || self.compressedTotal == 0 else {
             throw CourierError(.transport, "the compressed response body ended early (truncated \(self.coding.rawValue) data)")
         }

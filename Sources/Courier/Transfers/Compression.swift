@@ -323,9 +323,6 @@ package enum Gzip {
 
 /// Content decoding without a stream, for the fuzz targets and tests of this package.
 package enum ContentDecoding {
-    /// The codings this build decodes, as `Accept-Encoding` offers them.
-    package static var offered: String { ContentCoding.offered }
-
     /// `body` decoded from `coding` as a response body is, fed in pieces of `pieceSize` bytes;
     /// throws what the response body would (a ``CourierError``).
     package static func decode(_ body: Data, coding: String, pieceSize: Int, limits: DecompressionLimits) throws -> Data {
