@@ -7,10 +7,8 @@ import Logging
 /// Create one per backend configuration and pass it to the code that needs it; there is no
 /// shared instance. A client owns one transport, so connections are pooled and reused. Every
 /// request — `send`, `response`, `start`, `updates`, `upload`, `stream`, `download` — goes
-/// through the same list of stages, written down in `Pipeline/Pipeline.swift` and in the
-/// "The request pipeline" article: classify → build → observe → lifecycle → deadline → decode → constrained →
-/// cache lookup → deduplication → cache store → schedule → wire → status check → body → content
-/// decoding → client middleware → endpoint middleware → retry → redirects → transport.
+/// through the same list of stages, written down once in `Pipeline/Pipeline.swift` and listed,
+/// in that order, in the "The request pipeline" article.
 public final class Client: Sendable {
     /// The configuration the client was created with.
     public let configuration: Configuration

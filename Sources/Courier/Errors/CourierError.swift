@@ -93,6 +93,9 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// Set by a transport when the server provably did not process the request (an HTTP/2
     /// stream it refused with REFUSED_STREAM): the retry stage may then send any method again.
     package var wasNotProcessed = false
+    /// Set by the transport stage on what the transport threw (not on a middleware's error of
+    /// the same kind): the retry stage's sign that the connection, not the app, failed.
+    package var isFromTransport = false
 
     /// Creates an error of the given kind.
     public init(_ kind: Kind, _ message: String, underlying: (any Error)? = nil) {

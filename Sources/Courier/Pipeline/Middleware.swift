@@ -1,3 +1,6 @@
+import Foundation
+import HTTPTypes
+
 /// A step in the request pipeline that sees every request and its response.
 ///
 /// A middleware receives the request and `next`, the rest of the chain. It may:
@@ -53,3 +56,48 @@ extension Middleware where Self == ClosureMiddleware {
         ClosureMiddleware(body)
     }
 }
+
+/// Runs a request through a list of middleware.
+enum MiddlewareChain {
+    static func send(
+        _ request: Request, through chain: [any Middleware], exchange: RequestExchange, last: @escaping Middleware.Next
+    ) async throws -> RawResponse {
+        var next = last
+        for middleware in chain.reversed() {
+            let inner = next
+            next = { request in
+                do {
+                    return try await middleware.intercept(request, next: inner)
+                } catch {
+                    throw ErrorContext.attach(
+                        error, stage: String(describing: type(of: middleware)), exchange: exchange, fromMiddleware: true)
+                }
+            }
+        }
+        return try await next(request)
+    }
+
+    /// Sends `exchange` again — a retry's attempt, a redirect's hop — through the per-hop
+    /// middleware among the client's and the endpoint's (``PerHopMiddleware``: signing), then
+    /// through the stages below (`next`). The one way both the retry and the redirect stage
+    /// re-run middleware.
+    static func sendAgain<Next: PipelineNext>(
+        _ exchange: RequestExchange, clientMiddleware: [any Middleware], next: Next
+    ) async throws -> RawResponse {
+        let perHop = (clientMiddleware + exchange.endpoint.middleware).filter { $0 is any PerHopMiddleware }
+        guard !perHop.isEmpty else { return try await next.outOfLine(exchange).response }
+        return try await self.send(exchange.request, through: perHop, exchange: exchange) { request in
+            var inner = exchange
+            inner.request = request
+            return try await next.outOfLine(inner).response
+        }
+    }
+}
+
+/// Middleware that must see every request that goes on the wire: it runs in its place in the
+/// chain, and again on each retry attempt and on each redirect hop to the same origin, just
+/// before the transport. ``RequestSigner`` is one, so a retried or redirected request carries a
+/// fresh signature over what is actually sent.
+public protocol PerHopMiddleware: Middleware {}
+
+extension RequestSigner: PerHopMiddleware {}

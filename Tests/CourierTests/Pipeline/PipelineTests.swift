@@ -13,7 +13,7 @@ struct PipelineTests {
     func theStageListIsTheDocumentedOrder() {
         let client = Client(configuration: .init(transport: URLSessionTransport()))
         #expect(
-            client.pipeline.stages.map(\.name) == [
+            client.pipeline.stageNames == [
                 "classify", "build", "observe", "lifecycle", "deadline", "decode", "constrained", "cache-lookup", "deduplication",
                 "cache-store",
                 "schedule", "wire", "status-check", "body", "content-decoding", "client-middleware", "endpoint-middleware",
@@ -33,13 +33,13 @@ struct PipelineTests {
             "retry", "redirect", "cookies", "transport",
         ]
         let plain = Client(configuration: .init(transport: URLSessionTransport()))
-        #expect(plain.pipeline.stages.map(\.name) == all)
+        #expect(plain.pipeline.stageNames == all)
         #expect(
-            plain.pipeline.linkedStages.map(\.name)
+            plain.pipeline.linkedStageNames
                 == all.filter { !["cache-lookup", "cache-store", "client-middleware", "cookies"].contains($0) })
         let bare = Client(configuration: .init(transport: URLSessionTransport()) { $0.deduplication.isEnabled = false })
         #expect(
-            bare.pipeline.linkedStages.map(\.name)
+            bare.pipeline.linkedStageNames
                 == all.filter { !["cache-lookup", "deduplication", "cache-store", "client-middleware", "cookies"].contains($0) })
         let full = Client(
             configuration: .init(transport: URLSessionTransport()) {
@@ -47,12 +47,7 @@ struct PipelineTests {
                 $0.cookies = CookieJar()
                 $0.middleware = [PolicyGate()]
             })
-        #expect(full.pipeline.linkedStages.map(\.name) == all)
-        // The chain the requests run (segments fused at compile time, single links between
-        // them) calls exactly the linked stages, in the listed order.
-        for client in [plain, bare, full] {
-            #expect(client.pipeline.chainedStageNames == client.pipeline.linkedStages.map(\.name))
-        }
+        #expect(full.pipeline.linkedStageNames == all)
     }
 
     @Test
@@ -65,7 +60,37 @@ struct PipelineTests {
         }
         let documented = rows.compactMap { row in row.split(separator: "`").dropFirst().first.map(String.init) }
         let client = Client(configuration: .init(transport: URLSessionTransport()))
-        #expect(documented == client.pipeline.stages.map(\.name))
+        #expect(documented == client.pipeline.stageNames)
+        // The rows are numbered 1, 2, 3, … with no gap, repeat or fraction.
+        let numbers = rows.map { $0.split(separator: "|").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" }
+        #expect(numbers == (1...documented.count).map(String.init))
+    }
+
+    /// One stage per file: each file of `Pipeline/Stages/` declares one stage type, named after
+    /// the file, and no stage type is declared anywhere else.
+    @Test
+    func eachStageIsOneTypeInAFileOfItsOwn() throws {
+        let sources = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources/Courier")
+        let stagePattern = try Regex(#"(?m)^\s*(?:final\s+)?(?:struct|class|enum)\s+(\w+)\s*:\s*[^{\n]*\bPipelineStage\b"#)
+        var stagesFound: [String: String] = [:]
+        let files =
+            FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?
+            .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+        for file in files {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for match in text.matches(of: stagePattern) {
+                let name = String(text[match.output[1].range!])
+                stagesFound[name] = file.path
+            }
+        }
+        #expect(stagesFound.count == 20)
+        for (name, path) in stagesFound {
+            #expect(path.hasSuffix("/Pipeline/Stages/\(name).swift"), "\(name) is declared in \(path)")
+        }
+        let stageFiles = try FileManager.default.contentsOfDirectory(atPath: sources.appendingPathComponent("Pipeline/Stages").path)
+        #expect(Set(stageFiles) == Set(stagesFound.keys.map { "\($0).swift" }))
     }
 
     // MARK: - A deadline covers the whole exchange (item: deadline × body)
@@ -192,7 +217,7 @@ struct PipelineTests {
                 $0.maxResponseSize = 1 << 20
             }
         ) { client in
-            #expect(client.pipeline.chainedStageNames.contains("cookies"))
+            #expect(client.pipeline.linkedStageNames.contains("cookies"))
             // The first segment: classify … constrained.
             client.isConstrained = true
             let constrained = await expectCourierError {
@@ -279,6 +304,32 @@ struct PipelineTests {
             let article = try await client.send(Endpoint<Article>(path: "/flaky"))
             #expect(article.title == "reconnected")
             #expect(counter["/flaky"] >= 2)
+        }
+    }
+
+    /// Retry × middleware: only what the transport throws counts as a failed connection. A
+    /// middleware that throws an error of kind `transport` itself (its own network call failed)
+    /// is not sent again, though the same kind from the wire is (the test above).
+    @Test(arguments: TransportKind.allCases)
+    func aMiddlewaresOwnTransportErrorIsNotRetried(_ kind: TransportKind) async throws {
+        let counter = PathCounter()
+        let server = try await http1Server { request in
+            _ = counter.hit(request.path)
+            return .json(#"{"id":1,"title":"never asked"}"#)
+        }
+        let calls = Locked(0)
+        let failing = ClosureMiddleware { _, _ in
+            calls.withLock { $0 += 1 }
+            throw CourierError(.transport, "the token service could not be reached")
+        }
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "/guarded", middleware: [failing]).retry(.standard))
+            }
+            #expect(error?.kind == .transport)
+            #expect(error?.context?.stage == "ClosureMiddleware")
+            #expect(calls.withLock { $0 } == 1)
+            #expect(counter["/guarded"] == 0)
         }
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 
-/// Stage 19: the client's ``CookieJar`` puts its matching cookies in the `Cookie` field of every
+/// The client's ``CookieJar`` puts its matching cookies in the `Cookie` field of every
 /// request that goes on the wire — each redirect hop and each retry attempt, for the URL that hop
 /// goes to — and stores the `Set-Cookie` fields of every response, a redirect's included.
 ///

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Stage 3½: each caller's request holds a ticket of the client's ``Lifecycle`` while it runs,
+/// Each caller's request holds a ticket of the client's ``Lifecycle`` while it runs,
 /// so ``Client/cancelAll(reason:)`` reaches it wherever it is (queued, held, in flight), and a
 /// request cancelled that way fails with kind `cancelled` and the reason given. After
 /// ``Client/shutdown(gracePeriod:)`` new requests fail here at once.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Stage 3: the start and the end of each caller's request, as events for the client's monitors
+/// The start and the end of each caller's request, as events for the client's monitors
 /// (``EventMonitor``): "started" on the way down; "finished", "failed" or "cancelled" on the way
 /// up, with status, source, bytes, HTTP version and timings. The log lines are one monitor
 /// (``LogMonitor``). A stream's request "finishes" when its head arrives; a download's when its
@@ -53,36 +53,5 @@ struct ObserveStage: PipelineStage {
         )
         self.events.emit(exchange.request) { $0.requestFinished($1, result: result) }
         return outcome
-    }
-}
-
-/// Stage 1: every error leaving the pipeline gets its presentation from the client's
-/// ``ErrorClassifier``, and a business code mapped to an event raises it.
-struct ClassifyStage: PipelineStage {
-    let classifier: ErrorClassifier
-    let onEvent: (@Sendable (CourierEvent) -> Void)?
-    var name: String { "classify" }
-
-    @inline(__always)
-    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
-        do {
-            return try await next(exchange)
-        } catch {
-            throw self.classified(error)
-        }
-    }
-
-    func classified(_ error: any Error) -> CourierError {
-        var failure = CourierError.wrap(error)
-        if Task.isCancelled, failure.kind == .transport {
-            let context = failure.context
-            failure = .cancelled(underlying: failure)
-            failure.context = context
-        }
-        failure.presentation = self.classifier.classify(failure)
-        if let name = failure.event, let onEvent = self.onEvent {
-            onEvent(CourierEvent(name: name, error: failure))
-        }
-        return failure
     }
 }

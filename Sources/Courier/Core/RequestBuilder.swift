@@ -1,0 +1,103 @@
+import Crypto
+import Foundation
+import HTTPTypes
+
+/// Builds logical requests from endpoints.
+enum RequestBuilder {
+    /// What the wire stage will do with the endpoint's requests, as text: `""` for REST, else the
+    /// protocol, the operation and whether it is a notification. Part of the cache and dedup keys,
+    /// so two operations with the same params never share an answer.
+    static func wireIdentity(of endpoint: EndpointDescription, configuration: Client.Configuration) -> String {
+        if endpoint.wire == nil, endpoint.service == nil, configuration.defaultWireProtocol is RESTProtocol { return "" }
+        let wire = endpoint.wire ?? endpoint.service.flatMap { configuration.wireProtocols[$0] } ?? configuration.defaultWireProtocol
+        if wire is RESTProtocol { return "" }
+        return "\(type(of: wire)):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
+    }
+
+    static func build(_ endpoint: EndpointDescription, parts: ClientParts, id: RequestID = RequestID()) throws -> Request {
+        try self.build(endpoint, configuration: parts.configuration, base: parts.base, id: id)
+    }
+
+    /// Builds the request; `configuration` is borrowed, not copied (it holds objects every
+    /// request shares, whose reference counts would otherwise bounce between cores).
+    static func build(
+        _ endpoint: EndpointDescription, configuration: Client.Configuration, base clientBase: BaseURL?, id: RequestID
+    ) throws -> Request {
+        var head: HTTPRequest
+        if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://") {
+            guard let url = URL(string: endpoint.path), let target = BaseURL(url),
+                let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+            else {
+                throw CourierError.invalidRequest("'\(endpoint.path)' is not a valid absolute URL")
+            }
+            // An absolute URL's path is kept as written: `/items/` and `/items` are different resources.
+            var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+            if let query = components.percentEncodedQuery { path += "?" + query }
+            head = HTTPRequest(
+                method: endpoint.method, scheme: target.scheme, authority: target.authority,
+                path: BaseURL.appending(endpoint.query, to: path))
+        } else {
+            let base: BaseURL
+            if let service = endpoint.service {
+                guard let servers = configuration.servers else {
+                    throw CourierError.invalidRequest("the endpoint names the service '\(service)' but the client has no server directory")
+                }
+                base = try servers.base(for: service)
+            } else if let clientBase {
+                base = clientBase
+            } else {
+                throw CourierError.invalidRequest("the endpoint path '\(endpoint.path)' is relative and the client has no base URL")
+            }
+            head = HTTPRequest(
+                method: endpoint.method, scheme: base.scheme, authority: base.authority,
+                path: base.path(appending: endpoint.path, query: endpoint.query))
+        }
+        var fields = configuration.defaultHeaders
+        for field in endpoint.headers {
+            fields[field.name] = nil
+        }
+        fields.append(contentsOf: endpoint.headers)
+        for (name, value) in endpoint.rawHeaders {
+            let forbidden: Set<Unicode.Scalar> = ["\r", "\n", "\0"]
+            if name.unicodeScalars.contains(where: forbidden.contains) || value.unicodeScalars.contains(where: forbidden.contains) {
+                throw CourierError.invalidRequest(
+                    "the header field '\(Redactor.standard.isSecret(headerName: name) ? "REDACTED" : name.debugDescription)' contains CR, LF or NUL"
+                )
+            }
+            guard let fieldName = HTTPField.Name(name) else {
+                throw CourierError.invalidRequest("'\(name.debugDescription)' is not a valid header field name")
+            }
+            fields[fieldName] = value
+        }
+        head.headerFields = fields
+        var body: RequestBody?
+        if let endpointBody = endpoint.body {
+            do {
+                body = try endpointBody.encoded(with: configuration.encoder)
+            } catch {
+                throw CourierError.wrap(error)
+            }
+            if let contentType = body?.contentType, !head.headerFields.contains(.contentType) {
+                head.headerFields[.contentType] = contentType
+            }
+            if endpoint.compressesRequestBody, let plain = body {
+                do {
+                    body = try plain.gzipped()
+                } catch {
+                    throw CourierError.wrap(error)
+                }
+                head.headerFields[.contentEncoding] = "gzip"
+            }
+        }
+        if configuration.decompression != nil, !head.headerFields.contains(.acceptEncoding) {
+            head.headerFields.append(Self.acceptEncoding)
+        }
+        var request = Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)
+        if !endpoint.hasOwnName { request.hasOwnName = false }
+        return request
+    }
+
+    /// The `Accept-Encoding` field sent when the client decodes content, made once: a field's
+    /// value is checked each time one is made.
+    private static let acceptEncoding = HTTPField(name: .acceptEncoding, value: ContentCoding.offered)
+}

@@ -1,0 +1,116 @@
+import Crypto
+import Foundation
+import HTTPTypes
+
+/// A base URL split once into the parts every request needs.
+struct BaseURL: Sendable {
+    let scheme: String
+    let authority: String
+    /// The base's path without trailing slashes.
+    let basePath: String
+    /// The base's own query (`key=abc` of `https://api.example/v1?key=abc`), kept on every
+    /// request's target after the endpoint's path and before its query items.
+    let baseQuery: String?
+
+    init?(_ url: URL) {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = components.percentEncodedHost, !host.isEmpty
+        else { return nil }
+        self.scheme = scheme
+        self.authority = components.port.map { "\(host):\($0)" } ?? host
+        var path = components.percentEncodedPath
+        while path.hasSuffix("/") { path.removeLast() }
+        self.basePath = path
+        if let query = components.percentEncodedQuery, !query.isEmpty {
+            self.baseQuery = query
+        } else {
+            self.baseQuery = nil
+        }
+    }
+
+    /// The request target: the base's path, then the endpoint's path, then the base's query and
+    /// the endpoint's query items (a base with a query, an API key say, keeps it on every path).
+    func path(appending relative: String, query: [URLQueryItem]) -> String {
+        // A fragment is never part of the request target (RFC 9110 §7.1); one left in a path
+        // would hide the query items appended after it.
+        var relative = relative
+        if let hash = relative.utf8.firstIndex(of: UInt8(ascii: "#")) { relative = String(relative[..<hash]) }
+        var path: String
+        if relative.isEmpty {
+            path = self.basePath.isEmpty ? "/" : self.basePath
+        } else {
+            path = self.basePath + (relative.hasPrefix("/") ? relative : "/" + relative)
+        }
+        if let baseQuery = self.baseQuery {
+            // Byte search: `String.contains(String)` goes through NSString on Linux.
+            path += (path.utf8.contains(UInt8(ascii: "?")) ? "&" : "?") + baseQuery
+        }
+        return Self.appending(query, to: path)
+    }
+
+    /// `path` with the query items appended, percent-encoded.
+    static func appending(_ query: [URLQueryItem], to path: String) -> String {
+        guard !query.isEmpty else { return path }
+        var path = path
+        path += path.utf8.contains(UInt8(ascii: "?")) ? "&" : "?"
+        path += query.map { item in
+            let name = QueryEncoding.escape(item.name)
+            guard let value = item.value else { return name }
+            return "\(name)=\(QueryEncoding.escape(value))"
+        }.joined(separator: "&")
+        return path
+    }
+}
+
+/// Percent-encoding of query names and values: everything but RFC 3986 unreserved characters
+/// (§2.3), as UTF-8 bytes with upper-case hex digits (§2.1).
+///
+/// Byte by byte, without Foundation: `addingPercentEncoding` with a `CharacterSet` is costly on
+/// Linux (measured: Benchmarks/README.md, "Performance choices in the code"), and a value that
+/// needs no escaping (the common case) is returned as it is.
+enum QueryEncoding {
+    static func escape(_ text: String) -> String {
+        PercentEncoding.escape(text, keeping: PercentEncoding.isUnreserved)
+    }
+}
+
+/// A byte-level percent-encoder.
+enum PercentEncoding {
+    /// RFC 3986 §2.3: `A-Z a-z 0-9 - . _ ~`.
+    @inline(__always)
+    static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// `text` with every UTF-8 byte that `keeping` refuses written as `%XY`; with `spaceAsPlus`,
+    /// a space becomes `+` instead (form encoding).
+    static func escape(_ text: String, spaceAsPlus: Bool = false, keeping: (UInt8) -> Bool) -> String {
+        let utf8 = text.utf8
+        guard let first = utf8.firstIndex(where: { !keeping($0) }) else { return text }
+        let hex: StaticString = "0123456789ABCDEF"
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(utf8.count + 16)
+        bytes.append(contentsOf: utf8[..<first])
+        hex.withUTF8Buffer { digits in
+            for byte in utf8[first...] {
+                if keeping(byte) {
+                    bytes.append(byte)
+                } else if spaceAsPlus, byte == UInt8(ascii: " ") {
+                    bytes.append(UInt8(ascii: "+"))
+                } else {
+                    bytes.append(UInt8(ascii: "%"))
+                    bytes.append(digits[Int(byte >> 4)])
+                    bytes.append(digits[Int(byte & 0x0F)])
+                }
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

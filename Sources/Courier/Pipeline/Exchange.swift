@@ -1,0 +1,220 @@
+import Foundation
+import HTTPTypes
+
+/// How much of the response the caller takes.
+enum ExchangeMode: Sendable, Equatable {
+    /// The body is read into memory, checked, unboxed, maybe cached and decoded.
+    case collect
+    /// The caller reads the body as it arrives (``Client/stream(_:)``): not cached, not shared,
+    /// not unboxed; the scheduler slot is held until the body ends.
+    case stream
+    /// A download: streamed like ``stream``, and the content coding is kept (ranges count the
+    /// bytes on disk); the download logs its own end.
+    case download
+
+    var isStream: Bool { self != .collect }
+}
+
+/// One caller's request on its way through the stages.
+///
+/// Stages copy it as they change it, and async frames hold copies, so what never changes along
+/// the exchange lives in one shared object (``Fixed``) and the cache's decision in a box: the
+/// value stays small and cheap to copy.
+struct RequestExchange: Sendable {
+    /// The parts of an exchange that never change once it is made.
+    final class Fixed: Sendable {
+        let endpoint: EndpointDescription
+        let mode: ExchangeMode
+        let cachePolicy: CachePolicy
+        let uploadReporter: ProgressReporter?
+        let adjust: (@Sendable (inout Request) -> Void)?
+        let start: ContinuousClock.Instant
+        /// The request's place in the scheduler's line, taken when `start` was called; kept by a
+        /// shared (deduplicated) exchange, which has no control of its own.
+        let order: UInt64?
+
+        init(
+            endpoint: EndpointDescription, mode: ExchangeMode, cachePolicy: CachePolicy, uploadReporter: ProgressReporter?,
+            adjust: (@Sendable (inout Request) -> Void)?, start: ContinuousClock.Instant, order: UInt64?
+        ) {
+            self.endpoint = endpoint
+            self.mode = mode
+            self.cachePolicy = cachePolicy
+            self.uploadReporter = uploadReporter
+            self.adjust = adjust
+            self.start = start
+            self.order = order
+        }
+    }
+
+    /// A cache decision, boxed (it is large and most exchanges never carry one).
+    final class CacheRunBox: Sendable {
+        let run: CacheRun
+        init(_ run: CacheRun) { self.run = run }
+    }
+
+    private let fixed: Fixed
+    /// What the endpoint asks for, without its response type.
+    var endpoint: EndpointDescription { self.fixed.endpoint }
+    var mode: ExchangeMode { self.fixed.mode }
+    /// The request: logical from the build stage on, boxed for the wire from the wire stage on.
+    var request: Request
+    /// The logical request's identity for deduplication, set by the build stage.
+    var key: LogicalKey?
+    /// The cache partition, read once by the build stage.
+    var partition = ""
+    /// What the wire stage does to the request, as text (see ``RequestBuilder/wireIdentity(of:configuration:)``).
+    var wireIdentity = ""
+    private var cacheRunBox: CacheRunBox?
+    /// The cache's decision for this request, set by the cache lookup stage.
+    var cacheRun: CacheRun? {
+        get { self.cacheRunBox?.run }
+        set { self.cacheRunBox = newValue.map(CacheRunBox.init) }
+    }
+    /// Whether a response with `status` is the 304 that answers the cache's own revalidation
+    /// (read in the box, without copying the decision out).
+    func answersRevalidation(status: Int) -> Bool {
+        guard status == 304, let box = self.cacheRunBox else { return false }
+        return ResponseCache.isNotModified(box.run, status: status)
+    }
+    /// Whether the cache made a decision for this request.
+    var hasCacheRun: Bool { self.cacheRunBox != nil }
+    /// The cache policy in force (the endpoint's, an override, or the client's).
+    var cachePolicy: CachePolicy { self.fixed.cachePolicy }
+    /// The wire protocol and call, set by the wire stage (`nil` protocol: REST pass-through).
+    var wire: (any WireProtocol)?
+    var call: WireCall
+    /// The caller's live priority; `nil` for a shared exchange, whose priority the deduplicator owns.
+    var control: RequestControl?
+    /// The priority a shared (deduplicated) exchange runs at: the highest of its waiters'.
+    var priorityOverride: RequestPriority?
+    /// The scheduler ticket, when made before scheduling (a shared exchange's).
+    var ticket: UInt64?
+    /// Whether the body must be read even when the status is accepted and the decoding ignores it
+    /// (a wire protocol, the cache or other waiters need it).
+    var readsBody: Bool
+    /// For a shared exchange (which has no deadline of its own): the latest deadline among its waiters.
+    var waitersDeadline: (@Sendable () -> ContinuousClock.Instant?)?
+    /// Upload progress, when the caller asked for it.
+    var uploadReporter: ProgressReporter? { self.fixed.uploadReporter }
+    /// A last change to the logical request (a download's `Range`).
+    var adjust: (@Sendable (inout Request) -> Void)? { self.fixed.adjust }
+    /// What happened on the wire, shared by the stages below middleware and the ones above it.
+    var record: ExchangeRecord
+    var start: ContinuousClock.Instant { self.fixed.start }
+    /// The request's place in the scheduler's line, when it was numbered as it was called.
+    var order: UInt64? { self.fixed.order }
+    /// 0 for the request, 1, 2, … for the redirect hops after it (set by the redirect stage).
+    var hop = 0
+    /// The caller's ticket in the client's lifecycle (set by the lifecycle stage).
+    var lifecycleTicket: UInt64?
+
+    init(
+        endpoint: EndpointDescription, mode: ExchangeMode, request: Request, cachePolicy: CachePolicy, call: WireCall,
+        control: RequestControl?, readsBody: Bool, uploadReporter: ProgressReporter?, adjust: (@Sendable (inout Request) -> Void)?,
+        record: ExchangeRecord, start: ContinuousClock.Instant
+    ) {
+        self.fixed = Fixed(
+            endpoint: endpoint, mode: mode, cachePolicy: cachePolicy, uploadReporter: uploadReporter, adjust: adjust, start: start,
+            order: control?.order)
+        self.request = request
+        self.call = call
+        self.control = control
+        self.readsBody = readsBody
+        self.record = record
+    }
+
+    var priority: RequestPriority { self.control?.priority ?? self.endpoint.priority }
+
+    /// The time left for this exchange: until its deadline, or a shared one's waiters' latest.
+    var timeLeft: Duration? {
+        if let left = self.request.remainingTime { return left }
+        guard let deadline = self.waitersDeadline?() else { return nil }
+        let left = deadline - ContinuousClock.now
+        return left > .zero ? left : .zero
+    }
+}
+
+/// What comes back up the stages (small, like ``RequestExchange``: the request it carries at the end is boxed).
+struct Outcome: Sendable {
+    final class RequestBox: Sendable {
+        let request: Request
+        init(_ request: Request) { self.request = request }
+    }
+
+    /// The response: its body in memory once the collect stage has run (collect mode), streaming otherwise.
+    var response: RawResponse
+    var source: ResponseSource = .network
+    /// The age of a stored response, in seconds.
+    var age: TimeInterval?
+    /// The store key of a response from the cache (to reuse decoded values).
+    var cacheKey: String?
+    /// The payload after unboxing; `nil` means the body itself.
+    var payload: Data?
+    /// Whether the cache may store the payload (its wire protocol allows it).
+    var payloadMayBeCached = true
+    /// The decoded value, set by the decode stage.
+    var value: (any Sendable)?
+    private var requestBox: RequestBox?
+    /// The logical request, the URL that answered and the time taken, set by the observe stage.
+    var request: Request? {
+        get { self.requestBox?.request }
+        set { self.requestBox = newValue.map(RequestBox.init) }
+    }
+    private var storedURLString: String?
+    /// The URL that answered, as text: the response's, else the request's (worked out when
+    /// read: `send` never reads it, and making the text has a cost; measured:
+    /// Benchmarks/README.md, "Performance choices in the code").
+    var urlString: String {
+        get { self.storedURLString ?? self.response.url?.absoluteString ?? self.request?.urlString ?? "" }
+        set { self.storedURLString = newValue }
+    }
+    var duration: Duration = .zero
+    /// The caller's record of the wire exchange, set by the observe stage.
+    var record: ExchangeRecord?
+
+    init(response: RawResponse) {
+        self.response = response
+    }
+
+    /// The body in memory (empty for a streaming body).
+    var body: Data { self.response.body.bytes ?? Data() }
+}
+
+/// Facts about the wire exchange that travel around the middleware (which sees only requests and
+/// responses): the request as sent, the attempt number, and what arrived.
+///
+/// Unchecked: its fields are written and read one stage after another along one exchange (each
+/// read happens after the awaited call that wrote it returned), never concurrently; a shared
+/// (deduplicated) exchange writes them in its own task before its waiters are resumed.
+final class ExchangeRecord: @unchecked Sendable {
+    /// The header fields of the last request handed to the transport.
+    private(set) var sentHeaders: HTTPFields?
+    private(set) var attempt = 1
+    private(set) var status: Int?
+    private(set) var version: HTTPVersion?
+    /// What monitors read at the end (written only when a monitor listens): the body of the
+    /// last request sent, the time spent queued, and from sending the last attempt to its head.
+    private(set) var sentBody: Data?
+    var queued: Duration = .zero
+    private(set) var wait: Duration?
+    private var sentAt: ContinuousClock.Instant?
+
+    func sent(_ request: Request, observed: Bool = false) {
+        self.sentHeaders = request.head.headerFields
+        if observed {
+            self.sentBody = request.body?.sentBytes
+            self.sentAt = .now
+        }
+    }
+
+    func received(status: Int, version: HTTPVersion, observed: Bool = false) {
+        self.status = status
+        self.version = version
+        if observed, let sentAt { self.wait = .now - sentAt }
+    }
+
+    func setAttempt(_ attempt: Int) {
+        self.attempt = attempt
+    }
+}

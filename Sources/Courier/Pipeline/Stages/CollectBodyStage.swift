@@ -1,0 +1,25 @@
+import Foundation
+import HTTPTypes
+
+/// The body is read into memory, up to the client's maximum response size
+/// (`responseTooLarge`, reading stops there). A body nobody needs (an accepted status, a decoding
+/// that ignores the body, no cache, no wire protocol, no other waiter) is discarded instead.
+/// Streamed exchanges hand the body to the caller unread.
+struct CollectBodyStage: PipelineStage {
+    let maxResponseSize: Int
+    var name: String { "body" }
+
+    @inline(__always)
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
+        var outcome = try await next(exchange)
+        guard !exchange.mode.isStream, outcome.response.body.bytes == nil else { return outcome }
+        if !exchange.readsBody, exchange.endpoint.acceptedStatuses.contains(outcome.response.statusCode) {
+            await outcome.response.body.discard()
+            outcome.response.body = .empty
+        } else {
+            outcome.response.body = .data(
+                try await outcome.response.body.collect(upTo: self.maxResponseSize, deadline: exchange.request.deadline))
+        }
+        return outcome
+    }
+}

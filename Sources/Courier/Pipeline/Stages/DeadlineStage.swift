@@ -1,0 +1,99 @@
+import Foundation
+
+/// This caller's deadline (the endpoint's timeout, else the client's) over everything
+/// below it — queueing, middleware waits, retries and their backoff, redirects, the exchange,
+/// the whole body and decoding — on every transport and for each HTTP/2 stream on its own.
+///
+/// When it passes, the work below is cancelled and the caller gets kind `timeout`. Each caller
+/// has its own: a deduplicated joiner with a short deadline times out alone while the others go
+/// on. For streamed exchanges (``Client/stream(_:)``, downloads) it covers the wait for the
+/// response head only; their bodies may legitimately last for hours, and a stalled one is ended
+/// by ``Client/Configuration/bodyIdleTimeout``: each read must bring a byte within it, for each
+/// stream on its own (an HTTP/2 stream that stalls times out even while its connection is busy).
+///
+/// An exchange that deduplication will share (a collected GET or HEAD, by default) has its
+/// deadline enforced where it waits — as a waiter of the shared request, which the
+/// deduplicator resumes with kind `timeout` when the deadline passes — and so runs without a
+/// task of its own; the stages between (decoding, the cache lookup) do not wait. Every other
+/// exchange runs in a task that the deadline cancels.
+struct DeadlineStage: PipelineStage {
+    let bodyIdleTimeout: Duration?
+    let deduplication: DeduplicationConfiguration
+    let lifecycle: Lifecycle
+    var name: String { "deadline" }
+
+    @inline(__always)
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
+        // Each way of running is a function of its own, so the async frame of `run` holds none of
+        // their values.
+        let outcome: Outcome
+        // A deadline decades away (a hostile or careless timeout) is no deadline: the clock's
+        // sleep cannot even represent it.
+        if let deadline = exchange.request.deadline, deadline - ContinuousClock.now < Deadline.longest {
+            if self.waitsOnlyAsAWaiter(exchange) {
+                outcome = try await self.asWaiter(exchange, until: deadline, next: next)
+            } else {
+                outcome = try await self.inTask(exchange, until: deadline, next: next)
+            }
+        } else if self.waitsOnlyAsAWaiter(exchange) {
+            outcome = try await next(exchange)
+        } else {
+            outcome = try await self.inTask(exchange, until: nil, next: next)
+        }
+        guard exchange.mode.isStream else { return outcome }
+        return self.idleLimited(outcome)
+    }
+
+    /// Runs the exchange where its only wait is as a waiter of a shared request (which the
+    /// deduplicator ends at the deadline); a timeout then names this stage.
+    @inline(never)
+    private func asWaiter<Next: PipelineNext>(
+        _ exchange: RequestExchange, until deadline: ContinuousClock.Instant, next: Next
+    ) async throws -> Outcome {
+        if deadline <= ContinuousClock.now { throw CourierError.timeout() }
+        do {
+            return try await next(exchange)
+        } catch var error as CourierError where error.kind == .timeout && ContinuousClock.now >= deadline {
+            error.context?.stage = self.name
+            throw error
+        }
+    }
+
+    /// Runs the exchange in a task of its own, which the deadline (if any) and `cancelAll` cancel.
+    @inline(never)
+    private func inTask<Next: PipelineNext>(
+        _ exchange: RequestExchange, until deadline: ContinuousClock.Instant?, next: Next
+    ) async throws -> Outcome {
+        let lifecycle = self.lifecycle
+        let ticket = exchange.lifecycleTicket
+        guard let deadline else {
+            // No deadline, but a task of its own all the same, so `cancelAll` can reach the work.
+            return try await Deadline.runCancellable(attach: { task in lifecycle.attach(ticket) { _ in task.cancel() } }) {
+                try await next(exchange)
+            }
+        }
+        return try await Deadline.run(until: deadline, attach: { task in lifecycle.attach(ticket) { _ in task.cancel() } }) {
+            try await next(exchange)
+        }
+    }
+
+    /// A streamed outcome whose body fails with kind `timeout` when a read brings nothing for
+    /// the body idle timeout.
+    @inline(never)
+    private func idleLimited(_ outcome: Outcome) -> Outcome {
+        guard let idle = self.bodyIdleTimeout, idle < Deadline.longest, outcome.response.body.bytes == nil else { return outcome }
+        var limited = outcome
+        limited.response.body = outcome.response.body.idleLimited(idle)
+        return limited
+    }
+}
+
+extension DeadlineStage {
+    /// Whether every wait below this stage is one the deduplicator bounds by the deadline: the
+    /// exchange is collected, will be shared, and is no prefetch (which may wait for the
+    /// constrained gate).
+    func waitsOnlyAsAWaiter(_ exchange: RequestExchange) -> Bool {
+        exchange.mode == .collect && self.deduplication.isEnabled && exchange.key != nil
+            && !exchange.endpoint.isPrefetch && DeduplicationStage.shares(exchange)
+    }
+}

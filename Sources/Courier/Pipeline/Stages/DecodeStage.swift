@@ -1,0 +1,38 @@
+import Foundation
+import HTTPTypes
+
+/// The payload (after unboxing) becomes the endpoint's value — `Decodable`, `Data`,
+/// `String`, nothing, or a reformer closure — for each caller on its own (deduplicated callers
+/// share bytes, not values). Fails with `decoding`, naming the type, the coding path and a body
+/// excerpt. Streamed exchanges have no value to decode.
+///
+/// Values decoded from a cache hit are reused for deterministic decodings of value types.
+struct DecodeStage: PipelineStage {
+    let decoder: JSONDecoder
+    let values: DecodedValues
+    let events: EventHub
+    var name: String { "decode" }
+
+    @inline(__always)
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
+        let outcome = try await next(exchange)
+        guard !exchange.mode.isStream else { return outcome }
+        return try self.decoded(outcome, exchange)
+    }
+
+    /// The outcome with its value decoded (synchronous and apart from `run`, so its temporaries
+    /// stay out of the async frame).
+    @inline(never)
+    private func decoded(_ outcome: consuming Outcome, _ exchange: RequestExchange) throws -> Outcome {
+        let payload = outcome.payload ?? outcome.body
+        // A cache hit's stored payload is already unboxed, whatever the wire protocol.
+        let reuse = outcome.cacheKey.map { (key: $0, values: self.values) }
+        let value = try exchange.endpoint.decoding.run(payload, outcome.response.head, self.decoder, reuse)
+        outcome.value = value
+        if self.events.isActive {
+            let type = TypeNames.name(of: Swift.type(of: value))
+            self.events.emit(exchange.request) { $0.decoded($1, as: type) }
+        }
+        return outcome
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import HTTPTypes
+
+/// Redirects are followed here, for every transport alike, under the client's
+/// ``RedirectPolicy``: at most `maxRedirects`, loops detected, 303 (and 301/302 after a non-GET)
+/// become GET, https → http refused, `Authorization`, `Cookie`, `Proxy-Authorization` and the
+/// signature fields dropped when the origin changes. A hop to the same origin as the request
+/// passes the per-hop middleware again (it is signed again); a hop to another origin does not.
+/// A one-shot body is never resent: a 307/308 for one is handed back as it is.
+struct RedirectStage: PipelineStage {
+    let policy: RedirectPolicy
+    let clientMiddleware: [any Middleware]
+    let events: EventHub
+    var name: String { "redirect" }
+
+    /// Whether a status is a redirect this stage follows: 301, 302, 303, 307, 308 (a switch, not
+    /// a set: it is asked of every response).
+    static func isRedirect(_ status: Int) -> Bool {
+        switch status {
+        case 301, 302, 303, 307, 308: true
+        default: false
+        }
+    }
+
+    @inline(__always)
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
+        // The first hop (hop 0, as the exchange arrives) in a small frame; a redirect is followed
+        // apart, in a frame of its own that only requests with a redirect allocate.
+        let response = try await next(exchange).response
+        if self.policy.maxRedirects > 0, Self.isRedirect(response.statusCode) {
+            return try await self.follow(exchange, from: response, next: next)
+        }
+        return Outcome(response: response)
+    }
+
+    /// Follows the redirect `first` answered with, hop by hop, while the policy allows.
+    @inline(never)
+    private func follow<Next: PipelineNext>(_ exchange: RequestExchange, from first: RawResponse, next: Next) async throws -> Outcome {
+        var request = exchange.request
+        var visited: Set<String> = []
+        var hops = 0
+        var response = first
+        while true {
+            if hops > 0 {
+                var hopExchange = exchange
+                hopExchange.request = request
+                hopExchange.hop = hops
+                let hop = hopExchange
+                // URLs are parsed only once a redirect happens: most requests have none.
+                if let origin = exchange.request.url, let url = request.url, Self.sameOrigin(origin, url) {
+                    response = try await MiddlewareChain.sendAgain(hop, clientMiddleware: self.clientMiddleware, next: next)
+                } else {
+                    response = try await next.outOfLine(hop).response
+                }
+            }
+            guard self.policy.maxRedirects > 0,
+                Self.isRedirect(response.statusCode),
+                let location = response.head.headerFields[.location],
+                let current = request.url
+            else {
+                if hops > 0, response.url == nil { response.url = request.url }
+                return Outcome(response: response)
+            }
+            if hops == 0 { visited.insert("\(request.head.method.rawValue) \(current.absoluteString)") }
+
+            guard let target = URL(string: location, relativeTo: current)?.absoluteURL,
+                let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
+            else {
+                await response.body.discard()
+                throw CourierError(.redirect, "the redirect target '\(location)' is not an http(s) URL")
+            }
+            if hops >= self.policy.maxRedirects {
+                await response.body.discard()
+                throw CourierError(.redirect, "stopped after \(self.policy.maxRedirects) redirects")
+            }
+            if current.scheme?.lowercased() == "https", scheme == "http", !self.policy.allowsInsecureDowngrade {
+                await response.body.discard()
+                throw CourierError(.redirect, "refused a redirect from https to http (\(Redactor.standard.redact(url: target)))")
+            }
+            var following = request
+            let status = response.statusCode
+            if status == 303 || ((status == 301 || status == 302) && request.head.method != .get && request.head.method != .head) {
+                if request.head.method != .head { following.head.method = .get }
+                following.body = nil
+                // RFC 9110 §15.4: the request that no longer has content loses the fields that
+                // described it (a compressed POST's Content-Encoding included).
+                for name in Self.contentFields { following.head.headerFields[name] = nil }
+            } else if let body = request.body, !body.isReplayable {
+                // 307/308 must resend the body; a one-shot body cannot be, so hand back the 3xx.
+                if response.url == nil { response.url = current }
+                return Outcome(response: response)
+            }
+            if !Self.sameOrigin(current, target) {
+                for name in self.policy.sensitiveFields { following.head.headerFields[name] = nil }
+            }
+            following.head.scheme = scheme
+            following.head.authority = Self.authority(of: target)
+            following.head.path = Self.pathAndQuery(of: target)
+            let key = "\(following.head.method.rawValue) \(target.absoluteString)"
+            if visited.contains(key) {
+                await response.body.discard()
+                throw CourierError(.redirect, "redirect loop detected at \(Redactor.standard.redact(url: target))")
+            }
+            visited.insert(key)
+            await response.body.discard()
+            if self.events.isActive {
+                let location = Redactor.standard.redact(url: target)
+                self.events.emit(exchange.request) { $0.redirected($1, status: status, location: location) }
+            }
+            hops += 1
+            request = following
+        }
+    }
+
+    /// The fields that describe a request's content (RFC 9110 §15.4).
+    static let contentFields: [HTTPField.Name] = [
+        .contentType, .contentLength, .contentEncoding, .contentLanguage, .contentLocation, .lastModified,
+        HTTPField.Name("Digest")!, HTTPField.Name("Content-Digest")!, HTTPField.Name("Repr-Digest")!,
+    ]
+
+    /// `host[:port]` of a URL, an IPv6 literal in brackets (RFC 3986 §3.2.2: `URL.host` gives
+    /// it without them, and `::1:8080` is no authority).
+    static func authority(of url: URL) -> String? {
+        guard var host = url.host else { return nil }
+        if host.utf8.contains(UInt8(ascii: ":")), !host.hasPrefix("[") { host = "[\(host)]" }
+        return url.port.map { "\(host):\($0)" } ?? host
+    }
+
+    static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
+        a.scheme?.lowercased() == b.scheme?.lowercased()
+            && a.host?.lowercased() == b.host?.lowercased()
+            && effectivePort(a) == effectivePort(b)
+    }
+
+    static func effectivePort(_ url: URL) -> Int? {
+        url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
+    }
+
+    static func pathAndQuery(of url: URL) -> String {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return "/" }
+        var path = components.percentEncodedPath
+        if path.isEmpty { path = "/" }
+        if let query = components.percentEncodedQuery { path += "?\(query)" }
+        return path
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import HTTPTypes
+
+/// The request waits for a slot under the total and per-host limits, highest priority
+/// first (FIFO within a priority, with ageing); changes of priority move it while it waits;
+/// cancelling or timing out while queued sends nothing and leaves no trace in the queue.
+///
+/// The slot is held until the body has ended: for collected bodies when they have been read, for
+/// streams and downloads when the caller has read the last byte, stopped reading, or dropped the
+/// body — so the scheduler never believes a busy connection is free.
+struct ScheduleStage: PipelineStage {
+    let scheduler: RequestScheduler
+    let events: EventHub
+    let lifecycle: Lifecycle
+    var name: String { "schedule" }
+
+    /// The host a per-host limit counts: the authority with the host in lower case and without
+    /// the scheme's default port (RFC 3986 §6.2.2.1, §6.2.3): `EXAMPLE.com:443` over https is
+    /// `example.com`. Made without a copy when the authority is already so (the usual case).
+    static func hostKey(scheme: String?, authority: String) -> String {
+        let bytes = authority.utf8
+        var key = bytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? authority.lowercased() : authority
+        let defaultPort = scheme == "https" ? ":443" : scheme == "http" ? ":80" : nil
+        if let defaultPort, key.hasSuffix(defaultPort), key.utf8.count > defaultPort.utf8.count {
+            key.removeLast(defaultPort.count)
+        }
+        return key
+    }
+
+    @inline(__always)
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
+        let scheduler = self.scheduler
+        let events = self.events
+        let ticket = exchange.ticket ?? scheduler.makeTicket()
+        let host = Self.hostKey(scheme: exchange.request.head.scheme, authority: exchange.request.head.authority ?? "")
+        if let control = exchange.control {
+            control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) }
+        }
+        // A suspended client holds what would go to the network here, before it takes a slot.
+        if self.lifecycle.isSuspended { try await self.lifecycle.admit() }
+        if events.isActive {
+            try await self.acquireObserved(exchange, ticket: ticket, host: host)
+        } else if !scheduler.tryAcquire(
+            ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority, order: exchange.order)
+        {
+            try await scheduler.waitForSlot(ticket: ticket)
+        }
+        // Holding a slot, the request goes on to the wire: room for the frames of the stages
+        // below and the transport, in one slab of the task's allocator (see `TaskFrames`).
+        await TaskFrames.reserve()
+        let outcome: Outcome
+        do {
+            outcome = try await next(exchange)
+        } catch {
+            self.release(exchange, host: host, spokeHTTP2: exchange.record.version.map { $0.major >= 2 } ?? false)
+            throw error
+        }
+        return self.released(outcome, exchange: exchange, host: host)
+    }
+
+    /// Frees the slot.
+    @inline(never)
+    private func release(_ exchange: RequestExchange, host: String, spokeHTTP2: Bool) {
+        self.scheduler.release(host: host, spokeHTTP2: spokeHTTP2)
+        self.events.emit(exchange.request) { $0.slotReleased($1, host: host) }
+    }
+
+    /// The outcome, its slot freed now (a body in memory) or once its streamed body has ended.
+    @inline(never)
+    private func released(_ outcome: consuming Outcome, exchange: RequestExchange, host: String) -> Outcome {
+        let spokeHTTP2 = outcome.response.version.major >= 2
+        guard exchange.mode.isStream, outcome.response.body.bytes == nil else {
+            self.release(exchange, host: host, spokeHTTP2: spokeHTTP2)
+            return outcome
+        }
+        let lease = BodyLease { [self] in self.release(exchange, host: host, spokeHTTP2: spokeHTTP2) }
+        outcome.response.body = outcome.response.body.ending(with: lease)
+        return outcome
+    }
+
+    /// Acquires a slot, telling the monitors when the request waits, leaves the queue and holds the slot.
+    private func acquireObserved(_ exchange: RequestExchange, ticket: UInt64, host: String) async throws {
+        let events = self.events
+        let started = ContinuousClock.now
+        let parked = Locked(false)
+        do {
+            try await self.scheduler.acquire(
+                ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority, order: exchange.order
+            ) {
+                parked.withLock { $0 = true }
+                events.emit(exchange.request) { $0.requestQueued($1, host: host) }
+            }
+        } catch {
+            if parked.current { events.emit(exchange.request) { $0.requestDequeued($1, host: host) } }
+            throw error
+        }
+        if parked.current {
+            exchange.record.queued = .now - started
+            events.emit(exchange.request) { $0.requestDequeued($1, host: host) }
+        }
+        events.emit(exchange.request) { $0.slotAcquired($1, host: host) }
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import HTTPTypes
+
+/// The transport sends the request and returns when the response head has arrived;
+/// the body streams. Fails with `transport`, `tls`, `pinMismatch`, `timeout` or `cancelled`.
+struct TransportStage: PipelineStage {
+    let transport: any Transport
+    let events: EventHub
+    var name: String { "transport" }
+
+    @inline(__always)
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
+        guard self.events.isActive else {
+            exchange.record.sent(exchange.request)
+            var response: RawResponse
+            do {
+                response = try await self.transport.send(exchange.request)
+            } catch {
+                throw Self.marked(error)
+            }
+            exchange.record.received(status: response.statusCode, version: response.version)
+            if Self.hasNoContent(response, to: exchange.request) { response.body = response.body.withoutAnnouncedLength }
+            return Outcome(response: response)
+        }
+        return try await self.sendObserved(exchange)
+    }
+
+    /// What the transport threw, as a ``CourierError`` marked as the transport's
+    /// (``CourierError/isFromTransport``).
+    @inline(never)
+    static func marked(_ error: any Error) -> CourierError {
+        var failure = CourierError.wrap(error)
+        failure.isFromTransport = true
+        return failure
+    }
+
+    /// Whether the response has no content whatever its `Content-Length` says (RFC 9112 §6.3):
+    /// an answer to HEAD, or a 1xx, 204 or 304.
+    @inline(__always)
+    static func hasNoContent(_ response: RawResponse, to request: Request) -> Bool {
+        let status = response.statusCode
+        return response.body.expectedLength != nil && (status < 200 || status == 204 || status == 304 || request.head.method == .head)
+    }
+
+    /// The exchange sent with the monitors told of the attempt, its failure or its response
+    /// (apart from `run`, so that exchanges without monitors allocate a small frame).
+    @inline(never)
+    private func sendObserved(_ exchange: RequestExchange) async throws -> Outcome {
+        var request = exchange.request
+        let started = AttemptEvent(request: request, attempt: request.attempt, hop: exchange.hop)
+        self.events.emit { $0.attemptStarted(started) }
+        for monitor in self.events.monitors {
+            for field in monitor.fieldsToSend(with: started) { request.head.headerFields[field.name] = field.value }
+        }
+        let attempt = AttemptEvent(request: request, attempt: request.attempt, hop: exchange.hop)
+        exchange.record.sent(request, observed: true)
+        var response: RawResponse
+        do {
+            response = try await self.transport.send(request)
+        } catch {
+            let failure = Self.marked(error)
+            self.events.emit { $0.attemptFailed(attempt, error: failure) }
+            throw failure
+        }
+        exchange.record.received(status: response.statusCode, version: response.version, observed: true)
+        self.events.emit { $0.responseReceived(attempt, response: response.head, version: response.version) }
+        if Self.hasNoContent(response, to: request) { response.body = response.body.withoutAnnouncedLength }
+        return Outcome(response: response)
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import HTTPTypes
+
+/// The logical request is boxed for the wire by the endpoint's ``WireProtocol`` (its
+/// own, its service's, or the client's default) — REST passes through; JSON-RPC wraps the params
+/// and gets its `id` here, after caching and deduplication have used the logical request — and
+/// on the way up the answer is unboxed: a JSON-RPC error object throws `rpc`, a non-success
+/// envelope code throws `business`.
+///
+/// Streamed bodies are boxed but not unboxed (they are read by the caller as they arrive). A
+/// `304` answering the cache's revalidation is not unboxed: the stored payload is used.
+struct WireStage: PipelineStage {
+    let defaultWire: any WireProtocol
+    let wireProtocols: [ServiceID: any WireProtocol]
+    let callIDs: Locked<Int>
+    private let defaultIsREST: Bool
+    var name: String { "wire" }
+
+    init(configuration: Client.Configuration, callIDs: Locked<Int>) {
+        self.defaultWire = configuration.defaultWireProtocol
+        self.wireProtocols = configuration.wireProtocols
+        self.callIDs = callIDs
+        self.defaultIsREST = configuration.defaultWireProtocol is RESTProtocol
+    }
+
+    @inline(__always)
+    func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
+        if self.passesThrough(exchange) { return try await next(exchange) }
+        return try await self.boxed(exchange, next: next)
+    }
+
+    /// Whether the exchange goes to the wire as it is (REST). Synchronous and apart from `run`,
+    /// as the other helpers of the stages: values that live only between two waits stay on the
+    /// thread's stack, and the async frame every request allocates from its task stays small.
+    @inline(never)
+    private func passesThrough(_ exchange: RequestExchange) -> Bool {
+        let endpoint = exchange.endpoint
+        if endpoint.wire == nil, endpoint.service == nil, self.defaultIsREST { return true }
+        return self.wire(for: endpoint) is RESTProtocol
+    }
+
+    private func wire(for endpoint: EndpointDescription) -> any WireProtocol {
+        endpoint.wire ?? endpoint.service.flatMap { self.wireProtocols[$0] } ?? self.defaultWire
+    }
+
+    /// The exchange boxed by its wire protocol, sent, and its answer unboxed.
+    @inline(never)
+    private func boxed<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
+        let endpoint = exchange.endpoint
+        let wire = self.wire(for: endpoint)
+        var exchange = exchange
+        let id = self.callIDs.withLock { value -> Int in
+            value += 1
+            return value
+        }
+        let call = WireCall(operation: endpoint.operation ?? endpoint.name, isNotification: endpoint.isNotification, id: id)
+        do {
+            try wire.box(&exchange.request, call: call)
+        } catch let error as CourierError {
+            throw error
+        } catch {
+            // The request could not be put in its envelope (a body that is not JSON, a key of
+            // the wrong size): nothing was sent, and it is the request that is wrong.
+            throw CourierError(.invalidRequest, "the request cannot be boxed for \(type(of: wire)): \(error)", underlying: error)
+        }
+        exchange.wire = wire
+        exchange.call = call
+        exchange.readsBody = true
+        var outcome = try await next.outOfLine(exchange)
+        guard !exchange.mode.isStream, !call.isNotification, !exchange.answersRevalidation(status: outcome.response.statusCode)
+        else { return outcome }
+        outcome.payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
+        outcome.payloadMayBeCached = wire.payloadMayBeCached
+        return outcome
+    }
+}
