@@ -8,6 +8,7 @@ import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOSSL
+import Synchronization
 import Tracing
 
 #if canImport(FoundationNetworking)
@@ -89,10 +90,20 @@ protocol BenchmarkSides: Sendable {
     func shutdown() async throws
 }
 
-/// One GET of the item through Courier's `Client`, decoded.
+/// A number for each request of a run: every side asks for `item?n=<number>`, so no two
+/// requests have the same URL and deduplication, when on, never coalesces (it measures what
+/// deduplication costs a request that is not shared).
+enum RequestNumbers {
+    private static let next = Atomic<Int>(0)
+
+    static func take() -> Int { self.next.add(1, ordering: .relaxed).newValue }
+}
+
+/// One GET of the item through Courier's `Client`, decoded, at a URL no other request has.
 func fetchItem(through client: Client) -> @Sendable () async throws -> Void {
-    let endpoint = Endpoint<BenchmarkItem>(name: "bench.item", path: "")
-    return {
+    {
+        let endpoint = Endpoint<BenchmarkItem>(
+            name: "bench.item", path: "", query: [URLQueryItem(name: "n", value: String(RequestNumbers.take()))])
         let item = try await client.send(endpoint)
         precondition(item.id == 42)
     }
@@ -129,7 +140,8 @@ struct URLSessionSides: BenchmarkSides {
     /// One GET of the item through raw URLSession, decoded.
     static func fetch(with session: URLSession, url: URL) -> @Sendable () async throws -> Void {
         {
-            let (body, response) = try await session.data(for: URLRequest(url: url))
+            let unique = URL(string: "\(url.absoluteString)?n=\(RequestNumbers.take())")!
+            let (body, response) = try await session.data(for: URLRequest(url: unique))
             precondition((response as? HTTPURLResponse)?.statusCode == 200)
             let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
             precondition(item.id == 42)
@@ -184,9 +196,9 @@ struct PipelineSides: BenchmarkSides {
         self.client = Client(
             configuration: .init(transport: self.transport, baseURL: URL(string: url)!) {
                 if ProcessInfo.processInfo.environment["COURIER_BENCH_NO_TIMEOUT"] != nil { $0.timeout = nil }
-                // Identical concurrent GETs would be coalesced; this benchmark measures the pipeline per
-                // request. COURIER_BENCH_DEDUP=1 keeps it on (the default configuration): meaningful at
-                // concurrency 1 only, where nothing can be coalesced.
+                // Off by default, so each request is the pipeline's own work. COURIER_BENCH_DEDUP=1 keeps
+                // it on (the default configuration); every URL is different (`RequestNumbers`), so
+                // nothing is coalesced and the difference is what deduplication costs.
                 $0.deduplication.isEnabled = ProcessInfo.processInfo.environment["COURIER_BENCH_DEDUP"] != nil
                 if let limit = ProcessInfo.processInfo.environment["COURIER_BENCH_HOST_LIMIT"].flatMap(Int.init) {
                     $0.scheduling = .init(maxConcurrentRequests: limit, maxRequestsPerHost: limit)
@@ -213,7 +225,7 @@ struct PipelineSides: BenchmarkSides {
     /// One GET of the item through raw AsyncHTTPClient, collected and decoded.
     static func fetch(with raw: HTTPClient, url: String) -> @Sendable () async throws -> Void {
         {
-            let response = try await raw.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+            let response = try await raw.execute(HTTPClientRequest(url: "\(url)?n=\(RequestNumbers.take())"), timeout: .seconds(30))
             let body = try await response.body.collect(upTo: 1 << 20)
             let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
             precondition(item.id == 42)
@@ -229,7 +241,9 @@ struct PipelineSides: BenchmarkSides {
         let url = URL(string: self.url)!
         let head = HTTPRequest(method: .get, scheme: url.scheme, authority: "\(url.host!):\(url.port!)", path: url.path)
         return {
-            let response = try await transport.send(Request(head: head, timeout: .seconds(30)))
+            var unique = head
+            unique.path = "\(url.path)?n=\(RequestNumbers.take())"
+            let response = try await transport.send(Request(head: unique, timeout: .seconds(30)))
             let body = try await response.body.collect(upTo: 1 << 20)
             let item = try JSONDecoder().decode(BenchmarkItem.self, from: body)
             precondition(item.id == 42)
