@@ -70,7 +70,7 @@ final class Deduplicator: Sendable {
             state.nextWaiter += 1
             return state.nextWaiter
         }
-        let joined = Locked(false)
+        var joined = false
         var watch: UInt64?
         defer { if let watch { _ = DeadlineWatch.shared.end(watch) } }
         control?.onPriorityChange { [weak self] newPriority in
@@ -84,7 +84,7 @@ final class Deduplicator: Sendable {
                         deadline: deadline.map(FixedInstant.offset(of:)))
                     if var entry = state.entries[key] {
                         entry.waiters[waiterID] = waiter
-                        joined.withLock { $0 = true }
+                        joined = true
                         state.sharedCount += 1
                         let before = entry.priority
                         entry.priority = max(entry.priority, waiter.priority)
@@ -123,7 +123,7 @@ final class Deduplicator: Sendable {
         } onCancel: {
             self.leave(key: key, waiterID: waiterID)
         }
-        return (response, joined.current)
+        return (response, joined)
     }
 
     /// The latest deadline among the waiters of a shared request; `nil` when one has none (or

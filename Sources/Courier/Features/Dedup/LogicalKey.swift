@@ -5,20 +5,78 @@ import HTTPTypes
 /// The identity of a logical request, taken before wire boxing and middleware: what makes two
 /// calls "the same" for deduplication.
 ///
-/// Method, URL (query order normalised), body digest, the cache partition (two accounts never
-/// share a response), the endpoint's own middleware (a per-endpoint token or signer makes a
-/// different request), the endpoint's wire protocol and operation, and the header fields that
-/// change a response.
+/// Method, URL (scheme and host in any letter case, an empty query the same as none), body
+/// digest, the cache partition (two accounts never share a response), the endpoint's own
+/// middleware (a per-endpoint token or signer makes a different request), the endpoint's wire
+/// protocol and operation, the header fields (those of one name in order; fields of different
+/// names in any order, as HTTP treats them) and the accepted statuses.
+///
+/// Made once per request from the parts the request already holds (no URL or header text is
+/// built) and hashed once, when made: every dictionary lookup of the deduplicator hashes one
+/// integer and the cache plan (RFC-less bookkeeping, usually empty). The parts sit in one shared
+/// object, so the exchange that carries the key stays small to copy.
 struct LogicalKey: Hashable, Sendable {
-    let method: String
-    let url: String
-    let bodyDigest: Data?
-    let partition: String
-    let endpointMiddleware: [MiddlewareIdentity]
-    let wire: String
-    let headers: [String]
-    let acceptedStatuses: Range<Int>
-    let custom: String?
+    /// The parts that never change once the key is made, and their hash.
+    private final class Parts: Sendable {
+        let method: HTTPRequest.Method
+        let scheme: String?
+        let authority: String?
+        let path: Substring
+        let bodyDigest: SHA256.Digest?
+        let partition: String
+        let endpointMiddleware: [MiddlewareIdentity]
+        let wire: String
+        let headers: HTTPFields
+        let acceptedStatuses: Range<Int>
+        let custom: String?
+        let hash: Int
+
+        init(
+            method: HTTPRequest.Method, scheme: String?, authority: String?, path: Substring, bodyDigest: SHA256.Digest?,
+            partition: String, endpointMiddleware: [MiddlewareIdentity], wire: String, headers: HTTPFields,
+            acceptedStatuses: Range<Int>, custom: String?
+        ) {
+            self.method = method
+            self.scheme = scheme
+            self.authority = authority
+            self.path = path
+            self.bodyDigest = bodyDigest
+            self.partition = partition
+            self.endpointMiddleware = endpointMiddleware
+            self.wire = wire
+            self.headers = headers
+            self.acceptedStatuses = acceptedStatuses
+            self.custom = custom
+            var hasher = Hasher()
+            hasher.combine(method)
+            LogicalKey.combineCaseInsensitive(scheme, into: &hasher)
+            LogicalKey.combineCaseInsensitive(authority, into: &hasher)
+            hasher.combine(path)
+            hasher.combine(bodyDigest)
+            hasher.combine(partition)
+            hasher.combine(endpointMiddleware)
+            hasher.combine(wire)
+            // Commutative over the fields, as `HTTPFields`' equality is over fields of different names.
+            var fields = 0
+            for field in headers { fields &+= field.hashValue }
+            hasher.combine(fields)
+            hasher.combine(acceptedStatuses)
+            hasher.combine(custom)
+            self.hash = hasher.finalize()
+        }
+
+        func isSame(as other: Parts) -> Bool {
+            self === other
+                || (self.hash == other.hash && self.method == other.method && self.path == other.path
+                    && LogicalKey.equalCaseInsensitive(self.authority, other.authority)
+                    && LogicalKey.equalCaseInsensitive(self.scheme, other.scheme) && self.bodyDigest == other.bodyDigest
+                    && self.partition == other.partition && self.endpointMiddleware == other.endpointMiddleware
+                    && self.wire == other.wire && self.acceptedStatuses == other.acceptedStatuses && self.custom == other.custom
+                    && self.headers == other.headers)
+        }
+    }
+
+    private let parts: Parts
     /// The fields the cache lookup added (validators, a `Range` for the missing bytes): callers
     /// whose requests the cache changed differently never share one exchange.
     var cachePlan = ""
@@ -27,29 +85,59 @@ struct LogicalKey: Hashable, Sendable {
     /// (it cannot be digested without being consumed), or it has endpoint middleware whose
     /// identity cannot be told (a value that is not `Hashable`, such as a closure).
     init?(request: Request, endpoint: EndpointDescription, partition: String, wire: String, ignoredHeaders: [HTTPField.Name]) {
-        self.method = request.head.method.rawValue
-        self.url = LogicalKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path)
+        var bodyDigest: SHA256.Digest?
         if let body = request.body {
             guard let bytes = body.bytes else { return nil }
-            self.bodyDigest = Data(SHA256.hash(data: bytes))
-        } else {
-            self.bodyDigest = nil
+            bodyDigest = SHA256.hash(data: bytes)
         }
-        self.partition = partition
         var middleware: [MiddlewareIdentity] = []
-        for item in endpoint.middleware {
-            guard let identity = Self.identity(of: item) else { return nil }
-            middleware.append(identity)
+        if !endpoint.middleware.isEmpty {
+            middleware.reserveCapacity(endpoint.middleware.count)
+            for item in endpoint.middleware {
+                guard let identity = Self.identity(of: item) else { return nil }
+                middleware.append(identity)
+            }
         }
-        self.endpointMiddleware = middleware
-        self.wire = wire
-        var headers: [String] = []
-        for field in request.head.headerFields where !ignoredHeaders.contains(field.name) {
-            headers.append("\(field.name.canonicalName):\(field.value)")
+        var headers = request.head.headerFields
+        for name in ignoredHeaders { headers[name] = nil }
+        // `/a?` and `/a` name the same resource: an empty query is dropped.
+        var path = Substring(request.head.path ?? "/")
+        if path.utf8.last == UInt8(ascii: "?") { path = path.dropLast() }
+        let custom: String?
+        if case .key(let key) = endpoint.deduplication.mode { custom = key } else { custom = nil }
+        self.parts = Parts(
+            method: request.head.method, scheme: request.head.scheme, authority: request.head.authority, path: path,
+            bodyDigest: bodyDigest, partition: partition, endpointMiddleware: middleware, wire: wire, headers: headers,
+            acceptedStatuses: endpoint.acceptedStatuses, custom: custom)
+    }
+
+    static func == (lhs: LogicalKey, rhs: LogicalKey) -> Bool {
+        lhs.parts.isSame(as: rhs.parts) && lhs.cachePlan == rhs.cachePlan
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(self.parts.hash)
+        hasher.combine(self.cachePlan)
+    }
+
+    /// `text` with ASCII letters lower-cased (scheme and host are case-insensitive, RFC 3986
+    /// §6.2.2.1): as it is when it has no upper-case letter (the usual case, no copy made).
+    private static func combineCaseInsensitive(_ text: String?, into hasher: inout Hasher) {
+        guard let text, text.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else {
+            hasher.combine(text)
+            return
         }
-        self.headers = headers
-        self.acceptedStatuses = endpoint.acceptedStatuses
-        if case .key(let key) = endpoint.deduplication.mode { self.custom = key } else { self.custom = nil }
+        hasher.combine(Optional(String(decoding: text.utf8.map(Self.lowered), as: UTF8.self)))
+    }
+
+    private static func equalCaseInsensitive(_ a: String?, _ b: String?) -> Bool {
+        guard let a, let b else { return a == nil && b == nil }
+        return a.utf8.elementsEqual(b.utf8) { Self.lowered($0) == Self.lowered($1) }
+    }
+
+    @inline(__always)
+    private static func lowered(_ byte: UInt8) -> UInt8 {
+        byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
     }
 
     /// A middleware's identity: the object for a class instance, the value for a `Hashable`

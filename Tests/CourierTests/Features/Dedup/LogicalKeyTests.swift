@@ -1,0 +1,61 @@
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import Courier
+
+/// What makes two logical requests the same for deduplication, on the key alone (the seams with
+/// the cache, middleware and wire protocols are in `LogicalIdentityTests`).
+@Suite("The logical key: equal for the same request, different for a different one")
+struct LogicalKeyTests {
+    let endpoint = EndpointDescription.erasing(Endpoint<Data>(path: "/items"))
+
+    func key(
+        _ scheme: String = "https", _ host: String = "api.example.com", path: String = "/items?a=1",
+        method: HTTPRequest.Method = .get, fields: [(String, String)] = [], body: Data? = nil, partition: String = "",
+        ignored: [HTTPField.Name] = []
+    ) -> LogicalKey? {
+        var head = HTTPRequest(method: method, scheme: scheme, authority: host, path: path)
+        for (name, value) in fields { head.headerFields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+        let request = Request(head: head, body: body.map { RequestBody.data($0) })
+        return LogicalKey(request: request, endpoint: self.endpoint, partition: partition, wire: "", ignoredHeaders: ignored)
+    }
+
+    func same(_ a: LogicalKey?, _ b: LogicalKey?) -> Bool {
+        guard let a, let b else { return false }
+        return a == b && a.hashValue == b.hashValue && Set([a, b]).count == 1
+    }
+
+    /// RFC 3986 §6.2.2.1: the scheme and host are case-insensitive; an empty query is no query.
+    @Test
+    func schemeAndHostInAnyCaseAndAnEmptyQueryAreTheSameRequest() {
+        #expect(self.same(self.key("https", "api.example.com"), self.key("HTTPS", "API.Example.COM")))
+        #expect(self.same(self.key(path: "/items"), self.key(path: "/items?")))
+        #expect(self.key(path: "/Items") != self.key(path: "/items"))
+        #expect(self.key(path: "/items?a=1&b=2") != self.key(path: "/items?b=2&a=1"))
+        #expect(self.key("http") != self.key("https"))
+        #expect(self.key("https", "api.example.com:8443") != self.key("https", "api.example.com"))
+    }
+
+    /// RFC 9110 §5.3: the order of fields with different names carries no meaning; the order of
+    /// fields of one name does.
+    @Test
+    func fieldsOfDifferentNamesInAnyOrderAreTheSameRequest() {
+        #expect(self.same(self.key(fields: [("Accept", "a/b"), ("X-Tenant", "7")]), self.key(fields: [("x-tenant", "7"), ("accept", "a/b")])))
+        #expect(self.key(fields: [("X-Tenant", "7")]) != self.key(fields: [("X-Tenant", "8")]))
+        #expect(self.key(fields: [("X-Tenant", "7")]) != self.key(fields: []))
+        #expect(self.key(fields: [("Via", "a"), ("Via", "b")]) != self.key(fields: [("Via", "b"), ("Via", "a")]))
+        #expect(self.same(self.key(fields: [("X-Trace", "1")], ignored: [HTTPField.Name("X-Trace")!]), self.key(fields: [("X-Trace", "2")], ignored: [HTTPField.Name("X-Trace")!])))
+    }
+
+    @Test
+    func methodBodyAndPartitionEachMakeADifferentRequest() {
+        #expect(self.key(method: .get) != self.key(method: .head))
+        #expect(self.same(self.key(method: .post, body: Data("a".utf8)), self.key(method: .post, body: Data("a".utf8))))
+        #expect(self.key(method: .post, body: Data("a".utf8)) != self.key(method: .post, body: Data("b".utf8)))
+        #expect(self.key(partition: "alice") != self.key(partition: "bob"))
+        var planned = self.key()
+        planned?.cachePlan = "if-none-match:\"v1\""
+        #expect(planned != self.key())
+    }
+}
