@@ -41,11 +41,13 @@ struct LogicalKeyTests {
     /// fields of one name does.
     @Test
     func fieldsOfDifferentNamesInAnyOrderAreTheSameRequest() {
-        #expect(self.same(self.key(fields: [("Accept", "a/b"), ("X-Tenant", "7")]), self.key(fields: [("x-tenant", "7"), ("accept", "a/b")])))
+        #expect(
+            self.same(self.key(fields: [("Accept", "a/b"), ("X-Tenant", "7")]), self.key(fields: [("x-tenant", "7"), ("accept", "a/b")])))
         #expect(self.key(fields: [("X-Tenant", "7")]) != self.key(fields: [("X-Tenant", "8")]))
         #expect(self.key(fields: [("X-Tenant", "7")]) != self.key(fields: []))
         #expect(self.key(fields: [("Via", "a"), ("Via", "b")]) != self.key(fields: [("Via", "b"), ("Via", "a")]))
-        #expect(self.same(self.key(fields: [("X-Trace", "1")], ignored: [HTTPField.Name("X-Trace")!]), self.key(fields: [("X-Trace", "2")], ignored: [HTTPField.Name("X-Trace")!])))
+        let trace = [HTTPField.Name("X-Trace")!]
+        #expect(self.same(self.key(fields: [("X-Trace", "1")], ignored: trace), self.key(fields: [("X-Trace", "2")], ignored: trace)))
     }
 
     @Test
