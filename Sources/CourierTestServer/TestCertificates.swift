@@ -41,7 +41,13 @@ public struct TestCertificates: Sendable {
     ) throws -> TestCertificates {
         let now = Date()
         let caKey = P256.Signing.PrivateKey()
-        let caName = try DistinguishedName { CommonName(commonName) }
+        // A name of its own for each CA: a verifier that holds several test CAs (one trust store
+        // for the whole run, as URLSession's on Linux) finds a leaf's issuer by name, and with
+        // one name for all would try the wrong CA's key ("certificate signature failure").
+        let caName = try DistinguishedName {
+            CommonName(commonName)
+            OrganizationalUnitName(UUID().uuidString)
+        }
         let ca = try Certificate(
             version: .v3,
             serialNumber: .init(),

@@ -417,3 +417,42 @@ func makePipe() -> (read: Int32, write: Int32) {
     _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
     return (fds[0], fds[1])
 }
+
+/// The CA bundle URLSession trusts on Linux (FoundationNetworking, libcurl underneath), made
+/// writable for one test run by `scripts/test-urlsession-tls.sh`: a copy of the system's bundle
+/// bind-mounted over it in a private mount namespace, named by `COURIER_TEST_PRIVATE_CA_BUNDLE`.
+/// URLSession on Linux has no per-session trust setting, so this is the one way its HTTPS success
+/// path and its certificate checks can be tested against certificates made at test time.
+enum PrivateTrust {
+    /// The writable bundle; `nil` when the tests do not run in such a namespace.
+    static let bundle: String? = {
+        guard let path = ProcessInfo.processInfo.environment["COURIER_TEST_PRIVATE_CA_BUNDLE"] else { return nil }
+        // The system's own bundle is never written: only a file mounted over it (a mount point
+        // of this process's mount namespace, which the script made private).
+        let mounts = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+        let isMountPoint = mounts.split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 4 && fields[4] == path
+        }
+        guard isMountPoint else {
+            fatalError("COURIER_TEST_PRIVATE_CA_BUNDLE names a file that is not mounted over: run scripts/test-urlsession-tls.sh")
+        }
+        return path
+    }()
+
+    static var isAvailable: Bool { self.bundle != nil }
+
+    private static let added = Locked<Set<String>>([])
+
+    /// Adds `certificates`' CA to the bundle (once), so URLSessions made from now on trust it.
+    static func trust(_ certificates: TestCertificates) throws {
+        guard let bundle else { return }
+        try self.added.withLock { added in
+            guard added.insert(certificates.caPEM).inserted else { return }
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: bundle))
+            defer { try? handle.close() }
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(("\n" + certificates.caPEM + "\n").utf8))
+        }
+    }
+}
