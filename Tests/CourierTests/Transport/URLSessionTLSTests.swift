@@ -61,6 +61,26 @@ struct URLSessionTLSTests {
         }
     }
 
+    /// Cancelling the only caller of an in-flight HTTP/2 request reaches the server (its stream
+    /// is reset: the server sees the exchange abandoned), and the connection carries the next
+    /// request.
+    @Test
+    func cancellingAnHTTP2RequestReachesTheServer() async throws {
+        let server = try await tlsServer()
+        try await withClient(.urlSession, server: server) { client in
+            _ = try await client.send(Endpoint<Article>(path: "/json"))
+            let stalled = client.start(Endpoint<Article>(path: "/stall").retry(.never))
+            #expect(await eventually { server.requests.count == 2 })
+            stalled.cancel()
+            let error = await expectCourierError { _ = try await stalled.value }
+            #expect(error?.kind == .cancelled)
+            #expect(await eventually(seconds: 10) { server.abandonedCount == 1 })
+            let received = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(received.id == 1)
+            #expect(server.connectionCount == 1)
+        }
+    }
+
     /// Each certificate problem fails with kind `tls` and the same reason as on AsyncHTTPClient,
     /// with the issuing CA trusted (so the issuer is not what fails); for `untrustedCA` the
     /// server's CA is one never added to the bundle.
