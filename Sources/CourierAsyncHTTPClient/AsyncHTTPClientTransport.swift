@@ -282,9 +282,10 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         var outgoing = HTTPClientRequest(url: request.urlString)
         var pinnedHost: String?
-        if !self.pinning.isEmpty, let host = Self.host(of: request.head.authority),
-            let key = self.pinning.matchingKey(for: host, port: Self.port(of: request.head.authority, scheme: request.head.scheme))
+        if !self.pinning.isEmpty, let target = Authority(scheme: request.head.scheme, authority: request.head.authority),
+            let key = self.pinning.matchingKey(for: target.host, port: target.port ?? 443)
         {
+            let host = target.host
             guard request.head.scheme?.lowercased() == "https" else {
                 throw CourierError.invalidRequest("\(host) is pinned and must be reached over https")
             }
@@ -422,9 +423,10 @@ public final class AsyncHTTPClientTransport: Transport {
     private func failure(_ error: any Error, request: Courier.Request, pinnedHost: String?, tls: TLSConfiguration?) async -> CourierError {
         var mapped = Self.mapError(error, pinnedHost: pinnedHost)
         guard mapped.kind == .tls || mapped.kind == .pinMismatch, TLSDiagnosis.isCertificateVerifyFailure(error), !Task.isCancelled,
-            let host = Self.host(of: request.head.authority)
+            let target = Authority(scheme: request.head.scheme, authority: request.head.authority)
         else { return mapped }
-        let port = Self.port(of: request.head.authority) ?? (request.head.scheme?.lowercased() == "http" ? 80 : 443)
+        let host = target.host
+        let port = target.port ?? 443
         let timeout = min(request.remainingTime ?? .seconds(5), .seconds(5))
         let configuration = tls ?? self.tlsConfiguration ?? TLSConfiguration.makeClientConfiguration()
         if let reason = await TLSDiagnosis.reason(
@@ -446,28 +448,6 @@ public final class AsyncHTTPClientTransport: Transport {
     /// The message of a TLS failure: the reason in words, then the platform's own text.
     static func tlsMessage(_ reason: TLSFailureReason?, _ error: any Error) -> String {
         "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(error))"
-    }
-
-    static func port(of authority: String?) -> Int? {
-        guard let authority, let colon = authority.lastIndex(of: ":"), !authority.hasSuffix("]") else { return nil }
-        return UntrustedNumber.digits(authority[authority.index(after: colon)...], limit: 65535)
-    }
-
-    /// The port of an authority (`host:port`, `[v6]:port`), else the scheme's default.
-    static func port(of authority: String?, scheme: String?) -> Int {
-        let fallback = scheme?.lowercased() == "http" ? 80 : 443
-        guard let authority else { return fallback }
-        let afterHost =
-            authority.hasPrefix("[") ? authority.split(separator: "]", maxSplits: 1).dropFirst().first.map(String.init) ?? "" : authority
-        guard let colon = afterHost.lastIndex(of: ":"), let port = Int(afterHost[afterHost.index(after: colon)...]) else { return fallback }
-        return port
-    }
-
-    static func host(of authority: String?) -> String? {
-        guard var authority else { return nil }
-        if authority.hasPrefix("[") { return authority.split(separator: "]").first.map { String($0.dropFirst()) } }
-        if let colon = authority.lastIndex(of: ":") { authority = String(authority[..<colon]) }
-        return authority.lowercased()
     }
 
     static func mapError(_ error: any Error, pinnedHost: String? = nil) -> CourierError {

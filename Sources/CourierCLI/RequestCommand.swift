@@ -324,7 +324,7 @@ struct RequestCommand: AsyncParsableCommand {
             // As curl: the entry is for HOST at PORT only; a request to the same host on another
             // port resolves the name as usual. (The override itself is per host, so an entry for
             // the URL's host at another port is not applied.)
-            let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+            let port = Authority(url)?.port
             if url.host?.lowercased() == parts[0].lowercased(), Int(parts[1]) != port { continue }
             transportConfiguration.resolvedHosts[String(parts[0])] = String(parts[2]).trimmingCharacters(
                 in: CharacterSet(charactersIn: "[]"))

@@ -170,23 +170,11 @@ public final class TracingMonitor: EventMonitor, Sendable {
     private func describe(_ span: any Span, _ request: Request) {
         guard span.isRecording else { return }
         span.attributes["http.request.method"] = request.head.method.rawValue
-        let authority = request.head.authority ?? ""
-        let (host, port) = Self.split(authority, scheme: request.head.scheme)
-        span.attributes["server.address"] = host
-        if let port { span.attributes["server.port"] = port }
-        span.attributes["url.full"] = self.redactor.redact(urlString: request.urlString)
-    }
-
-    /// Host and port of an authority (`[::1]:8080`, `example.com`), the port defaulting by scheme.
-    static func split(_ authority: String, scheme: String?) -> (String, Int?) {
-        var host = authority
-        var port: Int?
-        if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]") {
-            host = String(authority[..<colon])
-            port = Int(authority[authority.index(after: colon)...])
+        if let authority = Authority(scheme: request.head.scheme, authority: request.head.authority) {
+            span.attributes["server.address"] = authority.host
+            if let port = authority.port { span.attributes["server.port"] = port }
         }
-        if port == nil { port = scheme == "https" ? 443 : scheme == "http" ? 80 : nil }
-        return (host, port)
+        span.attributes["url.full"] = self.redactor.redact(urlString: request.urlString)
     }
 }
 

@@ -80,6 +80,6 @@ struct HostKeyTests {
     ])
     func theHostIsLowerCasedAndTheDefaultPortDropped(_ scheme: String, _ authority: String, _ key: String) {
         // RFC 3986 §6.2.2.1 (case) and §6.2.3 (a default port is the same as none).
-        #expect(ScheduleStage.hostKey(scheme: scheme, authority: authority) == key)
+        #expect(Authority.hostKey(scheme: scheme, authority: authority) == key)
     }
 }

@@ -253,15 +253,8 @@ public final class OAuth2Authenticator: Middleware {
     /// from another one a redirect led to. A response without a URL was not redirected.
     static func isFromOrigin(of request: Request, _ response: RawResponse) -> Bool {
         guard let url = response.url else { return true }
-        guard let scheme = request.head.scheme, let authority = request.head.authority,
-            let requestURL = URL(string: "\(scheme)://\(authority)/")
-        else { return false }
-        func port(_ url: URL) -> Int? {
-            url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
-        }
-        return url.scheme?.lowercased() == requestURL.scheme?.lowercased()
-            && url.host?.lowercased() == requestURL.host?.lowercased()
-            && port(url) == port(requestURL)
+        guard let origin = Authority(scheme: request.head.scheme, authority: request.head.authority) else { return false }
+        return Authority(url) == origin
     }
 
     // MARK: - Token state

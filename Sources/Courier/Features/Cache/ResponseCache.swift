@@ -266,9 +266,7 @@ struct ResponseCache: Sendable {
     static func sameOrigin(_ reference: String, as url: String) -> String? {
         guard let base = URL(string: url), let resolved = URL(string: reference, relativeTo: base)?.absoluteURL,
             let target = URLComponents(url: resolved, resolvingAgainstBaseURL: false),
-            let origin = URLComponents(url: base, resolvingAgainstBaseURL: false),
-            target.scheme?.lowercased() == origin.scheme?.lowercased(), target.host?.lowercased() == origin.host?.lowercased(),
-            target.port == origin.port
+            let origin = Authority(base), Authority(resolved) == origin
         else { return nil }
         let authority = (target.percentEncodedHost ?? "") + (target.port.map { ":\($0)" } ?? "")
         let path =

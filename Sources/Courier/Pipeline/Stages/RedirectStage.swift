@@ -126,14 +126,10 @@ struct RedirectStage: PipelineStage {
         return url.port.map { "\(host):\($0)" } ?? host
     }
 
+    /// Whether two URLs have the same origin (``Authority``); never for a URL without a host.
     static func sameOrigin(_ a: URL, _ b: URL) -> Bool {
-        a.scheme?.lowercased() == b.scheme?.lowercased()
-            && a.host?.lowercased() == b.host?.lowercased()
-            && effectivePort(a) == effectivePort(b)
-    }
-
-    static func effectivePort(_ url: URL) -> Int? {
-        url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil)
+        guard let first = Authority(a) else { return false }
+        return first == Authority(b)
     }
 
     static func pathAndQuery(of url: URL) -> String {

@@ -14,25 +14,12 @@ struct ScheduleStage: PipelineStage {
     let lifecycle: Lifecycle
     var name: String { "schedule" }
 
-    /// The host a per-host limit counts: the authority with the host in lower case and without
-    /// the scheme's default port (RFC 3986 §6.2.2.1, §6.2.3): `EXAMPLE.com:443` over https is
-    /// `example.com`. Made without a copy when the authority is already so (the usual case).
-    static func hostKey(scheme: String?, authority: String) -> String {
-        let bytes = authority.utf8
-        var key = bytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? authority.lowercased() : authority
-        let defaultPort = scheme == "https" ? ":443" : scheme == "http" ? ":80" : nil
-        if let defaultPort, key.hasSuffix(defaultPort), key.utf8.count > defaultPort.utf8.count {
-            key.removeLast(defaultPort.count)
-        }
-        return key
-    }
-
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let scheduler = self.scheduler
         let events = self.events
         let ticket = exchange.ticket ?? scheduler.makeTicket()
-        let host = Self.hostKey(scheme: exchange.request.head.scheme, authority: exchange.request.head.authority ?? "")
+        let host = Authority.hostKey(scheme: exchange.request.head.scheme, authority: exchange.request.head.authority ?? "")
         if let control = exchange.control {
             control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) }
         }

@@ -1,0 +1,87 @@
+import Foundation
+
+/// Where a request goes: scheme, host and port, with the scheme's default port filled in.
+///
+/// The one place Courier works these out (RFC 3986 §3.2, §6.2.2.1, §6.2.3; RFC 6454 §4): two
+/// values are equal when they are the same origin, whatever the letter case of scheme and host
+/// and whether the default port is written. The redirect stage (which fields survive a hop), the
+/// OAuth2 authenticator (whose response answers a token), the cache (`Content-Location` and
+/// `Location` of the same origin), the scheduler (its per-host key), the transports (the port a
+/// pin or a diagnosis is for), tracing and the command line all use it.
+package struct Authority: Hashable, Sendable {
+    /// The scheme, lower-cased.
+    package let scheme: String
+    /// The host, lower-cased; an IPv6 literal without its brackets.
+    package let host: String
+    /// The port written, else the scheme's default; `nil` when there is neither.
+    package let port: Int?
+
+    /// 443 for `https` and `wss`, 80 for `http` and `ws`, in any letter case; `nil` otherwise.
+    package static func defaultPort(scheme: String?) -> Int? {
+        switch scheme?.lowercased() {
+        case "https", "wss": 443
+        case "http", "ws": 80
+        default: nil
+        }
+    }
+
+    /// The authority of a URL; `nil` without a scheme or a host.
+    package init?(_ url: URL) {
+        guard let scheme = url.scheme, let host = url.host, !host.isEmpty else { return nil }
+        self.init(scheme: scheme, host: Substring(host), port: url.port)
+    }
+
+    /// The authority of a request: its scheme and its `host[:port]` text (an IPv6 literal in
+    /// brackets); `nil` when either is missing, the host is empty or the port is not a number
+    /// up to 65535.
+    package init?(scheme: String?, authority: String?) {
+        guard let scheme, let authority, let (host, port) = Self.split(authority), !host.isEmpty else { return nil }
+        self.init(scheme: scheme, host: host, port: port)
+    }
+
+    private init(scheme: String, host: Substring, port: Int?) {
+        self.scheme = scheme.lowercased()
+        var bare = host
+        if bare.hasPrefix("["), bare.hasSuffix("]") { bare = bare.dropFirst().dropLast() }
+        self.host = bare.lowercased()
+        self.port = port ?? Self.defaultPort(scheme: scheme)
+    }
+
+    /// The host and the port written in an authority text (`example.com`, `example.com:8080`,
+    /// `[::1]:8080`, `[::1]`): the host as written (brackets kept), the port `nil` when none is
+    /// written; `nil` for a port that is not digits up to 65535.
+    package static func split(_ authority: String) -> (host: Substring, port: Int?)? {
+        let text = Substring(authority)
+        let hostEnd: Substring.Index
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            hostEnd = text.index(after: close)
+        } else {
+            hostEnd = text.firstIndex(of: ":") ?? text.endIndex
+        }
+        let host = text[..<hostEnd]
+        let rest = text[hostEnd...]
+        guard !rest.isEmpty else { return (host, nil) }
+        guard rest.first == ":" else { return nil }
+        let digits = rest.dropFirst()
+        if digits.isEmpty { return (host, nil) }  // RFC 3986 §3.2.3: an empty port is no port
+        guard digits.utf8.count <= 5, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            let port = Int(digits), port <= 65_535
+        else { return nil }
+        return (host, port)
+    }
+
+    /// The key a per-host limit counts requests by: the authority text with the host in lower
+    /// case and without the scheme's default port (`EXAMPLE.com:443` over https is
+    /// `example.com`). Made without a copy when the text is already so (the usual case): it is
+    /// asked of every request.
+    package static func hostKey(scheme: String?, authority: String) -> String {
+        let bytes = authority.utf8
+        var key = bytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? authority.lowercased() : authority
+        let defaultPort = scheme == "https" ? ":443" : scheme == "http" ? ":80" : nil
+        if let defaultPort, key.hasSuffix(defaultPort), key.utf8.count > defaultPort.utf8.count {
+            key.removeLast(defaultPort.count)
+        }
+        return key
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+
+@testable import Courier
+
+/// Scheme, host and port, worked out in one place (`Authority`), and the places that ask it.
+@Suite("Authority: one origin rule for redirects, OAuth2, the cache, the scheduler and the transports")
+struct AuthorityTests {
+    /// RFC 3986 §6.2.2.1 (scheme and host are case-insensitive) and §6.2.3 (the default port may
+    /// be left out); RFC 6454 §4: the origin is scheme, host and port.
+    @Test
+    func theSameOriginWhateverTheCaseAndWhetherTheDefaultPortIsWritten() {
+        #expect(Authority(URL(string: "HTTPS://Example.COM/a")!) == Authority(URL(string: "https://example.com:443/b")!))
+        #expect(Authority(scheme: "http", authority: "example.com:80") == Authority(URL(string: "http://EXAMPLE.com")!))
+        #expect(Authority(scheme: "https", authority: "example.com") != Authority(scheme: "http", authority: "example.com"))
+        #expect(Authority(scheme: "https", authority: "example.com:8443") != Authority(scheme: "https", authority: "example.com"))
+        #expect(Authority(scheme: "https", authority: "a.example.com") != Authority(scheme: "https", authority: "example.com"))
+    }
+
+    @Test
+    func ipv6LiteralsAndHostilePorts() {
+        let literal = Authority(scheme: "https", authority: "[::1]:8443")
+        #expect(literal?.host == "::1")
+        #expect(literal?.port == 8443)
+        #expect(Authority(scheme: "https", authority: "[::1]")?.port == 443)
+        #expect(Authority(URL(string: "https://[::1]:8443/x")!) == literal)
+        // An empty port is no port (RFC 3986 §3.2.3); anything else that is not 0...65535 is refused.
+        #expect(Authority(scheme: "http", authority: "example.com:")?.port == 80)
+        #expect(Authority(scheme: "https", authority: "example.com:65536") == nil)
+        #expect(Authority(scheme: "https", authority: "example.com:99999999999999999999999") == nil)
+        #expect(Authority(scheme: "https", authority: "example.com:-1") == nil)
+        #expect(Authority(scheme: "https", authority: "example.com:443:1") == nil)
+        #expect(Authority(scheme: "https", authority: "[::1") == nil)
+        #expect(Authority(scheme: "https", authority: "") == nil)
+        #expect(Authority(scheme: nil, authority: "example.com") == nil)
+        #expect(Authority(scheme: "ftp", authority: "example.com")?.port == nil)
+    }
+
+    /// The redirect stage: a hop to `https://host:443/` stays at the origin of `https://host/`.
+    @Test
+    func redirectsTreatAWrittenDefaultPortAsTheSameOrigin() {
+        #expect(RedirectStage.sameOrigin(URL(string: "https://example.com/a")!, URL(string: "https://EXAMPLE.com:443/b")!))
+        #expect(!RedirectStage.sameOrigin(URL(string: "https://example.com/a")!, URL(string: "http://example.com/b")!))
+        #expect(!RedirectStage.sameOrigin(URL(string: "https://example.com/a")!, URL(string: "file:///etc/passwd")!))
+    }
+
+    /// RFC 9111 §4.4: a `Content-Location` or `Location` of the same origin names a URL the
+    /// cache may act on. The cache compared ports as written, so `https://host:443/x` was
+    /// another origin than `https://host/`; it is the same.
+    @Test
+    func theCacheTakesAWrittenDefaultPortForTheSameOrigin() {
+        #expect(ResponseCache.sameOrigin("https://example.com:443/x", as: "https://example.com/y") != nil)
+        #expect(ResponseCache.sameOrigin("/x", as: "https://example.com/y") != nil)
+        #expect(ResponseCache.sameOrigin("https://example.com:8443/x", as: "https://example.com/y") == nil)
+        #expect(ResponseCache.sameOrigin("http://example.com/x", as: "https://example.com/y") == nil)
+    }
+}
