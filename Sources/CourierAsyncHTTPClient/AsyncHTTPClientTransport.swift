@@ -377,12 +377,13 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         let version: Courier.HTTPVersion =
             response.version.major >= 2 ? .http2 : Courier.HTTPVersion(major: response.version.major, minor: response.version.minor)
-        // HTTPResponse.Status traps outside 0...999, and HTTP/2's `:status` is not checked for
-        // three digits on its way here (`2000` arrives as a final response): a malformed
-        // response, never a crash (RFC 9110 §15: a status code is three digits).
-        guard (100...999).contains(Int(response.status.code)) else {
+        // HTTP/2's `:status` is not checked for three digits on its way here (`2000` arrives as
+        // a final response): a malformed response, never a crash.
+        do {
+            _ = try StatusCode.checked(Int(response.status.code))
+        } catch {
             stream.cancel()
-            throw CourierError.transport("the server sent a malformed status code \(response.status.code)")
+            throw error
         }
         if self.requiresHTTP2, version.major < 2 {
             stream.cancel()

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 
 /// Where a request goes: scheme, host and port, with the scheme's default port filled in.
 ///
@@ -83,5 +84,15 @@ package struct Authority: Hashable, Sendable {
             key.removeLast(defaultPort.count)
         }
         return key
+    }
+}
+
+/// The status rule both transports apply to what a server sends, before anything else reads it.
+package enum StatusCode {
+    /// The status for `code`, or kind `transport` for a code that is no status: RFC 9110 §15
+    /// makes a status code three digits, 100 to 999 (and HTTPTypes traps outside 0...999).
+    package static func checked(_ code: Int) throws(CourierError) -> HTTPResponse.Status {
+        guard (100...999).contains(code) else { throw CourierError.transport("the server sent a malformed status code \(code)") }
+        return HTTPResponse.Status(code: code)
     }
 }

@@ -242,14 +242,16 @@ public final class URLSessionTransport: Transport {
                 fields.append(HTTPField(name: name, value: "\(value)"))
             }
         }
-        // HTTPResponse.Status traps outside 0...999: a status the platform passed on from a
-        // broken status line is a malformed response, not a crash.
-        guard (0...999).contains(head.statusCode) else {
+        // A status the platform passed on from a broken status line is a malformed response, not
+        // a crash. The platform does not report the server's reason phrase: the standard one for
+        // the code, as the other transport gives for well-behaved servers.
+        let status: HTTPResponse.Status
+        do {
+            status = try StatusCode.checked(head.statusCode)
+        } catch {
             task.cancel()
-            throw CourierError.transport("the server sent a malformed status code \(head.statusCode)")
+            throw error
         }
-        // The platform does not report the server's reason phrase: the standard one for the code, as the other transport gives for well-behaved servers.
-        let status = HTTPResponse.Status(code: head.statusCode)
         var expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
         // URLSession decodes gzip, deflate and br itself (and zstd on Linux, where libcurl does
         // the decoding) but keeps the header fields: drop them, so the body handed up is what
