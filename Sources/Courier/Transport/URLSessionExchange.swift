@@ -1,0 +1,242 @@
+import Foundation
+import HTTPTypes
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Security)
+import Security
+#endif
+
+/// The state of one data task: the head continuation and the body chunks.
+final class URLSessionExchange: Sendable {
+    let task: URLSessionDataTask
+    /// The body chunks delivered and not yet read: in memory up to the transport's limit, the
+    /// rest in a temporary file (FoundationNetworking cannot suspend a running task).
+    let chunks: SpillBuffer
+    /// Runs once the task has completed (removes a spooled upload).
+    private let onComplete: @Sendable () -> Void
+    /// The transport's count of bodies that could not be buffered.
+    private let bufferFailures: Locked<Int>
+    private let head = Locked<HeadState>(.waiting(nil))
+    /// Whether the task is suspended because too much waits unread (Apple platforms).
+    private let paused = Locked(false)
+    static let highWater = 8 << 20
+    static let lowWater = 2 << 20
+    /// The `401` of an authentication challenge answered without a credential (Linux).
+    private let challengeResponse = Locked<HTTPURLResponse?>(nil)
+    /// Why the server's trust was refused by the pins (Apple platforms), when it was.
+    private let trustRejection = Locked<CourierError?>(nil)
+
+    enum HeadState {
+        case waiting(CheckedContinuation<HTTPURLResponse, any Error>?)
+        /// The task ended (or answered) before anyone waited: kept for the waiter to come.
+        case ended(Result<HTTPURLResponse, any Error>)
+        case done
+    }
+
+    init(
+        task: URLSessionDataTask, memoryLimit: Int, scratchDirectory: URL, bufferFailures: Locked<Int>,
+        onComplete: @escaping @Sendable () -> Void
+    ) {
+        self.task = task
+        self.chunks = SpillBuffer(memoryLimit: memoryLimit, directory: scratchDirectory)
+        self.bufferFailures = bufferFailures
+        self.onComplete = onComplete
+    }
+
+    func awaitHead(_ continuation: CheckedContinuation<HTTPURLResponse, any Error>) {
+        let ended: Result<HTTPURLResponse, any Error>? = self.head.withLock { state in
+            if case .ended(let result) = state {
+                state = .done
+                return result
+            }
+            state = .waiting(continuation)
+            return nil
+        }
+        if let ended { continuation.resume(with: ended) }
+    }
+
+    func received(response: HTTPURLResponse) {
+        self.resumeHead(.success(response))
+    }
+
+    func received(data: Data) {
+        do {
+            try self.chunks.push(data)
+        } catch {
+            // The disk is full, or the directory cannot be written: the reader gets the error.
+            self.bufferFailures.withLock { $0 += 1 }
+            self.task.cancel()
+        }
+        #if canImport(Darwin)
+        // A reader slower than the network: above the high-water mark the task is suspended
+        // (the platform stops reading from the socket) until the reader has caught up.
+        let unread = self.chunks.unread
+        let pause = self.paused.withLock { paused -> Bool in
+            guard !paused, unread > Self.highWater else { return false }
+            paused = true
+            return true
+        }
+        if pause { self.task.suspend() }
+        #endif
+        // FoundationNetworking traps when a running data task is suspended (measured: a fatal
+        // error in NativeProtocol), so on Linux what the reader has not read goes to the buffer
+        // (and its file) only.
+    }
+
+    /// The reader took a chunk: below the low-water mark a suspended task goes on.
+    func consumed() {
+        #if canImport(Darwin)
+        let unread = self.chunks.unread
+        let resume = self.paused.withLock { paused -> Bool in
+            guard paused, unread < Self.lowWater else { return false }
+            paused = false
+            return true
+        }
+        if resume { self.task.resume() }
+        #endif
+    }
+
+    /// The platform asked for a credential, and none is given: the task ends, and `response`
+    /// (the 401 that asked) is the answer.
+    func challenged(by response: HTTPURLResponse?) {
+        self.challengeResponse.withLock { $0 = response }
+    }
+
+    /// The pins refused the server's certificate: the task is cancelled, and this is its error.
+    func rejectedTrust(_ error: CourierError) {
+        self.trustRejection.withLock { $0 = error }
+    }
+
+    func completed(error: (any Error)?) {
+        self.onComplete()
+        if error != nil, let rejection = self.trustRejection.withLock({ $0 }) {
+            self.resumeHead(.failure(rejection))
+            self.chunks.finish(throwing: rejection)
+            return
+        }
+        if let error, (error as NSError).domain == NSURLErrorDomain, (error as NSError).code == NSURLErrorCancelled,
+            let challenge = self.challengeResponse.withLock({ $0 })
+        {
+            // The cancellation was ours, answering the challenge: the 401 is the response.
+            self.resumeHead(.success(challenge))
+            self.chunks.finish()
+            return
+        }
+        if let error {
+            let mapped = URLSessionTransport.mapError(error)
+            self.resumeHead(.failure(mapped))
+            self.chunks.finish(throwing: mapped)
+        } else {
+            self.resumeHead(.failure(CourierError.transport("the response ended without a head")))
+            self.chunks.finish()
+        }
+    }
+
+    private func resumeHead(_ result: Result<HTTPURLResponse, any Error>) {
+        let continuation: CheckedContinuation<HTTPURLResponse, any Error>? = self.head.withLock { state in
+            switch state {
+            case .waiting(let continuation?):
+                state = .done
+                return continuation
+            case .waiting(nil):
+                state = .ended(result)
+                return nil
+            case .ended, .done:
+                return nil
+            }
+        }
+        continuation?.resume(with: result)
+    }
+}
+
+/// Routes the session's callbacks to the exchange of each task.
+final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    private let exchanges = Locked<[Int: URLSessionExchange]>([:])
+    private let pinning: PinningPolicy
+
+    init(pinning: PinningPolicy) {
+        self.pinning = pinning
+    }
+
+    func register(_ exchange: URLSessionExchange, for task: URLSessionTask) {
+        self.exchanges.withLock { $0[task.taskIdentifier] = exchange }
+    }
+
+    private func exchange(for task: URLSessionTask) -> URLSessionExchange? {
+        self.exchanges.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        if let http = response as? HTTPURLResponse {
+            self.exchange(for: dataTask)?.received(response: http)
+            completionHandler(.allow)
+        } else {
+            completionHandler(.cancel)
+        }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        self.exchange(for: dataTask)?.received(data: data)
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+        completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
+    }
+
+    /// Challenges: the server's trust is the platform's to judge (default handling); any other
+    /// (Basic, Digest, NTLM, a client certificate) is answered without a credential, so the
+    /// `401` (or the handshake's failure) reaches the pipeline instead of the task waiting forever.
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        #if canImport(Darwin)
+        // Apple platforms (not compiled here): the system judges the server's trust, and a
+        // pinned host's pins are checked on top; any other protection space is rejected, so no
+        // system credential (Negotiate, NTLM) is offered and the 401 is delivered.
+        let space = challenge.protectionSpace
+        if space.authenticationMethod == NSURLAuthenticationMethodServerTrust {
+            guard !self.pinning.isEmpty else {
+                completionHandler(.performDefaultHandling, nil)
+                return
+            }
+            guard let trust = space.serverTrust else {
+                self.exchange(for: task)?.rejectedTrust(
+                    ServerTrustPinning.anchorMismatch(host: space.host, detail: "the platform gave no server trust to evaluate"))
+                completionHandler(.cancelAuthenticationChallenge, nil)
+                return
+            }
+            switch ApplePinning.check(trust, host: space.host, port: space.port, policy: self.pinning) {
+            case .unpinned:
+                completionHandler(.performDefaultHandling, nil)
+            case .passed:
+                completionHandler(.useCredential, URLCredential(trust: trust))
+            case .refused(let refusal):
+                self.exchange(for: task)?.rejectedTrust(refusal)
+                completionHandler(.cancelAuthenticationChallenge, nil)
+            }
+        } else {
+            completionHandler(.rejectProtectionSpace, nil)
+        }
+        #else
+        // FoundationNetworking waits forever on default handling without a stored credential and
+        // has no "continue without credential": the task is cancelled, and its exchange answers
+        // with the 401 the challenge carries (its body, as far as it had arrived).
+        self.exchange(for: task)?.challenged(by: challenge.failureResponse as? HTTPURLResponse)
+        completionHandler(.cancelAuthenticationChallenge, nil)
+        #endif
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let exchange = self.exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        exchange?.completed(error: error)
+    }
+}

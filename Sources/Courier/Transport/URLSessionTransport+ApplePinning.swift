@@ -1,0 +1,90 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Security)
+import Security
+#endif
+
+#if canImport(Security) && canImport(Darwin)
+/// The Security-framework side of pinning on Apple platforms (not compiled or tested on Linux):
+/// the system evaluates the chain — against only the pinned authorities when a host has some —
+/// and the shared ``ServerTrustPinning`` code checks the leaf's public key.
+///
+/// As the AsyncHTTPClient transport's verifier does, a connection is checked against every
+/// pinned host its certificate is valid for, not only the host the challenge names: the system
+/// may carry another host's requests over it (HTTP/2 connection coalescing) without a new
+/// challenge.
+enum ApplePinning {
+    enum Outcome {
+        /// No pinned host is concerned: the system's default handling decides.
+        case unpinned
+        case passed
+        case refused(CourierError)
+    }
+
+    static func check(_ trust: SecTrust, host: String, port: Int, policy: PinningPolicy) -> Outcome {
+        let chain = (SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []
+        var concerned: [(host: String, pins: Set<TLSPin>)] = []
+        if let pins = policy.pins(for: host, port: port) { concerned.append((host, pins)) }
+        let challenged = policy.matchingKey(for: host, port: port)
+        for (key, pins) in policy.pins where key != challenged {
+            let (pattern, keyPort) = PinningPolicy.split(key)
+            guard keyPort == nil || keyPort == port else { continue }
+            // A wildcard pin concerns the certificate if it is valid for a name the wildcard covers.
+            let name = pattern.hasPrefix("*.") ? "courier-pin-probe" + pattern.dropFirst(1) : pattern
+            if Self.evaluate(chain, for: name, anchors: nil) == nil { concerned.append((name, pins)) }
+        }
+        guard !concerned.isEmpty else { return .unpinned }
+        for (name, pins) in concerned {
+            let anchorTexts = PinningPolicy.anchors(in: pins)
+            let anchors =
+                anchorTexts.isEmpty
+                ? nil
+                : anchorTexts.flatMap(ServerTrustPinning.certificates(inPEM:)).compactMap {
+                    SecCertificateCreateWithData(nil, $0 as CFData)
+                }
+            if let failure = Self.evaluate(chain, for: name, anchors: anchors) {
+                if anchors != nil { return .refused(ServerTrustPinning.anchorMismatch(host: name, detail: failure)) }
+                var error = CourierError(.tls, "the TLS handshake failed: \(failure)")
+                error.tlsReason = .untrustedIssuer
+                return .refused(error)
+            }
+            let leaf = chain.first.map { SecCertificateCopyData($0) as Data }
+            if let refusal = ServerTrustPinning.verdict(pins: pins, host: name, leafCertificate: leaf) { return .refused(refusal) }
+        }
+        // The host the challenge names must pass the system's own evaluation too.
+        if policy.pins(for: host, port: port) == nil, let failure = Self.evaluate(chain, for: host, anchors: nil) {
+            var error = CourierError(.tls, "the TLS handshake failed: \(failure)")
+            error.tlsReason = .untrustedIssuer
+            return .refused(error)
+        }
+        return .passed
+    }
+
+    /// Evaluates `chain` for `host` in a trust object of its own (with only `anchors` as roots
+    /// when given): `nil` when trusted, else why not. Any call that fails is a refusal, so a
+    /// pinned authority can never fall back to the system's roots.
+    static func evaluate(_ chain: [SecCertificate], for host: String, anchors: [SecCertificate]?) -> String? {
+        guard !chain.isEmpty else { return "the server presented no certificate" }
+        var made: SecTrust?
+        guard SecTrustCreateWithCertificates(chain as CFArray, SecPolicyCreateSSL(true, host as CFString), &made) == errSecSuccess,
+            let trust = made
+        else {
+            return "the chain could not be evaluated"
+        }
+        if let anchors {
+            guard !anchors.isEmpty,
+                SecTrustSetAnchorCertificates(trust, anchors as CFArray) == errSecSuccess,
+                SecTrustSetAnchorCertificatesOnly(trust, true) == errSecSuccess
+            else { return "the pinned authorities could not be set as the only anchors" }
+        }
+        var failure: CFError?
+        guard SecTrustEvaluateWithError(trust, &failure) else {
+            return failure.map { ($0 as Error).localizedDescription } ?? "the system did not trust the chain"
+        }
+        return nil
+    }
+}
+#endif

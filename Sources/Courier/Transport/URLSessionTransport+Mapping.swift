@@ -1,0 +1,145 @@
+import Foundation
+import HTTPTypes
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How the platform's errors and response fields become Courier's.
+extension URLSessionTransport {
+    static func mapError(_ error: any Error) -> CourierError {
+        let nsError = error as NSError
+        guard nsError.domain == NSURLErrorDomain else { return .transport(String(describing: error), underlying: error) }
+        switch nsError.code {
+        case NSURLErrorCancelled: return .cancelled(underlying: error)
+        case NSURLErrorTimedOut: return .timeout(underlying: error)
+        case NSURLErrorServerCertificateUntrusted, NSURLErrorServerCertificateHasBadDate, NSURLErrorServerCertificateHasUnknownRoot,
+            NSURLErrorServerCertificateNotYetValid, NSURLErrorSecureConnectionFailed, NSURLErrorClientCertificateRejected,
+            NSURLErrorClientCertificateRequired:
+            let reason = Self.tlsReason(nsError)
+            var mapped = CourierError(
+                .tls,
+                "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))",
+                underlying: error)
+            mapped.tlsReason = reason
+            return mapped
+        case NSURLErrorNetworkConnectionLost:
+            return .transport("the connection was closed before the response completed", underlying: error)
+        default:
+            // FoundationNetworking passes most libcurl TLS failures on as NSURLErrorUnknown with
+            // libcurl's text ("SSL certificate problem: …"): still a TLS failure, never `transport`.
+            // libcurl decodes gzip and deflate itself on Linux; a body it cannot decode is the
+            // same failure as on the other transport: kind `decoding`, not `transport`.
+            if Self.isContentCodingText(nsError) {
+                return CourierError(
+                    .decoding, "the response's content coding could not be decoded (\(nsError.localizedDescription))", underlying: error)
+            }
+            if Self.isTLSText(nsError) {
+                let reason = Self.tlsReason(nsError)
+                var mapped = CourierError(
+                    .tls,
+                    "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))",
+                    underlying: error)
+                mapped.tlsReason = reason
+                return mapped
+            }
+            return .transport(nsError.localizedDescription, underlying: error)
+        }
+    }
+}
+
+extension URLSessionTransport {
+    /// Why a TLS connection failed, from what the platform says: the error code where it is
+    /// specific (`…HasBadDate`, `…NotYetValid`, `…HasUnknownRoot`), else the Secure Transport
+    /// status Apple platforms attach, else libcurl's wording (FoundationNetworking on Linux);
+    /// `nil` when none of them tells.
+    /// Whether libcurl's text says the failure is TLS's: a certificate problem, a failed TLS
+    /// connect, or OpenSSL's own error.
+    static func isTLSText(_ error: NSError) -> Bool {
+        let text = Self.texts(of: error).lowercased()
+        return [
+            "ssl certificate problem", "ssl: ", "ssl_connect", "ssl routines", "ssl connect error", "tls connect error",
+            "ssl peer certificate",
+        ]
+        .contains { text.contains($0) }
+    }
+
+    /// The `Set-Cookie` values the platform joined with ",": split at a comma followed by a new
+    /// `name=value` (not at the comma inside an `Expires` date such as `Wed, 09 Jun 2021`).
+    static func splitSetCookie(_ joined: String) -> [String] {
+        var values: [String] = []
+        var current = ""
+        var rest = Substring(joined)
+        while let comma = rest.firstIndex(of: ",") {
+            let following = rest[rest.index(after: comma)...]
+            let nextToken = following.prefix { $0 != ";" && $0 != "," }
+            current += rest[..<comma]
+            let name = nextToken.firstIndex(of: "=").map { nextToken[..<$0].trimmingCharacters(in: .whitespaces) } ?? ""
+            if !name.isEmpty, !name.contains(" ") {
+                values.append(current.trimmingCharacters(in: .whitespaces))
+                current = ""
+            } else {
+                current += ","
+            }
+            rest = following
+        }
+        current += rest
+        let last = current.trimmingCharacters(in: .whitespaces)
+        if !last.isEmpty { values.append(last) }
+        return values
+    }
+
+    /// Whether libcurl's text says the body's content coding could not be decoded (corrupt
+    /// data, or a coding it does not know).
+    static func isContentCodingText(_ error: NSError) -> Bool {
+        let text = Self.texts(of: error).lowercased()
+        return ["error while processing content unencoding", "unrecognized or bad http content or transfer-encoding"].contains {
+            text.contains($0)
+        }
+    }
+
+    /// The error's description and those of the errors and strings in its user info.
+    private static func texts(of error: NSError) -> String {
+        var texts = [error.localizedDescription]
+        for value in error.userInfo.values {
+            if let text = value as? String { texts.append(text) }
+            if let inner = value as? NSError { texts.append(inner.localizedDescription) }
+        }
+        return texts.joined(separator: " ")
+    }
+
+    static func tlsReason(_ error: NSError) -> TLSFailureReason? {
+        switch error.code {
+        case NSURLErrorServerCertificateHasBadDate: return .expired
+        case NSURLErrorServerCertificateNotYetValid: return .notYetValid
+        case NSURLErrorServerCertificateHasUnknownRoot: return .untrustedIssuer
+        case NSURLErrorClientCertificateRejected, NSURLErrorClientCertificateRequired: return .handshakeFailure
+        default: break
+        }
+        // Secure Transport statuses (SecureTransport.h): errSSLCertExpired, errSSLCertNotYetValid,
+        // errSSLXCertChainInvalid, errSSLUnknownRootCert, errSSLNoRootCert, errSSLHostNameMismatch.
+        if let status = error.userInfo["_kCFStreamErrorCodeKey"] as? Int {
+            switch status {
+            case -9814: return .expired
+            case -9815: return .notYetValid
+            case -9807, -9812, -9813: return .untrustedIssuer
+            case -9843: return .hostnameMismatch
+            default: break
+            }
+        }
+        let text = Self.texts(of: error).lowercased()
+        let wordings: [(String, TLSFailureReason)] = [
+            ("certificate has expired", .expired), ("certificate is not yet valid", .notYetValid),
+            ("self-signed certificate", .untrustedIssuer), ("self signed certificate", .untrustedIssuer),
+            ("unable to get local issuer certificate", .untrustedIssuer), ("unable to get issuer certificate", .untrustedIssuer),
+            ("no alternative certificate subject name matches", .hostnameMismatch), ("does not match target host name", .hostnameMismatch),
+        ]
+        if let match = wordings.first(where: { text.contains($0.0) }) { return match.1 }
+        if error.code == NSURLErrorSecureConnectionFailed { return .handshakeFailure }
+        // libcurl's other TLS failures: a failed connect, OpenSSL's own errors.
+        if ["ssl_connect", "ssl routines", "ssl connect error", "tls connect error"].contains(where: { text.contains($0) }) {
+            return .handshakeFailure
+        }
+        return nil
+    }
+}
