@@ -1,0 +1,179 @@
+import Courier
+import CourierTestServer
+import Foundation
+import Testing
+
+@Suite("Batches, chains, scopes and constrained mode")
+struct GroupingTests {
+    @Test(arguments: TransportKind.allCases)
+    func batchReportsEachResultAndKeepsSuccessesDespiteAFailure(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let batch = client.batch(priority: .high)
+            let article = batch.add(Endpoint<Article>(name: "article", path: "/json"))
+            let failing = batch.add(Endpoint<Article>(name: "failing", path: "/status/500"))
+            let text = batch.add(Endpoint<String>(name: "text", path: "/text", decoding: .string))
+            let collector = Task { () -> [RequestBatch.Event] in
+                var events: [RequestBatch.Event] = []
+                for await event in batch.events { events.append(event) }
+                return events
+            }
+            let results = await batch.results()
+            let articleValue = try results[article].get()
+            let textValue = try results[text].get()
+            #expect(articleValue == Article(id: 1, title: "Hello"))
+            #expect(textValue == "plain words")
+            guard case .failure(let error) = results[failing] else {
+                Issue.record("the failing item succeeded")
+                return
+            }
+            #expect(error.status?.code == 500)
+            let events = await collector.value
+            #expect(events.count == 3)
+            #expect(Set(events.map(\.name)) == ["article", "failing", "text"])
+            #expect(events.map(\.finished).sorted() == [1, 2, 3])
+            #expect(events.first { $0.name == "failing" }?.succeeded == false)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func cancellingABatchCancelsEveryUnfinishedItem(_ kind: TransportKind) async throws {
+        let server = try await trafficServer(delay: .seconds(5))
+        try await withClient(kind, server: server) { client in
+            let batch = client.batch()
+            let one = batch.add(Endpoint<Article>(path: "/slow/1"))
+            let two = batch.add(Endpoint<Article>(path: "/slow/2"))
+            #expect(await eventually { server.requests.count == 2 })
+            batch.cancel()
+            let results = await batch.results()
+            for result in [results[one], results[two]] {
+                guard case .failure(let error) = result else {
+                    Issue.record("a cancelled item succeeded")
+                    continue
+                }
+                #expect(error.kind == .cancelled)
+            }
+            #expect(await eventually { server.abandonedCount == 2 })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func chainStopsAtTheFirstFailure(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let chain = client.chain(priority: .veryHigh) { chain -> String in
+                let first = try await chain.send(Endpoint<Article>(path: "/json"))
+                _ = try await chain.send(Endpoint<Article>(path: "/status/401", query: ["after": first.title]))
+                return try await chain.send(Endpoint<String>(path: "/text", decoding: .string))
+            }
+            let error = await expectCourierError { _ = try await chain.value }
+            #expect(error?.status?.code == 401)
+            #expect(chain.completedSteps == 1)
+            #expect(server.requests.map(\.path) == ["/json", "/status/401"])
+            #expect(server.requests.last?.query["after"] == "Hello")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func chainUsesEachResultInTheNextStep(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let chain = client.chain { chain -> Echo in
+                let article = try await chain.send(Endpoint<Article>(path: "/json"))
+                return try await chain.send(Endpoint<Echo>(path: "/echo", query: ["id": "\(article.id)"]))
+            }
+            let echo = try await chain.value
+            #expect(echo.uri == "/echo?id=1")
+            #expect(chain.completedSteps == 2)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func cancellingAChainStopsItsStepInFlightAndTheRest(_ kind: TransportKind) async throws {
+        let server = try await trafficServer(delay: .seconds(5))
+        try await withClient(kind, server: server) { client in
+            let chain = client.chain { chain -> Article in
+                _ = try await chain.send(Endpoint<Article>(path: "/slow/step1"))
+                return try await chain.send(Endpoint<Article>(path: "/step2"))
+            }
+            #expect(await eventually { server.requests.count == 1 })
+            chain.cancel()
+            let error = await expectCourierError { _ = try await chain.value }
+            #expect(error?.kind == .cancelled)
+            #expect(await eventually { server.abandonedCount == 1 })
+            #expect(server.requests.map(\.path) == ["/slow/step1"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func releasingAScopeCancelsItsRequestsMidFlight(_ kind: TransportKind) async throws {
+        let server = try await trafficServer(delay: .seconds(5))
+        try await withClient(kind, server: server) { client in
+            var scope: RequestScope? = RequestScope()
+            let handle = scope!.start(Endpoint<Article>(path: "/slow/a"), on: client)
+            let other = scope!.start(Endpoint<Article>(path: "/slow/b"), on: client)
+            #expect(await eventually { server.requests.count == 2 })
+            #expect(scope?.activeCount == 2)
+            scope = nil
+            for item in [handle, other] {
+                let error = await expectCourierError { _ = try await item.value }
+                #expect(error?.kind == .cancelled)
+            }
+            #expect(await eventually { server.abandonedCount == 2 })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func noCompletionRunsAfterCancelAll(_ kind: TransportKind) async throws {
+        let server = try await trafficServer(delay: .milliseconds(200))
+        try await withClient(kind, server: server) { client in
+            let scope = RequestScope()
+            let queue = DispatchQueue(label: "delivery")
+            let calls = Locked<[String]>([])
+            scope.send(Endpoint<Article>(path: "/slow/cancelled"), on: client, queue: queue) { _ in
+                calls.withLock { $0.append("cancelled") }
+            }
+            #expect(await eventually { server.requests.count == 1 })
+            scope.cancelAll()
+            let delivered = Locked(false)
+            scope.send(Endpoint<Article>(path: "/fast"), on: client, queue: queue) { result in
+                calls.withLock { $0.append((try? result.get().title) ?? "error") }
+                delivered.withLock { $0 = true }
+            }
+            #expect(await eventually { delivered.current })
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(calls.current == ["/fast"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func constrainedModeRefusesPrefetchesAndLetsUserRequestsThrough(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            client.isConstrained = true
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json").prefetch()) }
+            #expect(error?.kind == .constrained)
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+            #expect(server.requests.count == 1)
+            client.isConstrained = false
+            _ = try await client.send(Endpoint<Article>(path: "/json").prefetch())
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func constrainedModeCanDeferPrefetchesUntilItEnds(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.constrainedPolicy = .defer }) { client in
+            client.isConstrained = true
+            let prefetch = client.start(Endpoint<Article>(path: "/json").prefetch())
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(server.requests.isEmpty)
+            client.isConstrained = false
+            let prefetched = try await prefetch.value
+            #expect(prefetched.id == 1)
+            #expect(server.requests.count == 1)
+        }
+    }
+}

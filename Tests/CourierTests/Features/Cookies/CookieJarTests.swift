@@ -1,0 +1,169 @@
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+@testable import Courier
+
+/// Cookies through the pipeline against the in-process server, on both transports.
+@Suite("Cookies through the client")
+struct CookieJarTests {
+    /// `/login` answers 302 to `/home` with a session cookie; every route echoes the Cookie field it got.
+    static func origin(_ request: RecordedRequest) async -> ScriptedResponse {
+        let received = request.header("Cookie") ?? ""
+        switch request.path {
+        case "/login":
+            return ScriptedResponse(
+                status: 302,
+                headers: [
+                    ("Location", "/home"), ("Set-Cookie", "session=s3cr3t; Path=/; HttpOnly"),
+                    ("Set-Cookie", "theme=dark; Path=/; Expires=Wed, 09 Jun 2100 10:18:14 GMT; Max-Age=3600"),
+                    ("Set-Cookie", "api=1; Path=/api"), ("Set-Cookie", "secure=1; Secure"),
+                ])
+        case "/logout":
+            return .text("bye", headers: [("Set-Cookie", "theme=; Path=/; Max-Age=0")])
+        case "/flaky":
+            let attempts = request.query["n"] ?? "0"
+            return attempts == "0" && !received.contains("retry=1")
+                ? .text("busy", status: 503, headers: [("Set-Cookie", "retry=1; Path=/")])
+                : .text(received)
+        default:
+            return .text(received)
+        }
+    }
+
+    func withJar(
+        _ kind: TransportKind, jar: CookieJar = CookieJar(), _ body: (Client, TestServer, CookieJar) async throws -> Void
+    ) async throws {
+        let server = try await http1Server(Self.origin)
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cookies = jar
+                $0.retry = .never
+            }
+        ) { client in
+            try await body(client, server, jar)
+        }
+    }
+
+    static func get(_ path: String, headers: HTTPFields = [:]) -> Endpoint<String> {
+        Endpoint<String>(path: path, headers: headers, decoding: .string)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aLoginRedirectsSessionCookieIsSentWithTheRedirectedRequestAndAfter(_ kind: TransportKind) async throws {
+        // Seam cookies × redirects: the 302's Set-Cookie is stored before its hop leaves.
+        try await withJar(kind) { client, server, jar in
+            let home = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            #expect(home == "session=s3cr3t; theme=dark")
+            #expect(server.requests.map(\.path) == ["/login", "/home"])
+            // §5.4: path-matched, longer paths first; a Secure cookie from http was ignored.
+            #expect(try await client.send(Self.get("/api/items")) == "api=1; session=s3cr3t; theme=dark")
+            #expect(try await client.send(Self.get("/apis")) == "session=s3cr3t; theme=dark")
+            // HttpOnly stays out of what scripts may see; the app's own view has it.
+            let url = server.baseURL.appendingPathComponent("home")
+            #expect(jar.cookies(for: url).map(\.name) == ["theme"])
+            #expect(Set(jar.allCookies.map(\.name)) == ["session", "theme", "api"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func maxAgeZeroDeletesAndSignOutClearsEverything(_ kind: TransportKind) async throws {
+        try await withJar(kind) { client, server, jar in
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            _ = try await client.send(Self.get("/logout"))
+            #expect(try await client.send(Self.get("/home")) == "session=s3cr3t")
+            jar.removeAll()
+            #expect(try await client.send(Self.get("/home")) == "")
+            #expect(server.requests.last?.header("Cookie") == nil)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func withStoringOffTheAppsOwnCookiesAreStillSent(_ kind: TransportKind) async throws {
+        // The seed's requirement: cookies injected even when automatic storage is off.
+        let jar = CookieJar(storesResponseCookies: false)
+        try await withJar(kind, jar: jar) { client, server, jar in
+            jar.set(Cookie(name: "device", value: "42", domain: server.baseURL.host!))
+            let home = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            #expect(home == "device=42")
+            #expect(jar.allCookies.map(\.name) == ["device"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anEndpointsOwnCookieFieldStaysFirst(_ kind: TransportKind) async throws {
+        try await withJar(kind) { client, _, jar in
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            let echoed = try await client.send(Self.get("/home", headers: [.cookie: "mine=1"]))
+            #expect(echoed == "mine=1; session=s3cr3t; theme=dark")
+            #expect(jar.allCookies.count == 3)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aRetriedAttemptCarriesTheCookieTheFailedOneSet(_ kind: TransportKind) async throws {
+        // Seam cookies × retry: the stage sits below retry, so the second attempt has the cookie.
+        let server = try await http1Server(Self.origin)
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cookies = CookieJar()
+                $0.retry = RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1))
+            }
+        ) { client in
+            let echoed = try await client.send(Self.get("/flaky"))
+            #expect(echoed == "retry=1")
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anInsecureOriginCannotOverwriteASecureCookie(_ kind: TransportKind) async throws {
+        // RFC 6265bis §5.7: session fixation over http is refused.
+        try await withJar(kind) { client, server, jar in
+            jar.set(Cookie(name: "session", value: "real", domain: server.baseURL.host!, secure: true))
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            #expect(jar.allCookies.first { $0.name == "session" }?.value == "real")
+            #expect(jar.allCookies.contains { $0.name == "theme" })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aCachedResponseSetsNoCookieAgain(_ kind: TransportKind) async throws {
+        // Seam cookies × cache: the stage is below the cache; a hit does not replay Set-Cookie.
+        let jar = CookieJar()
+        let server = try await http1Server { _ in .text("page", headers: [("Cache-Control", "max-age=60"), ("Set-Cookie", "seen=1")]) }
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cookies = jar
+                $0.cache.store = MemoryCacheStore()
+            }
+        ) { client in
+            _ = try await client.send(Self.get("/page"))
+            jar.removeAll()
+            let hit = try await client.response(Self.get("/page"))
+            #expect(hit.source == .cache)
+            #expect(jar.allCookies.isEmpty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func persistentCookiesSurviveARestartOwnerOnlyAndSessionCookiesDoNot(_ kind: TransportKind) async throws {
+        let directory = temporaryDirectory("cookies")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("cookies.json")
+        try await withJar(kind, jar: CookieJar(store: FileCookieStore(file: file))) { client, server, _ in
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
+            #expect(posixPermissions(file) == 0o600)
+            // After a restart only the cookie with a lifetime (theme) is there.
+            let restarted = CookieJar(store: FileCookieStore(file: file))
+            #expect(restarted.allCookies.map(\.name) == ["theme"])
+            #expect(restarted.cookies(for: server.baseURL.appendingPathComponent("home")).first?.value == "dark")
+        }
+        try Data("not json".utf8).write(to: file)
+        #expect(CookieJar(store: FileCookieStore(file: file)).allCookies.isEmpty)
+    }
+}

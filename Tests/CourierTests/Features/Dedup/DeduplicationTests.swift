@@ -1,0 +1,156 @@
+import Courier
+import CourierTestServer
+import Foundation
+import Testing
+
+@Suite("Deduplication: identical in-flight requests share one network request")
+struct DeduplicationTests {
+    @Test(arguments: TransportKind.allCases)
+    func hundredIdenticalConcurrentGetsReachTheServerOnce(_ kind: TransportKind) async throws {
+        let server = try await trafficServer()
+        try await withClient(kind, server: server) { client in
+            let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow")) }
+            var sources: [ResponseSource] = []
+            for handle in handles {
+                let response = try await handle.response
+                #expect(response.value.title == "/slow")
+                sources.append(response.source)
+            }
+            #expect(server.requests.count == 1)
+            #expect(sources.filter { $0 == .network }.count == 1)
+            #expect(sources.filter { $0 == .coalesced }.count == 99)
+            #expect(client.deduplicationCounts.coalesced == 99)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func cancellingNinetyNineLeavesTheLastOneServed(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
+        try await withClient(kind, server: server) { client in
+            let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow/blocker")) }
+            #expect(await eventually { server.requests.count == 1 })
+            for handle in handles.dropLast() { handle.cancel() }
+            for handle in handles.dropLast() {
+                let error = await expectCourierError { _ = try await handle.value }
+                #expect(error?.kind == .cancelled)
+            }
+            // Every cancelled waiter was released while the shared request was still on the wire.
+            #expect(server.abandonedCount == 0)
+            #expect(client.traffic.inFlight == 1)
+            await gate.open()
+            let last = try await handles.last!.value
+            #expect(last.title == "/slow/blocker")
+            #expect(server.requests.count == 1)
+            #expect(server.abandonedCount == 0)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func cancellingAllHundredClosesTheRequestOnTheWire(_ kind: TransportKind) async throws {
+        let server = try await trafficServer(delay: .seconds(5))
+        try await withClient(kind, server: server) { client in
+            let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow")) }
+            #expect(await eventually { server.requests.count == 1 })
+            for handle in handles { handle.cancel() }
+            for handle in handles {
+                let error = await expectCourierError { _ = try await handle.value }
+                #expect(error?.kind == .cancelled)
+            }
+            #expect(await eventually { server.abandonedCount == 1 })
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func postsAreNotSharedUnlessTheEndpointOptsInWithAKey(_ kind: TransportKind) async throws {
+        let server = try await trafficServer()
+        try await withClient(kind, server: server) { client in
+            let plain = Endpoint<Article>(method: .post, path: "/slow/search", body: .json(["q": "swift"]))
+            let unshared = (0..<5).map { _ in client.start(plain) }
+            for handle in unshared { _ = try await handle.value }
+            #expect(server.requests.count == 5)
+
+            server.reset()
+            let keyed = plain.deduplication(.key("search"))
+            let shared = (0..<5).map { _ in client.start(keyed) }
+            for handle in shared { _ = try await handle.value }
+            #expect(server.requests.count == 1)
+
+            server.reset()
+            let differentBodies = (0..<3).map {
+                client.start(
+                    Endpoint<Article>(method: .post, path: "/slow/search", body: .json(["q": "\($0)"])).deduplication(.key("search")))
+            }
+            for handle in differentBodies { _ = try await handle.value }
+            #expect(server.requests.count == 3)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func requestsThatDifferInAVaryingHeaderOrQueryOrderAreHandledRight(_ kind: TransportKind) async throws {
+        let server = try await trafficServer()
+        try await withClient(kind, server: server) { client in
+            let english = client.start(Endpoint<Article>(path: "/slow", headers: [.acceptLanguage: "en"]))
+            let french = client.start(Endpoint<Article>(path: "/slow", headers: [.acceptLanguage: "fr"]))
+            let ab = client.start(
+                Endpoint<Article>(path: "/slow", query: [URLQueryItem(name: "a", value: "1"), URLQueryItem(name: "b", value: "2")]))
+            let ba = client.start(
+                Endpoint<Article>(path: "/slow", query: [URLQueryItem(name: "b", value: "2"), URLQueryItem(name: "a", value: "1")]))
+            for handle in [english, french, ab, ba] { _ = try await handle.value }
+            // en and fr are two requests; ?a&b and ?b&a are two as well: two target URIs
+            // (RFC 3986 §6 does not make a reordered query the same URI), which a server may
+            // answer differently. Identical ones are one (hundredIdenticalConcurrentGetsReachTheServerOnce).
+            #expect(server.requests.count == 4)
+            #expect(Set(server.requests.map(\.uri)) == ["/slow", "/slow?a=1&b=2", "/slow?b=2&a=1"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func sharedRequestRunsAtTheHighestWaitersPriority(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
+        // No ageing: on a loaded machine the waits below can take seconds, and a queued request would climb levels.
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }
+        ) { client in
+            let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
+            #expect(await eventually { server.requests.count == 1 })
+            let normal = client.start(Endpoint<Article>(path: "/normal"))
+            let lowShared = client.start(Endpoint<Article>(path: "/shared"), priority: .low)
+            #expect(await eventually { client.traffic.queued == 2 })
+            // A second waiter joins the low request at veryHigh: the shared request overtakes /normal.
+            let urgentShared = client.start(Endpoint<Article>(path: "/shared"), priority: .veryHigh)
+            #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
+            await gate.open()
+            for handle in [blocker, normal, lowShared, urgentShared] { _ = try await handle.value }
+            #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aWaitersPriorityCountsEvenWhenItJoinsBeforeTheSharedRequestIsQueued(_ kind: TransportKind) async throws {
+        // The client is suspended, so the shared request waits before the scheduler when the
+        // urgent caller joins it: the raise must still be the priority it queues with.
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }
+        ) { client in
+            let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
+            #expect(await eventually { server.requests.count == 1 })
+            client.suspend()
+            let normal = client.start(Endpoint<Article>(path: "/normal"))
+            let lowShared = client.start(Endpoint<Article>(path: "/shared"), priority: .low)
+            let urgentShared = client.start(Endpoint<Article>(path: "/shared"), priority: .veryHigh)
+            #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
+            #expect(client.traffic.queued == 0)
+            client.resume()
+            #expect(await eventually { client.traffic.queued == 2 })
+            #expect(client.traffic.queuedByPriority[.veryHigh] == 1)
+            await gate.open()
+            for handle in [blocker, normal, lowShared, urgentShared] { _ = try await handle.value }
+            #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])
+        }
+    }
+}

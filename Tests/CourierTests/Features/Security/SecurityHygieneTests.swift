@@ -1,0 +1,185 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Crypto
+import Foundation
+import HTTPTypes
+import InMemoryLogging
+import Logging
+import Testing
+
+@Suite("Prerequisites, signing, redirects and secret hygiene")
+struct SecurityHygieneTests {
+    @Test(arguments: TransportKind.allCases)
+    func prerequisiteRunsOnceForFiftyConcurrentRequestsAndAgainAfterInvalidation(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let fetches = Locked(0)
+        let gate = PrerequisiteGate<String>(
+            fetch: {
+                fetches.withLock { $0 += 1 }
+                try await Task.sleep(for: .milliseconds(100))
+                return "crumb-\(fetches.current)"
+            },
+            apply: { crumb, request in
+                request.head.headerFields[HTTPField.Name("X-Crumb")!] = crumb
+            })
+        try await withClient(kind, server: server, configure: { $0.middleware = [gate] }) { client in
+            try await withThrowingTaskGroup(of: Echo.self) { group in
+                for index in 0..<50 { group.addTask { try await client.send(Endpoint<Echo>(path: "/echo", query: ["i": "\(index)"])) } }
+                for try await echo in group { #expect(echo.headers["x-crumb"] == "crumb-1") }
+            }
+            #expect(gate.runCount == 1)
+            gate.invalidate()
+            let after = try await client.send(Endpoint<Echo>(path: "/echo"))
+            #expect(after.headers["x-crumb"] == "crumb-2")
+            #expect(gate.runCount == 2)
+        }
+    }
+
+    @Test
+    func reorderingARepeatedQueryParameterChangesTheSignedText() {
+        // Items sort by name; one name's values keep their order: a server that reads the first
+        // `amount` must not get a request whose signature was made for another order.
+        func text(_ target: String) -> String {
+            SignatureCanonicalForm.text(method: "GET", target: target, body: Data(), timestamp: "1", nonce: "n")
+        }
+        #expect(text("/t?amount=1&amount=1000") != text("/t?amount=1000&amount=1"))
+        #expect(text("/t?b=2&a=1") == text("/t?a=1&b=2"))
+        #expect(text("/t?b=2&a=1&b=1").contains("\na=1&b=2&b=1\n"))
+        // A name that is a prefix of another sorts by its bytes before `=`: `a` before `a-b`.
+        #expect(text("/t?a-b=1&a=2").contains("\na=2&a-b=1\n"))
+        // A signature that is not base64 is a bad signature, not a crash or a pass.
+        let verifier = SignatureVerifier(key: SymmetricKey(data: Data("k".utf8)))
+        #expect(throws: SignatureVerifier.Rejection.badSignature) {
+            try verifier.verify(
+                method: "GET", target: "/t", body: Data(), signature: "!!not base64!!", timestamp: "\(Int(Date().timeIntervalSince1970))",
+                nonce: "n1")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func signedRequestsVerifyAndTamperedOnesAreRejected(_ kind: TransportKind) async throws {
+        let key = SymmetricKey(data: Data("signing-key".utf8))
+        let verifier = SignatureVerifier(key: key, maxSkew: 60)
+        let outcomes = Locked<[String]>([])
+        let server = try await http1Server { request in
+            do {
+                try verifier.verify(
+                    method: request.method, target: request.uri, body: request.body,
+                    signature: request.header("x-signature"), timestamp: request.header("x-signature-timestamp"),
+                    nonce: request.header("x-signature-nonce"))
+                outcomes.withLock { $0.append("ok") }
+                return .json(#"{"id":1,"title":"verified"}"#)
+            } catch {
+                outcomes.withLock { $0.append("\(error)") }
+                return .text("\(error)", status: 401)
+            }
+        }
+        try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key, keyID: "k1")] }) { client in
+            let article = try await client.send(
+                Endpoint<Article>(method: .post, path: "/orders", query: ["b": "2", "a": "1"], body: .json(["item": 7])))
+            #expect(article.title == "verified")
+            let recorded = try #require(server.requests.last)
+            // Replaying the exact same request: rejected for its nonce.
+            #expect(throws: SignatureVerifier.Rejection.replayedNonce) {
+                try verifier.verify(
+                    method: recorded.method, target: recorded.uri, body: recorded.body, signature: recorded.header("x-signature"),
+                    timestamp: recorded.header("x-signature-timestamp"), nonce: recorded.header("x-signature-nonce"))
+            }
+            // A changed body: a bad signature.
+            #expect(throws: SignatureVerifier.Rejection.badSignature) {
+                try verifier.verify(
+                    method: recorded.method, target: recorded.uri, body: Data(#"{"item":8}"#.utf8),
+                    signature: recorded.header("x-signature"), timestamp: recorded.header("x-signature-timestamp"), nonce: "fresh-nonce")
+            }
+            // An old timestamp: stale.
+            #expect(throws: SignatureVerifier.Rejection.staleTimestamp) {
+                try verifier.verify(
+                    method: recorded.method, target: recorded.uri, body: recorded.body, signature: recorded.header("x-signature"),
+                    timestamp: recorded.header("x-signature-timestamp"), nonce: recorded.header("x-signature-nonce"),
+                    now: Date().addingTimeInterval(3600))
+            }
+            // Signed with the wrong key: the server refuses.
+            let wrong = Client(
+                configuration: .init(transport: client.configuration.transport, baseURL: server.baseURL) {
+                    $0.middleware = [RequestSigner(key: SymmetricKey(data: Data("other".utf8)))]
+                })
+            let error = await expectCourierError { _ = try await wrong.send(Endpoint<Article>(path: "/orders")) }
+            #expect(error?.status?.code == 401)
+            #expect(outcomes.current == ["ok", "badSignature"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func crossOriginRedirectCarriesNoAuthorizationCookieOrSignature(_ kind: TransportKind) async throws {
+        let other = try await http1Server()
+        let server = try await http1Server()
+        let target = other.baseURL.appendingPathComponent("echo").absoluteString
+        let key = SymmetricKey(data: Data("k".utf8))
+        try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key)] }) { client in
+            let echo = try await client.send(
+                Endpoint<Echo>(path: "/to", query: ["url": target], headers: [.authorization: "Bearer secret", .cookie: "sid=1"]))
+            #expect(echo.headers["authorization"] == nil)
+            #expect(echo.headers["cookie"] == nil)
+            #expect(echo.headers["x-signature"] == nil)
+            #expect(echo.headers["x-signature-nonce"] == nil)
+            #expect(server.requests.first?.header("x-signature") != nil)
+        }
+        try await other.stop()
+    }
+
+    @Test(arguments: TransportKind.allCases, ["bad\r\nInjected: yes", "line\nbreak", "nul\u{0}byte"])
+    func headerValuesWithControlCharactersAreRejectedBeforeSending(_ kind: TransportKind, value: String) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo").header("X-Note", value)) }
+            #expect(error?.kind == .invalidRequest)
+            let nameError = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo").header("X-\r\nEvil", "v")) }
+            #expect(nameError?.kind == .invalidRequest)
+            #expect(server.requests.isEmpty)
+            let fine = try await client.send(Endpoint<Echo>(path: "/echo").header("X-Note", "plain"))
+            #expect(fine.headers["x-note"] == "plain")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func secretsNeverAppearInCapturedLogs(_ kind: TransportKind) async throws {
+        let oauth = OAuthServer()
+        let server = try await http1Server(oauth.respond)
+        oauth.state.withLock { $0.valid = ["super-secret-token"] }
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test") { _ in handler }
+        logger.logLevel = .debug
+        let (transport, shutdown) = makeTransport(kind)
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(
+                url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "c", clientSecret: "client-secret-value"),
+            tokenClient: Client(configuration: .init(transport: transport) { $0.logger = logger }),
+            store: InMemoryCredentialStore(
+                OAuth2Token(accessToken: "super-secret-token", refreshToken: "refresh-secret", expiresAt: Date().addingTimeInterval(3600)))
+        )
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.middleware = [auth]
+                $0.logger = logger
+            })
+        _ = try await client.send(Endpoint<Article>(path: "/api", query: ["access_token": "query-secret", "api_key": "key-secret"]))
+        oauth.revokeAll()
+        _ = try await client.send(Endpoint<Article>(path: "/api/again"))
+        let error = await expectCourierError {
+            _ = try await client.send(
+                Endpoint<Article>(path: "/nope", query: ["token": "another-secret"]).header("Cookie", "sid=cookie-secret"))
+        }
+        let text = handler.entries.map { "\($0.message)" }.joined(separator: "\n") + "\n" + (error?.description ?? "")
+        #expect(handler.entries.count >= 8)
+        #expect(error?.status?.code == 404)
+        for secret in [
+            "super-secret-token", "refresh-secret", "query-secret", "key-secret", "client-secret-value", "another-secret", "cookie-secret",
+            "r-t-1", "body-secret",
+        ] {
+            #expect(!text.contains(secret), "log output leaks \(secret)")
+        }
+        try await shutdown()
+        try await server.stop()
+    }
+}
