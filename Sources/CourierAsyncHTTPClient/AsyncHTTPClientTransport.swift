@@ -286,9 +286,7 @@ public final class AsyncHTTPClientTransport: Transport {
             let key = self.pinning.matchingKey(for: target.host, port: target.port ?? 443)
         {
             let host = target.host
-            guard request.head.scheme?.lowercased() == "https" else {
-                throw CourierError.invalidRequest("\(host) is pinned and must be reached over https")
-            }
+            try TransportRules.refuseCleartext(toPinnedHost: host, scheme: request.head.scheme)
             if let tls = self.pinnedTLS[key] {
                 // Pinned authorities are the only trust roots: a chain that ends elsewhere is a
                 // pin mismatch. (Public-key pins are checked by `PinVerifier` after the chain.)
@@ -299,18 +297,8 @@ public final class AsyncHTTPClientTransport: Transport {
         outgoing.method = HTTPMethod(rawValue: request.head.method.rawValue)
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.head.headerFields.count + 1)
-        for field in request.head.headerFields where field.name != .cookie {
-            headers.add(name: field.name.rawName, value: field.value)
-        }
-        // HTTPFields keeps each cookie as a field of its own (for HTTP/2 compression); on the wire
-        // they are one `Cookie` field, joined by "; " (RFC 6265 §5.4: never more than one).
-        if let cookie = request.head.headerFields.combinedValue(.cookie) {
-            headers.add(name: "Cookie", value: cookie)
-        }
+        TransportRules.wireFields(of: request) { name, value in headers.add(name: name, value: value) }
         if let body = request.body {
-            if let contentType = body.contentType, !request.head.headerFields.contains(.contentType) {
-                headers.add(name: "Content-Type", value: contentType)
-            }
             outgoing.body = try Self.outgoingBody(body)
         }
         outgoing.headers = headers
@@ -448,7 +436,7 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// The message of a TLS failure: the reason in words, then the platform's own text.
     static func tlsMessage(_ reason: TLSFailureReason?, _ error: any Error) -> String {
-        "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(error))"
+        TransportRules.tlsMessage(reason, platformText: "\(error)")
     }
 
     static func mapError(_ error: any Error, pinnedHost: String? = nil) -> CourierError {

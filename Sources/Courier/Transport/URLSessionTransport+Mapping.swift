@@ -19,7 +19,7 @@ extension URLSessionTransport {
             let reason = Self.tlsReason(nsError)
             var mapped = CourierError(
                 .tls,
-                "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))",
+                TransportRules.tlsMessage(reason, platformText: nsError.localizedDescription),
                 underlying: error)
             mapped.tlsReason = reason
             return mapped
@@ -38,7 +38,7 @@ extension URLSessionTransport {
                 let reason = Self.tlsReason(nsError)
                 var mapped = CourierError(
                     .tls,
-                    "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(nsError.localizedDescription))",
+                    TransportRules.tlsMessage(reason, platformText: nsError.localizedDescription),
                     underlying: error)
                 mapped.tlsReason = reason
                 return mapped

@@ -144,19 +144,13 @@ public final class URLSessionTransport: Transport {
         if !self.pinning.isEmpty, let host = url.host, url.scheme?.lowercased() != "https",
             self.pinning.pins(for: host, port: url.port ?? 80) != nil
         {
-            throw CourierError.invalidRequest("\(host) is pinned and must be reached over https")
+            try TransportRules.refuseCleartext(toPinnedHost: host, scheme: url.scheme)
         }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.head.method.rawValue
         // Courier's own cache decides; the platform's cache must neither answer nor revalidate.
         urlRequest.cachePolicy = .reloadIgnoringLocalCacheData
-        for field in request.head.headerFields where field.name != .cookie {
-            urlRequest.addValue(field.value, forHTTPHeaderField: field.name.rawName)
-        }
-        // One `Cookie` field, its cookies joined by "; " (RFC 6265 §5.4), not by the "," addValue uses.
-        if let cookie = request.head.headerFields[.cookie] {
-            urlRequest.setValue(cookie, forHTTPHeaderField: "Cookie")
-        }
+        TransportRules.wireFields(of: request) { name, value in urlRequest.addValue(value, forHTTPHeaderField: name) }
         // The pipeline's deadline stage ends the exchange at the request's deadline (head and
         // body); the session's own timeout stays an idle timeout, so a long stream is not cut.
         // A body in memory (or a short stream) is sent from memory; a longer stream is written
@@ -168,9 +162,6 @@ public final class URLSessionTransport: Transport {
                 urlRequest.httpBody = try await body.claimCollected()
             } else {
                 spool = try await Self.spool(body, in: self.scratchDirectory)
-            }
-            if let contentType = body.contentType, request.head.headerFields[.contentType] == nil {
-                urlRequest.setValue(contentType, forHTTPHeaderField: "Content-Type")
             }
         }
         let spooled = spool

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Courier
 
 @Suite("The host a per-host limit counts")

@@ -4,6 +4,7 @@ import Foundation
 import InMemoryLogging
 import Logging
 import Testing
+
 @testable import Courier
 
 /// The public surface: what `import Courier` gives, and configuration closures that may throw.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Courier
 
 /// RFC 9110 §15: a status code is three digits; both transports apply this one rule.

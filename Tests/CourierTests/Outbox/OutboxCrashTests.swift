@@ -6,6 +6,7 @@ import Foundation
 import GRDB
 import HTTPTypes
 import Testing
+
 @testable import CourierOutbox
 
 @Suite("Durable outbox: killed at random moments, nothing lost, nothing applied twice")

@@ -4,6 +4,7 @@ import Foundation
 import InMemoryLogging
 import Logging
 import Testing
+
 @testable import Courier
 
 /// Streamed bodies: the per-stream idle timeout (`bodyIdleTimeout`).

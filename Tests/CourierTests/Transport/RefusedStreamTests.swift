@@ -4,6 +4,7 @@ import Foundation
 import InMemoryLogging
 import Logging
 import Testing
+
 @testable import Courier
 
 /// HTTP/2 needs AsyncHTTPClient here: URLSession on Linux does not speak HTTP/2.

@@ -2,6 +2,7 @@ import CourierTestServer
 import Foundation
 import HTTPTypes
 import Testing
+
 @testable import Courier
 
 /// Cookies through the pipeline against the in-process server, on both transports.

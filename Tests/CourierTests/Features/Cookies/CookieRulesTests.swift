@@ -2,6 +2,7 @@ import CourierTestServer
 import Foundation
 import HTTPTypes
 import Testing
+
 @testable import Courier
 
 /// RFC 6265's rules, one by one, as pure functions (each test names its section).

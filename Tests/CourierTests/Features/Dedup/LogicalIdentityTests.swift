@@ -4,6 +4,7 @@ import Foundation
 import InMemoryLogging
 import Logging
 import Testing
+
 @testable import Courier
 
 /// Identity at the seams: what makes two requests the same, for deduplication and the cache.

@@ -1,0 +1,36 @@
+import HTTPTypes
+
+/// The request-side rules both transports apply, written once: what goes on the wire as header
+/// fields, a pinned host never over cleartext, and how a TLS failure reads.
+package enum TransportRules {
+    /// Hands `add` the header fields to send, in order: every field but `Cookie`, then the
+    /// request's cookies as one `Cookie` field joined by "; " (RFC 6265 §5.4: never more than
+    /// one; `HTTPFields` keeps each cookie as a field of its own, for HTTP/2's compression), then
+    /// the body's content type when the request sets none.
+    @inline(__always)
+    package static func wireFields(of request: Request, _ add: (_ name: String, _ value: String) -> Void) {
+        let fields = request.head.headerFields
+        for field in fields where field.name != .cookie {
+            add(field.name.rawName, field.value)
+        }
+        if let cookie = fields.combinedValue(.cookie) {
+            add("Cookie", cookie)
+        }
+        if let contentType = request.body?.contentType, !fields.contains(.contentType) {
+            add("Content-Type", contentType)
+        }
+    }
+
+    /// Refuses to reach a pinned host over anything but `https`: a pin must never pass unchecked.
+    package static func refuseCleartext(toPinnedHost host: String, scheme: String?) throws(CourierError) {
+        guard scheme?.lowercased() == "https" else {
+            throw CourierError.invalidRequest("\(host) is pinned and must be reached over https")
+        }
+    }
+
+    /// The message of a TLS failure: the reason in words (none for a plain handshake failure),
+    /// then the platform's own text.
+    package static func tlsMessage(_ reason: TLSFailureReason?, platformText: String) -> String {
+        "the TLS handshake failed\(reason.flatMap { $0 == .handshakeFailure ? nil : ": \($0)" } ?? "") (\(platformText))"
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import HTTPTypes
+import Testing
+
+@testable import Courier
+
+/// The request-side rules both transports apply (`TransportRules`); their effect on the wire,
+/// per transport, is in `CookieJarTests` and `URLSessionParityTests`.
+@Suite("Transport rules: the fields on the wire, pins over cleartext, TLS messages")
+struct TransportRulesTests {
+    func wire(_ request: Request) -> [String] {
+        var sent: [String] = []
+        TransportRules.wireFields(of: request) { sent.append("\($0): \($1)") }
+        return sent
+    }
+
+    /// RFC 6265 §5.4: the cookies travel as one `Cookie` field, joined by "; ".
+    @Test
+    func cookiesGoAsOneFieldAndTheBodysTypeOnlyWhenNoneIsSet() {
+        var head = HTTPRequest(method: .post, scheme: "https", authority: "example.com", path: "/")
+        head.headerFields.append(HTTPField(name: .cookie, value: "a=1"))
+        head.headerFields.append(HTTPField(name: .accept, value: "*/*"))
+        head.headerFields.append(HTTPField(name: .cookie, value: "b=2"))
+        let typed = Request(head: head, body: .data(Data("{}".utf8), contentType: "application/json"))
+        #expect(self.wire(typed) == ["Accept: */*", "Cookie: a=1; b=2", "Content-Type: application/json"])
+        head.headerFields[.contentType] = "text/plain"
+        let own = Request(head: head, body: .data(Data("x".utf8), contentType: "application/json"))
+        #expect(self.wire(own).filter { $0.hasPrefix("Content-Type") } == ["Content-Type: text/plain"])
+        #expect(self.wire(Request(head: head)).filter { $0.hasPrefix("Cookie") } == ["Cookie: a=1; b=2"])
+    }
+
+    @Test
+    func aPinnedHostIsRefusedOverCleartextAndAllowedOverHTTPS() throws {
+        #expect(throws: CourierError.self) { try TransportRules.refuseCleartext(toPinnedHost: "example.com", scheme: "http") }
+        #expect(throws: CourierError.self) { try TransportRules.refuseCleartext(toPinnedHost: "example.com", scheme: nil) }
+        try TransportRules.refuseCleartext(toPinnedHost: "example.com", scheme: "HTTPS")
+    }
+
+    @Test
+    func aTLSMessageNamesTheReasonThenThePlatformsText() {
+        #expect(TransportRules.tlsMessage(.expired, platformText: "x") == "the TLS handshake failed: \(TLSFailureReason.expired) (x)")
+        #expect(TransportRules.tlsMessage(.handshakeFailure, platformText: "x") == "the TLS handshake failed (x)")
+        #expect(TransportRules.tlsMessage(nil, platformText: "x") == "the TLS handshake failed (x)")
+    }
+}
