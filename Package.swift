@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "Courier", targets: ["Courier"]),
         .library(name: "CourierAsyncHTTPClient", targets: ["CourierAsyncHTTPClient"]),
         .library(name: "CourierTesting", targets: ["CourierTesting"]),
+        .library(name: "CourierConformance", targets: ["CourierConformance"]),
         .library(name: "CourierOpenAPI", targets: ["CourierOpenAPI"]),
         .library(name: "CourierTelemetry", targets: ["CourierTelemetry"]),
         .library(name: "CourierOutbox", targets: ["CourierOutbox"]),
@@ -124,6 +125,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "CourierConformance",
+            dependencies: [
+                "Courier",
+                "CourierTestServer",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "CourierTestServer",
             dependencies: [
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -210,6 +220,7 @@ let package = Package(
                 "Courier",
                 "CourierAsyncHTTPClient",
                 "CourierTesting",
+                "CourierConformance",
                 "CourierTestServer",
                 "CourierOpenAPI",
                 "CourierTelemetry",

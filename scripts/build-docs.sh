@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 output=${1:-.build/docs}
-targets=(Courier CourierAsyncHTTPClient CourierTesting CourierOpenAPI CourierTelemetry CourierOutbox CourierProtobuf)
+targets=(Courier CourierAsyncHTTPClient CourierTesting CourierConformance CourierOpenAPI CourierTelemetry CourierOutbox CourierProtobuf)
 target_args=()
 for target in "${targets[@]}"; do target_args+=(--target "$target"); done
 mkdir -p "$output"
