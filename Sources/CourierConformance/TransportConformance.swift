@@ -108,7 +108,8 @@ public struct TransportConformance: Sendable {
         _ method: HTTPRequest.Method, _ server: TestServer, _ path: String, body: RequestBody? = nil, timeout: Duration = .seconds(20)
     ) -> Request {
         let scheme = server.baseURL.scheme ?? "http"
-        let head = HTTPRequest(method: method, scheme: scheme, authority: "\(server.baseURL.host ?? "127.0.0.1"):\(server.port)", path: path)
+        let head = HTTPRequest(
+            method: method, scheme: scheme, authority: "\(server.baseURL.host ?? "127.0.0.1"):\(server.port)", path: path)
         return Request(head: head, body: body, timeout: timeout)
     }
 
@@ -125,12 +126,16 @@ public struct TransportConformance: Sendable {
         let body = try await response.body.collect(upTo: 1 << 20)
         var failures: [String] = []
         if response.head.status.code != 201 { failures.append("status \(response.head.status.code), expected 201") }
-        if response.head.headerFields[HTTPField.Name("X-Conformance")!] != "answer" { failures.append("the answer's X-Conformance field is missing") }
+        if response.head.headerFields[HTTPField.Name("X-Conformance")!] != "answer" {
+            failures.append("the answer's X-Conformance field is missing")
+        }
         if String(decoding: body, as: UTF8.self) != "POST /exchange?q=1 5" {
             failures.append("body '\(String(decoding: body.prefix(100), as: UTF8.self))', expected 'POST /exchange?q=1 5'")
         }
         let received = server.requests.first
-        if received?.headers.first(where: { $0.0.lowercased() == "x-probe" })?.1 != "sent" { failures.append("the X-Probe field did not reach the server") }
+        if received?.headers.first(where: { $0.0.lowercased() == "x-probe" })?.1 != "sent" {
+            failures.append("the X-Probe field did not reach the server")
+        }
         if received?.body != Data("hello".utf8) { failures.append("the request body did not reach the server whole") }
         return failures
     }
@@ -154,7 +159,9 @@ public struct TransportConformance: Sendable {
     }
 
     private static func streamedRequestBody(_ transport: any Transport) async throws -> [String] {
-        let server = try await TestServer.start(.http1) { request in .text("\(request.bodyLength) \(request.body.reduce(0) { $0 &+ Int($1) })") }
+        let server = try await TestServer.start(.http1) { request in
+            .text("\(request.bodyLength) \(request.body.reduce(0) { $0 &+ Int($1) })")
+        }
         defer { Task { try? await server.stop() } }
         let chunks = (0..<64).map { index in Data(repeating: UInt8(index), count: 16_384) }
         let expected = "\(chunks.reduce(0) { $0 + $1.count }) \(chunks.reduce(0) { sum, chunk in chunk.reduce(sum) { $0 &+ Int($1) } })"
@@ -231,7 +238,9 @@ public struct TransportConformance: Sendable {
     }
 
     private static func cancellation(_ transport: any Transport) async throws -> [String] {
-        let server = try await TestServer.start(.http1) { _ in ScriptedResponse(status: 200, body: Data("late".utf8)).with(.stall(.seconds(60))) }
+        let server = try await TestServer.start(.http1) { _ in
+            ScriptedResponse(status: 200, body: Data("late".utf8)).with(.stall(.seconds(60)))
+        }
         defer { Task { try? await server.stop() } }
         let request = Self.request(.get, server, "/stall")
         let task = Task { try await transport.send(request) }

@@ -92,12 +92,8 @@ public struct OpenAPIClientTransportAdapter: Transport {
         let (response, responseBody): (HTTPResponse, HTTPBody?)
         do {
             (response, responseBody) = try await self.transport.send(head, body: body, baseURL: baseURL, operationID: request.name)
-        } catch let error as CourierError {
-            throw error
-        } catch is CancellationError {
-            throw CourierError(.cancelled, "the request was cancelled")
         } catch {
-            throw CourierError(.transport, "the OpenAPI transport failed: \(error)", underlying: error)
+            throw Self.mapped(error)
         }
         let stream: ByteStream
         var expected: Int?
@@ -112,5 +108,23 @@ public struct OpenAPIClientTransportAdapter: Transport {
             expected = 0
         }
         return RawResponse(head: response, body: .stream(stream, expectedLength: expected), version: .unknown, url: request.url)
+    }
+
+    /// What the OpenAPI transport threw, as the kind Courier's own transports give for the same
+    /// failure: the error inside OpenAPI's `ClientError`; `cancelled` when the caller's task was
+    /// cancelled; a URLSession error mapped as ``URLSessionTransport`` maps it (`tls`, `timeout`,
+    /// …); a TLS error of swift-nio-ssl (the AsyncHTTPClient transport's) as `tls`; anything
+    /// else `transport`.
+    static func mapped(_ error: any Error) -> CourierError {
+        let underlying = (error as? ClientError)?.underlyingError ?? error
+        if let courier = underlying as? CourierError { return courier }
+        if underlying is CancellationError || Task.isCancelled {
+            return CourierError(.cancelled, "the request was cancelled", underlying: error)
+        }
+        if (underlying as NSError).domain == NSURLErrorDomain { return URLSessionTransport.mapError(underlying) }
+        if String(reflecting: type(of: underlying)).hasPrefix("NIOSSL.") {
+            return CourierError(.tls, "the TLS handshake failed (\(underlying))", underlying: error)
+        }
+        return CourierError(.transport, "the OpenAPI transport failed: \(underlying)", underlying: error)
     }
 }

@@ -7,7 +7,7 @@ import FoundationNetworking
 
 /// How the platform's errors and response fields become Courier's.
 extension URLSessionTransport {
-    static func mapError(_ error: any Error) -> CourierError {
+    package static func mapError(_ error: any Error) -> CourierError {
         let nsError = error as NSError
         guard nsError.domain == NSURLErrorDomain else { return .transport(String(describing: error), underlying: error) }
         switch nsError.code {

@@ -1,8 +1,15 @@
 import Courier
 import CourierAsyncHTTPClient
 import CourierConformance
+import CourierOpenAPI
 import Foundation
+import OpenAPIAsyncHTTPClient
+import OpenAPIURLSession
 import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// Courier's own transports through the public conformance suite, and a broken one to show the
 /// suite can fail.
@@ -10,8 +17,8 @@ import Testing
 struct TransportConformanceTests {
     @Test
     func asyncHTTPClientTransportKeepsTheContract() async {
-        let suite = TransportConformance(shutdown: { try? await ($0 as? AsyncHTTPClientTransport)?.shutdown() }) {
-            AsyncHTTPClientTransport()
+        let suite = TransportConformance(shutdown: { try? await ($0 as? CourierAsyncHTTPClient.AsyncHTTPClientTransport)?.shutdown() }) {
+            CourierAsyncHTTPClient.AsyncHTTPClientTransport()
         }
         let failures = await suite.run()
         #expect(failures.isEmpty, "\(failures)")
@@ -19,7 +26,38 @@ struct TransportConformanceTests {
 
     @Test
     func urlSessionTransportKeepsTheContract() async {
-        let suite = TransportConformance(shutdown: { ($0 as? URLSessionTransport)?.shutdown() }) { URLSessionTransport() }
+        let suite = TransportConformance(shutdown: { ($0 as? Courier.URLSessionTransport)?.shutdown() }) { Courier.URLSessionTransport() }
+        let failures = await suite.run()
+        #expect(failures.isEmpty, "\(failures)")
+    }
+
+    /// `OpenAPIClientTransportAdapter` over OpenAPI's URLSession transport. Every check but
+    /// `streamedResponseBody`: on Linux that transport buffers every response body
+    /// (`URLSessionTransportError.streamingNotSupported` outside Darwin), so its first bytes come
+    /// only with the last.
+    @Test
+    func theOpenAPIAdapterOverURLSessionKeepsTheContract() async {
+        let suite = TransportConformance {
+            OpenAPIClientTransportAdapter(
+                OpenAPIURLSession.URLSessionTransport(configuration: .init(session: URLSession(configuration: .ephemeral))))
+        }
+        #if canImport(Darwin)
+        let checks = TransportConformance.Check.allCases
+        #else
+        let checks = TransportConformance.Check.allCases.filter { $0 != .streamedResponseBody }
+        #endif
+        let failures = await suite.run(checks)
+        #expect(failures.isEmpty, "\(failures)")
+    }
+
+    /// `OpenAPIClientTransportAdapter` over OpenAPI's AsyncHTTPClient transport, with a 5 s
+    /// timeout: AsyncHTTPClient tries a failing connection again until the request's timeout
+    /// (a minute by default) before it reports the failure.
+    @Test
+    func theOpenAPIAdapterOverAsyncHTTPClientKeepsTheContract() async {
+        let suite = TransportConformance {
+            OpenAPIClientTransportAdapter(OpenAPIAsyncHTTPClient.AsyncHTTPClientTransport(configuration: .init(timeout: .seconds(5))))
+        }
         let failures = await suite.run()
         #expect(failures.isEmpty, "\(failures)")
     }
@@ -28,7 +66,9 @@ struct TransportConformanceTests {
     /// fields and throws plain errors: the suite names each broken rule.
     @Test
     func aTransportThatBreaksTheContractIsCaught() async {
-        let suite = TransportConformance(shutdown: { ($0 as? Careless)?.inner.shutdown() }) { Careless(inner: URLSessionTransport()) }
+        let suite = TransportConformance(shutdown: { ($0 as? Careless)?.inner.shutdown() }) {
+            Careless(inner: Courier.URLSessionTransport())
+        }
         let failures = await suite.run()
         let broken = Set(failures.map(\.check))
         #expect(broken.isSuperset(of: [.exchange, .streamedResponseBody, .untrustedCertificate, .connectionRefused]), "\(failures)")
@@ -37,7 +77,7 @@ struct TransportConformanceTests {
 
     struct Careless: Transport {
         struct Plain: Error {}
-        let inner: URLSessionTransport
+        let inner: Courier.URLSessionTransport
 
         func send(_ request: Request) async throws -> RawResponse {
             var stripped = request
