@@ -282,6 +282,10 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         var outgoing = HTTPClientRequest(url: request.urlString)
         var pinnedHost: String?
+        if !self.pinning.isEmpty, Authority(scheme: request.head.scheme, authority: request.head.authority) == nil {
+            // A target that cannot be read could be a pinned host in disguise: never unchecked.
+            throw CourierError.invalidRequest("the request's target '\(request.head.authority ?? "")' cannot be checked against the pins")
+        }
         if !self.pinning.isEmpty, let target = Authority(scheme: request.head.scheme, authority: request.head.authority),
             let key = self.pinning.matchingKey(for: target.host, port: target.port ?? 443)
         {

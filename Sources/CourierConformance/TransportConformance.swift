@@ -75,7 +75,7 @@ public struct TransportConformance: Sendable {
         for check in checks {
             do {
                 let transport = try await self.makeTransport()
-                let found = await Self.run(check, on: transport)
+                let found = await Self.bounded(check, on: transport)
                 await self.shutdown(transport)
                 failures += found.map { Failure(check: check, detail: $0) }
             } catch {
@@ -87,16 +87,61 @@ public struct TransportConformance: Sendable {
 
     // MARK: - The checks
 
-    private static func run(_ check: Check, on transport: any Transport) async -> [String] {
+    /// The test servers a check started, all stopped once it is over.
+    private final class Servers: Sendable {
+        private let started = Locked<[TestServer]>([])
+
+        func start(_ mode: TestServer.Mode, handler: @escaping TestServer.Handler) async throws -> TestServer {
+            let server = try await TestServer.start(mode, handler: handler)
+            self.started.withLock { $0.append(server) }
+            return server
+        }
+
+        func stopAll() async {
+            for server in self.started.withLock({ $0 }) { try? await server.stop() }
+        }
+    }
+
+    /// `check`, reported as a failure when it has not finished within `limit` (a transport that
+    /// ignores cancellation and deadlines must not hang the suite; the check's task is then
+    /// cancelled and left behind).
+    private static func bounded(_ check: Check, on transport: any Transport, limit: Duration = .seconds(90)) async -> [String] {
+        let answered = Locked(false)
+        return await withCheckedContinuation { (continuation: CheckedContinuation<[String], Never>) in
+            let work = Task {
+                let servers = Servers()
+                let found = await Self.run(check, on: transport, servers)
+                await servers.stopAll()
+                if answered.withLock({ done in
+                    defer { done = true }
+                    return !done
+                }) {
+                    continuation.resume(returning: found)
+                }
+            }
+            Task {
+                try? await Task.sleep(for: limit)
+                if answered.withLock({ done in
+                    defer { done = true }
+                    return !done
+                }) {
+                    work.cancel()
+                    continuation.resume(returning: ["did not finish within \(limit)"])
+                }
+            }
+        }
+    }
+
+    private static func run(_ check: Check, on transport: any Transport, _ servers: Servers) async -> [String] {
         do {
             switch check {
-            case .exchange: return try await self.exchange(transport)
-            case .responsesWithoutBody: return try await self.responsesWithoutBody(transport)
-            case .streamedRequestBody: return try await self.streamedRequestBody(transport)
-            case .streamedResponseBody: return try await self.streamedResponseBody(transport)
-            case .largeResponseBody: return try await self.largeResponseBody(transport)
-            case .cancellation: return try await self.cancellation(transport)
-            case .untrustedCertificate: return try await self.untrustedCertificate(transport)
+            case .exchange: return try await self.exchange(transport, servers)
+            case .responsesWithoutBody: return try await self.responsesWithoutBody(transport, servers)
+            case .streamedRequestBody: return try await self.streamedRequestBody(transport, servers)
+            case .streamedResponseBody: return try await self.streamedResponseBody(transport, servers)
+            case .largeResponseBody: return try await self.largeResponseBody(transport, servers)
+            case .cancellation: return try await self.cancellation(transport, servers)
+            case .untrustedCertificate: return try await self.untrustedCertificate(transport, servers)
             case .connectionRefused: return await self.connectionRefused(transport)
             }
         } catch {
@@ -113,13 +158,12 @@ public struct TransportConformance: Sendable {
         return Request(head: head, body: body, timeout: timeout)
     }
 
-    private static func exchange(_ transport: any Transport) async throws -> [String] {
-        let server = try await TestServer.start(.http1) { request in
+    private static func exchange(_ transport: any Transport, _ servers: Servers) async throws -> [String] {
+        let server = try await servers.start(.http1) { request in
             ScriptedResponse(
                 status: 201, headers: [("X-Conformance", "answer"), ("Content-Type", "text/plain")],
                 body: Data("\(request.method) \(request.uri) \(request.bodyLength)".utf8))
         }
-        defer { Task { try? await server.stop() } }
         var request = Self.request(.post, server, "/exchange?q=1", body: .data(Data("hello".utf8), contentType: "text/plain"))
         request.head.headerFields[HTTPField.Name("X-Probe")!] = "sent"
         let response = try await transport.send(request)
@@ -140,15 +184,14 @@ public struct TransportConformance: Sendable {
         return failures
     }
 
-    private static func responsesWithoutBody(_ transport: any Transport) async throws -> [String] {
-        let server = try await TestServer.start(.http1) { request in
+    private static func responsesWithoutBody(_ transport: any Transport, _ servers: Servers) async throws -> [String] {
+        let server = try await servers.start(.http1) { request in
             switch request.path {
             case "/204": ScriptedResponse(status: 204)
             case "/304": ScriptedResponse(status: 304, headers: [("ETag", "\"v1\"")])
             default: ScriptedResponse(status: 200, headers: [("Content-Length", "100")], body: Data(count: 100))
             }
         }
-        defer { Task { try? await server.stop() } }
         var failures: [String] = []
         for (method, path) in [(HTTPRequest.Method.head, "/head"), (.get, "/204"), (.get, "/304")] {
             let response = try await transport.send(Self.request(method, server, path))
@@ -158,11 +201,10 @@ public struct TransportConformance: Sendable {
         return failures
     }
 
-    private static func streamedRequestBody(_ transport: any Transport) async throws -> [String] {
-        let server = try await TestServer.start(.http1) { request in
+    private static func streamedRequestBody(_ transport: any Transport, _ servers: Servers) async throws -> [String] {
+        let server = try await servers.start(.http1) { request in
             .text("\(request.bodyLength) \(request.body.reduce(0) { $0 &+ Int($1) })")
         }
-        defer { Task { try? await server.stop() } }
         let chunks = (0..<64).map { index in Data(repeating: UInt8(index), count: 16_384) }
         let expected = "\(chunks.reduce(0) { $0 + $1.count }) \(chunks.reduce(0) { sum, chunk in chunk.reduce(sum) { $0 &+ Int($1) } })"
         let stream = AsyncStream<Data> { continuation in
@@ -174,14 +216,13 @@ public struct TransportConformance: Sendable {
         return answer == expected ? [] : ["the server received '\(answer)' (length, byte sum), expected '\(expected)'"]
     }
 
-    private static func streamedResponseBody(_ transport: any Transport) async throws -> [String] {
+    private static func streamedResponseBody(_ transport: any Transport, _ servers: Servers) async throws -> [String] {
         // The head and 1 KiB, then nothing for 60 s: the first bytes must be readable while the
         // rest is held back. A transport that waits for the whole body does not hand them over
         // within the 10 s this check allows (on loopback they take milliseconds).
-        let server = try await TestServer.start(.http1) { _ in
+        let server = try await servers.start(.http1) { _ in
             ScriptedResponse(status: 200, body: Data(count: 64 * 1024)).with(.stallMidBody(afterBytes: 1024, .seconds(60)))
         }
-        defer { Task { try? await server.stop() } }
         let request = Self.request(.get, server, "/slow")
         enum Outcome: Sendable {
             case read(Int)
@@ -220,10 +261,9 @@ public struct TransportConformance: Sendable {
         }
     }
 
-    private static func largeResponseBody(_ transport: any Transport) async throws -> [String] {
+    private static func largeResponseBody(_ transport: any Transport, _ servers: Servers) async throws -> [String] {
         let size = 8 << 20
-        let server = try await TestServer.start(.http1) { _ in ScriptedResponse(status: 200).with(.generated(length: size)) }
-        defer { Task { try? await server.stop() } }
+        let server = try await servers.start(.http1) { _ in ScriptedResponse(status: 200).with(.generated(length: size)) }
         let response = try await transport.send(Self.request(.get, server, "/large"))
         var count = 0
         var wrong = 0
@@ -237,14 +277,16 @@ public struct TransportConformance: Sendable {
         return failures
     }
 
-    private static func cancellation(_ transport: any Transport) async throws -> [String] {
-        let server = try await TestServer.start(.http1) { _ in
+    private static func cancellation(_ transport: any Transport, _ servers: Servers) async throws -> [String] {
+        let server = try await servers.start(.http1) { _ in
             ScriptedResponse(status: 200, body: Data("late".utf8)).with(.stall(.seconds(60)))
         }
-        defer { Task { try? await server.stop() } }
         let request = Self.request(.get, server, "/stall")
         let task = Task { try await transport.send(request) }
-        guard await Self.eventually({ server.requests.count == 1 }) else { return ["the request never reached the server"] }
+        guard await Self.eventually({ server.requests.count == 1 }) else {
+            task.cancel()
+            return ["the request never reached the server"]
+        }
         task.cancel()
         var failures: [String] = []
         do {
@@ -259,10 +301,9 @@ public struct TransportConformance: Sendable {
         return failures
     }
 
-    private static func untrustedCertificate(_ transport: any Transport) async throws -> [String] {
+    private static func untrustedCertificate(_ transport: any Transport, _ servers: Servers) async throws -> [String] {
         let certificates = try TestCertificates.generate(commonName: "Untrusted Conformance CA")
-        let server = try await TestServer.start(.tls(certificates)) { _ in .text("must not be read") }
-        defer { Task { try? await server.stop() } }
+        let server = try await servers.start(.tls(certificates)) { _ in .text("must not be read") }
         do {
             _ = try await transport.send(Self.request(.get, server, "/tls"))
             return ["a server no one trusts was answered"]
@@ -277,24 +318,19 @@ public struct TransportConformance: Sendable {
     }
 
     private static func connectionRefused(_ transport: any Transport) async -> [String] {
-        // A port that was just listened on and closed: nothing listens there now.
-        guard let port = try? await Self.closedPort() else { return ["no free port could be found"] }
-        let head = HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1:\(port)", path: "/")
+        // A port bound but never listened on: a connection is refused, and no other server can
+        // take the port meanwhile.
+        guard let refusing = try? RefusingPort() else { return ["no free port could be found"] }
+        let head = HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1:\(refusing.port)", path: "/")
+        defer { withExtendedLifetime(refusing) {} }
         do {
             _ = try await transport.send(Request(head: head, timeout: .seconds(20)))
-            return ["a closed port answered"]
+            return ["a port where nothing listens answered"]
         } catch let error as CourierError {
             return error.kind == .transport ? [] : ["kind \(error.kind), expected transport"]
         } catch {
             return ["threw \(type(of: error)), expected a CourierError of kind transport"]
         }
-    }
-
-    private static func closedPort() async throws -> Int {
-        let server = try await TestServer.start(.http1) { _ in .text("") }
-        let port = server.port
-        try await server.stop()
-        return port
     }
 
     private static func eventually(_ condition: () -> Bool) async -> Bool {

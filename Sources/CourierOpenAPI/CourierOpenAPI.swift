@@ -122,8 +122,15 @@ public struct OpenAPIClientTransportAdapter: Transport {
             return CourierError(.cancelled, "the request was cancelled", underlying: error)
         }
         if (underlying as NSError).domain == NSURLErrorDomain { return URLSessionTransport.mapError(underlying) }
-        if String(reflecting: type(of: underlying)).hasPrefix("NIOSSL.") {
-            return CourierError(.tls, "the TLS handshake failed (\(underlying))", underlying: error)
+        let type = String(reflecting: Swift.type(of: underlying))
+        if type.hasPrefix("NIOSSL.") {
+            return CourierError(.tls, TransportRules.tlsMessage(nil, platformText: "\(underlying)"), underlying: error)
+        }
+        // AsyncHTTPClient's timeouts are kind `timeout`, as Courier's own AsyncHTTPClient transport gives them.
+        if type == "AsyncHTTPClient.HTTPClientError",
+            ["deadlineExceeded", "readTimeout", "connectTimeout", "writeTimeout"].contains(where: { "\(underlying)".contains($0) })
+        {
+            return CourierError(.timeout, "the OpenAPI transport timed out: \(underlying)", underlying: error)
         }
         return CourierError(.transport, "the OpenAPI transport failed: \(underlying)", underlying: error)
     }

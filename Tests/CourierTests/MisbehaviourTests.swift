@@ -149,9 +149,9 @@ struct MisbehaviourTests {
 
     @Test(arguments: TransportKind.allCases)
     func connectionRefusedIsATransportError(kind: TransportKind) async throws {
-        let server = try await http1Server()
-        let port = server.port
-        try await server.stop()
+        let refusing = try RefusingPort()
+        let port = refusing.port
+        defer { withExtendedLifetime(refusing) {} }
         let ahc = AsyncHTTPClientTransport()
         let transport: any Transport = kind == .asyncHTTPClient ? ahc : URLSessionTransport()
         let client = Client(configuration: .init(transport: transport, baseURL: URL(string: "http://127.0.0.1:\(port)")!))

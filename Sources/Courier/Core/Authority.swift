@@ -50,9 +50,12 @@ package struct Authority: Hashable, Sendable {
 
     /// The host and the port written in an authority text (`example.com`, `example.com:8080`,
     /// `[::1]:8080`, `[::1]`): the host as written (brackets kept), the port `nil` when none is
-    /// written; `nil` for a port that is not digits up to 65535.
+    /// written; `nil` for a port that is not digits with a value up to 65535 (leading zeros
+    /// allowed, RFC 3986 §3.2.3), and for user information (`user@host`), which an HTTP request
+    /// must not carry (RFC 9110 §4.2.4).
     package static func split(_ authority: String) -> (host: Substring, port: Int?)? {
         let text = Substring(authority)
+        guard !text.utf8.contains(UInt8(ascii: "@")) else { return nil }
         let hostEnd: Substring.Index
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]") else { return nil }
@@ -66,9 +69,9 @@ package struct Authority: Hashable, Sendable {
         guard rest.first == ":" else { return nil }
         let digits = rest.dropFirst()
         if digits.isEmpty { return (host, nil) }  // RFC 3986 §3.2.3: an empty port is no port
-        guard digits.utf8.count <= 5, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-            let port = Int(digits), port <= 65_535
-        else { return nil }
+        guard digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        let significant = digits.drop { $0 == "0" }
+        guard significant.utf8.count <= 5, let port = significant.isEmpty ? 0 : Int(significant), port <= 65_535 else { return nil }
         return (host, port)
     }
 

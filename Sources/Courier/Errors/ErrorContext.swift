@@ -45,7 +45,13 @@ public struct ErrorContext: Sendable, Hashable, CustomStringConvertible {
         // Keep the context of this request's innermost failing stage; an error that carries
         // another request's context (a nested client's, as a prerequisite fetch or a token
         // refresh has) is re-attributed to this request and this stage.
-        if let context = failure.context, context.requestID == exchange.request.id { return failure }
+        if let context = failure.context {
+            if context.requestID == exchange.request.id { return failure }
+            // Another request's connection failure is not this request's: the retry stage must
+            // not read it as one (nor as a request the server did not process).
+            failure.isFromTransport = false
+            failure.wasNotProcessed = false
+        }
         let request = exchange.request
         failure.context = ErrorContext(
             endpoint: exchange.endpoint.name, requestID: request.id,

@@ -1,4 +1,6 @@
+import CourierAsyncHTTPClient
 import Foundation
+import HTTPTypes
 import Testing
 
 @testable import Courier
@@ -29,6 +31,11 @@ struct AuthorityTests {
         #expect(Authority(scheme: "https", authority: "example.com:65536") == nil)
         #expect(Authority(scheme: "https", authority: "example.com:99999999999999999999999") == nil)
         #expect(Authority(scheme: "https", authority: "example.com:-1") == nil)
+        // Leading zeros are digits too (RFC 3986 §3.2.3: `port = *DIGIT`).
+        #expect(Authority(scheme: "https", authority: "pinned.example:000443")?.port == 443)
+        #expect(Authority(scheme: "https", authority: "pinned.example:0000000000000000443")?.port == 443)
+        // RFC 9110 §4.2.4: no user information in an HTTP request's target.
+        #expect(Authority(scheme: "https", authority: "user@pinned.example") == nil)
         #expect(Authority(scheme: "https", authority: "example.com:443:1") == nil)
         #expect(Authority(scheme: "https", authority: "[::1") == nil)
         #expect(Authority(scheme: "https", authority: "") == nil)
@@ -49,9 +56,26 @@ struct AuthorityTests {
     /// another origin than `https://host/`; it is the same.
     @Test
     func theCacheTakesAWrittenDefaultPortForTheSameOrigin() {
-        #expect(ResponseCache.sameOrigin("https://example.com:443/x", as: "https://example.com/y") != nil)
+        #expect(ResponseCache.sameOrigin("https://example.com:443/x", as: "https://example.com/y") == "https://example.com/x")
+        #expect(ResponseCache.sameOrigin("/x", as: "https://EXAMPLE.com:443/y") == "https://example.com/x")
+        #expect(LogicalKey.normalise(scheme: "HTTPS", authority: "Example.com:443", path: "/x?") == "https://example.com/x")
         #expect(ResponseCache.sameOrigin("/x", as: "https://example.com/y") != nil)
         #expect(ResponseCache.sameOrigin("https://example.com:8443/x", as: "https://example.com/y") == nil)
         #expect(ResponseCache.sameOrigin("http://example.com/x", as: "https://example.com/y") == nil)
+    }
+}
+
+/// A pinned transport never sends a request whose target it cannot read: it could be a pinned
+/// host in disguise.
+@Suite("Pins and targets that cannot be read")
+struct UnreadableTargetPinTests {
+    @Test(arguments: ["user@localhost", "localhost:99999", "[::1"])
+    func aPinnedTransportRefusesATargetItCannotRead(_ authority: String) async throws {
+        let transport = try AsyncHTTPClientTransport(
+            validating: .init { $0.pinning.pin("localhost", to: [try .publicKey("sha256/" + Data(count: 32).base64EncodedString())]) })
+        let head = HTTPRequest(method: .get, scheme: "https", authority: authority, path: "/")
+        let error = await expectCourierError { _ = try await transport.send(Request(head: head, timeout: .seconds(5))) }
+        #expect(error?.kind == .invalidRequest)
+        try await transport.shutdown()
     }
 }

@@ -307,6 +307,50 @@ struct PipelineTests {
         }
     }
 
+    /// Retry × per-hop middleware × a nested client: on a retry, per-hop middleware that fetches
+    /// something through another client whose connection is refused fails this attempt; that
+    /// other request's failed connection is not this request's, so no further attempt is made
+    /// (the policy would allow a third).
+    @Test(arguments: TransportKind.allCases)
+    func anotherRequestsFailedConnectionIsNotRetried(_ kind: TransportKind) async throws {
+        let counter = PathCounter()
+        let server = try await http1Server { request in
+            _ = counter.hit(request.path)
+            return .text("busy", status: 503)
+        }
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        let inner = Client(
+            configuration: .init(transport: makeTransport(kind).transport, baseURL: URL(string: "http://127.0.0.1:\(refusing.port)")!))
+        let calls = Locked(0)
+        let signer = NestedFetchSigner(calls: calls, inner: inner)
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(
+                    Endpoint<Article>(path: "/busy", middleware: [signer]).retry(RetryPolicy(maxAttempts: 3, baseDelay: .zero)))
+            }
+            #expect(error?.kind == .transport)
+            #expect(counter["/busy"] == 1)
+            #expect(calls.withLock { $0 } == 2)
+        }
+    }
+
+    /// Per-hop middleware that passes the first attempt on and, on each later one, fetches
+    /// through `inner` first (which fails).
+    struct NestedFetchSigner: PerHopMiddleware {
+        let calls: Locked<Int>
+        let inner: Client
+
+        func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+            let call = self.calls.withLock { count in
+                count += 1
+                return count
+            }
+            if call > 1 { _ = try await self.inner.send(Endpoint<Data>(path: "/key", decoding: .data).retry(.never)) }
+            return try await next(request)
+        }
+    }
+
     /// Retry × middleware: only what the transport throws counts as a failed connection. A
     /// middleware that throws an error of kind `transport` itself (its own network call failed)
     /// is not sent again, though the same kind from the wire is (the test above).

@@ -135,38 +135,3 @@ struct HeldSocketsTests {
             "still held: \(HeldSockets.to("127.0.0.1", port: port, fromPort: clientPort))")
     }
 }
-
-/// A loopback port held without listening on it: a connection to it is refused, and no other
-/// server of the test process can take the port while this is alive (a stopped server's port is
-/// free for the next test's server, which would answer in its place).
-final class RefusingPort {
-    private let descriptor: CInt
-
-    /// Holds `port` on 127.0.0.1; throws when it cannot be bound (another socket listens on it).
-    init(_ port: Int) throws {
-        #if canImport(Glibc)
-        let descriptor = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
-        #else
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
-        var reuse: CInt = 1
-        _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<CInt>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else {
-            close(descriptor)
-            throw POSIXError(.EADDRINUSE)
-        }
-        self.descriptor = descriptor
-    }
-
-    deinit {
-        close(self.descriptor)
-    }
-}

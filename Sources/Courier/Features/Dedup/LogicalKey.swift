@@ -19,21 +19,25 @@ struct LogicalKey: Hashable, Sendable {
     /// The parts that never change once the key is made, and their hash.
     private final class Parts: Sendable {
         let method: HTTPRequest.Method
-        let scheme: String?
-        let authority: String?
+        /// Lower-cased.
+        let scheme: String
+        /// The per-host form (``Authority/hostKey(scheme:authority:)``): the host lower-cased,
+        /// the scheme's default port left out.
+        let authority: String
         let path: Substring
         let bodyDigest: SHA256.Digest?
         let partition: String
         let endpointMiddleware: [MiddlewareIdentity]
         let wire: String
-        let headers: HTTPFields
+        /// The fields, ordered by name (stably: fields of one name keep their order).
+        let headers: [HTTPField]
         let acceptedStatuses: Range<Int>
         let custom: String?
         let hash: Int
 
         init(
-            method: HTTPRequest.Method, scheme: String?, authority: String?, path: Substring, bodyDigest: SHA256.Digest?,
-            partition: String, endpointMiddleware: [MiddlewareIdentity], wire: String, headers: HTTPFields,
+            method: HTTPRequest.Method, scheme: String, authority: String, path: Substring, bodyDigest: SHA256.Digest?,
+            partition: String, endpointMiddleware: [MiddlewareIdentity], wire: String, headers: [HTTPField],
             acceptedStatuses: Range<Int>, custom: String?
         ) {
             self.method = method
@@ -49,17 +53,19 @@ struct LogicalKey: Hashable, Sendable {
             self.custom = custom
             var hasher = Hasher()
             hasher.combine(method)
-            LogicalKey.combineCaseInsensitive(scheme, into: &hasher)
-            LogicalKey.combineCaseInsensitive(authority, into: &hasher)
+            hasher.combine(scheme)
+            hasher.combine(authority)
             hasher.combine(path)
             hasher.combine(bodyDigest)
             hasher.combine(partition)
             hasher.combine(endpointMiddleware)
             hasher.combine(wire)
-            // Commutative over the fields, as `HTTPFields`' equality is over fields of different names.
-            var fields = 0
-            for field in headers { fields &+= field.hashValue }
-            hasher.combine(fields)
+            // Name and value as text, as the equality compares them (not the indexing strategy).
+            hasher.combine(headers.count)
+            for field in headers {
+                hasher.combine(field.name.canonicalName)
+                hasher.combine(field.value)
+            }
             hasher.combine(acceptedStatuses)
             hasher.combine(custom)
             self.hash = hasher.finalize()
@@ -68,11 +74,10 @@ struct LogicalKey: Hashable, Sendable {
         func isSame(as other: Parts) -> Bool {
             self === other
                 || (self.hash == other.hash && self.method == other.method && self.path == other.path
-                    && LogicalKey.equalCaseInsensitive(self.authority, other.authority)
-                    && LogicalKey.equalCaseInsensitive(self.scheme, other.scheme) && self.bodyDigest == other.bodyDigest
+                    && self.authority == other.authority && self.scheme == other.scheme && self.bodyDigest == other.bodyDigest
                     && self.partition == other.partition && self.endpointMiddleware == other.endpointMiddleware
                     && self.wire == other.wire && self.acceptedStatuses == other.acceptedStatuses && self.custom == other.custom
-                    && self.headers == other.headers)
+                    && self.headers.elementsEqual(other.headers) { $0.name == $1.name && $0.value == $1.value })
         }
     }
 
@@ -98,15 +103,22 @@ struct LogicalKey: Hashable, Sendable {
                 middleware.append(identity)
             }
         }
-        var headers = request.head.headerFields
-        for name in ignoredHeaders { headers[name] = nil }
+        var fields = request.head.headerFields
+        for name in ignoredHeaders { fields[name] = nil }
+        // Fields of different names in any order are the same request (RFC 9110 §5.3); fields of
+        // one name keep their order (a stable sort by name).
+        let headers = fields.enumerated()
+            .sorted { ($0.element.name.canonicalName, $0.offset) < ($1.element.name.canonicalName, $1.offset) }
+            .map(\.element)
         // `/a?` and `/a` name the same resource: an empty query is dropped.
         var path = Substring(request.head.path ?? "/")
         if path.utf8.last == UInt8(ascii: "?") { path = path.dropLast() }
         let custom: String?
         if case .key(let key) = endpoint.deduplication.mode { custom = key } else { custom = nil }
+        let scheme = (request.head.scheme ?? "https").lowercased()
         self.parts = Parts(
-            method: request.head.method, scheme: request.head.scheme, authority: request.head.authority, path: path,
+            method: request.head.method, scheme: scheme,
+            authority: Authority.hostKey(scheme: scheme, authority: request.head.authority ?? ""), path: path,
             bodyDigest: bodyDigest, partition: partition, endpointMiddleware: middleware, wire: wire, headers: headers,
             acceptedStatuses: endpoint.acceptedStatuses, custom: custom)
     }
@@ -118,26 +130,6 @@ struct LogicalKey: Hashable, Sendable {
     func hash(into hasher: inout Hasher) {
         hasher.combine(self.parts.hash)
         hasher.combine(self.cachePlan)
-    }
-
-    /// `text` with ASCII letters lower-cased (scheme and host are case-insensitive, RFC 3986
-    /// §6.2.2.1): as it is when it has no upper-case letter (the usual case, no copy made).
-    private static func combineCaseInsensitive(_ text: String?, into hasher: inout Hasher) {
-        guard let text, text.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else {
-            hasher.combine(text)
-            return
-        }
-        hasher.combine(Optional(String(decoding: text.utf8.map(Self.lowered), as: UTF8.self)))
-    }
-
-    private static func equalCaseInsensitive(_ a: String?, _ b: String?) -> Bool {
-        guard let a, let b else { return a == nil && b == nil }
-        return a.utf8.elementsEqual(b.utf8) { Self.lowered($0) == Self.lowered($1) }
-    }
-
-    @inline(__always)
-    private static func lowered(_ byte: UInt8) -> UInt8 {
-        byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
     }
 
     /// A middleware's identity: the object for a class instance, the value for a `Hashable`
@@ -152,14 +144,15 @@ struct LogicalKey: Hashable, Sendable {
         return nil
     }
 
-    /// `scheme://authority/path?query` with the scheme and host lower-cased (RFC 3986 §6.2.2.1)
-    /// and an empty query dropped. The query stays in its order: `?a=1&b=2` and `?b=2&a=1` are
+    /// `scheme://authority/path?query` with the scheme and host lower-cased (RFC 3986 §6.2.2.1),
+    /// the scheme's default port left out (§6.2.3) and an empty query dropped. The query stays in its order: `?a=1&b=2` and `?b=2&a=1` are
     /// two URIs (RFC 9111 §2 keys on the target URI) that a server may answer differently.
     /// (Query items given as a dictionary are sorted when the endpoint is made.)
     static func normalise(scheme: String?, authority: String?, path: String?) -> String {
         let target = path ?? "/"
         let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        var url = "\((scheme ?? "https").lowercased())://\((authority ?? "").lowercased())\(parts[0])"
+        let scheme = (scheme ?? "https").lowercased()
+        var url = "\(scheme)://\(Authority.hostKey(scheme: scheme, authority: authority ?? ""))\(parts[0])"
         if parts.count == 2, !parts[1].isEmpty {
             url += "?" + parts[1]
         }

@@ -37,6 +37,22 @@ struct LogicalKeyTests {
         #expect(self.key("https", "api.example.com:8443") != self.key("https", "api.example.com"))
     }
 
+    /// Equal keys hash equal (the `Hashable` contract): values that are the same text in two
+    /// Unicode forms, a field sent with another indexing strategy, a default port written out.
+    @Test
+    func equalKeysHashEqual() {
+        #expect(self.same(self.key(fields: [("X-Name", "caf\u{E9}")]), self.key(fields: [("X-Name", "cafe\u{301}")])))
+        var head = HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/items?a=1")
+        head.headerFields.append(HTTPField(name: .authorization, value: "Bearer t"))
+        let plain = LogicalKey(request: Request(head: head), endpoint: self.endpoint, partition: "", wire: "", ignoredHeaders: [])
+        head.headerFields[0].indexingStrategy = .avoid
+        let avoided = LogicalKey(request: Request(head: head), endpoint: self.endpoint, partition: "", wire: "", ignoredHeaders: [])
+        #expect(self.same(plain, avoided))
+        #expect(self.same(self.key("https", "api.example.com:443"), self.key("https", "API.example.com")))
+        #expect(self.same(self.key("http", "api.example.com:80"), self.key("http", "api.example.com")))
+        #expect(self.key("http", "api.example.com:443") != self.key("http", "api.example.com"))
+    }
+
     /// RFC 9110 §5.3: the order of fields with different names carries no meaning; the order of
     /// fields of one name does.
     @Test
