@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs the tests of URLSessionTransport over TLS (URLSessionTLSTests) with the test CA trusted.
+# Runs the tests of URLSessionTransport over TLS with the test CA trusted: URLSessionTLSTests, then
+# every test whose transports are `TransportKind.overTLS` (listed below; a test checks the list),
+# which run on both transports here and on AsyncHTTPClient only in a plain `swift test`.
 #
 # On Linux URLSession (FoundationNetworking over libcurl) trusts only the system's CA bundle and
 # has no per-session trust setting. This script makes a private mount namespace (needs root and
@@ -7,9 +9,32 @@
 # with COURIER_TEST_PRIVATE_CA_BUNDLE naming it: the tests add the CAs they make to the copy. The
 # system's bundle itself is never written; the copy is gone when the namespace ends.
 #
-# Fails when the suite was skipped or ran no test, so it can never pass without running.
+# The two runs are separate processes: URLSessionTLSTests add CAs of their own to the bundle as
+# they go, which must not happen while another test's URLSession reads it.
+#
+# Fails when a test was skipped or none ran, so it can never pass without running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The tests over TLS that run on both transports in the private namespace.
+over_tls=(
+    'HTTP2Tests/alpnNegotiatesHTTP2OverTLS'
+    'HTTP2Tests/hundredConcurrentRequestsShareOneHTTP2Connection'
+    'HTTP2Tests/misbehaviourOnAnHTTP2StreamIsATransportError'
+    'HTTP2MisbehaviourTests/goAwayBelowAnInFlightStreamRetriesOnlyTheUnprocessedOne'
+    'HTTP2MisbehaviourTests/oneConcurrentStreamAllowedStillServesAHundredRequestsOnOneConnection'
+    'HTTP2MisbehaviourTests/aRequestBodyWindowThatNeverOpensEndsAtTheDeadline'
+    'HTTP2MisbehaviourTests/aFloodOfPingsDoesNotStopTheAnswer'
+    'HTTP2MisbehaviourTests/aStatusThatIsNotThreeDigitsIsATransportErrorNotACrash'
+    'NetworkFaultTests/aResetMidBodyFailsAsTransportOverHTTP2'
+    'NetworkFaultTests/aHeadThatNeverComesEndsAtTheDeadlineOverHTTP2'
+    'ResourceLimitTests/tenThousandConcurrentRequestsOverOneHTTP2Connection'
+    'RedirectTests/httpsToHTTPDowngradeIsRefused'
+    'StreamIdleTests/aStalledHTTP2StreamEndsWhileItsConnectionStaysBusy'
+    'PipelineTests/aStalledHTTP2StreamTimesOutWhileTheConnectionCarriesOtherTraffic'
+    'RefusedStreamTests/aRefusedStreamIsRetriedEvenForAPostAndOtherResetsAreNot'
+)
+filter=$(IFS='|'; echo "${over_tls[*]}")
 
 bundle=/etc/ssl/certs/ca-certificates.crt
 [ "$(id -u)" = 0 ] || { echo "test-urlsession-tls: needs root (a private mount namespace)" >&2; exit 1; }
@@ -22,8 +47,10 @@ unshare --mount --propagation private bash -c '
     copy=$(mktemp)
     cp "$1" "$copy"
     mount --bind "$copy" "$1"
-    COURIER_TEST_PRIVATE_CA_BUNDLE="$1" swift test --filter URLSessionTLSTests "${@:2}"
-' _ "$bundle" "$@" 2>&1 | tee "$log" || status=$?
+    export COURIER_TEST_PRIVATE_CA_BUNDLE="$1"
+    swift test --filter URLSessionTLSTests "${@:3}"
+    swift test --skip-build --filter "$2" "${@:3}"
+' _ "$bundle" "$filter" "$@" 2>&1 | tee "$log" || status=$?
 [ "$status" = 0 ] || exit "$status"
 if grep -q "skipped" "$log"; then
     echo "test-urlsession-tls: tests were skipped" >&2
@@ -31,4 +58,7 @@ if grep -q "skipped" "$log"; then
 fi
 passed=$(grep -cE "✔ Test .*passed" "$log" || true)
 [ "$passed" -gt 0 ] || { echo "test-urlsession-tls: no test ran" >&2; exit 1; }
+for name in "${over_tls[@]}"; do
+    grep -qE "✔ Test ${name#*/}\(.*passed" "$log" || { echo "test-urlsession-tls: ${name} did not pass" >&2; exit 1; }
+done
 echo "test-urlsession-tls: $passed tests passed with the test CA in a private bundle"

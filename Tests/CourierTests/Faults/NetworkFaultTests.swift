@@ -14,12 +14,15 @@ import Testing
 /// | 10% of packets lost both ways, 20 × 20 KB | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 (10 streams at once, then 10 in turn) | none: every response arrives whole | 60 s each |
 /// | 64 kbit/s link, 100 KB with a 2 s deadline | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `timeout` (a 2 KB response on the same link arrives) | 10 s |
 /// | the server vanishes mid-body (every packet dropped) | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `timeout` at the 10 s deadline | 25 s |
-/// | RST mid-body (SO_LINGER 0) | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `transport` | the test's own time |
-/// | slow-loris head, one byte a second (HTTP/2: a head held back 60 s) | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `timeout` at the 2 s deadline | 10 s |
+/// | RST mid-body (SO_LINGER 0) | both, HTTP/1.1 and HTTP/2 | `transport` | the test's own time |
+/// | slow-loris head, one byte a second (HTTP/2: a head held back 60 s) | both, HTTP/1.1 and HTTP/2 | `timeout` at the 2 s deadline | 10 s |
 /// | a host name that does not resolve (`.invalid`) | both | `transport`; `timeout` at the 3 s deadline where the resolver does not answer in time | 10 s |
 ///
-/// The HTTP/2 rows run on AsyncHTTPClient only: HTTP/2 needs the TLS test server, and
-/// URLSession on Linux cannot be given the test CA to trust.
+/// HTTP/2 needs the TLS test server, and URLSession on Linux trusts only the system's CA bundle:
+/// the HTTP/2 rows without a fault network run on URLSession too where the test CA is in a
+/// private bundle (``TransportKind/overTLS``, `scripts/test-urlsession-tls.sh`). Those on the
+/// fault network run on AsyncHTTPClient only: the script's private mount namespace and the fault
+/// network's network namespace are not combined.
 ///
 /// Deadlines of scenarios that are not about a deadline are generous (60 s): these tests run
 /// beside the 10,000-request suite, which keeps both cores busy for most of a minute.
@@ -59,15 +62,25 @@ struct NetworkFaultTests {
 
     /// An AsyncHTTPClient transport that trusts `certificates`' CA and speaks HTTP/2 only.
     func withHTTP2FaultClient(
-        trusting certificates: TestCertificates, baseURL: URL, timeout: Duration, _ body: (Client) async throws -> Void
+        _ kind: TransportKind = .asyncHTTPClient, trusting certificates: TestCertificates, baseURL: URL, timeout: Duration,
+        _ body: (Client) async throws -> Void
     ) async throws {
-        let transport = AsyncHTTPClientTransport(
-            configuration: try .init {
-                try $0.trust(pemCertificates: certificates.caPEMBytes)
-                $0.httpVersion = .http2Only
-            })
-        try await self.withFaultClient(
-            transport: transport, shutdown: { try await transport.shutdown() }, baseURL: baseURL, timeout: timeout, body)
+        switch kind {
+        case .asyncHTTPClient:
+            let transport = AsyncHTTPClientTransport(
+                configuration: try .init {
+                    try $0.trust(pemCertificates: certificates.caPEMBytes)
+                    $0.httpVersion = .http2Only
+                })
+            try await self.withFaultClient(
+                transport: transport, shutdown: { try await transport.shutdown() }, baseURL: baseURL, timeout: timeout, body)
+        case .urlSession:
+            // HTTP/2 by ALPN (libcurl offers h2 first over TLS); the server's record says which it spoke.
+            try PrivateTrust.trust(certificates)
+            let transport = URLSessionTransport()
+            try await self.withFaultClient(
+                transport: transport, shutdown: { transport.shutdown() }, baseURL: baseURL, timeout: timeout, body)
+        }
     }
 
     /// ``withFaultClient(_:baseURL:timeout:_:)`` with a transport of the test's own.
@@ -350,25 +363,24 @@ struct NetworkFaultTests {
         }
     }
 
-    @Test
-    func aResetMidBodyFailsAsTransportOverHTTP2() async throws {
-        // AsyncHTTPClient only: HTTP/2 needs the TLS test server (see above).
+    @Test(arguments: TransportKind.overTLS)
+    func aResetMidBodyFailsAsTransportOverHTTP2(_ kind: TransportKind) async throws {
         let server = try await TestServer.start(.tls(Certificates.shared), handler: Self.handler)
-        try await self.withHTTP2FaultClient(trusting: Certificates.shared, baseURL: server.baseURL, timeout: .seconds(60)) { client in
+        try await self.withHTTP2FaultClient(kind, trusting: Certificates.shared, baseURL: server.baseURL, timeout: .seconds(60)) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/reset", decoding: .data)) }
             #expect(error?.kind == .transport)
         }
+        #expect(server.requests.allSatisfy { $0.httpVersion == "HTTP/2" })
         #expect(await eventually { server.openConnectionCount == 0 })
         try await server.stop()
     }
 
-    @Test
-    func aHeadThatNeverComesEndsAtTheDeadlineOverHTTP2() async throws {
-        // AsyncHTTPClient only: HTTP/2 needs the TLS test server (see above). HTTP/2 has no
-        // slow-loris head of bytes (a HEADERS frame arrives whole), so the server holds the
-        // head back for 60 s instead; the stream's deadline ends it.
+    @Test(arguments: TransportKind.overTLS)
+    func aHeadThatNeverComesEndsAtTheDeadlineOverHTTP2(_ kind: TransportKind) async throws {
+        // HTTP/2 has no slow-loris head of bytes (a HEADERS frame arrives whole), so the server
+        // holds the head back for 60 s instead; the stream's deadline ends it.
         let server = try await TestServer.start(.tls(Certificates.shared), handler: Self.handler)
-        try await self.withHTTP2FaultClient(trusting: Certificates.shared, baseURL: server.baseURL, timeout: .seconds(2)) { client in
+        try await self.withHTTP2FaultClient(kind, trusting: Certificates.shared, baseURL: server.baseURL, timeout: .seconds(2)) { client in
             let started = ContinuousClock.now
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/loris")) }
             #expect(error?.kind == .timeout)

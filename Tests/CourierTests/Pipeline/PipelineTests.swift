@@ -109,23 +109,23 @@ struct PipelineTests {
         }
     }
 
-    /// HTTP/2 over TLS needs AsyncHTTPClient: URLSession on Linux does not speak HTTP/2.
-    @Test
-    func aStalledHTTP2StreamTimesOutWhileTheConnectionCarriesOtherTraffic() async throws {
+    /// HTTP/2 over TLS: on URLSession where the test CA can be trusted (``TransportKind/overTLS``).
+    @Test(arguments: TransportKind.overTLS)
+    func aStalledHTTP2StreamTimesOutWhileTheConnectionCarriesOtherTraffic(_ kind: TransportKind) async throws {
         let server = try await tlsServer { request in
             if request.path == "/stall" {
                 return .json(#"{"id":1,"title":"never finished"}"#).with(.stallMidBody(afterBytes: 5, .seconds(30)))
             }
             return await Routes.standard(request)
         }
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let stalled = client.start(Endpoint<Article>(path: "/stall", timeout: .seconds(3)).retry(.never))
             // Other streams on the same connection keep it busy while the stalled one waits.
             var versions: Set<HTTPVersion> = []
             for index in 0..<20 {
                 versions.insert(try await client.response(Endpoint<Article>(path: "/json?n=\(index)")).version)
             }
-            #expect(versions == [.http2])
+            #expect(versions == [HTTP2Tests.reportedHTTP2(kind)])
             let error = await expectCourierError { _ = try await stalled.value }
             #expect(error?.kind == .timeout)
             #expect(Set(server.requests.map(\.connectionID)).count == 1)

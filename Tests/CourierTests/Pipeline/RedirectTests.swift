@@ -111,16 +111,17 @@ struct RedirectTests {
         }
     }
 
-    @Test
-    func httpsToHTTPDowngradeIsRefused() async throws {
-        // AsyncHTTPClient only: needs an HTTPS origin (URLSession on Linux cannot trust the test CA)
+    // Needs an HTTPS origin: on URLSession only where the test CA can be trusted (TransportKind.overTLS).
+    @Test(arguments: TransportKind.overTLS)
+    func httpsToHTTPDowngradeIsRefused(kind: TransportKind) async throws {
         let plain = try await http1Server()
         let server = try await tlsServer()
         let target = plain.baseURL.appendingPathComponent("echo").absoluteString
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/to", query: ["url": target])) }
             #expect(error?.kind == .redirect)
             #expect(plain.requests.isEmpty)
+            #expect(server.requests.map(\.path) == ["/to"])
         }
         try await plain.stop()
     }

@@ -22,17 +22,17 @@ struct StreamIdleTests {
         }
     }
 
-    /// HTTP/2 needs AsyncHTTPClient: URLSession on Linux does not speak it.
-    @Test
-    func aStalledHTTP2StreamEndsWhileItsConnectionStaysBusy() async throws {
+    /// HTTP/2 over TLS: on URLSession where the test CA can be trusted (``TransportKind/overTLS``).
+    @Test(arguments: TransportKind.overTLS)
+    func aStalledHTTP2StreamEndsWhileItsConnectionStaysBusy(_ kind: TransportKind) async throws {
         let server = try await tlsServer { request in
             request.path == "/stall"
                 ? .json(#"{"id":1,"title":"never finished"}"#).with(.stallMidBody(afterBytes: 5, .seconds(30)))
                 : await Routes.standard(request)
         }
-        try await withClient(.asyncHTTPClient, server: server, configure: { $0.bodyIdleTimeout = .seconds(2) }) { client in
+        try await withClient(kind, server: server, configure: { $0.bodyIdleTimeout = .seconds(2) }) { client in
             let stream = try await client.stream(Endpoint<Data>(path: "/stall", decoding: .data))
-            #expect(stream.version == .http2)
+            #expect(stream.version == HTTP2Tests.reportedHTTP2(kind))
             let reader = Task { () -> CourierError? in
                 do {
                     for try await _ in stream.body {}
@@ -47,6 +47,7 @@ struct StreamIdleTests {
             let error = await reader.value
             #expect(error?.kind == .timeout)
             #expect(Set(server.requests.map(\.connectionID)).count == 1)
+            #expect(server.requests.allSatisfy { $0.httpVersion == "HTTP/2" })
         }
     }
 }

@@ -11,6 +11,11 @@ enum TransportKind: String, CaseIterable, CustomTestStringConvertible, Sendable 
     case urlSession
 
     var testDescription: String { self.rawValue }
+
+    /// The transports a test over TLS (HTTP/2 by ALPN) runs against: both where the test CA can
+    /// be trusted by URLSession (`scripts/test-urlsession-tls.sh`, a private CA bundle), else
+    /// AsyncHTTPClient only — URLSession on Linux trusts only the system's CA bundle.
+    static var overTLS: [TransportKind] { PrivateTrust.isAvailable ? allCases : [.asyncHTTPClient] }
 }
 
 struct Article: Codable, Equatable, Sendable {
@@ -119,6 +124,9 @@ func withClient(
         ahc = AsyncHTTPClientTransport(configuration: configuration)
         transport = ahc!
     case .urlSession:
+        // As AsyncHTTPClient's above: the shared test CA is trusted (where URLSession can be made
+        // to), a server's own certificates are not.
+        if case .tls = server.mode { try PrivateTrust.trust(Certificates.shared) }
         transport = URLSessionTransport()
     }
     let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL, configure: configure))

@@ -7,11 +7,18 @@ import Testing
 
 @testable import Courier
 
-/// HTTP/2 needs AsyncHTTPClient here: URLSession on Linux does not speak HTTP/2.
+/// HTTP/2 over TLS: on URLSession where the test CA can be trusted (``TransportKind/overTLS``).
+///
+/// On URLSession (Linux) the stage never sees a refused stream: libcurl resends a refused
+/// request on a new connection by itself. For a POST that resend is reset by the server with
+/// PROTOCOL_ERROR before its handler runs (seen with libcurl 7.88; the resent body is not what
+/// was announced — not diagnosed further), so the caller gets kind `transport` and the server has
+/// acted on the POST at most once. The platform difference is in the "Platforms and transports"
+/// article.
 @Suite("Retries of streams the server refused")
 struct RefusedStreamTests {
-    @Test
-    func aRefusedStreamIsRetriedEvenForAPostAndOtherResetsAreNot() async throws {
+    @Test(arguments: TransportKind.overTLS)
+    func aRefusedStreamIsRetriedEvenForAPostAndOtherResetsAreNot(_ kind: TransportKind) async throws {
         let counter = PathCounter()
         let server = try await tlsServer { request in
             let n = counter.hit(request.path)
@@ -24,10 +31,23 @@ struct RefusedStreamTests {
                 return ScriptedResponse(behaviour: .resetStream(errorCode: 0x2))
             }
         }
-        try await withClient(.asyncHTTPClient, server: server) { client in
+        try await withClient(kind, server: server) { client in
+            guard kind == .asyncHTTPClient else {
+                let refused = await expectCourierError {
+                    _ = try await client.send(Endpoint<Article>(method: .post, path: "/refused", body: .json(["a": 1])))
+                }
+                #expect(refused?.kind == .transport)
+                #expect(counter["/refused"] == 1)
+                let error = await expectCourierError {
+                    _ = try await client.send(Endpoint<Article>(method: .post, path: "/internal", body: .json(["a": 1])))
+                }
+                #expect(error?.kind == .transport)
+                #expect(counter["/internal"] == 1)
+                return
+            }
             let accepted = try await client.response(Endpoint<Article>(method: .post, path: "/refused", body: .json(["a": 1])))
             #expect(accepted.value.title == "accepted")
-            #expect(accepted.version == .http2)
+            #expect(accepted.version == HTTP2Tests.reportedHTTP2(kind))
             #expect(counter["/refused"] == 2)
             // The second attempt is the retry stage's, not the transport's: without retries it fails.
             let unretried = await expectCourierError {
