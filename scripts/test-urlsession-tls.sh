@@ -33,6 +33,7 @@ over_tls=(
     'StreamIdleTests/aStalledHTTP2StreamEndsWhileItsConnectionStaysBusy'
     'PipelineTests/aStalledHTTP2StreamTimesOutWhileTheConnectionCarriesOtherTraffic'
     'RefusedStreamTests/aRefusedStreamIsRetriedEvenForAPostAndOtherResetsAreNot'
+    'NginxInteropTests/cancellingAnHTTP2RequestReachesNginxAndItsUpstream'
 )
 filter=$(IFS='|'; echo "${over_tls[*]}")
 

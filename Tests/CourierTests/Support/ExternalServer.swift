@@ -18,6 +18,12 @@ final class ExternalServer: @unchecked Sendable {
     /// Whether mitmproxy is installed (or must be, under CI).
     static var mitmproxyEnabled: Bool { Self.required || FileManager.default.isExecutableFile(atPath: Self.mitmdump) }
 
+    /// Debian's nginx, which `.ci/run` installs.
+    static let nginx = "/usr/sbin/nginx"
+
+    /// Whether nginx is installed (or must be, under CI).
+    static var nginxEnabled: Bool { Self.required || FileManager.default.isExecutableFile(atPath: Self.nginx) }
+
     /// Whether `python3` can import `module`.
     static func pythonHas(_ module: String) -> Bool {
         guard let process = try? ChildProcess(executable: "/usr/bin/env", arguments: ["python3", "-c", "import \(module)"]) else {
@@ -60,6 +66,16 @@ final class ExternalServer: @unchecked Sendable {
 
     /// Starts `executable arguments…` (with `{port}` replaced by a free port) and waits until the port accepts connections.
     static func start(executable: String, arguments: [String], environment: [String: String] = [:]) async throws -> ExternalServer {
+        try await Self.start(executable: executable, environment: environment) { port in
+            arguments.map { $0.replacingOccurrences(of: "{port}", with: "\(port)") }
+        }
+    }
+
+    /// Starts `executable` with the arguments `arguments` makes for a free port (it may write a
+    /// configuration file naming the port first), and waits until the port accepts connections.
+    static func start(
+        executable: String, environment: [String: String] = [:], arguments: @escaping @Sendable (Int) throws -> [String]
+    ) async throws -> ExternalServer {
         try await StartGate.shared.passing {
             try await onOwnThread {
                 try Self.retrying { try ExternalServer(executable: executable, arguments: arguments, environment: environment) }
@@ -67,11 +83,11 @@ final class ExternalServer: @unchecked Sendable {
         }
     }
 
-    private init(executable: String, arguments: [String], environment: [String: String]) throws {
+    private init(executable: String, arguments: (Int) throws -> [String], environment: [String: String]) throws {
         let port = Int.random(in: 20_000..<32_000)
         self.port = port
         self.process = try ChildProcess(
-            executable: executable, arguments: arguments.map { $0.replacingOccurrences(of: "{port}", with: "\(port)") },
+            executable: executable, arguments: try arguments(port),
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }
         )
         // Up to a minute: a Python server that loads a large library starts slowly on a busy machine.

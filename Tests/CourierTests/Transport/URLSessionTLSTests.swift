@@ -63,7 +63,9 @@ struct URLSessionTLSTests {
 
     /// Cancelling the only caller of an in-flight HTTP/2 request reaches the server (its stream
     /// is reset: the server sees the exchange abandoned), and the connection carries the next
-    /// request.
+    /// request. Against this server (swift-nio-http2) the reset arrives at once; against nginx,
+    /// which sends nothing while it waits for its upstream, it waits for the connection's next
+    /// traffic (`NginxInteropTests`; why the two differ was not traced).
     @Test
     func cancellingAnHTTP2RequestReachesTheServer() async throws {
         let server = try await tlsServer()
