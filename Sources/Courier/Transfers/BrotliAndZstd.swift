@@ -50,12 +50,7 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
     private var engine: Engine?
     /// Why the decoder could not start, thrown on the first read.
     private var startError: (any Error)?
-    private let coding: ContentCoding
-    private let limits: DecompressionLimits
-    private var input = Data()
-    private var inputOffset = 0
-    private var compressedTotal = 0
-    private var decodedTotal = 0
+    private var progress: DecodeProgress
     /// Whether the input so far ends at the end of a stream (brotli) or of a frame (zstd).
     private var atEnd = false
     /// Whether the decoder asked for more output room on its last step (brotli and zstd may hold
@@ -63,8 +58,7 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
     private var mayHaveMore = false
 
     init(coding: ContentCoding, limits: DecompressionLimits) {
-        self.coding = coding
-        self.limits = limits
+        self.progress = DecodeProgress(coding: coding, limits: limits)
         do {
             self.engine = coding == .zstd ? .zstd(try ZstdContext()) : .brotli(try BrotliState())
         } catch {
@@ -73,9 +67,7 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
     }
 
     mutating func feed(_ input: Data) throws {
-        self.compressedTotal += input.count
-        self.input = input
-        self.inputOffset = 0
+        self.progress.feed(input)
     }
 
     /// The next piece of decoded bytes, or `nil` when the input fed so far gives none. One
@@ -86,17 +78,14 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
         guard let engine = self.engine else { return nil }
         var output: Data?
         while true {
-            let pending = self.inputOffset < self.input.count
             // brotli may hold decoded bytes back until it has room for them: ask again while it
             // says so, even with no input left.
-            guard pending || self.mayHaveMore else { return nil }
+            guard self.progress.hasInput || self.mayHaveMore else { return nil }
             if output == nil { output = Data(count: Inflater.pieceSize) }
             let (consumed, produced, state) = try self.step(engine, into: &output!)
-            self.inputOffset += consumed
-            self.decodedTotal += produced
             self.mayHaveMore = state == .needsOutput
             if state == .ended { self.atEnd = true } else if consumed > 0 || produced > 0 { self.atEnd = false }
-            try self.limits.check(decoded: self.decodedTotal, compressed: self.compressedTotal)
+            try self.progress.advance(consumed: consumed, produced: produced)
             if produced > 0 {
                 output!.count = produced
                 return output
@@ -109,8 +98,8 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
 
     /// One call of the decoder over the pending input into `output`.
     private func step(_ engine: Engine, into output: inout Data) throws -> (consumed: Int, produced: Int, state: StepState) {
-        let offset = self.inputOffset
-        return try self.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) in
+        let offset = self.progress.inputOffset
+        return try self.progress.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) in
             try output.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) in
                 let available = inBuffer.count - offset
                 let inStart = inBuffer.baseAddress.map { $0.advanced(by: offset) }
@@ -153,15 +142,11 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
     mutating func finish() throws -> Data? {
         if let startError = self.startError { throw startError }
         // `produce` was called until it returned nil, which it does only once nothing is held back.
-        guard self.atEnd || self.compressedTotal == 0 else {
-            throw CourierError(.transport, "the compressed response body ended early (truncated \(self.coding.rawValue) data)")
-        }
+        try self.progress.finish(streamEnded: self.atEnd)
         return nil
     }
 
-    private static func corrupt(_ reason: String) -> CourierError {
-        CourierError(.decoding, "the compressed response body is corrupt: \(reason)")
-    }
+    private static func corrupt(_ reason: String) -> CourierError { DecodeProgress.corrupt(reason) }
 }
 
 /// brotli and zstd compression in one call, for tests and tools in this package.

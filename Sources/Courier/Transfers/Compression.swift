@@ -35,6 +35,61 @@ extension DecompressionLimits {
     }
 }
 
+/// What every streaming decoder of a content coding keeps: the compressed piece being worked
+/// through, the totals the ``DecompressionLimits`` are checked against, and the errors a body
+/// gets — one set of rules for gzip, deflate, br and zstd.
+struct DecodeProgress {
+    let coding: ContentCoding
+    let limits: DecompressionLimits
+    /// The compressed piece fed last, and how much of it the decoder has taken.
+    private(set) var input = Data()
+    var inputOffset = 0
+    private(set) var compressedTotal = 0
+    private(set) var decodedTotal = 0
+
+    init(coding: ContentCoding, limits: DecompressionLimits) {
+        self.coding = coding
+        self.limits = limits
+    }
+
+    /// Whether some of the piece fed last is still to be decoded.
+    var hasInput: Bool { self.inputOffset < self.input.count }
+
+    /// Takes the next compressed piece.
+    mutating func feed(_ input: Data) {
+        self.compressedTotal += input.count
+        self.input = input
+        self.inputOffset = 0
+    }
+
+    /// Starts again from `input` (already counted) at its first byte.
+    mutating func replay(_ input: Data) {
+        self.input = input
+        self.inputOffset = 0
+    }
+
+    /// Counts a decoder step: `consumed` compressed bytes taken, `produced` decoded bytes out;
+    /// throws kind `responseTooLarge` past the limits.
+    mutating func advance(consumed: Int, produced: Int) throws {
+        self.inputOffset += consumed
+        self.decodedTotal += produced
+        try self.limits.check(decoded: self.decodedTotal, compressed: self.compressedTotal)
+    }
+
+    /// The end of the body: kind `transport` unless the compressed stream ended too (or the
+    /// body was empty) — a body cut short on the way.
+    func finish(streamEnded: Bool) throws {
+        guard streamEnded || self.compressedTotal == 0 else {
+            throw CourierError(.transport, "the compressed response body ended early (truncated \(self.coding.rawValue) data)")
+        }
+    }
+
+    /// Kind `decoding`: bytes the decoder refuses.
+    static func corrupt(_ reason: String) -> CourierError {
+        CourierError(.decoding, "the compressed response body is corrupt: \(reason)")
+    }
+}
+
 /// The content codings Courier decodes (RFC 9110 §8.4.1; br: RFC 7932, zstd: RFC 9659). br and
 /// zstd need the system's brotli and zstd libraries, which Courier links on Linux only.
 enum ContentCoding: String, Sendable {
@@ -108,12 +163,8 @@ struct Inflater: ChunkTransformer {
     private var zstream: ZStream?
     /// Why zlib could not start (out of memory), thrown on the first read.
     private var startError: (any Error)?
-    private let coding: ContentCoding
-    private let limits: DecompressionLimits
-    private var input = Data()
-    private var inputOffset = 0
-    private var compressedTotal = 0
-    private var decodedTotal = 0
+    private var progress: DecodeProgress
+    private var coding: ContentCoding { self.progress.coding }
     private var ended = false
     private var triedRaw = false
     /// The body's bytes so far while a deflate body has produced nothing: replayed from the start
@@ -126,8 +177,7 @@ struct Inflater: ChunkTransformer {
     static let pieceSize = 256 * 1024
 
     init(coding: ContentCoding, limits: DecompressionLimits) {
-        self.coding = coding
-        self.limits = limits
+        self.progress = DecodeProgress(coding: coding, limits: limits)
         do {
             // 15 + 32: zlib or gzip header detected automatically.
             self.zstream = try ZStream(inflating: true, windowBits: 15 + 32)
@@ -137,10 +187,8 @@ struct Inflater: ChunkTransformer {
     }
 
     mutating func feed(_ input: Data) throws {
-        self.compressedTotal += input.count
-        self.input = input
-        self.inputOffset = 0
-        if self.coding == .deflate, !self.triedRaw, self.decodedTotal == 0, self.compressedTotal <= Self.replayLimit {
+        self.progress.feed(input)
+        if self.coding == .deflate, !self.triedRaw, self.progress.decodedTotal == 0, self.progress.compressedTotal <= Self.replayLimit {
             self.replay?.append(input)
         } else {
             self.replay = nil
@@ -154,24 +202,26 @@ struct Inflater: ChunkTransformer {
         if let startError = self.startError { throw startError }
         var output: Data?
         while true {
-            guard self.inputOffset < self.input.count, let zstream = self.zstream else { return nil }
+            guard self.progress.hasInput, let zstream = self.zstream else { return nil }
             if self.ended {
                 // After the end of a stream: zero padding is ignored, another gzip member is decoded
                 // (RFC 1952 allows several), anything else is an error.
-                let rest = self.input[(self.input.startIndex + self.inputOffset)...]
+                let input = self.progress.input
+                let rest = input[(input.startIndex + self.progress.inputOffset)...]
                 if !rest.contains(where: { $0 != 0 }) {
-                    self.inputOffset = self.input.count
+                    self.progress.inputOffset = input.count
                     return nil
                 }
                 guard self.coding == .gzip, inflateReset(zstream.stream) == Z_OK else {
-                    throw Self.corrupt("data after the end of the compressed stream")
+                    throw DecodeProgress.corrupt("data after the end of the compressed stream")
                 }
                 self.ended = false
             }
             if output == nil { output = Data(count: Self.pieceSize) }
             let stream = zstream.stream
-            let offset = self.inputOffset
-            let (status, consumed, produced) = self.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
+            let offset = self.progress.inputOffset
+            let (status, consumed, produced) = self.progress.input.withUnsafeBytes {
+                (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
                 output!.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) -> (Int32, Int, Int) in
                     let available = inBuffer.count - offset
                     stream.pointee.next_in = UnsafeMutablePointer(
@@ -188,26 +238,23 @@ struct Inflater: ChunkTransformer {
                 break
             case Z_STREAM_END:
                 self.ended = true
-            case Z_DATA_ERROR where self.coding == .deflate && !self.triedRaw && self.decodedTotal == 0 && self.replay != nil:
+            case Z_DATA_ERROR where self.coding == .deflate && !self.triedRaw && self.progress.decodedTotal == 0 && self.replay != nil:
                 // Some servers send raw deflate without the zlib wrapper RFC 9110 asks for: the
                 // body is decoded again from its first byte, without the wrapper.
                 self.triedRaw = true
                 self.zstream = try ZStream(inflating: true, windowBits: -15)
-                self.input = self.replay ?? Data()
-                self.inputOffset = 0
+                self.progress.replay(self.replay ?? Data())
                 self.replay = nil
                 continue
             default:
                 let reason = stream.pointee.msg.map { String(cString: $0) } ?? "status \(status)"
-                throw Self.corrupt(reason)
+                throw DecodeProgress.corrupt(reason)
             }
             if consumed == 0, produced == 0, status != Z_STREAM_END {
-                throw Self.corrupt("zlib made no progress")
+                throw DecodeProgress.corrupt("zlib made no progress")
             }
-            self.inputOffset += consumed
-            self.decodedTotal += produced
             if produced > 0 { self.replay = nil }
-            try self.checkLimits()
+            try self.progress.advance(consumed: consumed, produced: produced)
             guard produced > 0 else { continue }
             output!.count = produced
             return output
@@ -215,18 +262,8 @@ struct Inflater: ChunkTransformer {
     }
 
     mutating func finish() throws -> Data? {
-        guard self.ended || self.compressedTotal == 0 else {
-            throw CourierError(.transport, "the compressed response body ended early (truncated \(self.coding.rawValue) data)")
-        }
+        try self.progress.finish(streamEnded: self.ended)
         return nil
-    }
-
-    private func checkLimits() throws {
-        try self.limits.check(decoded: self.decodedTotal, compressed: self.compressedTotal)
-    }
-
-    private static func corrupt(_ reason: String) -> CourierError {
-        CourierError(.decoding, "the compressed response body is corrupt: \(reason)")
     }
 }
 
