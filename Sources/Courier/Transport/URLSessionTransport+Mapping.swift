@@ -25,6 +25,14 @@ extension URLSessionTransport {
             return mapped
         case NSURLErrorNetworkConnectionLost:
             return .transport("the connection was closed before the response completed", underlying: error)
+        case NSURLErrorBadURL, NSURLErrorUnsupportedURL:
+            // Nothing was sent. FoundationNetworking on Linux refuses a host written as an IPv6
+            // literal (`http://[::1]:8080/`) this way although the URL is well formed.
+            return CourierError(
+                .invalidRequest,
+                "the platform's URL loading refused this URL (\(nsError.code == NSURLErrorBadURL ? "bad" : "unsupported") URL); "
+                    + "on Linux URLSession refuses IPv6 literal hosts: use AsyncHTTPClientTransport for them",
+                underlying: error)
         default:
             // FoundationNetworking passes most libcurl TLS failures on as NSURLErrorUnknown with
             // libcurl's text ("SSL certificate problem: …"): still a TLS failure, never `transport`.

@@ -51,6 +51,35 @@ struct AuthorityTests {
         #expect(!RedirectStage.sameOrigin(URL(string: "https://example.com/a")!, URL(string: "file:///etc/passwd")!))
     }
 
+    /// The OAuth2 authenticator refreshes its token for a `401` only when the response came from
+    /// the request's origin (RFC 6454 §4: scheme, host and port): a written default port, the
+    /// letter case of scheme and host and an IPv6 literal's brackets do not make another origin;
+    /// another scheme, host or port does. A response without a URL was not redirected.
+    @Test
+    func theOAuth2AuthenticatorTakesTheSameOriginWhateverItsSpelling() {
+        func check(_ requestURL: String, _ responseURL: String?) -> Bool {
+            let url = URL(string: requestURL)!
+            let request = Request(
+                head: HTTPRequest(
+                    method: .get, scheme: url.scheme,
+                    authority: url.host.map { host in
+                        let bracketed = host.contains(":") ? "[\(host)]" : host
+                        return url.port.map { "\(bracketed):\($0)" } ?? bracketed
+                    }, path: url.path))
+            let response = RawResponse(head: HTTPResponse(status: .unauthorized), url: responseURL.map { URL(string: $0)! })
+            return OAuth2Authenticator.isFromOrigin(of: request, response)
+        }
+        #expect(check("https://api.example.com/x", "https://API.Example.com:443/x"))
+        #expect(check("https://api.example.com:443/x", "https://api.example.com/y"))
+        #expect(check("http://[::1]:8080/x", "http://[::1]:8080/y"))
+        #expect(check("https://[::1]/x", "https://[::1]:443/y"))
+        #expect(check("https://api.example.com/x", nil))
+        #expect(!check("https://api.example.com/x", "http://api.example.com/x"))
+        #expect(!check("https://api.example.com/x", "https://api.example.com:8443/x"))
+        #expect(!check("https://api.example.com/x", "https://other.example.com/x"))
+        #expect(!check("http://[::1]:8080/x", "http://127.0.0.1:8080/x"))
+    }
+
     /// RFC 9111 §4.4: a `Content-Location` or `Location` of the same origin names a URL the
     /// cache may act on. The cache compared ports as written, so `https://host:443/x` was
     /// another origin than `https://host/`; it is the same.

@@ -206,6 +206,46 @@ struct TelemetryTests {
         #expect(sent.allSatisfy { ($0 ?? "").range(of: "^00-[0-9a-f]{32}-[0-9a-f]{16}-01$", options: .regularExpression) != nil })
     }
 
+    /// OpenTelemetry's HTTP client conventions: `server.address` is the host without an IPv6
+    /// literal's brackets, `server.port` the port; `url.full` keeps the brackets (a URL needs them).
+    @Test(arguments: TransportKind.allCases)
+    func anIPv6HostIsNamedWithoutBracketsInTheSpan(_ kind: TransportKind) async throws {
+        let server = try await TestServer.start(.http1, host: "::1", handler: Routes.standard)
+        let (transport, shutdown) = makeTransport(kind)
+        let tracer = W3CInMemoryTracer()
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: URL(string: "http://[::1]:\(server.port)")!) {
+                $0.eventMonitors = [TracingMonitor(tracer: tracer)]
+            })
+        do {
+            if kind == .urlSession {
+                // FoundationNetworking on Linux refuses IPv6 literal hosts (NSURLErrorBadURL):
+                // a typed error, nothing sent, and the attempt's span is named all the same.
+                let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(name: "article", path: "/json")) }
+                #expect(error?.kind == .invalidRequest)
+                #expect(error?.message.contains("IPv6") == true)
+                #expect(server.requests.isEmpty)
+            } else {
+                let article = try await client.send(Endpoint<Article>(name: "article", path: "/json"))
+                #expect(article.id == 1)
+                #expect(server.requests.count == 1)
+            }
+        } catch {
+            try? await shutdown()
+            try? await server.stop()
+            throw error
+        }
+        try await shutdown()
+        try await server.stop()
+        // One attempt: a URL the platform refuses is not sent again.
+        let attempts = tracer.finishedSpans.filter { $0.operationName == "GET" }
+        #expect(attempts.count == 1)
+        let attempt = try #require(attempts.first)
+        #expect(attempt.attributes.get("server.address")?.toSpanAttribute() == .string("::1"))
+        #expect(attempt.attributes.get("server.port")?.toSpanAttribute() == .int64(Int64(server.port)))
+        #expect(attempt.attributes.get("url.full")?.toSpanAttribute() == .string("http://[::1]:\(server.port)/json"))
+    }
+
     @Test(arguments: TransportKind.allCases)
     func deduplicatedCallersShareOneNetworkSpanAndLinkToIt(_ kind: TransportKind) async throws {
         let gate = Gate()
