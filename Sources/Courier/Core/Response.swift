@@ -23,6 +23,9 @@ public struct Response<Value>: Sendable where Value: Sendable {
     public var source: ResponseSource
     /// How old the response is when it came from the cache (RFC 9111 age); `nil` from the network.
     public var age: Duration?
+    /// Why a stored response past its freshness answered (``source`` is ``ResponseSource/stale``);
+    /// `nil` otherwise.
+    public var staleReason: StaleReason? = nil
 }
 
 /// Where a response came from.
@@ -36,6 +39,8 @@ public enum ResponseSource: String, Sendable, Hashable {
     /// The cache, after the server confirmed it is current (`304 Not Modified`).
     case revalidated
     /// The cache, past the response's freshness: served while it is revalidated in the
-    /// background (`stale-while-revalidate`) or because the server failed (`stale-if-error`).
+    /// background (`stale-while-revalidate`), because the server failed (`stale-if-error`) or
+    /// because it could not be reached (``StaleReason/disconnected``); the response's
+    /// `staleReason` says which.
     case stale
 }

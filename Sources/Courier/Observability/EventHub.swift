@@ -30,10 +30,11 @@ struct EventHub: Sendable {
     /// The result of a request from what the pipeline knows at its end.
     static func result(
         response: HTTPResponse?, body: Data?, bodySize: Int, version: HTTPVersion?, source: ResponseSource, age: TimeInterval?,
-        start: ContinuousClock.Instant, url: String, record: ExchangeRecord, delivery: RequestResult.Delivery
+        staleReason: StaleReason? = nil, start: ContinuousClock.Instant, url: String, record: ExchangeRecord,
+        delivery: RequestResult.Delivery
     ) -> RequestResult {
         RequestResult(
-            response: response, body: body, bodySize: bodySize, version: version, source: source, age: age,
+            response: response, body: body, bodySize: bodySize, version: version, source: source, age: age, staleReason: staleReason,
             duration: .now - start, sentFields: record.sentHeaders, sentBody: record.sentBody, url: url,
             attempts: record.attempt, queued: record.queued, wait: record.wait, delivery: delivery
         )

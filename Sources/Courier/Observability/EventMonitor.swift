@@ -150,6 +150,8 @@ public struct RequestResult: Sendable {
     public var source: ResponseSource
     /// The age of a stored response, in seconds.
     public var age: TimeInterval?
+    /// Why a stored response past its freshness answered (``source`` is ``ResponseSource/stale``).
+    public var staleReason: StaleReason? = nil
     /// From the start of the request to this event.
     public var duration: Duration
     /// The header fields of the last request that went on the wire (as sent: with authentication

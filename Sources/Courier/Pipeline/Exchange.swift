@@ -147,6 +147,8 @@ struct Outcome: Sendable {
     var source: ResponseSource = .network
     /// The age of a stored response, in seconds.
     var age: TimeInterval?
+    /// Why a stored response past its freshness answered (source `.stale`).
+    var staleReason: StaleReason?
     /// The store key of a response from the cache (to reuse decoded values).
     var cacheKey: String?
     /// The payload after unboxing; `nil` means the body itself.

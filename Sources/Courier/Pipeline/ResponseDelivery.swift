@@ -8,7 +8,7 @@ enum ResponseDelivery {
         return Response(
             value: value, status: outcome.response.status, headers: outcome.response.head.headerFields, version: outcome.response.version,
             duration: outcome.duration, urlString: outcome.urlString, byteCount: outcome.body.count, source: outcome.source,
-            age: outcome.age.map { .milliseconds(Int64(min($0, 1e12) * 1000)) }
+            age: outcome.age.map { .milliseconds(Int64(min($0, 1e12) * 1000)) }, staleReason: outcome.staleReason
         )
     }
 

@@ -56,6 +56,9 @@ public struct CachePolicy: Sendable, Hashable {
     public private(set) var staleIfError: Duration?
     /// The freshness given to a response without explicit expiry (RFC 9111 §4.2.2).
     public private(set) var heuristic: HeuristicFreshness = .standard
+    /// Whether a stored response past its freshness answers when the origin cannot be reached
+    /// at all (RFC 9111 §4.2.4); on by default. See ``servingStaleWhenDisconnected(_:)``.
+    public private(set) var servesStaleWhenDisconnected = true
 
     /// The same policy, serving stale responses for these windows whatever the responses say
     /// (RFC 5861): `.zero` turns a behaviour off, `nil` keeps the response's directive.
@@ -67,6 +70,29 @@ public struct CachePolicy: Sendable, Hashable {
         var policy = self
         policy.staleWhileRevalidate = whileRevalidating
         policy.staleIfError = ifError
+        return policy
+    }
+
+    /// The same policy, serving (or not) a stored response past its freshness when the origin
+    /// cannot be reached at all: the connection refused, reset or closed before any byte of a
+    /// response, a name that does not resolve, no route. RFC 9111 §4.2.4 lets a disconnected
+    /// cache do so; it is on by default, the choice for an app's private cache that should keep
+    /// working offline.
+    ///
+    /// The answer's source is ``ResponseSource/stale`` with ``StaleReason/disconnected``, its `Age`
+    /// field says how old it is, and monitors see ``EventMonitor/cacheHit(_:source:age:)``. An
+    /// origin that answers — even with an error status — is not disconnected (that is
+    /// `stale-if-error`'s case, ``servingStale(whileRevalidating:ifError:)``), nor is a timeout.
+    ///
+    /// Under ``http`` nothing stale is served when the stored response says `must-revalidate` or
+    /// `no-cache`, or when the request says `no-cache` (or `Pragma: no-cache`), `no-store`,
+    /// `max-age` or `min-fresh` without `max-stale`, or a `max-stale` the staleness exceeds.
+    /// `proxy-revalidate` and `s-maxage` bind shared caches only; this cache is private. Under
+    /// ``cacheFor(_:)`` only the request's `no-cache` and `no-store` forbid it.
+    /// ``cacheElseNetwork`` serves what is stored anyway; ``networkOnly`` never does.
+    public func servingStaleWhenDisconnected(_ allowed: Bool) -> CachePolicy {
+        var policy = self
+        policy.servesStaleWhenDisconnected = allowed
         return policy
     }
 

@@ -178,6 +178,40 @@ package enum CacheRules {
         return window >= 0 && age - lifetime <= window ? age : nil
     }
 
+    /// Whether a stored response may answer because the origin could not be reached at all
+    /// (RFC 9111 §4.2.4: a cache that is disconnected may serve stale unless an in-protocol
+    /// directive forbids it), at time `now`: its age, or `nil`.
+    package static func servesStaleWhenDisconnected(
+        policy: CachePolicy, entry: CacheEntry, requestHeaders: HTTPFields, now: Date
+    ) -> TimeInterval? {
+        guard policy.servesStaleWhenDisconnected, !entry.isVariantIndex else { return nil }
+        let request = CacheControl(requestHeaders)
+        if request.has("no-store") || request.has("no-cache") || self.pragmaNoCache(requestHeaders) { return nil }
+        switch policy.mode {
+        case .cacheFor:
+            return Self.boundedAge(now.timeIntervalSince(entry.responseDate))
+        case .http:
+            let response = CacheControl(entry.headers)
+            // RFC 9111 §5.2.2.2 (must-revalidate) and §5.2.2.4 (no-cache): never without a
+            // successful validation, disconnected or not.
+            if response.has("must-revalidate") || response.has("no-cache") { return nil }
+            let age = self.age(of: entry, now: now)
+            let staleness = age - self.freshnessLifetime(of: entry, heuristic: policy.heuristic)
+            if request.has("max-stale") {
+                // §5.2.1.2: a stated limit binds; without a value any staleness is accepted.
+                let limit: TimeInterval =
+                    request.directives["max-stale"].flatMap { $0 }.map { UntrustedNumber.deltaSeconds($0).map(TimeInterval.init) ?? 0 }
+                    ?? .infinity
+                return staleness <= limit ? age : nil
+            }
+            // §5.2.1.1 and §5.2.1.3: a request with max-age or min-fresh does not want a stale response.
+            if request.has("max-age") || request.has("min-fresh") { return nil }
+            return age
+        case .networkOnly, .reload, .cacheElseNetwork:
+            return nil
+        }
+    }
+
     /// The conditional fields that revalidate the entry (RFC 9111 §4.3.1): its `ETag` in
     /// `If-None-Match` and its `Last-Modified` in `If-Modified-Since`, byte for byte as received.
     static func conditions(for entry: CacheEntry) -> HTTPFields {

@@ -103,7 +103,8 @@ struct ResponseCache: Sendable {
         guard let entry = run.entry else { return nil }
         switch run.action {
         case .serve(let age): return Self.stored(entry, age: age, source: .cache, key: run.entryKey, wanted: run.wantedRange)
-        case .serveStale(let age, _): return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange)
+        case .serveStale(let age, _):
+            return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange, staleReason: .whileRevalidating)
         case .revalidate, .fetch, .unavailable, .resume: return nil
         }
     }
@@ -114,13 +115,24 @@ struct ResponseCache: Sendable {
             let age = CacheRules.servesStaleOnError(
                 policy: run.policy, entry: entry, requestHeaders: run.requestHeaders, now: self.configuration.now())
         else { return nil }
-        return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange)
+        return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange, staleReason: .originError)
+    }
+
+    /// The stored response a run may serve because the origin could not be reached at all
+    /// (RFC 9111 §4.2.4), or `nil`.
+    func staleWhenDisconnected(_ run: CacheRun) -> Outcome? {
+        guard let entry = run.entry,
+            let age = CacheRules.servesStaleWhenDisconnected(
+                policy: run.policy, entry: entry, requestHeaders: run.requestHeaders, now: self.configuration.now())
+        else { return nil }
+        return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange, staleReason: .disconnected)
     }
 
     /// A stored response as an outcome, with the `Age` field a cache MUST generate when it uses
     /// a stored response (RFC 9111 §5.1): its current age in whole seconds.
     static func stored(
-        _ entry: CacheEntry, age: TimeInterval, source: ResponseSource, key: String?, wanted: ByteRangeRequest? = nil
+        _ entry: CacheEntry, age: TimeInterval, source: ResponseSource, key: String?, wanted: ByteRangeRequest? = nil,
+        staleReason: StaleReason? = nil
     ) -> Outcome? {
         var outcome = Outcome(response: Self.response(from: entry))
         if let wanted {
@@ -138,6 +150,7 @@ struct ResponseCache: Sendable {
         outcome.response.head.headerFields[.age] = String(Int(age.rounded(.down)))
         outcome.source = source
         outcome.age = age
+        outcome.staleReason = source == .stale ? staleReason : nil
         return outcome
     }
 

@@ -159,6 +159,12 @@ struct CacheLookupStage: PipelineStage {
     ) async throws -> Outcome {
         guard let error = failure as? CourierError else { throw failure }
         let run = network.run
+        if run.entry != nil, Self.isDisconnected(error), let stale = cache.staleWhenDisconnected(run),
+            network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode)
+        {
+            // RFC 9111 §4.2.4: the origin could not be reached at all.
+            return stale
+        }
         if run.entry != nil, Self.isOriginFailure(error, deadline: network.exchange.request.deadline) {
             // stale-if-error: the origin's failure may be answered by the stored response.
             if let stale = cache.staleOnError(run), network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode) {
@@ -230,6 +236,14 @@ struct CacheLookupStage: PipelineStage {
         case .timeout: return !Task.isCancelled && !(deadline.map { ContinuousClock.now >= $0 } ?? false)
         default: return false
         }
+    }
+
+    /// Whether an error means this request's origin could not be reached at all: its own
+    /// transport failed before any response head (refused, reset or closed before a byte of a
+    /// response, no such name, no route) — not a timeout, not an error status, not a body cut
+    /// short, not a nested request's failure (a token endpoint's), and not the caller's cancellation.
+    static func isDisconnected(_ error: CourierError) -> Bool {
+        error.kind == .transport && error.isFromTransport && !Task.isCancelled
     }
 
     /// The answer to `only-if-cached` with nothing usable stored: `504 Gateway Timeout`.

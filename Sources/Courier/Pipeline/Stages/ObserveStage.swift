@@ -48,7 +48,7 @@ struct ObserveStage: PipelineStage {
             response: outcome.response.head, body: exchange.mode.isStream ? nil : outcome.body,
             bodySize: exchange.mode.isStream ? 0 : outcome.body.count,
             version: fromStore ? nil : outcome.response.version,
-            source: outcome.source, age: outcome.age, start: exchange.start, url: outcome.urlString,
+            source: outcome.source, age: outcome.age, staleReason: outcome.staleReason, start: exchange.start, url: outcome.urlString,
             record: exchange.record, delivery: exchange.mode.isStream ? .streaming : .collected
         )
         self.events.emit(exchange.request) { $0.requestFinished($1, result: result) }

@@ -244,6 +244,7 @@ struct RFC9111Tests {
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(answers.allSatisfy { $0.source == .stale && $0.value == first })
+            #expect(answers.allSatisfy { $0.staleReason == .whileRevalidating })
             #expect(answers.allSatisfy { $0.headers[.age] == "5" })
             #expect(await eventually { server.requests.count == 2 })
             await gate.open()
@@ -340,6 +341,7 @@ struct RFC9111Tests {
             clock.advance(30)
             let stale = try await client.response(Self.get("/sie"))
             #expect(stale.source == .stale)
+            #expect(stale.staleReason == .originError)
             #expect(stale.value == "good")
             #expect(stale.headers[.age] == "30")
             // must-revalidate forbids it (RFC 9111 §4.2.4).
@@ -385,9 +387,14 @@ struct RFC9111Tests {
             clock.advance(100)
             let stale = try await client.response(Self.get("/gone"))
             #expect(stale.source == .stale)
+            // Unreachable: the more particular reason (RFC 9111 §4.2.4) is given.
+            #expect(stale.staleReason == .disconnected)
             #expect(stale.value == "good")
-            // Without the override the response has no stale-if-error: the failure surfaces.
-            let error = await expectCourierError { _ = try await client.send(Self.get("/gone", policy: .http)) }
+            // Without the override the response has no stale-if-error, and with stale answers
+            // when disconnected turned off (RFC 9111 §4.2.4, DisconnectedStaleTests) the failure surfaces.
+            let error = await expectCourierError {
+                _ = try await client.send(Self.get("/gone", policy: CachePolicy.http.servingStaleWhenDisconnected(false)))
+            }
             #expect(error?.kind == .transport)
         } catch {
             try? await ahc?.shutdown()

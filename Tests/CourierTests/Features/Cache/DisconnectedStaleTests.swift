@@ -1,0 +1,213 @@
+import Courier
+import CourierAsyncHTTPClient
+import CourierTestServer
+import Foundation
+import HTTPTypes
+import Testing
+
+/// Records what the monitors are told about stale answers: each `cacheHit` with source `stale`,
+/// and the stale reason of each finished request.
+final class StaleMonitor: EventMonitor {
+    private let hits = Locked<[ResponseSource]>([])
+    private let reasons = Locked<[StaleReason?]>([])
+    var staleHits: Int { self.hits.withLock { $0.filter { $0 == .stale }.count } }
+    var finishedReasons: [StaleReason?] { self.reasons.withLock { $0 } }
+    func cacheHit(_ request: RequestEvent, source: ResponseSource, age: TimeInterval) { self.hits.withLock { $0.append(source) } }
+    func requestFinished(_ request: RequestEvent, result: RequestResult) { self.reasons.withLock { $0.append(result.staleReason) } }
+}
+
+/// RFC 9111 §4.2.4: "A cache MUST NOT generate a stale response unless it is disconnected or
+/// doing so is explicitly permitted by the client or origin server". When the origin cannot be
+/// reached at all, the stored response answers (``CachePolicy/servingStaleWhenDisconnected(_:)``,
+/// on by default), marked stale with the reason `disconnected` and its `Age` — unless a
+/// directive forbids it. Both transports; the origin either closes each connection without
+/// answering or is gone (its port refuses connections).
+@Suite("HTTP cache: stale answers when the origin cannot be reached (RFC 9111 §4.2.4)")
+struct DisconnectedStaleTests {
+    /// An origin that answers its first request with `cacheControl` and closes every later
+    /// connection without a byte of a response.
+    static func vanishingOrigin(cacheControl: String) -> TestServer.Handler {
+        let calls = Locked(0)
+        return { _ in
+            let call = calls.withLock {
+                $0 += 1
+                return $0
+            }
+            guard call == 1 else { return ScriptedResponse(behaviour: .closeBeforeResponding) }
+            return .text("stored", headers: [("Cache-Control", cacheControl)])
+        }
+    }
+
+    /// Stores `/item` from an origin that then stops answering, moves the clock `stale` seconds
+    /// on, and runs `body` with a client (retries off) whose cache holds it.
+    func withStoredThenVanished(
+        _ kind: TransportKind, cacheControl: String = "max-age=60", policy: CachePolicy = .http, advance stale: TimeInterval = 120,
+        _ body: (Client, TestServer, StaleMonitor) async throws -> Void
+    ) async throws {
+        let clock = TestClock()
+        let monitor = StaleMonitor()
+        let server = try await http1Server(Self.vanishingOrigin(cacheControl: cacheControl))
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), policy: policy, now: { clock.now })
+                $0.retry = .never
+                $0.eventMonitors = [monitor]
+            }
+        ) { client in
+            let first = try await client.response(Self.item())
+            #expect(first.source == .network)
+            clock.advance(stale)
+            try await body(client, server, monitor)
+        }
+    }
+
+    static func item(_ headers: HTTPFields = [:]) -> Endpoint<String> {
+        var endpoint = Endpoint<String>(path: "/item", headers: headers, decoding: .string)
+        endpoint.deduplication = .disabled
+        return endpoint
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aConnectionClosedBeforeAnyByteServesTheStoredResponseAsStale(_ kind: TransportKind) async throws {
+        try await self.withStoredThenVanished(kind) { client, server, monitor in
+            let stale = try await client.response(Self.item())
+            #expect(stale.value == "stored")
+            #expect(stale.source == .stale)
+            #expect(stale.staleReason == .disconnected)
+            #expect(stale.headers[.age] == "120")  // RFC 9111 §5.1: the Age a cache MUST send with a stored response
+            #expect(stale.age == .seconds(120))
+            // The origin was asked (and closed the connection): this is no fresh hit.
+            #expect(server.requests.count >= 2)
+            #expect(monitor.staleHits == 1)
+            #expect(monitor.finishedReasons.last == .disconnected)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anOriginWhosePortRefusesConnectionsServesTheStoredResponseAsStale(_ kind: TransportKind) async throws {
+        let clock = TestClock()
+        let store = MemoryCacheStore()
+        let server = try await http1Server { _ in .text("stored", headers: [("Cache-Control", "max-age=60")]) }
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: store, now: { clock.now }) }) {
+            client in
+            _ = try await client.send(Self.item())
+        }
+        // The port is held, bound but not listening: connections to it are refused, and no other
+        // test's server can take it and answer.
+        let refusing = try RefusingPort(server.port)
+        defer { withExtendedLifetime(refusing) {} }
+        let (transport, shutdown) = makeTransport(kind)
+        let monitor = StaleMonitor()
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.cache = CacheConfiguration(store: store, now: { clock.now })
+                $0.retry = .never
+                $0.eventMonitors = [monitor]
+            })
+        do {
+            clock.advance(300)
+            let stale = try await client.response(Self.item())
+            #expect(stale.value == "stored")
+            #expect(stale.source == .stale)
+            #expect(stale.staleReason == .disconnected)
+            #expect(stale.headers[.age] == "300")
+            #expect(monitor.staleHits == 1)
+            // Turned off, the failure comes through, typed.
+            var strict = Self.item()
+            strict.cachePolicy = CachePolicy.http.servingStaleWhenDisconnected(false)
+            let error = await expectCourierError { _ = try await client.send(strict) }
+            #expect(error?.kind == .transport)
+        } catch {
+            try? await shutdown()
+            throw error
+        }
+        try await shutdown()
+    }
+
+    /// One way a stale answer is forbidden — or, for the controls, allowed.
+    struct Directive: Sendable, CustomTestStringConvertible {
+        var name: String
+        var cacheControl = "max-age=60"
+        var request: HTTPFields = [:]
+        var policy = CachePolicy.http
+        var allowed = false
+        var testDescription: String { self.name }
+
+        static let all: [Directive] = [
+            // RFC 9111 §5.2.2.2: must-revalidate — never stale without successful validation.
+            Directive(name: "response must-revalidate", cacheControl: "max-age=60, must-revalidate"),
+            // §5.2.2.4: no-cache — never used without successful validation.
+            Directive(name: "response no-cache", cacheControl: "no-cache"),
+            // §5.2.1.4: the request's no-cache (and Pragma: no-cache, RFC 9111 §5.4).
+            Directive(name: "request no-cache", request: [.cacheControl: "no-cache"]),
+            Directive(name: "request Pragma no-cache", request: [HTTPField.Name("Pragma")!: "no-cache"]),
+            // §5.2.1.5: no-store — the cache is not used for this request.
+            Directive(name: "request no-store", request: [.cacheControl: "no-store"]),
+            // §5.2.1.1: max-age without max-stale — the client does not want a stale response.
+            Directive(name: "request max-age=0", request: [.cacheControl: "max-age=0"]),
+            // §5.2.1.3: min-fresh.
+            Directive(name: "request min-fresh=10", request: [.cacheControl: "min-fresh=10"]),
+            // §5.2.1.2: a max-stale the staleness (60 s) exceeds.
+            Directive(name: "request max-stale=30", request: [.cacheControl: "max-stale=30"]),
+            // The policy's own choice.
+            Directive(name: "policy off", policy: CachePolicy.http.servingStaleWhenDisconnected(false)),
+            // Controls: what these allow. (A request whose max-stale covers the staleness is
+            // answered from the store before the network is asked, RFC 9111 §5.2.1.2, so it never
+            // reaches this case.)
+            Directive(name: "control: nothing", allowed: true),
+            Directive(
+                name: "control: response proxy-revalidate (shared caches only)", cacheControl: "max-age=60, proxy-revalidate", allowed: true
+            ),
+            Directive(name: "control: cacheFor", policy: .cacheFor(.seconds(60)), allowed: true),
+        ]
+    }
+
+    @Test(arguments: TransportKind.allCases, Directive.all)
+    func aDirectiveThatForbidsStaleAnswersIsObeyedWhenDisconnected(_ kind: TransportKind, _ directive: Directive) async throws {
+        try await self.withStoredThenVanished(kind, cacheControl: directive.cacheControl, policy: directive.policy) {
+            client, server, monitor in
+            let asked = server.requests.count
+            if directive.allowed {
+                let stale = try await client.response(Self.item(directive.request))
+                #expect(stale.source == .stale)
+                #expect(stale.staleReason == .disconnected)
+                #expect(stale.value == "stored")
+            } else {
+                let error = await expectCourierError { _ = try await client.send(Self.item(directive.request)) }
+                #expect(error?.kind == .transport)
+                #expect(monitor.staleHits == 0)
+            }
+            // Either way the origin was asked first: the stale answer is a fallback, never a shortcut.
+            #expect(server.requests.count > asked)
+        }
+    }
+
+    /// An origin that answers, even with an error status, is not disconnected: without
+    /// `stale-if-error` its 503 comes through (RFC 5861 is the rule for that case).
+    @Test(arguments: TransportKind.allCases)
+    func anOriginThatAnswersWithAnErrorIsNotDisconnected(_ kind: TransportKind) async throws {
+        let clock = TestClock()
+        let calls = Locked(0)
+        let server = try await http1Server { _ in
+            let call = calls.withLock {
+                $0 += 1
+                return $0
+            }
+            return call == 1 ? .text("stored", headers: [("Cache-Control", "max-age=60")]) : .text("down", status: 503)
+        }
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = .never
+            }
+        ) { client in
+            _ = try await client.send(Self.item())
+            clock.advance(120)
+            let error = await expectCourierError { _ = try await client.send(Self.item()) }
+            #expect(error?.kind == .httpStatus)
+            #expect(error?.status?.code == 503)
+        }
+    }
+}
