@@ -14,9 +14,41 @@ package enum HTTPDate {
     /// Read directly from the bytes (every cache lookup reads `Date`): no formatter, no locale,
     /// and no leniency — a one-digit hour, dashes in an IMF-fixdate, extra spaces, a missing
     /// comma, dots for colons or `UTC` for `GMT` are not dates.
-    package static func parse(_ text: String) -> Date? {
+    ///
+    /// `ignoringCase`: day, month and zone names match in any letter case. The date formats are
+    /// case-sensitive (RFC 9110 §5.6.7), but a cache SHOULD match them case-insensitively
+    /// (RFC 9111 §4.2), so the cache reads `Date`, `Expires` and `Last-Modified` this way.
+    package static func parse(_ text: String, ignoringCase: Bool = false) -> Date? {
         let bytes = Array(text.utf8.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed())
-        return Self.imfFixdate(bytes) ?? Self.rfc850(bytes) ?? Self.asctime(bytes)
+        let names = ignoringCase ? Self.capitalised(bytes) : bytes
+        return Self.imfFixdate(names) ?? Self.rfc850(names) ?? Self.asctime(names)
+    }
+
+    /// `bytes` with every run of letters in the case the date formats write it: `GMT` in capitals,
+    /// day and month names with a capital first letter (digits and punctuation unchanged).
+    private static func capitalised(_ bytes: [UInt8]) -> [UInt8] {
+        var result = bytes
+        var index = 0
+        while index < result.count {
+            guard Self.isLetter(result[index]) else {
+                index += 1
+                continue
+            }
+            var end = index
+            while end < result.count, Self.isLetter(result[end]) { end += 1 }
+            let word = result[index..<end].map { $0 | 0x20 }  // lower case
+            if word.elementsEqual("gmt".utf8) {
+                result.replaceSubrange(index..<end, with: "GMT".utf8)
+            } else {
+                result.replaceSubrange(index..<end, with: [word[0] & ~0x20] + word.dropFirst())
+            }
+            index = end
+        }
+        return result
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
     }
 
     /// `Sun, 06 Nov 1994 08:49:37 GMT`.

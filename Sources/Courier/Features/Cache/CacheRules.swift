@@ -277,14 +277,14 @@ package enum CacheRules {
     ) -> TimeInterval {
         let control = CacheControl(headers)
         if let maxAge = control.seconds("max-age") { return maxAge }
-        let date = headers[.date].flatMap(HTTPDate.parse) ?? received
+        let date = headers[.date].flatMap { HTTPDate.parse($0, ignoringCase: true) } ?? received
         if let expires = headers[.expires] {
             // An invalid Expires (such as "0") means already expired (§5.3).
-            guard let expiry = HTTPDate.parse(expires) else { return 0 }
+            guard let expiry = HTTPDate.parse(expires, ignoringCase: true) else { return 0 }
             return max(0, expiry.timeIntervalSince(date))
         }
         guard self.heuristicallyCacheable.contains(status) || control.has("public"),
-            let modified = headers[.lastModified].flatMap(HTTPDate.parse)
+            let modified = headers[.lastModified].flatMap({ HTTPDate.parse($0, ignoringCase: true) })
         else { return 0 }
         return min(heuristic.limit.inSeconds, max(0, date.timeIntervalSince(modified) * heuristic.fraction))
     }
@@ -296,7 +296,7 @@ package enum CacheRules {
     /// ignored. The result is never negative, never NaN and at most ``ageLimit``, whatever the
     /// stored dates say (a cache file is input too).
     package static func age(of entry: CacheEntry, now: Date) -> TimeInterval {
-        let date = entry.headers[.date].flatMap(HTTPDate.parse) ?? entry.responseDate
+        let date = entry.headers[.date].flatMap { HTTPDate.parse($0, ignoringCase: true) } ?? entry.responseDate
         let ageValue = self.ageField(entry.headers) ?? 0
         let apparentAge = self.boundedAge(entry.responseDate.timeIntervalSince(date))
         let responseDelay = self.boundedAge(entry.responseDate.timeIntervalSince(entry.requestDate))
@@ -357,7 +357,7 @@ package enum CacheRules {
     }
 
     /// Whether a request selects the stored variant: each field the response varies on has the
-    /// same value (after whitespace normalisation) in the request as in the stored request.
+    /// same value in the request as in the stored request, as ``VaryValues`` normalises them.
     package static func matchesVary(_ entry: CacheEntry, requestHeaders: HTTPFields) -> Bool {
         guard self.varyNames(entry.headers) != nil else { return false }
         for (name, stored) in entry.varyingFields where self.value(of: name, in: requestHeaders) != stored {
@@ -366,12 +366,9 @@ package enum CacheRules {
         return true
     }
 
+    /// The value the cache compares for a field a response varies on (``VaryValues``).
     private static func value(of name: String, in fields: HTTPFields) -> String? {
-        guard let fieldName = HTTPField.Name(name) else { return nil }
-        let values = fields[values: fieldName]
-        guard !values.isEmpty else { return nil }
-        return values.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",") }
-            .joined(separator: ",")
+        VaryValues.value(of: name, in: fields)
     }
 
     /// The stored entry after a `304 Not Modified` (RFC 9111 §4.3.4): the 304's header fields

@@ -23,8 +23,9 @@ extension CacheRules {
     /// (a weak `ETag` makes `Last-Modified` unusable for `If-Range` too, RFC 9110 §13.1.5).
     static func strongValidator(_ headers: HTTPFields) -> String? {
         if let etag = headers[values: .eTag].first { return Validators.strongETag(etag) }
-        guard let text = headers[values: .lastModified].first, let modified = HTTPDate.parse(text),
-            let date = headers[values: .date].first.flatMap(HTTPDate.parse), date.timeIntervalSince(modified) >= 60
+        guard let text = headers[values: .lastModified].first, let modified = HTTPDate.parse(text, ignoringCase: true),
+            let date = headers[values: .date].first.flatMap { HTTPDate.parse($0, ignoringCase: true) },
+            date.timeIntervalSince(modified) >= 60
         else { return nil }
         return text
     }

@@ -153,6 +153,8 @@ struct RFC9111Tests {
     struct ExpiresRow: Sendable, CustomTestStringConvertible {
         let value: String
         let valid: Bool
+        /// A date only when names match in any letter case (a cache's reading, RFC 9111 §4.2).
+        var wrongCase = false
         var testDescription: String { self.value }
     }
 
@@ -171,13 +173,36 @@ struct RFC9111Tests {
         ExpiresRow(value: "Fri, 15 Jan 99999999999999999999 10:00:00 GMT", valid: false),
         ExpiresRow(value: "Friday, 15-Jan-27 10:00:00 UTC", valid: false),
         ExpiresRow(value: "Fri Jan 15 10:00:00 2027 GMT", valid: false),
+        // RFC 9111 §4.2: "Although all date formats are specified to be case-sensitive, a cache
+        // recipient SHOULD match the field value case-insensitively."
+        ExpiresRow(value: "fri, 15 JAN 2027 10:00:00 gmt", valid: true, wrongCase: true),
+        ExpiresRow(value: "FRIDAY, 15-jan-27 10:00:00 Gmt", valid: true, wrongCase: true),
+        ExpiresRow(value: "FRI jAN 15 10:00:00 2027", valid: true, wrongCase: true),
+        // Case is all that is forgiven: a malformed date in any case is still in the past.
+        ExpiresRow(value: "fri, 15 jan 2027 9:00:00 gmt", valid: false),
+        ExpiresRow(value: "fri, 15 jan 2027 10:00:00 utc", valid: false),
+        ExpiresRow(value: "fri, 15 janu 2027 10:00:00 gmt", valid: false),
     ]
 
-    @Test(arguments: TransportKind.allCases, expiresRows)
+    @Test(arguments: TransportKind.allCases, expiresRows.filter { !$0.wrongCase })
     func anExpiresThatIsNotAnHTTPDateIsInThePast(_ kind: TransportKind, _ row: ExpiresRow) async throws {
         // RFC 9111 §5.3: a cache MUST interpret an invalid Expires, such as "0", as a time in the
         // past; RFC 9110 §5.6.7: IMF-fixdate and the two obsolete formats are the only dates.
-        #expect((HTTPDate.parse(row.value) != nil) == row.valid)
+        try await self.checkExpires(kind, row)
+    }
+
+    @Test(arguments: TransportKind.allCases, expiresRows.filter(\.wrongCase))
+    func anExpiresInTheWrongLetterCaseIsReadAsTheDateItNames(_ kind: TransportKind, _ row: ExpiresRow) async throws {
+        // RFC 9111 §4.2: a cache SHOULD match the date formats case-insensitively — day, month
+        // and zone names in any letter case.
+        try await self.checkExpires(kind, row)
+    }
+
+    /// `Expires: row.value` two hours after `Date`: the second request is a hit when the value is a date.
+    func checkExpires(_ kind: TransportKind, _ row: ExpiresRow) async throws {
+        #expect((HTTPDate.parse(row.value, ignoringCase: true) != nil) == row.valid)
+        // Outside the cache (RFC 9110 §5.6.7) the formats are case-sensitive.
+        #expect((HTTPDate.parse(row.value) != nil) == (row.valid && !row.wrongCase))
         let counter = Locked(0)
         let date = imfDate(TestClock().now)
         try await withCache(kind, handler: { _ in .text(Self.counted(counter), headers: [("Date", date), ("Expires", row.value)]) }) {
