@@ -24,6 +24,11 @@ package enum HTTPDate {
         return Self.imfFixdate(names) ?? Self.rfc850(names) ?? Self.asctime(names)
     }
 
+    /// ``parse(_:ignoringCase:)`` ignoring case: how the cache reads dates (RFC 9111 §4.2).
+    package static func parseIgnoringCase(_ text: String) -> Date? {
+        Self.parse(text, ignoringCase: true)
+    }
+
     /// `bytes` with every run of letters in the case the date formats write it: `GMT` in capitals,
     /// day and month names with a capital first letter (digits and punctuation unchanged).
     private static func capitalised(_ bytes: [UInt8]) -> [UInt8] {

@@ -252,7 +252,7 @@ struct PartialDownload: Codable {
     static func validator(of headers: HTTPFields) -> String? {
         if let etag = headers[.eTag] { return etag.hasPrefix("W/") ? nil : etag }
         guard let text = headers[.lastModified], let modified = HTTPDate.parse(text),
-            let sent = headers[.date].flatMap({ HTTPDate.parse($0) }), sent.timeIntervalSince(modified) >= 60
+            let sentText = headers[.date], let sent = HTTPDate.parse(sentText), sent.timeIntervalSince(modified) >= 60
         else { return nil }
         return text
     }

@@ -277,14 +277,14 @@ package enum CacheRules {
     ) -> TimeInterval {
         let control = CacheControl(headers)
         if let maxAge = control.seconds("max-age") { return maxAge }
-        let date = headers[.date].flatMap { HTTPDate.parse($0, ignoringCase: true) } ?? received
+        let date = headers[.date].flatMap(HTTPDate.parseIgnoringCase) ?? received
         if let expires = headers[.expires] {
             // An invalid Expires (such as "0") means already expired (§5.3).
             guard let expiry = HTTPDate.parse(expires, ignoringCase: true) else { return 0 }
             return max(0, expiry.timeIntervalSince(date))
         }
         guard self.heuristicallyCacheable.contains(status) || control.has("public"),
-            let modified = headers[.lastModified].flatMap({ HTTPDate.parse($0, ignoringCase: true) })
+            let modified = headers[.lastModified].flatMap(HTTPDate.parseIgnoringCase)
         else { return 0 }
         return min(heuristic.limit.inSeconds, max(0, date.timeIntervalSince(modified) * heuristic.fraction))
     }
@@ -296,7 +296,7 @@ package enum CacheRules {
     /// ignored. The result is never negative, never NaN and at most ``ageLimit``, whatever the
     /// stored dates say (a cache file is input too).
     package static func age(of entry: CacheEntry, now: Date) -> TimeInterval {
-        let date = entry.headers[.date].flatMap { HTTPDate.parse($0, ignoringCase: true) } ?? entry.responseDate
+        let date = entry.headers[.date].flatMap(HTTPDate.parseIgnoringCase) ?? entry.responseDate
         let ageValue = self.ageField(entry.headers) ?? 0
         let apparentAge = self.boundedAge(entry.responseDate.timeIntervalSince(date))
         let responseDelay = self.boundedAge(entry.responseDate.timeIntervalSince(entry.requestDate))

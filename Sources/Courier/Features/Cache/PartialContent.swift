@@ -24,7 +24,7 @@ extension CacheRules {
     static func strongValidator(_ headers: HTTPFields) -> String? {
         if let etag = headers[values: .eTag].first { return Validators.strongETag(etag) }
         guard let text = headers[values: .lastModified].first, let modified = HTTPDate.parse(text, ignoringCase: true),
-            let date = headers[values: .date].first.flatMap { HTTPDate.parse($0, ignoringCase: true) },
+            let date = headers[values: .date].first.flatMap(HTTPDate.parseIgnoringCase),
             date.timeIntervalSince(modified) >= 60
         else { return nil }
         return text
