@@ -173,10 +173,23 @@ package enum FuzzTargets {
             precondition(lifetime.isFinite && lifetime >= 0, "lifetime \(lifetime)")
         }
         for line in lines {
+            let lenient = HTTPDate.parse(line, ignoringCase: true)
             guard let date = HTTPDate.parse(line) else { continue }
             precondition(date.timeIntervalSince1970.isFinite, "a date that is not finite")
             // Every form names a whole second.
             precondition(date.timeIntervalSince1970.rounded() == date.timeIntervalSince1970, "a fractional date")
+            // Ignoring case only adds dates: a date read strictly reads the same.
+            precondition(lenient == date, "a date read differently when ignoring case")
+        }
+        // Vary values: read for every field name the cache normalises, and stable when read again.
+        for name in ["accept", "accept-language", "accept-encoding", "accept-charset"] {
+            guard let field = HTTPField.Name(name) else { continue }
+            for line in lines {
+                guard let value = VaryValues.value(of: name, in: [field: line]) else { continue }
+                if let again = HTTPField.Name(name).map({ VaryValues.value(of: name, in: [$0: value]) }) {
+                    precondition(again == value, "a Vary value that changes when normalised again")
+                }
+            }
         }
     }
 

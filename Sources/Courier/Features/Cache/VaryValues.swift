@@ -19,9 +19,9 @@ import HTTPTypes
 /// | `Accept` | ignored in type, subtype and parameter names (§8.3.1); parameter values kept | kept: servers use it to break ties |
 ///
 /// Any other field is compared as written, apart from the white space around its members.
-enum VaryValues {
+package enum VaryValues {
     /// The value of `name` in `fields` as the cache compares it; `nil` when the field is absent.
-    static func value(of name: String, in fields: HTTPFields) -> String? {
+    package static func value(of name: String, in fields: HTTPFields) -> String? {
         guard let fieldName = HTTPField.Name(name) else { return nil }
         let values = fields[values: fieldName]
         guard !values.isEmpty else { return nil }
@@ -69,7 +69,7 @@ enum VaryValues {
 
     /// A weight as the number it is (`0.80` → `0.8`, `1.000` → `1`, `0.` → `0`); `nil` when it is
     /// not a qvalue (RFC 9110 §12.4.2: 0 to 1 with at most three decimals).
-    static func weight(_ text: String) -> String? {
+    package static func weight(_ text: String) -> String? {
         let bytes = Array(text.utf8)
         guard let first = bytes.first, first == UInt8(ascii: "0") || first == UInt8(ascii: "1") else { return nil }
         var decimals: [UInt8] = []
