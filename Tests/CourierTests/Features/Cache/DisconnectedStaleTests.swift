@@ -183,6 +183,142 @@ struct DisconnectedStaleTests {
         }
     }
 
+    // MARK: - Where the stale answer when disconnected meets other features
+
+    /// Deduplication: callers that joined the request that found the origin gone each get the
+    /// stored response, marked stale and disconnected.
+    @Test(arguments: TransportKind.allCases)
+    func deduplicatedCallersEachGetTheStaleAnswer(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let calls = Locked(0)
+        let server = try await http1Server { _ in
+            let call = calls.withLock {
+                $0 += 1
+                return $0
+            }
+            if call == 1 { return .text("stored", headers: [("Cache-Control", "max-age=60")]) }
+            await gate.wait()
+            return ScriptedResponse(behaviour: .closeBeforeResponding)
+        }
+        let clock = TestClock()
+        let events = CountingMonitor()
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = .never
+                $0.eventMonitors = [events]
+            }
+        ) { client in
+            let shared = Endpoint<String>(path: "/item", decoding: .string)
+            _ = try await client.send(shared)
+            clock.advance(120)
+            let first = client.start(shared)
+            #expect(await eventually { server.requests.count == 2 })
+            let second = client.start(shared)
+            #expect(await eventually { events.count("joined") == 1 })
+            await gate.open()
+            for handle in [first, second] {
+                #expect(try await handle.value == "stored")
+            }
+            // One attempt for the two callers (after the one that stored the response); the
+            // transport may resend it once on its own (its pooled connection closed before any byte).
+            #expect(events.count("attempt") == 2)
+        }
+    }
+
+    /// Retries: a GET whose connection fails is retried first (the retry policy's own choice);
+    /// the stale answer comes only when every attempt has found the origin gone.
+    @Test(arguments: TransportKind.allCases)
+    func theStaleAnswerComesAfterTheRetriesAreSpent(_ kind: TransportKind) async throws {
+        let clock = TestClock()
+        let server = try await http1Server(Self.vanishingOrigin(cacheControl: "max-age=60"))
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(1), maxDelay: .milliseconds(5))
+            }
+        ) { client in
+            _ = try await client.send(Self.item())
+            clock.advance(120)
+            let stale = try await client.response(Self.item())
+            #expect(stale.staleReason == .disconnected)
+            // The stored request, then at least three attempts (a transport may resend one on a
+            // pooled connection that closed before any byte on its own).
+            #expect(server.requests.count >= 4)
+        }
+    }
+
+    /// A middleware's own request (a nested client's, as a token refresh has) that cannot reach
+    /// its server is not this request's origin being gone: its failure comes through.
+    @Test(arguments: TransportKind.allCases)
+    func aNestedRequestsFailedConnectionIsNotDisconnected(_ kind: TransportKind) async throws {
+        let clock = TestClock()
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        let (nestedTransport, nestedShutdown) = makeTransport(kind)
+        let nested = Client(
+            configuration: .init(transport: nestedTransport, baseURL: URL(string: "http://127.0.0.1:\(refusing.port)")!) {
+                $0.retry = .never
+            })
+        let asksElsewhere = Locked(false)
+        let server = try await http1Server { _ in .text("stored", headers: [("Cache-Control", "max-age=60")]) }
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = .never
+                $0.middleware = [
+                    ClosureMiddleware { request, next in
+                        if asksElsewhere.withLock({ $0 }) { _ = try await nested.send(Endpoint<Data>(path: "/token", decoding: .data)) }
+                        return try await next(request)
+                    }
+                ]
+            }
+        ) { client in
+            _ = try await client.send(Self.item())
+            clock.advance(120)
+            asksElsewhere.withLock { $0 = true }
+            let error = await expectCourierError { _ = try await client.send(Self.item()) }
+            #expect(error?.kind == .transport)
+            #expect(server.requests.count == 1)
+        }
+        try await nestedShutdown()
+    }
+
+    /// Deadlines: an origin that accepts the connection and never answers is slow, not gone —
+    /// the caller's deadline ends the call with kind `timeout`, not a stale answer.
+    @Test(arguments: TransportKind.allCases)
+    func aTimeoutIsNotDisconnected(_ kind: TransportKind) async throws {
+        let clock = TestClock()
+        let gate = Gate()
+        let calls = Locked(0)
+        let server = try await http1Server { _ in
+            let call = calls.withLock {
+                $0 += 1
+                return $0
+            }
+            if call > 1 { await gate.wait() }
+            return .text("stored", headers: [("Cache-Control", "max-age=60")])
+        }
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = .never
+            }
+        ) { client in
+            _ = try await client.send(Self.item())
+            clock.advance(120)
+            var slow = Self.item()
+            slow.timeout = .milliseconds(500)
+            let error = await expectCourierError { _ = try await client.send(slow) }
+            #expect(error?.kind == .timeout)
+            await gate.open()
+        }
+    }
+
     /// An origin that answers, even with an error status, is not disconnected: without
     /// `stale-if-error` its 503 comes through (RFC 5861 is the rule for that case).
     @Test(arguments: TransportKind.allCases)
