@@ -41,6 +41,24 @@ struct Fused<Stage: PipelineStage, Below: PipelineNext>: PipelineNext {
     var allStageNames: [String] { [self.stage.name] + self.below.allStageNames }
 }
 
+/// The stages below with room for their frames reserved first (``TaskFrames``): put below the
+/// stage after which a request's frames are worth a slab of their own — in the order, the
+/// schedule stage, once the request holds a slot (a queued request holds no such room).
+struct RoomForFrames<Below: PipelineNext>: PipelineNext {
+    let below: Below
+
+    init(_ below: Below) { self.below = below }
+
+    @inline(__always)
+    func callAsFunction(_ exchange: RequestExchange) async throws -> Outcome {
+        await TaskFrames.reserve()
+        return try await self.below(exchange)
+    }
+
+    var stageNames: [String] { self.below.stageNames }
+    var allStageNames: [String] { self.below.allStageNames }
+}
+
 extension PipelineNext {
     /// Runs the exchange through the stages below, in a function of its own: for the paths a
     /// stage rarely takes (a retry, a redirect, a wire protocol's boxing, middleware). A fused
@@ -191,7 +209,8 @@ extension PipelineStage {
 /// the task when the frame is freed, and the frames that follow (the transport's) fill it: fewer
 /// instructions per request, before the fusing and after it, and more saved than with an 8 KiB
 /// frame (measured: Benchmarks/README.md, "Performance choices in the code"). Frames
-/// beyond it take slabs as before. The schedule stage reserves once it holds a slot, so a queued
+/// beyond it take slabs as before. The reservation is chain machinery (``RoomForFrames``), put
+/// below the schedule stage in the order: it runs once the request holds a slot, so a queued
 /// request holds only the frames it has so far: its fused segment's but not the
 /// 16 KiB (10,000 queued requests would otherwise hold 160 MB; the peak memory per request of
 /// `CourierBenchmarks many` is in the same section).

@@ -19,7 +19,8 @@ import HTTPTypes
 /// (``PipelineStage/isLinked``): it could do nothing for any request of this client. The stages
 /// are fused at compile time into two segments (``Fused``), from `classify` to `constrained` and
 /// from `schedule` to `transport`, so a stage costs no async call and no frame of its own (the
-/// chain machinery, `Chain.swift`, says how). The cache and deduplication stages between the
+/// chain machinery, `Chain.swift`, says how); `RoomForFrames` below the schedule stage reserves
+/// one slab for the frames of the stages under it, once the request holds a slot. The cache and deduplication stages between the
 /// segments are links of their own, present only when their feature is on.
 ///
 /// Every error leaving a stage is a ``CourierError`` carrying an ``ErrorContext``: endpoint name,
@@ -48,7 +49,7 @@ final class Pipeline: Sendable {
                                      lifecycle: client.lifecycle), above:
             .link(CacheStoreStage(cache: client.cache, events: events), above:
             .segment(
-                Fused(ScheduleStage(scheduler: client.scheduler, events: events, lifecycle: client.lifecycle),
+                Fused(ScheduleStage(scheduler: client.scheduler, events: events, lifecycle: client.lifecycle), RoomForFrames(
                 Fused(WireStage(configuration: configuration, callIDs: client.callIDs),
                 Fused(StatusCheckStage(maxResponseSize: configuration.maxResponseSize),
                 Fused(CollectBodyStage(maxResponseSize: configuration.maxResponseSize),
@@ -60,7 +61,7 @@ final class Pipeline: Sendable {
                 Fused(RedirectStage(policy: configuration.redirects, clientMiddleware: middleware, events: events),
                 Fused(CookieStage(jar: configuration.cookies),
                 Fused(TransportStage(transport: configuration.transport, events: events),
-                PipelineStageNext.end)))))))))))
+                PipelineStageNext.end))))))))))))
             ))))))))))))
     }
 

@@ -32,9 +32,6 @@ struct ScheduleStage: PipelineStage {
         {
             try await scheduler.waitForSlot(ticket: ticket)
         }
-        // Holding a slot, the request goes on to the wire: room for the frames of the stages
-        // below and the transport, in one slab of the task's allocator (see `TaskFrames`).
-        await TaskFrames.reserve()
         let outcome: Outcome
         do {
             outcome = try await next(exchange)
