@@ -6,6 +6,7 @@ import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
 import NIOHTTP2
+import NIOPosix
 import NIOSSL
 
 /// A transport over AsyncHTTPClient: HTTP/1.1 and HTTP/2 (negotiated by ALPN), pooled connections,
@@ -491,7 +492,9 @@ public final class AsyncHTTPClientTransport: Transport {
                 }
                 return CourierError(.cancelled, "the request was cancelled", underlying: error)
             case .remoteConnectionClosed:
-                return CourierError(.transport, "the connection was closed before the response completed", underlying: error)
+                var mapped = CourierError(.transport, "the connection was closed before the response completed", underlying: error)
+                mapped.couldNotConnect = true
+                return mapped
             default:
                 return CourierError(.transport, "HTTP client error: \(error.shortDescription)", underlying: error)
             }
@@ -516,8 +519,22 @@ public final class AsyncHTTPClientTransport: Transport {
         if error is HTTPParserError {
             return CourierError(.transport, "the server sent a malformed response: \(error)", underlying: error)
         }
-        return CourierError(.transport, "the exchange failed: \(error)", underlying: error)
+        var mapped = CourierError(.transport, "the exchange failed: \(error)", underlying: error)
+        mapped.couldNotConnect = Self.isConnectionFailure(error)
+        return mapped
     }
+
+    /// Whether `error` says the connection failed before any byte of a response: refused,
+    /// reset, aborted or closed, no route, or a name that does not resolve.
+    static func isConnectionFailure(_ error: any Error) -> Bool {
+        if let io = error as? IOError { return Self.connectionErrnos.contains(io.errnoCode) }
+        // The name did not resolve, or every address of the host failed to connect.
+        return error is SocketAddressError || error is SocketAddressError.UnknownHost || error is NIOConnectionError
+    }
+
+    private static let connectionErrnos: Set<CInt> = [
+        ECONNREFUSED, ECONNRESET, ECONNABORTED, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EHOSTDOWN, EPIPE,
+    ]
 }
 
 /// The connections a transport's pool has open, so that shutdown can close the ones that do not

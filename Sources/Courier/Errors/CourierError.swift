@@ -96,6 +96,11 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// Set by the transport stage on what the transport threw (not on a middleware's error of
     /// the same kind): the retry stage's sign that the connection, not the app, failed.
     package var isFromTransport = false
+    /// Set by a transport when the connection failed before any byte of a response: refused,
+    /// reset or closed, a name that does not resolve, no route. (Not a timeout, a malformed
+    /// answer, a refused stream or an invalid request: the server was reached, or nothing was
+    /// tried.) The cache reads it as "disconnected" (RFC 9111 §4.2.4).
+    package var couldNotConnect = false
 
     /// Creates an error of the given kind.
     public init(_ kind: Kind, _ message: String, underlying: (any Error)? = nil) {

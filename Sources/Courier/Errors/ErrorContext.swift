@@ -51,6 +51,7 @@ public struct ErrorContext: Sendable, Hashable, CustomStringConvertible {
             // not read it as one (nor as a request the server did not process).
             failure.isFromTransport = false
             failure.wasNotProcessed = false
+            failure.couldNotConnect = false
         }
         let request = exchange.request
         failure.context = ErrorContext(

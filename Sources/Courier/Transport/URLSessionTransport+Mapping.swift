@@ -23,16 +23,28 @@ extension URLSessionTransport {
                 underlying: error)
             mapped.tlsReason = reason
             return mapped
-        case NSURLErrorNetworkConnectionLost:
-            return .transport("the connection was closed before the response completed", underlying: error)
+        case NSURLErrorNetworkConnectionLost, NSURLErrorCannotConnectToHost, NSURLErrorCannotFindHost, NSURLErrorDNSLookupFailed,
+            NSURLErrorNotConnectedToInternet:
+            var mapped = CourierError.transport(
+                nsError.code == NSURLErrorNetworkConnectionLost
+                    ? "the connection was closed before the response completed" : nsError.localizedDescription,
+                underlying: error)
+            mapped.couldNotConnect = true
+            return mapped
+        case NSURLErrorBadServerResponse where Self.texts(of: nsError).contains("Empty reply from server"):
+            // libcurl's "empty reply" (FoundationNetworking's bad server response): the server
+            // closed the connection before any byte of a response.
+            var mapped = CourierError.transport("the connection was closed before any byte of a response", underlying: error)
+            mapped.couldNotConnect = true
+            return mapped
         case NSURLErrorBadURL, NSURLErrorUnsupportedURL:
             // Nothing was sent. FoundationNetworking on Linux refuses a host written as an IPv6
             // literal (`http://[::1]:8080/`) this way although the URL is well formed.
-            return CourierError(
-                .invalidRequest,
-                "the platform's URL loading refused this URL (\(nsError.code == NSURLErrorBadURL ? "bad" : "unsupported") URL); "
-                    + "on Linux URLSession refuses IPv6 literal hosts: use AsyncHTTPClientTransport for them",
-                underlying: error)
+            var message = "the platform's URL loading refused this URL (\(nsError.code == NSURLErrorBadURL ? "bad" : "unsupported") URL)"
+            #if os(Linux)
+            message += "; on Linux URLSession refuses IPv6 literal hosts: use AsyncHTTPClientTransport for them"
+            #endif
+            return CourierError(.invalidRequest, message, underlying: error)
         default:
             // FoundationNetworking passes most libcurl TLS failures on as NSURLErrorUnknown with
             // libcurl's text ("SSL certificate problem: …"): still a TLS failure, never `transport`.

@@ -90,6 +90,11 @@ public struct CachePolicy: Sendable, Hashable {
     /// `proxy-revalidate` and `s-maxage` bind shared caches only; this cache is private. Under
     /// ``cacheFor(_:)`` only the request's `no-cache` and `no-store` forbid it.
     /// ``cacheElseNetwork`` serves what is stored anyway; ``networkOnly`` never does.
+    ///
+    /// Which failures count is the transport's to say: `AsyncHTTPClientTransport` and
+    /// ``URLSessionTransport`` mark the ones above; the failures of another transport are never
+    /// read as disconnected. The stored response must be one the request could have been
+    /// answered with: its `Vary` matched, and the request without conditional fields of its own.
     public func servingStaleWhenDisconnected(_ allowed: Bool) -> CachePolicy {
         var policy = self
         policy.servesStaleWhenDisconnected = allowed

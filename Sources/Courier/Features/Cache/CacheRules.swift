@@ -160,6 +160,7 @@ package enum CacheRules {
     /// Whether a stored response may answer because the origin failed (RFC 5861 §4:
     /// `stale-if-error`), at time `now`.
     package static func servesStaleOnError(policy: CachePolicy, entry: CacheEntry, requestHeaders: HTTPFields, now: Date) -> TimeInterval? {
+        guard self.mayStandIn(entry, requestHeaders: requestHeaders) else { return nil }
         let age: TimeInterval
         let lifetime: TimeInterval
         switch policy.mode {
@@ -178,13 +179,23 @@ package enum CacheRules {
         return window >= 0 && age - lifetime <= window ? age : nil
     }
 
+    /// Whether a stored entry may stand in for the origin's answer to this request at all, as
+    /// the lookup requires of any entry it uses: a response (not a variant index) whose `Vary`
+    /// the request matches, for a request without conditional fields of its own (an `If-Range`
+    /// against another representation must get the whole new one, RFC 9110 §13.1.5) and with at
+    /// most one range.
+    static func mayStandIn(_ entry: CacheEntry, requestHeaders: HTTPFields) -> Bool {
+        !entry.isVariantIndex && self.matchesVary(entry, requestHeaders: requestHeaders)
+            && !self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) && self.rangeIsHandled(requestHeaders)
+    }
+
     /// Whether a stored response may answer because the origin could not be reached at all
     /// (RFC 9111 §4.2.4: a cache that is disconnected may serve stale unless an in-protocol
     /// directive forbids it), at time `now`: its age, or `nil`.
     package static func servesStaleWhenDisconnected(
         policy: CachePolicy, entry: CacheEntry, requestHeaders: HTTPFields, now: Date
     ) -> TimeInterval? {
-        guard policy.servesStaleWhenDisconnected, !entry.isVariantIndex else { return nil }
+        guard policy.servesStaleWhenDisconnected, self.mayStandIn(entry, requestHeaders: requestHeaders) else { return nil }
         let request = CacheControl(requestHeaders)
         if request.has("no-store") || request.has("no-cache") || self.pragmaNoCache(requestHeaders) { return nil }
         switch policy.mode {

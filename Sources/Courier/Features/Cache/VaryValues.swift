@@ -18,13 +18,19 @@ import HTTPTypes
 /// | `Accept-Language` | ignored (language ranges, RFC 4647 §2) | kept: servers use it to break ties |
 /// | `Accept` | ignored in type, subtype and parameter names (§8.3.1); parameter values kept | kept: servers use it to break ties |
 ///
-/// Any other field is compared as written, apart from the white space around its members.
+/// Any other field is split at commas and compared with the white space (spaces and tabs) around
+/// each piece dropped — as if it were a list, whether or not it is one. A value with a quoted
+/// string (RFC 9110 §5.6.4), in any field, is compared as written: a comma, semicolon or letter
+/// inside the quotes is part of a parameter's value. Letter case is folded for ASCII letters only.
 package enum VaryValues {
     /// The value of `name` in `fields` as the cache compares it; `nil` when the field is absent.
     package static func value(of name: String, in fields: HTTPFields) -> String? {
         guard let fieldName = HTTPField.Name(name) else { return nil }
         let values = fields[values: fieldName]
         guard !values.isEmpty else { return nil }
+        if values.contains(where: { $0.utf8.contains(UInt8(ascii: "\"")) }) {
+            return values.map { Self.trimmed($0) }.joined(separator: ",")
+        }
         let members = values.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
         switch name {
         case "accept-encoding", "accept-charset":
@@ -34,8 +40,7 @@ package enum VaryValues {
         case "accept":
             return self.negotiation(members, lowercasingValues: false).joined(separator: ",")
         default:
-            return values.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",") }
-                .joined(separator: ",")
+            return values.map { $0.split(separator: ",").map { Self.trimmed($0) }.joined(separator: ",") }.joined(separator: ",")
         }
     }
 
@@ -44,13 +49,13 @@ package enum VaryValues {
     /// and the parameter names are.
     private static func negotiation(_ members: [Substring], lowercasingValues: Bool) -> [String] {
         members.compactMap { member -> String? in
-            let parts = member.split(separator: ";", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            let parts = member.split(separator: ";", omittingEmptySubsequences: false).map { Self.trimmed($0) }
             guard let first = parts.first, !first.isEmpty else { return nil }
-            var normalised = first.lowercased()
+            var normalised = Self.asciiLowercased(first)
             for parameter in parts.dropFirst() where !parameter.isEmpty {
                 let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                let name = pair[0].trimmingCharacters(in: .whitespaces).lowercased()
-                var value = pair.count > 1 ? pair[1].trimmingCharacters(in: .whitespaces) : ""
+                let name = Self.asciiLowercased(Self.trimmed(pair[0]))
+                var value = pair.count > 1 ? Self.trimmed(pair[1]) : ""
                 if name == "q" {
                     guard let weight = self.weight(value) else {
                         normalised += ";q=" + value
@@ -59,12 +64,26 @@ package enum VaryValues {
                     if weight == "1" { continue }
                     value = weight
                 } else if lowercasingValues {
-                    value = value.lowercased()
+                    value = Self.asciiLowercased(value)
                 }
                 normalised += ";" + name + "=" + value
             }
             return normalised
         }
+    }
+
+    /// `text` without the spaces and tabs around it (RFC 9110's optional white space; no other
+    /// white space).
+    private static func trimmed<Text: StringProtocol>(_ text: Text) -> String {
+        let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
+        let bytes = Array(text.utf8)
+        guard let first = bytes.firstIndex(where: { !isBlank($0) }), let last = bytes.lastIndex(where: { !isBlank($0) }) else { return "" }
+        return String(decoding: bytes[first...last], as: UTF8.self)
+    }
+
+    /// `text` with its ASCII letters in lower case; every other character as it is.
+    private static func asciiLowercased(_ text: String) -> String {
+        String(decoding: text.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// A weight as the number it is (`0.80` → `0.8`, `1.000` → `1`, `0.` → `0`); `nil` when it is

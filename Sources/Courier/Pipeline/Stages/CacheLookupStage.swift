@@ -239,11 +239,12 @@ struct CacheLookupStage: PipelineStage {
     }
 
     /// Whether an error means this request's origin could not be reached at all: its own
-    /// transport failed before any response head (refused, reset or closed before a byte of a
-    /// response, no such name, no route) — not a timeout, not an error status, not a body cut
-    /// short, not a nested request's failure (a token endpoint's), and not the caller's cancellation.
+    /// transport says the connection failed before any byte of a response (refused, reset or
+    /// closed, no such name, no route: `couldNotConnect`) — not a timeout, not an error status,
+    /// not a malformed answer, not a body cut short, not a nested request's failure (a token
+    /// endpoint's), and not the caller's cancellation.
     static func isDisconnected(_ error: CourierError) -> Bool {
-        error.kind == .transport && error.isFromTransport && !Task.isCancelled
+        error.kind == .transport && error.isFromTransport && error.couldNotConnect && !Task.isCancelled
     }
 
     /// The answer to `only-if-cached` with nothing usable stored: `504 Gateway Timeout`.

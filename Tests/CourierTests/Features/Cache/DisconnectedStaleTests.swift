@@ -150,6 +150,11 @@ struct DisconnectedStaleTests {
             Directive(name: "request min-fresh=10", request: [.cacheControl: "min-fresh=10"]),
             // §5.2.1.2: a max-stale the staleness (60 s) exceeds.
             Directive(name: "request max-stale=30", request: [.cacheControl: "max-stale=30"]),
+            // RFC 9110 §13.1.5 and the cache's own rule: a request with conditional fields of its
+            // own is not answered from the store (an If-Range for another representation must get
+            // the whole new one, never a slice of the stored one).
+            Directive(name: "request If-Range", request: [.range: "bytes=0-3", .ifRange: "\"other\""]),
+            Directive(name: "request If-None-Match", request: [.ifNoneMatch: "\"other\""]),
             // The policy's own choice.
             Directive(name: "policy off", policy: CachePolicy.http.servingStaleWhenDisconnected(false)),
             // Controls: what these allow. (A request whose max-stale covers the staleness is

@@ -33,6 +33,14 @@ struct VaryNormalisationTests {
         // Any other field: only the white space around its members is ignored.
         ("x-tenant", "a, b", "a,b", true),
         ("x-tenant", "A", "a", false),
+        // RFC 9110 §5.6.4: inside a quoted string nothing is ignored.
+        ("accept", "text/plain;p=\"a, b\"", "text/plain;p=\"a,b\"", false),
+        ("accept", "text/plain;p=\"A,B\"", "text/plain;p=\"A,b\"", false),
+        ("accept", "text/plain;p=\"a;q=1;b\"", "text/plain;p=\"a;b\"", false),
+        ("x-tenant", "\"a, b\"", "\"a,b\"", false),
+        // Only ASCII letters fold, and only spaces and tabs are white space.
+        ("accept-language", "\u{212A}o", "ko", false),  // KELVIN SIGN is not K
+        ("accept-language", "en\u{00A0}", "en", false),
     ])
     func valuesAreComparedAsTheirFieldDefinesThem(_ name: String, _ first: String, _ second: String, _ same: Bool) throws {
         let field = try #require(HTTPField.Name(name))
