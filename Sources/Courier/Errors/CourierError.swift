@@ -96,11 +96,13 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// Set by the transport stage on what the transport threw (not on a middleware's error of
     /// the same kind): the retry stage's sign that the connection, not the app, failed.
     package var isFromTransport = false
-    /// Set by a transport when the connection failed before any byte of a response: refused,
-    /// reset or closed, a name that does not resolve, no route. (Not a timeout, a malformed
-    /// answer, a refused stream or an invalid request: the server was reached, or nothing was
-    /// tried.) The cache reads it as "disconnected" (RFC 9111 §4.2.4).
-    package var couldNotConnect = false
+    /// Whether the connection failed before any byte of a response: refused, reset or closed,
+    /// a name that does not resolve, no route — not a timeout, a malformed answer, a refused
+    /// stream or an invalid request (the server was reached, or nothing was tried). Set by
+    /// Courier's transports, and by ``connectionFailed(_:underlying:)`` for a transport of your
+    /// own; the cache then may answer with a stored response
+    /// (``CachePolicy/servingStaleWhenDisconnected(_:)``).
+    public package(set) var couldNotConnect = false
 
     /// Creates an error of the given kind.
     public init(_ kind: Kind, _ message: String, underlying: (any Error)? = nil) {
@@ -142,6 +144,17 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
 }
 
 extension CourierError {
+    /// A `transport` error for a connection that failed before any byte of a response
+    /// (``couldNotConnect``): what a transport of your own, or a `StubTransport` standing in for
+    /// an offline network, throws for a refused, reset or closed connection, a name that does not
+    /// resolve or no route — so that the cache can answer stale, as it does for Courier's own
+    /// transports (RFC 9111 §4.2.4).
+    public static func connectionFailed(_ message: String, underlying: (any Error)? = nil) -> CourierError {
+        var error = CourierError(.transport, message, underlying: underlying)
+        error.couldNotConnect = true
+        return error
+    }
+
     package static func transport(_ message: String, underlying: (any Error)? = nil) -> CourierError {
         CourierError(.transport, message, underlying: underlying)
     }

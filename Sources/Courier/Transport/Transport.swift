@@ -9,7 +9,10 @@
 ///   `cancelled`;
 /// - throw ``CourierError`` for every failure (kind `transport`, `tls`, `pinMismatch`,
 ///   `timeout` or `cancelled`), and mark with `wasNotProcessed` only what the server provably
-///   did not process (an HTTP/2 stream it refused).
+///   did not process (an HTTP/2 stream it refused);
+/// - throw ``CourierError/connectionFailed(_:underlying:)`` when the connection failed before any
+///   byte of a response (refused, reset or closed, no such name, no route), and only then: the
+///   cache answers those with a stored response (``CachePolicy/servingStaleWhenDisconnected(_:)``).
 ///
 /// It may bound its own waits by the deadline too (`AsyncHTTPClientTransport` passes it to
 /// AsyncHTTPClient; `URLSessionTransport` leaves the session's timeout an idle timeout). It may

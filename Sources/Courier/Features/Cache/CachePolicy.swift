@@ -92,8 +92,9 @@ public struct CachePolicy: Sendable, Hashable {
     /// ``cacheElseNetwork`` serves what is stored anyway; ``networkOnly`` never does.
     ///
     /// Which failures count is the transport's to say: `AsyncHTTPClientTransport` and
-    /// ``URLSessionTransport`` mark the ones above; the failures of another transport are never
-    /// read as disconnected. The stored response must be one the request could have been
+    /// ``URLSessionTransport`` mark the ones above (``CourierError/couldNotConnect``); a transport
+    /// of your own throws ``CourierError/connectionFailed(_:underlying:)`` for them, and its
+    /// other failures are never read as disconnected. The stored response must be one the request could have been
     /// answered with: its `Vary` matched, and the request without conditional fields of its own.
     public func servingStaleWhenDisconnected(_ allowed: Bool) -> CachePolicy {
         var policy = self

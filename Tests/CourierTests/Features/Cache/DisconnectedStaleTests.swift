@@ -1,6 +1,7 @@
 import Courier
 import CourierAsyncHTTPClient
 import CourierTestServer
+import CourierTesting
 import Foundation
 import HTTPTypes
 import Testing
@@ -186,6 +187,44 @@ struct DisconnectedStaleTests {
             // Either way the origin was asked first: the stale answer is a fallback, never a shortcut.
             #expect(server.requests.count > asked)
         }
+    }
+
+    /// A transport of the app's own (here `StubTransport`, an app's offline test) says a
+    /// connection failed with `CourierError.connectionFailed`: the cache answers stale as it does
+    /// for Courier's transports. A plain `transport` error is not read as disconnected.
+    @Test
+    func aTransportOfYourOwnSaysDisconnectedWithConnectionFailed() async throws {
+        let clock = TestClock()
+        let calls = Locked(0)
+        let failure = Locked(CourierError.connectionFailed("offline"))
+        let stub = StubTransport { _ in
+            let call = calls.withLock {
+                $0 += 1
+                return $0
+            }
+            guard call == 1 else { throw failure.withLock { $0 } }
+            return RawResponse(
+                head: HTTPResponse(status: .ok, headerFields: [.cacheControl: "max-age=60", .contentType: "text/plain"]),
+                body: .data(Data("stored".utf8)))
+        }
+        let client = Client(
+            configuration: .init(transport: stub, baseURL: URL(string: "https://api.example.com")!) {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = .never
+                $0.debugOptions = .off
+            })
+        _ = try await client.send(Self.item())
+        clock.advance(120)
+        #expect(CourierError.connectionFailed("offline").couldNotConnect)
+        #expect(CourierError.connectionFailed("offline").kind == .transport)
+        let stale = try await client.response(Self.item())
+        #expect(stale.value == "stored")
+        #expect(stale.staleReason == .disconnected)
+        failure.withLock { $0 = CourierError(.transport, "something else") }
+        let error = await expectCourierError { _ = try await client.send(Self.item()) }
+        #expect(error?.kind == .transport)
+        #expect(error?.couldNotConnect == false)
+        #expect(calls.withLock { $0 } == 3)
     }
 
     // MARK: - Where the stale answer when disconnected meets other features
