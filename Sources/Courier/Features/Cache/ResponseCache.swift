@@ -109,23 +109,14 @@ struct ResponseCache: Sendable {
         }
     }
 
-    /// The stored response a run may serve because the origin failed (`stale-if-error`), or `nil`.
-    func staleOnError(_ run: CacheRun) -> Outcome? {
-        guard let entry = run.entry,
-            let age = CacheRules.servesStaleOnError(
-                policy: run.policy, entry: entry, requestHeaders: run.requestHeaders, now: self.configuration.now())
-        else { return nil }
-        return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange, staleReason: .originError)
-    }
-
-    /// The stored response a run may serve because the origin could not be reached at all
-    /// (RFC 9111 §4.2.4), or `nil`.
-    func staleWhenDisconnected(_ run: CacheRun) -> Outcome? {
-        guard let entry = run.entry,
-            let age = CacheRules.servesStaleWhenDisconnected(
-                policy: run.policy, entry: entry, requestHeaders: run.requestHeaders, now: self.configuration.now())
-        else { return nil }
-        return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange, staleReason: .disconnected)
+    /// The stored response a run may serve stale after the network failed, for `reason`: the
+    /// origin failed (``StaleReason/originError``, `stale-if-error`) or could not be reached at
+    /// all (``StaleReason/disconnected``, RFC 9111 §4.2.4); `nil` when the rule forbids it.
+    func stale(_ run: CacheRun, because reason: StaleReason) -> Outcome? {
+        guard let entry = run.entry else { return nil }
+        let rule = reason == .disconnected ? CacheRules.servesStaleWhenDisconnected : CacheRules.servesStaleOnError
+        guard let age = rule(run.policy, entry, run.requestHeaders, self.configuration.now()) else { return nil }
+        return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange, staleReason: reason)
     }
 
     /// A stored response as an outcome, with the `Age` field a cache MUST generate when it uses

@@ -140,7 +140,8 @@ struct CacheLookupStage: PipelineStage {
     @inline(never)
     private static func answer(afterNetwork outcome: Outcome, _ network: CacheNetworkRequest, cache: ResponseCache) -> Outcome? {
         let run = network.run
-        if run.entry != nil, Self.originFailureStatuses.contains(outcome.response.statusCode), let stale = cache.staleOnError(run),
+        if run.entry != nil, Self.originFailureStatuses.contains(outcome.response.statusCode),
+            let stale = cache.stale(run, because: .originError),
             network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode)
         {
             return stale
@@ -159,7 +160,7 @@ struct CacheLookupStage: PipelineStage {
     ) async throws -> Outcome {
         guard let error = failure as? CourierError else { throw failure }
         let run = network.run
-        if run.entry != nil, Self.isDisconnected(error), let stale = cache.staleWhenDisconnected(run),
+        if run.entry != nil, Self.isDisconnected(error), let stale = cache.stale(run, because: .disconnected),
             network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode)
         {
             // RFC 9111 §4.2.4: the origin could not be reached at all.
@@ -167,7 +168,9 @@ struct CacheLookupStage: PipelineStage {
         }
         if run.entry != nil, Self.isOriginFailure(error, deadline: network.exchange.request.deadline) {
             // stale-if-error: the origin's failure may be answered by the stored response.
-            if let stale = cache.staleOnError(run), network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode) {
+            if let stale = cache.stale(run, because: .originError),
+                network.exchange.endpoint.acceptedStatuses.contains(stale.response.statusCode)
+            {
                 return stale
             }
             throw error

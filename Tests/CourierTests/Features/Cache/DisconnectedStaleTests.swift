@@ -28,13 +28,21 @@ struct DisconnectedStaleTests {
     /// An origin that answers its first request with `cacheControl` and closes every later
     /// connection without a byte of a response.
     static func vanishingOrigin(cacheControl: String) -> TestServer.Handler {
+        Self.origin(storing: cacheControl) { ScriptedResponse(behaviour: .closeBeforeResponding) }
+    }
+
+    /// An origin that answers its first request with `stored` and `cacheControl`, and every later
+    /// one with what `later` gives.
+    static func origin(
+        storing cacheControl: String = "max-age=60", thenAnswering later: @escaping @Sendable () async -> ScriptedResponse
+    ) -> TestServer.Handler {
         let calls = Locked(0)
         return { _ in
             let call = calls.withLock {
                 $0 += 1
                 return $0
             }
-            guard call == 1 else { return ScriptedResponse(behaviour: .closeBeforeResponding) }
+            guard call == 1 else { return await later() }
             return .text("stored", headers: [("Cache-Control", cacheControl)])
         }
     }
@@ -295,16 +303,11 @@ struct DisconnectedStaleTests {
     @Test(arguments: TransportKind.allCases)
     func deduplicatedCallersEachGetTheStaleAnswer(_ kind: TransportKind) async throws {
         let gate = Gate()
-        let calls = Locked(0)
-        let server = try await http1Server { _ in
-            let call = calls.withLock {
-                $0 += 1
-                return $0
-            }
-            if call == 1 { return .text("stored", headers: [("Cache-Control", "max-age=60")]) }
-            await gate.wait()
-            return ScriptedResponse(behaviour: .closeBeforeResponding)
-        }
+        let server = try await http1Server(
+            Self.origin {
+                await gate.wait()
+                return ScriptedResponse(behaviour: .closeBeforeResponding)
+            })
         let clock = TestClock()
         let events = CountingMonitor()
         try await withClient(
@@ -398,15 +401,11 @@ struct DisconnectedStaleTests {
     func aTimeoutIsNotDisconnected(_ kind: TransportKind) async throws {
         let clock = TestClock()
         let gate = Gate()
-        let calls = Locked(0)
-        let server = try await http1Server { _ in
-            let call = calls.withLock {
-                $0 += 1
-                return $0
-            }
-            if call > 1 { await gate.wait() }
-            return .text("stored", headers: [("Cache-Control", "max-age=60")])
-        }
+        let server = try await http1Server(
+            Self.origin {
+                await gate.wait()
+                return .text("stored", headers: [("Cache-Control", "max-age=60")])
+            })
         try await withClient(
             kind, server: server,
             configure: {
@@ -429,14 +428,7 @@ struct DisconnectedStaleTests {
     @Test(arguments: TransportKind.allCases)
     func anOriginThatAnswersWithAnErrorIsNotDisconnected(_ kind: TransportKind) async throws {
         let clock = TestClock()
-        let calls = Locked(0)
-        let server = try await http1Server { _ in
-            let call = calls.withLock {
-                $0 += 1
-                return $0
-            }
-            return call == 1 ? .text("stored", headers: [("Cache-Control", "max-age=60")]) : .text("down", status: 503)
-        }
+        let server = try await http1Server(Self.origin { .text("down", status: 503) })
         try await withClient(
             kind, server: server,
             configure: {
