@@ -26,9 +26,7 @@ public enum Protobuf {
     ]
 
     static func mediaType(of head: HTTPResponse) -> String? {
-        head.headerFields[.contentType].map {
-            ($0.split(separator: ";", maxSplits: 1).first.map(String.init) ?? $0).trimmingCharacters(in: .whitespaces).lowercased()
-        }
+        head.headerFields[.contentType].map { FieldText.token(FieldText.split($0, at: ";", maxSplits: 1)[0]) }
     }
 }
 

@@ -11,25 +11,19 @@ import Darwin
 /// A loopback port where a connection is refused, and that no other server can take while this
 /// value lives: a socket bound to it that never listens.
 ///
-/// (A port a test server listened on and then closed may be taken by another test's server at
-/// once, which then answers requests meant to be refused.)
+/// (A port a test server listened on and then closed may be taken at once by another test's
+/// server, which then answers requests meant to be refused, or by an outgoing connection, which
+/// keeps it from being held.) To have an origin that answers and then refuses, hold the port
+/// first and start the server on it, `TestServer.start(.http1, port: refusing.port)`: the
+/// server shares the port while it listens (both sockets allow address reuse), and once it
+/// stops connections are refused and no one else is given the port.
 public final class RefusingPort: Sendable {
     /// The port, on 127.0.0.1.
     public let port: Int
     private let descriptor: Int32
 
     /// Binds a socket to a free loopback port without listening on it.
-    public convenience init() throws {
-        try self.init(binding: 0)
-    }
-
-    /// Holds `port` on 127.0.0.1 (a port a stopped server just let go); throws when it cannot
-    /// be bound (another socket listens on it).
-    public convenience init(_ port: Int) throws {
-        try self.init(binding: port)
-    }
-
-    private init(binding port: Int) throws {
+    public init() throws {
         #if canImport(Darwin)
         let descriptor = socket(AF_INET, SOCK_STREAM, 0)
         #else
@@ -40,7 +34,7 @@ public final class RefusingPort: Sendable {
         _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_port = 0
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafePointer(to: &address) {

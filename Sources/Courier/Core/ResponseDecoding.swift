@@ -78,7 +78,7 @@ func checkJSONContentType(_ head: HTTPResponse, body: Data, type: Any.Type) thro
 
 func isJSONContentType(_ contentType: String) -> Bool {
     if contentType == "application/json" || contentType == "application/json; charset=utf-8" { return true }
-    let mediaType = contentType.split(separator: ";", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+    let mediaType = FieldText.token(FieldText.split(contentType, at: ";", maxSplits: 1)[0])
     return mediaType == "application/json" || mediaType.hasSuffix("+json") || mediaType == "text/json"
 }
 

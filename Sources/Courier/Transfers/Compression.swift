@@ -113,7 +113,7 @@ enum ContentCoding: String, Sendable {
     /// codings Courier cannot decode (so the body is never handed up still encoded).
     static func of(_ value: String?) throws -> ContentCoding? {
         guard let value else { return nil }
-        let codings = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter {
+        let codings = FieldText.split(value, at: ",").map { FieldText.token($0) }.filter {
             !$0.isEmpty && $0 != "identity"
         }
         if codings.isEmpty { return nil }

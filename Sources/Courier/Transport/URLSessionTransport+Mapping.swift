@@ -86,25 +86,25 @@ extension URLSessionTransport {
 
     /// The `Set-Cookie` values the platform joined with ",": split at a comma followed by a new
     /// `name=value` (not at the comma inside an `Expires` date such as `Wed, 09 Jun 2021`).
+    /// Read byte by byte (``FieldText``): a comma followed by a combining mark still separates.
     static func splitSetCookie(_ joined: String) -> [String] {
         var values: [String] = []
         var current = ""
-        var rest = Substring(joined)
-        while let comma = rest.firstIndex(of: ",") {
-            let following = rest[rest.index(after: comma)...]
-            let nextToken = following.prefix { $0 != ";" && $0 != "," }
-            current += rest[..<comma]
-            let name = nextToken.firstIndex(of: "=").map { nextToken[..<$0].trimmingCharacters(in: .whitespaces) } ?? ""
-            if !name.isEmpty, !name.contains(" ") {
-                values.append(current.trimmingCharacters(in: .whitespaces))
-                current = ""
-            } else {
-                current += ","
+        for (index, piece) in FieldText.split(joined, at: ",").enumerated() {
+            if index > 0 {
+                // A new cookie starts when the piece opens with a `name=` (no space or `;` in the name).
+                let nextToken = FieldText.split(FieldText.split(piece, at: ";", maxSplits: 1)[0], at: "=", maxSplits: 1)
+                let name = nextToken.count == 2 ? FieldText.trimmed(nextToken[0]) : ""
+                if !name.isEmpty, !name.utf8.contains(0x20) {
+                    values.append(FieldText.trimmed(current))
+                    current = ""
+                } else {
+                    current += ","
+                }
             }
-            rest = following
+            current += piece
         }
-        current += rest
-        let last = current.trimmingCharacters(in: .whitespaces)
+        let last = FieldText.trimmed(current)
         if !last.isEmpty { values.append(last) }
         return values
     }

@@ -159,9 +159,10 @@ func makeTransport(_ kind: TransportKind) -> (transport: any Transport, shutdown
     }
 }
 
-/// Starts a clear-text HTTP/1.1 server with the standard routes, or the given handler.
-func http1Server(_ handler: @escaping TestServer.Handler = Routes.standard) async throws -> TestServer {
-    try await TestServer.start(.http1, handler: handler)
+/// Starts a clear-text HTTP/1.1 server with the standard routes, or the given handler; on `port`
+/// when given (a ``RefusingPort``'s, to have the port refuse connections once the server stops).
+func http1Server(on port: Int = 0, _ handler: @escaping TestServer.Handler = Routes.standard) async throws -> TestServer {
+    try await TestServer.start(.http1, port: port, handler: handler)
 }
 
 /// Starts a TLS server (HTTP/2 and HTTP/1.1 by ALPN) with the standard routes, or the given handler.

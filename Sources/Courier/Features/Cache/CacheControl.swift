@@ -15,31 +15,38 @@ package struct CacheControl: Sendable, Equatable {
         self.parse(text)
     }
 
+    /// Reads one field value byte by byte (``FieldText``): a `,` or `=` followed by a combining
+    /// mark still ends a directive.
     private mutating func parse(_ text: String) {
-        var scanner = Substring(text)
-        while !scanner.isEmpty {
-            scanner = scanner.drop { $0 == " " || $0 == "\t" || $0 == "," }
-            let name = scanner.prefix { $0 != "=" && $0 != "," }
-            scanner = scanner.dropFirst(name.count)
-            let key = name.trimmingCharacters(in: .whitespaces).lowercased()
+        let bytes = Array(text.utf8)
+        let comma = UInt8(ascii: ",")
+        let equals = UInt8(ascii: "=")
+        let quote = UInt8(ascii: "\"")
+        let backslash = UInt8(ascii: "\\")
+        var index = 0
+        while index < bytes.count {
+            while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == comma { index += 1 }
+            let nameStart = index
+            while index < bytes.count, bytes[index] != equals, bytes[index] != comma { index += 1 }
+            let key = FieldText.token(String(decoding: bytes[nameStart..<index], as: UTF8.self))
             var value: String?
-            if scanner.first == "=" {
-                scanner = scanner.dropFirst()
-                if scanner.first == "\"" {
-                    scanner = scanner.dropFirst()
-                    var text = ""
-                    while let character = scanner.first, character != "\"" {
-                        if character == "\\" { scanner = scanner.dropFirst() }
-                        if let next = scanner.first { text.append(next) }
-                        scanner = scanner.dropFirst()
+            if index < bytes.count, bytes[index] == equals {
+                index += 1
+                if index < bytes.count, bytes[index] == quote {
+                    // A quoted string (RFC 9110 §5.6.4): a backslash takes the next byte as it is.
+                    index += 1
+                    var unquoted: [UInt8] = []
+                    while index < bytes.count, bytes[index] != quote {
+                        if bytes[index] == backslash { index += 1 }
+                        if index < bytes.count { unquoted.append(bytes[index]) }
+                        index += 1
                     }
-                    scanner = scanner.dropFirst()
-                    value = text
-                    scanner = scanner.drop { $0 != "," }
+                    value = String(decoding: unquoted, as: UTF8.self)
+                    while index < bytes.count, bytes[index] != comma { index += 1 }
                 } else {
-                    let raw = scanner.prefix { $0 != "," }
-                    scanner = scanner.dropFirst(raw.count)
-                    value = raw.trimmingCharacters(in: .whitespaces)
+                    let valueStart = index
+                    while index < bytes.count, bytes[index] != comma { index += 1 }
+                    value = FieldText.trimmed(String(decoding: bytes[valueStart..<index], as: UTF8.self))
                 }
             }
             if !key.isEmpty, self.directives[key] == nil {

@@ -321,8 +321,8 @@ package enum CacheRules {
     /// not delta-seconds (`7200.0`, `10a`, `-1`) is ignored; one past 2^31 is 2^31.
     package static func ageField(_ headers: HTTPFields) -> TimeInterval? {
         guard let line = headers[values: .age].first else { return nil }
-        let first = line.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        return UntrustedNumber.deltaSeconds(first.trimmingCharacters(in: .whitespaces)).map(TimeInterval.init)
+        let first = FieldText.split(line, at: ",", maxSplits: 1)[0]
+        return UntrustedNumber.deltaSeconds(FieldText.trimmed(first)).map(TimeInterval.init)
     }
 
     /// The fields of a response as stored (RFC 9111 §3.1): without hop-by-hop and proxy fields,
@@ -330,7 +330,7 @@ package enum CacheRules {
     package static func storable(_ headers: HTTPFields) -> HTTPFields {
         var named = self.unstoredFields
         for value in headers[values: .connection] {
-            for part in value.split(separator: ",") { named.insert(part.trimmingCharacters(in: .whitespaces).lowercased()) }
+            for part in FieldText.split(value, at: ",") { named.insert(FieldText.token(part)) }
         }
         guard headers.contains(where: { named.contains($0.name.canonicalName) }) else { return headers }
         return HTTPFields(headers.filter { !named.contains($0.name.canonicalName) })
@@ -349,8 +349,8 @@ package enum CacheRules {
     package static func varyNames(_ responseHeaders: HTTPFields) -> [String]? {
         var names: [String] = []
         for value in responseHeaders[values: .vary] {
-            for part in value.split(separator: ",") {
-                let name = part.trimmingCharacters(in: .whitespaces).lowercased()
+            for part in FieldText.split(value, at: ",") {
+                let name = FieldText.token(part)
                 if name == "*" { return nil }
                 if !name.isEmpty, !names.contains(name) { names.append(name) }
             }

@@ -29,9 +29,9 @@ package enum VaryValues {
         let values = fields[values: fieldName]
         guard !values.isEmpty else { return nil }
         if values.contains(where: { $0.utf8.contains(UInt8(ascii: "\"")) }) {
-            return values.map { Self.trimmed($0) }.joined(separator: ",")
+            return values.map { FieldText.trimmed($0) }.joined(separator: ",")
         }
-        let members = values.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        let members = values.flatMap { FieldText.split($0, at: ",") }
         switch name {
         case "accept-encoding", "accept-charset":
             return self.negotiation(members, lowercasingValues: true).sorted().joined(separator: ",")
@@ -40,22 +40,23 @@ package enum VaryValues {
         case "accept":
             return self.negotiation(members, lowercasingValues: false).joined(separator: ",")
         default:
-            return values.map { $0.split(separator: ",").map { Self.trimmed($0) }.joined(separator: ",") }.joined(separator: ",")
+            return values.map { FieldText.split($0, at: ",", omittingEmpty: true).map { FieldText.trimmed($0) }.joined(separator: ",") }
+                .joined(separator: ",")
         }
     }
 
     /// Each non-empty member as `value;name=value…`, without white space and without a weight of 1.
     /// `lowercasingValues`: the whole member is case-insensitive; otherwise only the media type
     /// and the parameter names are.
-    private static func negotiation(_ members: [Substring], lowercasingValues: Bool) -> [String] {
+    private static func negotiation(_ members: [String], lowercasingValues: Bool) -> [String] {
         members.compactMap { member -> String? in
-            let parts = member.split(separator: ";", omittingEmptySubsequences: false).map { Self.trimmed($0) }
+            let parts = FieldText.split(member, at: ";").map { FieldText.trimmed($0) }
             guard let first = parts.first, !first.isEmpty else { return nil }
-            var normalised = Self.asciiLowercased(first)
+            var normalised = FieldText.lowercased(first)
             for parameter in parts.dropFirst() where !parameter.isEmpty {
-                let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                let name = Self.asciiLowercased(Self.trimmed(pair[0]))
-                var value = pair.count > 1 ? Self.trimmed(pair[1]) : ""
+                let pair = FieldText.split(parameter, at: "=", maxSplits: 1)
+                let name = FieldText.token(pair[0])
+                var value = pair.count > 1 ? FieldText.trimmed(pair[1]) : ""
                 if name == "q" {
                     guard let weight = self.weight(value) else {
                         normalised += ";q=" + value
@@ -64,26 +65,12 @@ package enum VaryValues {
                     if weight == "1" { continue }
                     value = weight
                 } else if lowercasingValues {
-                    value = Self.asciiLowercased(value)
+                    value = FieldText.lowercased(value)
                 }
                 normalised += ";" + name + "=" + value
             }
             return normalised
         }
-    }
-
-    /// `text` without the spaces and tabs around it (RFC 9110's optional white space; no other
-    /// white space).
-    private static func trimmed<Text: StringProtocol>(_ text: Text) -> String {
-        let isBlank = { (byte: UInt8) in byte == 0x20 || byte == 0x09 }
-        let bytes = Array(text.utf8)
-        guard let first = bytes.firstIndex(where: { !isBlank($0) }), let last = bytes.lastIndex(where: { !isBlank($0) }) else { return "" }
-        return String(decoding: bytes[first...last], as: UTF8.self)
-    }
-
-    /// `text` with its ASCII letters in lower case; every other character as it is.
-    private static func asciiLowercased(_ text: String) -> String {
-        String(decoding: text.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// A weight as the number it is (`0.80` → `0.8`, `1.000` → `1`, `0.` → `0`); `nil` when it is

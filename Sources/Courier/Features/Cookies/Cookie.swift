@@ -105,22 +105,16 @@ package enum CookieRules {
 
     /// The cookie a `Set-Cookie` value makes for a response to `url` (host, path, scheme), or `nil`
     /// when the user agent must ignore it (§5.2, §5.3 and the `Secure`/`SameSite=None` rules of RFC 6265bis).
-    /// `text` split at every byte `separator` (an ASCII character), empty pieces kept.
-    static func split(_ text: String, at separator: Unicode.Scalar, maxSplits: Int = .max) -> [String] {
-        text.utf8.split(separator: UInt8(ascii: separator), maxSplits: maxSplits, omittingEmptySubsequences: false)
-            .map { String(decoding: $0, as: UTF8.self) }
-    }
-
     package static func parse(_ header: String, host: String, requestPath: String, secureOrigin: Bool, now: Date) -> Cookie? {
         guard header.utf8.count <= Self.maxCookieBytes else { return nil }
         // Split on the bytes `;` and `=` (RFC 6265 §5.2), never on characters: a `;` followed by
         // a combining mark is one Swift character, and splitting on characters kept it, and
         // the attribute after it, inside the value (found by fuzzing). An ASCII byte never
         // occurs inside a multi-byte UTF-8 sequence, so every piece is valid text.
-        let parts = Self.split(header, at: ";")
+        let parts = FieldText.split(header, at: ";")
         guard let pair = parts.first, let equals = pair.utf8.firstIndex(of: UInt8(ascii: "=")) else { return nil }
-        let name = Self.trimmingWSP(String(decoding: pair.utf8[..<equals], as: UTF8.self))
-        let value = Self.trimmingWSP(String(decoding: pair.utf8[pair.utf8.index(after: equals)...], as: UTF8.self))
+        let name = FieldText.trimmed(String(decoding: pair.utf8[..<equals], as: UTF8.self))
+        let value = FieldText.trimmed(String(decoding: pair.utf8[pair.utf8.index(after: equals)...], as: UTF8.self))
         guard !name.isEmpty, !Self.hasControlCharacters(name), !Self.hasControlCharacters(value) else { return nil }
 
         var expires: Date?
@@ -131,9 +125,9 @@ package enum CookieRules {
         var httpOnly = false
         var sameSite: Cookie.SameSite?
         for attribute in parts.dropFirst() {
-            let pieces = Self.split(attribute, at: "=", maxSplits: 1)
-            let key = Self.trimmingWSP(pieces[0]).lowercased()
-            let text = pieces.count == 2 ? Self.trimmingWSP(pieces[1]) : ""
+            let pieces = FieldText.split(attribute, at: "=", maxSplits: 1)
+            let key = FieldText.trimmed(pieces[0]).lowercased()
+            let text = pieces.count == 2 ? FieldText.trimmed(pieces[1]) : ""
             switch key {
             case "expires":
                 if let date = Self.cookieDate(text) { expires = date }
@@ -192,16 +186,6 @@ package enum CookieRules {
     }
 
     typealias SameSite = Cookie.SameSite
-
-    /// `text` without the spaces and horizontal tabs at either end (WSP, §5.2): no other
-    /// whitespace, Unicode's no-break and ideographic spaces included, is removed.
-    static func trimmingWSP(_ text: String) -> String {
-        let scalars = text.unicodeScalars
-        guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
-            let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" })
-        else { return "" }
-        return String(scalars[first...last])
-    }
 
     /// Whether `domain` has a dot between two labels (not only trailing dots).
     static func hasInnerDot(_ domain: String) -> Bool {

@@ -97,15 +97,15 @@ struct DisconnectedStaleTests {
     func anOriginWhosePortRefusesConnectionsServesTheStoredResponseAsStale(_ kind: TransportKind) async throws {
         let clock = TestClock()
         let store = MemoryCacheStore()
-        let server = try await http1Server { _ in .text("stored", headers: [("Cache-Control", "max-age=60")]) }
+        // The port is held, bound but not listening, before the server listens on it too: once the
+        // server stops, connections to it are refused, and no other test's server can take it.
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        let server = try await http1Server(on: refusing.port) { _ in .text("stored", headers: [("Cache-Control", "max-age=60")]) }
         try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: store, now: { clock.now }) }) {
             client in
             _ = try await client.send(Self.item())
         }
-        // The port is held, bound but not listening: connections to it are refused, and no other
-        // test's server can take it and answer.
-        let refusing = try RefusingPort(server.port)
-        defer { withExtendedLifetime(refusing) {} }
         let (transport, shutdown) = makeTransport(kind)
         let monitor = StaleMonitor()
         let client = Client(
@@ -202,14 +202,14 @@ struct DisconnectedStaleTests {
         case .refusesConnections:
             let clock = TestClock()
             let store = MemoryCacheStore()
-            let server = try await http1Server { _ in .text("stored", headers: [("Cache-Control", cacheControl)]) }
+            let refusing = try RefusingPort()
+            defer { withExtendedLifetime(refusing) {} }
+            let server = try await http1Server(on: refusing.port) { _ in .text("stored", headers: [("Cache-Control", cacheControl)]) }
             try await withClient(
                 kind, server: server, configure: { $0.cache = CacheConfiguration(store: store, policy: policy, now: { clock.now }) }
             ) { client in
                 _ = try await client.send(Self.item())
             }
-            let refusing = try RefusingPort(server.port)
-            defer { withExtendedLifetime(refusing) {} }
             let (transport, shutdown) = makeTransport(kind)
             let attempts = CountingMonitor()
             let stale = StaleMonitor()

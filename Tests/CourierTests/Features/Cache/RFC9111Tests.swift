@@ -385,7 +385,11 @@ struct RFC9111Tests {
         // RFC 5861 §4: "an error is any situation that would result in a 500, 502, 503 or 504
         // response" — here the origin is gone: connection refused.
         let clock = TestClock()
-        let server = try await http1Server { _ in .text("good", headers: [("Cache-Control", "max-age=1")]) }
+        // The port is held (bound, not listening) before the server listens on it too, so that once
+        // the server stops no other test's server takes it and answers in the stopped one's place.
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        let server = try await http1Server(on: refusing.port) { _ in .text("good", headers: [("Cache-Control", "max-age=1")]) }
         let store = MemoryCacheStore()
         try await withClient(
             kind, server: server,
@@ -396,10 +400,7 @@ struct RFC9111Tests {
             _ = try await client.send(Self.get("/gone"))
         }
         // The server has stopped; a new client (no pooled connection) on the same store finds nobody
-        // there. The port is held (bound, not listening) so that no other test's server takes it
-        // and answers in the stopped one's place.
-        let refusing = try RefusingPort(server.port)
-        defer { withExtendedLifetime(refusing) {} }
+        // there.
         let ahc = kind == .asyncHTTPClient ? AsyncHTTPClientTransport() : nil
         let transport: any Transport = ahc ?? URLSessionTransport()
         let client = Client(
