@@ -100,7 +100,12 @@ public final class TestServer: Sendable {
                     value.open += 1
                     return value.connections
                 }
-                channel.closeFuture.whenComplete { _ in state.locked.withLockedValue { $0.open -= 1 } }
+                let key = ObjectIdentifier(channel)
+                state.children.withLockedValue { $0[key] = channel }
+                channel.closeFuture.whenComplete { _ in
+                    state.locked.withLockedValue { $0.open -= 1 }
+                    state.children.withLockedValue { _ = $0.removeValue(forKey: key) }
+                }
                 guard let tls else {
                     return channel.eventLoop.makeCompletedFuture {
                         try Self.configureHTTP1(channel.pipeline.syncOperations, state: state, connectionID: connectionID)
@@ -151,6 +156,12 @@ public final class TestServer: Sendable {
     /// Stops listening; open connections are closed.
     public func stop() async throws {
         try await self.channel.close()
+        // Closing the listener leaves accepted connections open: close them too, so a client's
+        // pooled connection finds the server gone, as it would after a restart.
+        let open = self.state.children.withLockedValue { Array($0.values) }
+        for connection in open {
+            try? await connection.close()
+        }
     }
 }
 
@@ -185,6 +196,8 @@ final class ServerState: Sendable {
     let handler: TestServer.Handler
     let keepsRequestBodies: Bool
     let locked = NIOLockedValueBox(Counters())
+    /// The accepted connections still open, closed by ``TestServer/stop()``.
+    let children = NIOLockedValueBox([ObjectIdentifier: any Channel]())
 
     init(handler: @escaping TestServer.Handler, keepsRequestBodies: Bool) {
         self.handler = handler

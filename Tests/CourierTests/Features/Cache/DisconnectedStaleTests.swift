@@ -443,4 +443,114 @@ struct DisconnectedStaleTests {
             #expect(error?.status?.code == 503)
         }
     }
+
+    /// Redirects: the response a followed redirect ended at is stored for the URL asked for
+    /// (the cache sits above the redirect stage), and it answers stale when that origin is gone.
+    @Test(arguments: TransportKind.allCases)
+    func aResponseReachedThroughARedirectAnswersStaleWhenTheOriginIsGone(_ kind: TransportKind) async throws {
+        let clock = TestClock()
+        let store = MemoryCacheStore()
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        let server = try await http1Server(on: refusing.port) { request in
+            request.path == "/old"
+                ? ScriptedResponse(status: 301, headers: [("Location", "/new")])
+                : .text("moved", headers: [("Cache-Control", "max-age=60")])
+        }
+        var old = Endpoint<String>(path: "/old", decoding: .string)
+        old.deduplication = .disabled
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: store, now: { clock.now }) }) {
+            client in
+            let value = try await client.send(old)
+            #expect(value == "moved")
+            #expect(server.requests.map(\.path) == ["/old", "/new"])
+        }
+        let (transport, shutdown) = makeTransport(kind)
+        let monitor = StaleMonitor()
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.cache = CacheConfiguration(store: store, now: { clock.now })
+                $0.retry = .never
+                $0.eventMonitors = [monitor]
+            })
+        clock.advance(120)
+        do {
+            let stale = try await client.response(old)
+            #expect(stale.value == "moved")
+            #expect(stale.staleReason == .disconnected)
+            #expect(monitor.staleHits == 1)
+        } catch {
+            try? await shutdown()
+            throw error
+        }
+        try await shutdown()
+    }
+
+    /// Redirects: the origin still answers, with a redirect to a server that is gone. The
+    /// representation cannot be reached, so the cache is disconnected from it: the response
+    /// stored for the URL asked for answers stale (the redirect itself is not a representation).
+    @Test(arguments: TransportKind.allCases)
+    func aRedirectToAServerThatIsGoneAnswersStale(_ kind: TransportKind) async throws {
+        let clock = TestClock()
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        let target = try await http1Server(on: refusing.port) { _ in .text("there", headers: [("Cache-Control", "max-age=60")]) }
+        let origin = try await http1Server { _ in
+            ScriptedResponse(status: 302, headers: [("Location", "http://127.0.0.1:\(refusing.port)/there")])
+        }
+        let monitor = StaleMonitor()
+        try await withClient(
+            kind, server: origin,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = .never
+                $0.eventMonitors = [monitor]
+            }
+        ) { client in
+            #expect(try await client.send(Self.item()) == "there")
+            try await target.stop()
+            clock.advance(120)
+            let stale = try await client.response(Self.item())
+            #expect(stale.value == "there")
+            #expect(stale.staleReason == .disconnected)
+            // The origin was asked again (twice in all): the stale answer is a fallback.
+            #expect(origin.requests.count == 2)
+            #expect(target.requests.count == 1)
+        }
+    }
+
+    /// Cancellation (`cancelAll`, a scope): a request cancelled while it tries the origin ends
+    /// with kind `cancelled`; a cancelled attempt is not a disconnected origin, and no stale
+    /// answer comes instead.
+    @Test(arguments: TransportKind.allCases, [true, false])
+    func aCancelledAttemptIsNotDisconnected(_ kind: TransportKind, byScope: Bool) async throws {
+        let clock = TestClock()
+        let gate = Gate()
+        let server = try await http1Server(
+            Self.origin {
+                await gate.wait()
+                return .text("late", headers: [("Cache-Control", "max-age=60")])
+            })
+        let monitor = StaleMonitor()
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = .never
+                $0.eventMonitors = [monitor]
+            }
+        ) { client in
+            _ = try await client.send(Self.item())
+            clock.advance(120)
+            let scope = RequestScope()
+            let handle = byScope ? scope.start(Self.item(), on: client) : client.start(Self.item())
+            #expect(await eventually { server.requests.count == 2 })
+            if byScope { scope.cancelAll() } else { #expect(client.cancelAll() == 1) }
+            let error = await expectCourierError { _ = try await handle.value }
+            #expect(error?.kind == .cancelled)
+            #expect(error?.couldNotConnect == false)
+            #expect(monitor.staleHits == 0)
+            await gate.open()
+        }
+    }
 }
