@@ -78,7 +78,11 @@ final class Deduplicator: Sendable {
         }
         let response = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
-                let (raised, leader): ((UInt64, RequestPriority)?, RequestID?) = self.state.withLock { state in
+                let (raised, leader, refused): ((UInt64, RequestPriority)?, RequestID?, Bool) = self.state.withLock { state in
+                    // A caller cancelled before it arrives neither joins nor starts a request.
+                    // Read under the lock: a cancellation after it finds the waiter in place
+                    // (`leave`, called by the cancellation handler, takes the lock too).
+                    if Task.isCancelled { return (nil, nil, true) }
                     let waiter = Waiter(
                         continuation: continuation, priority: control?.priority ?? priority,
                         deadline: deadline.map(FixedInstant.offset(of:)))
@@ -89,7 +93,7 @@ final class Deduplicator: Sendable {
                         let before = entry.priority
                         entry.priority = max(entry.priority, waiter.priority)
                         state.entries[key] = entry
-                        return (entry.priority != before ? (entry.ticket, entry.priority) : nil, entry.leader)
+                        return (entry.priority != before ? (entry.ticket, entry.priority) : nil, entry.leader, false)
                     }
                     let ticket = self.makeTicket()
                     var entry = Entry(ticket: ticket, leader: requestID, priority: waiter.priority)
@@ -106,7 +110,11 @@ final class Deduplicator: Sendable {
                         self.finish(key: key, ticket: ticket, with: result)
                     }
                     state.entries[key] = entry
-                    return (nil, nil)
+                    return (nil, nil, false)
+                }
+                if refused {
+                    continuation.resume(throwing: CourierError.cancelled())
+                    return
                 }
                 if let leader { onJoin?(leader) }
                 // Someone else (the client's `cancelAll`) may end this wait.

@@ -36,6 +36,7 @@ struct DeadlineStage: PipelineStage {
                 outcome = try await self.inTask(exchange, until: deadline, next: next)
             }
         } else if self.waitsOnlyAsAWaiter(exchange) {
+            if Task.isCancelled { throw CourierError.cancelled() }
             outcome = try await next(exchange)
         } else {
             outcome = try await self.inTask(exchange, until: nil, next: next)
@@ -50,6 +51,9 @@ struct DeadlineStage: PipelineStage {
     private func asWaiter<Next: PipelineNext>(
         _ exchange: RequestExchange, until deadline: ContinuousClock.Instant, next: Next
     ) async throws -> Outcome {
+        // As in a task of its own (``Deadline/run(until:attach:_:)``): a caller cancelled
+        // already starts nothing.
+        if Task.isCancelled { throw CourierError.cancelled() }
         if deadline <= ContinuousClock.now { throw CourierError.timeout() }
         do {
             return try await next(exchange)

@@ -62,6 +62,29 @@ struct DeduplicationTests {
         }
     }
 
+    /// Cancellation × deduplication: a caller already cancelled when it reaches the deduplication
+    /// stage starts no shared request. (Found under load in the test above: callers cancelled
+    /// before they arrived, after every waiter of the first request had left, each sent the
+    /// request again.)
+    @Test(arguments: TransportKind.allCases)
+    func aCallerCancelledBeforeItArrivesStartsNoSharedRequest(_ kind: TransportKind) async throws {
+        let server = try await trafficServer()
+        try await withClient(kind, server: server) { client in
+            let cancelled = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await client.send(Endpoint<Article>(path: "/slow"))
+            }
+            let error = await expectCourierError { _ = try await cancelled.value }
+            #expect(error?.kind == .cancelled)
+            #expect(client.deduplicationCounts.started == 0)
+            // A shared request started for the cancelled caller would have reached the server
+            // before this later one is answered on the same connection pool.
+            _ = try await client.send(Endpoint<Article>(path: "/after"))
+            #expect(server.requests.map(\.path) == ["/after"])
+            #expect(client.deduplicationCounts.started == 1)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func postsAreNotSharedUnlessTheEndpointOptsInWithAKey(_ kind: TransportKind) async throws {
         let server = try await trafficServer()
