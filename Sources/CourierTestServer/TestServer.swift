@@ -153,9 +153,13 @@ public final class TestServer: Sendable {
         try pipeline.addHandler(ExchangeHandler(state: state, connectionID: connectionID, raw: true))
     }
 
-    /// Stops listening; open connections are closed.
+    /// Stops listening; open connections are closed. Stopping a stopped server does nothing.
     public func stop() async throws {
-        try await self.channel.close()
+        do {
+            try await self.channel.close()
+        } catch ChannelError.alreadyClosed {
+            return
+        }
         // Closing the listener leaves accepted connections open: close them too, so a client's
         // pooled connection finds the server gone, as it would after a restart.
         let open = self.state.children.withLockedValue { Array($0.values) }

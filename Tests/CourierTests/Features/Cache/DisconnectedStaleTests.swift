@@ -553,4 +553,36 @@ struct DisconnectedStaleTests {
             await gate.open()
         }
     }
+
+    /// Wire protocols: a JSON-RPC answer stored for a method the policy opted in answers stale
+    /// when the origin is gone, and its result is unboxed as an answer from the network is.
+    @Test(arguments: TransportKind.allCases)
+    func aJSONRPCAnswerAnswersStaleWhenTheOriginIsGone(_ kind: TransportKind) async throws {
+        let clock = TestClock()
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        let server = try await http1Server(on: refusing.port) { request in Seam.rpcAnswer(request) }
+        let monitor = StaleMonitor()
+        var endpoint = Seam.sum([3, 4])
+        endpoint.cachePolicy = CachePolicy.cacheFor(.seconds(60)).allowingAnyMethod()
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = .never
+                $0.eventMonitors = [monitor]
+            }
+        ) { client in
+            let fresh = try await client.send(endpoint)
+            #expect(fresh == 7)
+            try await server.stop()
+            clock.advance(120)
+            let stale = try await client.response(endpoint)
+            #expect(stale.value == 7)
+            #expect(stale.source == .stale)
+            #expect(stale.staleReason == .disconnected)
+            #expect(monitor.staleHits == 1)
+            #expect(server.requests.count == 1)
+        }
+    }
 }
