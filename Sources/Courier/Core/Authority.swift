@@ -80,13 +80,21 @@ package struct Authority: Hashable, Sendable {
     /// `example.com`). Made without a copy when the text is already so (the usual case): it is
     /// asked of every request.
     package static func hostKey(scheme: String?, authority: String) -> String {
-        let bytes = authority.utf8
-        var key = bytes.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) ? authority.lowercased() : authority
-        let defaultPort = scheme == "https" ? ":443" : scheme == "http" ? ":80" : nil
-        if let defaultPort, key.hasSuffix(defaultPort), key.utf8.count > defaultPort.utf8.count {
-            key.removeLast(defaultPort.count)
+        var key = Self.hasUpperCaseLetter(authority) ? authority.lowercased() : authority
+        let defaultPort: StaticString? = scheme == "https" ? ":443" : scheme == "http" ? ":80" : nil
+        // Compared byte by byte (an authority is ASCII text, RFC 3986 §3.2), not by character.
+        if let defaultPort, key.utf8.count > defaultPort.utf8CodeUnitCount,
+            defaultPort.withUTF8Buffer({ key.utf8.reversed().starts(with: $0.reversed()) })
+        {
+            key = String(decoding: key.utf8.dropLast(defaultPort.utf8CodeUnitCount), as: UTF8.self)
         }
         return key
+    }
+
+    /// Whether `text` has an ASCII capital letter; read from contiguous storage when it has one.
+    private static func hasUpperCaseLetter(_ text: String) -> Bool {
+        let isCapital = { (byte: UInt8) in byte &- UInt8(ascii: "A") < 26 }
+        return text.utf8.withContiguousStorageIfAvailable { $0.contains(where: isCapital) } ?? text.utf8.contains(where: isCapital)
     }
 }
 

@@ -13,8 +13,10 @@ import HTTPTypes
 final class Deduplicator: Sendable {
     typealias Fetch = @Sendable (_ ticket: UInt64, _ priority: RequestPriority) async throws -> Outcome
 
+    /// A caller waiting for a shared request. Its continuation is resumed exactly once: by
+    /// whoever removes the waiter from the state, under the lock (`leave` or `finish`).
     private struct Waiter {
-        var continuation: CheckedContinuation<Outcome, any Error>
+        var continuation: UnsafeContinuation<Outcome, any Error>
         var priority: RequestPriority
         /// The waiter's deadline as a time since ``FixedInstant/reference`` (a fixed-layout value).
         var deadline: Duration?
@@ -77,7 +79,7 @@ final class Deduplicator: Sendable {
             self?.change(key: key, waiterID: waiterID, to: newPriority)
         }
         let response = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome, any Error>) in
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Outcome, any Error>) in
                 let (raised, leader, refused): ((UInt64, RequestPriority)?, RequestID?, Bool) = self.state.withLock { state in
                     // A caller cancelled before it arrives neither joins nor starts a request.
                     // Read under the lock: a cancellation after it finds the waiter in place
@@ -151,7 +153,7 @@ final class Deduplicator: Sendable {
     /// The waiter gives up: resume it with `error` (`cancelled` unless said otherwise); cancel the
     /// shared request if it was the last.
     private func leave(key: LogicalKey, waiterID: UInt64, with error: CourierError = .cancelled()) {
-        let (continuation, task): (CheckedContinuation<Outcome, any Error>?, Task<Void, Never>?) = self.state.withLock { state in
+        let (continuation, task): (UnsafeContinuation<Outcome, any Error>?, Task<Void, Never>?) = self.state.withLock { state in
             guard var entry = state.entries[key], let waiter = entry.waiters.removeValue(forKey: waiterID) else { return (nil, nil) }
             if entry.waiters.isEmpty {
                 state.entries[key] = nil
@@ -178,11 +180,11 @@ final class Deduplicator: Sendable {
     }
 
     private func finish(key: LogicalKey, ticket: UInt64, with result: Result<Outcome, any Error>) {
-        let waiters: [Waiter] = self.state.withLock { state in
-            guard let entry = state.entries[key], entry.ticket == ticket else { return [] }
+        let waiters: [UInt64: Waiter] = self.state.withLock { state in
+            guard let entry = state.entries[key], entry.ticket == ticket else { return [:] }
             state.entries[key] = nil
-            return Array(entry.waiters.values)
+            return entry.waiters
         }
-        for waiter in waiters { waiter.continuation.resume(with: result) }
+        for waiter in waiters.values { waiter.continuation.resume(with: result) }
     }
 }

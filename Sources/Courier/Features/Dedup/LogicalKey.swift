@@ -51,22 +51,15 @@ struct LogicalKey: Hashable, Sendable {
             self.headers = headers
             self.acceptedStatuses = acceptedStatuses
             self.custom = custom
+            // The hash takes the parts that tell requests in flight apart (the resource and what
+            // is sent to it); equality compares every part. Keys that differ only in the rest
+            // (the partition, the wire protocol, the fields) share a hash, and stay different keys.
             var hasher = Hasher()
             hasher.combine(method)
-            hasher.combine(scheme)
             hasher.combine(authority)
             hasher.combine(path)
             hasher.combine(bodyDigest)
-            hasher.combine(partition)
-            hasher.combine(endpointMiddleware)
-            hasher.combine(wire)
-            // Name and value as text, as the equality compares them (not the indexing strategy).
             hasher.combine(headers.count)
-            for field in headers {
-                hasher.combine(field.name.canonicalName)
-                hasher.combine(field.value)
-            }
-            hasher.combine(acceptedStatuses)
             hasher.combine(custom)
             self.hash = hasher.finalize()
         }
@@ -107,20 +100,35 @@ struct LogicalKey: Hashable, Sendable {
         for name in ignoredHeaders { fields[name] = nil }
         // Fields of different names in any order are the same request (RFC 9110 §5.3); fields of
         // one name keep their order (a stable sort by name).
-        let headers = fields.enumerated()
-            .sorted { ($0.element.name.canonicalName, $0.offset) < ($1.element.name.canonicalName, $1.offset) }
-            .map(\.element)
+        let headers = Self.orderedByName(fields)
         // `/a?` and `/a` name the same resource: an empty query is dropped.
         var path = Substring(request.head.path ?? "/")
         if path.utf8.last == UInt8(ascii: "?") { path = path.dropLast() }
         let custom: String?
         if case .key(let key) = endpoint.deduplication.mode { custom = key } else { custom = nil }
-        let scheme = (request.head.scheme ?? "https").lowercased()
+        let written = request.head.scheme ?? "https"
+        let scheme = written == "https" || written == "http" ? written : written.lowercased()
         self.parts = Parts(
             method: request.head.method, scheme: scheme,
             authority: Authority.hostKey(scheme: scheme, authority: request.head.authority ?? ""), path: path,
             bodyDigest: bodyDigest, partition: partition, endpointMiddleware: middleware, wire: wire, headers: headers,
             acceptedStatuses: endpoint.acceptedStatuses, custom: custom)
+    }
+
+    /// The fields ordered by name, stably (fields of one name keep their order); without a sort
+    /// when they already are (the usual case).
+    private static func orderedByName(_ fields: HTTPFields) -> [HTTPField] {
+        let array = Array(fields)
+        guard array.count > 1 else { return array }
+        var ordered = true
+        for index in array.indices.dropFirst() where array[index - 1].name.canonicalName > array[index].name.canonicalName {
+            ordered = false
+            break
+        }
+        if ordered { return array }
+        return array.enumerated()
+            .sorted { ($0.element.name.canonicalName, $0.offset) < ($1.element.name.canonicalName, $1.offset) }
+            .map(\.element)
     }
 
     static func == (lhs: LogicalKey, rhs: LogicalKey) -> Bool {

@@ -403,8 +403,14 @@ struct AuthSeamTests {
 
     @Test(arguments: TransportKind.allCases)
     func aTokenShorterLivedThanTheMarginIsUsedNotRefreshedInALoop(_ kind: TransportKind) async throws {
-        // 20-second tokens, the 30-second default margin.
-        try await self.withAuth(kind, token: Self.expired, prepare: { $0.state.withLock { $0.lifetime = 20 } }) { setup in
+        // 10-minute tokens under a 15-minute margin: shorter-lived than the margin, and long
+        // enough that a loaded machine never lets one expire during the test (20-second tokens
+        // under the 30-second default margin did, once, when the test took 29 s).
+        var configuration = OAuth2Authenticator.Configuration()
+        configuration.refreshMargin = .seconds(900)
+        try await self.withAuth(
+            kind, token: Self.expired, configuration: configuration, prepare: { $0.state.withLock { $0.lifetime = 600 } }
+        ) { setup in
             for index in 0..<6 {
                 let article = try await setup.client.send(Self.article("/api/\(index)"))
                 #expect(article.title == "t-1")
