@@ -15,7 +15,8 @@ import Darwin
 /// server, which then answers requests meant to be refused, or by an outgoing connection, which
 /// keeps it from being held.) To have an origin that answers and then refuses, hold the port
 /// first and start the server on it, `TestServer.start(.http1, port: refusing.port)`: the
-/// server shares the port while it listens (both sockets allow address reuse), and once it
+/// server shares the port while it listens (both sockets allow address reuse: SO_REUSEADDR on
+/// Linux, SO_REUSEPORT as well on Darwin), and once it
 /// stops connections are refused and no one else is given the port.
 public final class RefusingPort: Sendable {
     /// The port, on 127.0.0.1.
@@ -32,6 +33,11 @@ public final class RefusingPort: Sendable {
         guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
         var reuse: Int32 = 1
         _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        #if canImport(Darwin)
+        // BSD sockets share an exact address and port only when both set SO_REUSEPORT (the test
+        // server sets it there too). Not built here: Courier's tests run on Linux.
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_REUSEPORT, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        #endif
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0

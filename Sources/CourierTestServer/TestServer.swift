@@ -95,16 +95,25 @@ public final class TestServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
+                // A connection accepted while the server stops is closed at once.
+                let key = ObjectIdentifier(channel)
+                let accepted = state.connections.withLockedValue { connections -> Bool in
+                    guard !connections.stopped else { return false }
+                    connections.open[key] = channel
+                    return true
+                }
+                guard accepted else {
+                    channel.close(promise: nil)
+                    return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+                }
                 let connectionID = state.locked.withLockedValue { value -> Int in
                     value.connections += 1
                     value.open += 1
                     return value.connections
                 }
-                let key = ObjectIdentifier(channel)
-                state.children.withLockedValue { $0[key] = channel }
                 channel.closeFuture.whenComplete { _ in
                     state.locked.withLockedValue { $0.open -= 1 }
-                    state.children.withLockedValue { _ = $0.removeValue(forKey: key) }
+                    state.connections.withLockedValue { _ = $0.open.removeValue(forKey: key) }
                 }
                 guard let tls else {
                     return channel.eventLoop.makeCompletedFuture {
@@ -141,11 +150,24 @@ public final class TestServer: Sendable {
                     )
                 }
             }
-        let channel = try await (listeningSocket.map { bootstrap.withBoundSocket($0) } ?? bootstrap.bind(host: host, port: port)).get()
+        let listening = Self.allowingAHeldPort(bootstrap)
+        let channel = try await (listeningSocket.map { listening.withBoundSocket($0) } ?? listening.bind(host: host, port: port)).get()
         guard let port = channel.localAddress?.port else {
             throw TestServerError.noPort
         }
         return TestServer(port: port, mode: mode, state: state, channel: channel)
+    }
+
+    /// The bootstrap, able to listen on a port a ``RefusingPort`` holds: Linux lets two sockets
+    /// share an exact address and port when both set SO_REUSEADDR (set above); BSD sockets (Darwin)
+    /// only when both set SO_REUSEPORT. (The Darwin branch is not built here: Courier's tests run
+    /// on Linux.)
+    private static func allowingAHeldPort(_ bootstrap: ServerBootstrap) -> ServerBootstrap {
+        #if canImport(Darwin)
+        return bootstrap.serverChannelOption(.socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
+        #else
+        return bootstrap
+        #endif
     }
 
     private static func configureHTTP1(_ pipeline: ChannelPipeline.SynchronousOperations, state: ServerState, connectionID: Int) throws {
@@ -155,16 +177,20 @@ public final class TestServer: Sendable {
 
     /// Stops listening; open connections are closed. Stopping a stopped server does nothing.
     public func stop() async throws {
+        // Closing the listener leaves accepted connections open: close them too, so a client's
+        // pooled connection finds the server gone, as it would after a restart. From here on, a
+        // connection the listener still accepts is closed as it is set up.
+        let open = self.state.connections.withLockedValue { connections in
+            connections.stopped = true
+            return Array(connections.open.values)
+        }
+        for connection in open {
+            try? await connection.close()
+        }
         do {
             try await self.channel.close()
         } catch ChannelError.alreadyClosed {
             return
-        }
-        // Closing the listener leaves accepted connections open: close them too, so a client's
-        // pooled connection finds the server gone, as it would after a restart.
-        let open = self.state.children.withLockedValue { Array($0.values) }
-        for connection in open {
-            try? await connection.close()
         }
     }
 }
@@ -200,8 +226,9 @@ final class ServerState: Sendable {
     let handler: TestServer.Handler
     let keepsRequestBodies: Bool
     let locked = NIOLockedValueBox(Counters())
-    /// The accepted connections still open, closed by ``TestServer/stop()``.
-    let children = NIOLockedValueBox([ObjectIdentifier: any Channel]())
+    /// The accepted connections still open, closed by ``TestServer/stop()``, and whether it has
+    /// been called.
+    let connections = NIOLockedValueBox((open: [ObjectIdentifier: any Channel](), stopped: false))
 
     init(handler: @escaping TestServer.Handler, keepsRequestBodies: Bool) {
         self.handler = handler
