@@ -122,6 +122,65 @@ struct DeadlineWatchTests {
         }
     }
 
+    /// Deadlines × a cancellation handler that blocks (cancelling a URLSession task whose name
+    /// lookup is running waits for the lookup): the caller gets `timeout` at its deadline, not
+    /// when the handler returns — waiting as a deduplication waiter and in a task of its own.
+    /// (Found under load: a name lookup left unanswered held both transports' callers 10 s past
+    /// a 3 s deadline.)
+    @Test(arguments: TransportKind.allCases, [false, true])
+    func theCallerGetsItsTimeoutWhileACancellationHandlerBlocks(_ kind: TransportKind, deduplication: Bool) async throws {
+        let server = try await http1Server()
+        let gate = BlockingCancellation()
+        // The middleware is the client's: an endpoint's closure middleware would keep the request
+        // from being shared (a closure has no identity).
+        let configure: (inout Client.Configuration) -> Void = {
+            $0.deduplication.isEnabled = deduplication
+            $0.middleware = [gate.blocking]
+        }
+        try await withClient(kind, server: server, configure: configure) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(300), decoding: .data))
+            }
+            #expect(error?.kind == .timeout)
+            #expect(gate.released.withLock { $0 } == false, "the caller waited for the blocked cancellation handler")
+            #expect(await eventually(seconds: 10) { gate.cancelled.withLock { $0 } })
+            gate.release.signal()
+        }
+    }
+
+    /// Deadlines × work below that never looks at cancellation: the caller gets `timeout` at its
+    /// deadline while the work still waits, and the work ends on its own later.
+    @Test(arguments: TransportKind.allCases, [false, true])
+    func theCallerGetsItsTimeoutWhileTheWorkBelowIgnoresCancellation(_ kind: TransportKind, deduplication: Bool) async throws {
+        let server = try await http1Server()
+        let gate = Gate()
+        let returned = Locked(false)
+        let deaf = ClosureMiddleware { request, next in
+            await gate.wait()
+            returned.withLock { $0 = true }
+            return try await next(request)
+        }
+        // Lets the work end whatever happens (a caller that waited for it would wait this long).
+        let backstop = Task {
+            try await Task.sleep(for: .seconds(20))
+            await gate.open()
+        }
+        let configure: (inout Client.Configuration) -> Void = {
+            $0.deduplication.isEnabled = deduplication
+            $0.middleware = [deaf]
+        }
+        try await withClient(kind, server: server, configure: configure) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(300), decoding: .data))
+            }
+            #expect(error?.kind == .timeout)
+            #expect(returned.withLock { $0 } == false, "the caller waited for the work below to end")
+            await gate.open()
+            #expect(await eventually { returned.withLock { $0 } })
+        }
+        backstop.cancel()
+    }
+
     /// How the deadlines of one scan are spread over threads: one each, and past the cap the
     /// rest together on one more.
     @Test

@@ -162,8 +162,10 @@ final class Deduplicator: Sendable {
             state.entries[key] = entry
             return (waiter.continuation, nil)
         }
-        task?.cancel()
+        // The waiter first: cancelling runs the shared request's cancellation handlers on this
+        // thread, and one may block (a URLSession task whose name lookup is running).
         continuation?.resume(throwing: error)
+        task?.cancel()
     }
 
     private func change(key: LogicalKey, waiterID: UInt64, to priority: RequestPriority) {
