@@ -36,13 +36,9 @@ enum Deadline {
     ///
     /// The work runs in a task of its own (it inherits priority and task-local values, and is
     /// cancelled with the caller). Deadlines are watched by one ``DeadlineWatch`` thread for the
-    /// whole process, so a request costs one task and a few short locked sections, no timer of
-    /// its own. The caller gets its timeout when the deadline passes, not when the cancelled work
-    /// ends: work that does not end when cancelled (a cancellation handler that blocks, a wait
-    /// that never looks) goes on alone, and what it ends with is dropped (a response body
-    /// dropped is cancelled).
+    /// whole process, so a request costs one task and two short locked sections, no timer of its own.
     static func run<Result: Sendable>(
-        until deadline: ContinuousClock.Instant, attach: ((Task<Void, Never>) -> Void)? = nil,
+        until deadline: ContinuousClock.Instant, attach: ((Task<Result, any Error>) -> Void)? = nil,
         _ work: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         // The work runs in a new task, which does not inherit the caller's cancellation until
@@ -50,78 +46,32 @@ enum Deadline {
         // (it could run a step, say fetch a prerequisite, before the handler fires).
         if Task.isCancelled { throw CourierError.cancelled() }
         if deadline <= ContinuousClock.now { throw CourierError.timeout() }
-        let race = DeadlineRace<Result>()
-        let task = Task {
-            do {
-                race.end(.finished(.success(try await work())))
-            } catch {
-                race.end(.finished(.failure(error)))
-            }
-        }
+        let task = Task { try await work() }
         attach?(task)
-        let watch = DeadlineWatch.shared.watch(until: deadline) {
-            // The caller first: cancelling runs the work's cancellation handlers on this thread.
-            race.end(.expired)
-            task.cancel()
-        }
-        let ending = await withTaskCancellationHandler {
-            await race.ending()
-        } onCancel: {
-            task.cancel()
-        }
-        _ = DeadlineWatch.shared.end(watch)
-        switch ending {
-        case .finished(let result):
-            return try result.get()
-        case .expired:
-            // A caller cancelled while its deadline passed was cancelled, not timed out.
-            if Task.isCancelled { throw CourierError.cancelled() }
-            throw CourierError.timeout(underlying: nil)
-        }
-    }
-}
-
-/// Which comes first for ``Deadline/run(until:attach:_:)``: the work's end or the deadline.
-/// The first `end` wins; later ones are dropped.
-///
-/// Unchecked: `ending` and `waiter` are read and written only under `lock` (one object for the
-/// lock and the state, not a ``Locked`` box: one allocation fewer per request).
-private final class DeadlineRace<Value: Sendable>: @unchecked Sendable {
-    enum Ending: Sendable {
-        case finished(Result<Value, any Error>)
-        case expired
-    }
-
-    private let lock = NSLock()
-    private var ended: Ending?
-    private var waiter: UnsafeContinuation<Ending, Never>?
-
-    /// Ends the race with `ending` unless it has ended; resumes the caller if it waits.
-    func end(_ ending: Ending) {
-        self.lock.lock()
-        guard self.ended == nil else {
-            self.lock.unlock()
-            return
-        }
-        self.ended = ending
-        let waiter = self.waiter
-        self.waiter = nil
-        self.lock.unlock()
-        waiter?.resume(returning: ending)
-    }
-
-    /// Waits for the race to end (at once when it has).
-    func ending() async -> Ending {
-        await withUnsafeContinuation { continuation in
-            self.lock.lock()
-            guard let ended = self.ended else {
-                self.waiter = continuation
-                self.lock.unlock()
-                return
+        let watch = DeadlineWatch.shared.watch(until: deadline) { task.cancel() }
+        let value: Result
+        do {
+            value = try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                task.cancel()
             }
-            self.lock.unlock()
-            continuation.resume(returning: ended)
+        } catch {
+            throw Self.ended(watch, failure: error)
         }
+        // Work that ended because the deadline cancelled it (a body cut short, a wait given up)
+        // is a timeout, never a success — unless the caller itself was cancelled.
+        if DeadlineWatch.shared.end(watch), !Task.isCancelled { throw CourierError.timeout(underlying: nil) }
+        return value
+    }
+
+    /// Ends the watch of work that failed: the error it fails with is a timeout when the
+    /// deadline had fired (and the caller was not cancelled), else the work's own.
+    @inline(never)
+    private static func ended(_ watch: UInt64, failure error: any Error) -> any Error {
+        guard DeadlineWatch.shared.end(watch), !Task.isCancelled else { return error }
+        if let failure = error as? CourierError, failure.kind == .timeout { return failure }
+        return CourierError.timeout(underlying: error)
     }
 }
 

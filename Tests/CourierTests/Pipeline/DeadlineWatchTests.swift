@@ -122,22 +122,22 @@ struct DeadlineWatchTests {
         }
     }
 
-    /// Deadlines × a cancellation handler that blocks (cancelling a URLSession task whose name
-    /// lookup is running waits for the lookup): the caller gets `timeout` at its deadline, not
-    /// when the handler returns — waiting as a deduplication waiter and in a task of its own.
-    /// (Found under load: a name lookup left unanswered held both transports' callers 10 s past
-    /// a 3 s deadline.)
-    @Test(arguments: TransportKind.allCases, [false, true])
-    func theCallerGetsItsTimeoutWhileACancellationHandlerBlocks(_ kind: TransportKind, deduplication: Bool) async throws {
+    /// Deadlines × deduplication × a cancellation handler that blocks (cancelling a URLSession
+    /// task whose name lookup is running waits for the lookup): a caller waiting for a shared
+    /// request gets `timeout` at its deadline, not when the handler returns. (Found under load: a
+    /// name lookup left unanswered held both transports' callers 10 s past a 3 s deadline; the
+    /// deduplicator cancelled the shared request before it resumed the waiter.)
+    ///
+    /// Only the waiter's path: an exchange in a task of its own (deduplication off, or a request
+    /// that is not shared) still waits for its cancelled work to end, which owns the exchange's
+    /// record and lifecycle ticket until then.
+    @Test(arguments: TransportKind.allCases)
+    func aWaiterGetsItsTimeoutWhileACancellationHandlerBlocks(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let gate = BlockingCancellation()
         // The middleware is the client's: an endpoint's closure middleware would keep the request
         // from being shared (a closure has no identity).
-        let configure: (inout Client.Configuration) -> Void = {
-            $0.deduplication.isEnabled = deduplication
-            $0.middleware = [gate.blocking]
-        }
-        try await withClient(kind, server: server, configure: configure) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [gate.blocking] }) { client in
             let error = await expectCourierError {
                 _ = try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(300), decoding: .data))
             }
@@ -148,10 +148,11 @@ struct DeadlineWatchTests {
         }
     }
 
-    /// Deadlines × work below that never looks at cancellation: the caller gets `timeout` at its
-    /// deadline while the work still waits, and the work ends on its own later.
-    @Test(arguments: TransportKind.allCases, [false, true])
-    func theCallerGetsItsTimeoutWhileTheWorkBelowIgnoresCancellation(_ kind: TransportKind, deduplication: Bool) async throws {
+    /// Deadlines × deduplication × work below that never looks at cancellation: a waiter gets
+    /// `timeout` at its deadline while the shared work still waits, and the work ends on its own
+    /// later.
+    @Test(arguments: TransportKind.allCases)
+    func aWaiterGetsItsTimeoutWhileTheWorkBelowIgnoresCancellation(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let gate = Gate()
         let returned = Locked(false)
@@ -165,11 +166,7 @@ struct DeadlineWatchTests {
             try await Task.sleep(for: .seconds(20))
             await gate.open()
         }
-        let configure: (inout Client.Configuration) -> Void = {
-            $0.deduplication.isEnabled = deduplication
-            $0.middleware = [deaf]
-        }
-        try await withClient(kind, server: server, configure: configure) { client in
+        try await withClient(kind, server: server, configure: { $0.middleware = [deaf] }) { client in
             let error = await expectCourierError {
                 _ = try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(300), decoding: .data))
             }

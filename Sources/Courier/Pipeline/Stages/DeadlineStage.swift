@@ -4,7 +4,9 @@ import Foundation
 /// below it — queueing, middleware waits, retries and their backoff, redirects, the exchange,
 /// the whole body and decoding — on every transport and for each HTTP/2 stream on its own.
 ///
-/// When it passes, the work below is cancelled and the caller gets kind `timeout`. Each caller
+/// When it passes, the work below is cancelled and the caller gets kind `timeout`: at once when it
+/// waits for a shared request, and otherwise once the cancelled work has ended (work that does
+/// not end when cancelled, such as a platform's name lookup, holds such a caller). Each caller
 /// has its own: a deduplicated joiner with a short deadline times out alone while the others go
 /// on. For streamed exchanges (``Client/stream(_:)``, downloads) it covers the wait for the
 /// response head only; their bodies may legitimately last for hours, and a stalled one is ended
