@@ -186,37 +186,72 @@ struct Outcome: Sendable {
 /// Facts about the wire exchange that travel around the middleware (which sees only requests and
 /// responses): the request as sent, the attempt number, and what arrived.
 ///
-/// Unchecked: its fields are written and read one stage after another along one exchange (each
-/// read happens after the awaited call that wrote it returned), never concurrently; a shared
-/// (deduplicated) exchange writes them in its own task before its waiters are resumed.
+/// Unchecked: its fields are read and written under `lock`. Mostly one stage after another along
+/// one exchange, but not always: a caller that leaves a shared (deduplicated) request early — its
+/// deadline, a cancellation — reads them while the shared request, still running in its own task,
+/// may write them.
 final class ExchangeRecord: @unchecked Sendable {
+    private struct Fields {
+        var sentHeaders: HTTPFields?
+        var attempt = 1
+        var status: Int?
+        var version: HTTPVersion?
+        var sentBody: Data?
+        var queued: Duration = .zero
+        var wait: Duration?
+        var sentAt: ContinuousClock.Instant?
+    }
+
+    private let lock = NSLock()
+    private var fields = Fields()
+
+    private func read<Value>(_ value: (Fields) -> Value) -> Value {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return value(self.fields)
+    }
+
+    private func write(_ change: (inout Fields) -> Void) {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        change(&self.fields)
+    }
+
     /// The header fields of the last request handed to the transport.
-    private(set) var sentHeaders: HTTPFields?
-    private(set) var attempt = 1
-    private(set) var status: Int?
-    private(set) var version: HTTPVersion?
+    var sentHeaders: HTTPFields? { self.read(\.sentHeaders) }
+    var attempt: Int { self.read(\.attempt) }
+    var status: Int? { self.read(\.status) }
+    var version: HTTPVersion? { self.read(\.version) }
     /// What monitors read at the end (written only when a monitor listens): the body of the
     /// last request sent, the time spent queued, and from sending the last attempt to its head.
-    private(set) var sentBody: Data?
-    var queued: Duration = .zero
-    private(set) var wait: Duration?
-    private var sentAt: ContinuousClock.Instant?
+    var sentBody: Data? { self.read(\.sentBody) }
+    var queued: Duration {
+        get { self.read(\.queued) }
+        set { self.write { $0.queued = newValue } }
+    }
+    var wait: Duration? { self.read(\.wait) }
 
     func sent(_ request: Request, observed: Bool = false) {
-        self.sentHeaders = request.head.headerFields
-        if observed {
-            self.sentBody = request.body?.sentBytes
-            self.sentAt = .now
+        let headers = request.head.headerFields
+        let body = observed ? request.body?.sentBytes : nil
+        self.write { fields in
+            fields.sentHeaders = headers
+            if observed {
+                fields.sentBody = body
+                fields.sentAt = .now
+            }
         }
     }
 
     func received(status: Int, version: HTTPVersion, observed: Bool = false) {
-        self.status = status
-        self.version = version
-        if observed, let sentAt { self.wait = .now - sentAt }
+        self.write { fields in
+            fields.status = status
+            fields.version = version
+            if observed, let sentAt = fields.sentAt { fields.wait = .now - sentAt }
+        }
     }
 
     func setAttempt(_ attempt: Int) {
-        self.attempt = attempt
+        self.write { $0.attempt = attempt }
     }
 }
