@@ -122,35 +122,10 @@ struct DeadlineWatchTests {
         }
     }
 
-    /// Deadlines × deduplication × a cancellation handler that blocks (cancelling a URLSession
-    /// task whose name lookup is running waits for the lookup): a caller waiting for a shared
-    /// request gets `timeout` at its deadline, not when the handler returns. (Found under load: a
-    /// name lookup left unanswered held both transports' callers 10 s past a 3 s deadline; the
-    /// deduplicator cancelled the shared request before it resumed the waiter.)
-    ///
-    /// Only the waiter's path: an exchange in a task of its own (deduplication off, or a request
-    /// that is not shared) still waits for its cancelled work to end, which owns the exchange's
-    /// record and lifecycle ticket until then.
-    @Test(arguments: TransportKind.allCases)
-    func aWaiterGetsItsTimeoutWhileACancellationHandlerBlocks(_ kind: TransportKind) async throws {
-        let server = try await http1Server()
-        let gate = BlockingCancellation()
-        // The middleware is the client's: an endpoint's closure middleware would keep the request
-        // from being shared (a closure has no identity).
-        try await withClient(kind, server: server, configure: { $0.middleware = [gate.blocking] }) { client in
-            let error = await expectCourierError {
-                _ = try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(300), decoding: .data))
-            }
-            #expect(error?.kind == .timeout)
-            #expect(gate.released.withLock { $0 } == false, "the caller waited for the blocked cancellation handler")
-            #expect(await eventually(seconds: 10) { gate.cancelled.withLock { $0 } })
-            gate.release.signal()
-        }
-    }
-
-    /// Deadlines × deduplication × work below that never looks at cancellation: a waiter gets
-    /// `timeout` at its deadline while the shared work still waits, and the work ends on its own
-    /// later.
+    /// Deadlines × deduplication × work below that never looks at cancellation: a caller waiting
+    /// for a shared request gets `timeout` at its deadline while the shared work still waits, and
+    /// the work ends on its own later. (Only the waiter's path: an exchange in a task of its own
+    /// waits for its cancelled work to end, which owns the exchange's lifecycle ticket until then.)
     @Test(arguments: TransportKind.allCases)
     func aWaiterGetsItsTimeoutWhileTheWorkBelowIgnoresCancellation(_ kind: TransportKind) async throws {
         let server = try await http1Server()
@@ -166,6 +141,8 @@ struct DeadlineWatchTests {
             try await Task.sleep(for: .seconds(20))
             await gate.open()
         }
+        // The middleware is the client's: an endpoint's closure middleware would keep the request
+        // from being shared (a closure has no identity).
         try await withClient(kind, server: server, configure: { $0.middleware = [deaf] }) { client in
             let error = await expectCourierError {
                 _ = try await client.send(Endpoint<Data>(path: "/json", timeout: .milliseconds(300), decoding: .data))

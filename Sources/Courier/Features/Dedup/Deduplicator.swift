@@ -162,10 +162,11 @@ final class Deduplicator: Sendable {
             state.entries[key] = entry
             return (waiter.continuation, nil)
         }
-        // The waiter first: cancelling runs the shared request's cancellation handlers on this
-        // thread, and one may block (a URLSession task whose name lookup is running).
-        continuation?.resume(throwing: error)
+        // The shared request first, so that when the waiter hears of it the request no longer
+        // waits in the scheduler's queue. (Its cancellation handlers run on this thread: one that
+        // blocks — cancelling a URLSession task whose name lookup is running — holds the waiter.)
         task?.cancel()
+        continuation?.resume(throwing: error)
     }
 
     private func change(key: LogicalKey, waiterID: UInt64, to priority: RequestPriority) {

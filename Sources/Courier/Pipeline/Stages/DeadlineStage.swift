@@ -4,9 +4,11 @@ import Foundation
 /// below it — queueing, middleware waits, retries and their backoff, redirects, the exchange,
 /// the whole body and decoding — on every transport and for each HTTP/2 stream on its own.
 ///
-/// When it passes, the work below is cancelled and the caller gets kind `timeout`: at once when it
-/// waits for a shared request, and otherwise once the cancelled work has ended (work that does
-/// not end when cancelled, such as a platform's name lookup, holds such a caller). Each caller
+/// When it passes, the work below is cancelled and the caller gets kind `timeout`: once the
+/// cancellation handlers have run when it waits for a shared request, and otherwise once the
+/// cancelled work has ended. Work that does not end when cancelled, or a handler that blocks
+/// (cancelling a URLSession task whose name lookup is running waits for the lookup), holds the
+/// caller past its deadline. Each caller
 /// has its own: a deduplicated joiner with a short deadline times out alone while the others go
 /// on. For streamed exchanges (``Client/stream(_:)``, downloads) it covers the wait for the
 /// response head only; their bodies may legitimately last for hours, and a stalled one is ended
