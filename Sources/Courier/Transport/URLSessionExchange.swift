@@ -16,6 +16,8 @@ final class URLSessionExchange: Sendable {
     let chunks: SpillBuffer
     /// Runs once the task has completed (removes a spooled upload).
     private let onComplete: @Sendable () -> Void
+    /// Where the task is cancelled, off the caller's thread.
+    private let control: URLSessionControl
     /// The transport's count of bodies that could not be buffered.
     private let bufferFailures: Locked<Int>
     private let head = Locked<HeadState>(.waiting(nil))
@@ -36,10 +38,11 @@ final class URLSessionExchange: Sendable {
     }
 
     init(
-        task: URLSessionDataTask, memoryLimit: Int, scratchDirectory: URL, bufferFailures: Locked<Int>,
+        task: URLSessionDataTask, memoryLimit: Int, scratchDirectory: URL, bufferFailures: Locked<Int>, control: URLSessionControl,
         onComplete: @escaping @Sendable () -> Void
     ) {
         self.task = task
+        self.control = control
         self.chunks = SpillBuffer(memoryLimit: memoryLimit, directory: scratchDirectory)
         self.bufferFailures = bufferFailures
         self.onComplete = onComplete
@@ -67,7 +70,7 @@ final class URLSessionExchange: Sendable {
         } catch {
             // The disk is full, or the directory cannot be written: the reader gets the error.
             self.bufferFailures.withLock { $0 += 1 }
-            self.task.cancel()
+            self.control.cancel(self.task)
         }
         #if canImport(Darwin)
         // A reader slower than the network: above the high-water mark the task is suspended
@@ -96,6 +99,14 @@ final class URLSessionExchange: Sendable {
         }
         if resume { self.task.resume() }
         #endif
+    }
+
+    /// Ends the exchange for its reader at once with kind `cancelled` (the head, or the body
+    /// being read) and has the transport's control queue cancel the task.
+    func cancel() {
+        self.resumeHead(.failure(CourierError.cancelled()))
+        self.chunks.discard(throwing: CourierError.cancelled())
+        self.control.cancel(self.task)
     }
 
     /// The platform asked for a credential, and none is given: the task ends, and `response`
@@ -238,5 +249,36 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let exchange = self.exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }
         exchange?.completed(error: error)
+    }
+}
+
+/// Where a transport's tasks are cancelled and its session invalidated: one serial queue, off
+/// the callers' threads, in the order asked.
+///
+/// On Linux both calls wait for the session's work queue, which waits for any name lookup a
+/// cancelled task still runs (libcurl joins its resolver thread): measured, 12 s with a resolver
+/// that never answers. Neither a caller, nor a deadline's or `cancelAll`'s thread, nor one of
+/// Swift concurrency's few threads may wait for that. One queue keeps the order: a task is never
+/// cancelled once its session has been invalidated (FoundationNetworking traps on a cancel that
+/// finds its task gone from the session).
+final class URLSessionControl: Sendable {
+    private let queue = DispatchQueue(label: "courier.urlsession.control")
+    /// Whether the session has been invalidated: read and written on `queue` only.
+    private let invalidated = Locked(false)
+
+    /// Cancels `task` on the queue, unless its session has been invalidated by then.
+    func cancel(_ task: URLSessionTask) {
+        self.queue.async {
+            guard !self.invalidated.withLock({ $0 }) else { return }
+            task.cancel()
+        }
+    }
+
+    /// Invalidates `session` on the queue, cancelling its tasks, once every cancel asked before has run.
+    func invalidate(_ session: URLSession) {
+        self.queue.async {
+            self.invalidated.withLock { $0 = true }
+            session.invalidateAndCancel()
+        }
     }
 }

@@ -64,6 +64,8 @@ public final class URLSessionTransport: Transport {
     /// Bytes of a response the reader has not read yet that are held in memory; more go to a
     /// temporary file.
     private let responseMemoryLimit: Int
+    /// Where tasks are cancelled and the session invalidated, off the callers' threads.
+    private let control = URLSessionControl()
     /// Where streamed uploads are spooled and unread responses spill.
     private let scratchDirectory: URL
     /// Streamed request bodies up to this length are collected into memory; longer ones, and
@@ -101,7 +103,7 @@ public final class URLSessionTransport: Transport {
     }
 
     deinit {
-        self.session.withLock { $0 }?.invalidateAndCancel()
+        self.shutdown()
     }
 
     /// The content codings the platform's URLSession removes from a response body itself.
@@ -114,12 +116,14 @@ public final class URLSessionTransport: Transport {
     /// Shuts the transport down: cancels every task still running and releases the session and
     /// its connections. The transport cannot be used afterwards (a request then fails with kind
     /// `transport`). Dropping the last reference does the same.
+    ///
+    /// Returns at once: the session is invalidated off the caller's thread (``URLSessionControl``).
     public func shutdown() {
         let session = self.session.withLock { session in
             defer { session = nil }
             return session
         }
-        session?.invalidateAndCancel()
+        if let session { self.control.invalidate(session) }
     }
 
     /// A copy of `configuration` with the platform's own cookie, cache and credential handling
@@ -185,7 +189,7 @@ public final class URLSessionTransport: Transport {
                     if let spooled { session.uploadTask(with: urlRequest, fromFile: spooled) } else { session.dataTask(with: urlRequest) }
                 let exchange = URLSessionExchange(
                     task: task, memoryLimit: memoryLimit, scratchDirectory: scratch, bufferFailures: self.bufferFailures,
-                    onComplete: removeSpooled)
+                    control: self.control, onComplete: removeSpooled)
                 delegate.register(exchange, for: task)
                 return (task, exchange)
             }
@@ -199,7 +203,7 @@ public final class URLSessionTransport: Transport {
                 task.resume()
             }
         } onCancel: {
-            task.cancel()
+            exchange.cancel()
         }
         var fields = HTTPFields()
         for (name, value) in head.allHeaderFields {
@@ -218,7 +222,7 @@ public final class URLSessionTransport: Transport {
         do {
             status = try StatusCode.checked(head.statusCode)
         } catch {
-            task.cancel()
+            exchange.cancel()
             throw error
         }
         var expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
@@ -234,15 +238,13 @@ public final class URLSessionTransport: Transport {
         }
         let chunks = exchange.chunks
         let body = ByteStream(onCancel: {
-            task.cancel()
-            chunks.discard(throwing: CourierError.cancelled())
+            exchange.cancel()
         }) {
             return {
                 let chunk = try await withTaskCancellationHandler {
                     try await chunks.next()
                 } onCancel: {
-                    task.cancel()
-                    chunks.discard(throwing: CourierError.cancelled())
+                    exchange.cancel()
                 }
                 if chunk != nil { exchange.consumed() }
                 return chunk

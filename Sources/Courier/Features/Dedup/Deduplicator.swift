@@ -163,8 +163,8 @@ final class Deduplicator: Sendable {
             return (waiter.continuation, nil)
         }
         // The shared request first, so that when the waiter hears of it the request no longer
-        // waits in the scheduler's queue. (Its cancellation handlers run on this thread: one that
-        // blocks — cancelling a URLSession task whose name lookup is running — holds the waiter.)
+        // waits in the scheduler's queue. (Its cancellation handlers run on this thread: the
+        // transports' never block, a middleware's that does holds the waiter.)
         task?.cancel()
         continuation?.resume(throwing: error)
     }

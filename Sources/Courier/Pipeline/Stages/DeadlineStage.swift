@@ -6,9 +6,10 @@ import Foundation
 ///
 /// When it passes, the work below is cancelled and the caller gets kind `timeout`: once the
 /// cancellation handlers have run when it waits for a shared request, and otherwise once the
-/// cancelled work has ended. Work that does not end when cancelled, or a handler that blocks
-/// (cancelling a URLSession task whose name lookup is running waits for the lookup), holds the
-/// caller past its deadline. Each caller
+/// cancelled work has ended. Both transports end an exchange at once when cancelled (the
+/// URLSession one cancels its platform task off the caller's thread, as that can wait for a name
+/// lookup); a middleware's work that does not end when cancelled, or a cancellation handler of
+/// its that blocks, holds the caller past its deadline. Each caller
 /// has its own: a deduplicated joiner with a short deadline times out alone while the others go
 /// on. For streamed exchanges (``Client/stream(_:)``, downloads) it covers the wait for the
 /// response head only; their bodies may legitimately last for hours, and a stalled one is ended
