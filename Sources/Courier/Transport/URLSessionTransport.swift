@@ -117,7 +117,8 @@ public final class URLSessionTransport: Transport {
     /// its connections. The transport cannot be used afterwards (a request then fails with kind
     /// `transport`). Dropping the last reference does the same.
     ///
-    /// Returns at once: the session is invalidated off the caller's thread (``URLSessionControl``).
+    /// Returns at once: the session is invalidated on a serial queue of the transport's own, as on
+    /// Linux that waits for any name lookup a cancelled task still runs.
     public func shutdown() {
         let session = self.session.withLock { session in
             defer { session = nil }
