@@ -10,7 +10,10 @@ import Security
 
 /// The state of one data task: the head continuation and the body chunks.
 final class URLSessionExchange: Sendable {
-    let task: URLSessionDataTask
+    /// The task, once ``start(_:)`` has made it on the control queue.
+    private let madeTask = Locked<URLSessionDataTask?>(nil)
+    /// Whether ``cancel()`` was called: a task not made by then is never made.
+    private let cancelled = Locked(false)
     /// The body chunks delivered and not yet read: in memory up to the transport's limit, the
     /// rest in a temporary file (FoundationNetworking cannot suspend a running task).
     let chunks: SpillBuffer
@@ -38,10 +41,9 @@ final class URLSessionExchange: Sendable {
     }
 
     init(
-        task: URLSessionDataTask, memoryLimit: Int, scratchDirectory: URL, bufferFailures: Locked<Int>, control: URLSessionControl,
+        memoryLimit: Int, scratchDirectory: URL, bufferFailures: Locked<Int>, control: URLSessionControl,
         onComplete: @escaping @Sendable () -> Void
     ) {
-        self.task = task
         self.control = control
         self.chunks = SpillBuffer(memoryLimit: memoryLimit, directory: scratchDirectory)
         self.bufferFailures = bufferFailures
@@ -70,7 +72,7 @@ final class URLSessionExchange: Sendable {
         } catch {
             // The disk is full, or the directory cannot be written: the reader gets the error.
             self.bufferFailures.withLock { $0 += 1 }
-            self.control.cancel(self.task)
+            self.control.run { self.cancelTask() }
         }
         #if canImport(Darwin)
         // A reader slower than the network: above the high-water mark the task is suspended
@@ -81,7 +83,7 @@ final class URLSessionExchange: Sendable {
             paused = true
             return true
         }
-        if pause { self.task.suspend() }
+        if pause { self.madeTask.withLock { $0 }?.suspend() }
         #endif
         // FoundationNetworking traps when a running data task is suspended (measured: a fatal
         // error in NativeProtocol), so on Linux what the reader has not read goes to the buffer
@@ -97,16 +99,47 @@ final class URLSessionExchange: Sendable {
             paused = false
             return true
         }
-        if resume { self.task.resume() }
+        if resume { self.madeTask.withLock { $0 }?.resume() }
         #endif
     }
 
+    /// Makes the task with `make` and resumes it, on the control queue, unless the exchange has
+    /// been cancelled by then; a task that cannot be made fails the head with `make`'s error.
+    /// (On Linux making and resuming a task wait for FoundationNetworking's work queue, which a
+    /// cancelled name lookup can hold for as long as the lookup lasts.)
+    func start(_ make: @escaping @Sendable () throws -> URLSessionDataTask) {
+        self.control.run {
+            guard !self.cancelled.withLock({ $0 }) else {
+                self.onComplete()
+                return
+            }
+            let task: URLSessionDataTask
+            do {
+                task = try make()
+            } catch {
+                self.onComplete()
+                self.resumeHead(.failure(error))
+                self.chunks.finish(throwing: error)
+                return
+            }
+            self.madeTask.withLock { $0 = task }
+            task.resume()
+        }
+    }
+
     /// Ends the exchange for its reader at once with kind `cancelled` (the head, or the body
-    /// being read) and has the transport's control queue cancel the task.
+    /// being read) and has the control queue cancel the task (or never make it).
     func cancel() {
+        self.cancelled.withLock { $0 = true }
         self.resumeHead(.failure(CourierError.cancelled()))
         self.chunks.discard(throwing: CourierError.cancelled())
-        self.control.cancel(self.task)
+        self.control.run { self.cancelTask() }
+    }
+
+    /// Cancels the task, if made, unless its session has been invalidated; on the control queue.
+    private func cancelTask() {
+        guard !self.control.isInvalidated, let task = self.madeTask.withLock({ $0 }) else { return }
+        task.cancel()
     }
 
     /// The platform asked for a credential, and none is given: the task ends, and `response`
@@ -252,10 +285,10 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
     }
 }
 
-/// Where a transport's tasks are cancelled and its session invalidated: one serial queue, off
-/// the callers' threads, in the order asked.
+/// Where a transport's tasks are made, resumed and cancelled and its session invalidated: one
+/// serial queue, off the callers' threads, in the order asked.
 ///
-/// On Linux both calls wait for the session's work queue, which waits for any name lookup a
+/// On Linux each of these waits for FoundationNetworking's work queue, which waits for any name lookup a
 /// cancelled task still runs (libcurl joins its resolver thread): measured, 12 s with a resolver
 /// that never answers. Neither a caller, nor a deadline's or `cancelAll`'s thread, nor one of
 /// Swift concurrency's few threads may wait for that. One queue keeps the order: a task is never
@@ -266,13 +299,13 @@ final class URLSessionControl: Sendable {
     /// Whether the session has been invalidated: read and written on `queue` only.
     private let invalidated = Locked(false)
 
-    /// Cancels `task` on the queue, unless its session has been invalidated by then.
-    func cancel(_ task: URLSessionTask) {
-        self.queue.async {
-            guard !self.invalidated.withLock({ $0 }) else { return }
-            task.cancel()
-        }
+    /// Runs `work` on the queue, after everything asked before.
+    func run(_ work: @escaping @Sendable () -> Void) {
+        self.queue.async(execute: work)
     }
+
+    /// Whether the session has been invalidated (read on the queue: then it is settled).
+    var isInvalidated: Bool { self.invalidated.withLock { $0 } }
 
     /// Invalidates `session` on the queue, cancelling its tasks, once every cancel asked before has run.
     func invalidate(_ session: URLSession) {

@@ -178,30 +178,28 @@ public final class URLSessionTransport: Transport {
             throw error
         }
 
-        // The exchange is registered under the same lock that makes the task, so a shutdown
-        // that cancels the task at once still finds it (and it removes the spooled file).
-        let (memoryLimit, scratch, delegate) = (self.responseMemoryLimit, self.scratchDirectory, self.delegate)
-        let task: URLSessionDataTask
-        let exchange: URLSessionExchange
-        do {
-            (task, exchange) = try self.session.withLock { session in
-                guard let session else { throw CourierError(.transport, "the URLSession transport is shut down") }
-                let task: URLSessionDataTask =
-                    if let spooled { session.uploadTask(with: urlRequest, fromFile: spooled) } else { session.dataTask(with: urlRequest) }
-                let exchange = URLSessionExchange(
-                    task: task, memoryLimit: memoryLimit, scratchDirectory: scratch, bufferFailures: self.bufferFailures,
-                    control: self.control, onComplete: removeSpooled)
-                delegate.register(exchange, for: task)
-                return (task, exchange)
-            }
-        } catch {
-            removeSpooled()
-            throw error
-        }
+        let exchange = URLSessionExchange(
+            memoryLimit: self.responseMemoryLimit, scratchDirectory: self.scratchDirectory, bufferFailures: self.bufferFailures,
+            control: self.control, onComplete: removeSpooled)
+        // The task is made and registered under the same lock, so a shutdown that cancels the
+        // session's tasks at once still finds it (and it removes the spooled file).
+        let (sessions, delegate, prepared) = (self.session, self.delegate, urlRequest)
         let head: HTTPURLResponse = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 exchange.awaitHead(continuation)
-                task.resume()
+                exchange.start {
+                    try sessions.withLock { session in
+                        guard let session else { throw CourierError(.transport, "the URLSession transport is shut down") }
+                        let task: URLSessionDataTask =
+                            if let spooled {
+                                session.uploadTask(with: prepared, fromFile: spooled)
+                            } else {
+                                session.dataTask(with: prepared)
+                            }
+                        delegate.register(exchange, for: task)
+                        return task
+                    }
+                }
             }
         } onCancel: {
             exchange.cancel()

@@ -40,4 +40,50 @@ struct SilentResolverTests {
         #expect(await eventually(seconds: 5) { client.traffic.queued == 0 && client.traffic.inFlight == 0 })
         try await shutdown()
     }
+
+    /// A lookup that never answers, cancelled at its deadline, × the next request on the same
+    /// transport, to a host that needs no lookup.
+    ///
+    /// AsyncHTTPClient answers it at once. URLSession on Linux cannot: removing a task whose
+    /// lookup runs holds FoundationNetworking's work queue until the lookup ends, and every
+    /// request waits for that queue (measured: also with one session per host name, so the queue
+    /// is shared by the process's sessions). There the next request ends at its own deadline with
+    /// kind `timeout`, is not held past it, and once the lookup has ended a request is answered.
+    ///
+    /// With deduplication off the next request runs in a task of its own: found held 10.9 s past
+    /// its 4 s deadline, as making and resuming its task blocked the thread it ran on. Tasks are
+    /// now made and resumed on the transport's control queue.
+    @Test(
+        .enabled(if: isActive, "needs the silent resolver of scripts/test-silent-resolver.sh"),
+        arguments: TransportKind.allCases, [true, false])
+    func theNextRequestIsNotHeldByACancelledLookup(_ kind: TransportKind, deduplicated: Bool) async throws {
+        let server = try await http1Server()
+        let configure: (inout Client.Configuration) -> Void = {
+            $0.timeout = .seconds(1)
+            $0.deduplication = DeduplicationConfiguration(isEnabled: deduplicated)
+        }
+        try await withClient(kind, server: server, configure: configure) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(path: "http://courier-silent-resolver.example:8080/", decoding: .data))
+            }
+            #expect(error?.kind == .timeout, "\(String(describing: error))")
+            let next = Endpoint<Data>(path: "/json", timeout: .seconds(4), decoding: .data)
+            let started = ContinuousClock.now
+            switch kind {
+            case .asyncHTTPClient:
+                let body = try await client.send(next)
+                #expect(!body.isEmpty)
+                // The cancelled lookup lasts 11 s more: a request held by it is answered no sooner.
+                #expect(ContinuousClock.now - started < .seconds(3), "the request waited for the cancelled lookup")
+            case .urlSession:
+                let held = await expectCourierError { _ = try await client.send(next) }
+                let took = ContinuousClock.now - started
+                #expect(held?.kind == .timeout, "\(String(describing: held))")
+                #expect(took < .seconds(6), "the caller was held past its deadline: \(took)")
+                // The lookup ends 12 s after it began; then the platform serves requests again.
+                let body = try await client.send(Endpoint<Data>(path: "/json", timeout: .seconds(20), decoding: .data))
+                #expect(!body.isEmpty)
+            }
+        }
+    }
 }
