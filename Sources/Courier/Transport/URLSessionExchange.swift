@@ -14,6 +14,8 @@ final class URLSessionExchange: Sendable {
     private let madeTask = Locked<URLSessionDataTask?>(nil)
     /// Whether ``cancel()`` was called: a task not made by then is never made.
     private let cancelled = Locked(false)
+    /// Whether the platform has reported the task's end.
+    private let hasCompleted = Locked(false)
     /// The body chunks delivered and not yet read: in memory up to the transport's limit, the
     /// rest in a temporary file (FoundationNetworking cannot suspend a running task).
     let chunks: SpillBuffer
@@ -136,9 +138,11 @@ final class URLSessionExchange: Sendable {
         self.control.run { self.cancelTask() }
     }
 
-    /// Cancels the task, if made, unless its session has been invalidated; on the control queue.
+    /// Cancels the task, if made and not completed, unless its session has been invalidated; on
+    /// the control queue. (A completed task's cancel does nothing, but still waits for the work
+    /// queue that a name lookup may hold.)
     private func cancelTask() {
-        guard !self.control.isInvalidated, let task = self.madeTask.withLock({ $0 }) else { return }
+        guard !self.control.isInvalidated, !self.hasCompleted.withLock({ $0 }), let task = self.madeTask.withLock({ $0 }) else { return }
         task.cancel()
     }
 
@@ -154,6 +158,7 @@ final class URLSessionExchange: Sendable {
     }
 
     func completed(error: (any Error)?) {
+        self.hasCompleted.withLock { $0 = true }
         self.onComplete()
         if error != nil, let rejection = self.trustRejection.withLock({ $0 }) {
             self.resumeHead(.failure(rejection))

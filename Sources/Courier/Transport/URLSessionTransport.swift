@@ -23,8 +23,9 @@ import Security
 /// article.
 public final class URLSessionTransport: Transport {
     /// The session, until ``shutdown()`` lets it go: a task made in an invalidated session is a
-    /// crash on Apple platforms, so tasks are made under this lock and never after it. Letting
-    /// go matters on Linux too: FoundationNetworking closes its idle keep-alive connections
+    /// crash on Apple platforms, so tasks are made on the control queue, which invalidates the
+    /// session only after every task asked for before the shutdown (and none after). Letting go
+    /// matters on Linux too: FoundationNetworking closes its idle keep-alive connections
     /// (libcurl's connection cache) only when the session itself is freed.
     private let session: Locked<URLSession?>
     private let delegate: SessionDelegate
@@ -181,24 +182,26 @@ public final class URLSessionTransport: Transport {
         let exchange = URLSessionExchange(
             memoryLimit: self.responseMemoryLimit, scratchDirectory: self.scratchDirectory, bufferFailures: self.bufferFailures,
             control: self.control, onComplete: removeSpooled)
-        // The task is made and registered under the same lock, so a shutdown that cancels the
-        // session's tasks at once still finds it (and it removes the spooled file).
+        // The task is made and registered on the control queue, ahead of any invalidation a
+        // later shutdown asks for there, so that shutdown still finds it (and it removes the
+        // spooled file). The lock is not held while it is made: on Linux making a task can wait
+        // for a name lookup, and `shutdown()` must not wait for the lock as long.
         let (sessions, delegate, prepared) = (self.session, self.delegate, urlRequest)
         let head: HTTPURLResponse = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 exchange.awaitHead(continuation)
                 exchange.start {
-                    try sessions.withLock { session in
-                        guard let session else { throw CourierError(.transport, "the URLSession transport is shut down") }
-                        let task: URLSessionDataTask =
-                            if let spooled {
-                                session.uploadTask(with: prepared, fromFile: spooled)
-                            } else {
-                                session.dataTask(with: prepared)
-                            }
-                        delegate.register(exchange, for: task)
-                        return task
+                    guard let session = sessions.withLock({ $0 }) else {
+                        throw CourierError(.transport, "the URLSession transport is shut down")
                     }
+                    let task: URLSessionDataTask =
+                        if let spooled {
+                            session.uploadTask(with: prepared, fromFile: spooled)
+                        } else {
+                            session.dataTask(with: prepared)
+                        }
+                    delegate.register(exchange, for: task)
+                    return task
                 }
             }
         } onCancel: {
