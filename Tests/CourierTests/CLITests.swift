@@ -261,19 +261,20 @@ struct CLITests {
         // Like curl's --resolve: the URL, Host field and TLS name stay; the connection goes to the address.
         let server = try await http1Server()
         let port = server.baseURL.port!
-        let url = "http://api.courier.invalid:\(port)/json"
-        let resolved = try await runCourier(["request", url, "--resolve", "api.courier.invalid:\(port):127.0.0.1"])
+        let host = unresolvableHost
+        let url = "http://\(host):\(port)/json"
+        let resolved = try await runCourier(["request", url, "--resolve", "\(host):\(port):127.0.0.1"])
         #expect(resolved.status == 0)
         #expect(resolved.stdout == #"{"id":1,"title":"Hello"}"#)
-        #expect(server.requests.first?.header("Host") == "api.courier.invalid:\(port)")
-        // Without it the name does not resolve (.invalid is reserved, RFC 6761): a transport error.
+        #expect(server.requests.first?.header("Host") == "\(host):\(port)")
+        // Without it the name does not resolve (a label too long for DNS, under .invalid): a transport error.
         let unresolved = try await runCourier(["request", url, "--retry", "0"])
         #expect(unresolved.status == 5)
-        let malformed = try await runCourier(["request", url, "--resolve", "api.courier.invalid"])
+        let malformed = try await runCourier(["request", url, "--resolve", host])
         #expect(malformed.status == 3)
         // An entry for another port does not apply (curl's HOST:PORT:ADDRESS is per port).
         let otherPort = try await runCourier([
-            "request", url, "--retry", "0", "--resolve", "api.courier.invalid:\(port == 1 ? 2 : port - 1):127.0.0.1",
+            "request", url, "--retry", "0", "--resolve", "\(host):\(port == 1 ? 2 : port - 1):127.0.0.1",
         ])
         #expect(otherPort.status == 5)
         #expect(server.requests.count == 1)

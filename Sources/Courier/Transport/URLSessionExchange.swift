@@ -204,9 +204,12 @@ final class URLSessionExchange: Sendable {
 final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
     private let exchanges = Locked<[Int: URLSessionExchange]>([:])
     private let pinning: PinningPolicy
+    /// Where an answer that cancels the task runs (on Linux the cancel waits for the work queue).
+    private let control: URLSessionControl
 
-    init(pinning: PinningPolicy) {
+    init(pinning: PinningPolicy, control: URLSessionControl) {
         self.pinning = pinning
+        self.control = control
     }
 
     func register(_ exchange: URLSessionExchange, for task: URLSessionTask) {
@@ -278,9 +281,11 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
         #else
         // FoundationNetworking waits forever on default handling without a stored credential and
         // has no "continue without credential": the task is cancelled, and its exchange answers
-        // with the 401 the challenge carries (its body, as far as it had arrived).
+        // with the 401 the challenge carries (its body, as far as it had arrived). The answer
+        // cancels the task, which waits for the work queue: on the control queue, so that the
+        // session's delegate queue is not held meanwhile.
         self.exchange(for: task)?.challenged(by: challenge.failureResponse as? HTTPURLResponse)
-        completionHandler(.cancelAuthenticationChallenge, nil)
+        self.control.run { completionHandler(.cancelAuthenticationChallenge, nil) }
         #endif
     }
 
@@ -290,23 +295,28 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
     }
 }
 
-/// Where a transport's tasks are made, resumed and cancelled and its session invalidated: one
-/// serial queue, off the callers' threads, in the order asked.
+/// Where a transport's tasks are made, resumed and cancelled and its session invalidated, off the
+/// callers' threads, in the order asked: one serial queue for every transport in the process.
 ///
 /// On Linux each of these waits for FoundationNetworking's work queue, which waits for any name lookup a
 /// cancelled task still runs (libcurl joins its resolver thread): measured, 12 s with a resolver
 /// that never answers. Neither a caller, nor a deadline's or `cancelAll`'s thread, nor one of
-/// Swift concurrency's few threads may wait for that. One queue keeps the order: a task is never
-/// cancelled once its session has been invalidated (FoundationNetworking traps on a cancel that
-/// finds its task gone from the session).
+/// Swift concurrency's few threads may wait for that. The work queue is one for the whole process,
+/// so one queue here loses nothing, and it holds one thread however many transports wait: with a
+/// queue per transport, each waiting transport held a thread of its own, and with some 250 of them
+/// the platform had no thread left to run the work queue itself (every request in the process
+/// hung; measured with a resolver that never answers). One queue keeps the order too: a task is
+/// never cancelled once its session has been invalidated (FoundationNetworking traps on a cancel
+/// that finds its task gone from the session).
 final class URLSessionControl: Sendable {
-    private let queue = DispatchQueue(label: "courier.urlsession.control")
-    /// Whether the session has been invalidated: read and written on `queue` only.
+    /// The queue of every transport's control.
+    private static let queue = DispatchQueue(label: "courier.urlsession.control")
+    /// Whether the session has been invalidated: read and written on the queue only.
     private let invalidated = Locked(false)
 
     /// Runs `work` on the queue, after everything asked before.
     func run(_ work: @escaping @Sendable () -> Void) {
-        self.queue.async(execute: work)
+        Self.queue.async(execute: work)
     }
 
     /// Whether the session has been invalidated (read on the queue: then it is settled).
@@ -314,7 +324,7 @@ final class URLSessionControl: Sendable {
 
     /// Invalidates `session` on the queue, cancelling its tasks, once every cancel asked before has run.
     func invalidate(_ session: URLSession) {
-        self.queue.async {
+        Self.queue.async {
             self.invalidated.withLock { $0 = true }
             session.invalidateAndCancel()
         }

@@ -66,7 +66,7 @@ public final class URLSessionTransport: Transport {
     /// temporary file.
     private let responseMemoryLimit: Int
     /// Where tasks are cancelled and the session invalidated, off the callers' threads.
-    private let control = URLSessionControl()
+    private let control: URLSessionControl
     /// Where streamed uploads are spooled and unread responses spill.
     private let scratchDirectory: URL
     /// Streamed request bodies up to this length are collected into memory; longer ones, and
@@ -96,7 +96,9 @@ public final class URLSessionTransport: Transport {
         self.scratchDirectory = scratchDirectory ?? FileManager.default.temporaryDirectory
         self.pinning = pinning
         let configuration = Self.sealed(configuration)
-        let delegate = SessionDelegate(pinning: pinning)
+        let control = URLSessionControl()
+        self.control = control
+        let delegate = SessionDelegate(pinning: pinning, control: control)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         self.delegate = delegate
@@ -118,7 +120,7 @@ public final class URLSessionTransport: Transport {
     /// its connections. The transport cannot be used afterwards (a request then fails with kind
     /// `transport`). Dropping the last reference does the same.
     ///
-    /// Returns at once: the session is invalidated on a serial queue of the transport's own, as on
+    /// Returns at once: the session is invalidated on the serial queue every URLSession transport shares, as on
     /// Linux that waits for any name lookup a cancelled task still runs.
     public func shutdown() {
         let session = self.session.withLock { session in

@@ -13,7 +13,9 @@ import Testing
 ///
 /// Found under load: a lookup left unanswered held both transports' callers 10 s past a 3 s
 /// deadline (cancelling a FoundationNetworking task whose lookup is running waits for the lookup).
-@Suite("Faults: a name lookup that never answers")
+///
+/// Serialized: one test counts the process's threads, which another's transports would change.
+@Suite("Faults: a name lookup that never answers", .serialized)
 struct SilentResolverTests {
     static let isActive = ProcessInfo.processInfo.environment["COURIER_TEST_SILENT_RESOLVER"] != nil
 
@@ -52,7 +54,7 @@ struct SilentResolverTests {
     ///
     /// With deduplication off the next request runs in a task of its own: found held 10.9 s past
     /// its 4 s deadline, as making and resuming its task blocked the thread it ran on. Tasks are
-    /// now made and resumed on the transport's control queue.
+    /// now made and resumed on a control queue.
     @Test(
         .enabled(if: isActive, "needs the silent resolver of scripts/test-silent-resolver.sh"),
         arguments: TransportKind.allCases, [true, false])
@@ -85,5 +87,70 @@ struct SilentResolverTests {
                 #expect(!body.isEmpty)
             }
         }
+    }
+
+    /// A lookup that never answers, cancelled at its deadline, × 200 transports whose requests
+    /// wait meanwhile: the waiting holds a handful of threads, not one per transport, and every
+    /// request is answered once the lookup has ended.
+    ///
+    /// Found on a CI machine whose resolver stayed silent: each URLSession transport made its
+    /// tasks on a queue of its own, so each transport waiting for FoundationNetworking's work
+    /// queue (held by the cancelled lookup) held a thread; some 250 of them used up the threads
+    /// the platform has for queues, none was left to run the work queue, and every request in
+    /// the process hung for good. AsyncHTTPClient is not held by the lookup: its 200 requests are
+    /// answered at once, on the event loops it already has.
+    @Test(
+        .enabled(if: isActive, "needs the silent resolver of scripts/test-silent-resolver.sh"),
+        arguments: TransportKind.allCases)
+    func transportsWaitingBehindALookupHoldFewThreads(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let (first, shutdownFirst) = makeTransport(kind)
+        let lookup = Client(
+            configuration: .init(transport: first, baseURL: URL(string: "http://courier-silent-resolver.example:8080")!) {
+                $0.timeout = .seconds(1)
+                $0.retry = .never
+            })
+        let error = await expectCourierError { _ = try await lookup.send(Endpoint<Data>(path: "/", decoding: .data)) }
+        #expect(error?.kind == .timeout, "\(String(describing: error))")
+        // On URLSession the cancelled lookup now holds the work queue for about 11 s more.
+        let baseline = Self.threadCount()
+        let count = 200
+        var shutdowns: [@Sendable () async throws -> Void] = [shutdownFirst]
+        let answered = Locked(0)
+        let peak = Locked(baseline)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<count {
+                let (transport, shutdown) = makeTransport(kind)
+                shutdowns.append(shutdown)
+                let client = Client(
+                    configuration: .init(transport: transport, baseURL: server.baseURL) {
+                        $0.timeout = .seconds(40)
+                        $0.retry = .never
+                    })
+                group.addTask {
+                    let body = try await client.send(Endpoint<Data>(path: "/json", decoding: .data))
+                    if !body.isEmpty { answered.withLock { $0 += 1 } }
+                }
+            }
+            // Sampled until every request has been answered (or a thread per transport is seen:
+            // then the test stops waiting, before the platform runs out of threads).
+            let settled = await eventually(seconds: 40) {
+                let threads = Self.threadCount()
+                peak.withLock { $0 = max($0, threads) }
+                return answered.withLock { $0 } == count || threads > baseline + count / 2
+            }
+            #expect(settled)
+            if answered.withLock({ $0 }) < count { group.cancelAll() }
+            while (try? await group.next()) != nil {}
+        }
+        #expect(answered.withLock { $0 } == count)
+        #expect(peak.withLock { $0 } - baseline < 32, "threads: \(baseline) before, \(peak.withLock { $0 }) at most while waiting")
+        for shutdown in shutdowns { try await shutdown() }
+        try await server.stop()
+    }
+
+    /// The threads of this process, as the kernel lists them.
+    static func threadCount() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? 0
     }
 }

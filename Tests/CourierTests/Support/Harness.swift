@@ -159,6 +159,14 @@ func makeTransport(_ kind: TransportKind) -> (transport: any Transport, shutdown
     }
 }
 
+/// A host name no resolver can answer for: a label of 64 characters, one more than DNS allows
+/// (RFC 1035 §2.3.4), under `.invalid` (RFC 6761). The system's resolver refuses it at once
+/// without asking a name server, so a test that uses it does not depend on the machine's
+/// resolver (a CI machine's left `.invalid` lookups unanswered for 10 s, and on Linux a
+/// URLSession lookup that is cancelled holds every URLSession of the process until it ends;
+/// `SilentResolverTests` covers that).
+let unresolvableHost = String(repeating: "a", count: 64) + ".invalid"
+
 /// Starts a clear-text HTTP/1.1 server with the standard routes, or the given handler; on `port`
 /// when given (a ``RefusingPort``'s, to have the port refuse connections once the server stops).
 func http1Server(on port: Int = 0, _ handler: @escaping TestServer.Handler = Routes.standard) async throws -> TestServer {
