@@ -21,6 +21,8 @@ final class URLSessionExchange: Sendable {
     let chunks: SpillBuffer
     /// Runs once the task has completed (removes a spooled upload).
     private let onComplete: @Sendable () -> Void
+    /// The spooled request body, read again when the platform resends the request.
+    let bodyFile: URL?
     /// Where the task is cancelled, off the caller's thread.
     private let control: URLSessionControl
     /// The transport's count of bodies that could not be buffered.
@@ -43,10 +45,11 @@ final class URLSessionExchange: Sendable {
     }
 
     init(
-        memoryLimit: Int, scratchDirectory: URL, bufferFailures: Locked<Int>, control: URLSessionControl,
+        memoryLimit: Int, scratchDirectory: URL, bufferFailures: Locked<Int>, control: URLSessionControl, bodyFile: URL? = nil,
         onComplete: @escaping @Sendable () -> Void
     ) {
         self.control = control
+        self.bodyFile = bodyFile
         self.chunks = SpillBuffer(memoryLimit: memoryLimit, directory: scratchDirectory)
         self.bufferFailures = bufferFailures
         self.onComplete = onComplete
@@ -230,6 +233,14 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
         } else {
             completionHandler(.cancel)
         }
+    }
+
+    /// The platform resends the request (on Linux, libcurl on a fresh connection when a pooled
+    /// one closed before any byte of an answer): the spooled body is read again from its start.
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
+    ) {
+        completionHandler(self.exchange(for: task)?.bodyFile.flatMap { InputStream(url: $0) })
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {

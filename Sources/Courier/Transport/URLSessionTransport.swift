@@ -15,7 +15,7 @@ import Security
 /// cookie storage, no URL cache and no credential storage, and an authentication challenge is
 /// answered without a credential, so the `401` comes back for the auth middleware and the status
 /// check to see. A streamed request body longer than 1 MiB (or of unknown length) is spooled to a
-/// temporary file and sent from it; what the reader has not read yet of a response waits in
+/// temporary file and sent from it (on Linux as a stream, chunked over HTTP/1.1); what the reader has not read yet of a response waits in
 /// memory up to `responseMemoryLimit`, and beyond it in an unlinked temporary file.
 ///
 /// What differs by platform — the version it reports, proxies, the fields Linux adds, trust and
@@ -183,7 +183,7 @@ public final class URLSessionTransport: Transport {
 
         let exchange = URLSessionExchange(
             memoryLimit: self.responseMemoryLimit, scratchDirectory: self.scratchDirectory, bufferFailures: self.bufferFailures,
-            control: self.control, onComplete: removeSpooled)
+            control: self.control, bodyFile: spooled, onComplete: removeSpooled)
         // The task is made and registered on the control queue, ahead of any invalidation a
         // later shutdown asks for there, so that shutdown still finds it (and it removes the
         // spooled file). The lock is not held while it is made: on Linux making a task can wait
@@ -198,7 +198,7 @@ public final class URLSessionTransport: Transport {
                     }
                     let task: URLSessionDataTask =
                         if let spooled {
-                            session.uploadTask(with: prepared, fromFile: spooled)
+                            Self.uploadTask(in: session, with: prepared, fromFile: spooled)
                         } else {
                             session.dataTask(with: prepared)
                         }
@@ -259,6 +259,27 @@ public final class URLSessionTransport: Transport {
         return RawResponse(
             head: HTTPResponse(status: status, headerFields: fields), body: .stream(body, expectedLength: expected), version: version,
             url: head.url ?? url)
+    }
+
+    /// A task that sends `request` with the spooled body in `file`.
+    ///
+    /// On Linux the file is sent as a stream read in libcurl's own callback (chunked on HTTP/1.1,
+    /// without `Content-Length`): FoundationNetworking reads a body given as a file on a queue of
+    /// its own, pausing the transfer until each chunk has been read, and resumes it without
+    /// looking whether the task was cancelled meanwhile, so a long upload cancelled on its way
+    /// crashed the process ("libcurl.Easy Code=43" in three runs of three of
+    /// `TransportMemoryTests.spooledUploadsCancelledOnTheirWayEndCancelledAndLeaveNoFile`). It
+    /// frames every stream as chunked and sends a `Content-Length` beside it if one is given,
+    /// which a server must refuse (RFC 9112 §6.3), so none is given.
+    static func uploadTask(in session: URLSession, with request: URLRequest, fromFile file: URL) -> URLSessionDataTask {
+        #if canImport(FoundationNetworking)
+        var streamed = request
+        streamed.setValue(nil, forHTTPHeaderField: "Content-Length")
+        streamed.httpBodyStream = InputStream(url: file)
+        return session.dataTask(with: streamed)
+        #else
+        return session.uploadTask(with: request, fromFile: file)
+        #endif
     }
 
     /// Writes a streamed body to a new temporary file, chunk by chunk; the caller removes it.

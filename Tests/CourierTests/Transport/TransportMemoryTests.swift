@@ -81,6 +81,83 @@ struct TransportMemoryTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aLongStreamOfKnownLengthArrivesWholeAndFramedOnce(_ kind: TransportKind) async throws {
+        // 3 MiB from a stream that says its length. A sender MUST NOT send Content-Length in a
+        // message with Transfer-Encoding (RFC 9112 §6.2): the server sees exactly one of them.
+        // AsyncHTTPClient sends the length. URLSession on Linux sends the spool file as a stream,
+        // which FoundationNetworking always frames as chunked on HTTP/1.1 (sending it from the
+        // file instead crashed the process when the upload was cancelled: the test below).
+        let scratch = try self.scratchDirectory()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let content = payload(3 << 20, seed: 16)
+        let server = try await http1Server { request in .text("\(request.body.count) \(sha256(request.body))") }
+        let (transport, shutdown) = self.transport(kind, scratch: scratch)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(120) })
+        let body = RequestBody.stream(
+            AsyncStream { continuation in
+                continuation.yield(content)
+                continuation.finish()
+            }, length: content.count, contentType: "application/octet-stream")
+        let answer = try await client.send(
+            Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never))
+        #expect(answer == "\(content.count) \(sha256(content))")
+        let seen = try #require(server.requests.first)
+        let length = seen.header("Content-Length")
+        let coding = seen.header("Transfer-Encoding")
+        #expect((length == nil) != (coding == nil), "Content-Length \(length ?? "-"), Transfer-Encoding \(coding ?? "-")")
+        switch kind {
+        case .asyncHTTPClient:
+            #expect(length == "\(content.count)")
+        case .urlSession:
+            #if canImport(FoundationNetworking)
+            #expect(coding?.lowercased() == "chunked")
+            #endif
+        }
+        #expect(seen.header("Content-Type") == "application/octet-stream")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty)
+        try await shutdown()
+        try await server.stop()
+    }
+
+    @Test(arguments: [2 << 20, 64 << 10])
+    func anUploadThePlatformResendsOnAFreshConnectionArrivesWhole(size: Int) async throws {
+        // URLSession only (AsyncHTTPClient's one resend is `StaleConnectionTests`'): the server
+        // closes the connection, unanswered, at its second request, a PUT from a spool file
+        // (2 MiB) or from memory (64 KiB); libcurl sends it once more on a fresh connection,
+        // reading the body again from its start (for the spool file, the session delegate gives
+        // it a new stream of the file: without one the resend went out with an empty body, and
+        // the server answered it).
+        let scratch = try self.scratchDirectory()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let content = payload(size, seed: 17)
+        let seen = Locked([Int: Int]())
+        let server = try await http1Server { request in
+            let count = seen.withLock { counts -> Int in
+                counts[request.connectionID, default: 0] += 1
+                return counts[request.connectionID]!
+            }
+            if count == 2 { return ScriptedResponse.text("never sent").with(.closeBeforeResponding) }
+            return .text("\(request.body.count) \(sha256(request.body))")
+        }
+        let transport = URLSessionTransport(scratchDirectory: scratch)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(60) })
+        #expect(try await client.send(Endpoint<String>(path: "/first", decoding: .string).retry(.never)) == "0 \(sha256(Data()))")
+        let body = RequestBody.stream(
+            AsyncStream { continuation in
+                continuation.yield(content)
+                continuation.finish()
+            })
+        let answer = try await client.send(
+            Endpoint<String>(method: .put, path: "/upload", body: .body(body), decoding: .string).retry(.never))
+        #expect(answer == "\(content.count) \(sha256(content))")
+        // Sent twice on the wire (the closed connection, then a fresh one), once by the pipeline.
+        #expect(server.requests.filter { $0.path == "/upload" }.count == 2)
+        #expect(await eventually { (try? FileManager.default.contentsOfDirectory(atPath: scratch.path))?.isEmpty == true })
+        transport.shutdown()
+        try await server.stop()
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aSlowReaderGetsEveryByteInOrder(_ kind: TransportKind) async throws {
         // The reader takes one chunk and then waits until the server has sent everything. On
         // URLSession the unread rest (beyond the 64 KiB held in memory) is then in an unlinked
@@ -164,6 +241,53 @@ struct TransportMemoryTests {
         #expect(error?.kind == .transport)
         #expect(error?.message.contains(missing.path) == true, "\(String(describing: error))")
         #expect(server.requests.isEmpty)
+        transport.shutdown()
+        try await server.stop()
+    }
+
+    /// Transfers × cancellation: long streamed uploads cancelled while they go out, at many
+    /// points of their way, end with kind `cancelled`, never crash the process, and leave no
+    /// spooled file behind; the transport then sends the next upload whole.
+    ///
+    /// URLSession only: AsyncHTTPClient streams an upload as it is produced and spools nothing.
+    @Test
+    func spooledUploadsCancelledOnTheirWayEndCancelledAndLeaveNoFile() async throws {
+        let scratch = try self.scratchDirectory()
+        let content = payload(4 << 20, seed: 15)
+        let server = try await http1Server { request in .text("\(request.body.count)") }
+        let transport = URLSessionTransport(scratchDirectory: scratch)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(60) })
+        let upload: @Sendable () -> Endpoint<String> = {
+            let body = RequestBody.stream(
+                AsyncStream { continuation in
+                    for offset in stride(from: 0, to: content.count, by: 256 * 1024) {
+                        continuation.yield(content.subdata(in: offset..<min(offset + 256 * 1024, content.count)))
+                    }
+                    continuation.finish()
+                })
+            return Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never)
+        }
+        var kinds: [CourierError.Kind?] = []
+        for round in 0..<40 {
+            let sending = Task { try await client.send(upload()) }
+            // The cancel lands at a different point of each upload's way (spooling, the task being
+            // made, the body going out): a spread of moments, not a wait for a state.
+            try await Task.sleep(for: .microseconds(round * 500))
+            sending.cancel()
+            do {
+                let answer = try await sending.value
+                // Sent whole before the cancel.
+                #expect(answer == "\(content.count)")
+                kinds.append(nil)
+            } catch {
+                kinds.append((error as? CourierError)?.kind)
+            }
+        }
+        #expect(kinds.allSatisfy { $0 == nil || $0 == .cancelled }, "\(kinds)")
+        #expect(kinds.contains(.cancelled))
+        // Every spooled file is removed once its task has ended.
+        #expect(await eventually { (try? FileManager.default.contentsOfDirectory(atPath: scratch.path))?.isEmpty == true })
+        #expect(try await client.send(upload()) == "\(content.count)")
         transport.shutdown()
         try await server.stop()
     }
