@@ -21,7 +21,8 @@ final class URLSessionExchange: Sendable {
     let chunks: SpillBuffer
     /// Runs once the task has completed (removes a spooled upload).
     private let onComplete: @Sendable () -> Void
-    /// The spooled request body, read again when the platform resends the request.
+    /// The spooled request body, read again from its start when the platform resends the
+    /// request.
     let bodyFile: URL?
     /// Where the task is cancelled, off the caller's thread.
     private let control: URLSessionControl
@@ -162,6 +163,9 @@ final class URLSessionExchange: Sendable {
 
     func completed(error: (any Error)?) {
         self.hasCompleted.withLock { $0 = true }
+        // The task holds its request, and with it the stream of a spooled body, open on the
+        // file `onComplete` removes: let go of it, so the file's space is freed now.
+        self.madeTask.withLock { $0 = nil }
         self.onComplete()
         if error != nil, let rejection = self.trustRejection.withLock({ $0 }) {
             self.resumeHead(.failure(rejection))
@@ -236,7 +240,10 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
     }
 
     /// The platform resends the request (on Linux, libcurl on a fresh connection when a pooled
-    /// one closed before any byte of an answer): the spooled body is read again from its start.
+    /// one closed before any byte of an answer): a spooled body is read again from its start
+    /// (without a new stream the resend went out empty). A body in memory gets none: for it
+    /// FoundationNetworking traps on a new stream (measured), and without one the resend waits
+    /// for bytes that never come, until the deadline.
     func urlSession(
         _ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
     ) {

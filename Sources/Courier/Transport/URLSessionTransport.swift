@@ -171,6 +171,12 @@ public final class URLSessionTransport: Transport {
             } else {
                 spool = try await Self.spool(body, in: self.scratchDirectory)
             }
+            #if canImport(FoundationNetworking)
+            // FoundationNetworking labels a `POST` body without a type as a form.
+            if urlRequest.value(forHTTPHeaderField: "Content-Type") == nil {
+                urlRequest.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
+            }
+            #endif
         }
         let spooled = spool
         let removeSpooled = { @Sendable in if let spooled { try? FileManager.default.removeItem(at: spooled) } }
@@ -269,8 +275,8 @@ public final class URLSessionTransport: Transport {
     /// looking whether the task was cancelled meanwhile, so a long upload cancelled on its way
     /// crashed the process ("libcurl.Easy Code=43" in three runs of three of
     /// `TransportMemoryTests.spooledUploadsCancelledOnTheirWayEndCancelledAndLeaveNoFile`). It
-    /// frames every stream as chunked and sends a `Content-Length` beside it if one is given,
-    /// which a server must refuse (RFC 9112 §6.3), so none is given.
+    /// frames every stream as chunked and would send a `Content-Length` beside it if one were
+    /// given, which a sender MUST NOT (RFC 9112 §6.2), so none is.
     static func uploadTask(in session: URLSession, with request: URLRequest, fromFile file: URL) -> URLSessionDataTask {
         #if canImport(FoundationNetworking)
         var streamed = request
