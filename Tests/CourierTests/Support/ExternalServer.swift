@@ -85,6 +85,9 @@ final class ExternalServer: @unchecked Sendable {
 
     private init(executable: String, arguments: (Int) throws -> [String], environment: [String: String]) throws {
         let port = Int.random(in: 20_000..<32_000)
+        // The server is ready once its port accepts connections: a port something else already
+        // listens on would pass for ready and send the test to the wrong server.
+        guard !Self.accepts(port: port) else { throw ExternalServerError.portTaken(port) }
         self.port = port
         self.process = try ChildProcess(
             executable: executable, arguments: try arguments(port),
@@ -199,6 +202,7 @@ actor StartGate {
 
 enum ExternalServerError: Error {
     case didNotStart(String)
+    case portTaken(Int)
 }
 
 /// Runs `body` against a Python interop server with a fresh transport of `kind`, then shuts both down.
