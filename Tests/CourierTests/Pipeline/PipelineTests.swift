@@ -120,6 +120,10 @@ struct PipelineTests {
         }
         try await withClient(kind, server: server) { client in
             let stalled = client.start(Endpoint<Article>(path: "/stall", timeout: .seconds(3)).retry(.never))
+            // The stalled request is on the wire first, so its connection is up (and HTTP/2
+            // negotiated) before the others go: libcurl opened a second connection for a request
+            // that came while the first was still in its handshake.
+            #expect(await eventually { server.requests.contains { $0.path == "/stall" } })
             // Other streams on the same connection keep it busy while the stalled one waits.
             var versions: Set<HTTPVersion> = []
             for index in 0..<20 {
