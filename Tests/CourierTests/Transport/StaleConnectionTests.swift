@@ -15,8 +15,13 @@ import Testing
 /// retries to the platform (libcurl on Linux), which Courier does not control.
 @Suite("AsyncHTTPClient transport: a pooled connection closed under a request")
 struct StaleConnectionTests {
-    /// A server that closes each connection, unanswered, at its second request.
-    static func server() async throws -> TestServer {
+    /// A server that closes each connection, unanswered, at its second request, and answers any
+    /// other with its method and connection; `answer` answers any other request instead.
+    static func server(
+        answer: @escaping @Sendable (RecordedRequest) -> ScriptedResponse = {
+            .text("\($0.method) answered on connection \($0.connectionID)")
+        }
+    ) async throws -> TestServer {
         let seen = Locked([Int: Int]())
         return try await http1Server { request in
             let count = seen.withLock { counts -> Int in
@@ -24,7 +29,7 @@ struct StaleConnectionTests {
                 return counts[request.connectionID]!
             }
             if count == 2 { return ScriptedResponse.text("never sent").with(.closeBeforeResponding) }
-            return .text("\(request.method) answered on connection \(request.connectionID)")
+            return answer(request)
         }
     }
 

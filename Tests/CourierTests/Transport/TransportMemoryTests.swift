@@ -129,15 +129,7 @@ struct TransportMemoryTests {
     /// A server that closes each connection, unanswered, at its second request, and answers
     /// any other with the length and digest of the body it received.
     static func closingServer() async throws -> TestServer {
-        let seen = Locked([Int: Int]())
-        return try await http1Server { request in
-            let count = seen.withLock { counts -> Int in
-                counts[request.connectionID, default: 0] += 1
-                return counts[request.connectionID]!
-            }
-            if count == 2 { return ScriptedResponse.text("never sent").with(.closeBeforeResponding) }
-            return .text("\(request.body.count) \(sha256(request.body))")
-        }
+        try await StaleConnectionTests.server { .text("\($0.body.count) \(sha256($0.body))") }
     }
 
     @Test
