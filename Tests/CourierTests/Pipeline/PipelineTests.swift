@@ -114,12 +114,14 @@ struct PipelineTests {
     func aStalledHTTP2StreamTimesOutWhileTheConnectionCarriesOtherTraffic(_ kind: TransportKind) async throws {
         let server = try await tlsServer { request in
             if request.path == "/stall" {
-                return .json(#"{"id":1,"title":"never finished"}"#).with(.stallMidBody(afterBytes: 5, .seconds(30)))
+                return .json(#"{"id":1,"title":"never finished"}"#).with(.stallMidBody(afterBytes: 5, .seconds(60)))
             }
             return await Routes.standard(request)
         }
         try await withClient(kind, server: server) { client in
-            let stalled = client.start(Endpoint<Article>(path: "/stall", timeout: .seconds(3)).retry(.never))
+            // The deadline leaves room for a slow handshake (ThreadSanitizer on a busy machine took
+            // more than 3 s): the request must reach the server before it passes.
+            let stalled = client.start(Endpoint<Article>(path: "/stall", timeout: .seconds(12)).retry(.never))
             // The stalled request is on the wire first, so its connection is up (and HTTP/2
             // negotiated) before the others go: libcurl opened a second connection for a request
             // that came while the first was still in its handshake.
