@@ -37,7 +37,8 @@ if grep -q "skipped" "$log"; then
     echo "test-silent-resolver: the suite was skipped" >&2
     exit 1
 fi
-for name in aLookupThatNeverAnswersEndsAtTheDeadline theNextRequestIsNotHeldByACancelledLookup transportsWaitingBehindALookupHoldFewThreads; do
+for name in aLookupThatNeverAnswersEndsAtTheDeadline theNextRequestIsNotHeldByACancelledLookup transportsWaitingBehindALookupHoldFewThreads \
+    aSpooledUploadCancelledWhileItsTaskWaitsToBeMadeLeavesNoFile; do
     grep -qE "✔ Test ${name}\(.*passed" "$log" || { echo "test-silent-resolver: ${name} did not pass" >&2; exit 1; }
 done
 echo "test-silent-resolver: passed with a resolver that never answers"

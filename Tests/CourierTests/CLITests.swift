@@ -196,7 +196,8 @@ struct CLITests {
 
     @Test
     func loadModeShowsDeduplication() async throws {
-        let server = try await http1Server { _ in .json(#"{"id":1,"title":"x"}"#).with(.stall(.milliseconds(300))) }
+        // Answered after 3 s, so all 20 callers of a freshly started process join the first.
+        let server = try await http1Server { _ in .json(#"{"id":1,"title":"x"}"#).with(.stall(.seconds(3))) }
         let url = server.baseURL.absoluteString + "/slow"
         let shared = try await runCourier(["request", url, "--repeat", "20", "--concurrency", "20"])
         #expect(shared.status == 0)

@@ -129,6 +129,12 @@ final class URLSessionExchange: Sendable {
                 return
             }
             self.madeTask.withLock { $0 = task }
+            // Cancelled while it was being made (which can wait long, above): it never goes
+            // out; the platform completes it as cancelled, which removes a spooled file.
+            if self.cancelled.withLock({ $0 }) {
+                task.cancel()
+                return
+            }
             task.resume()
         }
     }

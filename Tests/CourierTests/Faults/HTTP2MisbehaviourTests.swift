@@ -179,10 +179,10 @@ struct HTTP2MisbehaviourTests {
         let next = try await client.send(Endpoint<Article>(path: "/json"))
         #expect(next.id == 1)
         // The connection the flood ended is closed at once on shutdown, not left for the
-        // read-idle timeout (30 s).
+        // read-idle timeout (30 s); the bound leaves room for a loaded machine.
         let started = ContinuousClock.now
         try await shutdown()
-        #expect(ContinuousClock.now - started < .seconds(5), "shutdown took \(ContinuousClock.now - started)")
+        #expect(ContinuousClock.now - started < .seconds(15), "shutdown took \(ContinuousClock.now - started)")
         #expect(await eventually { server.openConnectionCount == 0 })
         try await server.stop()
     }

@@ -42,7 +42,8 @@ struct NetworkFaultTests {
         case "/100k":
             return ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: Data(count: 100_000))
         case "/vanish":
-            return ScriptedResponse(status: 200, body: Data(count: 200_000)).with(.stallMidBody(afterBytes: 10_000, .seconds(1)))
+            // Silent long after the client's deadline, whether or not the drop rules are in place yet.
+            return ScriptedResponse(status: 200, body: Data(count: 200_000)).with(.stallMidBody(afterBytes: 10_000, .seconds(60)))
         case "/reset": return ScriptedResponse(status: 200, body: Data(count: 100_000)).with(.resetMidBody(afterBytes: 5_000))
         case "/loris": return ScriptedResponse.json(#"{"id":1,"title":"slow"}"#).with(.slowHead(interval: .seconds(1)))
         default: return .text("not found", status: 404)
@@ -161,10 +162,15 @@ struct NetworkFaultTests {
 
     /// Starts a request for `/vanish`, then drops every packet both ways once the server has it
     /// (no FIN, no RST, just silence): the client's 10 s deadline must end it, within 25 s.
+    ///
+    /// A first request, with a deadline of its own, sets the connection up (and its TLS
+    /// handshake, which took seconds under ThreadSanitizer), so the 10 s cover only `/vanish`.
     static func expectTheVanishingServerEndsAtTheDeadline(_ client: Client, _ server: TestServer, _ network: FaultNetwork) async throws {
+        let warm = try await client.send(Endpoint<Data>(path: "/small", timeout: .seconds(60), decoding: .data))
+        #expect(warm.count == 2_000)
         let started = ContinuousClock.now
         let request = Task { try await client.send(Endpoint<Data>(path: "/vanish", decoding: .data)) }
-        #expect(await eventually(seconds: 10) { server.requests.count == 1 })
+        #expect(await eventually { server.requests.count == 2 })
         try await network.rule("input", "drop")
         try await network.rule("output", "drop")
         let error = await expectCourierError { _ = try await request.value }
@@ -191,8 +197,9 @@ struct NetworkFaultTests {
             // URLSession's shutdown cancels the attempt at once. AsyncHTTPClient's pool waits for
             // a connection attempt still under way until its connect timeout (10 s by default,
             // about 8 s left here) ends it: bounded by `connectTimeout`, prompt once that has
-            // fired (next test).
-            #expect(shutdown < (kind == .urlSession ? .seconds(2) : .seconds(12)), "shutdown took \(shutdown)")
+            // fired (next test). That timer runs on a shared event loop and has fired up to 8 s
+            // late under load, so the bound only shows the wait is bounded.
+            #expect(shutdown < (kind == .urlSession ? .seconds(5) : .seconds(30)), "shutdown took \(shutdown)")
             #expect(server.requests.isEmpty)
         }
     }
@@ -279,18 +286,18 @@ struct NetworkFaultTests {
             let transport = AsyncHTTPClientTransport(configuration: .init { $0.connectTimeout = .seconds(1) })
             let shutdown = try await self.withFaultClient(
                 transport: transport, shutdown: { try await transport.shutdown() }, baseURL: Self.url(network, server),
-                timeout: .seconds(20)
+                timeout: .seconds(60)
             ) { client in
                 let started = ContinuousClock.now
                 let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/small", decoding: .data)) }
                 let took = ContinuousClock.now - started
                 #expect(error?.kind == .timeout)
-                // Ended by the 1 s connect timeout ("connecting timed out"), not by the 20 s
+                // Ended by the 1 s connect timeout ("connecting timed out"), not by the 60 s
                 // deadline ("the request timed out"). Its timer runs on a shared event loop, so
                 // under the full suite's load it has fired up to 8 s late: only the deadline
                 // bounds it here.
                 #expect(error?.message.contains("connecting") == true, "\(String(describing: error))")
-                #expect(took < .seconds(20), "took \(took)")
+                #expect(took < .seconds(60), "took \(took)")
             }
             // Nothing is under way any more, so shutting down does not wait.
             #expect(shutdown < .seconds(3), "shutdown took \(shutdown)")

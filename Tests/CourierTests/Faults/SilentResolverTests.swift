@@ -149,6 +149,65 @@ struct SilentResolverTests {
         try await server.stop()
     }
 
+    /// Transfers × cancellation × a held work queue: a spooled upload cancelled while its task
+    /// waits to be made (behind FoundationNetworking's work queue, which a cancelled lookup
+    /// holds) ends with kind `cancelled` at once, never crashes the process, and leaves no file
+    /// once the queue is free; the transport then sends the next upload whole.
+    ///
+    /// URLSession only: AsyncHTTPClient spools nothing and is not held by the lookup (above).
+    @Test(.enabled(if: isActive, "needs the silent resolver of scripts/test-silent-resolver.sh"))
+    func aSpooledUploadCancelledWhileItsTaskWaitsToBeMadeLeavesNoFile() async throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("courier-silent-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let content = payload(4 << 20, seed: 21)
+        let server = try await http1Server { request in .text("\(request.body.count)") }
+        let transport = URLSessionTransport(scratchDirectory: scratch)
+        let lookup = Client(
+            configuration: .init(transport: transport, baseURL: URL(string: "http://courier-silent-resolver.example:8080")!) {
+                $0.timeout = .seconds(1)
+                $0.retry = .never
+            })
+        let error = await expectCourierError { _ = try await lookup.send(Endpoint<Data>(path: "/", decoding: .data)) }
+        #expect(error?.kind == .timeout, "\(String(describing: error))")
+        // The cancelled lookup now holds the work queue for about 11 s more.
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(60) })
+        let upload: @Sendable () -> Endpoint<String> = {
+            let body = RequestBody.stream(
+                AsyncStream { continuation in
+                    for offset in stride(from: 0, to: content.count, by: 256 * 1024) {
+                        continuation.yield(content.subdata(in: offset..<min(offset + 256 * 1024, content.count)))
+                    }
+                    continuation.finish()
+                })
+            return Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never)
+        }
+        let sending = Task { try await client.send(upload()) }
+        // Spooled whole: the task is now being made, behind the held queue.
+        let spooled = await eventually(seconds: 5) {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: scratch.path)) ?? []
+            return names.count == 1
+                && (try? FileManager.default.attributesOfItem(atPath: scratch.appendingPathComponent(names[0]).path)[.size] as? Int)
+                    == content.count
+        }
+        #expect(spooled)
+        #expect(server.requests.isEmpty)
+        let cancelled = ContinuousClock.now
+        sending.cancel()
+        let ended = await expectCourierError { _ = try await sending.value }
+        #expect(ended?.kind == .cancelled, "\(String(describing: ended))")
+        // The caller is not held until the queue is free.
+        #expect(ContinuousClock.now - cancelled < .seconds(5), "the caller waited for the work queue")
+        // Once the lookup has ended, the task is made (or never made) and its file removed.
+        #expect(await eventually(seconds: 30) { (try? FileManager.default.contentsOfDirectory(atPath: scratch.path))?.isEmpty == true })
+        #expect(try await client.send(upload()) == "\(content.count)")
+        // The cancelled upload never went out whole: the server got one upload, the last.
+        #expect(server.requests.count == 1, "\(server.requests.map(\.bodyLength))")
+        #expect(server.requests.last?.bodyLength == content.count)
+        transport.shutdown()
+        try await server.stop()
+    }
+
     /// The threads of this process, as the kernel lists them.
     static func threadCount() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? 0

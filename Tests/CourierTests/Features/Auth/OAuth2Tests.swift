@@ -22,6 +22,8 @@ final class OAuthServer: Sendable {
     }
 
     let state = Locked(State())
+    /// Holds `/slow` requests before their token is checked, until a test opens it.
+    let slowGate = Gate()
 
     func issue() -> String {
         self.state.withLock { state in
@@ -60,7 +62,7 @@ final class OAuthServer: Sendable {
                 "no", status: 401, headers: [("WWW-Authenticate", #"Bearer realm="api", error="insufficient_scope", scope="admin""#)])
         }
         if request.path == "/nope" { return .json(#"{"error":"missing","access_token":"body-secret"}"#, status: 404) }
-        if request.path.hasPrefix("/slow") { try? await Task.sleep(for: .milliseconds(300)) }
+        if request.path.hasPrefix("/slow") { await self.slowGate.wait() }
         let ok = self.state.withLock { state in
             !state.alwaysUnauthorized && authorization.hasPrefix("Bearer ") && state.valid.contains(String(authorization.dropFirst(7)))
         }
@@ -190,6 +192,8 @@ struct OAuth2Tests {
             oauth.revokeAll()
             let quick = try await client.send(Endpoint<Article>(path: "/api/b"))
             #expect(quick.title == "t-1")
+            // The slow request's stale token is checked only now, after the refresh.
+            await oauth.slowGate.open()
             let late = try await slow.value
             #expect(late.title == "t-1")
             #expect(oauth.state.withLock { $0.refreshCalls } == 1)

@@ -125,16 +125,20 @@ struct GroupingTests {
 
     @Test(arguments: TransportKind.allCases)
     func noCompletionRunsAfterCancelAll(_ kind: TransportKind) async throws {
-        let server = try await trafficServer(delay: .milliseconds(200))
+        // The answer is held until the end, so `cancelAll` comes first however slow the machine.
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
         try await withClient(kind, server: server) { client in
             let scope = RequestScope()
             let queue = DispatchQueue(label: "delivery")
             let calls = Locked<[String]>([])
-            scope.send(Endpoint<Article>(path: "/slow/cancelled"), on: client, queue: queue) { _ in
+            scope.send(Endpoint<Article>(path: "/slow/blocker-cancelled"), on: client, queue: queue) { _ in
                 calls.withLock { $0.append("cancelled") }
             }
             #expect(await eventually { server.requests.count == 1 })
             scope.cancelAll()
+            // The cancel reached the wire: no answer can come for it any more.
+            #expect(await eventually { server.abandonedCount == 1 })
             let delivered = Locked(false)
             scope.send(Endpoint<Article>(path: "/fast"), on: client, queue: queue) { result in
                 calls.withLock { $0.append((try? result.get().title) ?? "error") }
@@ -143,6 +147,7 @@ struct GroupingTests {
             #expect(await eventually { delivered.current })
             try await Task.sleep(for: .milliseconds(300))
             #expect(calls.current == ["/fast"])
+            await gate.open()
         }
     }
 

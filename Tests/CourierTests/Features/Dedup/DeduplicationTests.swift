@@ -7,13 +7,17 @@ import Testing
 struct DeduplicationTests {
     @Test(arguments: TransportKind.allCases)
     func hundredIdenticalConcurrentGetsReachTheServerOnce(_ kind: TransportKind) async throws {
-        let server = try await trafficServer()
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
         try await withClient(kind, server: server) { client in
-            let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow")) }
+            let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow/blocker")) }
+            // The answer is held until every caller has joined, however slowly they come.
+            #expect(await eventually { client.deduplicationCounts.coalesced == 99 })
+            await gate.open()
             var sources: [ResponseSource] = []
             for handle in handles {
                 let response = try await handle.response
-                #expect(response.value.title == "/slow")
+                #expect(response.value.title == "/slow/blocker")
                 sources.append(response.source)
             }
             #expect(server.requests.count == 1)
@@ -87,7 +91,8 @@ struct DeduplicationTests {
 
     @Test(arguments: TransportKind.allCases)
     func postsAreNotSharedUnlessTheEndpointOptsInWithAKey(_ kind: TransportKind) async throws {
-        let server = try await trafficServer()
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
         try await withClient(kind, server: server) { client in
             let plain = Endpoint<Article>(method: .post, path: "/slow/search", body: .json(["q": "swift"]))
             let unshared = (0..<5).map { _ in client.start(plain) }
@@ -95,8 +100,12 @@ struct DeduplicationTests {
             #expect(server.requests.count == 5)
 
             server.reset()
-            let keyed = plain.deduplication(.key("search"))
+            // Held until every caller has joined, however slowly they come.
+            let keyed = Endpoint<Article>(method: .post, path: "/slow/blocker-search", body: .json(["q": "swift"]))
+                .deduplication(.key("search"))
             let shared = (0..<5).map { _ in client.start(keyed) }
+            #expect(await eventually { client.deduplicationCounts.coalesced == 4 })
+            await gate.open()
             for handle in shared { _ = try await handle.value }
             #expect(server.requests.count == 1)
 

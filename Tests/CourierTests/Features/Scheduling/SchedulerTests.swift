@@ -112,18 +112,22 @@ struct SchedulerTests {
 
     @Test(arguments: TransportKind.allCases)
     func perHostLimitAppliesPerHost(_ kind: TransportKind) async throws {
-        let server = try await trafficServer()
-        let other = try await trafficServer()
+        // Held until the checks are made, however long the requests take to get there.
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
+        let other = try await trafficServer(gate: gate)
         try await withClient(kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 10, maxRequestsPerHost: 1) }) {
             client in
-            let a1 = client.start(Endpoint<Article>(path: "/slow/a1"))
-            let a2 = client.start(Endpoint<Article>(path: "/slow/a2"))
-            let b1 = client.start(Endpoint<Article>(path: other.baseURL.absoluteString + "/slow/b1"))
-            #expect(await eventually { other.requests.count == 1 && server.requests.count == 1 })
-            #expect(client.traffic.queued == 1)
+            let a1 = client.start(Endpoint<Article>(path: "/slow/blocker-a1"))
+            let a2 = client.start(Endpoint<Article>(path: "/slow/blocker-a2"))
+            let b1 = client.start(Endpoint<Article>(path: other.baseURL.absoluteString + "/slow/blocker-b1"))
+            // Host b's request is on the wire while host a's second waits for a's one slot.
+            #expect(await eventually { other.requests.count == 1 && server.requests.count == 1 && client.traffic.queued == 1 })
+            #expect(server.requests.count == 1)
+            await gate.open()
             for handle in [a1, a2, b1] { _ = try await handle.value }
             // Host a got its two requests one after the other (one slot), while host b was not held up.
-            #expect(Set(server.requests.map(\.path)) == ["/slow/a1", "/slow/a2"])
+            #expect(Set(server.requests.map(\.path)) == ["/slow/blocker-a1", "/slow/blocker-a2"])
         }
         try await other.stop()
     }
@@ -131,17 +135,19 @@ struct SchedulerTests {
     @Test(arguments: TransportKind.allCases)
     func aHostNameInAnotherCaseIsTheSameHostForItsLimit(_ kind: TransportKind) async throws {
         // RFC 3986 §6.2.2.1: the host is case-insensitive; `LocalHost` must not get slots of its own.
-        let server = try await trafficServer()
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
         let base = try #require(URL(string: "http://localhost:\(server.port)"))
         let (transport, shutdown) = makeTransport(kind)
         let client = Client(
             configuration: .init(transport: transport, baseURL: base) {
                 $0.scheduling = .init(maxConcurrentRequests: 10, maxRequestsPerHost: 1)
             })
-        let first = client.start(Endpoint<Article>(path: "/slow/a1"))
-        let second = client.start(Endpoint<Article>(path: "http://LocalHost:\(server.port)/slow/a2"))
-        #expect(await eventually { server.requests.count == 1 })
-        #expect(client.traffic.queued == 1)
+        let first = client.start(Endpoint<Article>(path: "/slow/blocker-a1"))
+        let second = client.start(Endpoint<Article>(path: "http://LocalHost:\(server.port)/slow/blocker-a2"))
+        #expect(await eventually { server.requests.count == 1 && client.traffic.queued == 1 })
+        #expect(server.requests.count == 1)
+        await gate.open()
         for handle in [first, second] { _ = try await handle.value }
         #expect(server.requests.count == 2)
         try await shutdown()
