@@ -182,7 +182,7 @@ struct HTTP2MisbehaviourTests {
         // read-idle timeout (30 s); the bound leaves room for a loaded machine.
         let started = ContinuousClock.now
         try await shutdown()
-        #expect(ContinuousClock.now - started < .seconds(15), "shutdown took \(ContinuousClock.now - started)")
+        #expect(ContinuousClock.now - started < .seconds(10), "shutdown took \(ContinuousClock.now - started)")
         #expect(await eventually { server.openConnectionCount == 0 })
         try await server.stop()
     }

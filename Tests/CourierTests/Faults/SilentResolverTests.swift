@@ -200,6 +200,8 @@ struct SilentResolverTests {
         #expect(ContinuousClock.now - cancelled < .seconds(5), "the caller waited for the work queue")
         // Once the lookup has ended, the task is made (or never made) and its file removed.
         #expect(await eventually(seconds: 30) { (try? FileManager.default.contentsOfDirectory(atPath: scratch.path))?.isEmpty == true })
+        // Cancelled before it was started: it never even connected.
+        #expect(server.connectionCount == 0)
         #expect(try await client.send(upload()) == "\(content.count)")
         // The cancelled upload never went out whole: the server got one upload, the last.
         #expect(server.requests.count == 1, "\(server.requests.map(\.bodyLength))")

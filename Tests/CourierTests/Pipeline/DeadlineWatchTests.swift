@@ -17,7 +17,7 @@ import Testing
 @Suite("Deadlines: a blocked cancellation does not hold up other deadlines", .serialized)
 struct DeadlineWatchTests {
     /// A middleware that waits until it is cancelled; cancelling it blocks the cancelling thread
-    /// until the test lets it go (or 10 s pass), and only then ends the wait. (Ending the wait
+    /// until the test lets it go (or 60 s pass), and only then ends the wait. (Ending the wait
     /// first would let the task run on and wait for the runtime's lock on its cancellation
     /// records, held while the handler runs, on a thread of the cooperative pool: with two such
     /// tests at once the pool's two threads would be blocked.)
@@ -25,7 +25,7 @@ struct DeadlineWatchTests {
         let release = DispatchSemaphore(value: 0)
         /// Whether the handler has started to block.
         let cancelled = Locked(false)
-        /// Whether the handler has been let go (or gave up after 10 s).
+        /// Whether the handler has been let go (or gave up after 60 s).
         let released = Locked(false)
         private let wait = Locked<(continuation: CheckedContinuation<Void, Never>?, ended: Bool)>((nil, false))
 
