@@ -172,17 +172,7 @@ struct SilentResolverTests {
         #expect(error?.kind == .timeout, "\(String(describing: error))")
         // The cancelled lookup now holds the work queue for about 11 s more.
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(60) })
-        let upload: @Sendable () -> Endpoint<String> = {
-            let body = RequestBody.stream(
-                AsyncStream { continuation in
-                    for offset in stride(from: 0, to: content.count, by: 256 * 1024) {
-                        continuation.yield(content.subdata(in: offset..<min(offset + 256 * 1024, content.count)))
-                    }
-                    continuation.finish()
-                })
-            return Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never)
-        }
-        let sending = Task { try await client.send(upload()) }
+        let sending = Task { try await client.send(streamedUpload(content)) }
         // Spooled whole: the task is now being made, behind the held queue.
         let spooled = await eventually(seconds: 5) {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: scratch.path)) ?? []
@@ -202,7 +192,7 @@ struct SilentResolverTests {
         #expect(await eventually(seconds: 30) { (try? FileManager.default.contentsOfDirectory(atPath: scratch.path))?.isEmpty == true })
         // Cancelled before it was started: it never even connected.
         #expect(server.connectionCount == 0)
-        #expect(try await client.send(upload()) == "\(content.count)")
+        #expect(try await client.send(streamedUpload(content)) == "\(content.count)")
         // The cancelled upload never went out whole: the server got one upload, the last.
         #expect(server.requests.count == 1, "\(server.requests.map(\.bodyLength))")
         #expect(server.requests.last?.bodyLength == content.count)

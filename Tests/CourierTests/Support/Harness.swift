@@ -202,6 +202,19 @@ func eventually(seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
     return condition()
 }
 
+/// A `POST /upload` of `content` as a stream of unknown length in 256 KiB chunks (which
+/// `URLSessionTransport` spools to a file), answered as a string, never retried.
+func streamedUpload(_ content: Data) -> Endpoint<String> {
+    let body = RequestBody.stream(
+        AsyncStream { continuation in
+            for offset in stride(from: 0, to: content.count, by: 256 * 1024) {
+                continuation.yield(content.subdata(in: offset..<min(offset + 256 * 1024, content.count)))
+            }
+            continuation.finish()
+        })
+    return Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never)
+}
+
 /// Shared pieces of the seam tests.
 enum Seam {
     /// A JSON-RPC 2.0 answer to the request's body: `result` is `sum(params)`, the request's id echoed.

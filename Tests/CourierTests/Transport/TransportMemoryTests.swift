@@ -317,19 +317,9 @@ struct TransportMemoryTests {
         let server = try await http1Server { request in .text("\(request.body.count)") }
         let transport = URLSessionTransport(scratchDirectory: scratch)
         let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(60) })
-        let upload: @Sendable () -> Endpoint<String> = {
-            let body = RequestBody.stream(
-                AsyncStream { continuation in
-                    for offset in stride(from: 0, to: content.count, by: 256 * 1024) {
-                        continuation.yield(content.subdata(in: offset..<min(offset + 256 * 1024, content.count)))
-                    }
-                    continuation.finish()
-                })
-            return Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string).retry(.never)
-        }
         var kinds: [CourierError.Kind?] = []
         for round in 0..<40 {
-            let sending = Task { try await client.send(upload()) }
+            let sending = Task { try await client.send(streamedUpload(content)) }
             // The cancel lands at a different point of each upload's way (spooling, the task being
             // made, the body going out): a spread of moments, not a wait for a state.
             try await Task.sleep(for: .microseconds(round * 500))
@@ -349,7 +339,7 @@ struct TransportMemoryTests {
         #expect(kinds.contains(.cancelled))
         // Every spooled file is removed once its task has ended.
         #expect(await eventually { (try? FileManager.default.contentsOfDirectory(atPath: scratch.path))?.isEmpty == true })
-        #expect(try await client.send(upload()) == "\(content.count)")
+        #expect(try await client.send(streamedUpload(content)) == "\(content.count)")
         transport.shutdown()
         try await server.stop()
     }
