@@ -27,8 +27,45 @@ final class Deduplicator: Sendable {
         /// The request that went on the wire for this entry.
         var leader: RequestID
         var task: Task<Void, Never>?
-        var waiters: [UInt64: Waiter] = [:]
+        var waiters = Waiters()
         var priority: RequestPriority
+    }
+
+    /// The waiters of one entry: the first in place, any others in a table (most shared
+    /// requests have one waiter, which then costs no table).
+    private struct Waiters {
+        private var first: (id: UInt64, waiter: Waiter)?
+        private var others: [UInt64: Waiter] = [:]
+
+        var isEmpty: Bool { self.first == nil && self.others.isEmpty }
+
+        /// Calls `body` with every waiter, in no particular order.
+        func forEach(_ body: (Waiter) throws -> Void) rethrows {
+            if let first = self.first { try body(first.waiter) }
+            for waiter in self.others.values { try body(waiter) }
+        }
+
+        subscript(id: UInt64) -> Waiter? {
+            get { self.first?.id == id ? self.first?.waiter : self.others[id] }
+            set {
+                if self.first?.id == id {
+                    if let newValue { self.first?.waiter = newValue } else { self.first = nil }
+                } else if self.first == nil, let newValue, self.others[id] == nil {
+                    self.first = (id, newValue)
+                } else {
+                    self.others[id] = newValue
+                }
+            }
+        }
+
+        /// Removes the waiter and returns it; `nil` when it is not here.
+        mutating func remove(_ id: UInt64) -> Waiter? {
+            if let first = self.first, first.id == id {
+                self.first = nil
+                return first.waiter
+            }
+            return self.others.removeValue(forKey: id)
+        }
     }
 
     private struct State {
@@ -75,8 +112,12 @@ final class Deduplicator: Sendable {
         var joined = false
         var watch: UInt64?
         defer { if let watch { _ = DeadlineWatch.shared.end(watch) } }
-        control?.onPriorityChange { [weak self] newPriority in
-            self?.change(key: key, waiterID: waiterID, to: newPriority)
+        // The closures handed out hold the deduplicator strongly: a weak reference would give it a
+        // side table, and every retain and release of it would take the slow path from then on.
+        // Their holders let go when the request ends (the lifecycle ticket, the deadline watch)
+        // or when its handle goes (the control).
+        control?.onPriorityChange { newPriority in
+            self.change(key: key, waiterID: waiterID, to: newPriority)
         }
         let response = try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Outcome, any Error>) in
@@ -88,14 +129,15 @@ final class Deduplicator: Sendable {
                     let waiter = Waiter(
                         continuation: continuation, priority: control?.priority ?? priority,
                         deadline: deadline.map(FixedInstant.offset(of:)))
-                    if var entry = state.entries[key] {
-                        entry.waiters[waiterID] = waiter
+                    if let index = state.entries.index(forKey: key) {
                         joined = true
                         state.sharedCount += 1
-                        let before = entry.priority
-                        entry.priority = max(entry.priority, waiter.priority)
-                        state.entries[key] = entry
-                        return (entry.priority != before ? (entry.ticket, entry.priority) : nil, entry.leader, false)
+                        return Self.update(&state.entries.values[index]) { entry in
+                            entry.waiters[waiterID] = waiter
+                            let before = entry.priority
+                            entry.priority = max(entry.priority, waiter.priority)
+                            return (entry.priority != before ? (entry.ticket, entry.priority) : nil, entry.leader, false)
+                        }
                     }
                     let ticket = self.makeTicket()
                     var entry = Entry(ticket: ticket, leader: requestID, priority: waiter.priority)
@@ -120,12 +162,12 @@ final class Deduplicator: Sendable {
                 }
                 if let leader { onJoin?(leader) }
                 // Someone else (the client's `cancelAll`) may end this wait.
-                onWaiting?({ [weak self] error in self?.leave(key: key, waiterID: waiterID, with: error) })
+                onWaiting?({ error in self.leave(key: key, waiterID: waiterID, with: error) })
                 if let (ticket, newPriority) = raised { self.reprioritize(ticket, newPriority) }
                 // Watched only once the waiter is in place, so a deadline that fires at once finds it.
                 if let deadline {
-                    watch = DeadlineWatch.shared.watch(until: deadline) { [weak self] in
-                        self?.leave(key: key, waiterID: waiterID, with: CourierError.timeout())
+                    watch = DeadlineWatch.shared.watch(until: deadline) {
+                        self.leave(key: key, waiterID: waiterID, with: CourierError.timeout())
                     }
                 }
                 if Task.isCancelled { self.leave(key: key, waiterID: waiterID) }
@@ -140,26 +182,34 @@ final class Deduplicator: Sendable {
     /// none is waiting): how long the shared request may still be worth waiting for.
     func latestDeadline(key: LogicalKey) -> ContinuousClock.Instant? {
         self.state.withLock { state in
-            guard let waiters = state.entries[key]?.waiters.values, !waiters.isEmpty else { return nil }
+            guard let waiters = state.entries[key]?.waiters, !waiters.isEmpty else { return nil }
             var latest: Duration?
-            for waiter in waiters {
-                guard let deadline = waiter.deadline else { return nil }
+            var unbounded = false
+            waiters.forEach { waiter in
+                guard let deadline = waiter.deadline else {
+                    unbounded = true
+                    return
+                }
                 latest = max(latest ?? deadline, deadline)
             }
-            return latest.map(FixedInstant.instant(at:))
+            return unbounded ? nil : latest.map(FixedInstant.instant(at:))
         }
+    }
+
+    /// Applies `change` to an entry in place (in the table: no copy of its waiters).
+    private static func update<Result>(_ entry: inout Entry, _ change: (inout Entry) -> Result) -> Result {
+        change(&entry)
     }
 
     /// The waiter gives up: resume it with `error` (`cancelled` unless said otherwise); cancel the
     /// shared request if it was the last.
     private func leave(key: LogicalKey, waiterID: UInt64, with error: CourierError = .cancelled()) {
         let (continuation, task): (UnsafeContinuation<Outcome, any Error>?, Task<Void, Never>?) = self.state.withLock { state in
-            guard var entry = state.entries[key], let waiter = entry.waiters.removeValue(forKey: waiterID) else { return (nil, nil) }
-            if entry.waiters.isEmpty {
-                state.entries[key] = nil
-                return (waiter.continuation, entry.task)
+            guard let index = state.entries.index(forKey: key), let waiter = state.entries.values[index].waiters.remove(waiterID)
+            else { return (nil, nil) }
+            if state.entries.values[index].waiters.isEmpty {
+                return (waiter.continuation, state.entries.remove(at: index).value.task)
             }
-            state.entries[key] = entry
             return (waiter.continuation, nil)
         }
         // The shared request first, so that when the waiter hears of it the request no longer
@@ -171,23 +221,24 @@ final class Deduplicator: Sendable {
 
     private func change(key: LogicalKey, waiterID: UInt64, to priority: RequestPriority) {
         let update: (UInt64, RequestPriority)? = self.state.withLock { state in
-            guard var entry = state.entries[key], entry.waiters[waiterID] != nil else { return nil }
-            entry.waiters[waiterID]?.priority = priority
-            let highest = entry.waiters.values.map(\.priority).max() ?? priority
-            guard highest != entry.priority else { return nil }
-            entry.priority = highest
-            state.entries[key] = entry
-            return (entry.ticket, highest)
+            guard let index = state.entries.index(forKey: key), state.entries.values[index].waiters[waiterID] != nil else { return nil }
+            return Self.update(&state.entries.values[index]) { entry -> (UInt64, RequestPriority)? in
+                entry.waiters[waiterID]?.priority = priority
+                var highest = priority
+                entry.waiters.forEach { highest = max(highest, $0.priority) }
+                guard highest != entry.priority else { return nil }
+                entry.priority = highest
+                return (entry.ticket, highest)
+            }
         }
         if let (ticket, priority) = update { self.reprioritize(ticket, priority) }
     }
 
     private func finish(key: LogicalKey, ticket: UInt64, with result: Result<Outcome, any Error>) {
-        let waiters: [UInt64: Waiter] = self.state.withLock { state in
-            guard let entry = state.entries[key], entry.ticket == ticket else { return [:] }
-            state.entries[key] = nil
-            return entry.waiters
+        let waiters: Waiters = self.state.withLock { state in
+            guard let index = state.entries.index(forKey: key), state.entries.values[index].ticket == ticket else { return Waiters() }
+            return state.entries.remove(at: index).value.waiters
         }
-        for waiter in waiters.values { waiter.continuation.resume(with: result) }
+        waiters.forEach { $0.continuation.resume(with: result) }
     }
 }

@@ -137,7 +137,8 @@ struct LogicalKey: Hashable, Sendable {
 
     func hash(into hasher: inout Hasher) {
         hasher.combine(self.parts.hash)
-        hasher.combine(self.cachePlan)
+        // Usually empty, and then left out: equal keys still hash alike.
+        if !self.cachePlan.isEmpty { hasher.combine(self.cachePlan) }
     }
 
     /// A middleware's identity: the object for a class instance, the value for a `Hashable`

@@ -99,10 +99,10 @@ struct DeadlineStage: PipelineStage {
 
 extension DeadlineStage {
     /// Whether every wait below this stage is one the deduplicator bounds by the deadline: the
-    /// exchange is collected, will be shared, and is no prefetch (which may wait for the
+    /// exchange is collected, will be shared (the build stage gives a key only to an exchange
+    /// that ``DeduplicationStage/shares(_:)``), and is no prefetch (which may wait for the
     /// constrained gate).
     func waitsOnlyAsAWaiter(_ exchange: RequestExchange) -> Bool {
-        exchange.mode == .collect && self.deduplication.isEnabled && exchange.key != nil
-            && !exchange.endpoint.isPrefetch && DeduplicationStage.shares(exchange)
+        exchange.mode == .collect && self.deduplication.isEnabled && exchange.key != nil && !exchange.endpoint.isPrefetch
     }
 }

@@ -27,10 +27,11 @@ struct DeduplicationStage: PipelineStage {
         return try await next(exchange)
     }
 
-    /// Whether the exchange is one deduplication shares.
+    /// Whether the exchange is one deduplication shares: the build stage gives a key only to
+    /// an exchange that ``shares(_:)`` (collected, deduplication on).
     @inline(never)
     private func isShared(_ exchange: RequestExchange) -> Bool {
-        self.configuration.isEnabled && exchange.key != nil && Self.shares(exchange)
+        self.configuration.isEnabled && exchange.key != nil
     }
 
     /// The exchange sent once for every identical one in flight, or joined to the one that is.
