@@ -33,17 +33,27 @@ final class Deduplicator: Sendable {
 
     /// The waiters of one entry: the first in place, any others in a table (most shared
     /// requests have one waiter, which then costs no table).
-    private struct Waiters {
+    private struct Waiters: Sequence {
         private var first: (id: UInt64, waiter: Waiter)?
         private var others: [UInt64: Waiter] = [:]
 
         var isEmpty: Bool { self.first == nil && self.others.isEmpty }
 
-        /// Calls `body` with every waiter, in no particular order.
-        func forEach(_ body: (Waiter) throws -> Void) rethrows {
-            if let first = self.first { try body(first.waiter) }
-            for waiter in self.others.values { try body(waiter) }
+        /// Every waiter, in no particular order.
+        struct Iterator: IteratorProtocol {
+            fileprivate var first: Waiter?
+            fileprivate var others: Dictionary<UInt64, Waiter>.Values.Iterator
+
+            mutating func next() -> Waiter? {
+                if let first = self.first {
+                    self.first = nil
+                    return first
+                }
+                return self.others.next()
+            }
         }
+
+        func makeIterator() -> Iterator { Iterator(first: self.first?.waiter, others: self.others.values.makeIterator()) }
 
         subscript(id: UInt64) -> Waiter? {
             get { self.first?.id == id ? self.first?.waiter : self.others[id] }
@@ -184,15 +194,11 @@ final class Deduplicator: Sendable {
         self.state.withLock { state in
             guard let waiters = state.entries[key]?.waiters, !waiters.isEmpty else { return nil }
             var latest: Duration?
-            var unbounded = false
-            waiters.forEach { waiter in
-                guard let deadline = waiter.deadline else {
-                    unbounded = true
-                    return
-                }
+            for waiter in waiters {
+                guard let deadline = waiter.deadline else { return nil }
                 latest = max(latest ?? deadline, deadline)
             }
-            return unbounded ? nil : latest.map(FixedInstant.instant(at:))
+            return latest.map(FixedInstant.instant(at:))
         }
     }
 
@@ -225,7 +231,7 @@ final class Deduplicator: Sendable {
             return Self.update(&state.entries.values[index]) { entry -> (UInt64, RequestPriority)? in
                 entry.waiters[waiterID]?.priority = priority
                 var highest = priority
-                entry.waiters.forEach { highest = max(highest, $0.priority) }
+                for waiter in entry.waiters { highest = max(highest, waiter.priority) }
                 guard highest != entry.priority else { return nil }
                 entry.priority = highest
                 return (entry.ticket, highest)
@@ -239,6 +245,6 @@ final class Deduplicator: Sendable {
             guard let index = state.entries.index(forKey: key), state.entries.values[index].ticket == ticket else { return Waiters() }
             return state.entries.remove(at: index).value.waiters
         }
-        waiters.forEach { $0.continuation.resume(with: result) }
+        for waiter in waiters { waiter.continuation.resume(with: result) }
     }
 }
