@@ -32,9 +32,13 @@ package enum CacheRules {
     static let understoodStatuses: Set<Int> = [200, 203, 204, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501]
     /// Header fields never stored (RFC 9111 §3.1): the hop-by-hop fields of RFC 9110 §7.6.1 and
     /// the fields of the proxy that forwarded the response. Fields named in `Connection` go too.
+    ///
+    /// `Set-Cookie` is not stored either. RFC 9111 §7.3 lets a cache keep it, but this cache
+    /// belongs to one app: a stored one would put session cookies (which the jar keeps in memory
+    /// only) on disk, out of reach of clearing the jar, and replay them on every hit.
     static let unstoredFields: Set<String> = [
         "connection", "proxy-connection", "keep-alive", "te", "transfer-encoding", "upgrade", "trailer",
-        "proxy-authenticate", "proxy-authentication-info", "proxy-authorization",
+        "proxy-authenticate", "proxy-authentication-info", "proxy-authorization", "set-cookie",
     ]
     /// Header fields a request may carry that make it conditional: such requests bypass the
     /// cache (the caller is managing validation itself). A `Range` alone is answered by the
@@ -384,6 +388,11 @@ package enum CacheRules {
 
     /// The stored entry after a `304 Not Modified` (RFC 9111 §4.3.4): the 304's header fields
     /// replace the stored ones (except framing fields), the body stays, the times are the new exchange's.
+    ///
+    /// A 304 without `Date` is dated at receipt (RFC 9110 §6.6.1 MUST): the stored `Date` goes,
+    /// and the age counts from `responseDate`. A 304 without `Age` comes from the origin (a cache
+    /// that answers sends one, RFC 9111 §5.1), which has just validated the response: the
+    /// stored `Age`, which spoke of the earlier exchange, goes too.
     package static func refreshed(_ entry: CacheEntry, notModified: HTTPFields, requestDate: Date, responseDate: Date) -> CacheEntry {
         var entry = entry
         let excluded: Set<HTTPField.Name> = [.contentLength, .contentRange]
@@ -392,6 +401,8 @@ package enum CacheRules {
             if replaced.insert(field.name).inserted { entry.headers[field.name] = nil }
             entry.headers.append(field)
         }
+        if notModified[.date] == nil { entry.headers[.date] = nil }
+        if notModified[.age] == nil { entry.headers[.age] = nil }
         entry.requestDate = requestDate
         entry.responseDate = responseDate
         return entry

@@ -280,9 +280,10 @@ struct ResponseCache: Sendable {
 
     /// A POST response with explicit freshness whose `Content-Location` is its own URL is the
     /// current representation of that URL: it answers a later GET (RFC 9110 §9.3.3, RFC 9111 §4.4).
+    /// A payload the wire protocol keeps out of the cache (opened fields) is not stored here either.
     private func storeUnderContentLocation(_ run: CacheRun, outcome: Outcome, now: Date) {
         let head = outcome.response.head
-        guard run.method == .post, run.policy.mode == .http, [200, 203].contains(head.status.code),
+        guard outcome.payloadMayBeCached, run.method == .post, run.policy.mode == .http, [200, 203].contains(head.status.code),
             let location = head.headerFields[values: .contentLocation].first,
             Self.sameOrigin(location, as: run.url) == run.url
         else { return }

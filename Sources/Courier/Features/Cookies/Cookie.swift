@@ -179,6 +179,11 @@ package enum CookieRules {
             hostOnly = false
             cookieDomain = domain
         }
+        // RFC 6265bis §4.1.3 and §5.7: a name's prefix is a promise the server cannot break.
+        // `__Secure-` only on a Secure cookie; `__Host-` only on a Secure, host-only cookie whose
+        // Path is `/`. Compared without regard to case, as the draft asks.
+        if Self.hasPrefix(name, "__secure-"), !secure { return nil }
+        if Self.hasPrefix(name, "__host-"), !secure || !hostOnly || path != "/" { return nil }
         return Cookie(
             name: name, value: value, domain: cookieDomain, hostOnly: hostOnly, path: path ?? Self.defaultPath(requestPath),
             expires: maxAge ?? expires, secure: secure, httpOnly: httpOnly, sameSite: sameSite, created: now
@@ -186,6 +191,15 @@ package enum CookieRules {
     }
 
     typealias SameSite = Cookie.SameSite
+
+    /// Whether `name` starts with `prefix` (lower-case ASCII), in any case.
+    static func hasPrefix(_ name: String, _ prefix: String) -> Bool {
+        let bytes = name.utf8
+        guard bytes.count >= prefix.utf8.count else { return false }
+        return zip(bytes, prefix.utf8).allSatisfy { byte, expected in
+            (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte) == expected
+        }
+    }
 
     /// Whether `domain` has a dot between two labels (not only trailing dots).
     static func hasInnerDot(_ domain: String) -> Bool {

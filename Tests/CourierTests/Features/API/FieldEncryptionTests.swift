@@ -109,6 +109,36 @@ struct FieldEncryptionTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aDecryptedAnswerIsNotStoredForItsContentLocationEither(_ kind: TransportKind) async throws {
+        // Under the default policy a POST answer whose Content-Location is its own URL may be
+        // stored for a later GET (RFC 9110 §9.3.3): not when its payload holds opened fields.
+        let server = try await http1Server { request in
+            var response = await Self.origin(request)
+            response.headers.append(("Cache-Control", "max-age=600"))
+            response.headers.append(("Content-Location", request.path))
+            return response
+        }
+        let store = MemoryCacheStore()
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache.store = store
+                $0.retry = .never
+            }
+        ) { client in
+            _ = try await client.send(Self.pay("/echo"))
+            #expect(server.requests.count == 1)
+            #expect(store.count == 0)
+            // The same answer to a plain POST is stored for its URL: the store was empty because
+            // of the wire protocol, not because this path never stores.
+            let plain = Endpoint<Data>(
+                method: .post, path: "/plain", body: .json(Payment(amount: 1, card: "4111", cvv: 123)), decoding: .data)
+            _ = try await client.send(plain)
+            #expect(store.count == 1)
+        }
+    }
+
     /// Refused in the wire stage, before any transport is involved: one transport is enough.
     @Test
     func aBodyThatIsNotAJSONObjectIsRefusedBeforeSending() async throws {

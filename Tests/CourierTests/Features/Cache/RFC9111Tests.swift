@@ -116,6 +116,33 @@ struct RFC9111Tests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aRefreshBy304WithoutDateOrAgeMakesTheStoredResponseFreshAgain(_ kind: TransportKind) async throws {
+        // RFC 9111 §4.3.4: a 304 refreshes the stored response. RFC 9110 §6.6.1: a response
+        // without Date MUST be dated at receipt when it is cached, so the refreshed response is
+        // as old as the 304, not as the first answer; and RFC 9111 §5.1: the old Age spoke of an
+        // earlier exchange, which the origin's 304 (no Age) has just validated again.
+        let date = imfDate(TestClock().now)
+        let handler: TestServer.Handler = { request in
+            if request.header("If-None-Match") == "\"v1\"" {
+                return ScriptedResponse(status: 304, headers: [("ETag", "\"v1\"")])
+            }
+            return .text("article", headers: [("Date", date), ("Cache-Control", "max-age=60"), ("ETag", "\"v1\""), ("Age", "10")])
+        }
+        try await withCache(kind, handler: handler) { client, server, clock in
+            _ = try await client.send(Self.get("/r"))
+            clock.advance(120)
+            let revalidated = try await client.response(Self.get("/r"))
+            #expect(revalidated.source == .revalidated)
+            #expect(server.requests.count == 2)
+            clock.advance(1)
+            let hit = try await client.response(Self.get("/r"))
+            #expect(hit.source == .cache)
+            #expect(hit.age == .seconds(1))
+            #expect(server.requests.count == 2)
+        }
+    }
+
     struct AgeRow: Sendable, CustomTestStringConvertible {
         let lines: [String]
         let stale: Bool

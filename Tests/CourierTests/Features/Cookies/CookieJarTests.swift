@@ -22,6 +22,18 @@ struct CookieJarTests {
                 ])
         case "/logout":
             return .text("bye", headers: [("Set-Cookie", "theme=; Path=/; Max-Age=0")])
+        case "/plant":
+            // Cookies whose names promise what an http origin cannot give.
+            return .text(
+                "planted",
+                headers: [
+                    ("Set-Cookie", "__Host-sid=evil; Path=/"), ("Set-Cookie", "__Secure-sid=evil; Path=/"),
+                    ("Set-Cookie", "plain=1; Path=/"),
+                ])
+        case "/flood":
+            // Fifty fillers, then a session cookie: an eviction of the Secure one would let it in.
+            let fillers = (0..<50).map { ("Set-Cookie", "filler\($0)=1; Path=/") }
+            return .text("flooded", headers: fillers + [("Set-Cookie", "session=evil; Path=/")])
         case "/flaky":
             let attempts = request.query["n"] ?? "0"
             return attempts == "0" && !received.contains("retry=1")
@@ -131,22 +143,61 @@ struct CookieJarTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func anInsecureOriginCannotSetCookiesWhoseNamesPromiseSecurity(_ kind: TransportKind) async throws {
+        // RFC 6265bis §4.1.3 and §5.7: `__Host-` and `__Secure-` cookies need a Secure flag,
+        // which an http origin cannot set; the plain cookie of the same answer is stored.
+        try await withJar(kind) { client, _, jar in
+            _ = try await client.send(Self.get("/plant"))
+            #expect(jar.allCookies.map(\.name) == ["plain"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aFloodOfCookiesFromAnInsecureOriginCannotEvictASecureOne(_ kind: TransportKind) async throws {
+        // RFC 6265bis §5.8.3: past the per-domain limit, cookies that are not Secure go first.
+        // Were the Secure session evicted, the flood's own `session` would take its place.
+        try await withJar(kind) { client, server, jar in
+            jar.set(Cookie(name: "session", value: "real", domain: server.baseURL.host!, secure: true))
+            _ = try await client.send(Self.get("/flood"))
+            let session = jar.allCookies.filter { $0.name == "session" }
+            #expect(session.map(\.value) == ["real"])
+            #expect(session.first?.secure == true)
+            #expect(jar.allCookies.count == CookieJar.perDomainLimit)
+            // The stalest filler made room for the last one.
+            #expect(!jar.allCookies.contains { $0.name == "filler0" })
+            #expect(jar.allCookies.contains { $0.name == "filler49" })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aCachedResponseSetsNoCookieAgain(_ kind: TransportKind) async throws {
         // Seam cookies × cache: the stage is below the cache; a hit does not replay Set-Cookie.
+        // Nor is the cookie kept in the stored response (RFC 9111 §7.3 allows it; a private
+        // cache on disk would keep a session cookie past `removeAll()`).
         let jar = CookieJar()
-        let server = try await http1Server { _ in .text("page", headers: [("Cache-Control", "max-age=60"), ("Set-Cookie", "seen=1")]) }
+        let store = RecordingStore()
+        let server = try await http1Server { _ in
+            .text("page", headers: [("Cache-Control", "max-age=60"), ("Set-Cookie", "seen=1; HttpOnly"), ("X-Kept", "yes")])
+        }
         try await withClient(
             kind, server: server,
             configure: {
                 $0.cookies = jar
-                $0.cache.store = MemoryCacheStore()
+                $0.cache.store = store
             }
         ) { client in
-            _ = try await client.send(Self.get("/page"))
+            let first = try await client.response(Self.get("/page"))
+            #expect(first.headers[.setCookie] == "seen=1; HttpOnly")
+            #expect(jar.allCookies.map(\.name) == ["seen"])
             jar.removeAll()
             let hit = try await client.response(Self.get("/page"))
             #expect(hit.source == .cache)
             #expect(jar.allCookies.isEmpty)
+            #expect(hit.headers[.setCookie] == nil)
+            #expect(hit.headers[HTTPField.Name("X-Kept")!] == "yes")
+            let stored = store.stored.withLock { $0 }
+            #expect(stored.count == 1)
+            #expect(stored.allSatisfy { $0.headers[.setCookie] == nil })
         }
     }
 

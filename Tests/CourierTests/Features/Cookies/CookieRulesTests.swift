@@ -40,6 +40,24 @@ struct CookieRulesTests {
         #expect(cookie.expires == nil)  // "f=a3fWe" is no date: the attribute is ignored
     }
 
+    @Test(arguments: [
+        ("__Secure-a=1", false),  // no Secure flag
+        ("__secure-a=1; Path=/", false),  // the prefix in any case
+        ("__Secure-a=1; Secure", true),
+        ("__Host-a=1; Secure; Path=/", true),
+        ("__HOST-a=1; Secure; Path=/", true),
+        ("__Host-a=1; Path=/", false),  // not Secure
+        ("__Host-a=1; Secure", false),  // no Path attribute
+        ("__Host-a=1; Secure; Path=/x", false),  // a Path other than /
+        ("__Host-a=1; Secure; Path=/; Domain=example.com", false),  // not host-only
+        ("__Host-a=1; Secure; Path=/; Domain=www.example.com", false),  // a Domain, even the host's own
+        ("__Hostile=1", true),  // no prefix: `__Host` without the dash
+    ])
+    func aNamesPrefixIsAPromiseTheCookieMustKeep(_ header: String, accepted: Bool) {
+        // RFC 6265bis §4.1.3 (and §5.7, steps for "__Secure-" and "__Host-").
+        #expect((Self.parse(header) != nil) == accepted)
+    }
+
     @Test
     func aNameValuePairAndItsAttributes() throws {
         // §5.2: name=value, then attributes in any case; unknown ones ignored.
