@@ -134,11 +134,10 @@ extension Client {
             var total: Int64?
             var end: Int64?
             if raw.status.code == 206 {
-                // Another version: an ETag other than the one asked for (weak or strong).
-                let answeredETag = raw.head.headerFields[.eTag]
-                let otherVersion =
-                    answeredETag != nil && validator?.hasPrefix("W/") == false && validator?.contains("\"") == true
-                    && answeredETag != validator
+                // Parts combine only when they share the strong validator asked with (RFC 9110
+                // §15.3.7.3): a 206 that names another version — another ETag for an ETag, another
+                // Last-Modified for a date (a server that ignored If-Range) — is refused.
+                let otherVersion = Self.namesAnotherVersion(raw.head.headerFields, than: validator)
                 guard offset > 0, let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""),
                     Int64(range.range.lowerBound) == offset,
                     !otherVersion
@@ -156,14 +155,19 @@ extension Client {
                 end = Int64(range.range.upperBound) + 1
                 total = range.completeLength.map(Int64.init) ?? end
             } else {
-                // The whole body: the server ignored the range or the resource changed.
+                // The whole body: the server ignored the range or the resource changed. This
+                // call's bytes now begin at zero, whatever parts came before.
                 offset = 0
+                continuing = false
                 total = raw.body.expectedLength.map(Int64.init)
                 end = total
             }
             // The record of the old validator goes before the file is cut back, and the new one is
             // written only after: a crash in between never pairs old bytes with a new validator.
-            let newValidator = PartialDownload.validator(of: raw.head.headerFields)
+            // A 206 need not repeat the validators when it honoured If-Range (RFC 9110 §15.3.7):
+            // the one the range was asked with then still stands.
+            let newValidator =
+                PartialDownload.validator(of: raw.head.headerFields) ?? (raw.status.code == 206 ? validator : nil)
             if offset == 0 || newValidator == nil {
                 try? FileManager.default.removeItem(at: record)
             }
@@ -231,13 +235,35 @@ extension Client {
     }
 }
 
+extension Client {
+    /// Whether a 206's fields name another version than `validator`: another ETag when it is an
+    /// ETag, another `Last-Modified` when it is a date. Fields that name none tell nothing.
+    static func namesAnotherVersion(_ fields: HTTPFields, than validator: String?) -> Bool {
+        guard let validator, !validator.hasPrefix("W/") else { return false }
+        if validator.contains("\"") { return fields[.eTag].map { $0 != validator } ?? false }
+        return fields[.lastModified].map { $0 != validator } ?? false
+    }
+}
+
 /// What is remembered about an unfinished download, to resume it.
 struct PartialDownload: Codable {
     var url: String
     var validator: String
 
+    /// The largest record read: a URL and a validator take far less.
+    static let sizeLimit = 64 * 1024
+
+    /// The record in `file`, when it is a plain file of this user's, not larger than
+    /// ``sizeLimit``; `nil` otherwise. Opened without following links and without waiting:
+    /// a link or a FIFO planted at its name is neither followed nor waited on.
     static func load(_ file: URL) -> PartialDownload? {
-        guard let data = try? Data(contentsOf: file) else { return nil }
+        let descriptor = open(file.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard descriptor >= 0 else { return nil }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, status.st_uid == geteuid(),
+            status.st_size <= Self.sizeLimit, let data = try? handle.read(upToCount: Self.sizeLimit)
+        else { return nil }
         return try? JSONDecoder().decode(PartialDownload.self, from: data)
     }
 
@@ -296,11 +322,12 @@ final class PartialFile {
             if fstat(descriptor, &opened) == 0, lstat(url.path, &current) == 0, opened.st_dev == current.st_dev,
                 opened.st_ino == current.st_ino
             {
-                // Only a plain file with no other name: never a device, a FIFO or a hard link
-                // to a file elsewhere.
-                guard (opened.st_mode & S_IFMT) == S_IFREG, opened.st_nlink == 1 else {
+                // Only a plain file of this user's with no other name: never a device, a FIFO,
+                // a hard link to a file elsewhere, or a file another user planted (its bytes
+                // would start the download, renamed into place still theirs).
+                guard (opened.st_mode & S_IFMT) == S_IFREG, opened.st_nlink == 1, opened.st_uid == geteuid() else {
                     try? handle.close()
-                    throw CourierError.invalidRequest("\(url.path) is not a plain file of its own; remove it to download")
+                    throw CourierError.invalidRequest("\(url.path) is not a plain file of this user's own; remove it to download")
                 }
                 return PartialFile(handle: handle)
             }

@@ -188,7 +188,12 @@ struct Inflater: ChunkTransformer {
 
     mutating func feed(_ input: Data) throws {
         self.progress.feed(input)
-        if self.coding == .deflate, !self.triedRaw, self.progress.decodedTotal == 0, self.progress.compressedTotal <= Self.replayLimit {
+        // The first chunk is kept whatever its size (it is in memory anyway, and one read of a
+        // stream can bring far more than the limit); later ones while the total stays within it.
+        let first = self.replay?.isEmpty == true
+        if self.coding == .deflate, !self.triedRaw, self.progress.decodedTotal == 0,
+            first || self.progress.compressedTotal <= Self.replayLimit
+        {
             self.replay?.append(input)
         } else {
             self.replay = nil

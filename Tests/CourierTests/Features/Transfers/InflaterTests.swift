@@ -40,6 +40,25 @@ struct InflaterTests {
     }
 
     @Test
+    func rawDeflateLargerThanTheReplayLimitDecodesWhetherInOneChunkOrMany() async throws {
+        // A first chunk past the 64 KiB the decoder keeps for a replay (one HTTP/2 read can be
+        // 1 MiB): the retry without the wrapper still starts at the first byte. Random bytes,
+        // so the compressed body is larger than the limit too.
+        let body = payload(200_000, seed: 3)
+        let raw = try await runTool(
+            [
+                "python3", "-c",
+                "import sys, zlib; c = zlib.compressobj(wbits=-15); sys.stdout.buffer.write(c.compress(sys.stdin.buffer.read()) + c.flush())",
+            ],
+            input: body
+        )
+        #expect(raw.count > Inflater.replayLimit)
+        #expect(try Self.decode([raw], coding: .deflate) == body)
+        let split = stride(from: 0, to: raw.count, by: 10_000).map { Data(raw[$0..<min(raw.count, $0 + 10_000)]) }
+        #expect(try Self.decode(split, coding: .deflate) == body)
+    }
+
+    @Test
     func manyEmptyGzipMembersDecodeToNothingWithoutRecursion() throws {
         // RFC 1952 §2.2: members may be concatenated. Fifty thousand empty ones (20 bytes each,
         // one 1 MB chunk) once made one recursive call and one 256 KiB buffer per member.

@@ -54,8 +54,13 @@ final class FileOrigin: Sendable {
     let etag = Locked("\"v1\"")
     let rangesSupported: Bool
     let cutFirstAfter: Int?
-    /// `Last-Modified` and `Date` sent instead of an ETag.
-    let dates: (lastModified: String, date: String)?
+    /// `Last-Modified` and `Date` sent instead of an ETag (a new version may change them).
+    let dates: Locked<(lastModified: String, date: String)?>
+    /// Honours `Range` whatever `If-Range` says (a careless server or proxy).
+    let ignoresIfRange: Bool
+    /// Sends no validator with a 206 (RFC 9110 §15.3.7: it SHOULD NOT repeat them when it
+    /// honoured If-Range).
+    let bareRanges: Bool
     let answersAnotherRange: Bool
     /// Answers a range with at most this many bytes (a correct, shorter `Content-Range`).
     let rangeCap: Int?
@@ -66,11 +71,13 @@ final class FileOrigin: Sendable {
     init(
         rangesSupported: Bool = true, cutFirstAfter: Int? = nil, dates: (lastModified: String, date: String)? = nil,
         answersAnotherRange: Bool = false,
-        rangeCap: Int? = nil, overlongRanges: Bool = false
+        rangeCap: Int? = nil, overlongRanges: Bool = false, ignoresIfRange: Bool = false, bareRanges: Bool = false
     ) {
         self.rangesSupported = rangesSupported
         self.cutFirstAfter = cutFirstAfter
-        self.dates = dates
+        self.dates = Locked(dates)
+        self.ignoresIfRange = ignoresIfRange
+        self.bareRanges = bareRanges
         self.answersAnotherRange = answersAnotherRange
         self.rangeCap = rangeCap
         self.overlongRanges = Locked(overlongRanges)
@@ -83,12 +90,13 @@ final class FileOrigin: Sendable {
             $0 += 1
             return $0
         }
+        let dates = self.dates.withLock { $0 }
         var validators = [("ETag", etag)]
-        if let dates = self.dates { validators = [("Last-Modified", dates.lastModified), ("Date", dates.date)] }
+        if let dates { validators = [("Last-Modified", dates.lastModified), ("Date", dates.date)] }
         switch request.path {
         case "/file":
             if self.rangesSupported, let range = request.header("Range"), range.hasPrefix("bytes="),
-                request.header("If-Range").map({ $0 == (self.dates?.lastModified ?? etag) }) ?? true,
+                self.ignoresIfRange || (request.header("If-Range").map({ $0 == (dates?.lastModified ?? etag) }) ?? true),
                 var start = Int(range.dropFirst("bytes=".count).split(separator: "-").first ?? "")
             {
                 guard start < body.count else {
@@ -101,7 +109,7 @@ final class FileOrigin: Sendable {
                     status: 206,
                     headers: [
                         ("Content-Type", "application/octet-stream"), ("Content-Range", "bytes \(start)-\(announcedEnd - 1)/\(body.count)"),
-                    ] + validators,
+                    ] + (self.bareRanges ? [] : validators),
                     body: body.subdata(in: start..<end)
                 )
             }
@@ -373,6 +381,137 @@ struct TransferTests {
                 #expect(result.resumedFrom == 0)
             }
             #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aPartResumedByDateFromAServerThatIgnoresIfRangeIsNotSplicedOntoANewVersion(_ kind: TransportKind) async throws {
+        // RFC 9110 §15.3.7.3 and §13.1.5: parts combine only when they share a strong validator.
+        // The server honours the range although the file changed (it ignores If-Range), and its
+        // 206 carries the new Last-Modified: the download starts again from zero.
+        let origin = FileOrigin(
+            cutFirstAfter: 400_000, dates: ("Sun, 22 Nov 2026 10:00:00 GMT", "Sun, 22 Nov 2026 11:00:00 GMT"), ignoresIfRange: true)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "changed.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            origin.content.withLock { $0 = payload(1_000_000, seed: 99) }
+            origin.dates.withLock { $0 = ("Thu, 26 Nov 2026 10:00:00 GMT", "Thu, 26 Nov 2026 11:00:00 GMT") }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.resumedFrom == 0)
+            #expect(result.status.code == 200)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+            // The resumed request did ask with the old date; the answer to it was refused.
+            #expect(server.requests.map { $0.header("If-Range") }.contains("Sun, 22 Nov 2026 10:00:00 GMT"))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aPartWithoutValidatorsKeepsTheOneItWasAskedWith(_ kind: TransportKind) async throws {
+        // RFC 9110 §15.3.7: a server that honoured If-Range need not repeat the validators in
+        // its 206. Capped parts of 300,000 bytes without them still complete the file: the
+        // validator the range was asked with still stands. (Where the cut part ends depends on
+        // what reached the client before the connection closed.)
+        let origin = FileOrigin(
+            cutFirstAfter: 100_000, dates: ("Sun, 22 Nov 2026 10:00:00 GMT", "Sun, 22 Nov 2026 11:00:00 GMT"), rangeCap: 300_000,
+            bareRanges: true)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "bare.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.resumedFrom > 0)
+            #expect(result.byteCount == 1_000_000)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+            // Every part after the first was asked for with the first answer's date.
+            let parts = server.requests.dropFirst()
+            #expect(parts.count == Int((1_000_000 - result.resumedFrom + 299_999) / 300_000))
+            #expect(parts.allSatisfy { $0.header("If-Range") == "Sun, 22 Nov 2026 10:00:00 GMT" })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aWholeNewVersionAfterAPartStartsTheCountFromZero(_ kind: TransportKind) async throws {
+        // A capped part of v1, then the file changes: the next range's If-Range fails and the
+        // whole of v2 comes (RFC 9110 §13.1.5). The result says it started from the beginning.
+        let origin = FileOrigin(cutFirstAfter: 300_000, rangeCap: 100_000)
+        let server = try await http1Server { request in
+            let response = await origin.handle(request)
+            if response.status == 206 {
+                origin.content.withLock { $0 = payload(700_000, seed: 99) }
+                origin.etag.withLock { $0 = "\"v2\"" }
+            }
+            return response
+        }
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "v2.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(server.requests.map { $0.header("If-Range") } == [nil, "\"v1\"", "\"v1\""])
+            #expect(result.status.code == 200)
+            #expect(result.resumedFrom == 0)
+            #expect(result.byteCount == 700_000)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(payload(700_000, seed: 99)))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aResumeRecordThatIsALinkIsNotFollowed(_ kind: TransportKind) async throws {
+        // The partial file is opened without following links; so is its record now, which must
+        // also be a plain file of this user's and small (a link to a FIFO or a device, or a huge
+        // file, is never read). Here the link points at a genuine record moved elsewhere: read
+        // through it, the download would resume; refused, it starts afresh.
+        let origin = FileOrigin(cutFirstAfter: 400_000)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "linked.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            let record = folder.appendingPathComponent(".courier-linked.bin.partial.json")
+            let elsewhere = folder.appendingPathComponent("elsewhere.json")
+            try FileManager.default.moveItem(at: record, to: elsewhere)
+            try FileManager.default.createSymbolicLink(at: record, withDestinationURL: elsewhere)
+            let kept = try Data(contentsOf: elsewhere)
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.resumedFrom == 0)
+            #expect(server.requests.last?.header("Range") == nil)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+            // Nothing was written through the link.
+            #expect(try Data(contentsOf: elsewhere) == kept)
+        }
+    }
+
+    @Test(
+        .enabled(if: getuid() == 0, "making a file another user owns needs root"),
+        arguments: TransportKind.allCases)
+    func aPartialFileAnotherUserOwnsIsNeverResumed(_ kind: TransportKind) async throws {
+        // A partial file planted by another user (here: nobody, 65534) would become the start
+        // of the download, renamed into place still owned by them.
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let planted = try self.file(".courier-owned.bin.partial", in: folder, content: Data("planted".utf8))
+        #expect(chown(planted.path, 65534, 65534) == 0)
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError {
+                _ = try await client.download(
+                    Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "owned.bin")
+                ).value
+            }
+            #expect(error?.kind == .invalidRequest)
+            #expect(server.requests.isEmpty)
+            #expect(self.visibleFiles(folder).isEmpty)
         }
     }
 
