@@ -37,8 +37,8 @@ import HTTPTypes
 ///
 /// **Results and pruning.** A delivered item keeps its status, header fields and body (up to
 /// ``Configuration/resultBodyLimit``). ``prune()`` (run when the outbox opens) deletes delivered
-/// items the app acknowledged more than ``Configuration/deliveredRetention`` ago, and dead items
-/// older than ``Configuration/deadRetention``; nothing unacknowledged is pruned.
+/// items the app acknowledged more than ``Configuration/deliveredRetention`` ago, and acknowledged
+/// dead items older than ``Configuration/deadRetention``; nothing unacknowledged is pruned.
 ///
 /// Everything goes through the client: authentication, signing, pinning, metrics and logs apply.
 /// Bodies must be in memory (a streamed body is refused with kind `invalidRequest`).
@@ -55,7 +55,7 @@ public final class Outbox: Sendable {
         public var resultBodyLimit = 64 * 1024
         /// How long a delivered, acknowledged item is kept.
         public var deliveredRetention: Duration = .seconds(7 * 86400)
-        /// How long a dead item is kept.
+        /// How long a dead item is kept once the app has acknowledged it.
         public var deadRetention: Duration = .seconds(30 * 86400)
         /// How long a write waits for a database another connection holds before failing with kind `locked`.
         public var busyTimeout: Duration = .seconds(2)
@@ -125,7 +125,9 @@ public final class Outbox: Sendable {
         let id = try self.store.insert(
             .init(
                 queue: queue, reference: reference, name: request.name, method: request.head.method.rawValue, url: request.urlString,
-                headers: headers, body: body, idempotencyKey: UUID().uuidString,
+                // The endpoint's own key, when it has one: an app that sent the request itself
+                // first (and timed out) and then hands it to the outbox must not apply it twice.
+                headers: headers, body: body, idempotencyKey: request.head.headerFields[Self.idempotencyKey] ?? UUID().uuidString,
                 maxAttempts: max(1, maxAttempts ?? self.configuration.maxAttempts),
                 createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.inSeconds) }
             ))

@@ -95,6 +95,12 @@ final class OutboxStore: Sendable {
                 {
                     return OutboxItemID(rawValue: existing)
                 }
+                // An endpoint's own idempotency key names one intent, like a reference.
+                if let existing = try Int64.fetchOne(
+                    db, sql: "SELECT id FROM item WHERE idempotency_key = ?", arguments: [item.idempotencyKey])
+                {
+                    return OutboxItemID(rawValue: existing)
+                }
                 let headers = String(decoding: try JSONEncoder().encode(item.headers), as: UTF8.self)
                 try db.execute(
                     sql: """
@@ -197,14 +203,14 @@ final class OutboxStore: Sendable {
         }
     }
 
-    /// Deletes finished items: delivered and acknowledged ones finished before `deliveredBefore`,
-    /// dead ones finished before `deadBefore`. Returns how many went.
+    /// Deletes finished items the app acknowledged: delivered ones finished before
+    /// `deliveredBefore`, dead ones finished before `deadBefore`. Returns how many went.
     func prune(deliveredBefore: Date, deadBefore: Date) throws(OutboxError) -> Int {
         do {
             return try self.pool.write { db in
                 try db.execute(
                     sql:
-                        "DELETE FROM item WHERE (state = 'delivered' AND acknowledged = 1 AND finished_at < ?) OR (state = 'dead' AND finished_at < ?)",
+                        "DELETE FROM item WHERE (state = 'delivered' AND acknowledged = 1 AND finished_at < ?) OR (state = 'dead' AND acknowledged = 1 AND finished_at < ?)",
                     arguments: [deliveredBefore.timeIntervalSince1970, deadBefore.timeIntervalSince1970]
                 )
                 return db.changesCount
@@ -240,12 +246,16 @@ final class OutboxStore: Sendable {
         }
     }
 
-    /// The head of each queue that still has work: its oldest pending items, at most `limitPerQueue`.
+    /// The head of each queue that still has work and none in flight: its oldest pending items, at
+    /// most `limitPerQueue`. A queue whose item is on its way (taken by another delivery loop) is
+    /// left alone until it is back: the items of one queue go one at a time, in order.
     func heads(limitPerQueue: Int) throws(OutboxError) -> [String: [StoredRequest]] {
         try self.read { db in
             var heads: [String: [StoredRequest]] = [:]
             // One indexed lookup per queue (item_by_queue), however many items wait.
-            for queue in try String.fetchAll(db, sql: "SELECT DISTINCT queue FROM item WHERE state = 'pending'") {
+            let sql =
+                "SELECT DISTINCT queue FROM item WHERE state = 'pending' AND queue NOT IN (SELECT queue FROM item WHERE state = 'inFlight')"
+            for queue in try String.fetchAll(db, sql: sql) {
                 let rows = try Row.fetchAll(
                     db, sql: "SELECT * FROM item WHERE queue = ? AND state = 'pending' ORDER BY id LIMIT ?",
                     arguments: [queue, limitPerQueue]

@@ -2,8 +2,9 @@ import HTTPTypes
 
 /// How the pipeline follows redirects; the same policy applies on every transport.
 ///
-/// 301, 302 and 303 turn into a `GET` without a body (except `HEAD`, which stays `HEAD`); 307 and 308
-/// keep the method and body when the body can be replayed. When the next hop is another origin
+/// 303 turns any method but `HEAD` into a `GET` without a body, and so do 301 and 302 for a `POST`
+/// (RFC 9110 §15.4); every other redirect (301 and 302 of any other method, 307, 308) keeps the
+/// method and body when the body can be replayed. When the next hop is another origin
 /// (scheme, host or port), the sensitive header fields are removed: `Authorization`, `Cookie`,
 /// `Proxy-Authorization` and the default signature headers (add custom signature header names).
 public struct RedirectPolicy: Sendable {

@@ -210,6 +210,83 @@ struct OutboxTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func twoDeliveryLoopsStillSendAQueueOneItemAtATimeInOrder(_ kind: TransportKind) async throws {
+        // While one loop's item is on its way, the other loop must not take the next item of the
+        // same queue: it would overtake the first, and be applied before it if the first fails.
+        let api = IdempotentServer()
+        let inProgress = Locked((now: 0, most: 0, paths: [String]()))
+        let server = try await http1Server { request in
+            inProgress.withLock {
+                $0.now += 1
+                $0.most = max($0.most, $0.now)
+                $0.paths.append(request.path)
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+            inProgress.withLock { $0.now -= 1 }
+            return await api.respond(request)
+        }
+        try await Self.withOutbox(kind, server: server) { outbox, _, _ in
+            for index in 0..<3 { _ = try outbox.enqueue(Self.post("/m\(index)")) }
+            outbox.start()
+            await outbox.deliverAll()
+            #expect(await eventually { (try? outbox.items().allSatisfy { $0.state == .delivered }) == true })
+            let seen = inProgress.withLock { $0 }
+            #expect(seen.most == 1)
+            #expect(seen.paths == ["/m0", "/m1", "/m2"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anEndpointsOwnIdempotencyKeyIsKept(_ kind: TransportKind) async throws {
+        // An app that sent the request itself, timed out after the server applied it, and then
+        // handed it to the outbox: the outbox sends the app's key, and the server applies it once.
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        try await Self.withOutbox(kind, server: server) { outbox, client, _ in
+            var endpoint = Self.post("/pay")
+            endpoint.headers[HTTPField.Name("Idempotency-Key")!] = "app-1"
+            _ = try await client.send(endpoint)
+            let first = try outbox.enqueue(endpoint)
+            // The same key is the same intent: one item.
+            #expect(try outbox.enqueue(endpoint) == first)
+            let plain = try outbox.enqueue(Self.post("/plain"))
+            await outbox.deliverAll()
+            #expect(try outbox.item(first)?.state == .delivered)
+            #expect(try outbox.item(plain)?.state == .delivered)
+            let state = api.state.withLock { $0 }
+            #expect(state.seen.prefix(2) == ["app-1", "app-1"])
+            #expect(state.applied.filter { $0 == "app-1" }.count == 1)
+            // An endpoint without a key still gets one of its own.
+            #expect(state.seen.count == 3)
+            #expect(state.seen[2] != "app-1" && state.seen[2] != "none")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aDeadItemTheAppHasNotAcknowledgedIsNeverPruned(_ kind: TransportKind) async throws {
+        let api = IdempotentServer { request, _ in request.path == "/bad" ? .text("no", status: 400) : nil }
+        let server = try await http1Server(api.respond)
+        let path = Self.databasePath()
+        try await Self.withOutbox(kind, server: server, path: path) { outbox, client, _ in
+            let id = try outbox.enqueue(Self.post("/bad"))
+            await outbox.deliverAll()
+            #expect(try outbox.item(id)?.state == .dead)
+            var keepNothing = Outbox.Configuration()
+            keepNothing.deadRetention = .zero
+            try await Task.sleep(for: .milliseconds(10))
+            let reopened = try Outbox(path: path, client: client, configuration: keepNothing)
+            // Required: were it pruned, the wait for its completion below would never end.
+            try #require(try reopened.item(id)?.state == .dead)
+            var completions = reopened.completions().makeAsyncIterator()
+            #expect(await completions.next()?.id == id)
+            // Once acknowledged, it goes at the next pruning.
+            try reopened.acknowledge(id)
+            let pruning = try Outbox(path: path, client: client, configuration: keepNothing)
+            #expect(try pruning.item(id) == nil)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anItemInFlightWhenTheProcessDiedIsSentAgainAfterARestart(_ kind: TransportKind) async throws {
         let api = IdempotentServer()
         let server = try await http1Server(api.respond)

@@ -83,6 +83,27 @@ struct RedirectTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases, [301, 302])
+    func movedAndFoundChangeOnlyAPostIntoAGet(kind: TransportKind, status: Int) async throws {
+        // RFC 9110 §15.4.2 and §15.4.3: a user agent MAY change POST to GET after a 301 or 302,
+        // and no other method: PUT, PATCH and DELETE go again as they were, body included.
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            for method in [HTTPRequest.Method.put, .patch, .delete] {
+                let echo = try await client.send(
+                    Endpoint<Echo>(
+                        method: method, path: "/moved", query: ["status": "\(status)"], body: .json(Article(id: 3, title: "kept"))))
+                #expect(echo.method == method.rawValue)
+                #expect(echo.body.contains("kept"))
+            }
+            let post = try await client.send(
+                Endpoint<Echo>(method: .post, path: "/moved", query: ["status": "\(status)"], body: .json(Article(id: 4, title: "gone"))))
+            #expect(post.method == "GET")
+            #expect(post.body.isEmpty)
+            #expect(server.requests.map(\.method) == ["PUT", "PUT", "PATCH", "PATCH", "DELETE", "DELETE", "POST", "GET"])
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func crossOriginRedirectDropsAuthorizationAndCookie(kind: TransportKind) async throws {
         let other = try await http1Server()

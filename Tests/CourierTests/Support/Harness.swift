@@ -70,6 +70,8 @@ enum Routes {
             return ScriptedResponse(status: 303, headers: [("Location", "/echo")])
         case "/temporary":
             return ScriptedResponse(status: 307, headers: [("Location", "/echo")])
+        case "/moved":
+            return ScriptedResponse(status: Int(request.query["status"] ?? "") ?? 301, headers: [("Location", "/echo")])
         case "/to":
             return ScriptedResponse(status: 302, headers: [("Location", request.query["url"] ?? "/json")])
         case "/stall":

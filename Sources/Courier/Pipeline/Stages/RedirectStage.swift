@@ -2,8 +2,8 @@ import Foundation
 import HTTPTypes
 
 /// Redirects are followed here, for every transport alike, under the client's
-/// ``RedirectPolicy``: at most `maxRedirects`, loops detected, 303 (and 301/302 after a non-GET)
-/// become GET, https → http refused, `Authorization`, `Cookie`, `Proxy-Authorization` and the
+/// ``RedirectPolicy``: at most `maxRedirects`, loops detected, 303 (and 301/302 after a POST) become
+/// GET, https → http refused, `Authorization`, `Cookie`, `Proxy-Authorization` and the
 /// signature fields dropped when the origin changes. A hop to the same origin as the request
 /// passes the per-hop middleware again (it is signed again); a hop to another origin does not.
 /// A one-shot body is never resent: a 307/308 for one is handed back as it is.
@@ -79,7 +79,10 @@ struct RedirectStage: PipelineStage {
             }
             var following = request
             let status = response.statusCode
-            if status == 303 || ((status == 301 || status == 302) && request.head.method != .get && request.head.method != .head) {
+            // RFC 9110 §15.4.2 and §15.4.3: after a 301 or 302 only a POST may become a GET; PUT,
+            // PATCH, DELETE and the rest are sent again as they were. §15.4.4: after a 303 every
+            // method but HEAD becomes GET.
+            if status == 303 || ((status == 301 || status == 302) && request.head.method == .post) {
                 if request.head.method != .head { following.head.method = .get }
                 following.body = nil
                 // RFC 9110 §15.4: the request that no longer has content loses the fields that
