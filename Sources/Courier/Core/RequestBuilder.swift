@@ -28,7 +28,8 @@ enum RequestBuilder {
             guard let url = URL(string: endpoint.path), let target = BaseURL(url),
                 let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
             else {
-                throw CourierError.invalidRequest("'\(endpoint.path)' is not a valid absolute URL")
+                let shown = Redactor.standard.redactFreeText(Redactor.standard.redact(urlString: endpoint.path))
+                throw CourierError.invalidRequest("'\(shown)' is not a valid absolute URL")
             }
             // An absolute URL's path is kept as written: `/items/` and `/items` are different resources.
             var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath

@@ -26,7 +26,7 @@ public struct Redactor: Sendable {
     }
 
     /// Hides Authorization, Cookie, Set-Cookie, Proxy-Authorization, API-key headers and
-    /// token-like query parameters.
+    /// token-like query parameters (OAuth's codes, PKCE verifiers and client assertions included).
     public static let standard = Redactor(
         headerNames: [
             "authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key", "x-auth-token", "x-csrf-token",
@@ -34,7 +34,8 @@ public struct Redactor: Sendable {
         ],
         queryNames: [
             "token", "access_token", "refresh_token", "id_token", "api_key", "apikey", "key", "password", "passwd", "secret",
-            "client_secret", "signature", "sig", "auth", "session", "sessionid", "code",
+            "client_secret", "signature", "sig", "auth", "session", "sessionid", "code", "code_verifier", "client_assertion",
+            "assertion", "private_key",
         ]
     )
 
@@ -61,10 +62,16 @@ public struct Redactor: Sendable {
         return field.value
     }
 
-    /// The URL with the values of secret query parameters and any user info replaced.
+    /// The URL with the values of secret query parameters and any user info replaced; so are
+    /// secret `name=value` parameters in the fragment (an implicit grant's `#access_token=…`).
     public func redact(url: URL) -> String {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
+        // A user name alone can be the secret (`https://TOKEN@host/`).
+        if components.user != nil { components.user = self.replacement }
         if components.password != nil { components.password = self.replacement }
+        if let fragment = components.percentEncodedFragment, fragment.utf8.contains(UInt8(ascii: "=")) {
+            components.percentEncodedFragment = self.redact(pairs: fragment)
+        }
         if let items = components.percentEncodedQueryItems {
             components.percentEncodedQueryItems = items.map { item in
                 self.isSecret(queryName: item.name.removingPercentEncoding ?? item.name) && item.value != nil
@@ -76,8 +83,9 @@ public struct Redactor: Sendable {
 
     /// A URL string with secrets hidden (see ``redact(url:)``); unparsable input is returned as is.
     public func redact(urlString: String) -> String {
-        // Without a query or user info there is nothing to hide (and nothing to parse).
-        guard urlString.utf8.contains(UInt8(ascii: "?")) || urlString.utf8.contains(UInt8(ascii: "@")) else { return urlString }
+        // Without a query, a fragment or user info there is nothing to hide (and nothing to parse).
+        guard urlString.utf8.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "#") })
+        else { return urlString }
         return URL(string: urlString).map(self.redact(url:)) ?? urlString
     }
 
@@ -124,11 +132,7 @@ public struct Redactor: Sendable {
         {
             text = json
         } else if type.contains("x-www-form-urlencoded"), let form = String(data: body, encoding: .utf8) {
-            text = form.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
-                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
-                return parts.count == 2 && self.isSecret(queryName: name) ? "\(parts[0])=\(self.replacement)" : String(pair)
-            }.joined(separator: "&")
+            text = self.redact(pairs: form)
         } else if !Self.looksBinary(type), let plain = String(data: body, encoding: .utf8) {
             text = self.redactFreeText(plain)
         } else {
@@ -138,6 +142,15 @@ public struct Redactor: Sendable {
         guard utf8.count > limit else { return text }
         let shown = String(decoding: utf8.prefix(max(0, limit)), as: UTF8.self)
         return "\(shown)… (\(body.count) bytes)"
+    }
+
+    /// `name=value&…` text (a form body, a URL's fragment) with the values of secret names replaced.
+    private func redact(pairs text: String) -> String {
+        text.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+            return parts.count == 2 && self.isSecret(queryName: name) ? "\(parts[0])=\(self.replacement)" : String(pair)
+        }.joined(separator: "&")
     }
 
     private func redact(json: Any) -> Any {

@@ -128,6 +128,30 @@ struct LoggingTests {
         #expect(Redactor.standard.value(of: HTTPField(name: HTTPField.Name("X-Upload-Signature")!, value: "sig")) == "REDACTED")
     }
 
+    @Test
+    func tokensInAFragmentOrAUserNameAndOAuthSecretsInBodiesAreHidden() {
+        // RFC 6749 §4.2.2: the implicit grant returns its token in the fragment; a user name
+        // alone can be a token (`https://TOKEN@host/`); RFC 7636 §7.1: the PKCE verifier is a
+        // secret, and so are a client assertion (RFC 7521) and a private key.
+        let location = HTTPField(name: .location, value: "https://app.example/cb#access_token=SECRET1&state=s&token_type=bearer")
+        let shown = Redactor.standard.value(of: location)
+        #expect(!shown.contains("SECRET1"), "\(shown)")
+        #expect(shown.contains("state=s"))
+        #expect(!Redactor.standard.redact(urlString: "https://SECRET2@github.com/x").contains("SECRET2"))
+        #expect(!Redactor.standard.redact(url: URL(string: "https://user:SECRET3@example.com/#section")!).contains("SECRET3"))
+        // A fragment that is no list of parameters stays as it was.
+        #expect(Redactor.standard.redact(urlString: "https://example.com/page#section-2") == "https://example.com/page#section-2")
+        let form = Redactor.standard.redact(
+            body: Data("grant_type=authorization_code&code=C&code_verifier=SECRET4&client_assertion=SECRET5".utf8),
+            contentType: "application/x-www-form-urlencoded", limit: 1_000)
+        for secret in ["SECRET4", "SECRET5", "=C&"] { #expect(!form.contains(secret), "\(form)") }
+        #expect(form.contains("grant_type=authorization_code"))
+        let json = Redactor.standard.redact(
+            body: Data(#"{"private_key":"SECRET6","kid":"k1"}"#.utf8), contentType: "application/json", limit: 1_000)
+        #expect(!json.contains("SECRET6"), "\(json)")
+        #expect(json.contains("k1"))
+    }
+
     @Test(arguments: TransportKind.allCases)
     func debugAddsRedirectQueueAndJoinLinesAndInfoDoesNot(_ kind: TransportKind) async throws {
         let server = try await http1Server()

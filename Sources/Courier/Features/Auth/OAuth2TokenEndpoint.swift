@@ -110,7 +110,9 @@ public struct OAuth2TokenEndpoint: Sendable {
                 self.expires_in = nil
             }
             self.refresh_token = try container.decodeIfPresent(String.self, forKey: .refresh_token)
-            self.scope = try container.decodeIfPresent(String.self, forKey: .scope)
+            // A string (RFC 6749 §3.3); a server that sends a list, or anything else, is read as
+            // no scope, never a failed refresh that loses a rotated refresh token.
+            self.scope = try? container.decodeIfPresent(String.self, forKey: .scope)
         }
 
         enum CodingKeys: String, CodingKey {

@@ -67,7 +67,8 @@ struct RedirectStage: PipelineStage {
                 let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
             else {
                 await response.body.discard()
-                throw CourierError(.redirect, "the redirect target '\(location)' is not an http(s) URL")
+                let shown = Redactor.standard.redactFreeText(Redactor.standard.redact(urlString: location))
+                throw CourierError(.redirect, "the redirect target '\(shown)' is not an http(s) URL")
             }
             if hops >= self.policy.maxRedirects {
                 await response.body.discard()

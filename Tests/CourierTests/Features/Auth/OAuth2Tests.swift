@@ -19,6 +19,8 @@ final class OAuthServer: Sendable {
         var passwordGrants = 0
         /// `expires_in` sent as a string of digits, as some servers do.
         var expiresInAsString = false
+        /// `scope` sent as a JSON list, not the string RFC 6749 §3.3 asks for.
+        var scopeAsList = false
     }
 
     let state = Locked(State())
@@ -54,7 +56,9 @@ final class OAuthServer: Sendable {
             }
             let token = self.issue()
             let expiresIn = self.state.withLock { $0.expiresInAsString } ? #""3600""# : "3600"
-            return .json(#"{"access_token":"\#(token)","token_type":"Bearer","expires_in":\#(expiresIn),"refresh_token":"r-\#(token)"}"#)
+            let scope = self.state.withLock { $0.scopeAsList } ? #","scope":["read"]"# : ""
+            return .json(
+                #"{"access_token":"\#(token)","token_type":"Bearer","expires_in":\#(expiresIn),"refresh_token":"r-\#(token)"\#(scope)}"#)
         }
         let authorization = request.header("authorization") ?? ""
         if request.path == "/scoped" {
@@ -152,6 +156,19 @@ struct OAuth2Tests {
             #expect(auth.token?.refreshToken == "r-t-1")
             let lifetime = try #require(auth.token?.expiresAt).timeIntervalSinceNow
             #expect(lifetime > 3000 && lifetime <= 3600)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aScopeSentAsAListDoesNotFailTheRefreshNorLoseTheRotatedRefreshToken(_ kind: TransportKind) async throws {
+        // RFC 6749 §3.3 and §5.1: `scope` is a string; §6: the new refresh token replaces the
+        // old. A list in its place must not fail a refresh the server has already rotated.
+        try await self.setUp(kind, token: Self.expired) { client, auth, oauth, _ in
+            oauth.state.withLock { $0.scopeAsList = true }
+            let article = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(article.title == "t-1")
+            #expect(auth.token?.refreshToken == "r-t-1")
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
         }
     }
 

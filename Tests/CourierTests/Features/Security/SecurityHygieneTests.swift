@@ -11,6 +11,27 @@ import Testing
 @Suite("Prerequisites, signing, redirects and secret hygiene")
 struct SecurityHygieneTests {
     @Test(arguments: TransportKind.allCases)
+    func errorsThatQuoteAURLHideItsSecrets(_ kind: TransportKind) async throws {
+        // An authorization server's last redirect to an app's own scheme (RFC 8252 §7.1) carries
+        // the code: the redirect error that quotes it, and the error for an endpoint whose
+        // absolute URL cannot be read, hide what the redactor hides everywhere else.
+        let server = try await http1Server { _ in
+            ScriptedResponse(status: 302, headers: [("Location", "courier-app://callback?code=AUTHCODE&state=s")])
+        }
+        try await withClient(kind, server: server) { client in
+            let redirect = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/authorize", decoding: .data)) }
+            #expect(redirect?.kind == .redirect)
+            #expect(redirect?.description.contains("AUTHCODE") == false, "\(String(describing: redirect))")
+            #expect(redirect?.description.contains("courier-app://callback") == true)
+            let invalid = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(path: "https://?access_token=SECRETTOKEN", decoding: .data))
+            }
+            #expect(invalid?.kind == .invalidRequest)
+            #expect(invalid?.description.contains("SECRETTOKEN") == false, "\(String(describing: invalid))")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func prerequisiteRunsOnceForFiftyConcurrentRequestsAndAgainAfterInvalidation(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let fetches = Locked(0)
