@@ -213,7 +213,12 @@ public final class OAuth2Authenticator: Middleware {
     }
 
     /// Adds the bearer token, refreshing it when needed, and retries once after a 401.
+    ///
+    /// A request in clear text to a host other than this machine's loopback fails with kind
+    /// `invalidRequest` before any token is read: a bearer token goes over TLS only (RFC 6750
+    /// §5.3 MUST). Plain `http` to `localhost` or a loopback address stays allowed (RFC 8252 §7.3).
     public func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+        try Self.refuseCleartext(request)
         // A token that is still good is taken without the (large) async frame of the wait for one.
         let token: OAuth2Token
         if let current = self.usableToken() {
@@ -231,6 +236,24 @@ public final class OAuth2Authenticator: Middleware {
         let fresh = try await self.validToken(replacing: token.accessToken, deadline: request.deadline)
         authorized.head.headerFields[.authorization] = "Bearer \(fresh.accessToken)"
         return try await next(authorized)
+    }
+
+    /// Throws unless the request goes over TLS or to this machine's loopback.
+    static func refuseCleartext(_ request: Request) throws {
+        guard let target = Authority(scheme: request.head.scheme, authority: request.head.authority) else {
+            throw CourierError.invalidRequest("the request's target cannot be read, so it gets no bearer token")
+        }
+        if target.scheme == "https" || target.scheme == "wss" || Self.isLoopback(target.host) { return }
+        throw CourierError.invalidRequest(
+            "a bearer token is sent over https only (RFC 6750 §5.3); refused to send it in clear text to \(target.host)")
+    }
+
+    /// `localhost` (and names under it, RFC 6761 §6.3), 127.0.0.0/8 and `::1`.
+    static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127"
+            && parts.allSatisfy { part in !part.isEmpty && part.count <= 3 && part.allSatisfy(\.isASCII) && UInt8(part) != nil }
     }
 
     /// A 401 is about the token unless it challenges a scheme other than Bearer, or its Bearer

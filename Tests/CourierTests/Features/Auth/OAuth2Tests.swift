@@ -1,4 +1,3 @@
-import Courier
 import CourierAsyncHTTPClient
 import CourierTestServer
 import Crypto
@@ -7,6 +6,8 @@ import HTTPTypes
 import InMemoryLogging
 import Logging
 import Testing
+
+@testable import Courier
 
 /// An OAuth2 token endpoint and a protected resource in one in-process server.
 final class OAuthServer: Sendable {
@@ -112,6 +113,7 @@ struct OAuth2Tests {
         try await server.stop()
     }
 
+    static let fresh = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600))
     static let expired = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(-10))
 
     @Test(arguments: TransportKind.allCases)
@@ -156,6 +158,35 @@ struct OAuth2Tests {
             #expect(auth.token?.refreshToken == "r-t-1")
             let lifetime = try #require(auth.token?.expiresAt).timeIntervalSinceNow
             #expect(lifetime > 3000 && lifetime <= 3600)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aBearerTokenIsNeverSentInClearTextBeyondLoopback(_ kind: TransportKind) async throws {
+        // RFC 6750 §5.3: clients MUST use TLS when they send bearer tokens. Plain http to this
+        // machine's loopback (the test server) stays allowed (RFC 8252 §7.3).
+        try await self.setUp(kind, token: Self.fresh) { client, _, oauth, server in
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "http://api.courier-test.invalid/api/1"))
+            }
+            #expect(error?.kind == .invalidRequest)
+            #expect(error?.message.contains("RFC 6750") == true)
+            #expect(server.requests.isEmpty)
+            #expect(oauth.state.withLock { $0.refreshCalls } == 0)
+            // Loopback is allowed (names: the test below).
+            let article = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(article.title == "t-0")
+            #expect(server.requests.first?.header("authorization") == "Bearer t-0")
+        }
+    }
+
+    @Test
+    func onlyLoopbackHostsCountAsLoopback() {
+        for host in ["localhost", "api.localhost", "127.0.0.1", "127.1.2.3", "::1"] {
+            #expect(OAuth2Authenticator.isLoopback(host), "\(host)")
+        }
+        for host in ["127.0.0.1.example.com", "127.0.0", "1127.0.0.1", "localhost.example", "10.0.0.1", "::2", "127.0.0.256", ""] {
+            #expect(!OAuth2Authenticator.isLoopback(host), "\(host)")
         }
     }
 
