@@ -15,9 +15,11 @@ import HTTPTypes
 /// the task is cancelled.
 ///
 /// ```swift
-/// var upload = PhotosAPI.create(photo)
-/// upload.retryPolicy = .standard.withIdempotencyKey()   // POST with a key: safe to retry
 /// let client = Client(configuration: .init(transport: transport) { $0.retry = .never })
+/// var upload = PhotosAPI.create(photo)
+/// upload.retryPolicy = .standard
+/// // A POST is retried only with a key, which the server uses to apply it once.
+/// upload.headers[HTTPField.Name("Idempotency-Key")!] = UUID().uuidString
 /// ```
 public struct RetryPolicy: Sendable, Hashable {
     /// The most attempts, the first included (1 never retries).
@@ -161,11 +163,8 @@ public struct RetryPolicy: Sendable, Hashable {
     /// `nil` when it is neither. A date in the past is no wait; a huge number saturates.
     static func retryAfter(_ value: String, now: Date) -> Duration? {
         let text = value.trimmingCharacters(in: .whitespaces)
-        if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
-            // Digits only; past a year the value is as good as infinite.
-            let seconds = text.count > 9 ? Int64(999_999_999) : Int64(text) ?? 999_999_999
-            return .seconds(seconds)
-        }
+        // Digits only (leading zeros included: `0000000030` is 30 s); a huge value saturates.
+        if let seconds = UntrustedNumber.digits(text, limit: 999_999_999) { return .seconds(Int64(seconds)) }
         guard let date = HTTPDate.parse(text) else { return nil }
         let interval = date.timeIntervalSince(now)
         guard interval.isFinite, interval > 0 else { return .zero }

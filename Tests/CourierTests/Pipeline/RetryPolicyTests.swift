@@ -99,6 +99,9 @@ struct RetryPolicyTests {
         #expect(self.decide(.status(503, retryAfter: "31")) == .stop(reason: "Retry-After is longer than 30.0 seconds"))
         // Huge and hostile values never trap; they are past any cap.
         #expect(!self.isRetry(self.decide(.status(503, retryAfter: "99999999999999999999999999"))))
+        // delay-seconds is 1*DIGIT: leading zeros change nothing, however many there are.
+        #expect(self.decide(.status(503, retryAfter: "0000000030")) == .retry(after: .seconds(30)))
+        #expect(self.decide(.status(503, retryAfter: "00000000000000000000007")) == .retry(after: .seconds(7)))
         // Not a number and not a date: the backoff applies.
         #expect(self.decide(.status(503, retryAfter: "soon"), jitter: 1) == .retry(after: .milliseconds(200)))
         #expect(self.decide(.status(503, retryAfter: "-5"), jitter: 1) == .retry(after: .milliseconds(200)))
