@@ -172,7 +172,9 @@ public final class AsyncHTTPClientTransport: Transport {
                 throw error
             }
         }
-        config.http1_1ConnectionDebugInitializer = install
+        config.http1_1ConnectionDebugInitializer = { channel in
+            install(channel).flatMap { StatusLineGuard.install(on: channel) }
+        }
         config.http2ConnectionDebugInitializer = { channel in
             install(channel).flatMap {
                 GoAwayWatcher.install(on: channel)

@@ -172,6 +172,11 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.responding = false
             self.writeRaw("HTTP/1.1 2OO NOT-A-STATUS\r\nthis is not a header line\r\n\r\n", context: context)
             context.close(promise: nil)
+        case .rawResponse(let text):
+            self.responding = false
+            self.writeRaw(text, context: context)
+            context.flush()
+            context.close(promise: nil)
         case .truncatedHead:
             self.responding = false
             self.writeRaw("HTTP/1.1 200 OK\r\nContent-Ty", context: context)

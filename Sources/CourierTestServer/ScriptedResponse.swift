@@ -18,6 +18,8 @@ public struct ScriptedResponse: Sendable {
         case malformed
         /// Send a head cut off in the middle, then close (HTTP/1.1 only).
         case truncatedHead
+        /// Send these bytes as the whole response, as they are, then close (HTTP/1.1 only).
+        case rawResponse(String)
         /// Announce the body's length but send `extra` more bytes after it (HTTP/1.1 only).
         case bodyLargerThanAnnounced(extra: Data)
         /// Send the body with chunked transfer encoding, in `chunkSize` pieces, `delay` apart.

@@ -15,6 +15,23 @@ struct MisbehaviourTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases, ["000", "050", "099"])
+    func anHTTP1StatusBelow100IsATransportErrorAndTheClientGoesOn(kind: TransportKind, status: String) async throws {
+        // RFC 9110 §15: a status code is three digits from 100 to 599 (and up to 999 read). NIO's
+        // parser takes `099`, which AsyncHTTPClient then handled as an informational response
+        // and trapped on the body after it: one hostile status line stopped the process.
+        let server = try await http1Server { request in
+            guard request.path == "/bad-status" else { return await Routes.standard(request) }
+            return ScriptedResponse(behaviour: .rawResponse("HTTP/1.1 \(status) X\r\nContent-Length: 1\r\n\r\nx"))
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/bad-status", decoding: .data)) }
+            #expect(error?.kind == .transport, "\(String(describing: error))")
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func closeMidBodyIsATransportErrorNotATruncatedSuccess(kind: TransportKind) async throws {
         let server = try await http1Server()

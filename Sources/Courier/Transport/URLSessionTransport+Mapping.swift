@@ -37,6 +37,11 @@ extension URLSessionTransport {
             var mapped = CourierError.transport("the connection was closed before any byte of a response", underlying: error)
             mapped.couldNotConnect = true
             return mapped
+        case NSURLErrorUnsupportedURL where Self.texts(of: nsError).lowercased().contains("in http response"):
+            // libcurl refuses a status line it cannot take (`HTTP/1.1 099`: "Unsupported response
+            // code in HTTP response") as an unsupported protocol, which FoundationNetworking
+            // reports as an unsupported URL: the server's fault, not the request's.
+            return CourierError.transport("the server sent a malformed status line (\(Self.texts(of: nsError)))", underlying: error)
         case NSURLErrorBadURL, NSURLErrorUnsupportedURL:
             // Nothing was sent. FoundationNetworking on Linux refuses a host written as an IPv6
             // literal (`http://[::1]:8080/`) this way although the URL is well formed.

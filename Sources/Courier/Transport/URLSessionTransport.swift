@@ -238,8 +238,10 @@ public final class URLSessionTransport: Transport {
         var expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
         // URLSession decodes gzip, deflate and br itself (and zstd on Linux, where libcurl does
         // the decoding) but keeps the header fields: drop them, so the body handed up is what
-        // they describe.
-        if let coding = fields[.contentEncoding]?.lowercased(),
+        // they describe. A response without content (to HEAD, 1xx, 204, 304) keeps them, as on
+        // the other transport: they describe the representation, which a HEAD caller asks for.
+        let hasContent = request.head.method != .head && status.code >= 200 && status.code != 204 && status.code != 304
+        if hasContent, let coding = fields[.contentEncoding]?.lowercased(),
             Self.platformDecodedCodings.contains(coding.trimmingCharacters(in: .whitespaces))
         {
             fields[.contentEncoding] = nil

@@ -19,6 +19,10 @@ import Darwin
 /// corrupt or truncated entry is detected on reading, treated as a miss and removed. Recency is
 /// kept in each file's modification time, so eviction order survives restarts too.
 ///
+/// Only plain files of the current user's are entries: a link, a FIFO or a device planted under
+/// an entry's name, or a file another user wrote (in a directory others may write to), is
+/// neither read nor followed nor counted, and only the current user's own leftovers are removed.
+///
 /// Reads and writes are small synchronous file operations on the calling thread. The first use
 /// reads the header of every entry file to build the index (recency, URL and partition per entry).
 public final class DiskCacheStore: CacheStore {
@@ -77,7 +81,7 @@ public final class DiskCacheStore: CacheStore {
         let name = Self.fileName(for: key)
         guard self.withState({ $0.info[name] != nil }) else { return nil }
         let url = self.directory.appendingPathComponent(name)
-        guard let data = try? Data(contentsOf: url), let entry = Self.decode(data, key: key) else {
+        guard let data = Self.readOwnFile(atPath: url.path), let entry = Self.decode(data, key: key) else {
             self.removeEntry(forKey: key)
             return nil
         }
@@ -94,7 +98,11 @@ public final class DiskCacheStore: CacheStore {
             return
         }
         self.withState { state in
-            guard (try? OwnerOnlyFile.write(data, to: self.directory.appendingPathComponent(name))) != nil else { return }
+            // A write that fails (a full disk) leaves no older entry to be served in its place.
+            guard (try? OwnerOnlyFile.write(data, to: self.directory.appendingPathComponent(name))) != nil else {
+                self.remove(name, from: &state)
+                return
+            }
             state.recency.insert(name, cost: data.count)
             state.info[name] = Info(url: entry.url, partition: entry.partition)
             while state.recency.totalCost > self.capacity, let oldest = state.recency.removeOldest() {
@@ -145,20 +153,20 @@ public final class DiskCacheStore: CacheStore {
         var found: [(name: String, used: Date, size: Int, info: Info)] = []
         for name in names {
             let path = self.directory.appendingPathComponent(name).path
+            // Not followed (lstat): a link is judged as a link, and never an entry.
+            var status = stat()
+            guard lstat(path, &status) == 0, Self.isOwnPlainFile(status) else { continue }
             if name.hasPrefix(OwnerOnlyFile.temporaryPrefix) {
                 unlink(path)
                 continue
             }
             guard name.count == 64, name.allSatisfy(\.isHexDigit) else { continue }
-            guard let attributes = try? manager.attributesOfItem(atPath: path),
-                let size = (attributes[.size] as? NSNumber)?.intValue,
-                let used = attributes[.modificationDate] as? Date,
-                let record = Self.readRecord(atPath: path)
-            else {
+            guard let record = Self.readRecord(atPath: path) else {
                 unlink(path)
                 continue
             }
-            found.append((name, used, size, Info(url: record.url, partition: record.partition)))
+            let used = Date(timeIntervalSince1970: Self.modificationTime(status))
+            found.append((name, used, Int(status.st_size), Info(url: record.url, partition: record.partition)))
         }
         for item in found.sorted(by: { $0.used < $1.used }) {
             state.recency.insert(item.name, cost: item.size)
@@ -174,9 +182,40 @@ public final class DiskCacheStore: CacheStore {
         SHA256.hex(Data(key.utf8))
     }
 
+    /// Whether a file's status is that of a plain file the current user owns.
+    private static func isOwnPlainFile(_ status: stat) -> Bool {
+        (status.st_mode & S_IFMT) == S_IFREG && status.st_uid == geteuid()
+    }
+
+    /// The file's modification time, in seconds since 1970.
+    private static func modificationTime(_ status: stat) -> TimeInterval {
+        #if canImport(Darwin)
+        TimeInterval(status.st_mtimespec.tv_sec) + TimeInterval(status.st_mtimespec.tv_nsec) / 1e9
+        #else
+        TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec) / 1e9
+        #endif
+    }
+
+    /// The file at `path` opened for reading when it is a plain file of the current user's:
+    /// without following a link, and without waiting on a FIFO.
+    private static func openOwnFile(atPath path: String) -> FileHandle? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard descriptor >= 0 else { return nil }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, Self.isOwnPlainFile(status) else { return nil }
+        return handle
+    }
+
+    /// The whole of a plain file of the current user's (see ``openOwnFile(atPath:)``).
+    private static func readOwnFile(atPath path: String) -> Data? {
+        guard let handle = Self.openOwnFile(atPath: path) else { return nil }
+        return try? handle.readToEnd() ?? Data()
+    }
+
     /// Reads only the record at the start of a file, not the body.
     private static func readRecord(atPath path: String) -> Record? {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        guard let handle = Self.openOwnFile(atPath: path) else { return nil }
         defer { try? handle.close() }
         guard let prefix = try? handle.read(upToCount: 8), prefix.count == 8, prefix.prefix(4) == Self.magic else { return nil }
         let length = prefix.dropFirst(4).reduce(0) { $0 << 8 | Int($1) }

@@ -104,19 +104,29 @@ extension CacheRules {
     }
 
     /// The entry after a new `206` arrives: combined with the stored one when both carry the same
-    /// representation and their ranges touch (the newer fields win, RFC 9111 §3.4), else the new
-    /// part alone. A combination that covers every byte becomes a complete `200` response.
+    /// representation and their ranges touch, else the new part alone. A combination that covers
+    /// every byte becomes a complete `200` response. Combined, the stored fields are updated as
+    /// RFC 9111 §3.4 asks (by §3.2): the new part's fields replace those of the same name, and the
+    /// stored ones it lacks stay — a 206 that answers `If-Range` need not repeat `Content-Type`
+    /// or `Last-Modified` (RFC 9110 §15.3.7).
     static func combined(stored: CacheEntry?, partial headers: HTTPFields, body: Data, template: CacheEntry) -> CacheEntry? {
         guard let text = headers[values: .contentRange].first, let range = ContentRangeHeader.parse(text),
             var piece = PartialBody(range, bytes: body)
         else { return nil }
+        var fields = self.storable(headers)
         if let stored, !stored.isVariantIndex, self.sameRepresentation(stored.headers, headers),
             let old = self.piece(of: stored), let union = old.merged(with: piece)
         {
             piece = union
+            var merged = stored.headers
+            var replaced = Set<HTTPField.Name>()
+            for field in fields {
+                if replaced.insert(field.name).inserted { merged[field.name] = nil }
+                merged.append(field)
+            }
+            fields = merged
         }
         var entry = template
-        var fields = self.storable(headers)
         fields[.contentLength] = String(piece.bytes.count)
         if piece.isComplete {
             fields[.contentRange] = nil

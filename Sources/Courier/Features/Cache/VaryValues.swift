@@ -40,8 +40,9 @@ package enum VaryValues {
         case "accept":
             return self.negotiation(members, lowercasingValues: false).joined(separator: ",")
         default:
-            return values.map { FieldText.split($0, at: ",", omittingEmpty: true).map { FieldText.trimmed($0) }.joined(separator: ",") }
-                .joined(separator: ",")
+            // Empty members (`a, , b`, a trailing comma, an empty line) are no members (RFC 9110 §5.6.1).
+            return values.flatMap { FieldText.split($0, at: ",", omittingEmpty: true).map { FieldText.trimmed($0) } }
+                .filter { !$0.isEmpty }.joined(separator: ",")
         }
     }
 

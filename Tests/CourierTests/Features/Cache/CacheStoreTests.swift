@@ -65,6 +65,32 @@ struct CacheStoreTests {
         #expect(files.allSatisfy { posixPermissions($0) == 0o600 })
     }
 
+    @Test
+    func aLinkPlantedUnderAnEntrysNameIsNeitherFollowedNorCounted() throws {
+        // Someone who can write to the cache directory links an entry's name to a valid entry
+        // elsewhere (theirs): the store must not serve it, count it, or remove what it points at.
+        let directory = temporaryDirectory("planted")
+        let elsewhere = temporaryDirectory("elsewhere")
+        defer {
+            try? FileManager.default.removeItem(at: directory)
+            try? FileManager.default.removeItem(at: elsewhere)
+        }
+        DiskCacheStore(directory: elsewhere).setEntry(Self.entry("https://a/poisoned"), forKey: "k")
+        let target = try #require(self.entryFiles(elsewhere).first)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let link = directory.appendingPathComponent(target.lastPathComponent)
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+        let store = DiskCacheStore(directory: directory)
+        #expect(store.entry(forKey: "k") == nil)
+        #expect(store.count == 0)
+        #expect(store.size == 0)
+        #expect(FileManager.default.fileExists(atPath: target.path))
+        // The store's own entry under that key replaces nothing behind the link.
+        store.setEntry(Self.entry("https://a/own"), forKey: "k")
+        #expect(store.entry(forKey: "k")?.url == "https://a/own")
+        #expect(DiskCacheStore(directory: elsewhere).entry(forKey: "k")?.url == "https://a/poisoned")
+    }
+
     @Test(arguments: ["truncated", "flipped", "garbage", "empty"])
     func aCorruptDiskEntryIsAMissAndIsRemoved(_ damage: String) throws {
         let directory = temporaryDirectory("corrupt")

@@ -96,6 +96,34 @@ struct PartialContentTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func combinedPartsKeepTheStoredFieldsThePartAnsweringIfRangeLeftOut(_ kind: TransportKind) async throws {
+        // RFC 9110 §15.3.7: a 206 that answers If-Range need not repeat representation fields;
+        // RFC 9111 §3.4 (by §3.2): the combined response keeps the stored fields it lacks.
+        let origin = RangeOrigin()
+        let server = try await http1Server { request in
+            var response = await origin.handle(request)
+            if request.header("If-Range") == nil {
+                response.headers += [("Content-Type", "text/plain; charset=utf-8"), ("Content-Language", "de")]
+            }
+            return response
+        }
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            _ = try await client.send(Self.range("bytes=0-499"))
+            let whole = try await client.response(Self.range(nil))
+            #expect(server.requests.last?.header("If-Range") == "\"m1\"")
+            #expect(whole.status.code == 200)
+            #expect(whole.value == origin.content())
+            #expect(whole.headers[.contentType] == "text/plain; charset=utf-8")
+            #expect(whole.headers[.contentLanguage] == "de")
+            let again = try await client.response(Self.range(nil))
+            #expect(again.source == .cache)
+            #expect(again.headers[.contentType] == "text/plain; charset=utf-8")
+            #expect(again.headers[.contentLanguage] == "de")
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anInterruptedDownloadResumesFromTheCache(_ kind: TransportKind) async throws {
         // RFC 9111 §3.4: the stored first half plus the rest from the origin make the complete
         // response, which the caller gets as a 200 and which is stored complete.

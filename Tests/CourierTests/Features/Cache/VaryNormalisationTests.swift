@@ -32,6 +32,9 @@ struct VaryNormalisationTests {
         ("accept", "application/json, text/plain", "text/plain, application/json", false),
         // Any other field: only the white space around its members is ignored.
         ("x-tenant", "a, b", "a,b", true),
+        // RFC 9110 §5.6.1: empty list members are ignored.
+        ("x-tenant", "a, , b", "a, b", true),
+        ("x-tenant", "a, ", "a", true),
         ("x-tenant", "A", "a", false),
         // RFC 9110 §5.6.4: inside a quoted string nothing is ignored.
         ("accept", "text/plain;p=\"a, b\"", "text/plain;p=\"a,b\"", false),

@@ -217,6 +217,8 @@ struct StreamingAndCompressionTests {
             switch request.path {
             case "/file":
                 return ScriptedResponse(status: 200, headers: [("Content-Encoding", "gzip, br"), ("Content-Length", "1234")])
+            case "/gzip":
+                return ScriptedResponse(status: 200, headers: [("Content-Encoding", "gzip"), ("Content-Length", "321")])
             case "/empty":
                 return ScriptedResponse(status: 204, headers: [("Content-Encoding", "compress")])
             default:
@@ -228,6 +230,10 @@ struct StreamingAndCompressionTests {
             #expect(head.status.code == 200)
             #expect(head.headers[.contentEncoding] == "gzip, br")
             #expect(head.headers[.contentLength] == "1234")
+            // A coding the platform decodes itself (URLSession) keeps its fields on HEAD too.
+            let gzipHead = try await client.response(Endpoint<Data>(method: .head, path: "/gzip", decoding: .data))
+            #expect(gzipHead.headers[.contentEncoding] == "gzip")
+            #expect(gzipHead.headers[.contentLength] == "321")
             let empty = try await client.response(Endpoint<Data>(path: "/empty", decoding: .data))
             #expect(empty.status.code == 204)
             #expect(empty.value.isEmpty)
