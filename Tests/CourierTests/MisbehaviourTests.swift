@@ -32,6 +32,32 @@ struct MisbehaviourTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases, [5, 20])
+    func aRequestBodyThatBreaksItsAnnouncedLengthIsRefusedAlikeAndNotRetried(kind: TransportKind, sent: Int) async throws {
+        // A streamed body announced as 10 bytes that brings 5 or 20 (a file that changed after it
+        // was measured): AsyncHTTPClient failed it as a transport error, which was retried, and
+        // URLSession sent the other number of bytes without a word. Both refuse it now.
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let body = RequestBody.stream(length: 10, contentType: "application/octet-stream") {
+                ByteStream(chunks: [Data(repeating: 0x61, count: sent)])
+            }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(method: .put, path: "/echo", body: .body(body), decoding: .data))
+            }
+            #expect(error?.kind == .invalidRequest, "\(String(describing: error))")
+            #expect(error?.message.contains("announced") == true)
+            #expect(server.requests.isEmpty)
+            // The same body at its announced length goes through.
+            let right = RequestBody.stream(length: 10, contentType: "application/octet-stream") {
+                ByteStream(chunks: [Data(repeating: 0x61, count: 10)])
+            }
+            _ = try await client.send(Endpoint<Data>(method: .put, path: "/echo", body: .body(right), decoding: .data))
+            #expect(server.requests.count == 1)
+            #expect(server.requests.first?.body.count == 10)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func closeMidBodyIsATransportErrorNotATruncatedSuccess(kind: TransportKind) async throws {
         let server = try await http1Server()

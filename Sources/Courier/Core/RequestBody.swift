@@ -75,7 +75,31 @@ public struct RequestBody: Sendable {
         try self.markSent()
         switch self.storage {
         case .bytes(let data): return ByteStream(chunks: [data])
-        case .stream(let make): return make()
+        case .stream(let make): return self.length.map { Self.enforcing(length: $0, on: make()) } ?? make()
+        }
+    }
+
+    /// `stream`, failing with kind `invalidRequest` as soon as it brings more bytes than `length`,
+    /// or when it ends with fewer: a body that does not match the length announced for it (a
+    /// file that grew or shrank after it was measured) is refused the same way on every
+    /// transport, and never retried, rather than sent with other bytes than were announced.
+    static func enforcing(length: Int, on stream: ByteStream) -> ByteStream {
+        ByteStream(onCancel: { stream.cancel() }) {
+            var iterator = stream.makeAsyncIterator()
+            var count = 0
+            return {
+                guard let chunk = try await iterator.next() else {
+                    guard count == length else {
+                        throw CourierError.invalidRequest("the request body ended after \(count) of the \(length) bytes it announced")
+                    }
+                    return nil
+                }
+                count += chunk.count
+                guard count <= length else {
+                    throw CourierError.invalidRequest("the request body brought more than the \(length) bytes it announced")
+                }
+                return chunk
+            }
         }
     }
 
@@ -86,7 +110,7 @@ public struct RequestBody: Sendable {
         case .bytes(let data): return data
         case .stream(let make):
             var collected = Data()
-            for try await chunk in make() { collected.append(chunk) }
+            for try await chunk in self.length.map({ Self.enforcing(length: $0, on: make()) }) ?? make() { collected.append(chunk) }
             return collected
         }
     }
