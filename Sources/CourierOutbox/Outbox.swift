@@ -319,8 +319,9 @@ public final class Outbox: Sendable {
             }
         } catch {
             if Task.isCancelled {
-                // Stopped, not failed: the item stays in line for the next run.
-                self.finish(ids, state: .pending, error: nil, result: nil, retryAt: Date())
+                // Stopped, not failed: the item stays in line for the next run, and the attempt
+                // does not count against its `maxAttempts`.
+                self.finish(ids, state: .pending, error: nil, result: nil, retryAt: Date(), uncounted: true)
                 return
             }
             let failure = CourierError.wrap(error)
@@ -329,7 +330,7 @@ public final class Outbox: Sendable {
                 // stays in line, after a pause so a shut-down client is not asked in a loop.
                 self.finish(
                     ids, state: .pending, error: failure.message, result: nil,
-                    retryAt: Date().addingTimeInterval(self.configuration.baseDelay.inSeconds))
+                    retryAt: Date().addingTimeInterval(self.configuration.baseDelay.inSeconds), uncounted: true)
             } else if failure.kind == .invalidRequest {
                 self.finish(ids, state: .dead, error: failure.description, result: nil, retryAt: nil)
             } else {
@@ -365,8 +366,10 @@ public final class Outbox: Sendable {
         return min(base * Double.random(in: 0.5...1.0), cap)
     }
 
-    private func finish(_ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?) {
-        try? self.store.finish(ids, state: state, error: error, result: result, retryAt: retryAt, now: Date())
+    private func finish(
+        _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool = false
+    ) {
+        try? self.store.finish(ids, state: state, error: error, result: result, retryAt: retryAt, now: Date(), uncounted: uncounted)
         guard state == .delivered || state == .dead else { return }
         let subscribers = self.completionsHub.withLock { Array($0.values) }
         guard !subscribers.isEmpty else { return }

@@ -149,8 +149,12 @@ final class OutboxStore: Sendable {
     private struct NotTaken: Error {}
 
     /// Records how the items' attempt ended.
+    ///
+    /// `uncounted`: the attempt ``begin(_:batch:)`` counted did not happen as far as the item is
+    /// concerned (its delivery was stopped or cancelled on the way), so it is taken back.
     func finish(
-        _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, now: Date
+        _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, now: Date,
+        uncounted: Bool = false
     ) throws(OutboxError) {
         do {
             try self.pool.write { db in
@@ -162,12 +166,12 @@ final class OutboxStore: Sendable {
                         sql: """
                             UPDATE item SET state = ?, last_error = COALESCE(?, last_error), result_status = COALESCE(?, result_status),
                                 result_headers = COALESCE(?, result_headers), result_body = COALESCE(?, result_body),
-                                next_attempt_at = COALESCE(?, next_attempt_at), finished_at = ?
+                                next_attempt_at = COALESCE(?, next_attempt_at), finished_at = ?, attempts = MAX(0, attempts - ?)
                             WHERE id = ?
                             """,
                         arguments: [
                             state.rawValue, error, result?.status, headers, result?.body, retryAt?.timeIntervalSince1970,
-                            state == .delivered || state == .dead ? now.timeIntervalSince1970 : nil, id.rawValue,
+                            state == .delivered || state == .dead ? now.timeIntervalSince1970 : nil, uncounted ? 1 : 0, id.rawValue,
                         ]
                     )
                 }

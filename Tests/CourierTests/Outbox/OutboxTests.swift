@@ -287,6 +287,32 @@ struct OutboxTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aDeliveryStoppedOnTheWayDoesNotCountAsAnAttempt(_ kind: TransportKind) async throws {
+        // `stop()` (an app going to the background) is not the item's failure: an item allowed
+        // one attempt is still delivered after its first delivery was stopped on the way.
+        let api = IdempotentServer()
+        let gate = Gate()
+        let server = try await http1Server { request in
+            if request.path == "/slow" { await gate.wait() }
+            return await api.respond(request)
+        }
+        try await Self.withOutbox(kind, server: server) { outbox, _, _ in
+            let id = try outbox.enqueue(Self.post("/slow"), maxAttempts: 1)
+            outbox.start()
+            #expect(await eventually { server.requests.count == 1 })
+            await outbox.stop()
+            let stopped = try #require(try outbox.item(id))
+            #expect(stopped.state == .pending)
+            #expect(stopped.attempts == 0)
+            await gate.open()
+            await outbox.deliverAll()
+            let delivered = try #require(try outbox.item(id))
+            #expect(delivered.state == .delivered)
+            #expect(delivered.attempts == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anItemInFlightWhenTheProcessDiedIsSentAgainAfterARestart(_ kind: TransportKind) async throws {
         let api = IdempotentServer()
         let server = try await http1Server(api.respond)
