@@ -77,6 +77,8 @@ public final class Outbox: Sendable {
     private let completionsHub = Locked<[UUID: AsyncStream<OutboxItem>.Continuation]>([:])
     private let wakeup = Wakeup()
     private let worker = Locked<Task<Void, Never>?>(nil)
+    /// Deliveries under way in this outbox's loops.
+    private let delivering = Locked(0)
 
     /// Opens (or creates) the outbox at `path`, migrates its schema, puts interrupted items back
     /// in line and prunes old ones. Fails with a typed ``OutboxError`` for a corrupt, locked,
@@ -216,7 +218,15 @@ public final class Outbox: Sendable {
                 continue
             }
             if heads.isEmpty {
-                if untilIdle { return }
+                // Items behind another loop's item in flight are still to be delivered: wait for
+                // that one to finish (it signals), rather than return with them pending.
+                // (Only while another loop of this outbox is delivering: an item left in flight by
+                // a write that failed holds nothing up.)
+                if untilIdle {
+                    guard self.delivering.withLock({ $0 }) > 0, (try? self.store.hasPendingBehindInFlight()) == true else { return }
+                    await self.wakeup.wait(upTo: .seconds(1))
+                    continue
+                }
                 await self.wakeup.wait(upTo: .seconds(60))
                 continue
             }
@@ -252,6 +262,8 @@ public final class Outbox: Sendable {
 
     private func deliverHead(queue: String, items: [OutboxStore.StoredRequest]) async {
         guard let head = items.first else { return }
+        self.delivering.withLock { $0 += 1 }
+        defer { self.delivering.withLock { $0 -= 1 } }
         let now = Date()
         if let expires = head.expiresAt, expires <= now {
             self.finish([head.id], state: .dead, error: "expired before it could be delivered", result: nil, retryAt: nil)
@@ -370,6 +382,8 @@ public final class Outbox: Sendable {
         _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool = false
     ) {
         try? self.store.finish(ids, state: state, error: error, result: result, retryAt: retryAt, now: Date(), uncounted: uncounted)
+        // A loop waiting for this queue's item in flight looks again.
+        self.wakeup.signal()
         guard state == .delivered || state == .dead else { return }
         let subscribers = self.completionsHub.withLock { Array($0.values) }
         guard !subscribers.isEmpty else { return }

@@ -250,6 +250,17 @@ final class OutboxStore: Sendable {
         }
     }
 
+    /// Whether an item waits behind an item of its queue that is in flight.
+    func hasPendingBehindInFlight() throws(OutboxError) -> Bool {
+        try self.read { db in
+            try Bool.fetchOne(
+                db,
+                sql:
+                    "SELECT EXISTS (SELECT 1 FROM item WHERE state = 'pending' AND queue IN (SELECT queue FROM item WHERE state = 'inFlight'))"
+            ) ?? false
+        }
+    }
+
     /// The head of each queue that still has work and none in flight: its oldest pending items, at
     /// most `limitPerQueue`. A queue whose item is on its way (taken by another delivery loop) is
     /// left alone until it is back: the items of one queue go one at a time, in order.

@@ -39,8 +39,10 @@ struct MisbehaviourTests {
         // URLSession sent the other number of bytes without a word. Both refuse it now.
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
+            let sends = Locked(0)
             let body = RequestBody.stream(length: 10, contentType: "application/octet-stream") {
-                ByteStream(chunks: [Data(repeating: 0x61, count: sent)])
+                sends.withLock { $0 += 1 }
+                return ByteStream(chunks: [Data(repeating: 0x61, count: sent)])
             }
             let error = await expectCourierError {
                 _ = try await client.send(Endpoint<Data>(method: .put, path: "/echo", body: .body(body), decoding: .data))
@@ -48,6 +50,8 @@ struct MisbehaviourTests {
             #expect(error?.kind == .invalidRequest, "\(String(describing: error))")
             #expect(error?.message.contains("announced") == true)
             #expect(server.requests.isEmpty)
+            // Replayable, idempotent, and still sent once: the failure is not retried.
+            #expect(sends.withLock { $0 } == 1)
             // The same body at its announced length goes through.
             let right = RequestBody.stream(length: 10, contentType: "application/octet-stream") {
                 ByteStream(chunks: [Data(repeating: 0x61, count: 10)])

@@ -70,7 +70,9 @@ public struct Redactor: Sendable {
         if components.user != nil { components.user = self.replacement }
         if components.password != nil { components.password = self.replacement }
         if let fragment = components.percentEncodedFragment, fragment.utf8.contains(UInt8(ascii: "=")) {
-            components.percentEncodedFragment = self.redact(pairs: fragment)
+            // Percent-encoded as a fragment allows: a replacement of one's own may hold any character.
+            let replacement = self.replacement.addingPercentEncoding(withAllowedCharacters: .urlFragmentAllowed) ?? "REDACTED"
+            components.percentEncodedFragment = self.redact(pairs: fragment, replacement: replacement)
         }
         if let items = components.percentEncodedQueryItems {
             components.percentEncodedQueryItems = items.map { item in
@@ -132,7 +134,7 @@ public struct Redactor: Sendable {
         {
             text = json
         } else if type.contains("x-www-form-urlencoded"), let form = String(data: body, encoding: .utf8) {
-            text = self.redact(pairs: form)
+            text = self.redact(pairs: form, replacement: self.replacement)
         } else if !Self.looksBinary(type), let plain = String(data: body, encoding: .utf8) {
             text = self.redactFreeText(plain)
         } else {
@@ -145,11 +147,11 @@ public struct Redactor: Sendable {
     }
 
     /// `name=value&…` text (a form body, a URL's fragment) with the values of secret names replaced.
-    private func redact(pairs text: String) -> String {
+    private func redact(pairs text: String, replacement: String) -> String {
         text.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
-            return parts.count == 2 && self.isSecret(queryName: name) ? "\(parts[0])=\(self.replacement)" : String(pair)
+            return parts.count == 2 && self.isSecret(queryName: name) ? "\(parts[0])=\(replacement)" : String(pair)
         }.joined(separator: "&")
     }
 

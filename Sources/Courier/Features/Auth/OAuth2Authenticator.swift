@@ -253,7 +253,9 @@ public final class OAuth2Authenticator: Middleware {
         if host == "localhost" || host.hasSuffix(".localhost") || host == "::1" { return true }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 4 && parts[0] == "127"
-            && parts.allSatisfy { part in !part.isEmpty && part.count <= 3 && part.allSatisfy(\.isASCII) && UInt8(part) != nil }
+            && parts.allSatisfy { part in
+                !part.isEmpty && part.utf8.count <= 3 && part.utf8.allSatisfy { (0x30...0x39).contains($0) } && UInt8(part) != nil
+            }
     }
 
     /// A 401 is about the token unless it challenges a scheme other than Bearer, or its Bearer

@@ -386,8 +386,11 @@ package enum CacheRules {
         VaryValues.value(of: name, in: fields)
     }
 
-    /// The stored entry after a `304 Not Modified` (RFC 9111 §4.3.4): the 304's header fields
-    /// replace the stored ones (except framing fields), the body stays, the times are the new exchange's.
+    /// The stored entry after a `304 Not Modified` (RFC 9111 §4.3.4), or a HEAD answer that
+    /// updates it (§4.3.5): their header fields replace the stored ones, except the fields that
+    /// describe the stored body's bytes (framing, and `Content-Encoding`: the body is stored
+    /// decoded, and a HEAD or 304 keeps the coding of the representation it describes); the
+    /// body stays, the times are the new exchange's.
     ///
     /// A 304 without `Date` is dated at receipt (RFC 9110 §6.6.1 MUST): the stored `Date` goes,
     /// and the age counts from `responseDate`. A 304 without `Age` comes from the origin (a cache
@@ -395,7 +398,7 @@ package enum CacheRules {
     /// stored `Age`, which spoke of the earlier exchange, goes too.
     package static func refreshed(_ entry: CacheEntry, notModified: HTTPFields, requestDate: Date, responseDate: Date) -> CacheEntry {
         var entry = entry
-        let excluded: Set<HTTPField.Name> = [.contentLength, .contentRange]
+        let excluded: Set<HTTPField.Name> = [.contentLength, .contentRange, .contentEncoding]
         var replaced = Set<HTTPField.Name>()
         for field in self.storable(notModified) where !excluded.contains(field.name) {
             if replaced.insert(field.name).inserted { entry.headers[field.name] = nil }

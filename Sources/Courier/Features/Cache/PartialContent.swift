@@ -124,6 +124,9 @@ extension CacheRules {
                 if replaced.insert(field.name).inserted { merged[field.name] = nil }
                 merged.append(field)
             }
+            // As for a 304 (`CacheRules.refreshed`): the combined response dates from this exchange.
+            if headers[.date] == nil { merged[.date] = nil }
+            if headers[.age] == nil { merged[.age] = nil }
             fields = merged
         }
         var entry = template

@@ -185,7 +185,10 @@ struct OAuth2Tests {
         for host in ["localhost", "api.localhost", "127.0.0.1", "127.1.2.3", "::1"] {
             #expect(OAuth2Authenticator.isLoopback(host), "\(host)")
         }
-        for host in ["127.0.0.1.example.com", "127.0.0", "1127.0.0.1", "localhost.example", "10.0.0.1", "::2", "127.0.0.256", ""] {
+        for host in [
+            "127.0.0.1.example.com", "127.0.0", "1127.0.0.1", "localhost.example", "10.0.0.1", "::2", "127.0.0.256", "127.+0.0.1",
+            "127.-0.0.1", "",
+        ] {
             #expect(!OAuth2Authenticator.isLoopback(host), "\(host)")
         }
     }

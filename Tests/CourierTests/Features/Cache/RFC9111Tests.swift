@@ -143,6 +143,32 @@ struct RFC9111Tests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aRefreshBy304NamingTheCodingLeavesTheStoredBodyAsStored(_ kind: TransportKind) async throws {
+        // The body is stored decoded; a 304 that repeats `Content-Encoding: gzip` (RFC 9111
+        // §4.3.4 replaces the stored fields it names) must not label the stored bytes gzip.
+        let json = #"{"id":7,"title":"\#(String(repeating: "stored ", count: 100))"}"#
+        let gzipped = try Gzip.compress(Data(json.utf8))
+        let handler: TestServer.Handler = { request in
+            let fields = [("ETag", "\"g1\""), ("Cache-Control", "max-age=60"), ("Content-Encoding", "gzip")]
+            if request.header("If-None-Match") == "\"g1\"" { return ScriptedResponse(status: 304, headers: fields) }
+            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")] + fields, body: gzipped)
+        }
+        try await withCache(kind, handler: handler) { client, server, clock in
+            _ = try await client.send(Endpoint<Article>(path: "/g"))
+            clock.advance(120)
+            let revalidated = try await client.response(Endpoint<Article>(path: "/g"))
+            #expect(revalidated.source == .revalidated)
+            #expect(revalidated.value.id == 7)
+            #expect(revalidated.headers[.contentEncoding] == nil)
+            let hit = try await client.response(Endpoint<Article>(path: "/g"))
+            #expect(hit.source == .cache)
+            #expect(hit.value.id == 7)
+            #expect(hit.headers[.contentEncoding] == nil)
+            #expect(server.requests.count == 2)
+        }
+    }
+
     struct AgeRow: Sendable, CustomTestStringConvertible {
         let lines: [String]
         let stale: Bool
