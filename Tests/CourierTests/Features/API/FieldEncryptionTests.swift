@@ -77,12 +77,15 @@ struct FieldEncryptionTests {
         }
     }
 
-    @Test(arguments: TransportKind.allCases)
-    func decryptedAnswersNeverRestInTheCache(_ kind: TransportKind) async throws {
-        // The payload holds the opened fields: the cache must not store it, whatever the server says.
+    /// Runs `body` with a caching client against ``origin(_:)``, whose answers say `max-age=600`
+    /// (and, with `contentLocation`, name their own path in `Content-Location`).
+    func withCachingOrigin(
+        _ kind: TransportKind, contentLocation: Bool = false, _ body: (Client, TestServer, MemoryCacheStore) async throws -> Void
+    ) async throws {
         let server = try await http1Server { request in
             var response = await Self.origin(request)
             response.headers.append(("Cache-Control", "max-age=600"))
+            if contentLocation { response.headers.append(("Content-Location", request.path)) }
             return response
         }
         let store = MemoryCacheStore()
@@ -93,6 +96,14 @@ struct FieldEncryptionTests {
                 $0.retry = .never
             }
         ) { client in
+            try await body(client, server, store)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func decryptedAnswersNeverRestInTheCache(_ kind: TransportKind) async throws {
+        // The payload holds the opened fields: the cache must not store it, whatever the server says.
+        try await self.withCachingOrigin(kind) { client, server, store in
             var endpoint = Self.pay("/echo")
             endpoint.cachePolicy = CachePolicy.http.allowingAnyMethod()
             _ = try await client.send(endpoint)
@@ -113,20 +124,7 @@ struct FieldEncryptionTests {
     func aDecryptedAnswerIsNotStoredForItsContentLocationEither(_ kind: TransportKind) async throws {
         // Under the default policy a POST answer whose Content-Location is its own URL may be
         // stored for a later GET (RFC 9110 §9.3.3): not when its payload holds opened fields.
-        let server = try await http1Server { request in
-            var response = await Self.origin(request)
-            response.headers.append(("Cache-Control", "max-age=600"))
-            response.headers.append(("Content-Location", request.path))
-            return response
-        }
-        let store = MemoryCacheStore()
-        try await withClient(
-            kind, server: server,
-            configure: {
-                $0.cache.store = store
-                $0.retry = .never
-            }
-        ) { client in
+        try await self.withCachingOrigin(kind, contentLocation: true) { client, server, store in
             _ = try await client.send(Self.pay("/echo"))
             #expect(server.requests.count == 1)
             #expect(store.count == 0)
