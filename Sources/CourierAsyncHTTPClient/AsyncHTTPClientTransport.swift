@@ -304,7 +304,7 @@ public final class AsyncHTTPClientTransport: Transport {
         outgoing.method = HTTPMethod(rawValue: request.head.method.rawValue)
         var headers = HTTPHeaders()
         headers.reserveCapacity(request.head.headerFields.count + 1)
-        TransportRules.wireFields(of: request) { name, value in headers.add(name: name, value: value) }
+        try TransportRules.wireFields(of: request) { name, value in headers.add(name: name, value: value) }
         if let body = request.body {
             outgoing.body = try Self.outgoingBody(body)
         }

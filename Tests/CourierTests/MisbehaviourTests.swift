@@ -62,6 +62,49 @@ struct MisbehaviourTests {
         }
     }
 
+    /// Sets the request's body to one whose content type carries a line break, as a middleware
+    /// that passes on an untrusted value would.
+    struct BodyWithContentType: Middleware {
+        let contentType: String
+        func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+            var request = request
+            request.body = .data(Data("x".utf8), contentType: self.contentType)
+            return try await next(request)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases, ["text/plain\r\nX-Injected: yes", "text/plain\nX-Injected: yes", "text/plain\0"])
+    func aBodysContentTypeWithALineBreakIsRefusedNotSentAsAnotherField(kind: TransportKind, contentType: String) async throws {
+        // RFC 9110 §5.5: CR, LF and NUL are never valid in a field value. A body's content type
+        // is a field value too, whether the endpoint or a middleware set it: refused as the
+        // endpoint's own header fields are, before anything reaches the server.
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(
+                    Endpoint<Data>(method: .put, path: "/echo", body: .body(.data(Data("x".utf8), contentType: contentType)), decoding: .data))
+            }
+            #expect(error?.kind == .invalidRequest, "\(String(describing: error))")
+            #expect(server.requests.isEmpty)
+        }
+        let viaMiddleware = try await http1Server()
+        try await withClient(kind, server: viaMiddleware, configure: { $0.middleware = [BodyWithContentType(contentType: contentType)] }) {
+            client in
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(method: .put, path: "/echo", decoding: .data))
+            }
+            #expect(error?.kind == .invalidRequest, "\(String(describing: error))")
+            #expect(viaMiddleware.requests.isEmpty)
+        }
+        // A plain content type from the same middleware goes through as it is.
+        let plain = try await http1Server()
+        try await withClient(kind, server: plain, configure: { $0.middleware = [BodyWithContentType(contentType: "text/plain")] }) { client in
+            _ = try await client.send(Endpoint<Data>(method: .put, path: "/echo", decoding: .data))
+            #expect(plain.requests.count == 1)
+            #expect(plain.requests.first?.headers.first { $0.0.lowercased() == "content-type" }?.1 == "text/plain")
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func closeMidBodyIsATransportErrorNotATruncatedSuccess(kind: TransportKind) async throws {
         let server = try await http1Server()

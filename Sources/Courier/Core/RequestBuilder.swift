@@ -79,6 +79,7 @@ enum RequestBuilder {
                 throw CourierError.wrap(error)
             }
             if let contentType = body?.contentType, !head.headerFields.contains(.contentType) {
+                try TransportRules.checkContentType(contentType)
                 head.headerFields[.contentType] = contentType
             }
             if endpoint.compressesRequestBody, let plain = body {

@@ -6,9 +6,10 @@ package enum TransportRules {
     /// Hands `add` the header fields to send, in order: every field but `Cookie`, then the
     /// request's cookies as one `Cookie` field joined by "; " (RFC 6265 §5.4: never more than
     /// one; `HTTPFields` keeps each cookie as a field of its own, for HTTP/2's compression), then
-    /// the body's content type when the request sets none.
+    /// the body's content type when the request sets none. A body's content type with CR, LF or
+    /// NUL (a middleware may set one) is refused: it would be sent altered, or as a field of its own.
     @inline(__always)
-    package static func wireFields(of request: Request, _ add: (_ name: String, _ value: String) -> Void) {
+    package static func wireFields(of request: Request, _ add: (_ name: String, _ value: String) -> Void) throws(CourierError) {
         let fields = request.head.headerFields
         for field in fields where field.name != .cookie {
             add(field.name.rawName, field.value)
@@ -17,7 +18,16 @@ package enum TransportRules {
             add("Cookie", cookie)
         }
         if let contentType = request.body?.contentType, !fields.contains(.contentType) {
+            try self.checkContentType(contentType)
             add("Content-Type", contentType)
+        }
+    }
+
+    /// Refuses a body's content type that holds CR, LF or NUL, which no field value may
+    /// (RFC 9110 §5.5).
+    package static func checkContentType(_ contentType: String) throws(CourierError) {
+        if contentType.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
+            throw CourierError.invalidRequest("the body's content type \(contentType.debugDescription) contains CR, LF or NUL")
         }
     }
 

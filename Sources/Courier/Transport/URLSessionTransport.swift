@@ -158,7 +158,7 @@ public final class URLSessionTransport: Transport {
         urlRequest.httpMethod = request.head.method.rawValue
         // Courier's own cache decides; the platform's cache must neither answer nor revalidate.
         urlRequest.cachePolicy = .reloadIgnoringLocalCacheData
-        TransportRules.wireFields(of: request) { name, value in urlRequest.addValue(value, forHTTPHeaderField: name) }
+        try TransportRules.wireFields(of: request) { name, value in urlRequest.addValue(value, forHTTPHeaderField: name) }
         // The pipeline's deadline stage ends the exchange at the request's deadline (head and
         // body); the session's own timeout stays an idle timeout, so a long stream is not cut.
         // A body in memory (or a short stream) is sent from memory; a longer stream is written

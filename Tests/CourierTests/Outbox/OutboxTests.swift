@@ -47,6 +47,13 @@ final class IdempotentServer: Sendable {
 
 @Suite("Durable outbox: stored before sent, delivered once, across restarts", .serialized)
 struct OutboxTests {
+    /// Waits until the wall clock reads later than `date` (a state, not a time span): items
+    /// finished at `date` are then past a retention of zero.
+    static func untilTheClockPasses(_ date: Date?) async {
+        guard let date else { return }
+        while Date() <= date { await Task.yield() }
+    }
+
     static func databasePath() -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("courier-outbox-\(UUID().uuidString).sqlite").path
     }
@@ -276,7 +283,8 @@ struct OutboxTests {
             #expect(try outbox.item(id)?.state == .dead)
             var keepNothing = Outbox.Configuration()
             keepNothing.deadRetention = .zero
-            try await Task.sleep(for: .milliseconds(10))
+            // Past the retention (zero) of its recorded finish: pruning could take it now.
+            try await Self.untilTheClockPasses(outbox.item(id)?.finishedAt)
             let reopened = try Outbox(path: path, client: client, configuration: keepNothing)
             // Required: were it pruned, the wait for its completion below would never end.
             try #require(try reopened.item(id)?.state == .dead)
@@ -362,7 +370,7 @@ struct OutboxTests {
             var keepNothing = Outbox.Configuration()
             keepNothing.deliveredRetention = .zero
             keepNothing.deadRetention = .zero
-            try await Task.sleep(for: .milliseconds(10))
+            try await Self.untilTheClockPasses([first, second, third].compactMap { try reopened.item($0)?.finishedAt }.max())
             let pruning = try Outbox(path: path, client: client, configuration: keepNothing)
             #expect(try pruning.items().map(\.id) == [second, third])
         }

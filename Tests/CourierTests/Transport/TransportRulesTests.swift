@@ -10,7 +10,11 @@ import Testing
 struct TransportRulesTests {
     func wire(_ request: Request) -> [String] {
         var sent: [String] = []
-        TransportRules.wireFields(of: request) { sent.append("\($0): \($1)") }
+        do {
+            try TransportRules.wireFields(of: request) { sent.append("\($0): \($1)") }
+        } catch {
+            sent.append("refused: \(error.kind)")
+        }
         return sent
     }
 
@@ -27,6 +31,10 @@ struct TransportRulesTests {
         let own = Request(head: head, body: .data(Data("x".utf8), contentType: "application/json"))
         #expect(self.wire(own).filter { $0.hasPrefix("Content-Type") } == ["Content-Type: text/plain"])
         #expect(self.wire(Request(head: head)).filter { $0.hasPrefix("Cookie") } == ["Cookie: a=1; b=2"])
+        // RFC 9110 §5.5: no field value holds CR, LF or NUL, the body's type included.
+        let broken = Request(head: HTTPRequest(method: .post, scheme: "https", authority: "example.com", path: "/"),
+            body: .data(Data("x".utf8), contentType: "text/plain\r\nX-Injected: yes"))
+        #expect(self.wire(broken).last == "refused: invalidRequest")
     }
 
     @Test
