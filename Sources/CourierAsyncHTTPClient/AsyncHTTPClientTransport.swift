@@ -232,7 +232,8 @@ public final class AsyncHTTPClientTransport: Transport {
     }
 
     /// Closes every connection; the transport cannot be used afterwards (a request then fails
-    /// with kind `transport`). A second call returns at once.
+    /// with kind `transport`, "the transport is shut down", and is not retried; so does a request
+    /// still running, unless its caller cancelled it first). A second call returns at once.
     ///
     /// Connections get ``shutdownGracePeriod`` to close on their own (an HTTP/2 connection says
     /// GOAWAY first); any still open then are closed. Without that, a connection whose HTTP/2
@@ -418,6 +419,10 @@ public final class AsyncHTTPClientTransport: Transport {
     /// BoringSSL rejected, the reason ``TLSDiagnosis`` finds on a second, rejected handshake.
     private func failure(_ error: any Error, request: Courier.Request, pinnedHost: String?, tls: TLSConfiguration?) async -> CourierError {
         var mapped = Self.mapError(error, pinnedHost: pinnedHost)
+        if mapped.kind == .transport || mapped.kind == .cancelled, !Task.isCancelled, self.isShutDown.withLock({ $0 }) {
+            // Nobody cancelled this exchange: the transport's shutdown ended it, or came first.
+            return CourierError.transportShutDown(underlying: error)
+        }
         guard mapped.kind == .tls || mapped.kind == .pinMismatch, TLSDiagnosis.isCertificateVerifyFailure(error), !Task.isCancelled,
             let target = Authority(scheme: request.head.scheme, authority: request.head.authority)
         else { return mapped }

@@ -82,7 +82,8 @@ struct MisbehaviourTests {
         try await withClient(kind, server: server) { client in
             let error = await expectCourierError {
                 _ = try await client.send(
-                    Endpoint<Data>(method: .put, path: "/echo", body: .body(.data(Data("x".utf8), contentType: contentType)), decoding: .data))
+                    Endpoint<Data>(
+                        method: .put, path: "/echo", body: .body(.data(Data("x".utf8), contentType: contentType)), decoding: .data))
             }
             #expect(error?.kind == .invalidRequest, "\(String(describing: error))")
             #expect(server.requests.isEmpty)
@@ -98,7 +99,8 @@ struct MisbehaviourTests {
         }
         // A plain content type from the same middleware goes through as it is.
         let plain = try await http1Server()
-        try await withClient(kind, server: plain, configure: { $0.middleware = [BodyWithContentType(contentType: "text/plain")] }) { client in
+        try await withClient(kind, server: plain, configure: { $0.middleware = [BodyWithContentType(contentType: "text/plain")] }) {
+            client in
             _ = try await client.send(Endpoint<Data>(method: .put, path: "/echo", decoding: .data))
             #expect(plain.requests.count == 1)
             #expect(plain.requests.first?.headers.first { $0.0.lowercased() == "content-type" }?.1 == "text/plain")

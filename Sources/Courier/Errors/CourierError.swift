@@ -96,6 +96,16 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// Set by the transport stage on what the transport threw (not on a middleware's error of
     /// the same kind): the retry stage's sign that the connection, not the app, failed.
     package var isFromTransport = false
+    /// Set by a transport that has been shut down: sending again through it cannot succeed, so
+    /// the retry stage does not.
+    package var transportIsShutDown = false
+
+    /// The error of a transport that has been shut down, alike on every transport.
+    package static func transportShutDown(underlying: (any Error)? = nil) -> CourierError {
+        var error = CourierError(.transport, "the transport is shut down", underlying: underlying)
+        error.transportIsShutDown = true
+        return error
+    }
     /// Whether the connection failed before any byte of a response: refused, reset or closed,
     /// a name that does not resolve, no route — not a timeout, a malformed answer, a refused
     /// stream or an invalid request (the server was reached, or nothing was tried). Set by

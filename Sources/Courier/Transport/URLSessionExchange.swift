@@ -186,6 +186,15 @@ final class URLSessionExchange: Sendable {
             self.chunks.finish()
             return
         }
+        if let error, (error as NSError).domain == NSURLErrorDomain, (error as NSError).code == NSURLErrorCancelled,
+            !self.cancelled.withLock({ $0 }), self.control.isInvalidated
+        {
+            // Nobody cancelled this exchange: the transport's shutdown did, under it.
+            let shutDown = CourierError.transportShutDown(underlying: error)
+            self.resumeHead(.failure(shutDown))
+            self.chunks.finish(throwing: shutDown)
+            return
+        }
         if let error {
             let mapped = URLSessionTransport.mapError(error)
             self.resumeHead(.failure(mapped))

@@ -118,7 +118,8 @@ public final class URLSessionTransport: Transport {
 
     /// Shuts the transport down: cancels every task still running and releases the session and
     /// its connections. The transport cannot be used afterwards (a request then fails with kind
-    /// `transport`). Dropping the last reference does the same.
+    /// `transport`, "the transport is shut down", and is not retried; so does a request still
+    /// running, unless its caller cancelled it first). Dropping the last reference does the same.
     ///
     /// Returns at once: the session is invalidated on the serial queue every URLSession transport shares, as on
     /// Linux that waits for any name lookup a cancelled task still runs.
@@ -200,7 +201,7 @@ public final class URLSessionTransport: Transport {
                 exchange.awaitHead(continuation)
                 exchange.start {
                     guard let session = sessions.withLock({ $0 }) else {
-                        throw CourierError(.transport, "the URLSession transport is shut down")
+                        throw CourierError.transportShutDown()
                     }
                     let task: URLSessionDataTask =
                         if let spooled {

@@ -32,7 +32,8 @@ struct TransportRulesTests {
         #expect(self.wire(own).filter { $0.hasPrefix("Content-Type") } == ["Content-Type: text/plain"])
         #expect(self.wire(Request(head: head)).filter { $0.hasPrefix("Cookie") } == ["Cookie: a=1; b=2"])
         // RFC 9110 §5.5: no field value holds CR, LF or NUL, the body's type included.
-        let broken = Request(head: HTTPRequest(method: .post, scheme: "https", authority: "example.com", path: "/"),
+        let broken = Request(
+            head: HTTPRequest(method: .post, scheme: "https", authority: "example.com", path: "/"),
             body: .data(Data("x".utf8), contentType: "text/plain\r\nX-Injected: yes"))
         #expect(self.wire(broken).last == "refused: invalidRequest")
     }

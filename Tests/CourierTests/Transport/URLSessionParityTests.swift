@@ -61,7 +61,33 @@ struct URLSessionParityTests {
         }
         let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo")) }
         #expect(error?.kind == .transport)
+        #expect(error?.message == "the transport is shut down")
+        #expect(error?.context?.attempt == 1)
         #expect(await eventually(seconds: 10) { server.openConnectionCount == 0 })
+        try await server.stop()
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aRequestInFlightWhenTheTransportShutsDownFailsAlike(_ kind: TransportKind) async throws {
+        // The caller did not cancel it: the transport went away under it. Both transports give
+        // the same kind for it, and the caller's task is left as it was.
+        let gate = Gate()
+        let server = try await http1Server { request in
+            if request.path == "/held" { await gate.wait() }
+            return .text("late")
+        }
+        let (transport, shutdown) = makeTransport(kind)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
+        let held = Task { await expectCourierError { _ = try await client.send(Endpoint<String>(path: "/held", decoding: .string)) } }
+        // Shut down once the request has reached the server.
+        #expect(await eventually { server.requests.contains { $0.uri == "/held" } })
+        try await shutdown()
+        let error = await held.value
+        #expect(error?.kind == .transport, "\(String(describing: error))")
+        #expect(error?.message.contains("shut down") == true, "\(String(describing: error))")
+        // An idempotent GET, and still not sent again: no transport is there to send it.
+        #expect(error?.context?.attempt == 1)
+        await gate.open()
         try await server.stop()
     }
 

@@ -116,7 +116,8 @@ struct RetryStage: PipelineStage {
         case .success(let outcome):
             return .status(outcome.response.statusCode, retryAfter: outcome.response.head.headerFields[.retryAfter])
         case .failure(let error):
-            guard let failure = error as? CourierError, failure.kind == .transport, failure.isFromTransport else {
+            guard let failure = error as? CourierError, failure.kind == .transport, failure.isFromTransport, !failure.transportIsShutDown
+            else {
                 return .other
             }
             return failure.wasNotProcessed ? .notProcessed : .connectionFailed
