@@ -48,6 +48,13 @@ public final class OAuth2Authenticator: Middleware {
         public var refreshWindow: Duration = .seconds(60)
         /// Whether requests wait for new credentials after a failed refresh instead of failing.
         public var holdWhenSignedOut: Bool = false
+        /// The origins the token is for: the scheme, host and port of each URL (its path is
+        /// ignored). A request to any other origin — a presigned download URL an API handed out,
+        /// a third party's API — goes through this middleware untouched, without the token and
+        /// without waiting for one. `nil` (the default) sends the token to every origin the client
+        /// reaches over https (or to this machine's loopback): set it when one client reaches
+        /// more than the API, so the token never reaches a party it was not meant for (RFC 6750 §5.3).
+        public var audience: [URL]?
 
         /// Creates the default configuration.
         public init() {}
@@ -86,6 +93,8 @@ public final class OAuth2Authenticator: Middleware {
     private let tokenClient: Client
     private let store: any CredentialStore
     private let configuration: Configuration
+    /// ``Configuration/audience`` as origins; `nil` for every origin.
+    private let audience: Set<Authority>?
     private let onAuthenticationRequired: @Sendable (CourierError) -> Void
     private let state: Locked<State>
     /// Serializes changes of the credentials with their writes to the store, so the store always
@@ -104,6 +113,7 @@ public final class OAuth2Authenticator: Middleware {
         self.tokenClient = tokenClient
         self.store = store
         self.configuration = configuration
+        self.audience = configuration.audience.map { Set($0.compactMap(Authority.init)) }
         self.onAuthenticationRequired = onAuthenticationRequired
         self.state = Locked(State(token: try? store.load()))
     }
@@ -217,7 +227,13 @@ public final class OAuth2Authenticator: Middleware {
     /// A request in clear text to a host other than this machine's loopback fails with kind
     /// `invalidRequest` before any token is read: a bearer token goes over TLS only (RFC 6750
     /// §5.3 MUST). Plain `http` to `localhost` or a loopback address stays allowed (RFC 8252 §7.3).
+    /// A request outside ``Configuration/audience`` goes on as it is, without the token.
     public func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+        if let audience = self.audience {
+            guard let target = Authority(scheme: request.head.scheme, authority: request.head.authority), audience.contains(target) else {
+                return try await next(request)
+            }
+        }
         try Self.refuseCleartext(request)
         // A token that is still good is taken without the (large) async frame of the wait for one.
         let token: OAuth2Token

@@ -180,6 +180,42 @@ struct OAuth2Tests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aTokenGoesOnlyToItsAudience(_ kind: TransportKind) async throws {
+        // RFC 6750 §5.3: clients MUST ensure bearer tokens are not leaked to unintended parties.
+        // A presigned download URL the API hands out, sent through the same client, reaches
+        // another origin: it goes without the token, and without refreshing an expired one.
+        let oauth = OAuthServer()
+        oauth.state.withLock { $0.valid = ["t-0"] }
+        let api = try await http1Server(oauth.respond)
+        let storage = try await http1Server { _ in .text("file") }
+        let (transport, shutdown) = makeTransport(kind)
+        var configuration = OAuth2Authenticator.Configuration()
+        // Another path of the same origin names the same audience.
+        configuration.audience = [api.baseURL.appendingPathComponent("v2")]
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(url: api.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests"),
+            tokenClient: Client(configuration: .init(transport: transport)), store: InMemoryCredentialStore(Self.expired),
+            configuration: configuration)
+        let client = Client(configuration: .init(transport: transport, baseURL: api.baseURL) { $0.middleware = [auth] })
+        let file = try await client.send(Endpoint<String>(path: storage.baseURL.absoluteString + "/bucket/a?sig=abc", decoding: .string))
+        #expect(file == "file")
+        #expect(storage.requests.count == 1)
+        #expect(storage.requests.first?.header("authorization") == nil)
+        #expect(oauth.state.withLock { $0.refreshCalls } == 0)
+        // The API's own origin still gets it (refreshed, as it had expired).
+        let article = try await client.send(Endpoint<Article>(path: "/api/1"))
+        #expect(article.title == "t-1")
+        #expect(api.requests.last?.header("authorization") == "Bearer t-1")
+        // An app's own Authorization for the other party is left as it is.
+        _ = try await client.send(
+            Endpoint<String>(path: storage.baseURL.absoluteString + "/b", headers: [.authorization: "AWS4 x"], decoding: .string))
+        #expect(storage.requests.last?.header("authorization") == "AWS4 x")
+        try await shutdown()
+        try await api.stop()
+        try await storage.stop()
+    }
+
     @Test
     func onlyLoopbackHostsCountAsLoopback() {
         for host in ["localhost", "api.localhost", "127.0.0.1", "127.1.2.3", "::1"] {
