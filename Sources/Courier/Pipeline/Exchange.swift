@@ -93,8 +93,9 @@ struct RequestExchange: Sendable {
     /// Whether the body must be read even when the status is accepted and the decoding ignores it
     /// (a wire protocol, the cache or other waiters need it).
     var readsBody: Bool
-    /// For a shared exchange (which has no deadline of its own): the latest deadline among its waiters.
-    var waitersDeadline: (@Sendable () -> ContinuousClock.Instant?)?
+    /// For a shared exchange (which has no deadline of its own), the deduplicator that knows its
+    /// waiters' latest deadline (a reference, not a closure: nothing to allocate per request).
+    var sharedBy: Deduplicator?
     /// Upload progress, when the caller asked for it.
     var uploadReporter: ProgressReporter? { self.fixed.uploadReporter }
     /// A last change to the logical request (a download's `Range`).
@@ -129,7 +130,7 @@ struct RequestExchange: Sendable {
     /// The time left for this exchange: until its deadline, or a shared one's waiters' latest.
     var timeLeft: Duration? {
         if let left = self.request.remainingTime { return left }
-        guard let deadline = self.waitersDeadline?() else { return nil }
+        guard let key = self.key, let deadline = self.sharedBy?.latestDeadline(key: key) else { return nil }
         let left = deadline - ContinuousClock.now
         return left > .zero ? left : .zero
     }

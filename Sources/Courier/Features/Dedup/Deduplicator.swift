@@ -102,11 +102,17 @@ final class Deduplicator: Sendable {
         self.state.withLock { ($0.sharedCount, $0.wireCount) }
     }
 
+    /// A scheduler ticket for a request that may go on the wire (see ``run(key:ticket:priority:deadline:control:requestID:onJoin:onWaiting:fetch:)``).
+    func makeSharedTicket() -> UInt64 { self.makeTicket() }
+
     /// Runs `fetch` for this key unless an identical request is in flight, and waits for the shared result.
     ///
+    /// - Parameter ticket: the scheduler ticket the request goes on the wire with if this caller
+    ///   is the first (made beforehand, so `fetch` can be made with it); unused when it joins.
     /// - Returns: the response and whether it was shared with an earlier request.
     func run(
         key: LogicalKey,
+        ticket: UInt64,
         priority: RequestPriority,
         deadline: ContinuousClock.Instant?,
         control: RequestControl?,
@@ -139,32 +145,36 @@ final class Deduplicator: Sendable {
                     let waiter = Waiter(
                         continuation: continuation, priority: control?.priority ?? priority,
                         deadline: deadline.map(FixedInstant.offset(of:)))
-                    if let index = state.entries.index(forKey: key) {
-                        joined = true
-                        state.sharedCount += 1
-                        return Self.update(&state.entries.values[index]) { entry in
+                    // One lookup, which inserts a new entry when there is none (every entry in the
+                    // table has a waiter: an entry without one is new).
+                    let fresh = Entry(ticket: ticket, leader: requestID, priority: waiter.priority)
+                    let outcome = Self.update(&state.entries[key, default: fresh]) { entry -> ((UInt64, RequestPriority)?, RequestID?) in
+                        guard entry.waiters.isEmpty else {
                             entry.waiters[waiterID] = waiter
                             let before = entry.priority
                             entry.priority = max(entry.priority, waiter.priority)
-                            return (entry.priority != before ? (entry.ticket, entry.priority) : nil, entry.leader, false)
+                            return (entry.priority != before ? (entry.ticket, entry.priority) : nil, entry.leader)
                         }
-                    }
-                    let ticket = self.makeTicket()
-                    var entry = Entry(ticket: ticket, leader: requestID, priority: waiter.priority)
-                    entry.waiters[waiterID] = waiter
-                    state.wireCount += 1
-                    let startPriority = waiter.priority
-                    entry.task = Task {
-                        let result: Result<Outcome, any Error>
-                        do {
-                            result = .success(try await fetch(ticket, startPriority))
-                        } catch {
-                            result = .failure(error)
+                        entry.waiters[waiterID] = waiter
+                        let startPriority = waiter.priority
+                        entry.task = Task {
+                            let result: Result<Outcome, any Error>
+                            do {
+                                result = .success(try await fetch(ticket, startPriority))
+                            } catch {
+                                result = .failure(error)
+                            }
+                            self.finish(key: key, ticket: ticket, with: result)
                         }
-                        self.finish(key: key, ticket: ticket, with: result)
+                        return (nil, nil)
                     }
-                    state.entries[key] = entry
-                    return (nil, nil, false)
+                    if outcome.1 != nil {
+                        joined = true
+                        state.sharedCount += 1
+                    } else {
+                        state.wireCount += 1
+                    }
+                    return (outcome.0, outcome.1, false)
                 }
                 if refused {
                     continuation.resume(throwing: CourierError.cancelled())

@@ -29,15 +29,16 @@ struct LogicalKey: Hashable, Sendable {
         let partition: String
         let endpointMiddleware: [MiddlewareIdentity]
         let wire: String
-        /// The fields, ordered by name (stably: fields of one name keep their order).
-        let headers: [HTTPField]
+        /// The fields. Compared as `HTTPFields` compares them: for each name, the same values in
+        /// the same order; fields of different names may be interleaved differently (RFC 9110 §5.3).
+        let headers: HTTPFields
         let acceptedStatuses: Range<Int>
         let custom: String?
         let hash: Int
 
         init(
             method: HTTPRequest.Method, scheme: String, authority: String, path: Substring, bodyDigest: SHA256.Digest?,
-            partition: String, endpointMiddleware: [MiddlewareIdentity], wire: String, headers: [HTTPField],
+            partition: String, endpointMiddleware: [MiddlewareIdentity], wire: String, headers: HTTPFields,
             acceptedStatuses: Range<Int>, custom: String?
         ) {
             self.method = method
@@ -70,7 +71,7 @@ struct LogicalKey: Hashable, Sendable {
                     && self.authority == other.authority && self.scheme == other.scheme && self.bodyDigest == other.bodyDigest
                     && self.partition == other.partition && self.endpointMiddleware == other.endpointMiddleware
                     && self.wire == other.wire && self.acceptedStatuses == other.acceptedStatuses && self.custom == other.custom
-                    && self.headers.elementsEqual(other.headers) { $0.name == $1.name && $0.value == $1.value })
+                    && self.headers == other.headers)
         }
     }
 
@@ -96,11 +97,10 @@ struct LogicalKey: Hashable, Sendable {
                 middleware.append(identity)
             }
         }
-        var fields = request.head.headerFields
-        for name in ignoredHeaders { fields[name] = nil }
-        // Fields of different names in any order are the same request (RFC 9110 §5.3); fields of
-        // one name keep their order (a stable sort by name).
-        let headers = Self.orderedByName(fields)
+        // The request's own fields, shared, not copied: removing a field it does not have
+        // changes nothing.
+        var headers = request.head.headerFields
+        for name in ignoredHeaders { headers[name] = nil }
         // `/a?` and `/a` name the same resource: an empty query is dropped.
         var path = Substring(request.head.path ?? "/")
         if path.utf8.last == UInt8(ascii: "?") { path = path.dropLast() }
@@ -113,22 +113,6 @@ struct LogicalKey: Hashable, Sendable {
             authority: Authority.hostKey(scheme: scheme, authority: request.head.authority ?? ""), path: path,
             bodyDigest: bodyDigest, partition: partition, endpointMiddleware: middleware, wire: wire, headers: headers,
             acceptedStatuses: endpoint.acceptedStatuses, custom: custom)
-    }
-
-    /// The fields ordered by name, stably (fields of one name keep their order); without a sort
-    /// when they already are (the usual case).
-    private static func orderedByName(_ fields: HTTPFields) -> [HTTPField] {
-        let array = Array(fields)
-        guard array.count > 1 else { return array }
-        var ordered = true
-        for index in array.indices.dropFirst() where array[index - 1].name.canonicalName > array[index].name.canonicalName {
-            ordered = false
-            break
-        }
-        if ordered { return array }
-        return array.enumerated()
-            .sorted { ($0.element.name.canonicalName, $0.offset) < ($1.element.name.canonicalName, $1.offset) }
-            .map(\.element)
     }
 
     static func == (lhs: LogicalKey, rhs: LogicalKey) -> Bool {

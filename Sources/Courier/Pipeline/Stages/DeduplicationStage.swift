@@ -41,11 +41,12 @@ struct DeduplicationStage: PipelineStage {
         // The closures are made in synchronous helpers: the exchange copies they capture never
         // sit in this async frame.
         let result: (Outcome, coalesced: Bool)
+        let ticket = self.deduplicator.makeSharedTicket()
         do {
             result = try await self.deduplicator.run(
-                key: key, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control,
+                key: key, ticket: ticket, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control,
                 requestID: exchange.request.id, onJoin: self.onJoin(exchange), onWaiting: self.onWaiting(exchange),
-                fetch: self.fetch(exchange, key: key, next: next)
+                fetch: self.fetch(exchange, ticket: ticket, next: next)
             )
         } catch {
             // A joiner's error names the joiner's own request, not the one that went on the wire.
@@ -58,15 +59,18 @@ struct DeduplicationStage: PipelineStage {
     /// Waiters enforce their own deadlines; the shared exchange lives while anyone waits, at the
     /// highest priority among them (the deduplicator owns it, not the first caller).
     @inline(never)
-    private func fetch<Next: PipelineNext>(_ exchange: RequestExchange, key: LogicalKey, next: Next) -> Deduplicator.Fetch {
+    private func fetch<Next: PipelineNext>(_ exchange: RequestExchange, ticket: UInt64, next: Next) -> Deduplicator.Fetch {
         var sharing = exchange
         sharing.request.deadline = nil
         sharing.control = nil
         sharing.readsBody = true
-        let deduplicator = self.deduplicator
-        sharing.waitersDeadline = { deduplicator.latestDeadline(key: key) }
+        sharing.ticket = ticket
+        sharing.priorityOverride = exchange.priority
+        sharing.sharedBy = self.deduplicator
         let shared = sharing
         return { ticket, priority in
+            // Usually it starts as made: passed on as it is, without a copy.
+            if ticket == shared.ticket, priority == shared.priorityOverride { return try await next(shared) }
             var run = shared
             run.ticket = ticket
             run.priorityOverride = priority
