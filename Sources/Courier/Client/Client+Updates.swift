@@ -16,7 +16,8 @@ extension Client {
                 }
                 do {
                     var reload = CachePolicy(mode: .reload)
-                    if (endpoint.cachePolicy ?? self.configuration.cache.policy).cachesAnyMethod { reload = reload.allowingAnyMethod() }
+                    let policy = self.configuration.withServiceDefaults(EndpointDescription.erasing(endpoint)).cachePolicy
+                    if (policy ?? self.configuration.cache.policy).cachesAnyMethod { reload = reload.allowingAnyMethod() }
                     continuation.yield(try await self.response(endpoint, control: nil, policyOverride: reload))
                     continuation.finish()
                 } catch {
@@ -29,10 +30,12 @@ extension Client {
 
     /// The stored response for an endpoint, however old, decoded; `nil` when none is stored or it does not decode.
     private func cachedResponse<Value: Sendable>(_ endpoint: Endpoint<Value>) -> Response<Value>? {
-        let description = EndpointDescription.erasing(endpoint)
+        // With the service's defaults (its header fields, its cache policy), as the network half
+        // applies them: the lookup must find what that half stores.
+        let description = self.configuration.withServiceDefaults(EndpointDescription.erasing(endpoint))
         guard let cache = self.parts.cache, let request = try? RequestBuilder.build(description, parts: self.parts),
             var hit = cache.anyStored(
-                for: request, policy: endpoint.cachePolicy ?? self.configuration.cache.policy,
+                for: request, policy: description.cachePolicy ?? self.configuration.cache.policy,
                 wire: RequestBuilder.wireIdentity(of: description, configuration: self.configuration)),
             let value = try? description.decoding.run(hit.body, hit.response.head, self.configuration.decoder, nil)
         else { return nil }

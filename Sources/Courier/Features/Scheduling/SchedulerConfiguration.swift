@@ -10,7 +10,8 @@ public struct SchedulerConfiguration: Sendable, Equatable {
     /// priorities are never starved for ever.
     public var agingInterval: Duration
 
-    /// Creates a configuration; values below 1 (or a non-positive interval) are raised to the minimum.
+    /// Creates a configuration; values below 1 (or a non-positive interval) are raised to the
+    /// minimum, as they are when set on the properties later.
     public init(
         maxConcurrentRequests: Int = 64,
         maxRequestsPerHost: Int = 8,
@@ -21,6 +22,15 @@ public struct SchedulerConfiguration: Sendable, Equatable {
         self.maxRequestsPerHost = max(1, maxRequestsPerHost)
         self.maxRequestsPerHTTP2Host = max(1, maxRequestsPerHTTP2Host)
         self.agingInterval = agingInterval > .zero ? agingInterval : .milliseconds(1)
+    }
+
+    /// The configuration with every value raised to its minimum, as ``init(maxConcurrentRequests:maxRequestsPerHost:maxRequestsPerHTTP2Host:agingInterval:)``
+    /// does: the properties can be set below it after creation (a limit of 0 would hold every
+    /// request for ever), so the scheduler reads only this.
+    var validated: SchedulerConfiguration {
+        SchedulerConfiguration(
+            maxConcurrentRequests: self.maxConcurrentRequests, maxRequestsPerHost: self.maxRequestsPerHost,
+            maxRequestsPerHTTP2Host: self.maxRequestsPerHTTP2Host, agingInterval: self.agingInterval)
     }
 
     /// The defaults: 64 in total, 8 per HTTP/1.1 host (AsyncHTTPClient's pool size), 100 per HTTP/2 host.

@@ -64,7 +64,7 @@ package struct SchedulerState: Sendable {
 
     /// Creates an empty state.
     package init(configuration: SchedulerConfiguration = .default) {
-        self.configuration = configuration
+        self.configuration = configuration.validated
     }
 
     /// The number of requests waiting.

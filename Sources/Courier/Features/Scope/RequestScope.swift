@@ -57,8 +57,9 @@ public final class RequestScope: Sendable {
         completion: @escaping @Sendable (Result<Value, CourierError>) -> Void
     ) {
         let handle = client.start(endpoint)
-        let generation = self.state.withLock { $0.generation }
-        let id = self.register { handle.cancel() }
+        // The generation is read where the request is registered, under one lock: a `cancelAll()`
+        // between the two would leave a request neither cancelled nor ever completed.
+        let (id, generation) = self.registerReadingGeneration { handle.cancel() }
         Task { [weak self] in
             let result: Result<Value, CourierError>
             do {
@@ -87,10 +88,15 @@ public final class RequestScope: Sendable {
     }
 
     private func register(_ cancel: @escaping @Sendable () -> Void) -> UInt64 {
+        self.registerReadingGeneration(cancel).id
+    }
+
+    /// Registers `cancel` and returns its id with the generation it was registered in.
+    private func registerReadingGeneration(_ cancel: @escaping @Sendable () -> Void) -> (id: UInt64, generation: UInt64) {
         self.state.withLock { state in
             state.nextID += 1
             state.cancels[state.nextID] = cancel
-            return state.nextID
+            return (state.nextID, state.generation)
         }
     }
 

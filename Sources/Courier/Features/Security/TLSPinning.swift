@@ -136,12 +136,16 @@ public struct PinningPolicy: Sendable, Hashable {
         return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
-    /// A host name lower-cased, or an IPv6 address (with or without brackets) in its canonical
-    /// text form (RFC 5952: `::1`, not `0:0:0:0:0:0:0:1`).
+    /// A host name lower-cased and without a trailing dot (`api.example.com.` is the same host
+    /// written as an absolute name, RFC 1034 §3.1), or an IPv6 address (with or without
+    /// brackets) in its canonical text form (RFC 5952: `::1`, not `0:0:0:0:0:0:0:1`).
     package static func canonicalHost(_ host: String) -> String {
         var host = host.lowercased()
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard host.contains(":") else { return host }
+        guard host.contains(":") else {
+            if host.utf8.count > 1, host.utf8.last == UInt8(ascii: ".") { host.removeLast() }
+            return host
+        }
         var address = in6_addr()
         guard inet_pton(AF_INET6, host, &address) == 1 else { return host }
         return Self.ipv6Text(withUnsafeBytes(of: &address) { Array($0) }) ?? host

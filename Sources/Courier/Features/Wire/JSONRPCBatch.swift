@@ -17,6 +17,23 @@ public final class JSONRPCBatch: Sendable {
         var method: String
         var params: JSONValue?
         var id: Int?
+        /// Why the params cannot be sent (they failed to encode, or are not an object or an
+        /// array): sending the batch then fails with kind `invalidRequest`.
+        var problem: String?
+    }
+
+    /// The params as a JSON value, or why they cannot be sent (JSON-RPC 2.0 §4.2: an object or
+    /// an array).
+    private static func params<Params: Encodable>(_ params: Params, of method: String) -> (JSONValue?, problem: String?) {
+        do {
+            let value = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(params))
+            switch value {
+            case .object, .array: return (value, nil)
+            default: return (nil, "the params of '\(method)' must be an object or an array (JSON-RPC 2.0 §4.2)")
+            }
+        } catch {
+            return (nil, "the params of '\(method)' cannot be encoded: \(error)")
+        }
     }
 
     /// The service the batch is sent to (`nil`: the client's base URL).
@@ -36,8 +53,8 @@ public final class JSONRPCBatch: Sendable {
     public func call<Params: Encodable, Result: Decodable & Sendable>(
         _ method: String, params: Params, as type: Result.Type
     ) -> JSONRPCBatchItem<Result> {
-        let value = try? JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(params))
-        return self.add(method: method, params: value, type: type)
+        let (value, problem) = Self.params(params, of: method)
+        return self.add(method: method, params: value, problem: problem, type: type)
     }
 
     /// Adds a call without params whose result decodes as `type`.
@@ -48,14 +65,16 @@ public final class JSONRPCBatch: Sendable {
 
     /// Adds a notification: no id, no result.
     public func notify<Params: Encodable>(_ method: String, params: Params) {
-        let value = try? JSONDecoder().decode(JSONValue.self, from: JSONEncoder().encode(params))
-        self.entries.withLock { $0.append(Entry(method: method, params: value, id: nil)) }
+        let (value, problem) = Self.params(params, of: method)
+        self.entries.withLock { $0.append(Entry(method: method, params: value, id: nil, problem: problem)) }
     }
 
-    private func add<Result: Decodable & Sendable>(method: String, params: JSONValue?, type: Result.Type) -> JSONRPCBatchItem<Result> {
+    private func add<Result: Decodable & Sendable>(
+        method: String, params: JSONValue?, problem: String? = nil, type: Result.Type
+    ) -> JSONRPCBatchItem<Result> {
         let id = self.entries.withLock { entries -> Int in
             let id = entries.count + 1
-            entries.append(Entry(method: method, params: params, id: id))
+            entries.append(Entry(method: method, params: params, id: id, problem: problem))
             return id
         }
         return JSONRPCBatchItem(id: id)
@@ -63,7 +82,9 @@ public final class JSONRPCBatch: Sendable {
 
     /// The request body: an array of request objects.
     func body() throws -> Data {
-        let objects: [JSONValue] = self.entries.current.map { entry in
+        let entries = self.entries.current
+        if let problem = entries.lazy.compactMap(\.problem).first { throw CourierError.invalidRequest(problem) }
+        let objects: [JSONValue] = entries.map { entry in
             var object: [String: JSONValue] = ["jsonrpc": .string("2.0"), "method": .string(entry.method)]
             if let params = entry.params { object["params"] = params }
             if let id = entry.id { object["id"] = .integer(id) }
@@ -92,11 +113,23 @@ public struct JSONRPCBatchResults: Sendable {
     let sharedError: CourierError?
     let body: Data
     let decoder: JSONDecoder
+    /// Ids the response answered more than once: which answer is the call's cannot be told.
+    var duplicated: Set<Int> = []
+    /// An error the response carried with a `null` id (JSON-RPC 2.0 §5: about a request whose id
+    /// could not be read): what a call without an answer of its own reports.
+    var unidentified: CourierError?
 
     /// The result of one call: its value, its own error object as kind `rpc`, or a decoding error.
     public subscript<Value>(item: JSONRPCBatchItem<Value>) -> Result<Value, CourierError> {
         if let sharedError { return .failure(sharedError) }
+        if self.duplicated.contains(item.id) {
+            return .failure(
+                .decoding(
+                    type: Value.self, codingPath: nil, reason: "the batch response answers id \(item.id) more than once", body: self.body,
+                    underlying: nil))
+        }
         guard let response = self.responses[item.id] else {
+            if let unidentified { return .failure(unidentified) }
             return .failure(
                 .decoding(
                     type: Value.self, codingPath: nil, reason: "the batch response has no answer for id \(item.id)", body: self.body,
@@ -111,6 +144,11 @@ public struct JSONRPCBatchResults: Sendable {
                     .decoding(
                         type: Value.self, codingPath: error.courierCodingPath, reason: error.courierReason, body: payload, underlying: error
                     ))
+            } catch {
+                // The value's own check refused it (`init(from:)` threw an error of its own): still a
+                // failure to decode, as for a single call.
+                return .failure(
+                    .decoding(type: Value.self, codingPath: nil, reason: "\(error)", body: payload, underlying: error))
             }
         } catch {
             return .failure(CourierError.wrap(error))
@@ -153,11 +191,21 @@ extension JSONRPCBatchResults {
         switch root {
         case .array(let items):
             var responses: [Int: JSONRPCResponse] = [:]
+            var duplicated: Set<Int> = []
+            var unidentified: CourierError?
             for item in items {
                 guard let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: item.encoded()) else { continue }
-                if let id = response.id?.intValue { responses[id] = response }
+                guard let id = response.numericID else {
+                    if let error = response.error, response.id == nil || response.id == .null, unidentified == nil {
+                        unidentified = CourierError.rpc(code: error.code, message: error.message, data: error.data)
+                    }
+                    continue
+                }
+                if responses.updateValue(response, forKey: id) != nil { duplicated.insert(id) }
             }
             self = JSONRPCBatchResults(responses: responses, sharedError: nil, body: data, decoder: decoder)
+            self.duplicated = duplicated
+            self.unidentified = unidentified
         case .object:
             // The server rejected the batch as a whole (for example an invalid request).
             let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: data)

@@ -81,14 +81,21 @@ struct JSONRPCResponse: Decodable, Sendable {
         }
     }
 
+    /// The result's bytes, or the error the response carries.
+    ///
+    /// JSON-RPC 2.0 §5: `id` is required and must be the request's; it is `null` only on an error
+    /// about a request whose id could not be read. So an answer with a result must carry this
+    /// request's id (the number, not a string of it), and an error with another id than this
+    /// request's or `null` is an answer to another call.
     func payload(expecting id: Int?, body: Data) throws -> Data {
         if let error = self.error {
+            if let id, let received = self.id, received != .null, !Self.matches(received, id) {
+                throw Self.mismatch(id, body: body)
+            }
             throw CourierError.rpc(code: error.code, message: error.message, data: error.data)
         }
-        if let id, let received = self.id, received.intValue != id {
-            throw CourierError.decoding(
-                type: JSONRPCResponse.self, codingPath: "id", reason: "the response id does not match the request id \(id)", body: body,
-                underlying: nil)
+        if let id, !Self.matches(self.id, id) {
+            throw Self.mismatch(id, body: body)
         }
         guard let result = self.result else {
             throw CourierError.decoding(
@@ -96,5 +103,28 @@ struct JSONRPCResponse: Decodable, Sendable {
                 underlying: nil)
         }
         return try result.encoded()
+    }
+
+    /// Whether a response's id is the request's number `id`.
+    private static func matches(_ received: JSONValue?, _ id: Int) -> Bool {
+        Self.number(received) == id
+    }
+
+    /// The response's id as the integer Courier's requests use (`7.0` is the number 7; `"7"` is
+    /// a string, not this number); `nil` for anything else.
+    var numericID: Int? { Self.number(self.id) }
+
+    private static func number(_ id: JSONValue?) -> Int? {
+        switch id {
+        case .integer(let value)?: return value
+        case .number(let value)?: return Int(exactly: value)
+        default: return nil
+        }
+    }
+
+    private static func mismatch(_ id: Int, body: Data) -> CourierError {
+        CourierError.decoding(
+            type: JSONRPCResponse.self, codingPath: "id", reason: "the response id is missing or does not match the request id \(id)",
+            body: body, underlying: nil)
     }
 }

@@ -69,7 +69,17 @@ struct WireStage: PipelineStage {
         var outcome = try await next.outOfLine(exchange)
         guard !exchange.mode.isStream, !call.isNotification, !exchange.answersRevalidation(status: outcome.response.statusCode)
         else { return outcome }
-        outcome.payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
+        do {
+            outcome.payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
+        } catch let error as CourierError {
+            throw error
+        } catch {
+            // The answer could not be taken out of its envelope (not the JSON the protocol
+            // expects, a tag that does not verify): the response is wrong, not the connection.
+            throw CourierError.decoding(
+                type: type(of: wire), codingPath: (error as? DecodingError)?.courierCodingPath,
+                reason: "the response cannot be unboxed by \(type(of: wire)): \(error)", body: outcome.body, underlying: error)
+        }
         outcome.payloadMayBeCached = wire.payloadMayBeCached
         return outcome
     }

@@ -153,6 +153,115 @@ struct WireProtocolTests {
         }
     }
 
+    /// JSON-RPC 2.0 §5: `id` is required and the same as the request's; `null` only on an error
+    /// about a request whose id could not be read.
+    @Test(arguments: TransportKind.allCases)
+    func anAnswerWithoutThisCallsIDIsNotThisCallsAnswer(_ kind: TransportKind) async throws {
+        let answer = Locked("")
+        let server = try await http1Server { _ in .json(answer.current) }
+        try await withClient(kind, server: server) { client in
+            let call = Endpoint<Int>.rpc("x").wire(JSONRPCProtocol())
+            for body in [
+                #"{"jsonrpc":"2.0","result":42}"#, #"{"jsonrpc":"2.0","result":42,"id":null}"#,
+                #"{"jsonrpc":"2.0","result":42,"id":"1"}"#, #"{"jsonrpc":"2.0","result":42,"id":2}"#,
+                #"{"jsonrpc":"2.0","error":{"code":-1,"message":"another call's"},"id":2}"#,
+            ] {
+                answer.withLock { $0 = body }
+                let error = await expectCourierError { _ = try await client.send(call) }
+                #expect(error?.kind == .decoding, "\(body): \(String(describing: error))")
+            }
+            // The request's own id, written as 7 or 7.0, is its answer; an error with a null id is
+            // about the request, and reported as it is.
+            for form in ["%d", "%d.0"] {
+                // Each call of the client gets the next id, and each call above reached the server once.
+                let id = server.requests.count + 1
+                answer.withLock { $0 = #"{"jsonrpc":"2.0","result":42,"id":"# + String(format: form, id) + "}" }
+                let value = try await client.send(call)
+                #expect(value == 42)
+            }
+            answer.withLock { $0 = #"{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request"},"id":null}"# }
+            let invalid = await expectCourierError { _ = try await client.send(call) }
+            #expect(invalid?.kind == .rpc)
+            #expect(invalid?.code == "-32600")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func batchAnswersThatCannotBeTiedToOneCallAreNotTakenForIt(_ kind: TransportKind) async throws {
+        let answer = Locked("")
+        let server = try await http1Server { _ in .json(answer.current) }
+        try await withClient(kind, server: server) { client in
+            let batch = JSONRPCBatch()
+            let first = batch.call("a", as: Int.self)
+            let second = batch.call("b", as: Int.self)
+            let third = batch.call("c", as: Positive.self)
+            // Id 1 twice (a result and an error: which one is the call's cannot be told), id 2 as a
+            // string, id 3 a value the type refuses.
+            answer.withLock {
+                $0 =
+                    #"[{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}},"#
+                    + #"{"jsonrpc":"2.0","id":"2","result":2},{"jsonrpc":"2.0","id":3,"result":0}]"#
+            }
+            let results = try await client.send(batch)
+            for (name, result) in [("first", results[first].map { _ in () }), ("second", results[second].map { _ in () })] {
+                guard case .failure(let error) = result else {
+                    Issue.record("\(name) succeeded")
+                    continue
+                }
+                #expect(error.kind == .decoding, "\(name): \(error)")
+            }
+            guard case .failure(let refused) = results[third] else {
+                Issue.record("a value the type refuses was accepted")
+                return
+            }
+            #expect(refused.kind == .decoding, "\(refused)")
+            // JSON-RPC 2.0 §6: an invalid batch gets errors with a null id; each call reports it.
+            answer.withLock { $0 = #"[{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}]"# }
+            let rejected = try await client.send(batch)
+            guard case .failure(let invalid) = rejected[second] else {
+                Issue.record("a call without an answer succeeded")
+                return
+            }
+            #expect(invalid.kind == .rpc)
+            #expect(invalid.code == "-32600")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func batchParamsThatCannotBeSentFailTheBatchInsteadOfVanishing(_ kind: TransportKind) async throws {
+        // JSON-RPC 2.0 §4.2: params are an object or an array. A NaN that cannot be encoded was
+        // dropped without a word, and a single number sent as the params.
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            for add in [
+                { (batch: JSONRPCBatch) in _ = batch.call("f", params: [Double.nan], as: Double.self) },
+                { (batch: JSONRPCBatch) in _ = batch.call("f", params: 5, as: Double.self) },
+                { (batch: JSONRPCBatch) in batch.notify("f", params: "text") },
+            ] {
+                let batch = JSONRPCBatch(path: "/echo")
+                _ = batch.call("ok", params: [1], as: Int.self)
+                add(batch)
+                let error = await expectCourierError { _ = try await client.send(batch) }
+                #expect(error?.kind == .invalidRequest, "\(String(describing: error))")
+            }
+            #expect(server.requests.isEmpty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aWireProtocolThatCannotUnboxAnAnswerIsADecodingErrorNotATransportOne(_ kind: TransportKind) async throws {
+        // A custom protocol's `unbox` that throws its own error (here the decoder's): the answer
+        // is wrong, not the connection; a transport error would be retried and misreported.
+        let key = SymmetricKey(data: Data("shared-secret".utf8))
+        let server = try await http1Server { _ in .json(#"{"not":"an envelope"}"#) }
+        try await withClient(kind, server: server) { client in
+            let endpoint = Endpoint<Profile>(method: .post, path: "/signed", body: .json(["ask": "profile"])).wire(SignedEnvelope(key: key))
+            let error = await expectCourierError { _ = try await client.send(endpoint) }
+            #expect(error?.kind == .decoding, "\(String(describing: error))")
+            #expect(server.requests.count == 1)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func envelopeDataIsDecodedAndBusinessCodesBecomeErrorsWithTheServersMessage(_ kind: TransportKind) async throws {
         let server = try await apiServer(JSONRPCTestServer())
@@ -212,6 +321,17 @@ struct WireProtocolTests {
             let error = await expectCourierError { _ = try await client.send(tampered) }
             #expect(error?.status?.code == 400)
         }
+    }
+}
+
+/// A number the type itself refuses when it is not above zero (an error of its own, not a
+/// `DecodingError`).
+struct Positive: Decodable, Sendable {
+    struct NotPositive: Error {}
+    var value: Int
+    init(from decoder: any Decoder) throws {
+        self.value = try decoder.singleValueContainer().decode(Int.self)
+        guard self.value > 0 else { throw NotPositive() }
     }
 }
 

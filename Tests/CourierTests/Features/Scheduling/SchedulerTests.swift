@@ -42,6 +42,28 @@ struct SchedulerTests {
     /// (Before: a task per `start` reached the queue in any order, and 20 requests went out of
     /// order in each of three runs.)
     @Test(arguments: TransportKind.allCases)
+    func limitsSetBelowTheMinimumOnThePropertiesAreRaisedToIt(_ kind: TransportKind) async throws {
+        // The initialiser raises a limit below 1 to 1; set on the properties afterwards, a 0 held
+        // every request for ever. The endpoint's deadline turns such a wait into a failure here.
+        let server = try await http1Server()
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.scheduling.maxConcurrentRequests = 0
+                $0.scheduling.maxRequestsPerHost = -3
+                $0.scheduling.maxRequestsPerHTTP2Host = 0
+                $0.scheduling.agingInterval = .zero
+            }
+        ) { client in
+            async let first = client.send(Endpoint<Echo>(path: "/echo?a", timeout: .seconds(20)))
+            async let second = client.send(Endpoint<Echo>(path: "/echo?b", timeout: .seconds(20)))
+            let (a, b) = try await (first, second)
+            #expect(a.uri == "/echo?a")
+            #expect(b.uri == "/echo?b")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func requestsStartedInOrderLeaveInOrder(_ kind: TransportKind) async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)

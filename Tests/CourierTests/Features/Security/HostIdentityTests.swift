@@ -200,5 +200,28 @@ struct HostIdentityTests {
         #expect(policy.pins(for: "api.example.com", port: 8443) == nil)
         #expect(policy.pins(for: "a.example.org", port: 1) != nil)
         #expect(policy.pins(for: "a.b.example.org", port: 1) == nil)
+        // RFC 1034 §3.1: a trailing dot writes the same host as an absolute name.
+        #expect(policy.pins(for: "api.example.com.", port: 443) != nil)
+        #expect(policy.pins(for: "API.EXAMPLE.COM.", port: 443) != nil)
+        #expect(policy.pins(for: "a.example.org.", port: 1) != nil)
+        policy.pin("pinned.example.net.", to: [])
+        #expect(policy.pins(for: "pinned.example.net") != nil)
+        #expect(policy.pins(for: ".") == nil)
+    }
+
+    @Test
+    func aPinnedHostWrittenWithATrailingDotIsStillRefusedOverCleartext() async throws {
+        // `http://localhost./` is the pinned host `localhost`: it must never go unchecked. (Was
+        // sent in clear text: the pin was looked up under `localhost.`.)
+        var configuration = AsyncHTTPClientTransport.Configuration()
+        configuration.pinning.pin("localhost", to: [try .publicKey(Self.otherPin)])
+        let transport = AsyncHTTPClientTransport(configuration: configuration)
+        let client = Client(configuration: .init(transport: transport))
+        for url in ["http://localhost./x", "http://LOCALHOST.:8080/x"] {
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: url, decoding: .data)) }
+            #expect(error?.kind == .invalidRequest, "\(url): \(String(describing: error))")
+            #expect(error?.message.contains("must be reached over https") == true, "\(url)")
+        }
+        try await transport.shutdown()
     }
 }

@@ -88,4 +88,31 @@ struct ServiceDefaultsTests {
         try await payments.stop()
         try await paymentsTest.stop()
     }
+    @Test(arguments: TransportKind.allCases)
+    func cacheThenNetworkFindsWhatAServicesRequestsStored(_ kind: TransportKind) async throws {
+        // `updates()` looked the stored answer up without the service's header fields: an answer
+        // that varies on one (RFC 9111 §4.1) was never found, and the cached half never came.
+        let server = try await http1Server { request in
+            .text("v \(request.header("x-api") ?? "none")", headers: [("Cache-Control", "max-age=60"), ("Vary", "X-Api")])
+        }
+        let servers = ServerDirectory(
+            urls: ["api": [.develop: server.baseURL]], buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore())
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.servers = servers
+                $0.cache = CacheConfiguration(store: MemoryCacheStore())
+                $0.serviceDefaults["api"] = ServiceDefaults(headers: [HTTPField.Name("X-Api")!: "2"])
+            }
+        ) { client in
+            let endpoint = Endpoint<String>(path: "/v", decoding: .string).service("api")
+            var first: [ResponseSource] = []
+            for try await response in client.updates(endpoint) { first.append(response.source) }
+            #expect(first == [.network])
+            var second: [Response<String>] = []
+            for try await response in client.updates(endpoint) { second.append(response) }
+            #expect(second.map(\.source) == [.cache, .network])
+            #expect(second.first?.value == "v 2")
+        }
+    }
 }
