@@ -94,8 +94,10 @@ public final class Outbox: Sendable {
 
     /// Stores the endpoint's request durably and returns its id (see "Durability" above).
     ///
-    /// The request is built now, as the client builds it (URL, default and endpoint header
-    /// fields, encoded body), without authentication or signing: those run at delivery. With a
+    /// The request is built now, as the client builds it (URL, default, service and endpoint
+    /// header fields, encoded body), without authentication or signing: those run at delivery —
+    /// the client's middleware and, for an endpoint of a service, the service's (its name is
+    /// stored with the item). The endpoint's own middleware cannot be stored, and does not run. With a
     /// `reference` already in the outbox, nothing is stored and that item's id is returned.
     @discardableResult
     public func enqueue<Value: Sendable>(
@@ -131,7 +133,7 @@ public final class Outbox: Sendable {
                 // first (and timed out) and then hands it to the outbox must not apply it twice.
                 headers: headers, body: body, idempotencyKey: request.head.headerFields[Self.idempotencyKey] ?? UUID().uuidString,
                 maxAttempts: max(1, maxAttempts ?? self.configuration.maxAttempts),
-                createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.inSeconds) }
+                createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.inSeconds) }, service: endpoint.service?.name
             ))
         self.wakeup.signal()
         return id
@@ -284,7 +286,10 @@ public final class Outbox: Sendable {
             if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
         }
         fields[Self.idempotencyKey] = item.idempotencyKey
-        let endpoint = Self.endpoint(name: item.name, method: item.method, url: item.url, fields: fields, body: item.body)
+        var endpoint = Self.endpoint(name: item.name, method: item.method, url: item.url, fields: fields, body: item.body)
+        // The service's middleware (authentication, signing), retry and timeout apply at delivery;
+        // its URL does not: the stored one is absolute.
+        endpoint.service = item.service.map { ServiceID($0) }
         await self.send(endpoint, ids: [item.id], attempts: item.attempts + 1, maxAttempts: item.maxAttempts)
     }
 

@@ -67,6 +67,10 @@ final class OutboxStore: Sendable {
             // Items delivered together in one request share a batch id.
             try db.execute(sql: "ALTER TABLE item ADD COLUMN batch TEXT")
         }
+        migrator.registerMigration("v3-service") { db in
+            // The endpoint's service: its middleware (authentication, signing) runs at delivery.
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN service TEXT")
+        }
         return migrator
     }
 
@@ -84,6 +88,8 @@ final class OutboxStore: Sendable {
         var maxAttempts: Int
         var createdAt: Date
         var expiresAt: Date?
+        /// The endpoint's service, if it names one.
+        var service: String?
     }
 
     /// Stores an item; with a reference already stored, returns that item's id and stores nothing.
@@ -105,13 +111,13 @@ final class OutboxStore: Sendable {
                 try db.execute(
                     sql: """
                         INSERT INTO item (queue, reference, name, method, url, headers, body, idempotency_key, state, max_attempts,
-                                          created_at, expires_at, next_attempt_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)
+                                          created_at, expires_at, next_attempt_at, service)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         item.queue, item.reference, item.name, item.method, item.url, headers, item.body, item.idempotencyKey,
                         item.maxAttempts, item.createdAt.timeIntervalSince1970, item.expiresAt?.timeIntervalSince1970,
-                        item.createdAt.timeIntervalSince1970,
+                        item.createdAt.timeIntervalSince1970, item.service,
                     ]
                 )
                 return OutboxItemID(rawValue: db.lastInsertedRowID)
@@ -301,6 +307,8 @@ final class OutboxStore: Sendable {
         var createdAt: Date
         /// The batch it was last sent in, if any: a retry sends that batch again, whole.
         var batch: String?
+        /// The endpoint's service, if it named one.
+        var service: String?
     }
 
     private func read<T>(_ body: (Database) throws -> T) throws(OutboxError) -> T {
@@ -356,7 +364,8 @@ final class OutboxStore: Sendable {
             expiresAt: Self.optionalDate(row, "expires_at"),
             nextAttemptAt: try Self.date(row, "next_attempt_at"),
             createdAt: try Self.date(row, "created_at"),
-            batch: Self.value(row, "batch")
+            batch: Self.value(row, "batch"),
+            service: Self.value(row, "service")
         )
     }
 

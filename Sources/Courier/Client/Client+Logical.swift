@@ -1,10 +1,11 @@
 import Foundation
 
 extension Client {
-    /// The logical request an endpoint builds on this client — URL, the client's and the
-    /// endpoint's header fields, the encoded body — without sending it (a durable outbox stores it).
+    /// The logical request an endpoint builds on this client — URL, the client's, the service's
+    /// and the endpoint's header fields, the encoded body — without sending it (a durable outbox
+    /// stores it).
     package func logicalRequest<Value: Sendable>(for endpoint: Endpoint<Value>) throws -> Request {
-        try RequestBuilder.build(EndpointDescription.erasing(endpoint), parts: self.parts)
+        try RequestBuilder.build(self.configuration.withServiceDefaults(EndpointDescription.erasing(endpoint)), parts: self.parts)
     }
 
     /// Whether the endpoint goes on the wire as built (REST), with no wire protocol boxing each call.

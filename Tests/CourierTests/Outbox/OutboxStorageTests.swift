@@ -113,9 +113,10 @@ struct OutboxStorageTests {
         #expect(items.map(\.name) == ["legacy"])
         #expect(items.first?.idempotencyKey == "k-legacy")
         let applied = try outbox.store.pool.read { db in try OutboxStore.migrator.appliedIdentifiers(db) }
-        #expect(applied == ["v1", "v2-batches"])
+        #expect(applied == ["v1", "v2-batches", "v3-service"])
         let columns = try outbox.store.pool.read { db in try db.columns(in: "item").map(\.name) }
         #expect(columns.contains("batch"))
+        #expect(columns.contains("service"))
     }
 
     @Test(arguments: [

@@ -247,6 +247,37 @@ struct OutboxTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aServicesHeaderFieldsAndMiddlewareApplyAtDelivery(_ kind: TransportKind) async throws {
+        // The outbox promises that authentication and signing run at delivery: for an endpoint of
+        // a service, that is the service's middleware too, and the service's header fields are
+        // part of the stored request. Both were lost.
+        let seen = Locked<[(api: String?, stamp: String?)]>([])
+        let server = try await http1Server { request in
+            seen.withLock { $0.append((request.header("x-api"), request.header("x-stamp"))) }
+            return .text("ok")
+        }
+        let servers = ServerDirectory(
+            urls: ["payments": [.develop: server.baseURL]], buildDefault: .develop, isReleaseBuild: false,
+            store: InMemoryEnvironmentStore())
+        try await Self.withOutbox(
+            kind, server: server,
+            configure: {
+                $0.servers = servers
+                $0.serviceDefaults["payments"] = ServiceDefaults(
+                    middleware: [ServiceDefaultsTests.Stamp(name: "payments")], headers: [HTTPField.Name("X-Api")!: "2"])
+            }
+        ) { outbox, _, _ in
+            let id = try outbox.enqueue(Self.post("/charge").service("payments"))
+            await outbox.deliverAll()
+            #expect(try outbox.item(id)?.state == .delivered)
+            let requests = seen.current
+            #expect(requests.count == 1)
+            #expect(requests.first?.api == "2")
+            #expect(requests.first?.stamp == "payments")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anEndpointsOwnIdempotencyKeyIsKept(_ kind: TransportKind) async throws {
         // An app that sent the request itself, timed out after the server applied it, and then
         // handed it to the outbox: the outbox sends the app's key, and the server applies it once.
