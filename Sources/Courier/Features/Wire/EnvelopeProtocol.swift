@@ -56,6 +56,7 @@ public struct EnvelopeProtocol: WireProtocol {
         switch codeValue {
         case .integer(let value): code = "\(value)"
         case .number(let value): code = Self.codeText(value)
+        case .decimal(let value): code = value.description
         case .string(let value): code = value
         default:
             throw CourierError.decoding(

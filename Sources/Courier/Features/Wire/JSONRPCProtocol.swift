@@ -118,6 +118,7 @@ struct JSONRPCResponse: Decodable, Sendable {
         switch id {
         case .integer(let value)?: return value
         case .number(let value)?: return Int(exactly: value)
+        case .decimal(let value)?: return Int(value.description)
         default: return nil
         }
     }

@@ -2,7 +2,10 @@ import Foundation
 
 /// Any JSON value, for callers who want untyped JSON.
 ///
-/// Integers are kept exactly (`.integer`); other numbers are `.number`.
+/// Every number is kept exactly: integers that fit in `Int` as `.integer`, other numbers as
+/// `.number` when a `Double` holds them as written, else as `.decimal` (more significant digits
+/// than a `Double` has, such as an amount of money, or an integer beyond `Int`). Wire protocols
+/// hand a call's result on through this type, so a value decoded from it is the one the server sent.
 public enum JSONValue: Sendable, Hashable, Codable {
     /// `null`.
     case null
@@ -10,8 +13,10 @@ public enum JSONValue: Sendable, Hashable, Codable {
     case bool(Bool)
     /// A number without a fraction or exponent that fits in `Int`.
     case integer(Int)
-    /// Any other number.
+    /// A number a `Double` holds as written.
     case number(Double)
+    /// A number a `Double` would round (`0.1234567890123456789`, `12345678901234567891`), kept exactly.
+    case decimal(Decimal)
     /// A string.
     case string(String)
     /// An array.
@@ -28,7 +33,16 @@ public enum JSONValue: Sendable, Hashable, Codable {
             self = .bool(value)
         } else if let value = try? container.decode(Int.self) {
             self = .integer(value)
+        } else if let exact = try? container.decode(Decimal.self) {
+            // A `Double` when it says the same number (it prints the shortest text that reads
+            // back as itself); the exact value when it would round.
+            if let value = try? container.decode(Double.self), Decimal(string: "\(value)") == exact {
+                self = .number(value)
+            } else {
+                self = .decimal(exact)
+            }
         } else if let value = try? container.decode(Double.self) {
+            // Beyond `Decimal`'s range (about 10^165): only a `Double` can hold it.
             self = .number(value)
         } else if let value = try? container.decode(String.self) {
             self = .string(value)
@@ -47,6 +61,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
         case .bool(let value): try container.encode(value)
         case .integer(let value): try container.encode(value)
         case .number(let value): try container.encode(value)
+        case .decimal(let value): try container.encode(value)
         case .string(let value): try container.encode(value)
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
@@ -88,6 +103,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
         switch self {
         case .integer(let value): return value
         case .number(let value) where value.rounded() == value: return Int(exactly: value)
+        case .decimal(let value): return Int(value.description)
         case .string(let value): return Int(value)
         default: return nil
         }

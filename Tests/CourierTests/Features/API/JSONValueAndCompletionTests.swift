@@ -23,6 +23,57 @@ struct JSONValueAndCompletionTests {
         }
     }
 
+    /// An amount with more digits than a `Double` has and an integer beyond `Int` (RFC 8259 §6
+    /// leaves a number's precision to the parties): every wire path hands them on through
+    /// `JSONValue`, and a `Double` in between rounded them without a word.
+    struct Money: Codable, Sendable, Equatable {
+        var amount: Decimal
+        var big: UInt64
+    }
+
+    @Test
+    func numbersAreKeptAsWritten() throws {
+        let text = #"[0.1234567890123456789,12345678901234567891,0.1,-5.5,1e300,7]"#
+        let value = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        #expect(value[0] == .decimal(Decimal(string: "0.1234567890123456789")!))
+        #expect(value[1] == .decimal(Decimal(string: "12345678901234567891")!))
+        #expect(value[2] == .number(0.1))
+        #expect(value[3] == .number(-5.5))
+        #expect(value[4] == .number(1e300))
+        #expect(value[5] == .integer(7))
+        // Encoded again, the same digits: what a value is decoded from afterwards.
+        let encoded = String(decoding: try value.encoded(), as: UTF8.self)
+        #expect(encoded.contains("0.1234567890123456789"))
+        #expect(encoded.contains("12345678901234567891"))
+        #expect(try JSONDecoder().decode(JSONValue.self, from: value.encoded()) == value)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anEnvelopesAndAJSONRPCResultsNumbersArriveAsTheServerWroteThem(_ kind: TransportKind) async throws {
+        let data = #"{"amount":0.1234567890123456789,"big":12345678901234567891}"#
+        let server = try await http1Server { request in
+            switch request.path {
+            case "/env": return .json(#"{"code":0,"msg":"ok","data":"# + data + "}")
+            case "/rpc":
+                // The request's own id, whatever number the client gave it.
+                let id = (try? JSONDecoder().decode(JSONValue.self, from: request.body))?["id"]?.intValue ?? 0
+                return .json(#"{"jsonrpc":"2.0","id":\#(id),"result":"# + data + "}")
+            default: return .json(data)
+            }
+        }
+        try await withClient(kind, server: server) { client in
+            let plain = try await client.send(Endpoint<Money>(path: "/plain"))
+            #expect(plain == Money(amount: Decimal(string: "0.1234567890123456789")!, big: 12_345_678_901_234_567_891))
+            #expect(try await client.send(Endpoint<Money>(path: "/env").wire(EnvelopeProtocol())) == plain)
+            var call = Endpoint<Money>.rpc("get", params: ["amount": Decimal(string: "0.1234567890123456789")!]).wire(JSONRPCProtocol())
+            call.path = "/rpc"
+            #expect(try await client.send(call) == plain)
+            // The params went out as written too.
+            let sent = try #require(server.requests.last?.body)
+            #expect(String(decoding: sent, as: UTF8.self).contains("0.1234567890123456789"))
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func completionIsDeliveredOnTheChosenQueue(_ kind: TransportKind) async throws {
         let server = try await http1Server()
