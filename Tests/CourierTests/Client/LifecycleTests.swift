@@ -75,6 +75,35 @@ struct LifecycleTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func suspendAlsoHoldsRequestsAlreadyQueuedForASlot(_ kind: TransportKind) async throws {
+        // `suspend()` promises to hold queued requests too: one waiting for a slot when the client
+        // is suspended must not take the slot the request before it frees.
+        let gate = Gate()
+        let server = try await http1Server { request in
+            if request.path == "/held/a" { await gate.wait() }
+            return .json(#"{"id":1,"title":"x"}"#)
+        }
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, maxRequestsPerHost: 1) }
+        ) { client in
+            let first = client.start(Endpoint<Article>(path: "/held/a"))
+            #expect(await eventually { server.requests.count == 1 })
+            let second = client.start(Endpoint<Article>(path: "/held/b"))
+            #expect(await eventually { client.traffic.queued == 1 })
+            client.suspend()
+            await gate.open()
+            _ = try await first.value
+            // The slot came free, and the queued request went to the client's door instead.
+            #expect(await eventually { client.parts.lifecycle.heldCount == 1 })
+            #expect(server.requests.count == 1)
+            #expect(client.traffic.inFlight == 0)
+            client.resume()
+            _ = try await second.value
+            #expect(server.requests.map(\.path) == ["/held/a", "/held/b"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func shutdownLetsRunningRequestsFinishThenCancelsTheRestAndRefusesNewOnes(_ kind: TransportKind) async throws {
         let gate = Gate()
         let quickGate = Gate()

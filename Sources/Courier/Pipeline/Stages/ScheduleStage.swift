@@ -32,6 +32,9 @@ struct ScheduleStage: PipelineStage {
         {
             try await scheduler.waitForSlot(ticket: ticket)
         }
+        // Suspended while it waited for the slot (or after the look above): the slot goes back
+        // and the request is held with the others, until `resume()`.
+        if self.lifecycle.isSuspended { try await self.heldAfterAcquiring(exchange, ticket: ticket, host: host) }
         let outcome: Outcome
         do {
             outcome = try await next(exchange)
@@ -40,6 +43,23 @@ struct ScheduleStage: PipelineStage {
             throw error
         }
         return self.released(outcome, exchange: exchange, host: host)
+    }
+
+    /// Gives the slot back, waits for ``Lifecycle/admit()`` and takes a slot again, for as long as
+    /// the client is suspended when one is granted.
+    @inline(never)
+    private func heldAfterAcquiring(_ exchange: RequestExchange, ticket: UInt64, host: String) async throws {
+        while self.lifecycle.isSuspended {
+            self.release(exchange, host: host, spokeHTTP2: false)
+            try await self.lifecycle.admit()
+            if self.events.isActive {
+                try await self.acquireObserved(exchange, ticket: ticket, host: host)
+            } else if !self.scheduler.tryAcquire(
+                ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority, order: exchange.order)
+            {
+                try await self.scheduler.waitForSlot(ticket: ticket)
+            }
+        }
     }
 
     /// Frees the slot.
