@@ -5,6 +5,10 @@
 /// - A request waiting for the prerequisite stops waiting as soon as its task is cancelled
 ///   (kind `cancelled`) or its ``Request/deadline`` passes (kind `timeout`); the fetch itself
 ///   goes on, and its result serves the next requests.
+/// - A fetch that has not ended within `fetchTimeout` (a bootstrap server that accepts the
+///   connection and never answers) is cancelled and fails its waiters with kind `timeout`; the
+///   next request runs the prerequisite again. Without that limit, one stalled fetch held the
+///   gate shut until someone called ``invalidate()``.
 /// - ``invalidate()`` during a fetch is not lost: that fetch's result goes to the requests
 ///   already waiting for it, but does not satisfy the gate; the next request runs the
 ///   prerequisite again.
@@ -29,12 +33,20 @@ public final class PrerequisiteGate<Value: Sendable>: Middleware {
 
     private let fetch: @Sendable () async throws -> Value
     private let apply: @Sendable (Value, inout Request) -> Void
+    private let fetchTimeout: Duration
     private let state = Locked(State())
 
     /// Creates a gate.
-    public init(fetch: @escaping @Sendable () async throws -> Value, apply: @escaping @Sendable (Value, inout Request) -> Void) {
+    ///
+    /// - Parameter fetchTimeout: how long one run of the prerequisite may take before it is
+    ///   cancelled and fails with kind `timeout` (60 seconds by default).
+    public init(
+        fetchTimeout: Duration = .seconds(60), fetch: @escaping @Sendable () async throws -> Value,
+        apply: @escaping @Sendable (Value, inout Request) -> Void
+    ) {
         self.fetch = fetch
         self.apply = apply
+        self.fetchTimeout = fetchTimeout
     }
 
     /// How many times the prerequisite has run.
@@ -76,10 +88,19 @@ public final class PrerequisiteGate<Value: Sendable>: Middleware {
             let outcome = SharedOutcome<Value>()
             state.pending = outcome
             let generation = state.generation
+            let limit = self.fetchTimeout
             Task { [fetch] in
                 let result: Result<Value, any Error>
                 do {
-                    result = .success(try await fetch())
+                    // A limit decades away (a hostile or careless one) is no limit: the clock's
+                    // sleep cannot even represent it.
+                    if limit < Deadline.longest {
+                        result = .success(try await Deadline.run(until: .now + max(limit, .zero)) { try await fetch() })
+                    } else {
+                        result = .success(try await fetch())
+                    }
+                } catch let error as CourierError where error.kind == .timeout && error.context == nil {
+                    result = .failure(CourierError.timeout("the prerequisite did not finish within \(limit)"))
                 } catch {
                     result = .failure(CourierError.wrap(error))
                 }

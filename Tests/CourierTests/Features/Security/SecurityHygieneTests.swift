@@ -57,6 +57,36 @@ struct SecurityHygieneTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aPrerequisiteThatNeverFinishesDoesNotHoldTheGateShut(_ kind: TransportKind) async throws {
+        // The first fetch stalls (a bootstrap server that never answers): it ends at the gate's
+        // fetch timeout, and the next request runs the prerequisite again instead of joining it.
+        let server = try await http1Server()
+        let fetches = Locked(0)
+        let gate = PrerequisiteGate<String>(
+            fetchTimeout: .milliseconds(300),
+            fetch: {
+                let run = fetches.withLock { value -> Int in
+                    value += 1
+                    return value
+                }
+                if run == 1 { try await Task.sleep(for: .seconds(3600)) }
+                return "crumb-\(run)"
+            },
+            apply: { crumb, request in
+                request.head.headerFields[HTTPField.Name("X-Crumb")!] = crumb
+            })
+        try await withClient(kind, server: server, configure: { $0.middleware = [gate] }) { client in
+            let stalled = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo", timeout: .seconds(60))) }
+            #expect(stalled?.kind == .timeout)
+            #expect(stalled?.message.contains("prerequisite") == true, "\(String(describing: stalled))")
+            let after = try await client.send(Endpoint<Echo>(path: "/echo", timeout: .seconds(60)))
+            #expect(after.headers["x-crumb"] == "crumb-2")
+            #expect(gate.runCount == 2)
+            #expect(server.requests.count == 1)
+        }
+    }
+
     @Test
     func reorderingARepeatedQueryParameterChangesTheSignedText() {
         // Items sort by name; one name's values keep their order: a server that reads the first
