@@ -4,10 +4,12 @@ import HTTPTypes
 
 /// The canonical text a request signature covers, shared by ``RequestSigner`` and ``SignatureVerifier``.
 ///
-/// Lines, joined by `\n`: method, path, the query items (as sent, percent-encoded) sorted by
-/// name as bytes with items of the same name kept in the order sent (`a=1&a=2` and `a=2&a=1`
-/// are two requests: a server may read the first value), the lower-case hex SHA-256 of the body,
-/// the timestamp (Unix seconds), the nonce.
+/// Lines, joined by `\n`: the method as sent (methods are case-sensitive, RFC 9110 §9.1), path,
+/// the query items (as sent, percent-encoded) sorted by name — the name's bytes once
+/// percent-decoded, as a server reads it — with items of the same name kept in the order sent
+/// (`a=1&a=2` and `a=2&a=1` are two requests: a server may read the first value; so are
+/// `a=1&%61=2` and `%61=2&a=1`), the lower-case hex SHA-256 of the body, the timestamp (Unix
+/// seconds), the nonce.
 public enum SignatureCanonicalForm {
     /// The canonical text of a request.
     public static func text(method: String, target: String, body: Data, timestamp: String, nonce: String) -> String {
@@ -15,21 +17,23 @@ public enum SignatureCanonicalForm {
         let path = parts.isEmpty ? "/" : String(parts[0])
         let query = parts.count == 2 ? Self.sortedByName(parts[1].split(separator: "&")).joined(separator: "&") : ""
         let digest = SHA256.hex(body)
-        return [method.uppercased(), path.isEmpty ? "/" : path, query, digest, timestamp, nonce].joined(separator: "\n")
+        return [method, path.isEmpty ? "/" : path, query, digest, timestamp, nonce].joined(separator: "\n")
     }
 
-    /// Query items sorted by name (the bytes before the first `=`), stable: items of one name
-    /// keep their order.
+    /// Query items sorted by name (the bytes before the first `=`, percent-decoded; as written
+    /// when they do not decode), stable: items of one name keep their order.
     static func sortedByName(_ items: [Substring]) -> [Substring] {
-        func name(_ item: Substring) -> Substring.UTF8View {
+        func name(_ item: Substring) -> [UInt8] {
             let utf8 = item.utf8
-            return utf8[..<(utf8.firstIndex(of: UInt8(ascii: "=")) ?? utf8.endIndex)]
+            let written = Substring(utf8[..<(utf8.firstIndex(of: UInt8(ascii: "=")) ?? utf8.endIndex)])
+            guard written.utf8.contains(UInt8(ascii: "%")) else { return Array(written.utf8) }
+            return Array((written.removingPercentEncoding ?? String(written)).utf8)
         }
-        return items.enumerated().sorted { left, right in
-            let (a, b) = (name(left.element), name(right.element))
-            if a.elementsEqual(b) { return left.offset < right.offset }
+        return items.map { (name($0), $0) }.enumerated().sorted { left, right in
+            let (a, b) = (left.element.0, right.element.0)
+            if a == b { return left.offset < right.offset }
             return a.lexicographicallyPrecedes(b)
-        }.map(\.element)
+        }.map(\.element.1)
     }
 
     static func mac(_ text: String, key: SymmetricKey) -> String {

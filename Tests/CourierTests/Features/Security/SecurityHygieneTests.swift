@@ -99,6 +99,13 @@ struct SecurityHygieneTests {
         #expect(text("/t?b=2&a=1&b=1").contains("\na=1&b=2&b=1\n"))
         // A name that is a prefix of another sorts by its bytes before `=`: `a` before `a-b`.
         #expect(text("/t?a-b=1&a=2").contains("\na=2&a-b=1\n"))
+        // A name written percent-encoded is the same name to the server: its order counts too.
+        #expect(text("/t?amount=1&%61mount=1000") != text("/t?%61mount=1000&amount=1"))
+        #expect(text("/t?%62=1&a=2").contains("\na=2&%62=1\n"))
+        // RFC 9110 §9.1: methods are case-sensitive; `patch` and `PATCH` are two methods.
+        #expect(
+            SignatureCanonicalForm.text(method: "patch", target: "/", body: Data(), timestamp: "1", nonce: "n")
+                != SignatureCanonicalForm.text(method: "PATCH", target: "/", body: Data(), timestamp: "1", nonce: "n"))
         // A signature that is not base64 is a bad signature, not a crash or a pass.
         let verifier = SignatureVerifier(key: SymmetricKey(data: Data("k".utf8)))
         #expect(throws: SignatureVerifier.Rejection.badSignature) {
