@@ -2,7 +2,8 @@
 final class RequestControl: Sendable {
     private struct State {
         var priority: RequestPriority
-        var observers: [@Sendable (RequestPriority) -> Void] = []
+        var observers: [UInt64: @Sendable (RequestPriority) -> Void] = [:]
+        var nextObserver: UInt64 = 0
     }
 
     private let state: Locked<State>
@@ -16,16 +17,26 @@ final class RequestControl: Sendable {
 
     var priority: RequestPriority { self.state.withLock { $0.priority } }
 
-    /// Calls `observer` with every later change.
-    func onPriorityChange(_ observer: @escaping @Sendable (RequestPriority) -> Void) {
-        self.state.withLock { $0.observers.append(observer) }
+    /// Calls `observer` with every later change, until ``removeObserver(_:)`` with the id returned.
+    @discardableResult
+    func onPriorityChange(_ observer: @escaping @Sendable (RequestPriority) -> Void) -> UInt64 {
+        self.state.withLock { state in
+            state.nextObserver += 1
+            state.observers[state.nextObserver] = observer
+            return state.nextObserver
+        }
+    }
+
+    /// Stops calling an observer (once what it moves no longer waits).
+    func removeObserver(_ id: UInt64) {
+        self.state.withLock { _ = $0.observers.removeValue(forKey: id) }
     }
 
     func setPriority(_ priority: RequestPriority) {
         let observers = self.state.withLock { state -> [@Sendable (RequestPriority) -> Void] in
             guard state.priority != priority else { return [] }
             state.priority = priority
-            return state.observers
+            return Array(state.observers.values)
         }
         for observer in observers { observer(priority) }
     }

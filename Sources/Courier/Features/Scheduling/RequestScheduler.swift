@@ -133,6 +133,9 @@ package final class RequestScheduler: Sendable {
         }
     }
 
+    /// How many priority changes wait for a ticket that has not reached the scheduler yet.
+    package var pendingPriorityChanges: Int { self.state.withLock { $0.early.count } }
+
     /// What is queued and in flight now.
     package var snapshot: TrafficSnapshot {
         self.state.withLock { $0.decisions.snapshot }

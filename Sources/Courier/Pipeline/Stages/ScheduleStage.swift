@@ -20,21 +20,28 @@ struct ScheduleStage: PipelineStage {
         let events = self.events
         let ticket = exchange.ticket ?? scheduler.makeTicket()
         let host = Authority.hostKey(scheme: exchange.request.head.scheme, authority: exchange.request.head.authority ?? "")
-        if let control = exchange.control {
-            control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) }
+        // Changes of priority move the request while it waits for its slot, and only then: once
+        // it has one, the observer goes (a change after that would wait in the scheduler for a
+        // ticket that never comes back).
+        let observer = exchange.control.map { control in control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) } }
+        do {
+            // A suspended client holds what would go to the network here, before it takes a slot.
+            if self.lifecycle.isSuspended { try await self.lifecycle.admit() }
+            if events.isActive {
+                try await self.acquireObserved(exchange, ticket: ticket, host: host)
+            } else if !scheduler.tryAcquire(
+                ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority, order: exchange.order)
+            {
+                try await scheduler.waitForSlot(ticket: ticket)
+            }
+            // Suspended while it waited for the slot (or after the look above): the slot goes back
+            // and the request is held with the others, until `resume()`.
+            if self.lifecycle.isSuspended { try await self.heldAfterAcquiring(exchange, ticket: ticket, host: host) }
+        } catch {
+            if let observer { exchange.control?.removeObserver(observer) }
+            throw error
         }
-        // A suspended client holds what would go to the network here, before it takes a slot.
-        if self.lifecycle.isSuspended { try await self.lifecycle.admit() }
-        if events.isActive {
-            try await self.acquireObserved(exchange, ticket: ticket, host: host)
-        } else if !scheduler.tryAcquire(
-            ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority, order: exchange.order)
-        {
-            try await scheduler.waitForSlot(ticket: ticket)
-        }
-        // Suspended while it waited for the slot (or after the look above): the slot goes back
-        // and the request is held with the others, until `resume()`.
-        if self.lifecycle.isSuspended { try await self.heldAfterAcquiring(exchange, ticket: ticket, host: host) }
+        if let observer { exchange.control?.removeObserver(observer) }
         let outcome: Outcome
         do {
             outcome = try await next(exchange)

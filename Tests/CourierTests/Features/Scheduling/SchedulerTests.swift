@@ -1,7 +1,8 @@
-import Courier
 import CourierTestServer
 import Foundation
 import Testing
+
+@testable import Courier
 
 @Suite("Scheduler: priorities, limits, re-prioritising and cancelling while queued")
 struct SchedulerTests {
@@ -105,6 +106,26 @@ struct SchedulerTests {
             await gate.open()
             for handle in [blocker, first, second, third] { _ = try await handle.value }
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/third", "/first", "/second"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func priorityChangesAfterARequestLeftTheQueueAreNotKept(_ kind: TransportKind) async throws {
+        // A change made once the request has its slot (or has finished) has nothing left to move.
+        // It was kept for a ticket that never comes back, one per handle, until a few thousand of
+        // them were dropped at once, with any real pending change among them.
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            var handles: [RequestHandle<Echo>] = []
+            for index in 0..<5 {
+                // POSTs: each goes through the scheduler with its own handle's priority (a shared
+                // GET is scheduled at its waiters' priority instead).
+                let handle = client.start(Endpoint<Echo>(method: .post, path: "/echo", query: ["i": "\(index)"]))
+                _ = try await handle.value
+                handles.append(handle)
+            }
+            for handle in handles { handle.priority = .veryHigh }
+            #expect(client.parts.scheduler.pendingPriorityChanges == 0)
         }
     }
 
