@@ -46,7 +46,9 @@ struct ScheduleStage: PipelineStage {
         do {
             outcome = try await next(exchange)
         } catch {
-            self.release(exchange, host: host, spokeHTTP2: exchange.record.version.map { $0.major >= 2 } ?? false)
+            // Which host spoke last is not known here (a redirect may have led elsewhere): a failed
+            // exchange teaches nothing about this one's protocol.
+            self.release(exchange, host: host, spokeHTTP2: false)
             throw error
         }
         return self.released(outcome, exchange: exchange, host: host)
@@ -69,6 +71,15 @@ struct ScheduleStage: PipelineStage {
         }
     }
 
+    /// Whether a response whose URL is `url` (`nil`: not redirected) came from `host` (a per-host key).
+    static func answeredBy(_ host: String, _ url: URL?) -> Bool {
+        guard let url else { return true }
+        guard let authority = Authority(url) else { return false }
+        let port = authority.port.map { ":\($0)" } ?? ""
+        let written = authority.host.contains(":") ? "[\(authority.host)]\(port)" : "\(authority.host)\(port)"
+        return Authority.hostKey(scheme: authority.scheme, authority: written) == host
+    }
+
     /// Frees the slot.
     @inline(never)
     private func release(_ exchange: RequestExchange, host: String, spokeHTTP2: Bool) {
@@ -79,7 +90,9 @@ struct ScheduleStage: PipelineStage {
     /// The outcome, its slot freed now (a body in memory) or once its streamed body has ended.
     @inline(never)
     private func released(_ outcome: consuming Outcome, exchange: RequestExchange, host: String) -> Outcome {
-        let spokeHTTP2 = outcome.response.version.major >= 2
+        // Only an answer from this host itself says it speaks HTTP/2: after a redirect to another
+        // host, that host's protocol must not raise this one's limit.
+        let spokeHTTP2 = outcome.response.version.major >= 2 && Self.answeredBy(host, outcome.response.url)
         guard exchange.mode.isStream, outcome.response.body.bytes == nil else {
             self.release(exchange, host: host, spokeHTTP2: spokeHTTP2)
             return outcome

@@ -129,6 +129,40 @@ struct SchedulerTests {
         }
     }
 
+    // AsyncHTTPClient only: the redirect leads to an HTTP/2 server over TLS with the test CA,
+    // which URLSession on Linux trusts only in the private namespace of URLSessionTLSTests.
+    @Test
+    func aRedirectToAnHTTP2HostDoesNotRaiseTheFirstHostsLimit() async throws {
+        // An HTTP/1.1 host that redirects to an HTTP/2 host was marked HTTP/2 itself (its limit
+        // raised from 1 here to 100): the final hop's protocol was credited to the first host.
+        let target = try await tlsServer()
+        defer { Task { try? await target.stop() } }
+        let gate = Gate()
+        let server = try await http1Server { request in
+            switch request.path {
+            case "/go": return .text("", status: 302, headers: [("Location", "https://localhost:\(target.port)/json")])
+            default:
+                await gate.wait()
+                return .json(#"{"id":1,"title":"x"}"#)
+            }
+        }
+        try await withClient(
+            .asyncHTTPClient, server: server,
+            configure: { $0.scheduling = .init(maxConcurrentRequests: 64, maxRequestsPerHost: 1) },
+            transportConfiguration: { try? $0.trust(pemCertificates: Certificates.shared.caPEMBytes) }
+        ) { client in
+            let moved = try await client.response(Endpoint<Article>(path: "/go"))
+            #expect(moved.version.major == 2)
+            let handles = (1...3).map { client.start(Endpoint<Article>(method: .post, path: "/slow/\($0)")) }
+            // All three have reached the scheduler: it decided for each, one at a time per host.
+            #expect(await eventually { client.traffic.inFlight + client.traffic.queued == 3 })
+            #expect(client.traffic.inFlight == 1)
+            #expect(client.traffic.queued == 2)
+            await gate.open()
+            for handle in handles { _ = try await handle.value }
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func cancelledQueuedRequestNeverReachesTheServer(_ kind: TransportKind) async throws {
         let gate = Gate()
