@@ -76,6 +76,17 @@ struct LogicalKey: Hashable, Sendable {
     }
 
     private let parts: Parts
+
+    /// The scheduler's per-host key of the request (``Authority/hostKey(scheme:authority:)``,
+    /// the scheme lower-cased, `https` when there is none): made once, for both.
+    var hostKey: String { self.parts.authority }
+
+    /// The per-host key of a request's head, as ``hostKey`` makes it.
+    static func hostKey(of head: HTTPRequest) -> String {
+        let written = head.scheme ?? "https"
+        let scheme = written == "https" || written == "http" ? written : written.lowercased()
+        return Authority.hostKey(scheme: scheme, authority: head.authority ?? "")
+    }
     /// The fields the cache lookup added (validators, a `Range` for the missing bytes): callers
     /// whose requests the cache changed differently never share one exchange.
     var cachePlan = ""
@@ -109,8 +120,7 @@ struct LogicalKey: Hashable, Sendable {
         let written = request.head.scheme ?? "https"
         let scheme = written == "https" || written == "http" ? written : written.lowercased()
         self.parts = Parts(
-            method: request.head.method, scheme: scheme,
-            authority: Authority.hostKey(scheme: scheme, authority: request.head.authority ?? ""), path: path,
+            method: request.head.method, scheme: scheme, authority: Self.hostKey(of: request.head), path: path,
             bodyDigest: bodyDigest, partition: partition, endpointMiddleware: middleware, wire: wire, headers: headers,
             acceptedStatuses: endpoint.acceptedStatuses, custom: custom)
     }

@@ -19,7 +19,8 @@ struct ScheduleStage: PipelineStage {
         let scheduler = self.scheduler
         let events = self.events
         let ticket = exchange.ticket ?? scheduler.makeTicket()
-        let host = Authority.hostKey(scheme: exchange.request.head.scheme, authority: exchange.request.head.authority ?? "")
+        // A shared request's key has it made already.
+        let host = exchange.key?.hostKey ?? LogicalKey.hostKey(of: exchange.request.head)
         // Changes of priority move the request while it waits for its slot, and only then: once
         // it has one, the observer goes (a change after that would wait in the scheduler for a
         // ticket that never comes back).
