@@ -357,7 +357,7 @@ public final class AsyncHTTPClientTransport: Transport {
         // size limit rejects it.
         let expected = response.headers.first(name: "content-length").flatMap(UntrustedNumber.contentLength)
         let body = response.body
-        let stream = ByteStream {
+        let stream = ByteStream.readOnce {
             var iterator = body.makeAsyncIterator()
             return {
                 do {

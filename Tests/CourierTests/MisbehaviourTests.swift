@@ -107,6 +107,35 @@ struct MisbehaviourTests {
         }
     }
 
+    /// Collects the response's body and hands on the same response, whose body has then been read.
+    struct ReadsTheBodyFirst: Middleware {
+        func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+            let response = try await next(request)
+            _ = try await response.body.collect(upTo: 1 << 20)
+            return response
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aStreamedBodyReadTwiceFailsTypedInsteadOfTrappingOrLookingEmpty(kind: TransportKind) async throws {
+        // AsyncHTTPClient's body traps on a second iterator (the process died); URLSession's
+        // ended at once, as an empty body that succeeded. Both refuse the second read now.
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let response = try await client.stream(Endpoint<Data>(path: "/chunked", decoding: .data))
+            var first = 0
+            for try await chunk in response.body { first += chunk.count }
+            #expect(first > 0)
+            let again = await expectCourierError { for try await _ in response.body {} }
+            #expect(again?.kind == .invalidRequest, "\(String(describing: again))")
+        }
+        let collected = try await http1Server()
+        try await withClient(kind, server: collected, configure: { $0.middleware = [ReadsTheBodyFirst()] }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/chunked", decoding: .data)) }
+            #expect(error?.kind == .invalidRequest, "\(String(describing: error))")
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func closeMidBodyIsATransportErrorNotATruncatedSuccess(kind: TransportKind) async throws {
         let server = try await http1Server()

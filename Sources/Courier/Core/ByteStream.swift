@@ -66,6 +66,25 @@ public struct ByteStream: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(nextChunk: self.makeNext())
     }
+
+    /// A stream of a transport's response body, which can be read once: a second iteration
+    /// throws kind `invalidRequest` at its first read, on every transport alike (AsyncHTTPClient's
+    /// body traps on a second iterator; another source may end at once, as if the body were empty).
+    package static func readOnce(
+        onCancel: (@Sendable () -> Void)? = nil, makeNext: @escaping @Sendable () -> (() async throws -> Data?)
+    ) -> ByteStream {
+        let started = Locked(false)
+        return ByteStream(onCancel: onCancel) {
+            let first = started.withLock { started in
+                defer { started = true }
+                return !started
+            }
+            guard first else {
+                return { throw CourierError.invalidRequest("a streamed response body can be read once, and it has been read already") }
+            }
+            return makeNext()
+        }
+    }
 }
 
 /// Holds a non-sendable iterator for the one task that iterates it.

@@ -250,7 +250,7 @@ public final class URLSessionTransport: Transport {
             expected = nil
         }
         let chunks = exchange.chunks
-        let body = ByteStream(onCancel: {
+        let body = ByteStream.readOnce(onCancel: {
             exchange.cancel()
         }) {
             return {
