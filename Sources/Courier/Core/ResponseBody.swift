@@ -76,18 +76,25 @@ public struct ResponseBody: AsyncSequence, Sendable {
             guard data.count <= limit else { throw CourierError.responseTooLarge(limit: limit) }
             return data
         case .stream(let stream):
-            var iterator = stream.makeAsyncIterator()
-            guard let first = try await iterator.next() else { return Data() }
-            try Self.check(deadline, stream)
-            guard first.count <= limit else {
+            do {
+                var iterator = stream.makeAsyncIterator()
+                guard let first = try await iterator.next() else { return Data() }
+                try Self.check(deadline, stream)
+                guard first.count <= limit else {
+                    stream.cancel()
+                    throw CourierError.responseTooLarge(limit: limit)
+                }
+                // A single chunk is the common case for small bodies: return it without copying.
+                guard let second = try await iterator.next() else { return first }
+                return try await Self.collect(
+                    first, second, rest: &iterator, of: stream, upTo: limit, expected: self.expectedLength, deadline: deadline
+                )
+            } catch {
+                // Reading gave up on the body (a read failed: a decoder's error, a cut
+                // connection): its producer may stop sending.
                 stream.cancel()
-                throw CourierError.responseTooLarge(limit: limit)
+                throw error
             }
-            // A single chunk is the common case for small bodies: return it without copying.
-            guard let second = try await iterator.next() else { return first }
-            return try await Self.collect(
-                first, second, rest: &iterator, of: stream, upTo: limit, expected: self.expectedLength, deadline: deadline
-            )
         }
     }
 
@@ -189,6 +196,8 @@ extension ResponseBody {
                     }
                     return chunk
                 } catch {
+                    // A failed read ends the reading: the producer may stop, and the slot is free.
+                    stream.cancel()
                     lease.end()
                     throw error
                 }

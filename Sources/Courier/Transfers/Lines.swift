@@ -12,8 +12,19 @@ package struct LineSplitter: Sendable {
 
     package init(maxLineLength: Int) { self.maxLineLength = maxLineLength }
 
-    /// Adds bytes and returns the lines they complete, without their endings.
+    /// Adds bytes and returns the lines they complete, without their endings; throws kind
+    /// `responseTooLarge` for a line longer than the limit (losing the lines completed before it
+    /// in the same chunk: ``feedKeeping(_:)`` keeps them).
     package mutating func feed(_ chunk: Data) throws -> [String] {
+        let (lines, failure) = self.feedKeeping(chunk)
+        if let failure { throw failure }
+        return lines
+    }
+
+    /// Adds bytes and returns the lines they complete, without their endings, and the failure
+    /// (kind `responseTooLarge`) of a line longer than the limit, if one came: the lines before it
+    /// come first, as a reader would have had them in smaller chunks.
+    package mutating func feedKeeping(_ chunk: Data) -> (lines: [String], failure: CourierError?) {
         var lines: [String] = []
         for byte in chunk {
             if self.lastWasCR {
@@ -29,11 +40,11 @@ package struct LineSplitter: Sendable {
             default:
                 self.pending.append(byte)
                 if self.pending.count > self.maxLineLength {
-                    throw CourierError(.responseTooLarge, "a line of the response is longer than \(self.maxLineLength) bytes")
+                    return (lines, CourierError(.responseTooLarge, "a line of the response is longer than \(self.maxLineLength) bytes"))
                 }
             }
         }
-        return lines
+        return (lines, nil)
     }
 
     /// The last line, when the stream ended without a line ending.
@@ -56,11 +67,15 @@ public struct LineSequence: AsyncSequence, Sendable {
 
     /// The iterator of a ``LineSequence``.
     public struct AsyncIterator: AsyncIteratorProtocol {
+        /// The body, told to stop when reading gives up on it (see ``ByteStream/cancel()``).
+        let base: ByteStream
         var chunks: ByteStream.AsyncIterator
         var splitter: LineSplitter
         var ready: [String] = []
         var index = 0
         var ended = false
+        /// A failure that comes after the lines in `ready`.
+        var failure: CourierError?
 
         /// The next line, or `nil` at the end of the body.
         public mutating func next() async throws -> String? {
@@ -69,11 +84,30 @@ public struct LineSequence: AsyncSequence, Sendable {
                     defer { self.index += 1 }
                     return self.ready[self.index]
                 }
+                if let failure = self.failure {
+                    self.failure = nil
+                    self.ended = true
+                    throw failure
+                }
                 if self.ended { return nil }
                 self.ready = []
                 self.index = 0
-                if let chunk = try await self.chunks.next() {
-                    self.ready = try self.splitter.feed(chunk)
+                let chunk: Data?
+                do {
+                    chunk = try await self.chunks.next()
+                } catch {
+                    // Reading gave up on the body: its producer may stop.
+                    self.ended = true
+                    self.base.cancel()
+                    throw error
+                }
+                if let chunk {
+                    let (lines, failure) = self.splitter.feedKeeping(chunk)
+                    self.ready = lines
+                    if let failure {
+                        self.failure = failure
+                        self.base.cancel()
+                    }
                 } else {
                     self.ended = true
                     if let last = self.splitter.finish() { self.ready = [last] }
@@ -84,7 +118,7 @@ public struct LineSequence: AsyncSequence, Sendable {
 
     /// Makes an iterator over the lines.
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(chunks: self.base.makeAsyncIterator(), splitter: LineSplitter(maxLineLength: self.maxLineLength))
+        AsyncIterator(base: self.base, chunks: self.base.makeAsyncIterator(), splitter: LineSplitter(maxLineLength: self.maxLineLength))
     }
 }
 

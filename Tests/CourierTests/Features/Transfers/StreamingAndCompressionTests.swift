@@ -79,6 +79,70 @@ struct StreamingAndCompressionTests {
         }
     }
 
+    /// A transport of an app's own whose endless gzip body says when the consumer cancels it.
+    struct EndlessGarbage: Transport {
+        let cancelled: Locked<Bool>
+        func send(_ request: Request) async throws -> RawResponse {
+            let cancelled = self.cancelled
+            let body = ByteStream(onCancel: { cancelled.withLock { $0 = true } }) { { Data("not gzip at all".utf8) } }
+            return RawResponse(
+                head: HTTPResponse(status: .ok, headerFields: [.contentEncoding: "gzip"]), body: .stream(body, expectedLength: nil))
+        }
+    }
+
+    // A transport of the app's own: the contract under test is what the pipeline tells a
+    // transport's body (`ByteStream.cancel()`), which Courier's two transports implement apart
+    // (AsyncHTTPClient's body ends when its reader goes, and has no cancel of its own).
+    @Test
+    func aBodyWhoseReadingFailsIsCancelledSoItsProducerStops() async throws {
+        // The caller got the decoding error, and the producer was never told: it went on
+        // sending an endless body to nobody, holding its connection.
+        let collected = Locked(false)
+        let client = Client(
+            configuration: .init(transport: EndlessGarbage(cancelled: collected), baseURL: URL(string: "https://api.test")!))
+        let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/", decoding: .data)) }
+        #expect(error?.kind == .decoding, "\(String(describing: error))")
+        #expect(collected.current)
+        let streamed = Locked(false)
+        let streaming = Client(
+            configuration: .init(transport: EndlessGarbage(cancelled: streamed), baseURL: URL(string: "https://api.test")!))
+        let response = try await streaming.stream(Endpoint<Data>(path: "/", decoding: .data))
+        let readError = await expectCourierError { for try await _ in response.body {} }
+        #expect(readError?.kind == .decoding, "\(String(describing: readError))")
+        #expect(streamed.current)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aLineTooLongFailsAfterTheLinesBeforeItInTheSameChunk(_ kind: TransportKind) async throws {
+        // One small answer arrives as one chunk: the complete lines (and the event they end)
+        // before the over-long line were dropped with it, so what a reader got depended on where
+        // the transport cut the body. They come first now, then the typed failure.
+        let long = String(repeating: "x", count: 64)
+        let server = try await http1Server { request in
+            .text(
+                request.path == "/sse" ? "data: first\n\ndata: \(long)\n\n" : "a\nbb\n\(long)\n",
+                headers: [("Content-Type", "text/event-stream")])
+        }
+        try await withClient(kind, server: server) { client in
+            var events: [ServerSentEvent] = []
+            let eventError = await expectCourierError {
+                for try await event in try await client.stream(Endpoint<Data>(path: "/sse", decoding: .data)).events(maxLineLength: 16) {
+                    events.append(event)
+                }
+            }
+            #expect(events == [ServerSentEvent(data: "first")])
+            #expect(eventError?.kind == .responseTooLarge)
+            var lines: [String] = []
+            let lineError = await expectCourierError {
+                for try await line in try await client.stream(Endpoint<Data>(path: "/lines", decoding: .data)).lines(maxLineLength: 16) {
+                    lines.append(line)
+                }
+            }
+            #expect(lines == ["a", "bb"])
+            #expect(lineError?.kind == .responseTooLarge)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func anEventLargerThanTheLimitFailsTypedAfterTheEventsBeforeIt(_ kind: TransportKind) async throws {
         let server = try await http1Server(Self.origin)
