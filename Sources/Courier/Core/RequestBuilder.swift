@@ -24,6 +24,9 @@ enum RequestBuilder {
         _ endpoint: EndpointDescription, configuration: Client.Configuration, base clientBase: BaseURL?, id: RequestID
     ) throws -> Request {
         var head: HTTPRequest
+        // Whether the request goes to another origin than the base its client (or service) names:
+        // the default fields that carry credentials stay home then (as on a redirect, RFC 9110 §15.4).
+        var elsewhere = false
         if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://") {
             guard let url = URL(string: endpoint.path), let target = BaseURL(url),
                 let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
@@ -37,6 +40,8 @@ enum RequestBuilder {
             head = HTTPRequest(
                 method: endpoint.method, scheme: target.scheme, authority: target.authority,
                 path: BaseURL.appending(endpoint.query, to: path))
+            let home = endpoint.service.flatMap { try? configuration.servers?.base(for: $0) } ?? clientBase
+            elsewhere = !Self.isSameOrigin(target, home)
         } else {
             let base: BaseURL
             if let service = endpoint.service {
@@ -54,6 +59,9 @@ enum RequestBuilder {
                 path: base.path(appending: endpoint.path, query: endpoint.query))
         }
         var fields = configuration.defaultHeaders
+        if elsewhere {
+            for name in configuration.redirects.sensitiveFields { fields[name] = nil }
+        }
         for field in endpoint.headers {
             fields[field.name] = nil
         }
@@ -97,6 +105,12 @@ enum RequestBuilder {
         var request = Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)
         if !endpoint.hasOwnName { request.hasOwnName = false }
         return request
+    }
+
+    /// Whether `target` has the origin (scheme, host and port) of `home`; `false` without a home.
+    static func isSameOrigin(_ target: BaseURL, _ home: BaseURL?) -> Bool {
+        guard let home else { return false }
+        return Authority(scheme: target.scheme, authority: target.authority) == Authority(scheme: home.scheme, authority: home.authority)
     }
 
     /// The `Accept-Encoding` field sent when the client decodes content, made once: a field's

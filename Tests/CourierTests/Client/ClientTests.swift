@@ -72,6 +72,43 @@ struct ClientTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func credentialsInDefaultFieldsStayWithTheBaseURLsOrigin(kind: TransportKind) async throws {
+        // RFC 9110 §15.4 (as on a redirect): a presigned URL from the API, or a third party's,
+        // sent through the same client got the client's and the service's Authorization and
+        // cookies (a presigned storage URL then refuses the request). Other default fields go.
+        let api = try await http1Server()
+        let storage = try await http1Server { request in
+            .text(
+                "auth=\(request.header("authorization") ?? "-") cookie=\(request.header("cookie") ?? "-") ua=\(request.header("user-agent") ?? "-") api=\(request.header("x-api") ?? "-")"
+            )
+        }
+        let (transport, shutdown) = makeTransport(kind)
+        let servers = ServerDirectory(
+            urls: ["api": [.develop: api.baseURL]], buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore())
+        let client = Client(
+            configuration: .init(transport: transport, baseURL: api.baseURL) {
+                $0.defaultHeaders[.authorization] = "Bearer s3cret"
+                $0.defaultHeaders[.cookie] = "sid=1"
+                $0.defaultHeaders[.userAgent] = "App/1"
+                $0.servers = servers
+                $0.serviceDefaults["api"] = ServiceDefaults(headers: [.authorization: "Bearer service", HTTPField.Name("X-Api")!: "2"])
+            })
+        let url = storage.baseURL.absoluteString + "/bucket/a?sig=abc"
+        #expect(try await client.send(Endpoint<String>(path: url, decoding: .string)) == "auth=- cookie=- ua=App/1 api=-")
+        #expect(try await client.send(Endpoint<String>(path: url, decoding: .string).service("api")) == "auth=- cookie=- ua=App/1 api=2")
+        // The endpoint's own fields are the app's choice, and go.
+        #expect(
+            try await client.send(Endpoint<String>(path: url, headers: [.authorization: "AWS4 x"], decoding: .string))
+                == "auth=AWS4 x cookie=- ua=App/1 api=-")
+        // The base's own origin, written as an absolute URL, still gets them.
+        let home = try await client.send(Endpoint<Echo>(path: api.baseURL.absoluteString + "/echo"))
+        #expect(home.headers["authorization"] == "Bearer s3cret")
+        try await shutdown()
+        try await api.stop()
+        try await storage.stop()
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func formBodyIsURLEncoded(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in

@@ -55,7 +55,15 @@ extension EndpointDescription {
 extension Client.Configuration {
     /// The endpoint with its service's ``ServiceDefaults`` applied, if it has a service with some.
     func withServiceDefaults(_ endpoint: EndpointDescription) -> EndpointDescription {
-        guard let service = endpoint.service, let defaults = self.serviceDefaults[service] else { return endpoint }
+        guard let service = endpoint.service, var defaults = self.serviceDefaults[service] else { return endpoint }
+        // An absolute URL to another origin than the service's: the service's fields that carry
+        // credentials stay home (as on a redirect to another origin, RFC 9110 §15.4).
+        if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://"),
+            let url = URL(string: endpoint.path), let target = BaseURL(url),
+            !RequestBuilder.isSameOrigin(target, try? self.servers?.base(for: service))
+        {
+            for name in self.redirects.sensitiveFields { defaults.headers[name] = nil }
+        }
         return endpoint.applying(defaults)
     }
 }
