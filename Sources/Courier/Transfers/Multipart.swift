@@ -61,13 +61,9 @@ public struct MultipartForm: Sendable {
     /// Adds a file from disk, read when the body is sent; the file name defaults to the file's.
     public mutating func addFile(name: String, url: URL, fileName: String? = nil, contentType: String = "application/octet-stream") throws {
         try Self.check(contentType)
-        guard let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? NSNumber,
-            FileManager.default.isReadableFile(atPath: url.path)
-        else {
-            throw CourierError.invalidRequest("cannot read the file \(url.path)")
-        }
+        let size = try FileChunks.regularFileSize(url)
         let header = self.header(name: name, fileName: fileName ?? url.lastPathComponent, contentType: contentType)
-        self.parts.append(Part(header: header, content: .file(url, size: size.intValue)))
+        self.parts.append(Part(header: header, content: .file(url, size: size)))
     }
 
     /// The body: replayable, streamed, with a known length.

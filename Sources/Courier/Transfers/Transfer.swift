@@ -1,6 +1,14 @@
 import Foundation
 import HTTPTypes
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// How far a transfer has got.
 public struct TransferProgress: Sendable, Hashable {
     /// Bytes sent or received so far (for a resumed download, including the bytes already on disk).
@@ -175,12 +183,7 @@ extension RequestBody {
     ///
     /// - Throws: ``CourierError`` of kind `invalidRequest` when the file cannot be read.
     public static func file(_ url: URL, contentType: String? = nil) throws -> RequestBody {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
-            let size = (attributes[.size] as? NSNumber)?.intValue,
-            FileManager.default.isReadableFile(atPath: url.path)
-        else {
-            throw CourierError.invalidRequest("cannot read the file \(url.path)")
-        }
+        let size = try FileChunks.regularFileSize(url)
         return .stream(length: size, contentType: contentType) { FileChunks.stream(url) }
     }
 
@@ -202,6 +205,17 @@ extension RequestBody {
 /// Reads a file as a stream of chunks.
 enum FileChunks {
     static let chunkSize = 256 * 1024
+
+    /// The size of the regular file at `url`, measured as it is read: through a symbolic link to
+    /// it (whose own size, the length of the path it holds, was announced before). Throws kind
+    /// `invalidRequest` for anything but a readable regular file (a directory, a device).
+    static func regularFileSize(_ url: URL) throws(CourierError) -> Int {
+        var status = stat()
+        guard stat(url.path, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, access(url.path, R_OK) == 0 else {
+            throw CourierError.invalidRequest("cannot read the file \(url.path): it is not a readable regular file")
+        }
+        return Int(status.st_size)
+    }
 
     static func stream(_ url: URL) -> ByteStream {
         ByteStream {

@@ -194,6 +194,33 @@ struct TransferTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aFileUploadedThroughASymbolicLinkSendsTheFileItPointsTo(_ kind: TransportKind) async throws {
+        // The length was the link's own (the length of the path it holds), the bytes the file's:
+        // every upload through a link failed with "more than the N bytes announced". A directory
+        // passed the checks and failed on the way as a transport error.
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("photo.bin")
+        let bytes = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        try bytes.write(to: file)
+        let link = folder.appendingPathComponent("link.bin")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: file)
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(kind, server: server) { client in
+            let sent = try await client.send(
+                Endpoint<String>(method: .post, path: "/upload", body: .body(try .file(link)), decoding: .string))
+            #expect(sent == "\(bytes.count) \(sha256(bytes))")
+            var form = MultipartForm()
+            try form.addFile(name: "photo", url: link)
+            let multipart = try await client.send(
+                Endpoint<String>(method: .post, path: "/upload", body: .body(form.body()), decoding: .string))
+            #expect(multipart.hasPrefix("\(form.body().length ?? -1) "))
+            #expect(throws: CourierError.self) { _ = try RequestBody.file(folder) }
+            #expect(throws: CourierError.self) { try form.addFile(name: "dir", url: folder) }
+        }
+    }
+
     @Test(arguments: TransportKind.allCases, ["../escape.bin", "a/b.bin", "..", ".", "", ".courier-x"])
     func aDestinationOutsideTheDirectoryIsRefused(_ kind: TransportKind, _ name: String) async throws {
         let folder = try self.directory()
