@@ -5,11 +5,17 @@ extension Request {
     /// The request as a `curl` command line, with secrets hidden.
     ///
     /// Authorization, Cookie and other secret header values, token-like query parameters and secret
-    /// fields of form or JSON bodies are replaced by the redactor's replacement text. A streamed body
-    /// is shown as `<stream>`.
+    /// fields of form or JSON bodies are replaced by the redactor's replacement text, as in the
+    /// logs and HAR files. A streamed body is shown as `<stream>`. The body goes as `--data-raw`,
+    /// so a body that starts with `@` is sent as written, never read from a local file by that
+    /// name; a HEAD request is `--head` (with `-X HEAD`, curl waits for a body that never comes).
     public func cURLDescription(redactor: Redactor = .standard) -> String {
         var parts = ["curl"]
-        if self.head.method != .get || self.body != nil { parts.append("-X \(self.head.method.rawValue)") }
+        if self.head.method == .head {
+            parts.append("--head")
+        } else if self.head.method != .get || self.body != nil {
+            parts.append("-X \(self.head.method.rawValue)")
+        }
         let url = self.url.map(redactor.redact(url:)) ?? (self.head.path ?? "/")
         parts.append(Self.shellQuote(url))
         for field in self.head.headerFields {
@@ -20,13 +26,16 @@ extension Request {
                 parts.append("-H \(Self.shellQuote("Content-Type: \(contentType)"))")
             }
             if let bytes = body.bytes {
-                if let text = String(data: bytes, encoding: .utf8) {
-                    parts.append("--data-binary \(Self.shellQuote(redactor.redactFreeText(text)))")
+                if bytes.isEmpty {
+                    parts.append("--data-raw ''")
+                } else if String(data: bytes, encoding: .utf8) != nil {
+                    let type = self.head.headerFields[.contentType] ?? body.contentType
+                    parts.append("--data-raw \(Self.shellQuote(redactor.redact(body: bytes, contentType: type, limit: .max)))")
                 } else {
-                    parts.append("--data-binary '<\(bytes.count) bytes>'")
+                    parts.append("--data-raw '<\(bytes.count) bytes>'")
                 }
             } else {
-                parts.append("--data-binary '<stream>'")
+                parts.append("--data-raw '<stream>'")
             }
         }
         return parts.joined(separator: " ")

@@ -82,6 +82,33 @@ struct LoggingTests {
     }
 
     @Test
+    func aCURLCommandSendsItsBodyAsWrittenHidesWhatTheLogsHideAndEndsForHEAD() throws {
+        let client = Client(configuration: .init(transport: URLSessionTransport(), baseURL: URL(string: "https://api.example.com")!))
+        func curl(_ endpoint: Endpoint<Data>) throws -> String { try client.makeRequest(for: endpoint).cURLDescription() }
+        // `--data-binary '@…'` made curl upload the local file of that name.
+        let mention = try curl(
+            Endpoint<Data>(
+                method: .post, path: "/chat", body: .body(.data(Data("@/etc/passwd".utf8), contentType: "text/plain")), decoding: .data))
+        #expect(mention.contains("--data-raw '@/etc/passwd'"))
+        #expect(!mention.contains("--data-binary"))
+        // Nested and percent-encoded secret names, which the logs and HAR hide, were shown here.
+        let nested = try curl(
+            Endpoint<Data>(method: .post, path: "/login", body: .json(["auth": ["user": "bob", "pass": "hunter2"]]), decoding: .data))
+        #expect(!nested.contains("hunter2"), "\(nested)")
+        let form = try curl(
+            Endpoint<Data>(
+                method: .post, path: "/login",
+                body: .body(.data(Data("user%5Bpassword%5D=hunter2&x=1".utf8), contentType: "application/x-www-form-urlencoded")),
+                decoding: .data))
+        #expect(!form.contains("hunter2"), "\(form)")
+        #expect(form.contains("x=1"))
+        // `-X HEAD` makes curl wait for a body a HEAD answer never has.
+        let head = try curl(Endpoint<Data>(method: .head, path: "/file", decoding: .data))
+        #expect(head.hasPrefix("curl --head "))
+        #expect(!head.contains("-X HEAD"))
+    }
+
+    @Test
     func errorDescriptionsDoNotLeakTokensFromBodies() {
         var error = CourierError(.httpStatus, "the server answered 401")
         error.body = Data(#"{"error":"bad","access_token":"leaky","hint":"Bearer abc123"}"#.utf8)
