@@ -39,6 +39,31 @@ struct LoggingTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aRedirectsLocationIsHiddenWithTheClientsOwnRedactor(_ kind: TransportKind) async throws {
+        // The `⤷` line used the standard redactor: a query name the app made secret showed.
+        let server = try await http1Server { request in
+            request.path == "/go" ? .text("", status: 302, headers: [("Location", "/next?sid=S3CRET")]) : .json(#"{"id":1,"title":"x"}"#)
+        }
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test") { _ in handler }
+        logger.logLevel = .debug
+        var redactor = Redactor.standard
+        redactor.queryNames.insert("sid")
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.logger = logger
+                $0.redactor = redactor
+            }
+        ) { client in
+            _ = try await client.send(Endpoint<Article>(path: "/go"))
+            let lines = handler.entries.map { "\($0.message)" }
+            #expect(lines.contains { $0.hasPrefix("⤷ ") && $0.contains("sid=REDACTED") }, "\(lines)")
+            #expect(!lines.joined().contains("S3CRET"), "\(lines)")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func failuresAreLoggedWithTheirKind(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let handler = InMemoryLogHandler()

@@ -11,6 +11,8 @@ struct RedirectStage: PipelineStage {
     let policy: RedirectPolicy
     let clientMiddleware: [any Middleware]
     let events: EventHub
+    /// The client's redactor: what a location shows in events and errors.
+    var redactor: Redactor = .standard
     var name: String { "redirect" }
 
     /// Whether a status is a redirect this stage follows: 301, 302, 303, 307, 308 (a switch, not
@@ -67,7 +69,7 @@ struct RedirectStage: PipelineStage {
                 let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
             else {
                 await response.body.discard()
-                let shown = Redactor.standard.redactFreeText(Redactor.standard.redact(urlString: location))
+                let shown = self.redactor.redactFreeText(self.redactor.redact(urlString: location))
                 throw CourierError(.redirect, "the redirect target '\(shown)' is not an http(s) URL")
             }
             if hops >= self.policy.maxRedirects {
@@ -76,7 +78,7 @@ struct RedirectStage: PipelineStage {
             }
             if current.scheme?.lowercased() == "https", scheme == "http", !self.policy.allowsInsecureDowngrade {
                 await response.body.discard()
-                throw CourierError(.redirect, "refused a redirect from https to http (\(Redactor.standard.redact(url: target)))")
+                throw CourierError(.redirect, "refused a redirect from https to http (\(self.redactor.redact(url: target)))")
             }
             var following = request
             let status = response.statusCode
@@ -103,12 +105,12 @@ struct RedirectStage: PipelineStage {
             let key = "\(following.head.method.rawValue) \(target.absoluteString)"
             if visited.contains(key) {
                 await response.body.discard()
-                throw CourierError(.redirect, "redirect loop detected at \(Redactor.standard.redact(url: target))")
+                throw CourierError(.redirect, "redirect loop detected at \(self.redactor.redact(url: target))")
             }
             visited.insert(key)
             await response.body.discard()
             if self.events.isActive {
-                let location = Redactor.standard.redact(url: target)
+                let location = self.redactor.redact(url: target)
                 self.events.emit(exchange.request) { $0.redirected($1, status: status, location: location) }
             }
             hops += 1
