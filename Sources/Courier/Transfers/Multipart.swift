@@ -104,6 +104,8 @@ public struct MultipartForm: Sendable {
             case "\"": escaped += "%22"
             case "\r": escaped += "%0D"
             case "\n": escaped += "%0A"
+            // No field value may hold NUL (RFC 9110 §5.5): percent-encoded as CR and LF are.
+            case "\0": escaped += "%00"
             default: escaped.unicodeScalars.append(scalar)
             }
         }

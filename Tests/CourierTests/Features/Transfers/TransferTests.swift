@@ -696,7 +696,7 @@ struct TransferTests {
         let file = try self.file("photo.jpg", in: folder, content: fileContent)
         var form = MultipartForm()
         form.add(name: "title", value: "Holiday – día 1")
-        form.add(name: "a\"b\r\nX-Injected: 1", value: "quoted")
+        form.add(name: "a\"b\r\nX-Injected: 1\0", value: "quoted")
         try form.addData(Data("{\"k\":1}".utf8), name: "meta", fileName: "meta\".json", contentType: "application/json")
         try form.addFile(name: "photo", url: file, contentType: "image/jpeg")
         let body = form.body()
@@ -706,7 +706,7 @@ struct TransferTests {
             let received = try #require(server.requests.first)
             let b = form.boundary
             var expected = Data("--\(b)\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nHoliday – día 1\r\n".utf8)
-            expected += Data("--\(b)\r\nContent-Disposition: form-data; name=\"a%22b%0D%0AX-Injected: 1\"\r\n\r\nquoted\r\n".utf8)
+            expected += Data("--\(b)\r\nContent-Disposition: form-data; name=\"a%22b%0D%0AX-Injected: 1%00\"\r\n\r\nquoted\r\n".utf8)
             expected += Data(
                 "--\(b)\r\nContent-Disposition: form-data; name=\"meta\"; filename=\"meta%22.json\"\r\nContent-Type: application/json\r\n\r\n{\"k\":1}\r\n"
                     .utf8)
