@@ -109,7 +109,9 @@ public final class TracingMonitor: EventMonitor, Sendable {
     public func deduplicationJoined(_ request: RequestEvent, sharing: RequestID) {
         let (span, network) = self.state.withLock { state -> ((any Span)?, [InstrumentationContext]) in
             guard let span = state.entries[request.id]?.request else { return (nil, []) }
-            state.entries[sharing, default: Entry()].joiners.append(span)
+            // Kept for the shared request's later attempts only while it is known (not made anew
+            // for one that ended: nothing would remove it).
+            state.entries[sharing]?.joiners.append(span)
             return (span, state.entries[sharing]?.network ?? [])
         }
         guard let span, span.isRecording else { return }
@@ -151,21 +153,34 @@ public final class TracingMonitor: EventMonitor, Sendable {
         span.end()
     }
 
-    /// Forgets everything about a request that ended, and returns its span.
-    /// The open attempt span of `id`, now closed.
+    /// The open attempt span of `id`, now closed; the request's entry goes with it once the
+    /// request itself has ended (its caller left while a shared attempt went on, or the attempt
+    /// was a background revalidation after its caller's end).
     private func takeAttempt(_ id: RequestID) -> (any Span)? {
         self.state.withLock { state in
             guard let span = state.entries[id]?.attempt else { return nil }
             state.entries[id]?.attempt = nil
+            if state.entries[id]?.request == nil { state.entries[id] = nil }
             return span
         }
     }
 
+    /// The span of a request that ended; its entry goes, unless an attempt of it is still open
+    /// (a shared request whose first caller left): that attempt's end removes it.
     private func ended(_ id: RequestID) -> (any Span)? {
         self.state.withLock { state in
-            state.entries.removeValue(forKey: id)?.request
+            guard let entry = state.entries[id] else { return nil }
+            if entry.attempt != nil {
+                state.entries[id]?.request = nil
+            } else {
+                state.entries[id] = nil
+            }
+            return entry.request
         }
     }
+
+    /// How many requests the monitor keeps something of (for tests).
+    package var entryCount: Int { self.state.withLock { $0.entries.count } }
 
     private func describe(_ span: any Span, _ request: Request) {
         guard span.isRecording else { return }

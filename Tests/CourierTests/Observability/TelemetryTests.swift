@@ -284,6 +284,33 @@ struct TelemetryTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aSharedRequestWhoseFirstCallerLeftStillEndsItsSpanAndForgetsIt(_ kind: TransportKind) async throws {
+        // The leader's end removed the entry holding the open network span: that span never
+        // ended, and the attempt's later events made an entry nothing removed.
+        let gate = Gate()
+        let server = try await http1Server { _ in
+            await gate.wait()
+            return .json(#"{"id":1,"title":"x"}"#)
+        }
+        let tracer = W3CInMemoryTracer()
+        let monitor = TracingMonitor(tracer: tracer)
+        let events = CountingMonitor()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [monitor, events] }) { client in
+            let first = client.start(Endpoint<Article>(name: "shared", path: "/shared"))
+            #expect(await eventually { server.requests.count == 1 })
+            let second = client.start(Endpoint<Article>(name: "shared", path: "/shared"))
+            #expect(await eventually { events.count("joined") == 1 })
+            first.cancel()
+            _ = await expectCourierError { _ = try await first.value }
+            await gate.open()
+            _ = try await second.value
+            #expect(await eventually { tracer.inner.finishedSpans.contains { $0.operationName == "GET" } })
+            #expect(await eventually { monitor.entryCount == 0 })
+        }
+        #expect(tracer.inner.activeSpans.isEmpty)
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aFailedRequestsSpansSayWhatWentWrong(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let tracer = W3CInMemoryTracer()
