@@ -27,11 +27,18 @@ public final class HARRecorder: EventMonitor, Sendable {
     public let redactor: Redactor
     /// A file rewritten after each entry, when given.
     public let file: URL?
+    /// The most entries kept: past it, the oldest go (a long session's recorder would otherwise
+    /// hold every body it ever saw, and rewrite them all after each request).
+    public let maxEntries: Int
     private let recorded = Locked<[HAR.Entry]>([])
+    /// Held while the file is written: each write takes the entries as they are then, so the
+    /// last write has them all (two requests ending at once could write in the other order).
+    private let writing = Locked(())
 
     /// Creates a recorder; with `file`, the HAR file is rewritten after each request ends.
-    public init(bodyLimit: Int = 256 * 1024, redactor: Redactor = .standard, writingTo file: URL? = nil) {
+    public init(bodyLimit: Int = 256 * 1024, maxEntries: Int = 1000, redactor: Redactor = .standard, writingTo file: URL? = nil) {
         self.bodyLimit = bodyLimit
+        self.maxEntries = max(1, maxEntries)
         self.redactor = redactor
         self.file = file
     }
@@ -66,8 +73,12 @@ public final class HARRecorder: EventMonitor, Sendable {
 
     private func record(_ event: RequestEvent, result: RequestResult, error: CourierError?) {
         let entry = self.entry(event, result: result, error: error)
-        self.recorded.withLock { $0.append(entry) }
-        if let file = self.file { try? self.write(to: file) }
+        let limit = self.maxEntries
+        self.recorded.withLock { entries in
+            entries.append(entry)
+            if entries.count > limit { entries.removeFirst(entries.count - limit) }
+        }
+        if let file = self.file { self.writing.withLock { _ in try? self.write(to: file) } }
     }
 
     private func entry(_ event: RequestEvent, result: RequestResult, error: CourierError?) -> HAR.Entry {

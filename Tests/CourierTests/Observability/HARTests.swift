@@ -139,6 +139,32 @@ struct HARTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aRecorderKeepsTheNewestEntriesUpToItsLimitAndItsFileHasThemAll(_ kind: TransportKind) async throws {
+        // Entries were never dropped (a long session kept every body it saw); with a file, two
+        // requests ending at once could write their snapshots in the other order, leaving the
+        // file without the last entry.
+        let server = try await http1Server()
+        let folder = temporaryDirectory("har")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("session.har")
+        let recorder = HARRecorder(maxEntries: 30, writingTo: file)
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [recorder] }) { client in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<40 {
+                    group.addTask { _ = try await client.send(Endpoint<Echo>(method: .post, path: "/echo", query: ["i": "\(index)"])) }
+                }
+                try await group.waitForAll()
+            }
+        }
+        #expect(recorder.count == 30)
+        let written = try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any]
+        let entries = (written?["log"] as? [String: Any])?["entries"] as? [Any]
+        #expect(entries?.count == 30)
+        #expect(try Self.entries(recorder).count == 30)
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func urlsInResponseFieldsAndBytesThatCannotBeRedactedStayOut(_ kind: TransportKind) async throws {
         // A Location with an authorization code in it is redacted as a URL; a body that is not
         // UTF-8 but not of a binary type either (JSON with a stray byte, a multipart form with a
