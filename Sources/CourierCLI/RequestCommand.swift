@@ -493,15 +493,18 @@ extension RequestCommand {
         let total = self.repeatCount
         let width = min(self.concurrency, total)
         let clock = ContinuousClock()
-        let outcomes = await withTaskGroup(of: (Duration, Result<Response<Data>, CourierError>).self) { group in
-            var results: [(Duration, Result<Response<Data>, CourierError>)] = []
+        // Each outcome keeps what the summary needs, not the response: a body per request for a
+        // long run would be memory that grows with `--repeat`.
+        let outcomes = await withTaskGroup(of: (Duration, Result<(status: Int, version: String), CourierError>).self) { group in
+            var results: [(Duration, Result<(status: Int, version: String), CourierError>)] = []
+            results.reserveCapacity(total)
             var started = 0
             func launch() {
                 group.addTask {
                     let start = clock.now
                     do {
                         let response = try await client.response(endpoint)
-                        return (clock.now - start, .success(response))
+                        return (clock.now - start, .success((response.status.code, response.version.description)))
                     } catch {
                         return (clock.now - start, .failure(CourierError.wrap(error)))
                     }
@@ -525,8 +528,8 @@ extension RequestCommand {
         for (_, result) in outcomes {
             switch result {
             case .success(let response):
-                versions.insert(response.version.description)
-                if response.status.code >= 400 { errors += 1 }
+                versions.insert(response.version)
+                if response.status >= 400 { errors += 1 }
             case .failure(let error):
                 errors += 1
                 if firstError == nil { firstError = error }
