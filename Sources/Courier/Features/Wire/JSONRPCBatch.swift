@@ -169,17 +169,7 @@ extension Client {
             name: "jsonrpc.batch", method: .post, path: batch.path, body: .data(body, contentType: "application/json"), decoding: .data)
         endpoint.service = batch.service
         endpoint.wire = RESTProtocol()
-        let data: Data
-        do {
-            data = try await self.send(endpoint)
-        } catch let error as CourierError where error.kind == .httpStatus && batch.expectsResponse {
-            // JSON-RPC error objects sent with an error status (a 500 for an invalid batch): each
-            // call's own answer, or the batch's error, rather than a bare status.
-            guard let body = error.body, let results = try? JSONRPCBatchResults(parsing: body, decoder: self.configuration.decoder),
-                !results.responses.isEmpty || results.sharedError?.kind == .rpc || results.unidentified != nil
-            else { throw error }
-            return results
-        }
+        let data = try await self.send(endpoint)
         guard batch.expectsResponse else {
             return JSONRPCBatchResults(responses: [:], sharedError: nil, body: data, decoder: self.configuration.decoder)
         }

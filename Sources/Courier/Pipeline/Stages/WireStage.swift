@@ -66,12 +66,7 @@ struct WireStage: PipelineStage {
         exchange.wire = wire
         exchange.call = call
         exchange.readsBody = true
-        var outcome: Outcome
-        do {
-            outcome = try await next.outOfLine(exchange)
-        } catch let error as CourierError where error.kind == .httpStatus && !call.isNotification && !(wire is RESTProtocol) {
-            throw Self.protocolError(in: error, wire: wire, call: call)
-        }
+        var outcome = try await next.outOfLine(exchange)
         guard !exchange.mode.isStream, !call.isNotification, !exchange.answersRevalidation(status: outcome.response.statusCode)
         else { return outcome }
         do {
@@ -87,21 +82,5 @@ struct WireStage: PipelineStage {
         }
         outcome.payloadMayBeCached = wire.payloadMayBeCached
         return outcome
-    }
-
-    /// The protocol's own error when a status the endpoint does not accept carries one: a
-    /// JSON-RPC error object or an envelope's business code sent with, say, a 500 (as JSON-RPC
-    /// over HTTP servers commonly answer `-32603`) is that error, with its code and message.
-    /// Anything else the body holds (nothing, HTML, a success envelope) leaves the `httpStatus` error.
-    @inline(never)
-    static func protocolError(in error: CourierError, wire: any WireProtocol, call: WireCall) -> CourierError {
-        guard let body = error.body, !body.isEmpty, let status = error.status else { return error }
-        do {
-            _ = try wire.unbox(body, head: HTTPResponse(status: status, headerFields: error.headers ?? [:]), call: call)
-        } catch var own as CourierError where own.kind == .rpc || own.kind == .business {
-            own.status = status
-            return own
-        } catch {}
-        return error
     }
 }

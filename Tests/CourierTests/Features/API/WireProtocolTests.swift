@@ -187,54 +187,6 @@ struct WireProtocolTests {
     }
 
     @Test(arguments: TransportKind.allCases)
-    func aProtocolErrorSentWithAnErrorStatusIsThatError(_ kind: TransportKind) async throws {
-        // JSON-RPC over HTTP servers commonly answer an error object with 500 (or 400, 404), and
-        // some envelope APIs send their business code with a 4xx: the caller gets the protocol's
-        // error, with its code and message, not a bare status. Bodies that hold no such error
-        // stay `httpStatus`.
-        let server = try await http1Server { request in
-            let id = (try? JSONDecoder().decode(JSONValue.self, from: request.body))?["id"]?.intValue ?? 0
-            switch request.path {
-            case "/rpc-500":
-                return .json(#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal error"},"id":\#(id)}"#, status: 500)
-            case "/env-401": return .json(#"{"code":1001,"msg":"expired","data":null}"#, status: 401)
-            case "/rpc-html": return .text("<html>down</html>", status: 503)
-            case "/batch-500":
-                return .json(#"{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request"},"id":null}"#, status: 500)
-            default: return .text("?", status: 404)
-            }
-        }
-        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
-            var call = Endpoint<Int>.rpc("x").wire(JSONRPCProtocol())
-            call.path = "/rpc-500"
-            let rpc = await expectCourierError { _ = try await client.send(call) }
-            #expect(rpc?.kind == .rpc, "\(String(describing: rpc))")
-            #expect(rpc?.code == "-32603")
-            #expect(rpc?.status?.code == 500)
-            let business = await expectCourierError {
-                _ = try await client.send(Endpoint<Profile>(path: "/env-401").wire(EnvelopeProtocol()))
-            }
-            #expect(business?.kind == .business, "\(String(describing: business))")
-            #expect(business?.code == "1001")
-            #expect(business?.status?.code == 401)
-            call.path = "/rpc-html"
-            let html = await expectCourierError { _ = try await client.send(call) }
-            #expect(html?.kind == .httpStatus)
-            #expect(html?.status?.code == 503)
-            // A batch the server rejects as a whole with 500 (JSON-RPC 2.0 §6's invalid batch).
-            let batch = JSONRPCBatch(path: "/batch-500")
-            let item = batch.call("x", as: Int.self)
-            let results = try await client.send(batch)
-            guard case .failure(let rejected) = results[item] else {
-                Issue.record("a rejected batch's call succeeded")
-                return
-            }
-            #expect(rejected.kind == .rpc)
-            #expect(rejected.code == "-32600")
-        }
-    }
-
-    @Test(arguments: TransportKind.allCases)
     func batchAnswersThatCannotBeTiedToOneCallAreNotTakenForIt(_ kind: TransportKind) async throws {
         let answer = Locked("")
         let server = try await http1Server { _ in .json(answer.current) }
