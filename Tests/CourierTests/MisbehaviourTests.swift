@@ -128,6 +128,15 @@ struct MisbehaviourTests {
             #expect(first > 0)
             let again = await expectCourierError { for try await _ in response.body {} }
             #expect(again?.kind == .invalidRequest, "\(String(describing: again))")
+            // A second reader's refusal leaves the first reader's body alone: it reads on to the end.
+            let whole = try await client.send(Endpoint<Data>(path: "/chunked", decoding: .data))
+            let reading = try await client.stream(Endpoint<Data>(path: "/chunked", decoding: .data))
+            var iterator = reading.body.makeAsyncIterator()
+            var read = try await iterator.next()?.count ?? 0
+            let second = await expectCourierError { for try await _ in reading.body {} }
+            #expect(second?.kind == .invalidRequest)
+            while let chunk = try await iterator.next() { read += chunk.count }
+            #expect(read == whole.count)
         }
         let collected = try await http1Server()
         try await withClient(kind, server: collected, configure: { $0.middleware = [ReadsTheBodyFirst()] }) { client in

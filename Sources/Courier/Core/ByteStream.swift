@@ -67,6 +67,19 @@ public struct ByteStream: AsyncSequence, Sendable {
         AsyncIterator(nextChunk: self.makeNext())
     }
 
+    /// The error of a second read of a body that can be read once.
+    package static func readAgain() -> CourierError {
+        CourierError.invalidRequest(Self.readAgainMessage)
+    }
+
+    /// Whether `error` is a second reader's refusal: the first reader still owns the body, so
+    /// nothing may cancel it or give its slot back on the second's behalf.
+    package static func isReadAgain(_ error: any Error) -> Bool {
+        (error as? CourierError)?.message == Self.readAgainMessage
+    }
+
+    private static let readAgainMessage = "a streamed response body can be read once, and it has been read already"
+
     /// A stream of a transport's response body, which can be read once: a second iteration
     /// throws kind `invalidRequest` at its first read, on every transport alike (AsyncHTTPClient's
     /// body traps on a second iterator; another source may end at once, as if the body were empty).
@@ -79,9 +92,7 @@ public struct ByteStream: AsyncSequence, Sendable {
                 defer { started = true }
                 return !started
             }
-            guard first else {
-                return { throw CourierError.invalidRequest("a streamed response body can be read once, and it has been read already") }
-            }
+            guard first else { return { throw Self.readAgain() } }
             return makeNext()
         }
     }

@@ -40,8 +40,10 @@ enum RequestBuilder {
             head = HTTPRequest(
                 method: endpoint.method, scheme: target.scheme, authority: target.authority,
                 path: BaseURL.appending(endpoint.query, to: path))
+            // Without a base to compare with (a client with no base URL), there is no "home" to
+            // keep them to: they go, as the app set them.
             let home = endpoint.service.flatMap { try? configuration.servers?.base(for: $0) } ?? clientBase
-            elsewhere = !Self.isSameOrigin(target, home)
+            elsewhere = home.map { !Self.isSameOrigin(target, $0) } ?? false
         } else {
             let base: BaseURL
             if let service = endpoint.service {

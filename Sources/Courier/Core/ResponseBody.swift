@@ -91,8 +91,9 @@ public struct ResponseBody: AsyncSequence, Sendable {
                 )
             } catch {
                 // Reading gave up on the body (a read failed: a decoder's error, a cut
-                // connection): its producer may stop sending.
-                stream.cancel()
+                // connection): its producer may stop sending. (Not a second reader's refusal:
+                // the first reader still owns the body.)
+                if !ByteStream.isReadAgain(error) { stream.cancel() }
                 throw error
             }
         }
@@ -196,7 +197,9 @@ extension ResponseBody {
                     }
                     return chunk
                 } catch {
-                    // A failed read ends the reading: the producer may stop, and the slot is free.
+                    // A failed read ends the reading: the producer may stop, and the slot is free
+                    // (not on a second reader's refusal: the first reader still owns both).
+                    guard !ByteStream.isReadAgain(error) else { throw error }
                     stream.cancel()
                     lease.end()
                     throw error

@@ -96,9 +96,10 @@ public struct LineSequence: AsyncSequence, Sendable {
                 do {
                     chunk = try await self.chunks.next()
                 } catch {
-                    // Reading gave up on the body: its producer may stop.
+                    // Reading gave up on the body: its producer may stop (unless this was a second
+                    // reader, refused: the first still owns it).
                     self.ended = true
-                    self.base.cancel()
+                    if !ByteStream.isReadAgain(error) { self.base.cancel() }
                     throw error
                 }
                 if let chunk {

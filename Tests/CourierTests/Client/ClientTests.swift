@@ -103,6 +103,10 @@ struct ClientTests {
         // The base's own origin, written as an absolute URL, still gets them.
         let home = try await client.send(Endpoint<Echo>(path: api.baseURL.absoluteString + "/echo"))
         #expect(home.headers["authorization"] == "Bearer s3cret")
+        // A client without a base URL has no origin to keep them to: they go, as the app set them.
+        let baseless = Client(configuration: .init(transport: transport) { $0.defaultHeaders[.authorization] = "Bearer s3cret" })
+        // (The user agent differs: FoundationNetworking adds one of its own, README "fields the platform adds".)
+        #expect(try await baseless.send(Endpoint<String>(path: url, decoding: .string)).hasPrefix("auth=Bearer s3cret cookie=- ua="))
         try await shutdown()
         try await api.stop()
         try await storage.stop()

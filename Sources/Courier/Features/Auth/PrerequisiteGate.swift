@@ -6,9 +6,9 @@
 ///   (kind `cancelled`) or its ``Request/deadline`` passes (kind `timeout`); the fetch itself
 ///   goes on, and its result serves the next requests.
 /// - A fetch that has not ended within `fetchTimeout` (a bootstrap server that accepts the
-///   connection and never answers) is cancelled and fails its waiters with kind `timeout`; the
-///   next request runs the prerequisite again. Without that limit, one stalled fetch held the
-///   gate shut until someone called ``invalidate()``.
+///   connection and never answers) is cancelled; once it has ended it fails its waiters with
+///   kind `timeout`, and the next request runs the prerequisite again. (A fetch that ignores
+///   cancellation holds the gate until it ends.)
 /// - ``invalidate()`` during a fetch is not lost: that fetch's result goes to the requests
 ///   already waiting for it, but does not satisfy the gate; the next request runs the
 ///   prerequisite again.

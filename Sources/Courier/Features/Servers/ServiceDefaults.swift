@@ -60,7 +60,7 @@ extension Client.Configuration {
         // credentials stay home (as on a redirect to another origin, RFC 9110 §15.4).
         if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://"),
             let url = URL(string: endpoint.path), let target = BaseURL(url),
-            !RequestBuilder.isSameOrigin(target, try? self.servers?.base(for: service))
+            let home = try? self.servers?.base(for: service), !RequestBuilder.isSameOrigin(target, home)
         {
             for name in self.redirects.sensitiveFields { defaults.headers[name] = nil }
         }

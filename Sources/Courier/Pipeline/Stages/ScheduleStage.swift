@@ -47,9 +47,10 @@ struct ScheduleStage: PipelineStage {
         do {
             outcome = try await next(exchange)
         } catch {
-            // Which host spoke last is not known here (a redirect may have led elsewhere): a failed
-            // exchange teaches nothing about this one's protocol.
-            self.release(exchange, host: host, spokeHTTP2: false)
+            // An error status arrives here too (an answer the endpoint does not accept): what the
+            // last attempt spoke counts, as before (after a redirect to another host, that host's
+            // protocol may be credited; only successes tell the hop apart).
+            self.release(exchange, host: host, spokeHTTP2: exchange.record.version.map { $0.major >= 2 } ?? false)
             throw error
         }
         return self.released(outcome, exchange: exchange, host: host)
