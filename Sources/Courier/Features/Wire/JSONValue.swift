@@ -2,10 +2,11 @@ import Foundation
 
 /// Any JSON value, for callers who want untyped JSON.
 ///
-/// Every number is kept exactly: integers that fit in `Int` as `.integer`, other numbers as
+/// Numbers are kept as written where `Decimal` can hold them (up to 38 significant digits, and
+/// magnitudes up to about 10^165): integers that fit in `Int` as `.integer`, other numbers as
 /// `.number` when a `Double` holds them as written, else as `.decimal` (more significant digits
-/// than a `Double` has, such as an amount of money, or an integer beyond `Int`). Wire protocols
-/// hand a call's result on through this type, so a value decoded from it is the one the server sent.
+/// than a `Double` has, such as an amount of money, or an integer beyond `Int`). Beyond that, a
+/// number is the nearest `Double`. Wire protocols hand a call's result on through this type.
 public enum JSONValue: Sendable, Hashable, Codable {
     /// `null`.
     case null
