@@ -35,8 +35,15 @@ public final class HARRecorder: EventMonitor, Sendable {
     /// last write has them all (two requests ending at once could write in the other order).
     private let writing = Locked(())
 
-    /// Creates a recorder; with `file`, the HAR file is rewritten after each request ends.
-    public init(bodyLimit: Int = 256 * 1024, maxEntries: Int = 1000, redactor: Redactor = .standard, writingTo file: URL? = nil) {
+    /// Creates a recorder that keeps the newest 1,000 entries; with `file`, the HAR file is
+    /// rewritten after each request ends.
+    public convenience init(bodyLimit: Int = 256 * 1024, redactor: Redactor = .standard, writingTo file: URL? = nil) {
+        self.init(bodyLimit: bodyLimit, maxEntries: 1000, redactor: redactor, writingTo: file)
+    }
+
+    /// Creates a recorder that keeps the newest `maxEntries` entries; with `file`, the HAR file is
+    /// rewritten after each request ends.
+    public init(bodyLimit: Int = 256 * 1024, maxEntries: Int, redactor: Redactor = .standard, writingTo file: URL? = nil) {
         self.bodyLimit = bodyLimit
         self.maxEntries = max(1, maxEntries)
         self.redactor = redactor

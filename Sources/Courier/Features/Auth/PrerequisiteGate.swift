@@ -36,12 +36,25 @@ public final class PrerequisiteGate<Value: Sendable>: Middleware {
     private let fetchTimeout: Duration
     private let state = Locked(State())
 
+    /// Creates a gate whose fetch may take up to 60 seconds.
+    ///
+    /// - Parameters:
+    ///   - fetch: runs the prerequisite once and returns its result.
+    ///   - apply: puts the result into each request that passes.
+    public convenience init(fetch: @escaping @Sendable () async throws -> Value, apply: @escaping @Sendable (Value, inout Request) -> Void)
+    {
+        self.init(fetchTimeout: .seconds(60), fetch: fetch, apply: apply)
+    }
+
     /// Creates a gate.
     ///
-    /// - Parameter fetchTimeout: how long one run of the prerequisite may take before it is
-    ///   cancelled and fails with kind `timeout` (60 seconds by default).
+    /// - Parameters:
+    ///   - fetchTimeout: how long one run of the prerequisite may take before it is cancelled and
+    ///     fails with kind `timeout`.
+    ///   - fetch: runs the prerequisite once and returns its result.
+    ///   - apply: puts the result into each request that passes.
     public init(
-        fetchTimeout: Duration = .seconds(60), fetch: @escaping @Sendable () async throws -> Value,
+        fetchTimeout: Duration, fetch: @escaping @Sendable () async throws -> Value,
         apply: @escaping @Sendable (Value, inout Request) -> Void
     ) {
         self.fetch = fetch
