@@ -17,7 +17,6 @@ struct ScheduleStage: PipelineStage {
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let scheduler = self.scheduler
-        let events = self.events
         let ticket = exchange.ticket ?? scheduler.makeTicket()
         // A shared request's key has it made already.
         let host = exchange.key?.hostKey ?? LogicalKey.hostKey(of: exchange.request.head)
@@ -28,13 +27,7 @@ struct ScheduleStage: PipelineStage {
         do {
             // A suspended client holds what would go to the network here, before it takes a slot.
             if self.lifecycle.isSuspended { try await self.lifecycle.admit() }
-            if events.isActive {
-                try await self.acquireObserved(exchange, ticket: ticket, host: host)
-            } else if !scheduler.tryAcquire(
-                ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority, order: exchange.order)
-            {
-                try await scheduler.waitForSlot(ticket: ticket)
-            }
+            try await self.acquire(exchange, ticket: ticket, host: host)
             // Suspended while it waited for the slot (or after the look above): the slot goes back
             // and the request is held with the others, until `resume()`.
             if self.lifecycle.isSuspended { try await self.heldAfterAcquiring(exchange, ticket: ticket, host: host) }
@@ -63,13 +56,20 @@ struct ScheduleStage: PipelineStage {
         while self.lifecycle.isSuspended {
             self.release(exchange, host: host, spokeHTTP2: false)
             try await self.lifecycle.admit()
-            if self.events.isActive {
-                try await self.acquireObserved(exchange, ticket: ticket, host: host)
-            } else if !self.scheduler.tryAcquire(
-                ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority, order: exchange.order)
-            {
-                try await self.scheduler.waitForSlot(ticket: ticket)
-            }
+            try await self.acquire(exchange, ticket: ticket, host: host)
+        }
+    }
+
+    /// Takes a slot: at once when one is free, else after waiting in the queue (telling the
+    /// monitors when they listen).
+    @inline(__always)
+    private func acquire(_ exchange: RequestExchange, ticket: UInt64, host: String) async throws {
+        if self.events.isActive {
+            try await self.acquireObserved(exchange, ticket: ticket, host: host)
+        } else if !self.scheduler.tryAcquire(
+            ticket: ticket, host: host, priority: exchange.priorityOverride ?? exchange.priority, order: exchange.order)
+        {
+            try await self.scheduler.waitForSlot(ticket: ticket)
         }
     }
 

@@ -136,7 +136,6 @@ struct SchedulerTests {
         // An HTTP/1.1 host that redirects to an HTTP/2 host was marked HTTP/2 itself (its limit
         // raised from 1 here to 100): the final hop's protocol was credited to the first host.
         let target = try await tlsServer()
-        defer { Task { try? await target.stop() } }
         let gate = Gate()
         let server = try await http1Server { request in
             switch request.path {
@@ -161,6 +160,7 @@ struct SchedulerTests {
             await gate.open()
             for handle in handles { _ = try await handle.value }
         }
+        try await target.stop()
     }
 
     @Test(arguments: TransportKind.allCases)
