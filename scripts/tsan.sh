@@ -10,6 +10,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Prints what failed: the failed tests, and each race report whole (both stacks), so a race seen
+# once on another machine can be read from the log.
+report() {
+    grep -E "✘" "$1" | head -40
+    sed -n '/WARNING: ThreadSanitizer/,/SUMMARY: ThreadSanitizer/p' "$1" | head -200
+}
+
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan 2>&1 | grep -E "error|warning: [^']|Build complete" || true
 serial="SeamMatrixTests|ClientTests|URLSessionParityTests|DeduplicationTests|GroupingTests|JSONValueAndCompletionTests|AuthSeamTests|OAuth2Tests|HTTP2MisbehaviourTests"
@@ -19,12 +26,13 @@ left_out="CLITests|OutboxCrashTests|ResourceLimitTests|AuthlibInteropTests|Mitmp
 # runs each beside a process burning one core: 98 s and failed, twice; 79-81 s and passed, twice).
 SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=16 \
     swift test --sanitize=thread --scratch-path .build-tsan --skip-build --skip "$serial|$left_out" > .build-tsan/parallel.log 2>&1 \
-    || { grep -E "ThreadSanitizer|✘" .build-tsan/parallel.log | head -60; echo "tsan: the parallel suites failed" >&2; exit 1; }
+    || { report .build-tsan/parallel.log; echo "tsan: the parallel suites failed" >&2; exit 1; }
 grep -E "^✔ Test run|^✘ Test run" .build-tsan/parallel.log
 swift test --sanitize=thread --scratch-path .build-tsan --skip-build --no-parallel --filter "$serial" > .build-tsan/serial.log 2>&1 \
-    || { grep -E "ThreadSanitizer|✘" .build-tsan/serial.log | head -60; echo "tsan: the serial suites failed" >&2; exit 1; }
+    || { report .build-tsan/serial.log; echo "tsan: the serial suites failed" >&2; exit 1; }
 grep -E "^✔ Test run|^✘ Test run" .build-tsan/serial.log
 if grep -q "ThreadSanitizer" .build-tsan/parallel.log .build-tsan/serial.log; then
+    report .build-tsan/parallel.log; report .build-tsan/serial.log
     echo "tsan: ThreadSanitizer reported" >&2
     exit 1
 fi
