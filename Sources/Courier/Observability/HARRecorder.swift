@@ -33,7 +33,7 @@ public final class HARRecorder: EventMonitor, Sendable {
     private let recorded = Locked<[HAR.Entry]>([])
     /// Held while the file is written: each write takes the entries as they are then, so the
     /// last write has them all (two requests ending at once could write in the other order).
-    private let writing = Locked(())
+    private let writing = NSLock()
 
     /// Creates a recorder that keeps the newest 1,000 entries; with `file`, the HAR file is
     /// rewritten after each request ends.
@@ -85,7 +85,7 @@ public final class HARRecorder: EventMonitor, Sendable {
             entries.append(entry)
             if entries.count > limit { entries.removeFirst(entries.count - limit) }
         }
-        if let file = self.file { self.writing.withLock { _ in try? self.write(to: file) } }
+        if let file = self.file { self.writing.withLock { try? self.write(to: file) } }
     }
 
     private func entry(_ event: RequestEvent, result: RequestResult, error: CourierError?) -> HAR.Entry {

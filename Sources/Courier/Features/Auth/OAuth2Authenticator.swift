@@ -99,7 +99,7 @@ public final class OAuth2Authenticator: Middleware {
     private let state: Locked<State>
     /// Serializes changes of the credentials with their writes to the store, so the store always
     /// ends up with the latest credentials. Taken before `state`, never inside it.
-    private let persisting = Locked(())
+    private let persisting = NSLock()
 
     /// Creates the middleware; the token set is read from `store` once.
     public init(
@@ -164,7 +164,7 @@ public final class OAuth2Authenticator: Middleware {
 
     /// Installs credentials; `clientCredentialsScope` is set for a client-credentials token.
     private func supply(_ token: OAuth2Token, clientCredentialsScope: String??) throws {
-        let (superseded, held) = try self.persisting.withLock { _ in
+        let (superseded, held) = try self.persisting.withLock {
             try self.store.save(token)
             return self.state.withLock { state -> (SharedOutcome<RefreshOutcome>?, SharedOutcome<OAuth2Token>?) in
                 state.token = token
@@ -188,7 +188,7 @@ public final class OAuth2Authenticator: Middleware {
 
     /// Forgets the credentials; a refresh in flight no longer counts.
     public func signOut() throws {
-        let superseded = try self.persisting.withLock { _ in
+        let superseded = try self.persisting.withLock {
             try self.store.save(nil)
             return self.state.withLock { state -> SharedOutcome<RefreshOutcome>? in
                 state.token = nil
@@ -405,7 +405,7 @@ public final class OAuth2Authenticator: Middleware {
             } else {
                 throw CourierError(.authenticationRequired, "the access token expired and there is no refresh token")
             }
-            let installed = self.persisting.withLock { _ in
+            let installed = self.persisting.withLock {
                 let current = self.state.withLock { state -> Bool in
                     guard state.generation == generation else { return false }
                     state.token = token
@@ -426,7 +426,7 @@ public final class OAuth2Authenticator: Middleware {
                     "signing in again is required: the token refresh was refused (\(OAuth2TokenEndpoint.errorCode(of: failure) ?? failure.shortDescription))",
                     underlying: failure)
                 failure.presentation = .reLogin
-                let raise = self.persisting.withLock { _ -> Bool? in
+                let raise = self.persisting.withLock { () -> Bool? in
                     let raise = self.state.withLock { state -> Bool? in
                         guard state.generation == generation else { return nil }
                         state.refresh = nil
