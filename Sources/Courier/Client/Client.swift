@@ -109,18 +109,21 @@ public final class Client: Sendable {
     /// an `HTTPRequest` validates and stores its fields).
     private static let placeholderHead = HTTPRequest(method: .get, scheme: nil, authority: nil, path: nil)
 
-    /// Runs one exchange through the stage list.
+    /// Runs one exchange through the stage list. A download's rounds pass the download's request
+    /// `id`, and a `record` of their own to read after a round fails.
     func run(
         _ endpoint: EndpointDescription, mode: ExchangeMode, control: RequestControl? = nil, policyOverride: CachePolicy? = nil,
-        uploadReporter: ProgressReporter? = nil, adjust: (@Sendable (inout Request) -> Void)? = nil
+        uploadReporter: ProgressReporter? = nil, id: RequestID? = nil, record: ExchangeRecord? = nil,
+        adjust: (@Sendable (inout Request) -> Void)? = nil
     ) async throws -> Outcome {
         let endpoint = self.configuration.withServiceDefaults(endpoint)
+        let request = Request(head: Self.placeholderHead, name: endpoint.name, id: id ?? RequestID())
         let exchange = RequestExchange(
-            endpoint: endpoint, mode: mode, request: Request(head: Self.placeholderHead, name: endpoint.name),
+            endpoint: endpoint, mode: mode, request: request,
             cachePolicy: policyOverride ?? endpoint.cachePolicy ?? self.configuration.cache.policy,
             call: WireCall(operation: endpoint.operation ?? endpoint.name, isNotification: endpoint.isNotification, id: 0),
             control: control, readsBody: endpoint.decoding.readsBody, uploadReporter: uploadReporter, adjust: adjust,
-            record: ExchangeRecord(), start: .now
+            record: record ?? ExchangeRecord(), start: .now
         )
         return try await self.pipeline.run(exchange)
     }

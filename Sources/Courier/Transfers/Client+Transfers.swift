@@ -48,7 +48,8 @@ extension Client {
     /// download to the same destination, in this process or another, fails at once with kind
     /// `invalidRequest` instead of writing into it. It goes through the same stages as
     /// `send(_:)` (constrained mode, scheduling, middleware, retries, redirects), without cache
-    /// or sharing.
+    /// or sharing. Event monitors see one request, started once and ended once under one id,
+    /// however many exchanges the body takes.
     public func download<Value>(
         _ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool = true
     ) -> TransferTask<DownloadResult> {
@@ -72,7 +73,10 @@ extension Client {
         let partialURL = directory.appendingPathComponent(".courier-\(destination.fileName).partial")
         let record = directory.appendingPathComponent(".courier-\(destination.fileName).partial.json")
         let description = endpoint.erased(decoding: .streamed, acceptedStatuses: 200..<300)
-        let urlString = try RequestBuilder.build(description, parts: self.parts).urlString
+        // The download as its monitors see it: one request, started once and ended once, whatever
+        // rounds it takes (each round is an exchange of its own, with this request's id).
+        let announced = try RequestBuilder.build(self.configuration.withServiceDefaults(description), parts: self.parts)
+        let urlString = announced.urlString
         // Held until this function returns: no other download writes into this partial file.
         let partial = try PartialFile.lock(partialURL, destination: target)
         defer { partial.close() }
@@ -86,6 +90,31 @@ extension Client {
             try? FileManager.default.removeItem(at: record)
         }
         let start = ContinuousClock.now
+        let events = self.parts.events
+        events.emit(announced) { $0.requestStarted($1) }
+        // The latest round's request and record, for the end event.
+        var seen = (request: announced, record: ExchangeRecord())
+        do {
+            return try await self.downloadRounds(
+                description, announced: announced, partial: partial, partialURL: partialURL, record: record, target: target,
+                destination: destination, offset: offset, validator: validator, start: start, reporter: reporter, seen: &seen)
+        } catch {
+            events.failed(seen.request, failure: ObserveStage.failure(error), start: start, record: seen.record)
+            throw error
+        }
+    }
+
+    /// The rounds of a download until its file is in place: each asks for the rest of the body
+    /// (or all of it again), and the last reports the download's end to the monitors. `seen`
+    /// holds the latest round's request and record.
+    private func downloadRounds(
+        _ description: EndpointDescription, announced: Request, partial: PartialFile, partialURL: URL, record: URL, target: URL,
+        destination: DownloadDestination, offset: Int64, validator: String?, start: ContinuousClock.Instant,
+        reporter: ProgressReporter, seen: inout (request: Request, record: ExchangeRecord)
+    ) async throws -> DownloadResult {
+        let urlString = announced.urlString
+        var offset = offset
+        var validator = validator
         // Two rounds at most that start again from zero; a round that brought the next part of
         // the body (a server that answers a range with less than the rest) does not count.
         var rounds = 0
@@ -97,8 +126,10 @@ extension Client {
             let rangeStart = offset
             let ifRange = validator
             let outcome: Outcome
+            let round = ExchangeRecord()
+            seen.record = round
             do {
-                outcome = try await self.run(description, mode: .download) { request in
+                outcome = try await self.run(description, mode: .download, id: announced.id, record: round) { request in
                     // Ranges count bytes of the representation as sent: never content-coded here.
                     request.head.headerFields[.acceptEncoding] = "identity"
                     if rangeStart > 0, let ifRange {
@@ -117,6 +148,13 @@ extension Client {
                     reporter.start(completed: rangeStart, expected: rangeStart)
                     try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
                     try? FileManager.default.removeItem(at: record)
+                    if self.parts.events.isActive {
+                        let result = EventHub.result(
+                            response: HTTPResponse(status: .init(code: 416), headerFields: error.headers ?? HTTPFields()), body: nil,
+                            bodySize: 0, version: round.version, source: .network, age: nil, start: start, url: announced.urlString,
+                            record: round, delivery: .downloaded(resumedAt: continuing ? resumedFrom : rangeStart))
+                        self.parts.events.emit(announced) { $0.requestFinished($1, result: result) }
+                    }
                     return DownloadResult(
                         url: target, byteCount: rangeStart, resumedFrom: continuing ? resumedFrom : rangeStart,
                         status: .rangeNotSatisfiable, headers: error.headers ?? HTTPFields())
@@ -130,6 +168,7 @@ extension Client {
                 continue
             }
             let raw = outcome.response
+            if let request = outcome.request { seen.request = request }
             // The size of the whole file (when known), and where this answer's bytes end.
             var total: Int64?
             var end: Int64?
@@ -198,11 +237,7 @@ extension Client {
                 }
                 try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
             } catch {
-                let failure = CourierError.wrap(error)
-                outcome.request.map {
-                    self.parts.events.failed($0, failure: failure, start: start, record: outcome.record ?? ExchangeRecord())
-                }
-                throw failure
+                throw CourierError.wrap(error)
             }
             try? FileManager.default.removeItem(at: record)
             if let request = outcome.request, self.parts.events.isActive {

@@ -311,6 +311,31 @@ struct TelemetryTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aDownloadOfTwoRoundsEndsItsSpanAndForgetsIt(_ kind: TransportKind) async throws {
+        // Each round of a download was a request started anew: a round whose range was answered
+        // with the whole body again (the second round then asks for all of it) left its span
+        // open and its entry behind.
+        let origin = FileOrigin(cutFirstAfter: 400_000, answersAnotherRange: true)
+        let folder = temporaryDirectory("traced-download")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        let tracer = W3CInMemoryTracer()
+        let monitor = TracingMonitor(tracer: tracer)
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [monitor] }) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "traced.bin")
+            let endpoint = Endpoint<Data>(name: "file", path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.status.code == 200)
+            #expect(server.requests.count == 3)
+            #expect(await eventually { monitor.entryCount == 0 })
+        }
+        #expect(tracer.inner.activeSpans.isEmpty)
+        #expect(tracer.inner.finishedSpans.filter { $0.operationName == "file" }.count == 2)
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aFailedRequestsSpansSayWhatWentWrong(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let tracer = W3CInMemoryTracer()

@@ -3,20 +3,22 @@ import Foundation
 /// The start and the end of each caller's request, as events for the client's monitors
 /// (``EventMonitor``): "started" on the way down; "finished", "failed" or "cancelled" on the way
 /// up, with status, source, bytes, HTTP version and timings. The log lines are one monitor
-/// (``LogMonitor``). A stream's request "finishes" when its head arrives; a download's when its
-/// file is in place (the download reports that itself).
+/// (``LogMonitor``). A stream's request "finishes" when its head arrives. A download reports its
+/// own start and end, once for all its rounds (a resumed body can take several exchanges, one
+/// of them answered 416), so this stage reports nothing for an exchange of mode `download`.
 struct ObserveStage: PipelineStage {
     let events: EventHub
     var name: String { "observe" }
 
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
-        self.events.emit(exchange.request) { $0.requestStarted($1) }
+        let reports = exchange.mode != .download
+        if reports { self.events.emit(exchange.request) { $0.requestStarted($1) } }
         let outcome: Outcome
         do {
             outcome = try await next(exchange)
         } catch {
-            self.failed(exchange, error)
+            if reports { self.failed(exchange, error) }
             throw error
         }
         return self.finished(outcome, exchange)
@@ -26,13 +28,19 @@ struct ObserveStage: PipelineStage {
     /// `run`, so that its values stay out of the async frame every request allocates.
     @inline(never)
     private func failed(_ exchange: RequestExchange, _ error: any Error) {
+        self.events.failed(exchange.request, failure: Self.failure(error), start: exchange.start, record: exchange.record)
+    }
+
+    /// The error a request's monitors are told it failed with: a transport failure of a
+    /// cancelled task is a cancellation.
+    static func failure(_ error: any Error) -> CourierError {
         var failure = CourierError.wrap(error)
         if Task.isCancelled, failure.kind == .transport {
             let context = failure.context
             failure = .cancelled(underlying: failure)
             failure.context = context
         }
-        self.events.failed(exchange.request, failure: failure, start: exchange.start, record: exchange.record)
+        return failure
     }
 
     /// The outcome with the request, duration and record filled in (its URL follows from them);

@@ -381,6 +381,42 @@ struct TransferTests {
         }
     }
 
+    /// A download is one request to its monitors, whatever rounds it takes: one start and one
+    /// end, under one id. A resumed body answered 416 (the file was whole already, RFC 9110
+    /// §14.4) ends as finished, not failed; a range answered with the whole body again takes a
+    /// second round that starts nothing new.
+    @Test(arguments: TransportKind.allCases, ["cut", "resumed", "whole body already here", "another range"])
+    func aDownloadStartsAndEndsOnceForItsMonitors(_ kind: TransportKind, _ situation: String) async throws {
+        let origin = FileOrigin(cutFirstAfter: 400_000, answersAnotherRange: situation == "another range")
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        let monitor = RecordingMonitor()
+        var status: Int?
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [monitor] }) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "events.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            if situation == "whole body already here" {
+                try origin.content.withLock { $0 }.write(to: folder.appendingPathComponent(".courier-events.bin.partial"))
+            }
+            if situation != "cut" {
+                status = try await client.download(endpoint, to: destination).value.status.code
+            }
+        }
+        let expectedStatus = ["cut": nil, "resumed": 206, "whole body already here": 416, "another range": 200][situation]!
+        #expect(status == expectedStatus)
+        var ids: [RequestID] = []
+        for entry in monitor.entries where !ids.contains(entry.id) { ids.append(entry.id) }
+        let ends: Set<String> = ["started", "finished", "failed", "cancelled"]
+        let outline = ids.map { id in monitor.names(of: id).filter(ends.contains) }
+        #expect(outline == (situation == "cut" ? [["started", "failed"]] : [["started", "failed"], ["started", "finished"]]))
+        if situation != "cut" {
+            let last = try #require(ids.last)
+            #expect(monitor.results.current[last]?.response?.status.code == expectedStatus)
+        }
+    }
+
     /// RFC 9110 §13.1.5: a client MUST NOT send If-Range with a date unless it has no entity tag
     /// and the date is strong (§8.8.2.2: for a client, at least 60 seconds before `Date`).
     @Test(arguments: TransportKind.allCases, [true, false])
