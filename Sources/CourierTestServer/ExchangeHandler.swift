@@ -22,7 +22,12 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var active = true
     /// The filler bytes still to send for a `.generated` response, and whether to keep the connection.
     private var generating: (remaining: Int, keepAlive: Bool)?
-    private static let filler = ByteBuffer(repeating: UInt8(ascii: "a"), count: 256 * 1024)
+    /// The filler sent in slices, made on this handler's event loop the first time it is needed.
+    /// Not one buffer for the whole process: a `static let` is made on whichever loop asks first
+    /// and read from the others, and on Linux ThreadSanitizer does not see the ordering a lazy
+    /// static's initialisation gives (the runtime's check is not instrumented), so another
+    /// loop's read of its bytes can be reported as a race.
+    private var filler: ByteBuffer?
 
     init(state: ServerState, connectionID: Int, raw: Bool) {
         self.state = state
@@ -214,9 +219,11 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Writes filler while the channel accepts more, then waits for it to become writable again.
     private func pump(context: ChannelHandlerContext) {
         guard self.active, var generating = self.generating else { return }
+        let filler = self.filler ?? ByteBuffer(repeating: UInt8(ascii: "a"), count: 256 * 1024)
+        self.filler = filler
         while generating.remaining > 0, context.channel.isWritable {
-            let count = min(generating.remaining, Self.filler.readableBytes)
-            let slice = Self.filler.getSlice(at: Self.filler.readerIndex, length: count)!
+            let count = min(generating.remaining, filler.readableBytes)
+            let slice = filler.getSlice(at: filler.readerIndex, length: count)!
             context.write(self.wrapRaw(slice), promise: nil)
             generating.remaining -= count
         }
