@@ -25,7 +25,7 @@ public final class Client: Sendable {
             events: events,
             keepsLogicalRequests: configuration.transport is any ReadsLogicalRequests
                 || events.monitors.contains { $0 is any RecordsLogicalRequests },
-            lifecycle: Lifecycle(),
+            lifecycle: Lifecycle(scheduler: scheduler),
             base: configuration.baseURL.flatMap(BaseURL.init),
             scheduler: scheduler,
             deduplicator: Deduplicator(

@@ -59,13 +59,13 @@ struct LifecycleTests {
             // Its deadline leaves room to join the first on a loaded machine.
             let short = client.start(Endpoint<Article>(path: "/json", timeout: .seconds(3)))
             // The first is held at the network's door; the second joined it (the same GET).
-            #expect(await eventually { client.parts.lifecycle.heldCount == 1 && events.count("joined") == 1 })
+            #expect(await eventually { client.traffic.queued == 1 && events.count("joined") == 1 })
             // Its deadline still runs while it is held.
             let timedOut = await expectCourierError { _ = try await short.value }
             #expect(timedOut?.kind == .timeout)
             // Checked after the short one's deadline: nothing left while the client was suspended.
             #expect(server.requests.isEmpty)
-            #expect(client.parts.lifecycle.heldCount == 1)
+            #expect(client.traffic.queued == 1)
             client.resume()
             #expect(!client.isSuspended)
             let released = try await held.value
@@ -94,12 +94,68 @@ struct LifecycleTests {
             await gate.open()
             _ = try await first.value
             // The slot came free, and the queued request went to the client's door instead.
-            #expect(await eventually { client.parts.lifecycle.heldCount == 1 })
+            #expect(await eventually { client.traffic.queued == 1 })
             #expect(server.requests.count == 1)
             #expect(client.traffic.inFlight == 0)
             client.resume()
             _ = try await second.value
             #expect(server.requests.map(\.path) == ["/held/a", "/held/b"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func heldRequestsLeaveOnResumeByPriorityThenInTheOrderTheyWereCalled(_ kind: TransportKind) async throws {
+        // `resume()` promises priority order: the held requests used to wake together and race
+        // for the one free slot, in whatever order their tasks ran.
+        let server = try await http1Server()
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, maxRequestsPerHost: 1) }
+        ) { client in
+            client.suspend()
+            let calls: [(String, RequestPriority)] = [("low", .low), ("first", .normal), ("high", .high), ("second", .normal)]
+            let handles = calls.map { name, priority in
+                client.start(Endpoint<Article>(path: "/json", query: ["n": name]).priority(priority))
+            }
+            #expect(await eventually { client.traffic.queued == 4 })
+            #expect(server.requests.isEmpty)
+            client.resume()
+            for handle in handles { _ = try await handle.value }
+            #expect(server.requests.map(\.uri) == ["/json?n=high", "/json?n=first", "/json?n=second", "/json?n=low"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aHeldRequestWhosePriorityIsRaisedLeavesFirst(_ kind: TransportKind) async throws {
+        // Held requests wait in the scheduler's queue, so a change of priority moves them there.
+        let server = try await http1Server()
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, maxRequestsPerHost: 1) }
+        ) { client in
+            client.suspend()
+            let first = client.start(Endpoint<Article>(path: "/json", query: ["n": "first"]))
+            let second = client.start(Endpoint<Article>(path: "/json", query: ["n": "second"]))
+            #expect(await eventually { client.traffic.queued == 2 })
+            second.priority = .high
+            #expect(await eventually { client.traffic.queuedByPriority[.high] == 1 })
+            client.resume()
+            _ = try await first.value
+            _ = try await second.value
+            #expect(server.requests.map(\.uri) == ["/json?n=second", "/json?n=first"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func shutdownOfASuspendedClientLetsItsHeldRequestsGoWithinTheGracePeriod(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            client.suspend()
+            let held = client.start(Endpoint<Article>(path: "/json"))
+            #expect(await eventually { client.traffic.queued == 1 })
+            let cancelled = await client.shutdown(gracePeriod: .seconds(10))
+            #expect(cancelled == 0)
+            let value = try await held.value
+            #expect(value.id == 1)
+            #expect(server.requests.count == 1)
         }
     }
 
@@ -154,7 +210,7 @@ struct LifecycleTests {
             let held = try outbox.enqueue(OutboxTests.post("/held"), queue: "b")
             outbox.start()
             // Both queues handed their item to the client, which holds them.
-            #expect(await eventually { client.parts.lifecycle.heldCount == 2 })
+            #expect(await eventually { client.traffic.queued == 2 })
             #expect(server.requests.isEmpty)
             #expect(try outbox.item(id)?.state != .delivered)
             client.resume()

@@ -1,7 +1,8 @@
 import Foundation
 
-/// A client's lifecycle: which requests are running (to cancel them all), whether new network
-/// requests are held (suspended), and whether the client still takes requests (shut down).
+/// A client's lifecycle: which requests are running (to cancel them all), whether network
+/// requests are held (suspended: the client's scheduler hands out no slot, so held requests wait
+/// in its queue and leave in its order), and whether the client still takes requests (shut down).
 ///
 /// Each caller's request holds a ticket from the lifecycle stage until it returns; the stage
 /// that runs the request's work in a task of its own (the deadline stage), or the deduplicator
@@ -33,11 +34,15 @@ final class Lifecycle: Sendable {
         var running: [UInt64: Entry] = [:]
         var suspended = false
         var shutDown = false
-        var held: [UInt64: CheckedContinuation<Void, any Error>] = [:]
-        var nextHeld: UInt64 = 0
     }
 
     private let state = Locked(State())
+    /// The scheduler that holds requests while the client is suspended.
+    private let scheduler: RequestScheduler
+
+    init(scheduler: RequestScheduler) {
+        self.scheduler = scheduler
+    }
 
     /// A ticket for a new request; throws kind `cancelled` once the client is shut down.
     func begin() throws -> UInt64 {
@@ -78,8 +83,7 @@ final class Lifecycle: Sendable {
     /// Cancels every running request with `reason`; returns how many.
     @discardableResult
     func cancelAll(reason: String) -> Int {
-        let (cancellers, held, count) = self.state.withLock {
-            state -> ([@Sendable (CourierError) -> Void], [CheckedContinuation<Void, any Error>], Int) in
+        let (cancellers, count) = self.state.withLock { state -> ([@Sendable (CourierError) -> Void], Int) in
             var cancellers: [@Sendable (CourierError) -> Void] = []
             var count = 0
             for key in state.running.keys where state.running[key]?.reason == nil {
@@ -87,57 +91,36 @@ final class Lifecycle: Sendable {
                 cancellers += state.running[key]?.takeCancellers() ?? []
                 count += 1
             }
-            let held = Array(state.held.values)
-            state.held.removeAll()
-            return (cancellers, held, count)
+            return (cancellers, count)
         }
         let error = CourierError(.cancelled, reason)
         for cancel in cancellers { cancel(error) }
-        for waiter in held { waiter.resume(throwing: error) }
         return count
     }
 
     var isSuspended: Bool { self.state.withLock { $0.suspended } }
+
     var runningCount: Int { self.state.withLock { $0.running.count } }
-    /// How many requests wait in ``admit()`` for ``resume()``.
-    var heldCount: Int { self.state.withLock { $0.held.count } }
+
     /// Whether ``shutdown(grace:)`` has begun: new requests are refused.
     var isShutDown: Bool { self.state.withLock { $0.shutDown } }
 
+    /// Holds network requests: the scheduler hands out no slot while the client reads as
+    /// suspended (both change under this lock, so a request granted a slot and then finding the
+    /// client suspended queues again, and is never granted one before `resume()`).
     func suspend() {
-        self.state.withLock { $0.suspended = true }
+        self.state.withLock { state in
+            state.suspended = true
+            self.scheduler.pause()
+        }
     }
 
+    /// Lets held requests go, in the scheduler's order: the highest priority first, then in the
+    /// order they were called.
     func resume() {
-        let held = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+        self.state.withLock { state in
             state.suspended = false
-            defer { state.held.removeAll() }
-            return Array(state.held.values)
-        }
-        for waiter in held { waiter.resume() }
-    }
-
-    /// Returns at once unless the client is suspended; then waits for ``resume()`` (or the
-    /// task's cancellation, which throws kind `cancelled`).
-    func admit() async throws {
-        guard self.state.withLock({ $0.suspended }) else { return }
-        let key = self.state.withLock { state -> UInt64 in
-            state.nextHeld += 1
-            return state.nextHeld
-        }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let now: Result<Void, any Error>? = self.state.withLock { state in
-                    if Task.isCancelled { return .failure(CourierError.cancelled()) }
-                    guard state.suspended else { return .success(()) }
-                    state.held[key] = continuation
-                    return nil
-                }
-                if let now { continuation.resume(with: now) }
-            }
-        } onCancel: {
-            let waiter = self.state.withLock { $0.held.removeValue(forKey: key) }
-            waiter?.resume(throwing: CourierError.cancelled())
+            self.scheduler.unpause()
         }
     }
 

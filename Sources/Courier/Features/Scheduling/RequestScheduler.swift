@@ -109,16 +109,36 @@ package final class RequestScheduler: Sendable {
     package func release(host: String, spokeHTTP2: Bool = false) {
         let ready = self.state.withLock { state -> [UnsafeContinuation<Void, any Error>] in
             if spokeHTTP2 { state.decisions.markHTTP2(host) }
-            let started = state.decisions.finish(host: host, now: .now)
-            var continuations: [UnsafeContinuation<Void, any Error>] = []
-            for id in started {
-                if case .waiting(let continuation?) = state.parked.removeValue(forKey: id) {
-                    continuations.append(continuation)
-                }
-            }
-            return continuations
+            return Self.unpark(state.decisions.finish(host: host, now: .now), in: &state)
         }
         for continuation in ready { continuation.resume() }
+    }
+
+    /// Hands out no slot until ``unpause()``: requests queue in their place in line (a suspended
+    /// client). Requests holding a slot keep it.
+    package func pause() {
+        self.state.withLock { $0.decisions.pause() }
+    }
+
+    /// Hands out slots again: the queued requests start as the limits allow, highest priority
+    /// first, then in the order they were called.
+    package func unpause() {
+        let ready = self.state.withLock { state in Self.unpark(state.decisions.unpause(now: .now), in: &state) }
+        for continuation in ready { continuation.resume() }
+    }
+
+    /// Whether slots are held back (see ``pause()``).
+    package var isPaused: Bool { self.state.withLock { $0.decisions.isPaused } }
+
+    /// The continuations of the parked tickets that start now, taken out of `parked`.
+    private static func unpark(_ started: [UInt64], in state: inout State) -> [UnsafeContinuation<Void, any Error>] {
+        var continuations: [UnsafeContinuation<Void, any Error>] = []
+        for id in started {
+            if case .waiting(let continuation?) = state.parked.removeValue(forKey: id) {
+                continuations.append(continuation)
+            }
+        }
+        return continuations
     }
 
     /// Changes the priority of a queued request; no effect once it has started.

@@ -61,6 +61,8 @@ package struct SchedulerState: Sendable {
     private var inFlight = 0
     private var http2Hosts: Set<String> = []
     private var nextSequence: UInt64 = 0
+    /// Whether slots are handed out; a paused scheduler (a suspended client) queues every request.
+    package private(set) var isPaused = false
 
     /// Creates an empty state.
     package init(configuration: SchedulerConfiguration = .default) {
@@ -74,7 +76,8 @@ package struct SchedulerState: Sendable {
 
     /// Whether a request to `host` may start now without queueing.
     package func hasCapacity(for host: String) -> Bool {
-        self.inFlight < self.configuration.maxConcurrentRequests && self.inFlightByHost[host, default: 0] < self.limit(for: host)
+        !self.isPaused && self.inFlight < self.configuration.maxConcurrentRequests
+            && self.inFlightByHost[host, default: 0] < self.limit(for: host)
     }
 
     /// The per-host limit that applies to `host`.
@@ -158,9 +161,21 @@ package struct SchedulerState: Sendable {
         return self.startReady(now: now)
     }
 
+    /// Hands out no slot from now on: every request queues, in its place in line.
+    package mutating func pause() {
+        self.isPaused = true
+    }
+
+    /// Hands out slots again, and returns the queued requests that start now, in order (the
+    /// highest priority first, then by place in line).
+    package mutating func unpause(now: ContinuousClock.Instant) -> [UInt64] {
+        self.isPaused = false
+        return self.startReady(now: now)
+    }
+
     /// Starts as many queued requests as capacity allows and returns them in start order.
     package mutating func startReady(now: ContinuousClock.Instant) -> [UInt64] {
-        guard !self.waiting.isEmpty else { return [] }
+        guard !self.isPaused, !self.waiting.isEmpty else { return [] }
         var started: [UInt64] = []
         while self.inFlight < self.configuration.maxConcurrentRequests, let next = self.pickNext(now: now) {
             self.waiting[next.id] = nil

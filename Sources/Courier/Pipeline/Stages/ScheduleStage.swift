@@ -25,12 +25,12 @@ struct ScheduleStage: PipelineStage {
         // ticket that never comes back).
         let observer = exchange.control.map { control in control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) } }
         do {
-            // A suspended client holds what would go to the network here, before it takes a slot.
-            if self.lifecycle.isSuspended { try await self.lifecycle.admit() }
+            // A suspended client's scheduler hands out no slot: the request waits in the queue,
+            // in its place in line, until `resume()`.
             try await self.acquire(exchange, ticket: ticket, host: host)
-            // Suspended while it waited for the slot (or after the look above): the slot goes back
-            // and the request is held with the others, until `resume()`.
-            if self.lifecycle.isSuspended { try await self.heldAfterAcquiring(exchange, ticket: ticket, host: host) }
+            // Granted a slot just before the client was suspended: the slot goes back and the
+            // request queues with the others.
+            if self.lifecycle.isSuspended { try await self.requeued(exchange, ticket: ticket, host: host) }
         } catch {
             if let observer { exchange.control?.removeObserver(observer) }
             throw error
@@ -49,13 +49,12 @@ struct ScheduleStage: PipelineStage {
         return self.released(outcome, exchange: exchange, host: host)
     }
 
-    /// Gives the slot back, waits for ``Lifecycle/admit()`` and takes a slot again, for as long as
-    /// the client is suspended when one is granted.
+    /// Gives the slot back and takes one again, for as long as the client is suspended when one
+    /// is granted (a suspended client's scheduler grants none until `resume()`).
     @inline(never)
-    private func heldAfterAcquiring(_ exchange: RequestExchange, ticket: UInt64, host: String) async throws {
+    private func requeued(_ exchange: RequestExchange, ticket: UInt64, host: String) async throws {
         while self.lifecycle.isSuspended {
             self.release(exchange, host: host, spokeHTTP2: false)
-            try await self.lifecycle.admit()
             try await self.acquire(exchange, ticket: ticket, host: host)
         }
     }

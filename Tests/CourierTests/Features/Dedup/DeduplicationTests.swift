@@ -161,9 +161,10 @@ struct DeduplicationTests {
     }
 
     @Test(arguments: TransportKind.allCases)
-    func aWaitersPriorityCountsEvenWhenItJoinsBeforeTheSharedRequestIsQueued(_ kind: TransportKind) async throws {
-        // The client is suspended, so the shared request waits before the scheduler when the
-        // urgent caller joins it: the raise must still be the priority it queues with.
+    func aWaitersPriorityRaisesASharedRequestHeldBySuspension(_ kind: TransportKind) async throws {
+        // The client is suspended, so the shared request waits in the scheduler's queue (at low)
+        // when the urgent caller joins it: it leaves at the raised priority on `resume()`. (A
+        // join in the moment before the ticket is queued: `SchedulerTests`, the first test.)
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
         try await withClient(
@@ -176,10 +177,8 @@ struct DeduplicationTests {
             let lowShared = client.start(Endpoint<Article>(path: "/shared"), priority: .low)
             let urgentShared = client.start(Endpoint<Article>(path: "/shared"), priority: .veryHigh)
             #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
-            #expect(client.traffic.queued == 0)
+            #expect(await eventually { client.traffic.queued == 2 && client.traffic.queuedByPriority[.veryHigh] == 1 })
             client.resume()
-            #expect(await eventually { client.traffic.queued == 2 })
-            #expect(client.traffic.queuedByPriority[.veryHigh] == 1)
             await gate.open()
             for handle in [blocker, normal, lowShared, urgentShared] { _ = try await handle.value }
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])

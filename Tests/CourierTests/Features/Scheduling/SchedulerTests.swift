@@ -6,6 +6,21 @@ import Testing
 
 @Suite("Scheduler: priorities, limits, re-prioritising and cancelling while queued")
 struct SchedulerTests {
+    /// No transport: the scheduler alone. A shared request a higher-priority caller joins in the
+    /// moment before its ticket reaches the scheduler must still queue at the raised priority.
+    @Test
+    func aPriorityChangeBeforeTheTicketIsQueuedIsThePriorityItQueuesWith() {
+        let scheduler = RequestScheduler(configuration: .init(maxConcurrentRequests: 1))
+        let busy = scheduler.makeTicket()
+        #expect(scheduler.tryAcquire(ticket: busy, host: "h", priority: .normal))
+        let early = scheduler.makeTicket()
+        scheduler.reprioritize(ticket: early, to: .veryHigh)
+        #expect(scheduler.pendingPriorityChanges == 1)
+        #expect(!scheduler.tryAcquire(ticket: early, host: "h", priority: .low))
+        #expect(scheduler.snapshot.queuedByPriority == [.veryHigh: 1])
+        #expect(scheduler.pendingPriorityChanges == 0)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func withOneSlotTheServerSeesRequestsInPriorityOrder(_ kind: TransportKind) async throws {
         let gate = Gate()
