@@ -22,7 +22,7 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var active = true
     /// The filler bytes still to send for a `.generated` response, and whether to keep the connection.
     private var generating: (remaining: Int, keepAlive: Bool)?
-    /// The filler sent in slices, made on this handler's event loop the first time it is needed.
+    /// The filler sent in slices, made on this handler's event loop for each generated response.
     /// Not one buffer for the whole process: a `static let` is made on whichever loop asks first
     /// and read from the others, and on Linux ThreadSanitizer does not see the ordering a lazy
     /// static's initialisation gives (the runtime's check is not instrumented), so another
@@ -230,6 +230,7 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.flush()
         if generating.remaining == 0 {
             self.generating = nil
+            self.filler = nil
             self.finish(keepAlive: generating.keepAlive, context: context)
         } else {
             self.generating = generating

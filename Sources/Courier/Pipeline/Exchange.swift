@@ -9,7 +9,7 @@ enum ExchangeMode: Sendable, Equatable {
     /// not unboxed; the scheduler slot is held until the body ends.
     case stream
     /// A download: streamed like ``stream``, and the content coding is kept (ranges count the
-    /// bytes on disk); the download logs its own end.
+    /// bytes on disk); the download reports its own start and end, once for all its rounds.
     case download
 
     var isStream: Bool { self != .collect }

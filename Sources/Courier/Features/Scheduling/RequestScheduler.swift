@@ -117,7 +117,7 @@ package final class RequestScheduler: Sendable {
     /// Hands out no slot until ``unpause()``: requests queue in their place in line (a suspended
     /// client). Requests holding a slot keep it.
     package func pause() {
-        self.state.withLock { $0.decisions.pause() }
+        self.state.withLock { $0.decisions.pause(now: .now) }
     }
 
     /// Hands out slots again: the queued requests start as the limits allow, highest priority

@@ -63,6 +63,8 @@ package struct SchedulerState: Sendable {
     private var nextSequence: UInt64 = 0
     /// Whether slots are handed out; a paused scheduler (a suspended client) queues every request.
     package private(set) var isPaused = false
+    /// When the pause began: time paused does not count as waiting, for ageing.
+    private var pausedAt: ContinuousClock.Instant?
 
     /// Creates an empty state.
     package init(configuration: SchedulerConfiguration = .default) {
@@ -129,11 +131,24 @@ package struct SchedulerState: Sendable {
     }
 
     /// Removes a queued request; returns `false` if it was not queued (already started or unknown).
+    ///
+    /// Its queue entry goes lazily, when it reaches the head of its queue; but when the last live
+    /// request of its host goes, all of that host's entries go with it (nothing else would trim
+    /// them while nothing queues: ten thousand requests cancelled behind a busy slot, say).
     package mutating func cancel(id: UInt64) -> Bool {
         guard let record = self.waiting.removeValue(forKey: id) else { return false }
-        self.unqueue(record.ticket.host)
+        let host = record.ticket.host
+        self.unqueue(host)
+        if self.waiting.isEmpty {
+            self.queues.removeAll()
+        } else if !self.hasWaiters(for: host) {
+            for priority in RequestPriority.allCases { self.queues[QueueKey(host: host, priority: priority)] = nil }
+        }
         return true
     }
+
+    /// The entries held in the queues, stale ones included (for tests of their clean-up).
+    package var queueEntryCount: Int { self.queues.values.reduce(0) { $0 + $1.count } }
 
     /// Changes the priority of a queued request; returns `false` if it is not queued.
     package mutating func reprioritize(id: UInt64, to priority: RequestPriority) -> Bool {
@@ -162,14 +177,29 @@ package struct SchedulerState: Sendable {
     }
 
     /// Hands out no slot from now on: every request queues, in its place in line.
-    package mutating func pause() {
+    package mutating func pause(now: ContinuousClock.Instant) {
+        guard !self.isPaused else { return }
         self.isPaused = true
+        self.pausedAt = now
     }
 
     /// Hands out slots again, and returns the queued requests that start now, in order (the
     /// highest priority first, then by place in line).
+    ///
+    /// Time paused does not count as waiting: a request ages only for the time it waited while
+    /// slots were handed out (else, after a long suspension, every held request would have aged
+    /// to the top and they would leave in arrival order, whatever their priority).
     package mutating func unpause(now: ContinuousClock.Instant) -> [UInt64] {
+        guard self.isPaused else { return [] }
+        if let pausedAt = self.pausedAt, now > pausedAt {
+            let paused = now - pausedAt
+            for index in self.waiting.indices {
+                let enqueuedAt = self.waiting.values[index].ticket.enqueuedAt
+                self.waiting.values[index].ticket.enqueuedAt = min(enqueuedAt + paused, now)
+            }
+        }
         self.isPaused = false
+        self.pausedAt = nil
         return self.startReady(now: now)
     }
 

@@ -166,6 +166,56 @@ extension SchedulerStateTests {
     }
 
     @Test
+    func timePausedDoesNotCountAsWaiting() {
+        // A suspended client pauses its scheduler: after five minutes, a low request held all
+        // along must not have aged past a very high one held for a moment.
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 1, agingInterval: .seconds(2)))
+        let busy = state.submit(id: 0, host: "a", priority: .normal, now: t0)
+        #expect(busy)
+        // Waited 10 s (five levels) before the pause: that wait still counts.
+        let early = state.submit(id: 1, host: "a", priority: .veryLow, now: t0)
+        state.pause(now: t0 + .seconds(10))
+        let held = state.submit(id: 2, host: "a", priority: .low, now: t0 + .seconds(10))
+        let urgent = state.submit(id: 3, host: "a", priority: .veryHigh, now: t0 + .seconds(309))
+        #expect(!early && !held && !urgent)
+        // The one slot is still taken: nothing starts on resume itself.
+        let startedOnResume = state.unpause(now: t0 + .seconds(310))
+        #expect(startedOnResume.isEmpty)
+        // veryLow + 5 levels = 5 > veryHigh = 4 > low, unaged.
+        #expect(drain(&state, at: t0 + .seconds(310)) == [1, 3, 2])
+    }
+
+    @Test
+    func cancelledAndReprioritisedEntriesGoWhenTheirHostHasNoneLeft() {
+        // Entries go lazily, at the head of their queue; with nothing left to queue, nothing
+        // trimmed them, and ten thousand cancelled requests stayed in memory.
+        var state = SchedulerState(configuration: .init(maxConcurrentRequests: 2, maxRequestsPerHost: 1))
+        let busyA = state.submit(id: 0, host: "a", priority: .normal, now: t0)
+        let busyB = state.submit(id: 1, host: "b", priority: .normal, now: t0)
+        #expect(busyA && busyB)
+        var outcomes: [Bool] = []
+        for id in UInt64(2)..<10_002 { outcomes.append(state.submit(id: id, host: id % 2 == 0 ? "a" : "b", priority: .normal, now: t0)) }
+        #expect(!outcomes.contains(true))
+        // Moved: each leaves a stale entry behind in its old queue.
+        outcomes = []
+        for id in UInt64(2)..<102 { outcomes.append(state.reprioritize(id: id, to: .high)) }
+        for id in stride(from: UInt64(2), to: 10_002, by: 2) { outcomes.append(state.cancel(id: id)) }
+        #expect(!outcomes.contains(false))
+        // Host a has none left: its entries are gone; b's 5,000 live ones stay.
+        #expect(state.queueEntryCount == 5_000 + 50)
+        outcomes = []
+        for id in stride(from: UInt64(3), to: 10_002, by: 2) { outcomes.append(state.cancel(id: id)) }
+        #expect(!outcomes.contains(false))
+        #expect(state.queuedCount == 0)
+        #expect(state.queueEntryCount == 0)
+        // Nothing of them is left in the way of what comes next.
+        let next = state.submit(id: 20_000, host: "a", priority: .low, now: t0)
+        #expect(!next)
+        let started = state.finish(host: "a", now: t0)
+        #expect(started == [20_000])
+    }
+
+    @Test
     func aRequestNumberedEarlierGoesFirstWhateverItsArrival() {
         var state = SchedulerState(configuration: SchedulerConfiguration(maxConcurrentRequests: 1))
         let now = ContinuousClock.now
