@@ -75,7 +75,12 @@ extension Client {
         let description = endpoint.erased(decoding: .streamed, acceptedStatuses: 200..<300)
         // The download as its monitors see it: one request, started once and ended once, whatever
         // rounds it takes (each round is an exchange of its own, with this request's id).
-        let announced = try RequestBuilder.build(self.configuration.withServiceDefaults(description), parts: self.parts)
+        let endpointWithDefaults = self.configuration.withServiceDefaults(description)
+        var announced = try RequestBuilder.build(endpointWithDefaults, parts: self.parts)
+        if self.parts.keepsLogicalRequests {
+            let wire = RequestBuilder.wireIdentity(of: endpointWithDefaults, configuration: self.configuration)
+            announced.logical = LogicalRequest(announced, wire: wire)
+        }
         let urlString = announced.urlString
         // Held until this function returns: no other download writes into this partial file.
         let partial = try PartialFile.lock(partialURL, destination: target)
@@ -92,25 +97,26 @@ extension Client {
         let start = ContinuousClock.now
         let events = self.parts.events
         events.emit(announced) { $0.requestStarted($1) }
-        // The latest round's request and record, for the end event.
-        var seen = (request: announced, record: ExchangeRecord())
+        // The latest round's record, for the end event (whose request is always `announced`:
+        // the logical request, as at the start, without the rounds' ranges).
+        var latest = ExchangeRecord()
         do {
             return try await self.downloadRounds(
                 description, announced: announced, partial: partial, partialURL: partialURL, record: record, target: target,
-                destination: destination, offset: offset, validator: validator, start: start, reporter: reporter, seen: &seen)
+                destination: destination, offset: offset, validator: validator, start: start, reporter: reporter, latest: &latest)
         } catch {
-            events.failed(seen.request, failure: ObserveStage.failure(error), start: start, record: seen.record)
+            events.failed(announced, failure: ObserveStage.failure(error), start: start, record: latest)
             throw error
         }
     }
 
     /// The rounds of a download until its file is in place: each asks for the rest of the body
-    /// (or all of it again), and the last reports the download's end to the monitors. `seen`
-    /// holds the latest round's request and record.
+    /// (or all of it again), and the last reports the download's end to the monitors. `latest`
+    /// holds the latest round's record.
     private func downloadRounds(
         _ description: EndpointDescription, announced: Request, partial: PartialFile, partialURL: URL, record: URL, target: URL,
         destination: DownloadDestination, offset: Int64, validator: String?, start: ContinuousClock.Instant,
-        reporter: ProgressReporter, seen: inout (request: Request, record: ExchangeRecord)
+        reporter: ProgressReporter, latest: inout ExchangeRecord
     ) async throws -> DownloadResult {
         let urlString = announced.urlString
         var offset = offset
@@ -127,7 +133,7 @@ extension Client {
             let ifRange = validator
             let outcome: Outcome
             let round = ExchangeRecord()
-            seen.record = round
+            latest = round
             do {
                 outcome = try await self.run(description, mode: .download, id: announced.id, record: round) { request in
                     // Ranges count bytes of the representation as sent: never content-coded here.
@@ -168,7 +174,6 @@ extension Client {
                 continue
             }
             let raw = outcome.response
-            if let request = outcome.request { seen.request = request }
             // The size of the whole file (when known), and where this answer's bytes end.
             var total: Int64?
             var end: Int64?
@@ -240,13 +245,12 @@ extension Client {
                 throw CourierError.wrap(error)
             }
             try? FileManager.default.removeItem(at: record)
-            if let request = outcome.request, self.parts.events.isActive {
+            if self.parts.events.isActive {
                 let result = EventHub.result(
                     response: raw.head, body: nil, bodySize: Int(written - resumedFrom), version: raw.version, source: .network, age: nil,
-                    start: start, url: outcome.urlString, record: outcome.record ?? ExchangeRecord(),
-                    delivery: .downloaded(resumedAt: resumedFrom)
+                    start: start, url: outcome.urlString, record: round, delivery: .downloaded(resumedAt: resumedFrom)
                 )
-                self.parts.events.emit(request) { $0.requestFinished($1, result: result) }
+                self.parts.events.emit(announced) { $0.requestFinished($1, result: result) }
             }
             return DownloadResult(
                 url: target, byteCount: written, resumedFrom: resumedFrom, status: raw.status, headers: raw.head.headerFields)
