@@ -44,7 +44,7 @@ final class Pipeline: Sendable {
                                 lifecycle: client.lifecycle),
             Fused(DecodeStage(decoder: configuration.decoder, values: client.decodedValues, events: events),
             Fused(ConstrainedStage(gate: client.constrained, policy: configuration.constrainedPolicy),
-            PipelineStageNext.link(CacheLookupStage(cache: client.cache, events: events), above:
+            PipelineStageNext.link(CacheLookupStage(cache: client.cache, events: events, lifecycle: client.lifecycle), above:
             .link(DeduplicationStage(deduplicator: client.deduplicator, configuration: configuration.deduplication, events: events,
                                      lifecycle: client.lifecycle), above:
             .link(CacheStoreStage(cache: client.cache, events: events), above:

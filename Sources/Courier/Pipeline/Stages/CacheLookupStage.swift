@@ -21,6 +21,9 @@ import HTTPTypes
 struct CacheLookupStage: PipelineStage {
     let cache: ResponseCache?
     let events: EventHub
+    /// Background revalidations run under a lifecycle ticket of their own, so `cancelAll` and
+    /// `shutdown` reach them.
+    let lifecycle: Lifecycle
     var name: String { "cache-lookup" }
     var isLinked: Bool { self.cache != nil }
 
@@ -71,7 +74,7 @@ struct CacheLookupStage: PipelineStage {
     @inline(never)
     private func lookUp<Next: PipelineNext>(_ exchange: RequestExchange, cache: ResponseCache, next: Next) async throws -> Outcome {
         let network: CacheNetworkRequest
-        switch try Self.decide(exchange, cache: cache, next: next) {
+        switch try Self.decide(exchange, cache: cache, lifecycle: self.lifecycle, next: next) {
         case .answered(let outcome): return outcome
         case .network(let request): network = request
         }
@@ -94,7 +97,9 @@ struct CacheLookupStage: PipelineStage {
     /// What the cache does before the network: answer (a usable stored response, or the 504 of
     /// `only-if-cached`), or send the exchange with its decision.
     @inline(never)
-    private static func decide<Next: PipelineNext>(_ asked: RequestExchange, cache: ResponseCache, next: Next) throws -> CacheDecision {
+    private static func decide<Next: PipelineNext>(
+        _ asked: RequestExchange, cache: ResponseCache, lifecycle: Lifecycle, next: Next
+    ) throws -> CacheDecision {
         var exchange = asked
         var planned = cache.begin(
             exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
@@ -105,7 +110,9 @@ struct CacheLookupStage: PipelineStage {
         // A stored status this endpoint does not accept (another endpoint's 404) is not an answer.
         if let hit = cache.served(run), accepted.contains(hit.response.statusCode) {
             if case .serveStale(_, let conditions) = run.action, let entryKey = run.entryKey, cache.beginRevalidation(entryKey) {
-                Self.revalidateInBackground(exchange, run: run, conditions: conditions, next: next) { cache.endRevalidation(entryKey) }
+                Self.revalidateInBackground(exchange, run: run, conditions: conditions, lifecycle: lifecycle, next: next) {
+                    cache.endRevalidation(entryKey)
+                }
             }
             return .answered(hit)
         }
@@ -270,8 +277,15 @@ struct CacheLookupStage: PipelineStage {
     /// deadline is the caller's; it is not cancelled with the caller. A failure leaves the
     /// stored response as it is.
     static func revalidateInBackground<Next: PipelineNext>(
-        _ exchange: RequestExchange, run: CacheRun, conditions: HTTPFields, next: Next, done: @escaping @Sendable () -> Void
+        _ exchange: RequestExchange, run: CacheRun, conditions: HTTPFields, lifecycle: Lifecycle, next: Next,
+        done: @escaping @Sendable () -> Void
     ) {
+        // A client shut down starts no more work; `cancelAll` reaches this one through its ticket
+        // (held by a suspended client, say, it must not go to the network on `resume()`).
+        guard let ticket = try? lifecycle.begin() else {
+            done()
+            return
+        }
         var background = exchange
         background.request.head.headerFields.append(contentsOf: conditions)
         background.control = nil
@@ -283,14 +297,18 @@ struct CacheLookupStage: PipelineStage {
         // Nobody waits for it: it yields to requests someone waits for.
         background.priorityOverride = .low
         let request = background
-        Task {
-            defer { done() }
+        let task = Task {
+            defer {
+                lifecycle.end(ticket)
+                done()
+            }
             if let deadline = request.request.deadline, deadline - ContinuousClock.now < Deadline.longest {
                 _ = try? await Deadline.run(until: deadline) { try await next(request) }
             } else {
                 _ = try? await next(request)
             }
         }
+        lifecycle.attach(ticket) { _ in task.cancel() }
     }
 }
 

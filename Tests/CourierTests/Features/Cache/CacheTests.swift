@@ -144,6 +144,25 @@ struct CacheTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func cancelAllReachesABackgroundRevalidationHeldBySuspension(_ kind: TransportKind) async throws {
+        // A stale answer served while the client is suspended leaves its revalidation (RFC 5861)
+        // waiting for a slot; `cancelAll` must end it, not let it go to the network on resume.
+        try await withCachingClient(kind) { client, server, clock, _ in
+            _ = try await client.send(Self.article("/swr"))
+            clock.advance(70)
+            client.suspend()
+            let stale = try await client.response(Self.article("/swr"))
+            #expect(stale.source == .stale)
+            #expect(await eventually { client.traffic.queued == 1 })
+            #expect(client.cancelAll(reason: "signing out") == 1)
+            #expect(await eventually { client.traffic.queued == 0 })
+            client.resume()
+            _ = try await client.send(Self.article("/plain"))
+            #expect(server.requests.map(\.path) == ["/swr", "/plain"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aChangedResourceReplacesTheStoredOne(_ kind: TransportKind) async throws {
         try await withCachingClient(kind) { client, server, clock, origin in
             let first = try await client.send(Self.article("/etag"))
