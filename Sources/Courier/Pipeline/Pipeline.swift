@@ -49,7 +49,7 @@ final class Pipeline: Sendable {
                                      lifecycle: client.lifecycle), above:
             .link(CacheStoreStage(cache: client.cache, events: events), above:
             .segment(
-                Fused(ScheduleStage(scheduler: client.scheduler, events: events, lifecycle: client.lifecycle), RoomForFrames(
+                Fused(ScheduleStage(scheduler: client.scheduler, events: events), RoomForFrames(
                 Fused(WireStage(configuration: configuration, callIDs: client.callIDs),
                 Fused(StatusCheckStage(maxResponseSize: configuration.maxResponseSize),
                 Fused(CollectBodyStage(maxResponseSize: configuration.maxResponseSize),

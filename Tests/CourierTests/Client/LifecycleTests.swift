@@ -103,15 +103,22 @@ struct LifecycleTests {
         }
     }
 
-    @Test(arguments: TransportKind.allCases)
-    func heldRequestsLeaveOnResumeByPriorityThenInTheOrderTheyWereCalled(_ kind: TransportKind) async throws {
-        // `resume()` promises priority order: the held requests used to wake together and race
-        // for the one free slot, in whatever order their tasks ran.
+    /// Runs `body` with a suspended client of one slot, so requests leave one at a time.
+    func withSuspendedOneSlotClient(_ kind: TransportKind, _ body: (Client, TestServer) async throws -> Void) async throws {
         let server = try await http1Server()
         try await withClient(
             kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, maxRequestsPerHost: 1) }
         ) { client in
             client.suspend()
+            try await body(client, server)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func heldRequestsLeaveOnResumeByPriorityThenInTheOrderTheyWereCalled(_ kind: TransportKind) async throws {
+        // `resume()` promises priority order: the held requests used to wake together and race
+        // for the one free slot, in whatever order their tasks ran.
+        try await withSuspendedOneSlotClient(kind) { client, server in
             let calls: [(String, RequestPriority)] = [("low", .low), ("first", .normal), ("high", .high), ("second", .normal)]
             let handles = calls.map { name, priority in
                 client.start(Endpoint<Article>(path: "/json", query: ["n": name]).priority(priority))
@@ -127,11 +134,7 @@ struct LifecycleTests {
     @Test(arguments: TransportKind.allCases)
     func aHeldRequestWhosePriorityIsRaisedLeavesFirst(_ kind: TransportKind) async throws {
         // Held requests wait in the scheduler's queue, so a change of priority moves them there.
-        let server = try await http1Server()
-        try await withClient(
-            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, maxRequestsPerHost: 1) }
-        ) { client in
-            client.suspend()
+        try await withSuspendedOneSlotClient(kind) { client, server in
             let first = client.start(Endpoint<Article>(path: "/json", query: ["n": "first"]))
             let second = client.start(Endpoint<Article>(path: "/json", query: ["n": "second"]))
             #expect(await eventually { client.traffic.queued == 2 })

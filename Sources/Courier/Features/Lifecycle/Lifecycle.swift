@@ -106,8 +106,8 @@ final class Lifecycle: Sendable {
     var isShutDown: Bool { self.state.withLock { $0.shutDown } }
 
     /// Holds network requests: the scheduler hands out no slot while the client reads as
-    /// suspended (both change under this lock, so a request granted a slot and then finding the
-    /// client suspended queues again, and is never granted one before `resume()`).
+    /// suspended (both change under this lock). A request granted a slot before goes on, as one
+    /// already on the wire does.
     func suspend() {
         self.state.withLock { state in
             state.suspended = true

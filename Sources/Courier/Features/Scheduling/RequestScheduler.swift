@@ -127,9 +127,6 @@ package final class RequestScheduler: Sendable {
         for continuation in ready { continuation.resume() }
     }
 
-    /// Whether slots are held back (see ``pause()``).
-    package var isPaused: Bool { self.state.withLock { $0.decisions.isPaused } }
-
     /// The continuations of the parked tickets that start now, taken out of `parked`.
     private static func unpark(_ started: [UInt64], in state: inout State) -> [UnsafeContinuation<Void, any Error>] {
         var continuations: [UnsafeContinuation<Void, any Error>] = []

@@ -11,7 +11,6 @@ import HTTPTypes
 struct ScheduleStage: PipelineStage {
     let scheduler: RequestScheduler
     let events: EventHub
-    let lifecycle: Lifecycle
     var name: String { "schedule" }
 
     @inline(__always)
@@ -26,11 +25,9 @@ struct ScheduleStage: PipelineStage {
         let observer = exchange.control.map { control in control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) } }
         do {
             // A suspended client's scheduler hands out no slot: the request waits in the queue,
-            // in its place in line, until `resume()`.
+            // in its place in line, until `resume()`. (One granted a slot just before goes on,
+            // as one already on the wire does.)
             try await self.acquire(exchange, ticket: ticket, host: host)
-            // Granted a slot just before the client was suspended: the slot goes back and the
-            // request queues with the others.
-            if self.lifecycle.isSuspended { try await self.requeued(exchange, ticket: ticket, host: host) }
         } catch {
             if let observer { exchange.control?.removeObserver(observer) }
             throw error
@@ -47,16 +44,6 @@ struct ScheduleStage: PipelineStage {
             throw error
         }
         return self.released(outcome, exchange: exchange, host: host)
-    }
-
-    /// Gives the slot back and takes one again, for as long as the client is suspended when one
-    /// is granted (a suspended client's scheduler grants none until `resume()`).
-    @inline(never)
-    private func requeued(_ exchange: RequestExchange, ticket: UInt64, host: String) async throws {
-        while self.lifecycle.isSuspended {
-            self.release(exchange, host: host, spokeHTTP2: false)
-            try await self.acquire(exchange, ticket: ticket, host: host)
-        }
     }
 
     /// Takes a slot: at once when one is free, else after waiting in the queue (telling the
