@@ -80,7 +80,6 @@ final class Deduplicator: Sendable {
 
     private struct State {
         var entries: [LogicalKey: Entry] = [:]
-        var nextWaiter: UInt64 = 0
         var sharedCount = 0
         var wireCount = 0
     }
@@ -102,13 +101,16 @@ final class Deduplicator: Sendable {
         self.state.withLock { ($0.sharedCount, $0.wireCount) }
     }
 
-    /// A scheduler ticket for a request that may go on the wire (see ``run(key:ticket:priority:deadline:control:requestID:onJoin:onWaiting:fetch:)``).
+    /// A scheduler ticket for a request that may go on the wire (see ``run(key:ticket:priority:deadline:control:requestID:lifecycle:lifecycleTicket:onJoin:fetch:)``).
     func makeSharedTicket() -> UInt64 { self.makeTicket() }
 
     /// Runs `fetch` for this key unless an identical request is in flight, and waits for the shared result.
     ///
-    /// - Parameter ticket: the scheduler ticket the request goes on the wire with if this caller
-    ///   is the first (made beforehand, so `fetch` can be made with it); unused when it joins.
+    /// - Parameters:
+    ///   - ticket: the scheduler ticket the request goes on the wire with if this caller is the
+    ///     first (made beforehand, so `fetch` can be made with it); unused when it joins. Unique to
+    ///     the call, so it also names this caller's wait.
+    ///   - lifecycle: where `cancelAll` ends this caller's wait (under `lifecycleTicket`).
     /// - Returns: the response and whether it was shared with an earlier request.
     func run(
         key: LogicalKey,
@@ -117,24 +119,22 @@ final class Deduplicator: Sendable {
         deadline: ContinuousClock.Instant?,
         control: RequestControl?,
         requestID: RequestID = RequestID(),
+        lifecycle: Lifecycle? = nil,
+        lifecycleTicket: UInt64? = nil,
         onJoin: (@Sendable (RequestID) -> Void)? = nil,
-        onWaiting: ((@escaping @Sendable (CourierError) -> Void) -> Void)? = nil,
         fetch: @escaping Fetch
     ) async throws -> (Outcome, coalesced: Bool) {
-        let waiterID = self.state.withLock { state -> UInt64 in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
+        // One object names this wait for everyone who may end it (cancellation, the deadline,
+        // `cancelAll`, a change of priority): the closures handed out capture it alone, and so
+        // cost no allocation of their own. It holds the deduplicator strongly: a weak reference
+        // would give it a side table, and every retain and release of it would take the slow path
+        // from then on. Its holders let go when the request ends (the lifecycle ticket, the
+        // deadline watch) or when its handle goes (the control).
+        let seat = Seat(deduplicator: self, key: key, waiterID: ticket)
         var joined = false
         var watch: UInt64?
         defer { if let watch { _ = DeadlineWatch.shared.end(watch) } }
-        // The closures handed out hold the deduplicator strongly: a weak reference would give it a
-        // side table, and every retain and release of it would take the slow path from then on.
-        // Their holders let go when the request ends (the lifecycle ticket, the deadline watch)
-        // or when its handle goes (the control).
-        control?.onPriorityChange { newPriority in
-            self.change(key: key, waiterID: waiterID, to: newPriority)
-        }
+        control?.onPriorityChange { newPriority in seat.change(to: newPriority) }
         let response = try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Outcome, any Error>) in
                 let (raised, leader, refused): ((UInt64, RequestPriority)?, RequestID?, Bool) = self.state.withLock { state in
@@ -150,12 +150,12 @@ final class Deduplicator: Sendable {
                     let fresh = Entry(ticket: ticket, leader: requestID, priority: waiter.priority)
                     let outcome = Self.update(&state.entries[key, default: fresh]) { entry -> ((UInt64, RequestPriority)?, RequestID?) in
                         guard entry.waiters.isEmpty else {
-                            entry.waiters[waiterID] = waiter
+                            entry.waiters[ticket] = waiter
                             let before = entry.priority
                             entry.priority = max(entry.priority, waiter.priority)
                             return (entry.priority != before ? (entry.ticket, entry.priority) : nil, entry.leader)
                         }
-                        entry.waiters[waiterID] = waiter
+                        entry.waiters[ticket] = waiter
                         let startPriority = waiter.priority
                         entry.task = Task {
                             let result: Result<Outcome, any Error>
@@ -182,20 +182,34 @@ final class Deduplicator: Sendable {
                 }
                 if let leader { onJoin?(leader) }
                 // Someone else (the client's `cancelAll`) may end this wait.
-                onWaiting?({ error in self.leave(key: key, waiterID: waiterID, with: error) })
+                lifecycle?.attach(lifecycleTicket) { error in seat.leave(with: error) }
                 if let (ticket, newPriority) = raised { self.reprioritize(ticket, newPriority) }
                 // Watched only once the waiter is in place, so a deadline that fires at once finds it.
                 if let deadline {
-                    watch = DeadlineWatch.shared.watch(until: deadline) {
-                        self.leave(key: key, waiterID: waiterID, with: CourierError.timeout())
-                    }
+                    watch = DeadlineWatch.shared.watch(until: deadline) { seat.leave(with: CourierError.timeout()) }
                 }
-                if Task.isCancelled { self.leave(key: key, waiterID: waiterID) }
+                if Task.isCancelled { self.leave(key: key, waiterID: ticket) }
             }
         } onCancel: {
-            self.leave(key: key, waiterID: waiterID)
+            self.leave(key: key, waiterID: ticket)
         }
         return (response, joined)
+    }
+
+    /// One caller's wait for a shared request, as those who may end it or change it see it.
+    private final class Seat: Sendable {
+        let deduplicator: Deduplicator
+        let key: LogicalKey
+        let waiterID: UInt64
+
+        init(deduplicator: Deduplicator, key: LogicalKey, waiterID: UInt64) {
+            self.deduplicator = deduplicator
+            self.key = key
+            self.waiterID = waiterID
+        }
+
+        func leave(with error: CourierError) { self.deduplicator.leave(key: self.key, waiterID: self.waiterID, with: error) }
+        func change(to priority: RequestPriority) { self.deduplicator.change(key: self.key, waiterID: self.waiterID, to: priority) }
     }
 
     /// The latest deadline among the waiters of a shared request; `nil` when one has none (or

@@ -52,12 +52,12 @@ struct LogicalKey: Hashable, Sendable {
             self.headers = headers
             self.acceptedStatuses = acceptedStatuses
             self.custom = custom
-            // The hash takes the parts that tell requests in flight apart (the resource and what
-            // is sent to it); equality compares every part. Keys that differ only in the rest
-            // (the partition, the wire protocol, the fields) share a hash, and stay different keys.
+            // The hash takes the parts that tell requests in flight apart (the path and what is
+            // sent to it); equality compares every part. Keys that differ only in the rest (the
+            // partition, the wire protocol, the fields) share a hash, and stay different keys.
+            // The method and the host are left out as well: nearly every request in flight is a GET
+            // to one of a few hosts, so they would cost two more strings to hash and tell little apart.
             var hasher = Hasher()
-            hasher.combine(method)
-            hasher.combine(authority)
             hasher.combine(path)
             hasher.combine(bodyDigest)
             hasher.combine(headers.count)
@@ -83,9 +83,13 @@ struct LogicalKey: Hashable, Sendable {
 
     /// The per-host key of a request's head, as ``hostKey`` makes it.
     static func hostKey(of head: HTTPRequest) -> String {
+        Authority.hostKey(scheme: Self.scheme(of: head), authority: head.authority ?? "")
+    }
+
+    /// The request's scheme, lower-cased (`https` when it has none).
+    private static func scheme(of head: HTTPRequest) -> String {
         let written = head.scheme ?? "https"
-        let scheme = written == "https" || written == "http" ? written : written.lowercased()
-        return Authority.hostKey(scheme: scheme, authority: head.authority ?? "")
+        return written == "https" || written == "http" ? written : written.lowercased()
     }
     /// The fields the cache lookup added (validators, a `Range` for the missing bytes): callers
     /// whose requests the cache changed differently never share one exchange.
@@ -117,10 +121,10 @@ struct LogicalKey: Hashable, Sendable {
         if path.utf8.last == UInt8(ascii: "?") { path = path.dropLast() }
         let custom: String?
         if case .key(let key) = endpoint.deduplication.mode { custom = key } else { custom = nil }
-        let written = request.head.scheme ?? "https"
-        let scheme = written == "https" || written == "http" ? written : written.lowercased()
+        let scheme = Self.scheme(of: request.head)
         self.parts = Parts(
-            method: request.head.method, scheme: scheme, authority: Self.hostKey(of: request.head), path: path,
+            method: request.head.method, scheme: scheme,
+            authority: Authority.hostKey(scheme: scheme, authority: request.head.authority ?? ""), path: path,
             bodyDigest: bodyDigest, partition: partition, endpointMiddleware: middleware, wire: wire, headers: headers,
             acceptedStatuses: endpoint.acceptedStatuses, custom: custom)
     }

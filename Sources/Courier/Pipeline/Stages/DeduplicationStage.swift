@@ -45,7 +45,8 @@ struct DeduplicationStage: PipelineStage {
         do {
             result = try await self.deduplicator.run(
                 key: key, ticket: ticket, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control,
-                requestID: exchange.request.id, onJoin: self.onJoin(exchange), onWaiting: self.onWaiting(exchange),
+                requestID: exchange.request.id, lifecycle: self.lifecycle, lifecycleTicket: exchange.lifecycleTicket,
+                onJoin: self.onJoin(exchange),
                 fetch: self.fetch(exchange, ticket: ticket, next: next)
             )
         } catch {
@@ -60,14 +61,9 @@ struct DeduplicationStage: PipelineStage {
     /// highest priority among them (the deduplicator owns it, not the first caller).
     @inline(never)
     private func fetch<Next: PipelineNext>(_ exchange: RequestExchange, ticket: UInt64, next: Next) -> Deduplicator.Fetch {
-        var sharing = exchange
-        sharing.request.deadline = nil
-        sharing.control = nil
-        sharing.readsBody = true
-        sharing.ticket = ticket
-        sharing.priorityOverride = exchange.priority
-        sharing.sharedBy = self.deduplicator
-        let shared = sharing
+        // Made by a function that returns it, so the closure takes the one copy over (a copy
+        // made here and then captured was copied once more: a dozen retains a request).
+        let shared = Self.shared(exchange, ticket: ticket, by: self.deduplicator)
         return { ticket, priority in
             // Usually it starts as made: passed on as it is, without a copy.
             if ticket == shared.ticket, priority == shared.priorityOverride { return try await next(shared) }
@@ -78,6 +74,18 @@ struct DeduplicationStage: PipelineStage {
         }
     }
 
+    /// The exchange that goes on the wire for everyone who shares it.
+    private static func shared(_ exchange: RequestExchange, ticket: UInt64, by deduplicator: Deduplicator) -> RequestExchange {
+        var sharing = exchange
+        sharing.request.deadline = nil
+        sharing.control = nil
+        sharing.readsBody = true
+        sharing.ticket = ticket
+        sharing.priorityOverride = exchange.priority
+        sharing.sharedBy = deduplicator
+        return sharing
+    }
+
     /// Tells the monitors this caller joined a request in flight (`nil`: no monitor listens).
     @inline(never)
     private func onJoin(_ exchange: RequestExchange) -> (@Sendable (RequestID) -> Void)? {
@@ -85,12 +93,6 @@ struct DeduplicationStage: PipelineStage {
         let events = self.events
         let joiner = exchange.request
         return { leader in events.emit(joiner) { monitor, event in monitor.deduplicationJoined(event, sharing: leader) } }
-    }
-
-    /// Lets `cancelAll` end this caller's wait.
-    @inline(never)
-    private func onWaiting(_ exchange: RequestExchange) -> (@escaping @Sendable (CourierError) -> Void) -> Void {
-        { [lifecycle = self.lifecycle, ticket = exchange.lifecycleTicket] leave in lifecycle.attach(ticket, leave) }
     }
 
     /// A joiner's outcome: its source says it was coalesced.
