@@ -201,6 +201,15 @@ final class ExchangeRecord: @unchecked Sendable {
         var queued: Duration = .zero
         var wait: Duration?
         var sentAt: ContinuousClock.Instant?
+        var slot: SlotHold?
+    }
+
+    /// The scheduler slot an exchange holds: whose host, under which ticket, and whether a
+    /// redirect has moved it from the host it was taken for.
+    struct SlotHold {
+        var host: String
+        var ticket: UInt64
+        var moved = false
     }
 
     private let lock = NSLock()
@@ -254,5 +263,28 @@ final class ExchangeRecord: @unchecked Sendable {
 
     func setAttempt(_ attempt: Int) {
         self.write { $0.attempt = attempt }
+    }
+
+    /// The scheduler slot the exchange holds now: set by the schedule stage once it has one,
+    /// moved by the redirect stage when a hop goes to another host; `nil` while it holds none (a
+    /// wait for another host's slot that failed, or one under way).
+    var slot: SlotHold? { self.read(\.slot) }
+
+    /// Whether a redirect has moved the slot (then a request sent again from the top, a retry
+    /// or a middleware's, takes its first host's slot back).
+    var slotMoved: Bool { self.read { $0.slot?.moved ?? false } }
+
+    func holdSlot(_ slot: SlotHold?) {
+        self.write { $0.slot = slot }
+    }
+
+    /// Takes the slot away if it is still the one held at `host` (`nil` when another hop took it
+    /// first: two attempts sent at once by a middleware never both give one slot back).
+    func takeSlot(heldAt host: String) -> SlotHold? {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        guard let slot = self.fields.slot, slot.host == host else { return nil }
+        self.fields.slot = nil
+        return slot
     }
 }

@@ -58,7 +58,8 @@ final class Pipeline: Sendable {
                 Fused(MiddlewareStage(scope: .endpoint, clientMiddleware: [], events: events),
                 Fused(RetryStage(defaultPolicy: configuration.retry, budget: client.retryBudget, events: events,
                                  clientMiddleware: middleware),
-                Fused(RedirectStage(policy: configuration.redirects, clientMiddleware: middleware, events: events, redactor: configuration.redactor),
+                Fused(RedirectStage(policy: configuration.redirects, clientMiddleware: middleware, events: events,
+                                    scheduler: client.scheduler, redactor: configuration.redactor),
                 Fused(CookieStage(jar: configuration.cookies),
                 Fused(TransportStage(transport: configuration.transport, events: events),
                 PipelineStageNext.end))))))))))))

@@ -23,7 +23,11 @@ final class Deduplicator: Sendable {
     }
 
     private struct Entry {
+        /// The ticket the request was made with: which request this entry is.
         var ticket: UInt64
+        /// The scheduler ticket the request holds or waits with now: ``ticket`` until a redirect
+        /// moves it to another host's queue.
+        var wireTicket: UInt64
         /// The request that went on the wire for this entry.
         var leader: RequestID
         var task: Task<Void, Never>?
@@ -147,13 +151,13 @@ final class Deduplicator: Sendable {
                         deadline: deadline.map(FixedInstant.offset(of:)))
                     // One lookup, which inserts a new entry when there is none (every entry in the
                     // table has a waiter: an entry without one is new).
-                    let fresh = Entry(ticket: ticket, leader: requestID, priority: waiter.priority)
+                    let fresh = Entry(ticket: ticket, wireTicket: ticket, leader: requestID, priority: waiter.priority)
                     let outcome = Self.update(&state.entries[key, default: fresh]) { entry -> ((UInt64, RequestPriority)?, RequestID?) in
                         guard entry.waiters.isEmpty else {
                             entry.waiters[ticket] = waiter
                             let before = entry.priority
                             entry.priority = max(entry.priority, waiter.priority)
-                            return (entry.priority != before ? (entry.ticket, entry.priority) : nil, entry.leader)
+                            return (entry.priority != before ? (entry.wireTicket, entry.priority) : nil, entry.leader)
                         }
                         entry.waiters[ticket] = waiter
                         let startPriority = waiter.priority
@@ -258,10 +262,22 @@ final class Deduplicator: Sendable {
                 for waiter in entry.waiters { highest = max(highest, waiter.priority) }
                 guard highest != entry.priority else { return nil }
                 entry.priority = highest
-                return (entry.ticket, highest)
+                return (entry.wireTicket, highest)
             }
         }
         if let (ticket, priority) = update { self.reprioritize(ticket, priority) }
+    }
+
+    /// The shared request `key` names went to another host's queue with a new scheduler ticket
+    /// (a redirect): changes of priority go to that ticket from now on. Returns the priority it
+    /// should queue at (the highest among its waiters); `nil` when no waiter is left or the
+    /// request is not the one holding `old`.
+    func moved(key: LogicalKey, from old: UInt64, to new: UInt64) -> RequestPriority? {
+        self.state.withLock { state in
+            guard let index = state.entries.index(forKey: key), state.entries.values[index].wireTicket == old else { return nil }
+            state.entries.values[index].wireTicket = new
+            return state.entries.values[index].priority
+        }
     }
 
     private func finish(key: LogicalKey, ticket: UInt64, with result: Result<Outcome, any Error>) {

@@ -6,11 +6,17 @@ import HTTPTypes
 /// GET, https → http refused, `Authorization`, `Cookie`, `Proxy-Authorization` and the
 /// signature fields dropped when the origin changes. A hop to the same origin as the request
 /// passes the per-hop middleware again (it is signed again); a hop to another origin does not.
-/// A one-shot body is never resent: a 307/308 for one is handed back as it is.
+/// A one-shot body is never resent: a 307/308 for one is handed back as it is. A hop to another
+/// host gives the first host's scheduler slot back and takes one of the new host's, so per-host
+/// limits hold for the host the request is talking to; a request sent again from the top after
+/// that (a retry, a middleware's) takes its first host's slot back. (A client suspended meanwhile
+/// hands out no slot: the hop waits for `resume()`, as a new request would.)
 struct RedirectStage: PipelineStage {
     let policy: RedirectPolicy
     let clientMiddleware: [any Middleware]
     let events: EventHub
+    /// Whose slot a hop to another host takes (``ScheduleStage/moveSlot(_:to:scheduler:events:spokeHTTP2:)``).
+    let scheduler: RequestScheduler
     /// The client's redactor: what a location shows in events and errors.
     var redactor: Redactor = .standard
     var name: String { "redirect" }
@@ -28,11 +34,22 @@ struct RedirectStage: PipelineStage {
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         // The first hop (hop 0, as the exchange arrives) in a small frame; a redirect is followed
         // apart, in a frame of its own that only requests with a redirect allocate.
+        if exchange.record.slotMoved { try await self.slotBack(exchange) }
         let response = try await next(exchange).response
         if self.policy.maxRedirects > 0, Self.isRedirect(response.statusCode) {
             return try await self.follow(exchange, from: response, next: next)
         }
         return Outcome(response: response)
+    }
+
+    /// Takes the slot of the exchange's own host back, for an exchange sent again after a
+    /// redirect moved its slot elsewhere. (No HTTP/2 credit for the host given back: what the
+    /// last attempt spoke may have been another host's.)
+    @inline(never)
+    private func slotBack(_ exchange: RequestExchange) async throws {
+        try await ScheduleStage.moveSlot(
+            exchange, to: LogicalKey.hostKey(of: exchange.request.head), scheduler: self.scheduler, events: self.events,
+            spokeHTTP2: false)
     }
 
     /// Follows the redirect `first` answered with, hop by hop, while the policy allows.
@@ -48,6 +65,9 @@ struct RedirectStage: PipelineStage {
                 hopExchange.request = request
                 hopExchange.hop = hops
                 let hop = hopExchange
+                try await ScheduleStage.moveSlot(
+                    hop, to: LogicalKey.hostKey(of: request.head), scheduler: self.scheduler, events: self.events,
+                    spokeHTTP2: response.version.major >= 2)
                 // URLs are parsed only once a redirect happens: most requests have none.
                 if let origin = exchange.request.url, let url = request.url, Self.sameOrigin(origin, url) {
                     response = try await MiddlewareChain.sendAgain(hop, clientMiddleware: self.clientMiddleware, next: next)

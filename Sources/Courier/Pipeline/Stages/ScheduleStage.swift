@@ -7,7 +7,10 @@ import HTTPTypes
 ///
 /// The slot is held until the body has ended: for collected bodies when they have been read, for
 /// streams and downloads when the caller has read the last byte, stopped reading, or dropped the
-/// body — so the scheduler never believes a busy connection is free.
+/// body — so the scheduler never believes a busy connection is free. It follows the exchange
+/// from host to host: a redirect to another host gives this host's slot back and waits for one
+/// of the other's, and a request sent again from the top after that (a retry, a middleware's)
+/// takes its first host's back (``moveSlot(_:to:scheduler:events:spokeHTTP2:)``).
 struct ScheduleStage: PipelineStage {
     let scheduler: RequestScheduler
     let events: EventHub
@@ -33,17 +36,63 @@ struct ScheduleStage: PipelineStage {
             throw error
         }
         if let observer { exchange.control?.removeObserver(observer) }
+        exchange.record.holdSlot(.init(host: host, ticket: ticket))
         let outcome: Outcome
         do {
             outcome = try await next(exchange)
         } catch {
-            // An error status arrives here too (an answer the endpoint does not accept): what the
-            // last attempt spoke counts, as before (after a redirect to another host, that host's
-            // protocol may be credited; only successes tell the hop apart).
-            self.release(exchange, host: host, spokeHTTP2: exchange.record.version.map { $0.major >= 2 } ?? false)
+            self.releaseAfter(exchange)
             throw error
         }
-        return self.released(outcome, exchange: exchange, host: host)
+        return self.released(outcome, exchange: exchange)
+    }
+
+    /// Frees the slot of an exchange that failed, if it holds one. An error status arrives here
+    /// too (an answer the endpoint does not accept): what the last attempt spoke counts, unless a
+    /// redirect moved the slot (then the protocol read may be another host's).
+    @inline(never)
+    private func releaseAfter(_ exchange: RequestExchange) {
+        guard let held = exchange.record.slot else { return }
+        self.release(exchange, host: held.host, spokeHTTP2: !held.moved && (exchange.record.version.map { $0.major >= 2 } ?? false))
+    }
+
+    /// Moves the exchange's slot to `host` when it holds one of another host: gives the old one
+    /// back (crediting it with HTTP/2 when `spokeHTTP2`: the answer that sent the exchange away
+    /// came from it), then takes one of `host`'s, waiting in the queue in the exchange's place in
+    /// line at its priority (a shared request's: the highest among its waiters, whose changes
+    /// follow it to the new ticket). A wait that fails (cancelled, timed out) leaves the exchange
+    /// holding no slot.
+    static func moveSlot(
+        _ exchange: RequestExchange, to host: String, scheduler: RequestScheduler, events: EventHub, spokeHTTP2: Bool
+    ) async throws {
+        let record = exchange.record
+        guard let held = record.slot, held.host != host, let taken = record.takeSlot(heldAt: held.host) else { return }
+        scheduler.release(host: taken.host, spokeHTTP2: spokeHTTP2)
+        events.emit(exchange.request) { $0.slotReleased($1, host: taken.host) }
+        let ticket = scheduler.makeTicket()
+        var priority = exchange.priorityOverride ?? exchange.priority
+        if let deduplicator = exchange.sharedBy, let key = exchange.key,
+            let shared = deduplicator.moved(key: key, from: taken.ticket, to: ticket)
+        {
+            priority = shared
+        }
+        // Watched before the ticket queues, so a change in between is not lost.
+        let observer = exchange.control.map { control in control.onPriorityChange { scheduler.reprioritize(ticket: ticket, to: $0) } }
+        defer { if let observer { exchange.control?.removeObserver(observer) } }
+        if !scheduler.tryAcquire(ticket: ticket, host: host, priority: exchange.control?.priority ?? priority, order: exchange.order) {
+            let started = ContinuousClock.now
+            events.emit(exchange.request) { $0.requestQueued($1, host: host) }
+            do {
+                try await scheduler.waitForSlot(ticket: ticket)
+            } catch {
+                events.emit(exchange.request) { $0.requestDequeued($1, host: host) }
+                throw error
+            }
+            if events.isActive { record.queued += .now - started }
+            events.emit(exchange.request) { $0.requestDequeued($1, host: host) }
+        }
+        record.holdSlot(.init(host: host, ticket: ticket, moved: true))
+        events.emit(exchange.request) { $0.slotAcquired($1, host: host) }
     }
 
     /// Takes a slot: at once when one is free, else after waiting in the queue (telling the
@@ -77,9 +126,10 @@ struct ScheduleStage: PipelineStage {
 
     /// The outcome, its slot freed now (a body in memory) or once its streamed body has ended.
     @inline(never)
-    private func released(_ outcome: consuming Outcome, exchange: RequestExchange, host: String) -> Outcome {
-        // Only an answer from this host itself says it speaks HTTP/2: after a redirect to another
-        // host, that host's protocol must not raise this one's limit.
+    private func released(_ outcome: consuming Outcome, exchange: RequestExchange) -> Outcome {
+        guard let host = exchange.record.slot?.host else { return outcome }
+        // Only an answer from this host itself says it speaks HTTP/2: another host's protocol must
+        // not raise this one's limit.
         let spokeHTTP2 = outcome.response.version.major >= 2 && Self.answeredBy(host, outcome.response.url)
         guard exchange.mode.isStream, outcome.response.body.bytes == nil else {
             self.release(exchange, host: host, spokeHTTP2: spokeHTTP2)

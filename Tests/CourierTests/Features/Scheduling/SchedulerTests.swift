@@ -51,12 +51,6 @@ struct SchedulerTests {
         }
     }
 
-    /// Requests started one after the other at one priority reach the wire in the order they were
-    /// started, however their tasks happen to reach the scheduler: each is numbered when
-    /// `start` is called, and the queue orders by priority, then by that number. Deduplication is
-    /// on (the default), so the number also survives the shared exchange the scheduler sees.
-    /// (Before: a task per `start` reached the queue in any order, and 20 requests went out of
-    /// order in each of three runs.)
     @Test(arguments: TransportKind.allCases)
     func limitsSetBelowTheMinimumOnThePropertiesAreRaisedToIt(_ kind: TransportKind) async throws {
         // The initialiser raises a limit below 1 to 1; set on the properties afterwards, a 0 held
@@ -79,6 +73,12 @@ struct SchedulerTests {
         }
     }
 
+    /// Requests started one after the other at one priority reach the wire in the order they were
+    /// started, however their tasks happen to reach the scheduler: each is numbered when
+    /// `start` is called, and the queue orders by priority, then by that number. Deduplication is
+    /// on (the default), so the number also survives the shared exchange the scheduler sees.
+    /// (Before: a task per `start` reached the queue in any order, and 20 requests went out of
+    /// order in each of three runs.)
     @Test(arguments: TransportKind.allCases)
     func requestsStartedInOrderLeaveInOrder(_ kind: TransportKind) async throws {
         let gate = Gate()

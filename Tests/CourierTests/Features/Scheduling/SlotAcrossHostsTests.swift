@@ -1,0 +1,287 @@
+import CourierTestServer
+import Foundation
+import Testing
+
+@testable import Courier
+
+/// Where the scheduler slot of a request is while a redirect (or a retry after one) takes it to
+/// another host. Per-host limits are there for the host a request talks to: a request redirected
+/// to a download host must not keep one of the API host's slots while it downloads, nor talk to
+/// the download host beyond that host's limit. (Before: the slot stayed with the first host for
+/// the whole exchange.)
+@Suite("Scheduler slots follow a request from host to host")
+struct SlotAcrossHostsTests {
+    /// The per-host key of a test server (`127.0.0.1:PORT`), as ``TrafficSnapshot/inFlightByHost`` names it.
+    static func host(_ server: TestServer) -> String { "127.0.0.1:\(server.port)" }
+
+    /// One request per host; the origin redirects `/to?url=` to the other server, which holds
+    /// `/slow/blocker…` until the gate opens.
+    static func servers() async throws -> (origin: TestServer, other: TestServer, gate: Gate) {
+        let gate = Gate()
+        return (try await http1Server(), try await trafficServer(gate: gate), gate)
+    }
+
+    static func onePerHost(_ configuration: inout Client.Configuration) {
+        configuration.scheduling = .init(maxConcurrentRequests: 8, maxRequestsPerHost: 1, agingInterval: .seconds(3600))
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aRedirectToAnotherHostGivesTheFirstHostsSlotBackAndTakesOneOfTheOthers(_ kind: TransportKind) async throws {
+        let (origin, other, gate) = try await Self.servers()
+        let target = other.baseURL.appendingPathComponent("slow/blocker-1").absoluteString
+        try await withClient(kind, server: origin, configure: Self.onePerHost) { client in
+            let redirected = client.start(Endpoint<Article>(path: "/to", query: ["url": target]))
+            #expect(await eventually { other.requests.count == 1 })
+            // Held at the other host: that host's slot is taken, the origin's is free.
+            #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
+            // So a request to the origin goes out and comes back meanwhile.
+            let echo = client.start(Endpoint<Echo>(path: "/echo"))
+            #expect(await eventually { origin.requests.count == 2 })
+            // And one straight to the other host waits for the redirected request's slot.
+            let direct = client.start(Endpoint<Article>(path: other.baseURL.appendingPathComponent("slow/blocker-2").absoluteString))
+            #expect(await eventually { client.traffic.queued == 1 })
+            #expect(other.requests.count == 1)
+            await gate.open()
+            _ = try await redirected.value
+            _ = try await echo.value
+            _ = try await direct.value
+            #expect(other.requests.map(\.path) == ["/slow/blocker-1", "/slow/blocker-2"])
+            // Every slot taken was given back, each to its own host.
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            #expect(client.traffic.queued == 0)
+        }
+        try await other.stop()
+    }
+
+    /// The redirected request waits for the other host's slot in the queue; cancelled there, it
+    /// leaves without a slot to give back, and the other host's holder keeps its own.
+    @Test(arguments: TransportKind.allCases)
+    func aRedirectedRequestCancelledWhileItWaitsForTheOtherHostsSlotHoldsNone(_ kind: TransportKind) async throws {
+        let (origin, other, gate) = try await Self.servers()
+        try await withClient(kind, server: origin, configure: Self.onePerHost) { client in
+            let holder = client.start(Endpoint<Article>(path: other.baseURL.appendingPathComponent("slow/blocker-1").absoluteString))
+            #expect(await eventually { other.requests.count == 1 })
+            let target = other.baseURL.appendingPathComponent("slow/blocker-2").absoluteString
+            let redirected = client.start(Endpoint<Article>(path: "/to", query: ["url": target]))
+            #expect(await eventually { origin.requests.count == 1 && client.traffic.queued == 1 })
+            #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
+            redirected.cancel()
+            let error = await expectCourierError { _ = try await redirected.value }
+            #expect(error?.kind == .cancelled)
+            #expect(client.traffic.queued == 0)
+            #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
+            await gate.open()
+            _ = try await holder.value
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            #expect(other.requests.count == 1)
+        }
+        try await other.stop()
+    }
+
+    /// A retry after an attempt that a redirect took to another host goes to the first host again,
+    /// with the first host's slot: the slots balance whatever the path.
+    @Test(arguments: TransportKind.allCases)
+    func aRetryAfterARedirectTakesTheFirstHostsSlotAgain(_ kind: TransportKind) async throws {
+        let answers = Locked(0)
+        let other = try await http1Server { _ in
+            let count = answers.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            return count == 1 ? .text("busy", status: 503) : .json(#"{"id":7,"title":"ok"}"#)
+        }
+        let origin = try await http1Server()
+        let target = other.baseURL.appendingPathComponent("article").absoluteString
+        let slots = SlotLog()
+        try await withClient(
+            kind, server: origin,
+            configure: {
+                Self.onePerHost(&$0)
+                $0.retry = RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1), maxDelay: .milliseconds(1))
+                $0.eventMonitors = [slots]
+            }
+        ) { client in
+            let article = try await client.send(Endpoint<Article>(path: "/to", query: ["url": target]))
+            #expect(article.id == 7)
+            #expect(origin.requests.count == 2)
+            #expect(other.requests.count == 2)
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            let (o, x) = (Self.host(origin), Self.host(other))
+            // Origin, then the other host (the 503), back to the origin for the retry, the other again.
+            #expect(slots.events == ["+\(o)", "-\(o)", "+\(x)", "-\(x)", "+\(o)", "-\(o)", "+\(x)", "-\(x)"])
+        }
+        try await other.stop()
+    }
+
+    /// A middleware that sends the request again itself (here: once more after a 503) sends it
+    /// from the top, past the retry stage: that attempt too takes the first host's slot back.
+    @Test(arguments: TransportKind.allCases)
+    func aMiddlewaresOwnResendAfterARedirectTakesTheFirstHostsSlotAgain(_ kind: TransportKind) async throws {
+        let answers = Locked(0)
+        let other = try await http1Server { _ in
+            let count = answers.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            return count == 1 ? .text("busy", status: 503) : .json(#"{"id":8,"title":"ok"}"#)
+        }
+        let origin = try await http1Server()
+        let target = other.baseURL.appendingPathComponent("article").absoluteString
+        let slots = SlotLog()
+        try await withClient(
+            kind, server: origin,
+            configure: {
+                Self.onePerHost(&$0)
+                $0.retry = RetryPolicy(maxAttempts: 1)
+                $0.middleware = [SendsAgainAfter503()]
+                $0.eventMonitors = [slots]
+            }
+        ) { client in
+            let article = try await client.send(Endpoint<Article>(path: "/to", query: ["url": target]))
+            #expect(article.id == 8)
+            #expect(origin.requests.count == 2)
+            #expect(other.requests.count == 2)
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            let (o, x) = (Self.host(origin), Self.host(other))
+            #expect(slots.events == ["+\(o)", "-\(o)", "+\(x)", "-\(x)", "+\(o)", "-\(o)", "+\(x)", "-\(x)"])
+        }
+        try await other.stop()
+    }
+
+    /// A middleware that sends two attempts at once (hedging) gives one slot: when both are
+    /// redirected, only one of them moves it, and every slot taken is given back once.
+    @Test(arguments: TransportKind.allCases)
+    func twoAttemptsSentAtOnceAndRedirectedGiveBackEachSlotOnce(_ kind: TransportKind) async throws {
+        let origin = try await http1Server()
+        let other = try await http1Server()
+        let target = other.baseURL.appendingPathComponent("echo").absoluteString
+        let slots = SlotLog()
+        try await withClient(
+            kind, server: origin,
+            configure: {
+                Self.onePerHost(&$0)
+                $0.middleware = [SendsTwiceAtOnce()]
+                $0.eventMonitors = [slots]
+            }
+        ) { client in
+            for round in 0..<5 {
+                let echo = try await client.send(Endpoint<Echo>(path: "/to", query: ["url": target + "?round=\(round)"]))
+                #expect(echo.uri == "/echo?round=\(round)")
+            }
+            #expect(other.requests.count == 10)
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            let (o, x) = (Self.host(origin), Self.host(other))
+            for host in [o, x] {
+                #expect(slots.events.filter { $0 == "+\(host)" }.count == slots.events.filter { $0 == "-\(host)" }.count)
+            }
+            #expect(slots.events.filter { $0 == "+\(o)" }.count == 5)
+        }
+        try await other.stop()
+    }
+
+    /// A shared (deduplicated) request that a redirect sent to the other host's queue is raised
+    /// there when a caller of a higher priority joins it: the deduplicator follows it to its new
+    /// ticket, and it queues at its callers' highest priority.
+    @Test(arguments: TransportKind.allCases)
+    func aSharedRequestQueuedForTheOtherHostIsRaisedByAJoiner(_ kind: TransportKind) async throws {
+        let (origin, other, gate) = try await Self.servers()
+        try await withClient(kind, server: origin, configure: Self.onePerHost) { client in
+            let holder = client.start(Endpoint<Article>(path: other.baseURL.appendingPathComponent("slow/blocker-1").absoluteString))
+            #expect(await eventually { other.requests.count == 1 })
+            let target = other.baseURL.appendingPathComponent("slow/blocker-2").absoluteString
+            let endpoint = Endpoint<Article>(path: "/to", query: ["url": target])
+            let low = client.start(endpoint, priority: .low)
+            #expect(await eventually { client.traffic.queuedByPriority == [.low: 1] })
+            let high = client.start(endpoint, priority: .veryHigh)
+            #expect(await eventually { client.traffic.queuedByPriority == [.veryHigh: 1] })
+            #expect(client.deduplicationCounts.coalesced == 1)
+            await gate.open()
+            _ = try await holder.value
+            let a = try await low.value
+            let b = try await high.value
+            #expect(a.title == b.title)
+            #expect(origin.requests.count == 1)
+            #expect(other.requests.count == 2)
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            // The raise went to the ticket that queued, not to one no longer in the scheduler.
+            #expect(client.parts.scheduler.pendingPriorityChanges == 0)
+        }
+        try await other.stop()
+    }
+
+    /// A download redirected to a file host holds that host's slot while its body comes, and the
+    /// API host's is free meanwhile.
+    @Test(arguments: TransportKind.allCases)
+    func aDownloadRedirectedToAnotherHostHoldsThatHostsSlot(_ kind: TransportKind) async throws {
+        let origin = try await http1Server()
+        let other = try await http1Server()
+        let target = other.baseURL.appendingPathComponent("echo").absoluteString
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("slots-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let slots = SlotLog()
+        try await withClient(
+            kind, server: origin,
+            configure: {
+                Self.onePerHost(&$0)
+                $0.eventMonitors = [slots]
+            }
+        ) { client in
+            let result = try await client.download(
+                Endpoint<Data>(path: "/to", query: ["url": target], decoding: .data),
+                to: DownloadDestination(directory: directory, fileName: "echo.json")
+            ).value
+            #expect(try Data(contentsOf: result.url).isEmpty == false)
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            let (o, x) = (Self.host(origin), Self.host(other))
+            #expect(slots.events == ["+\(o)", "-\(o)", "+\(x)", "-\(x)"])
+        }
+        try await other.stop()
+    }
+
+    /// A streamed body read from the other host holds that host's slot until it ends.
+    @Test(arguments: TransportKind.allCases)
+    func aStreamRedirectedToAnotherHostHoldsThatHostsSlotUntilItsBodyEnds(_ kind: TransportKind) async throws {
+        let origin = try await http1Server()
+        let other = try await http1Server()
+        let target = other.baseURL.appendingPathComponent("echo").absoluteString
+        try await withClient(kind, server: origin, configure: Self.onePerHost) { client in
+            let streamed = try await client.stream(Endpoint<Data>(path: "/to", query: ["url": target], decoding: .data))
+            #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
+            var bytes = 0
+            for try await chunk in streamed.body { bytes += chunk.count }
+            #expect(bytes > 0)
+            #expect(await eventually { client.traffic.inFlightByHost.isEmpty })
+        }
+        try await other.stop()
+    }
+}
+
+/// The slots a request takes (`+host`) and gives back (`-host`), in order.
+final class SlotLog: EventMonitor, Sendable {
+    private let log = Locked<[String]>([])
+    var events: [String] { self.log.current }
+    func slotAcquired(_ request: RequestEvent, host: String) { self.log.withLock { $0.append("+\(host)") } }
+    func slotReleased(_ request: RequestEvent, host: String) { self.log.withLock { $0.append("-\(host)") } }
+}
+
+/// Sends the request once more when the first answer is a 503, as an app's own retry middleware might.
+struct SendsAgainAfter503: Middleware {
+    func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+        let first = try await next(request)
+        guard first.head.status.code == 503 else { return first }
+        await first.body.discard()
+        return try await next(request)
+    }
+}
+
+/// Sends each request twice at once and answers with the first (a hedging middleware).
+struct SendsTwiceAtOnce: Middleware {
+    func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+        async let first = next(request)
+        async let second = next(request)
+        let (answer, spare) = try await (first, second)
+        await spare.body.discard()
+        return answer
+    }
+}
