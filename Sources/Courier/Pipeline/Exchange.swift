@@ -201,7 +201,6 @@ final class ExchangeRecord: @unchecked Sendable {
         var queued: Duration = .zero
         var wait: Duration?
         var sentAt: ContinuousClock.Instant?
-        var slot: SlotHold?
     }
 
     /// The scheduler slot an exchange holds: whose host, under which ticket, and whether a
@@ -214,6 +213,9 @@ final class ExchangeRecord: @unchecked Sendable {
 
     private let lock = NSLock()
     private var fields = Fields()
+    /// Apart from `fields` (under the same lock), so that reading it copies nothing else: the
+    /// schedule and redirect stages read it for every request.
+    private var heldSlot: SlotHold?
 
     private func read<Value>(_ value: (Fields) -> Value) -> Value {
         self.lock.lock()
@@ -268,14 +270,24 @@ final class ExchangeRecord: @unchecked Sendable {
     /// The scheduler slot the exchange holds now: set by the schedule stage once it has one,
     /// moved by the redirect stage when a hop goes to another host; `nil` while it holds none (a
     /// wait for another host's slot that failed, or one under way).
-    var slot: SlotHold? { self.read(\.slot) }
+    var slot: SlotHold? {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return self.heldSlot
+    }
 
     /// Whether a redirect has moved the slot (then a request sent again from the top, a retry
     /// or a middleware's, takes its first host's slot back).
-    var slotMoved: Bool { self.read { $0.slot?.moved ?? false } }
+    var slotMoved: Bool {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return self.heldSlot?.moved ?? false
+    }
 
-    func holdSlot(_ slot: SlotHold?) {
-        self.write { $0.slot = slot }
+    func holdSlot(_ slot: SlotHold) {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        self.heldSlot = slot
     }
 
     /// Takes the slot away if it is still the one held at `host` (`nil` when another hop took it
@@ -283,8 +295,8 @@ final class ExchangeRecord: @unchecked Sendable {
     func takeSlot(heldAt host: String) -> SlotHold? {
         self.lock.lock()
         defer { self.lock.unlock() }
-        guard let slot = self.fields.slot, slot.host == host else { return nil }
-        self.fields.slot = nil
+        guard let slot = self.heldSlot, slot.host == host else { return nil }
+        self.heldSlot = nil
         return slot
     }
 }
