@@ -239,6 +239,46 @@ struct SlotAcrossHostsTests {
         try await other.stop()
     }
 
+    /// A host the request was redirected to, whose connection closed before it answered, is not
+    /// taken for an HTTP/2 host because the first host answered over HTTP/2: the protocol of the
+    /// last answer is credited to the slot's host only when the slot never moved. (Before, it
+    /// raised that host's limit from 1 to 100.) AsyncHTTPClient only: the first host speaks
+    /// HTTP/2 over TLS with the test CA, which URLSession on Linux trusts only in the private
+    /// namespace of URLSessionTLSTests.
+    @Test
+    func aHostThatFailedBeforeAnsweringIsNotCreditedWithTheFirstHostsHTTP2() async throws {
+        let gate = Gate()
+        let other = try await http1Server { request in
+            if request.path == "/drop" { return .text("").with(.closeBeforeResponding) }
+            await gate.wait()
+            return .json(#"{"id":1,"title":"x"}"#)
+        }
+        let origin = try await tlsServer { request in
+            request.path == "/go"
+                ? .text("", status: 302, headers: [("Location", "http://127.0.0.1:\(other.port)/drop")]) : await Routes.standard(request)
+        }
+        try await withClient(
+            .asyncHTTPClient, server: origin,
+            configure: {
+                $0.scheduling = .init(maxConcurrentRequests: 64, maxRequestsPerHost: 1, agingInterval: .seconds(3600))
+                $0.redirects.allowsInsecureDowngrade = true
+                $0.retry = RetryPolicy(maxAttempts: 1)
+            }
+        ) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/go")) }
+            #expect(error?.kind == .transport)
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            let handles = (1...3).map { client.start(Endpoint<Article>(method: .post, path: "http://127.0.0.1:\(other.port)/slow/\($0)")) }
+            #expect(await eventually { client.traffic.inFlight + client.traffic.queued == 3 })
+            // Still HTTP/1.1's limit there: one at a time.
+            #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
+            #expect(client.traffic.queued == 2)
+            await gate.open()
+            for handle in handles { _ = try await handle.value }
+        }
+        try await other.stop()
+    }
+
     /// A streamed body read from the other host holds that host's slot until it ends.
     @Test(arguments: TransportKind.allCases)
     func aStreamRedirectedToAnotherHostHoldsThatHostsSlotUntilItsBodyEnds(_ kind: TransportKind) async throws {
