@@ -267,6 +267,19 @@ final class ExchangeRecord: @unchecked Sendable {
         self.write { $0.attempt = attempt }
     }
 
+    /// The records of a download's rounds as one request's: the latest round's, with the
+    /// attempts and the time queued of every round added up.
+    static func summary(of rounds: [ExchangeRecord]) -> ExchangeRecord {
+        guard let last = rounds.last else { return ExchangeRecord() }
+        guard rounds.count > 1 else { return last }
+        let summary = ExchangeRecord()
+        var fields = last.read { $0 }
+        fields.attempt = rounds.reduce(0) { $0 + $1.attempt }
+        fields.queued = rounds.reduce(.zero) { $0 + $1.queued }
+        summary.write { $0 = fields }
+        return summary
+    }
+
     /// The scheduler slot the exchange holds now: set by the schedule stage once it has one,
     /// moved by the redirect stage when a hop goes to another host; `nil` while it holds none (a
     /// wait for another host's slot that failed, or one under way).

@@ -49,7 +49,8 @@ extension Client {
     /// `invalidRequest` instead of writing into it. It goes through the same stages as
     /// `send(_:)` (constrained mode, scheduling, middleware, retries, redirects), without cache
     /// or sharing. Event monitors see one request, started once and ended once under one id,
-    /// however many exchanges the body takes.
+    /// however many exchanges the body takes; its end counts the attempts and the time queued of
+    /// them all.
     public func download<Value>(
         _ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool = true
     ) -> TransferTask<DownloadResult> {
@@ -97,26 +98,26 @@ extension Client {
         let start = ContinuousClock.now
         let events = self.parts.events
         events.emit(announced) { $0.requestStarted($1) }
-        // The latest round's record, for the end event (whose request is always `announced`:
-        // the logical request, as at the start, without the rounds' ranges).
-        var latest = ExchangeRecord()
+        // The rounds' records, for the end event (whose request is always `announced`: the
+        // logical request, as at the start, without the rounds' ranges).
+        var rounds: [ExchangeRecord] = []
         do {
             return try await self.downloadRounds(
                 description, announced: announced, partial: partial, partialURL: partialURL, record: record, target: target,
-                destination: destination, offset: offset, validator: validator, start: start, reporter: reporter, latest: &latest)
+                destination: destination, offset: offset, validator: validator, start: start, reporter: reporter, records: &rounds)
         } catch {
-            events.failed(announced, failure: ObserveStage.failure(error), start: start, record: latest)
+            events.failed(announced, failure: ObserveStage.failure(error), start: start, record: .summary(of: rounds))
             throw error
         }
     }
 
     /// The rounds of a download until its file is in place: each asks for the rest of the body
-    /// (or all of it again), and the last reports the download's end to the monitors. `latest`
-    /// holds the latest round's record.
+    /// (or all of it again), and the last reports the download's end to the monitors (with the
+    /// attempts and the time queued of every round). `records` holds the rounds' records.
     private func downloadRounds(
         _ description: EndpointDescription, announced: Request, partial: PartialFile, partialURL: URL, record: URL, target: URL,
         destination: DownloadDestination, offset: Int64, validator: String?, start: ContinuousClock.Instant,
-        reporter: ProgressReporter, latest: inout ExchangeRecord
+        reporter: ProgressReporter, records: inout [ExchangeRecord]
     ) async throws -> DownloadResult {
         let urlString = announced.urlString
         var offset = offset
@@ -133,7 +134,7 @@ extension Client {
             let ifRange = validator
             let outcome: Outcome
             let round = ExchangeRecord()
-            latest = round
+            records.append(round)
             do {
                 outcome = try await self.run(description, mode: .download, id: announced.id, record: round) { request in
                     // Ranges count bytes of the representation as sent: never content-coded here.
@@ -158,7 +159,7 @@ extension Client {
                         let result = EventHub.result(
                             response: HTTPResponse(status: .init(code: 416), headerFields: error.headers ?? HTTPFields()), body: nil,
                             bodySize: 0, version: round.version, source: .network, age: nil, start: start, url: announced.urlString,
-                            record: round, delivery: .downloaded(resumedAt: continuing ? resumedFrom : rangeStart))
+                            record: .summary(of: records), delivery: .downloaded(resumedAt: continuing ? resumedFrom : rangeStart))
                         self.parts.events.emit(announced) { $0.requestFinished($1, result: result) }
                     }
                     return DownloadResult(
@@ -248,7 +249,7 @@ extension Client {
             if self.parts.events.isActive {
                 let result = EventHub.result(
                     response: raw.head, body: nil, bodySize: Int(written - resumedFrom), version: raw.version, source: .network, age: nil,
-                    start: start, url: outcome.urlString, record: round, delivery: .downloaded(resumedAt: resumedFrom)
+                    start: start, url: outcome.urlString, record: .summary(of: records), delivery: .downloaded(resumedAt: resumedFrom)
                 )
                 self.parts.events.emit(announced) { $0.requestFinished($1, result: result) }
             }

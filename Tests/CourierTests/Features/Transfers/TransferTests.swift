@@ -384,7 +384,7 @@ struct TransferTests {
     /// A download is one request to its monitors, whatever rounds it takes: one start and one
     /// end, under one id. A resumed body answered 416 (the file was whole already, RFC 9110
     /// §14.4) ends as finished, not failed; a range answered with the whole body again takes a
-    /// second round that starts nothing new.
+    /// second round that starts nothing new, and counts as a second attempt.
     @Test(arguments: TransportKind.allCases, ["cut", "resumed", "whole body already here", "another range"])
     func aDownloadStartsAndEndsOnceForItsMonitors(_ kind: TransportKind, _ situation: String) async throws {
         let origin = FileOrigin(cutFirstAfter: 400_000, answersAnotherRange: situation == "another range")
@@ -414,6 +414,9 @@ struct TransferTests {
         if situation != "cut" {
             let last = try #require(ids.last)
             #expect(monitor.results.current[last]?.response?.status.code == expectedStatus)
+            // Every round's exchange counts as an attempt of the one request (before: the last
+            // round's only).
+            #expect(monitor.results.current[last]?.attempts == (situation == "another range" ? 2 : 1))
         }
     }
 
