@@ -5,11 +5,11 @@ import HTTPTypes
 /// The canonical text a request signature covers, shared by ``RequestSigner`` and ``SignatureVerifier``.
 ///
 /// Lines, joined by `\n`: the method as sent (methods are case-sensitive, RFC 9110 §9.1), path,
-/// the query items (as sent, percent-encoded) sorted by name — the name's bytes once
-/// percent-decoded, as a server reads it — with items of the same name kept in the order sent
-/// (`a=1&a=2` and `a=2&a=1` are two requests: a server may read the first value; so are
-/// `a=1&%61=2` and `%61=2&a=1`), the lower-case hex SHA-256 of the body, the timestamp (Unix
-/// seconds), the nonce.
+/// the query items (as sent, percent-encoded) sorted by name — the name's bytes once decoded as a
+/// form decodes it (`+` a space, then percent-decoded), as a server may read it — with items of
+/// the same name kept in the order sent (`a=1&a=2` and `a=2&a=1` are two requests: a server may
+/// read the first value; so are `a=1&%61=2` and `%61=2&a=1`, and `a+b=1&a%20b=2` and its
+/// reverse), the lower-case hex SHA-256 of the body, the timestamp (Unix seconds), the nonce.
 public enum SignatureCanonicalForm {
     /// The canonical text of a request.
     public static func text(method: String, target: String, body: Data, timestamp: String, nonce: String) -> String {
@@ -20,14 +20,20 @@ public enum SignatureCanonicalForm {
         return [method, path.isEmpty ? "/" : path, query, digest, timestamp, nonce].joined(separator: "\n")
     }
 
-    /// Query items sorted by name (the bytes before the first `=`, percent-decoded; as written
-    /// when they do not decode), stable: items of one name keep their order.
+    /// Query items sorted by name (the bytes before the first `=`, `+` read as a space and then
+    /// percent-decoded; as written when they do not decode), stable: items of one name keep
+    /// their order. Reading `+` as a space can only make more names equal, and so keep more of
+    /// the order sent: safe for a server that reads the query either way.
     static func sortedByName(_ items: [Substring]) -> [Substring] {
         func name(_ item: Substring) -> [UInt8] {
             let utf8 = item.utf8
             let written = Substring(utf8[..<(utf8.firstIndex(of: UInt8(ascii: "=")) ?? utf8.endIndex)])
-            guard written.utf8.contains(UInt8(ascii: "%")) else { return Array(written.utf8) }
-            return Array((written.removingPercentEncoding ?? String(written)).utf8)
+            let plus = written.utf8.contains(UInt8(ascii: "+"))
+            guard plus || written.utf8.contains(UInt8(ascii: "%")) else { return Array(written.utf8) }
+            let spaced =
+                plus
+                ? String(decoding: written.utf8.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: " ") : $0 }, as: UTF8.self) : String(written)
+            return Array((spaced.removingPercentEncoding ?? spaced).utf8)
         }
         return items.map { (name($0), $0) }.enumerated().sorted { left, right in
             let (a, b) = (left.element.0, right.element.0)

@@ -104,6 +104,11 @@ struct SecurityHygieneTests {
         // A name written percent-encoded is the same name to the server: its order counts too.
         #expect(text("/t?amount=1&%61mount=1000") != text("/t?%61mount=1000&amount=1"))
         #expect(text("/t?%62=1&a=2").contains("\na=2&%62=1\n"))
+        // A `+` in a name is a space to a server that reads the query as a form
+        // (application/x-www-form-urlencoded): `a+b` and `a%20b` are one name there, and their order
+        // counts; `%2B` stays a plus. (Before: the two sorted apart, and both orders signed alike.)
+        #expect(text("/t?a+b=1&a%20b=2") != text("/t?a%20b=2&a+b=1"))
+        #expect(text("/t?a%2Bb=1&a+b=2").contains("\na+b=2&a%2Bb=1\n"))
         // RFC 9110 §9.1: methods are case-sensitive; `patch` and `PATCH` are two methods.
         #expect(
             SignatureCanonicalForm.text(method: "patch", target: "/", body: Data(), timestamp: "1", nonce: "n")
