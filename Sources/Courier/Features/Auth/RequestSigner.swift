@@ -5,11 +5,12 @@ import HTTPTypes
 /// The canonical text a request signature covers, shared by ``RequestSigner`` and ``SignatureVerifier``.
 ///
 /// Lines, joined by `\n`: the method as sent (methods are case-sensitive, RFC 9110 §9.1), path,
-/// the query items (as sent, percent-encoded) sorted by name — the name's bytes once decoded as a
-/// form decodes it (`+` a space, then percent-decoded), as a server may read it — with items of
-/// the same name kept in the order sent (`a=1&a=2` and `a=2&a=1` are two requests: a server may
-/// read the first value; so are `a=1&%61=2` and `%61=2&a=1`, and `a+b=1&a%20b=2` and its
-/// reverse), the lower-case hex SHA-256 of the body, the timestamp (Unix seconds), the nonce.
+/// the query items (as sent, percent-encoded) sorted by name — the name's bytes percent-decoded,
+/// with `+` and space as one byte, so that names a server may read as one sort as one — with
+/// items of the same name kept in the order sent (`a=1&a=2` and `a=2&a=1` are two requests: a
+/// server may read the first value; so are `a=1&%61=2` and `%61=2&a=1`, and `a+b=1&a%20b=2`
+/// and its reverse), the lower-case hex SHA-256 of the body, the timestamp (Unix seconds), the
+/// nonce.
 public enum SignatureCanonicalForm {
     /// The canonical text of a request.
     public static func text(method: String, target: String, body: Data, timestamp: String, nonce: String) -> String {
@@ -20,26 +21,47 @@ public enum SignatureCanonicalForm {
         return [method, path.isEmpty ? "/" : path, query, digest, timestamp, nonce].joined(separator: "\n")
     }
 
-    /// Query items sorted by name (the bytes before the first `=`, `+` read as a space and then
-    /// percent-decoded; as written when they do not decode), stable: items of one name keep
-    /// their order. Reading `+` as a space can only make more names equal, and so keep more of
-    /// the order sent: safe for a server that reads the query either way.
+    /// Query items sorted by name, stable: items of one name keep their order. A name is the
+    /// bytes before the first `=`, percent-decoded byte by byte (`%ff` and `%FF` are one byte,
+    /// whether or not the bytes are UTF-8), with `+` and space taken as one byte: a server that
+    /// reads the query as a form reads `+` as a space, one that does not reads it as a plus, and
+    /// taking them as one only makes more names equal, which keeps more of the order sent — safe
+    /// for either server.
     static func sortedByName(_ items: [Substring]) -> [Substring] {
         func name(_ item: Substring) -> [UInt8] {
-            let utf8 = item.utf8
-            let written = Substring(utf8[..<(utf8.firstIndex(of: UInt8(ascii: "=")) ?? utf8.endIndex)])
-            let plus = written.utf8.contains(UInt8(ascii: "+"))
-            guard plus || written.utf8.contains(UInt8(ascii: "%")) else { return Array(written.utf8) }
-            let spaced =
-                plus
-                ? String(decoding: written.utf8.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: " ") : $0 }, as: UTF8.self) : String(written)
-            return Array((spaced.removingPercentEncoding ?? spaced).utf8)
+            let utf8 = Array(item.utf8)
+            let end = utf8.firstIndex(of: UInt8(ascii: "=")) ?? utf8.endIndex
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(end)
+            var index = 0
+            while index < end {
+                var byte = utf8[index]
+                if byte == UInt8(ascii: "%"), index + 2 < end, let high = Self.hexValue(utf8[index + 1]),
+                    let low = Self.hexValue(utf8[index + 2])
+                {
+                    byte = high << 4 | low
+                    index += 2
+                }
+                bytes.append(byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+                index += 1
+            }
+            return bytes
         }
         return items.map { (name($0), $0) }.enumerated().sorted { left, right in
             let (a, b) = (left.element.0, right.element.0)
             if a == b { return left.offset < right.offset }
             return a.lexicographicallyPrecedes(b)
         }.map(\.element.1)
+    }
+
+    /// The value of an ASCII hex digit; `nil` for any other byte.
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     static func mac(_ text: String, key: SymmetricKey) -> String {

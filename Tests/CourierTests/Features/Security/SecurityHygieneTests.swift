@@ -105,10 +105,17 @@ struct SecurityHygieneTests {
         #expect(text("/t?amount=1&%61mount=1000") != text("/t?%61mount=1000&amount=1"))
         #expect(text("/t?%62=1&a=2").contains("\na=2&%62=1\n"))
         // A `+` in a name is a space to a server that reads the query as a form
-        // (application/x-www-form-urlencoded): `a+b` and `a%20b` are one name there, and their order
-        // counts; `%2B` stays a plus. (Before: the two sorted apart, and both orders signed alike.)
+        // (application/x-www-form-urlencoded), and a plus to one that does not: `a+b` is one name
+        // with `a%20b` to the first, with `a%2Bb` to the second, and their order counts to each.
+        // (Before: `a+b` and `a%20b` sorted apart, and both orders were signed alike.)
         #expect(text("/t?a+b=1&a%20b=2") != text("/t?a%20b=2&a+b=1"))
-        #expect(text("/t?a%2Bb=1&a+b=2").contains("\na+b=2&a%2Bb=1\n"))
+        #expect(text("/t?a+b=1&a%2Bb=2") != text("/t?a%2Bb=2&a+b=1"))
+        #expect(text("/t?a%2Bb=1&z=3&a+b=2").contains("\na%2Bb=1&a+b=2&z=3\n"))
+        // A percent-encoded byte is one byte in either letter case, UTF-8 or not.
+        #expect(text("/t?%ff=1&%FF=2") != text("/t?%FF=2&%ff=1"))
+        #expect(text("/t?%ff=1&%fe=2").contains("\n%fe=2&%ff=1\n"))
+        // A `%` without two hex digits after it is a byte of the name as written.
+        #expect(text("/t?%zz=1&%=2&%f=3").contains("\n%=2&%f=3&%zz=1\n"))
         // RFC 9110 §9.1: methods are case-sensitive; `patch` and `PATCH` are two methods.
         #expect(
             SignatureCanonicalForm.text(method: "patch", target: "/", body: Data(), timestamp: "1", nonce: "n")
