@@ -59,15 +59,21 @@ struct RedirectStage: PipelineStage {
         var visited: Set<String> = []
         var hops = 0
         var response = first
+        // The request of the hop that answered with the redirect being followed.
+        var left = exchange.request.head
         while true {
             if hops > 0 {
                 var hopExchange = exchange
                 hopExchange.request = request
                 hopExchange.hop = hops
                 let hop = hopExchange
-                try await ScheduleStage.moveSlot(
-                    hop, to: LogicalKey.hostKey(of: request.head), scheduler: self.scheduler, events: self.events,
-                    spokeHTTP2: response.version.major >= 2)
+                // Only a hop to another host moves the slot (compared request to request, both as
+                // the middleware left them).
+                let host = LogicalKey.hostKey(of: request.head)
+                if host != LogicalKey.hostKey(of: left) {
+                    try await ScheduleStage.moveSlot(
+                        hop, to: host, scheduler: self.scheduler, events: self.events, spokeHTTP2: response.version.major >= 2)
+                }
                 // URLs are parsed only once a redirect happens: most requests have none.
                 if let origin = exchange.request.url, let url = request.url, Self.sameOrigin(origin, url) {
                     response = try await MiddlewareChain.sendAgain(hop, clientMiddleware: self.clientMiddleware, next: next)
@@ -134,6 +140,7 @@ struct RedirectStage: PipelineStage {
                 self.events.emit(exchange.request) { $0.redirected($1, status: status, location: location) }
             }
             hops += 1
+            left = request.head
             request = following
         }
     }

@@ -179,6 +179,30 @@ struct SlotAcrossHostsTests {
         try await other.stop()
     }
 
+    /// A middleware that sends the request to another authority than the endpoint's (here the
+    /// endpoint names `localhost`, the middleware `127.0.0.1`) and a redirect on that same host:
+    /// the hop stays on the host, so the slot stays where it is. (Compared with the slot's host,
+    /// taken before the middleware, the hop looked like a move: a slot given back and taken again.)
+    @Test(arguments: TransportKind.allCases)
+    func aRedirectOnTheHostAMiddlewareChoseKeepsTheSlot(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let slots = SlotLog()
+        try await withClient(
+            kind, server: server,
+            configure: {
+                Self.onePerHost(&$0)
+                $0.middleware = [SendsTo(authority: "127.0.0.1:\(server.port)")]
+                $0.eventMonitors = [slots]
+            }
+        ) { client in
+            let echo = try await client.send(Endpoint<Echo>(path: "http://localhost:\(server.port)/redirect/1"))
+            #expect(echo.uri == "/echo")
+            #expect(server.requests.map(\.path) == ["/redirect/1", "/echo"])
+            #expect(slots.events == ["+localhost:\(server.port)", "-localhost:\(server.port)"])
+            #expect(client.traffic.inFlightByHost.isEmpty)
+        }
+    }
+
     /// A shared (deduplicated) request that a redirect sent to the other host's queue is raised
     /// there when a caller of a higher priority joins it: the deduplicator follows it to its new
     /// ticket, and it queues at its callers' highest priority.
@@ -323,5 +347,15 @@ struct SendsTwiceAtOnce: Middleware {
         let (answer, spare) = try await (first, second)
         await spare.body.discard()
         return answer
+    }
+}
+
+/// Sends every request to one authority, whatever its endpoint named.
+struct SendsTo: Middleware {
+    let authority: String
+    func intercept(_ request: Request, next: Next) async throws -> RawResponse {
+        var request = request
+        request.head.authority = self.authority
+        return try await next(request)
     }
 }
