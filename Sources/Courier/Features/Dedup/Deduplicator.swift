@@ -28,6 +28,9 @@ final class Deduplicator: Sendable {
         /// The scheduler ticket the request holds or waits with now: ``ticket`` until a redirect
         /// moves it to another host's queue.
         var wireTicket: UInt64
+        /// Whether the request holds its slot (under ``wireTicket``): a change of priority has
+        /// nothing left to move in the scheduler then, and is not sent there.
+        var onWire = false
         /// The request that went on the wire for this entry.
         var leader: RequestID
         var task: Task<Void, Never>?
@@ -157,7 +160,7 @@ final class Deduplicator: Sendable {
                             entry.waiters[ticket] = waiter
                             let before = entry.priority
                             entry.priority = max(entry.priority, waiter.priority)
-                            return (entry.priority != before ? (entry.wireTicket, entry.priority) : nil, entry.leader)
+                            return (entry.priority != before && !entry.onWire ? (entry.wireTicket, entry.priority) : nil, entry.leader)
                         }
                         entry.waiters[ticket] = waiter
                         let startPriority = waiter.priority
@@ -262,7 +265,7 @@ final class Deduplicator: Sendable {
                 for waiter in entry.waiters { highest = max(highest, waiter.priority) }
                 guard highest != entry.priority else { return nil }
                 entry.priority = highest
-                return (entry.wireTicket, highest)
+                return entry.onWire ? nil : (entry.wireTicket, highest)
             }
         }
         if let (ticket, priority) = update { self.reprioritize(ticket, priority) }
@@ -276,7 +279,18 @@ final class Deduplicator: Sendable {
         self.state.withLock { state in
             guard let index = state.entries.index(forKey: key), state.entries.values[index].wireTicket == old else { return nil }
             state.entries.values[index].wireTicket = new
+            state.entries.values[index].onWire = false
             return state.entries.values[index].priority
+        }
+    }
+
+    /// The shared request `key` names took its slot under `ticket`: from now on a change of
+    /// priority is not sent to the scheduler, which would keep it for a ticket that never queues
+    /// again (until a redirect queues the request under a new one).
+    func tookSlot(key: LogicalKey, ticket: UInt64) {
+        self.state.withLock { state in
+            guard let index = state.entries.index(forKey: key), state.entries.values[index].wireTicket == ticket else { return }
+            state.entries.values[index].onWire = true
         }
     }
 

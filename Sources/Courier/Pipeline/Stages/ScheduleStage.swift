@@ -36,6 +36,7 @@ struct ScheduleStage: PipelineStage {
             throw error
         }
         if let observer { exchange.control?.removeObserver(observer) }
+        if let deduplicator = exchange.sharedBy, let key = exchange.key { deduplicator.tookSlot(key: key, ticket: ticket) }
         exchange.record.holdSlot(.init(host: host, ticket: ticket))
         let outcome: Outcome
         do {
@@ -91,6 +92,7 @@ struct ScheduleStage: PipelineStage {
             if events.isActive { record.queued += .now - started }
             events.emit(exchange.request) { $0.requestDequeued($1, host: host) }
         }
+        if let deduplicator = exchange.sharedBy, let key = exchange.key { deduplicator.tookSlot(key: key, ticket: ticket) }
         record.holdSlot(.init(host: host, ticket: ticket, moved: true))
         events.emit(exchange.request) { $0.slotAcquired($1, host: host) }
     }

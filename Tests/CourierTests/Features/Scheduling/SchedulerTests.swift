@@ -144,6 +144,31 @@ struct SchedulerTests {
         }
     }
 
+    /// The same for a shared (deduplicated) request: a caller of a higher priority who joins it,
+    /// or a caller who raises its own priority, while it is on the wire changes nothing in the
+    /// scheduler. (Before: each such change was kept there for the shared request's ticket,
+    /// which never queues again.)
+    @Test(arguments: TransportKind.allCases)
+    func priorityChangesOfASharedRequestOnTheWireAreNotKept(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
+        try await withClient(kind, server: server) { client in
+            let endpoint = Endpoint<Article>(path: "/slow/blocker")
+            let first = client.start(endpoint, priority: .low)
+            #expect(await eventually { server.requests.count == 1 })
+            let second = client.start(endpoint, priority: .high)
+            #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
+            first.priority = .veryHigh
+            second.priority = .veryLow
+            #expect(client.parts.scheduler.pendingPriorityChanges == 0)
+            await gate.open()
+            _ = try await first.value
+            _ = try await second.value
+            #expect(server.requests.count == 1)
+            #expect(client.parts.scheduler.pendingPriorityChanges == 0)
+        }
+    }
+
     // AsyncHTTPClient only: the redirect leads to an HTTP/2 server over TLS with the test CA,
     // which URLSession on Linux trusts only in the private namespace of URLSessionTLSTests.
     @Test
