@@ -131,14 +131,9 @@ struct MiddlewareTests {
 
     @Test(arguments: TransportKind.allCases)
     func retryCallsNextAgainWithAReplayableBody(_ kind: TransportKind) async throws {
-        let attempts = Locked(0)
-        let server = try await http1Server { request in
-            let attempt = attempts.withLock { value -> Int in
-                value += 1
-                return value
-            }
-            return attempt == 1 ? .text("try again", status: 503) : await Routes.standard(request)
-        }
+        let server = try await http1Server(numbering: { request, attempt in
+            attempt == 1 ? .text("try again", status: 503) : await Routes.standard(request)
+        })
         let retry = ClosureMiddleware { request, next in
             let first = try await next(request)
             guard first.status == .serviceUnavailable else { return first }

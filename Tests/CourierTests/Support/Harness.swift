@@ -175,6 +175,19 @@ func http1Server(on port: Int = 0, _ handler: @escaping TestServer.Handler = Rou
     try await TestServer.start(.http1, port: port, handler: handler)
 }
 
+/// Starts an HTTP/1.1 server whose handler also gets the request's number (1 for the first the
+/// server received): for servers that answer the first request one way and the rest another.
+func http1Server(numbering handler: @escaping @Sendable (RecordedRequest, Int) async -> ScriptedResponse) async throws -> TestServer {
+    let count = Locked(0)
+    return try await http1Server { request in
+        let number = count.withLock { count -> Int in
+            count += 1
+            return count
+        }
+        return await handler(request, number)
+    }
+}
+
 /// Starts a TLS server (HTTP/2 and HTTP/1.1 by ALPN) with the standard routes, or the given handler.
 func tlsServer(_ handler: @escaping TestServer.Handler = Routes.standard) async throws -> TestServer {
     try await TestServer.start(.tls(Certificates.shared), handler: handler)

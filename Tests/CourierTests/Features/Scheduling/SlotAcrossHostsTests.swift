@@ -78,18 +78,63 @@ struct SlotAcrossHostsTests {
         try await other.stop()
     }
 
+    /// The same wait ended by the request's deadline: kind `timeout`, no slot given back twice,
+    /// nothing sent to the other host.
+    @Test(arguments: TransportKind.allCases)
+    func aRedirectedRequestWhoseDeadlinePassesWhileItWaitsForTheOtherHostsSlotHoldsNone(_ kind: TransportKind) async throws {
+        let (origin, other, gate) = try await Self.servers()
+        try await withClient(kind, server: origin, configure: Self.onePerHost) { client in
+            let holder = client.start(Endpoint<Article>(path: other.baseURL.appendingPathComponent("slow/blocker-1").absoluteString))
+            #expect(await eventually { other.requests.count == 1 })
+            let target = other.baseURL.appendingPathComponent("slow/blocker-2").absoluteString
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "/to", query: ["url": target], timeout: .seconds(1)))
+            }
+            #expect(error?.kind == .timeout)
+            #expect(origin.requests.count == 1)
+            #expect(client.traffic.queued == 0)
+            #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
+            await gate.open()
+            _ = try await holder.value
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            #expect(other.requests.count == 1)
+        }
+        try await other.stop()
+    }
+
     /// A retry after an attempt that a redirect took to another host goes to the first host again,
     /// with the first host's slot: the slots balance whatever the path.
     @Test(arguments: TransportKind.allCases)
     func aRetryAfterARedirectTakesTheFirstHostsSlotAgain(_ kind: TransportKind) async throws {
-        let answers = Locked(0)
-        let other = try await http1Server { _ in
-            let count = answers.withLock { count -> Int in
-                count += 1
-                return count
-            }
-            return count == 1 ? .text("busy", status: 503) : .json(#"{"id":7,"title":"ok"}"#)
+        try await Self.sentAgainAfterARedirect(kind) {
+            $0.retry = RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1), maxDelay: .milliseconds(1))
         }
+    }
+
+    /// A middleware that sends the request again itself (here: once more after a 503) sends it
+    /// from the top, past the retry stage: that attempt too takes the first host's slot back.
+    @Test(arguments: TransportKind.allCases)
+    func aMiddlewaresOwnResendAfterARedirectTakesTheFirstHostsSlotAgain(_ kind: TransportKind) async throws {
+        try await Self.sentAgainAfterARedirect(kind) {
+            $0.retry = RetryPolicy(maxAttempts: 1)
+            $0.middleware = [
+                ClosureMiddleware { request, next in
+                    let first = try await next(request)
+                    guard first.status == .serviceUnavailable else { return first }
+                    await first.body.discard()
+                    return try await next(request)
+                }
+            ]
+        }
+    }
+
+    /// The origin redirects to the other host, which answers its first request 503 and the next
+    /// one 200; `sendAgain` configures what sends the request again after the 503. Each attempt
+    /// takes the origin's slot, then the other host's.
+    static func sentAgainAfterARedirect(_ kind: TransportKind, sendAgain: @escaping (inout Client.Configuration) -> Void) async throws {
+        let other = try await http1Server(numbering: { _, number in
+            number == 1 ? .text("busy", status: 503) : .json(#"{"id":7,"title":"ok"}"#)
+        })
         let origin = try await http1Server()
         let target = other.baseURL.appendingPathComponent("article").absoluteString
         let slots = SlotLog()
@@ -97,7 +142,7 @@ struct SlotAcrossHostsTests {
             kind, server: origin,
             configure: {
                 Self.onePerHost(&$0)
-                $0.retry = RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(1), maxDelay: .milliseconds(1))
+                sendAgain(&$0)
                 $0.eventMonitors = [slots]
             }
         ) { client in
@@ -107,42 +152,7 @@ struct SlotAcrossHostsTests {
             #expect(other.requests.count == 2)
             #expect(client.traffic.inFlightByHost.isEmpty)
             let (o, x) = (Self.host(origin), Self.host(other))
-            // Origin, then the other host (the 503), back to the origin for the retry, the other again.
-            #expect(slots.events == ["+\(o)", "-\(o)", "+\(x)", "-\(x)", "+\(o)", "-\(o)", "+\(x)", "-\(x)"])
-        }
-        try await other.stop()
-    }
-
-    /// A middleware that sends the request again itself (here: once more after a 503) sends it
-    /// from the top, past the retry stage: that attempt too takes the first host's slot back.
-    @Test(arguments: TransportKind.allCases)
-    func aMiddlewaresOwnResendAfterARedirectTakesTheFirstHostsSlotAgain(_ kind: TransportKind) async throws {
-        let answers = Locked(0)
-        let other = try await http1Server { _ in
-            let count = answers.withLock { count -> Int in
-                count += 1
-                return count
-            }
-            return count == 1 ? .text("busy", status: 503) : .json(#"{"id":8,"title":"ok"}"#)
-        }
-        let origin = try await http1Server()
-        let target = other.baseURL.appendingPathComponent("article").absoluteString
-        let slots = SlotLog()
-        try await withClient(
-            kind, server: origin,
-            configure: {
-                Self.onePerHost(&$0)
-                $0.retry = RetryPolicy(maxAttempts: 1)
-                $0.middleware = [SendsAgainAfter503()]
-                $0.eventMonitors = [slots]
-            }
-        ) { client in
-            let article = try await client.send(Endpoint<Article>(path: "/to", query: ["url": target]))
-            #expect(article.id == 8)
-            #expect(origin.requests.count == 2)
-            #expect(other.requests.count == 2)
-            #expect(client.traffic.inFlightByHost.isEmpty)
-            let (o, x) = (Self.host(origin), Self.host(other))
+            // Origin, then the other host (the 503), back to the origin, the other again.
             #expect(slots.events == ["+\(o)", "-\(o)", "+\(x)", "-\(x)", "+\(o)", "-\(o)", "+\(x)", "-\(x)"])
         }
         try await other.stop()
@@ -160,7 +170,16 @@ struct SlotAcrossHostsTests {
             kind, server: origin,
             configure: {
                 Self.onePerHost(&$0)
-                $0.middleware = [SendsTwiceAtOnce()]
+                // Sends each request twice at once and answers with the first (hedging).
+                $0.middleware = [
+                    ClosureMiddleware { request, next in
+                        async let first = next(request)
+                        async let second = next(request)
+                        let (answer, spare) = try await (first, second)
+                        await spare.body.discard()
+                        return answer
+                    }
+                ]
                 $0.eventMonitors = [slots]
             }
         ) { client in
@@ -191,7 +210,13 @@ struct SlotAcrossHostsTests {
             kind, server: server,
             configure: {
                 Self.onePerHost(&$0)
-                $0.middleware = [SendsTo(authority: "127.0.0.1:\(server.port)")]
+                $0.middleware = [
+                    ClosureMiddleware { request, next in
+                        var request = request
+                        request.head.authority = "127.0.0.1:\(server.port)"
+                        return try await next(request)
+                    }
+                ]
                 $0.eventMonitors = [slots]
             }
         ) { client in
@@ -327,35 +352,4 @@ final class SlotLog: EventMonitor, Sendable {
     var events: [String] { self.log.current }
     func slotAcquired(_ request: RequestEvent, host: String) { self.log.withLock { $0.append("+\(host)") } }
     func slotReleased(_ request: RequestEvent, host: String) { self.log.withLock { $0.append("-\(host)") } }
-}
-
-/// Sends the request once more when the first answer is a 503, as an app's own retry middleware might.
-struct SendsAgainAfter503: Middleware {
-    func intercept(_ request: Request, next: Next) async throws -> RawResponse {
-        let first = try await next(request)
-        guard first.head.status.code == 503 else { return first }
-        await first.body.discard()
-        return try await next(request)
-    }
-}
-
-/// Sends each request twice at once and answers with the first (a hedging middleware).
-struct SendsTwiceAtOnce: Middleware {
-    func intercept(_ request: Request, next: Next) async throws -> RawResponse {
-        async let first = next(request)
-        async let second = next(request)
-        let (answer, spare) = try await (first, second)
-        await spare.body.discard()
-        return answer
-    }
-}
-
-/// Sends every request to one authority, whatever its endpoint named.
-struct SendsTo: Middleware {
-    let authority: String
-    func intercept(_ request: Request, next: Next) async throws -> RawResponse {
-        var request = request
-        request.head.authority = self.authority
-        return try await next(request)
-    }
 }
