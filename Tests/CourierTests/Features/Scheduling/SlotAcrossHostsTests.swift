@@ -78,30 +78,6 @@ struct SlotAcrossHostsTests {
         try await other.stop()
     }
 
-    /// The same wait ended by the request's deadline: kind `timeout`, no slot given back twice,
-    /// nothing sent to the other host.
-    @Test(arguments: TransportKind.allCases)
-    func aRedirectedRequestWhoseDeadlinePassesWhileItWaitsForTheOtherHostsSlotHoldsNone(_ kind: TransportKind) async throws {
-        let (origin, other, gate) = try await Self.servers()
-        try await withClient(kind, server: origin, configure: Self.onePerHost) { client in
-            let holder = client.start(Endpoint<Article>(path: other.baseURL.appendingPathComponent("slow/blocker-1").absoluteString))
-            #expect(await eventually { other.requests.count == 1 })
-            let target = other.baseURL.appendingPathComponent("slow/blocker-2").absoluteString
-            let error = await expectCourierError {
-                _ = try await client.send(Endpoint<Article>(path: "/to", query: ["url": target], timeout: .seconds(1)))
-            }
-            #expect(error?.kind == .timeout)
-            #expect(origin.requests.count == 1)
-            #expect(client.traffic.queued == 0)
-            #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
-            await gate.open()
-            _ = try await holder.value
-            #expect(client.traffic.inFlightByHost.isEmpty)
-            #expect(other.requests.count == 1)
-        }
-        try await other.stop()
-    }
-
     /// A retry after an attempt that a redirect took to another host goes to the first host again,
     /// with the first host's slot: the slots balance whatever the path.
     @Test(arguments: TransportKind.allCases)
