@@ -144,6 +144,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"),
@@ -217,9 +218,12 @@ let package = Package(
             path: "Examples/NewsProto",
             exclude: ["news.proto"]
         ),
+        // Caps how many tests run at once (a constructor, run before the test library starts).
+        .target(name: "CTestParallelism", path: "Tests/CTestParallelism"),
         .testTarget(
             name: "CourierTests",
             dependencies: [
+                "CTestParallelism",
                 "Courier",
                 "CourierAsyncHTTPClient",
                 "CourierTesting",

@@ -10,11 +10,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Prints what failed: the failed tests, and each race report whole (both stacks), so a race seen
-# once on another machine can be read from the log.
+# Prints what failed: the failed tests, each race report whole (both stacks) and the end of the
+# log, so a race or a crash seen once on another machine can be read from the log.
 report() {
     grep -E "✘" "$1" | head -40
     sed -n '/WARNING: ThreadSanitizer/,/SUMMARY: ThreadSanitizer/p' "$1" | head -200
+    # A process that stops without a failed test (a trap, a signal) says why only at the end.
+    echo "--- the last lines of $1:"
+    tail -n 60 "$1"
 }
 
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"

@@ -19,7 +19,9 @@ import NIOHTTP2
 /// further and the stream is reset, so the request fails as a transport error. swift-nio-http2
 /// does not check the value, and AsyncHTTPClient takes `99` for an informational head and then
 /// traps on the body that follows (`2000` reaches HTTPTypes, which traps outside 0...999): a
-/// hostile server could stop the whole process with one response.
+/// hostile server could stop the whole process with one response. A `:status` of 101 is refused
+/// the same way: HTTP/2 has no Switching Protocols (RFC 9113 §8.6), and AsyncHTTPClient takes it
+/// for the final head, then traps on the real head that follows on the stream.
 final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
     typealias InboundOut = HTTP2Frame
@@ -33,7 +35,7 @@ final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
         case .goAway(let last, _, _):
             self.lastStreamID = min(self.lastStreamID ?? last, last)
         case .headers(let headers):
-            if let status = headers.headers.first(name: ":status"), !Self.isStatusCode(status) {
+            if let status = headers.headers.first(name: ":status"), !Self.isStatusCode(status) || status == "101" {
                 context.writeAndFlush(NIOAny(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.protocolError))), promise: nil)
                 return
             }

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOFoundationCompat
+import NIOHPACK
 import NIOHTTP1
 import NIOHTTP2
 
@@ -126,6 +127,14 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
                         promise: nil)
                 }
                 connection.flush()
+            }
+            self.perform(response.with(.normal), keepAlive: keepAlive, head: head, context: context)
+        case .interimHead(let status):
+            // Written below the HTTP/1 codec, straight to the stream (which checks nothing of
+            // the value): a HEADERS frame without END_STREAM.
+            if let codec = try? context.pipeline.syncOperations.context(handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self) {
+                let headers = HPACKHeaders([(":status", String(status))])
+                codec.write(NIOAny(HTTP2Frame.FramePayload.headers(.init(headers: headers, endStream: false))), promise: nil)
             }
             self.perform(response.with(.normal), keepAlive: keepAlive, head: head, context: context)
         case .resetMidBody(let bytes):

@@ -42,6 +42,9 @@ public struct ScriptedResponse: Sendable {
         case goAway
         /// HTTP/2: send `count` PING frames on the connection, then answer normally.
         case pingFlood(count: Int)
+        /// HTTP/2: send a HEADERS frame with this `:status` and nothing else (an interim head, as
+        /// a 1xx is), then answer normally. HTTP/1.1: answer normally.
+        case interimHead(status: Int)
         /// Send the head and `bytes` bytes of the body, then abort the connection with a TCP RST
         /// (SO_LINGER 0), not a FIN.
         case resetMidBody(afterBytes: Int)

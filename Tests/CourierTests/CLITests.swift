@@ -196,8 +196,9 @@ struct CLITests {
 
     @Test
     func loadModeShowsDeduplication() async throws {
-        // Answered after 3 s, so all 20 callers of a freshly started process join the first.
-        let server = try await http1Server { _ in .json(#"{"id":1,"title":"x"}"#).with(.stall(.seconds(3))) }
+        // Answered after 10 s, so all 20 callers of a freshly started process join the first,
+        // even on a loaded machine.
+        let server = try await http1Server { _ in .json(#"{"id":1,"title":"x"}"#).with(.stall(.seconds(10))) }
         let url = server.baseURL.absoluteString + "/slow"
         let shared = try await runCourier(["request", url, "--repeat", "20", "--concurrency", "20"])
         #expect(shared.status == 0)

@@ -32,6 +32,62 @@ struct MisbehaviourTests {
         }
     }
 
+    /// RFC 9110 §7.8: a server MUST NOT switch to a protocol the request's `Upgrade` did not
+    /// name, and Courier's requests name none; a 101 is then no answer to read.
+    @Test(arguments: TransportKind.allCases)
+    func anUnaskedForSwitchingProtocolsIsATransportErrorAndTheClientGoesOn(kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            guard request.path == "/switch" else { return await Routes.standard(request) }
+            return ScriptedResponse(
+                behaviour: .rawResponse(
+                    "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+                        + "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx"))
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/switch", decoding: .data)) }
+            #expect(error?.kind == .transport, "\(String(describing: error))")
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+    }
+
+    /// A status line of an HTTP version Courier does not speak (RFC 9112 §2.3: a major version
+    /// 1 with a minor one above 1, or another major version) is a malformed answer from the
+    /// server, kind `transport`, on both transports; URLSession once called it an invalid request.
+    @Test(arguments: TransportKind.allCases, ["HTTP/1.2", "HTTP/3.7"])
+    func aStatusLineOfAnUnknownHTTPVersionIsATransportError(kind: TransportKind, version: String) async throws {
+        let server = try await http1Server { request in
+            guard request.path == "/version" else { return await Routes.standard(request) }
+            return ScriptedResponse(behaviour: .rawResponse("\(version) 200 OK\r\nContent-Length: 1\r\n\r\nx"))
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/version", decoding: .data)) }
+            #expect(error?.kind == .transport, "\(String(describing: error))")
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+    }
+
+    /// A `Content-Length` past what a signed 64-bit count holds is an oversized answer; one that
+    /// is not a number (`2x`, `+2`), or past even an unsigned 64-bit count (which AsyncHTTPClient's
+    /// parser refuses), is a malformed one (RFC 9110 §8.6, RFC 9112 §6.3 ¶5), alike on both
+    /// transports. URLSession read the large ones as "no length" and the others as 2, and
+    /// returned the bytes it got as a success.
+    @Test(arguments: TransportKind.allCases, ["10000000000000000000", "99999999999999999999", "2x", "+2"])
+    func aContentLengthThatIsNoCountIsRefusedAlike(kind: TransportKind, length: String) async throws {
+        let server = try await http1Server { request in
+            guard request.path == "/length" else { return await Routes.standard(request) }
+            return ScriptedResponse(behaviour: .rawResponse("HTTP/1.1 200 OK\r\nContent-Length: \(length)\r\n\r\nok"))
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/length", decoding: .data)) }
+            let expected: CourierError.Kind = length.allSatisfy(\.isWholeNumber) && UInt64(length) != nil ? .responseTooLarge : .transport
+            #expect(error?.kind == expected, "\(String(describing: error))")
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases, [5, 20])
     func aRequestBodyThatBreaksItsAnnouncedLengthIsRefusedAlikeAndNotRetried(kind: TransportKind, sent: Int) async throws {
         // A streamed body announced as 10 bytes that brings 5 or 20 (a file that changed after it
@@ -178,7 +234,8 @@ struct MisbehaviourTests {
     @Test(arguments: TransportKind.allCases)
     func bodyTricklingPastTheDeadlineTimesOut(kind: TransportKind) async throws {
         let server = try await http1Server { _ in
-            .text(String(repeating: "x", count: 40)).with(.chunked(chunkSize: 4, delay: .milliseconds(100)))
+            // 1,000 chunks 100 ms apart: the body could not end before the deadline however slow the machine.
+            .text(String(repeating: "x", count: 4000)).with(.chunked(chunkSize: 4, delay: .milliseconds(100)))
         }
         try await withClient(kind, server: server) { client in
             let error = await expectCourierError {

@@ -37,6 +37,8 @@ extension Client {
             var hit = cache.anyStored(
                 for: request, policy: description.cachePolicy ?? self.configuration.cache.policy,
                 wire: RequestBuilder.wireIdentity(of: description, configuration: self.configuration)),
+            // Another endpoint's stored status this one does not accept is not its answer.
+            description.acceptedStatuses.contains(hit.response.statusCode),
             let value = try? description.decoding.run(hit.body, hit.response.head, self.configuration.decoder, nil)
         else { return nil }
         hit.value = value

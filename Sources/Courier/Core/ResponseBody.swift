@@ -129,6 +129,11 @@ public struct ResponseBody: AsyncSequence, Sendable {
         }
     }
 
+    /// Stops a streamed body without reading it (its connection is not reused).
+    func cancel() {
+        if case .stream(let stream) = self.storage { stream.cancel() }
+    }
+
     /// Reads and discards the body, up to `limit` bytes, so the connection can be reused.
     func discard(upTo limit: Int = 1 << 20) async {
         guard case .stream(let stream) = self.storage else { return }

@@ -201,6 +201,7 @@ final class ExchangeRecord: @unchecked Sendable {
         var queued: Duration = .zero
         var wait: Duration?
         var sentAt: ContinuousClock.Instant?
+        var followedRedirect: Int?
     }
 
     /// The scheduler slot an exchange holds: whose host, under which ticket, and whether a
@@ -216,6 +217,8 @@ final class ExchangeRecord: @unchecked Sendable {
     /// Apart from `fields` (under the same lock), so that reading it copies nothing else: the
     /// schedule and redirect stages read it for every request.
     private var heldSlot: SlotHold?
+    /// Attempts inside the redirect stage now (more than one when a middleware sends two at once).
+    private var attemptsUnderWay = 0
 
     private func read<Value>(_ value: (Fields) -> Value) -> Value {
         self.lock.lock()
@@ -263,6 +266,16 @@ final class ExchangeRecord: @unchecked Sendable {
         }
     }
 
+    /// The status of the first redirect followed for the exchange: the server answered the
+    /// request (RFC 9111 §4.4 has an unsafe one invalidate), whatever the chain brought after.
+    var followedRedirect: Int? { self.read(\.followedRedirect) }
+
+    func followed(redirect status: Int) {
+        self.write { fields in
+            if fields.followedRedirect == nil { fields.followedRedirect = status }
+        }
+    }
+
     func setAttempt(_ attempt: Int) {
         self.write { $0.attempt = attempt }
     }
@@ -289,12 +302,22 @@ final class ExchangeRecord: @unchecked Sendable {
         return self.heldSlot
     }
 
-    /// Whether a redirect has moved the slot (then a request sent again from the top, a retry
-    /// or a middleware's, takes its first host's slot back).
-    var slotMoved: Bool {
+    /// Counts an attempt into the redirect stage, and says whether it takes its first host's slot
+    /// back: when a redirect has moved the slot and no other attempt is under way, it is a request
+    /// sent again from the top (a retry, a middleware's). One sent beside another that is still
+    /// under way (hedging) shares the slot where that one has it.
+    func attemptStarts() -> Bool {
         self.lock.lock()
         defer { self.lock.unlock() }
-        return self.heldSlot?.moved ?? false
+        self.attemptsUnderWay += 1
+        return self.attemptsUnderWay == 1 && self.heldSlot?.moved == true
+    }
+
+    /// Counts an attempt out of the redirect stage (``attemptStarts()``).
+    func attemptEnded() {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        self.attemptsUnderWay -= 1
     }
 
     func holdSlot(_ slot: SlotHold) {

@@ -84,7 +84,7 @@ extension Client {
         }
         let urlString = announced.urlString
         // Held until this function returns: no other download writes into this partial file.
-        let partial = try PartialFile.lock(partialURL, destination: target)
+        let partial = try await PartialFile.lock(partialURL, destination: target)
         defer { partial.close() }
         var offset: Int64 = 0
         var validator: String?
@@ -326,8 +326,20 @@ struct PartialDownload: Codable {
 
 /// The partial file of a download, open and locked (`flock`) while the download runs, so that
 /// two downloads to one destination, in one process or two, never write into the same file.
-final class PartialFile {
+package final class PartialFile {
     private let handle: FileHandle
+    /// The path this process's downloads know the file by, while this download holds it.
+    private var registered: String?
+
+    /// The partial files this process's downloads hold: a second download here fails at once,
+    /// without asking the file system.
+    private static let held = Locked<Set<String>>([])
+    /// How long a lock held outside this process's downloads is waited for before the download
+    /// fails: long enough for a child process to let go of it (see ``lock(_:destination:)``).
+    static let contendedWait: Duration = .seconds(2)
+    /// Called, by the partial file's path, each time a download finds its lock held elsewhere
+    /// and waits (for tests).
+    package static let whenWaiting = Locked<[String: @Sendable () -> Void]>([:])
 
     private init(handle: FileHandle) {
         self.handle = handle
@@ -335,8 +347,30 @@ final class PartialFile {
 
     /// Opens (creating) and locks the partial file at `url`; throws kind `invalidRequest` when
     /// another download holds it.
-    static func lock(_ url: URL, destination: URL) throws -> PartialFile {
-        for _ in 0..<3 {
+    ///
+    /// A download of this process holding it fails the call at once. A lock held elsewhere is
+    /// waited for up to ``contendedWait``: besides another process's download, a child process
+    /// this one starts holds every lock this process holds from its fork until its exec closes
+    /// the descriptors it inherited, and a download must not fail for that.
+    static func lock(_ url: URL, destination: URL) async throws -> PartialFile {
+        let path = url.path
+        guard Self.held.withLock({ $0.insert(path).inserted }) else {
+            throw CourierError.invalidRequest("another download to \(destination.path) is in progress")
+        }
+        do {
+            let file = try await Self.openAndLock(url, destination: destination)
+            file.registered = path
+            return file
+        } catch {
+            Self.held.withLock { _ = $0.remove(path) }
+            throw error
+        }
+    }
+
+    private static func openAndLock(_ url: URL, destination: URL) async throws -> PartialFile {
+        let deadline = ContinuousClock.now + Self.contendedWait
+        var replaced = 0
+        while true {
             // O_NOFOLLOW: a link planted at the partial file's name is never written through.
             let descriptor = open(url.path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard descriptor >= 0 else {
@@ -349,10 +383,15 @@ final class PartialFile {
                 // as before locking existed, rather than not at all.
                 if code != ENOLCK && code != EOPNOTSUPP && code != ENOTSUP {
                     try? handle.close()
-                    if code == EWOULDBLOCK {
+                    guard code == EWOULDBLOCK else {
+                        throw CourierError.invalidRequest("cannot lock \(url.path): \(String(cString: strerror(code)))")
+                    }
+                    guard ContinuousClock.now < deadline else {
                         throw CourierError.invalidRequest("another download to \(destination.path) is in progress")
                     }
-                    throw CourierError.invalidRequest("cannot lock \(url.path): \(String(cString: strerror(code)))")
+                    Self.whenWaiting.withLock { $0[url.path] }?()
+                    try await Task.sleep(for: .milliseconds(20))
+                    continue
                 }
             }
             // Between open and flock the file may have been renamed into place by the download
@@ -372,8 +411,11 @@ final class PartialFile {
                 return PartialFile(handle: handle)
             }
             try? handle.close()
+            replaced += 1
+            if replaced == 3 {
+                throw CourierError.invalidRequest("another download to \(destination.path) is in progress")
+            }
         }
-        throw CourierError.invalidRequest("another download to \(destination.path) is in progress")
     }
 
     /// The file's size in bytes.
@@ -422,5 +464,9 @@ final class PartialFile {
     /// Releases the lock and closes the file.
     func close() {
         try? self.handle.close()
+        if let path = self.registered {
+            self.registered = nil
+            Self.held.withLock { _ = $0.remove(path) }
+        }
     }
 }

@@ -16,6 +16,9 @@ final class URLSessionExchange: Sendable {
     private let cancelled = Locked(false)
     /// Whether the platform has reported the task's end.
     private let hasCompleted = Locked(false)
+    /// Whether the task's cancel has been sent (in the control's turn, see
+    /// ``URLSessionControl/takingTurns(_:)``): a redirect it asks about is then not answered.
+    private let cancelSent = Locked(false)
     /// The body chunks delivered and not yet read: in memory up to the transport's limit, the
     /// rest in a temporary file (FoundationNetworking cannot suspend a running task).
     let chunks: SpillBuffer
@@ -68,7 +71,14 @@ final class URLSessionExchange: Sendable {
         if let ended { continuation.resume(with: ended) }
     }
 
+    /// A head from the platform: an interim one (100, 102, 103, RFC 9110 §15.2) is passed over,
+    /// since a client reads any number of them before the final answer; FoundationNetworking
+    /// hands each one to the delegate before the final head (measured over HTTP/2). A 101 is
+    /// kept: no request of Courier's asks to switch protocols, so it is the final answer, which
+    /// the transport stage turns into kind `transport`, as on AsyncHTTPClient.
     func received(response: HTTPURLResponse) {
+        let status = response.statusCode
+        guard !(100..<200).contains(status) || status == 101 else { return }
         self.resumeHead(.success(response))
     }
 
@@ -153,8 +163,14 @@ final class URLSessionExchange: Sendable {
     /// queue that a name lookup may hold.)
     private func cancelTask() {
         guard !self.control.isInvalidated, !self.hasCompleted.withLock({ $0 }), let task = self.madeTask.withLock({ $0 }) else { return }
-        task.cancel()
+        self.control.takingTurns {
+            self.cancelSent.withLock { $0 = true }
+            task.cancel()
+        }
     }
+
+    /// Whether the task's cancel has been sent (read in the control's turn).
+    var isCancelSent: Bool { self.cancelSent.withLock { $0 } }
 
     /// The platform asked for a credential, and none is given: the task ends, and `response`
     /// (the 401 that asked) is the answer.
@@ -269,12 +285,26 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
         self.exchange(for: dataTask)?.received(data: data)
     }
 
+    /// A redirect is Courier's to follow: the answer is the 3xx itself. FoundationNetworking
+    /// traps when the task is cancelled after it asked and before the answer reaches its work
+    /// queue (it finds the task no longer waiting for one), so the answer and every cancel of the
+    /// session's tasks take turns: a task whose cancel went first gets no answer (the cancel ends
+    /// it), and a cancel after the answer reaches the work queue behind it.
     func urlSession(
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
         completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
-        completionHandler(nil)
+        let exchange = self.exchange(for: task)
+        if let exchange, let asked = self.redirectAsked.withLock({ $0 }) { asked(exchange) }
+        self.control.takingTurns {
+            guard !self.control.isInvalidated, exchange?.isCancelSent != true else { return }
+            completionHandler(nil)
+        }
     }
+
+    /// Called with a task's exchange when the platform asks about a redirect, before it is
+    /// answered (tests: to cancel at that moment).
+    let redirectAsked = Locked<(@Sendable (URLSessionExchange) -> Void)?>(nil)
 
     /// Challenges: the server's trust is the platform's to judge (default handling); any other
     /// (Basic, Digest, NTLM, a client certificate) is answered without a credential, so the
@@ -344,8 +374,11 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
 final class URLSessionControl: Sendable {
     /// The queue of every transport's control.
     private static let queue = DispatchQueue(label: "courier.urlsession.control")
-    /// Whether the session has been invalidated: read and written on the queue only.
+    /// Whether the session has been invalidated: written on the queue in a turn (see
+    /// ``takingTurns(_:)``), so a read on the queue or in a turn finds it settled.
     private let invalidated = Locked(false)
+    /// Held while tasks are cancelled and while a redirect is answered (see `SessionDelegate`).
+    private let turns = NSLock()
 
     /// Runs `work` on the queue, after everything asked before.
     func run(_ work: @escaping @Sendable () -> Void) {
@@ -358,8 +391,18 @@ final class URLSessionControl: Sendable {
     /// Invalidates `session` on the queue, cancelling its tasks, once every cancel asked before has run.
     func invalidate(_ session: URLSession) {
         Self.queue.async {
-            self.invalidated.withLock { $0 = true }
-            session.invalidateAndCancel()
+            self.takingTurns {
+                self.invalidated.withLock { $0 = true }
+                session.invalidateAndCancel()
+            }
         }
+    }
+
+    /// Runs `work` while no task of the session is being cancelled and no redirect answered
+    /// (nothing in `work` may wait for the session's delegate queue).
+    func takingTurns<Result>(_ work: () -> Result) -> Result {
+        self.turns.lock()
+        defer { self.turns.unlock() }
+        return work()
     }
 }

@@ -37,10 +37,11 @@ extension URLSessionTransport {
             var mapped = CourierError.transport("the connection was closed before any byte of a response", underlying: error)
             mapped.couldNotConnect = true
             return mapped
-        case NSURLErrorUnsupportedURL where Self.texts(of: nsError).lowercased().contains("in http response"):
+        case NSURLErrorUnsupportedURL where Self.isMalformedResponseText(nsError):
             // libcurl refuses a status line it cannot take (`HTTP/1.1 099`: "Unsupported response
-            // code in HTTP response") as an unsupported protocol, which FoundationNetworking
-            // reports as an unsupported URL: the server's fault, not the request's.
+            // code in HTTP response"; `HTTP/1.2`: "Unsupported HTTP version (1.2) in response")
+            // as an unsupported protocol, which FoundationNetworking reports as an unsupported
+            // URL: the server's fault, not the request's.
             return CourierError.transport("the server sent a malformed status line (\(Self.texts(of: nsError)))", underlying: error)
         case NSURLErrorBadURL, NSURLErrorUnsupportedURL:
             // Nothing was sent. FoundationNetworking on Linux refuses a host written as an IPv6
@@ -121,6 +122,13 @@ extension URLSessionTransport {
         return ["error while processing content unencoding", "unrecognized or bad http content or transfer-encoding"].contains {
             text.contains($0)
         }
+    }
+
+    /// Whether libcurl's text says the response could not be read: a status code or an HTTP
+    /// version it does not take (the wording differs between libcurl versions).
+    static func isMalformedResponseText(_ error: NSError) -> Bool {
+        let text = Self.texts(of: error).lowercased()
+        return ["in http response", "unsupported http version", "http/1 subversion"].contains { text.contains($0) }
     }
 
     /// The error's description and those of the errors and strings in its user info.

@@ -109,6 +109,19 @@ public final class URLSessionTransport: Transport {
         self.shutdown()
     }
 
+    /// Calls `hook` with a task's exchange when the platform asks whether to follow a redirect,
+    /// before it is answered (tests: to cancel the request at that moment).
+    func whenAskedAboutARedirect(_ hook: @escaping @Sendable (URLSessionExchange) -> Void) {
+        self.delegate.redirectAsked.withLock { $0 = hook }
+    }
+
+    /// Waits until everything asked of the control queue so far has run (tests).
+    func waitForControl() {
+        let done = DispatchSemaphore(value: 0)
+        self.control.run { done.signal() }
+        done.wait()
+    }
+
     /// The content codings the platform's URLSession removes from a response body itself.
     #if canImport(FoundationNetworking)
     static let platformDecodedCodings: Set<String> = ["gzip", "x-gzip", "deflate", "br", "zstd"]
@@ -236,15 +249,21 @@ public final class URLSessionTransport: Transport {
             exchange.cancel()
             throw error
         }
-        var expected = head.expectedContentLength >= 0 ? Int(head.expectedContentLength) : nil
+        // The announced length as the other transport's parser reads it (the platform reads a
+        // value too large for it as none, and `2x` as 2, then hands up what arrived as the body).
+        var expected: Int?
+        do {
+            expected = try fields[.contentLength].map(Self.announcedLength)
+        } catch {
+            exchange.cancel()
+            throw error
+        }
         // URLSession decodes gzip, deflate and br itself (and zstd on Linux, where libcurl does
         // the decoding) but keeps the header fields: drop them, so the body handed up is what
         // they describe. A response without content (to HEAD, 1xx, 204, 304) keeps them, as on
         // the other transport: they describe the representation, which a HEAD caller asks for.
         let hasContent = request.head.method != .head && status.code >= 200 && status.code != 204 && status.code != 304
-        if hasContent, let coding = fields[.contentEncoding]?.lowercased(),
-            Self.platformDecodedCodings.contains(coding.trimmingCharacters(in: .whitespaces))
-        {
+        if hasContent, let coding = fields[.contentEncoding], Self.isPlatformDecoded(coding) {
             fields[.contentEncoding] = nil
             fields[.contentLength] = nil
             expected = nil
@@ -268,6 +287,27 @@ public final class URLSessionTransport: Transport {
         return RawResponse(
             head: HTTPResponse(status: status, headerFields: fields), body: .stream(body, expectedLength: expected), version: version,
             url: head.url ?? url)
+    }
+
+    /// Whether the platform decoded a body of this `Content-Encoding`: one coding it decodes,
+    /// with any number of `identity` (which libcurl passes over, as the decoding stage does).
+    /// Several codings are left to the decoding stage, which refuses them as on the other transport.
+    static func isPlatformDecoded(_ contentEncoding: String) -> Bool {
+        let codings = FieldText.split(contentEncoding, at: ",").map { FieldText.token($0) }.filter { !$0.isEmpty && $0 != "identity" }
+        return codings.count == 1 && Self.platformDecodedCodings.contains(codings[0])
+    }
+
+    /// A `Content-Length` value (RFC 9110 §8.6: `1*DIGIT`, between spaces and tabs), read as
+    /// AsyncHTTPClient's parser reads it: anything else, or a value past 2^64 − 1, makes the
+    /// response malformed (RFC 9112 §6.3 ¶5), kind `transport`; a value past `Int.max`
+    /// saturates, so the size limit refuses the body.
+    static func announcedLength(_ value: String) throws(CourierError) -> Int {
+        guard let length = UntrustedNumber.contentLength(value),
+            length < Int.max || UInt64(value.trimmingCharacters(in: .whitespaces)) != nil
+        else {
+            throw CourierError.transport("the response's Content-Length \(value.prefix(64).debugDescription) is not a length")
+        }
+        return length
     }
 
     /// A task that sends `request` with the spooled body in `file`.

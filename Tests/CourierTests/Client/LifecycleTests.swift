@@ -57,7 +57,7 @@ struct LifecycleTests {
             #expect(client.isSuspended)
             let held = client.start(Endpoint<Article>(path: "/json"))
             // Its deadline leaves room to join the first on a loaded machine.
-            let short = client.start(Endpoint<Article>(path: "/json", timeout: .seconds(3)))
+            let short = client.start(Endpoint<Article>(path: "/json", timeout: .seconds(10)))
             // The first is held at the network's door; the second joined it (the same GET).
             #expect(await eventually { client.traffic.queued == 1 && events.count("joined") == 1 })
             // Its deadline still runs while it is held.
@@ -154,7 +154,8 @@ struct LifecycleTests {
             client.suspend()
             let held = client.start(Endpoint<Article>(path: "/json"))
             #expect(await eventually { client.traffic.queued == 1 })
-            let cancelled = await client.shutdown(gracePeriod: .seconds(10))
+            // A grace period that ends early only if the held request is answered first.
+            let cancelled = await client.shutdown(gracePeriod: .seconds(120))
             #expect(cancelled == 0)
             let value = try await held.value
             #expect(value.id == 1)

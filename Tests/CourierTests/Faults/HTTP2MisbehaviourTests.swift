@@ -228,4 +228,29 @@ struct HTTP2MisbehaviourTests {
             #expect(server.requests.allSatisfy { $0.httpVersion == "HTTP/2" })
         }
     }
+    /// RFC 9113 §8.6: HTTP/2 has no 101 (Switching Protocols), so a stream answered with one is
+    /// malformed (§8.1.1). AsyncHTTPClient takes a 101 for the final head, and the real head
+    /// that follows on the stream once stopped the process; other interim heads (100, 103) are
+    /// passed over as they should be (RFC 9110 §15.2). FoundationNetworking hands each interim
+    /// head to the delegate before the final one; URLSessionTransport once took it for the answer.
+    @Test(arguments: TransportKind.overTLS, [101, 100, 103])
+    func aSwitchingProtocolsHeadOverHTTP2IsATransportErrorNotACrash(_ kind: TransportKind, _ status: Int) async throws {
+        let server = try await tlsServer { request in
+            request.path == "/interim"
+                ? ScriptedResponse.json(#"{"id":2,"title":"after"}"#).with(.interimHead(status: status)) : .json(#"{"id":1,"title":"x"}"#)
+        }
+        try await withClient(kind, server: server) { client in
+            if status == 101 {
+                let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/interim").retry(.never)) }
+                #expect(error?.kind == .transport)
+            } else {
+                let article = try await client.send(Endpoint<Article>(path: "/interim").retry(.never))
+                #expect(article.id == 2)
+            }
+            // The client goes on.
+            let response = try await client.response(Endpoint<Article>(path: "/json"))
+            #expect(response.value.id == 1)
+            #expect(response.version == HTTP2Tests.reportedHTTP2(kind))
+        }
+    }
 }

@@ -125,14 +125,9 @@ struct EventMonitorTests {
 
     @Test(arguments: TransportKind.allCases)
     func retriesAreAttemptsWithTheirNumbers(_ kind: TransportKind) async throws {
-        let calls = Locked(0)
-        let server = try await http1Server { request in
-            let call = calls.withLock {
-                $0 += 1
-                return $0
-            }
-            return call == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":1,"title":"ok"}"#)
-        }
+        let server = try await http1Server(numbering: { _, call in
+            call == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":1,"title":"ok"}"#)
+        })
         let monitor = RecordingMonitor()
         try await withClient(kind, server: server, configure: { $0.eventMonitors = [monitor] }) { client in
             _ = try await client.send(Endpoint<Article>(path: "/flaky"))

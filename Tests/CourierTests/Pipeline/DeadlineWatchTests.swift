@@ -72,7 +72,7 @@ struct DeadlineWatchTests {
                     Endpoint<Data>(path: "/json", timeout: .milliseconds(100), middleware: [gate.blocking], decoding: .data))
             }
             // The first deadline has fired and its handler is blocked before the second starts.
-            #expect(await eventually(seconds: 10) { gate.cancelled.withLock { $0 } })
+            #expect(await eventually { gate.cancelled.withLock { $0 } })
             let error = await expectCourierError {
                 _ = try await client.send(
                     Endpoint<Data>(path: "/json", timeout: .milliseconds(300), middleware: [BlockingCancellation.waiting], decoding: .data))
@@ -116,7 +116,7 @@ struct DeadlineWatchTests {
             #expect(kinds == Array(repeating: .timeout, count: 4))
             // All four ended while the first request's handler was still blocked.
             #expect(gate.released.withLock { $0 } == false, "a deadline waited for another one's blocked cancellation")
-            #expect(await eventually(seconds: 10) { gate.cancelled.withLock { $0 } })
+            #expect(await eventually { gate.cancelled.withLock { $0 } })
             gate.release.signal()
             let firstError = await expectCourierError { _ = try await first.value }
             #expect(firstError?.kind == .timeout)

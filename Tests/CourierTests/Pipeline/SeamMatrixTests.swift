@@ -583,19 +583,19 @@ struct SeamMatrixTests {
 
     @Test(arguments: TransportKind.allCases)
     func schedulerAndRetry_cancellingDuringBackoffFreesTheSlot(_ kind: TransportKind) async throws {
-        // Both paths ask for a 3 s backoff (room for the cancel on a slow machine); /control answers its second attempt. Its retry comes
+        // Both paths ask for a 10 s backoff (room for the cancel on a slow machine); /control answers its second attempt. Its retry comes
         // after the cancelled request's would have, so once it arrived, a retry that ignored the
         // cancellation would have reached the server too.
         let controlAttempts = Locked(0)
         let server = try await http1Server { request in
             switch request.path {
-            case "/busy": return .text("busy", status: 503, headers: [("Retry-After", "3")])
+            case "/busy": return .text("busy", status: 503, headers: [("Retry-After", "10")])
             case "/control":
                 let attempt = controlAttempts.withLock {
                     $0 += 1
                     return $0
                 }
-                return attempt == 1 ? .text("busy", status: 503, headers: [("Retry-After", "3")]) : .text("ok")
+                return attempt == 1 ? .text("busy", status: 503, headers: [("Retry-After", "10")]) : .text("ok")
             default: return await Routes.standard(request)
             }
         }
@@ -760,7 +760,8 @@ struct SeamMatrixTests {
         try await withClient(kind, server: server) { client in
             let error = await expectCourierError {
                 _ = try await client.send(
-                    Endpoint<Article>(path: "/json", timeout: .seconds(3), middleware: [Seam.HoldUntilCancelled(entered: entered)]))
+                    // Long enough that a loaded machine enters the middleware before the deadline.
+                    Endpoint<Article>(path: "/json", timeout: .seconds(10), middleware: [Seam.HoldUntilCancelled(entered: entered)]))
             }
             #expect(error?.kind == .timeout)
             #expect(entered.current == 1)
@@ -996,17 +997,17 @@ struct SeamMatrixTests {
 
     @Test(arguments: TransportKind.allCases)
     func retryAndScopes_cancellingDuringBackoffSendsNoSecondAttempt(_ kind: TransportKind) async throws {
-        // Both paths ask for a 3 s backoff (room for the cancel on a slow machine); /control answers its second attempt. It is sent after
+        // Both paths ask for a 10 s backoff (room for the cancel on a slow machine); /control answers its second attempt. It is sent after
         // the scope was cancelled, so once its retry arrived, the cancelled request's retry (due
         // earlier) would have arrived too if the backoff ignored the cancellation.
         let controlAttempts = Locked(0)
         let server = try await http1Server { request in
-            guard request.path == "/control" else { return .text("busy", status: 503, headers: [("Retry-After", "3")]) }
+            guard request.path == "/control" else { return .text("busy", status: 503, headers: [("Retry-After", "10")]) }
             let attempt = controlAttempts.withLock {
                 $0 += 1
                 return $0
             }
-            return attempt == 1 ? .text("busy", status: 503, headers: [("Retry-After", "3")]) : .text("ok")
+            return attempt == 1 ? .text("busy", status: 503, headers: [("Retry-After", "10")]) : .text("ok")
         }
         try await withClient(kind, server: server) { client in
             let scope = RequestScope()

@@ -75,9 +75,12 @@ enum Routes {
         case "/to":
             return ScriptedResponse(status: 302, headers: [("Location", request.query["url"] ?? "/json")])
         case "/stall":
-            return .json(#"{"id":1,"title":"late"}"#).with(.stall(.seconds(5)))
+            // Longer than any test waits: a request to it ends only when the client gives up,
+            // so a test that counts abandoned requests cannot see the answer come first on a
+            // slow machine (ThreadSanitizer under load took more than 5 s to pass a cancel on).
+            return .json(#"{"id":1,"title":"late"}"#).with(.stall(.seconds(600)))
         case "/slow-body":
-            return .json(#"{"id":1,"title":"slow body here"}"#).with(.stallMidBody(afterBytes: 5, .seconds(5)))
+            return .json(#"{"id":1,"title":"slow body here"}"#).with(.stallMidBody(afterBytes: 5, .seconds(600)))
         case "/close-before":
             return ScriptedResponse(behaviour: .closeBeforeResponding)
         case "/close-mid":

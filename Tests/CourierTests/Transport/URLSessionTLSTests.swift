@@ -76,7 +76,7 @@ struct URLSessionTLSTests {
             stalled.cancel()
             let error = await expectCourierError { _ = try await stalled.value }
             #expect(error?.kind == .cancelled)
-            #expect(await eventually(seconds: 10) { server.abandonedCount == 1 })
+            #expect(await eventually { server.abandonedCount == 1 })
             let received = try await client.send(Endpoint<Article>(path: "/json"))
             #expect(received.id == 1)
             #expect(server.connectionCount == 1)

@@ -183,6 +183,21 @@ struct ResponseCache: Sendable {
             LogicalKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path), answer: head)
     }
 
+    /// The invalidation of RFC 9111 §4.4 for an unsafe request that failed after the server
+    /// answered it with a non-error status (2xx or 3xx): one the endpoint does not accept (a
+    /// 300, a 2xx outside its range), a redirect that was followed and whose chain then failed,
+    /// or an answer whose body then failed (cut short, too large, not content-decodable). Only
+    /// the target URI is invalidated then: the failure kept no `Location` to go by.
+    func invalidateAfter(_ request: Request, failure: any Error, record: ExchangeRecord, policy: CachePolicy) {
+        if let error = failure as? CourierError, error.kind == .httpStatus, let status = error.status,
+            CacheRules.invalidates(method: request.head.method, status: status.code, policy: policy)
+        {
+            self.invalidateAfter(request, answer: HTTPResponse(status: status, headerFields: error.headers ?? [:]), policy: policy)
+        } else if let status = record.followedRedirect ?? record.status, (100..<1000).contains(status) {
+            self.invalidateAfter(request, answer: HTTPResponse(status: .init(code: status)), policy: policy)
+        }
+    }
+
     /// Handles a network response that passed the status check and the unboxing: a 304
     /// answering a revalidation becomes the refreshed stored response; a storable response is
     /// stored (its payload); an unsafe method's success invalidates the URL.

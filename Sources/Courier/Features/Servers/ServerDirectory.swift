@@ -94,6 +94,7 @@ public final class ServerDirectory: Sendable {
     public let isReleaseBuild: Bool
     private let store: any EnvironmentStore
     private let manual: Locked<ServerEnvironment?>
+    private let switching = Locked(())
     private let parsed = Locked<[URL: BaseURL]>([:])
 
     /// Creates a directory; the manual choice is read from `store` once.
@@ -131,8 +132,13 @@ public final class ServerDirectory: Sendable {
         if let environment, !self.environments.contains(environment) {
             throw CourierError.invalidRequest("no service has a URL for the environment '\(environment)'")
         }
-        try self.store.save(environment)
-        self.manual.withLock { $0 = environment }
+        // One switch at a time, from its save to its use: two at once must not leave the store
+        // holding one choice and requests using the other. (A lock of its own, so requests that
+        // read the active environment never wait for a save.)
+        try self.switching.withLock { _ in
+            try self.store.save(environment)
+            self.manual.withLock { $0 = environment }
+        }
     }
 
     /// The services, sorted by name (for a debug menu).

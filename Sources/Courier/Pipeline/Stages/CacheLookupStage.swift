@@ -45,7 +45,13 @@ struct CacheLookupStage: PipelineStage {
     @inline(never)
     private static func streamed<Next: PipelineNext>(_ exchange: RequestExchange, cache: ResponseCache, next: Next) async throws -> Outcome
     {
-        let outcome = try await next(exchange)
+        let outcome: Outcome
+        do {
+            outcome = try await next(exchange)
+        } catch {
+            cache.invalidateAfter(exchange.request, failure: error, record: exchange.record, policy: exchange.cachePolicy)
+            throw error
+        }
         cache.invalidateAfter(exchange.request, answer: outcome.response.head, policy: exchange.cachePolicy)
         return outcome
     }
@@ -106,6 +112,18 @@ struct CacheLookupStage: PipelineStage {
         let accepted = exchange.endpoint.acceptedStatuses
         // Completing a partial entry brings a 206, which the endpoint must accept.
         if case .resume = planned.action, !accepted.contains(206) { planned.action = .fetch }
+        // A 304 would confirm the stored response with its status (RFC 9111 §4.3.4), so a stored
+        // status this endpoint does not accept (another endpoint's 404) is not revalidated: the
+        // resource is fetched without conditions. For a range, the status is the one the cache
+        // answers with (a stored 200 answers it as a 206), looked at only when it matters.
+        switch planned.action {
+        case .revalidate, .serveStale:
+            if let entry = planned.entry {
+                let status = planned.wantedRange.flatMap { CacheRules.answer(from: entry, wanted: $0)?.status } ?? entry.status
+                if !accepted.contains(status) { planned.action = .fetch }
+            }
+        default: break
+        }
         let run = planned
         // A stored status this endpoint does not accept (another endpoint's 404) is not an answer.
         if let hit = cache.served(run), accepted.contains(hit.response.statusCode) {

@@ -3,8 +3,9 @@ import HTTPTypes
 
 /// On the way up, what passed the status check and the unboxing is stored (a business
 /// error under HTTP 200 or a JSON-RPC error object never is); a `304` answering a revalidation
-/// refreshes the stored entry and serves it (source `.revalidated`); a successful unsafe method
-/// invalidates the URL's entries.
+/// refreshes the stored entry and serves it (source `.revalidated`); an unsafe method answered
+/// with a non-error status invalidates the URL's entries (RFC 9111 §4.4), even when the request
+/// then fails (a status the endpoint does not accept, a redirect chain that ends in an error).
 ///
 /// It sits below deduplication, so a shared exchange is stored once. What is stored is the
 /// payload after unboxing, so a hit needs no wire protocol.
@@ -35,7 +36,14 @@ struct CacheStoreStage: PipelineStage {
     @inline(never)
     private func store<Next: PipelineNext>(_ exchange: RequestExchange, cache: ResponseCache, next: Next) async throws -> Outcome {
         guard let run = exchange.cacheRun else { return try await next(exchange) }
-        let outcome = try await next(exchange)
+        let outcome: Outcome
+        do {
+            outcome = try await next(exchange)
+        } catch {
+            // An unsafe method the server answered without an error still invalidates.
+            cache.invalidateAfter(exchange.request, failure: error, record: exchange.record, policy: run.policy)
+            throw error
+        }
         guard self.events.isActive else { return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) }
         let events = self.events
         return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) {

@@ -9,7 +9,9 @@ import HTTPTypes
 /// A one-shot body is never resent: a 307/308 for one is handed back as it is. A hop to another
 /// host gives the first host's scheduler slot back and takes one of the new host's, so per-host
 /// limits hold for the host the request is talking to; a request sent again from the top after
-/// that (a retry, a middleware's) takes its first host's slot back. (A client suspended meanwhile
+/// that (a retry, a middleware's) takes its first host's slot back, unless another attempt is
+/// still in this stage (one sent beside it, hedging): then it shares the slot where that one has
+/// it (``ExchangeRecord/attemptStarts()``). (A client suspended meanwhile
 /// hands out no slot: the hop waits for `resume()`, as a new request would.)
 struct RedirectStage: PipelineStage {
     let policy: RedirectPolicy
@@ -34,9 +36,12 @@ struct RedirectStage: PipelineStage {
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         // The first hop (hop 0, as the exchange arrives) in a small frame; a redirect is followed
         // apart, in a frame of its own that only requests with a redirect allocate.
-        if exchange.record.slotMoved { try await self.slotBack(exchange) }
+        let takesSlotBack = exchange.record.attemptStarts()
+        defer { exchange.record.attemptEnded() }
+        if takesSlotBack { try await self.slotBack(exchange) }
         let response = try await next(exchange).response
         if self.policy.maxRedirects > 0, Self.isRedirect(response.statusCode) {
+            exchange.record.followed(redirect: response.statusCode)
             return try await self.follow(exchange, from: response, next: next)
         }
         return Outcome(response: response)

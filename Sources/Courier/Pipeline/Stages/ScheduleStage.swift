@@ -10,7 +10,8 @@ import HTTPTypes
 /// body — so the scheduler never believes a busy connection is free. It follows the exchange
 /// from host to host: a redirect to another host gives this host's slot back and waits for one
 /// of the other's, and a request sent again from the top after that (a retry, a middleware's)
-/// takes its first host's back (``moveSlot(_:to:scheduler:events:spokeHTTP2:)``).
+/// takes its first host's back (``moveSlot(_:to:scheduler:events:spokeHTTP2:)``), unless
+/// another attempt of the exchange is still in the redirect stage.
 struct ScheduleStage: PipelineStage {
     let scheduler: RequestScheduler
     let events: EventHub

@@ -18,6 +18,7 @@ struct TransportStage: PipelineStage {
             } catch {
                 throw Self.marked(error)
             }
+            if response.statusCode < 200 { throw Self.interim(response) }
             exchange.record.received(status: response.statusCode, version: response.version)
             if Self.hasNoContent(response, to: exchange.request) { response.body = response.body.withoutAnnouncedLength }
             return Outcome(response: response)
@@ -34,12 +35,23 @@ struct TransportStage: PipelineStage {
         return failure
     }
 
+    /// A final answer with an interim status (1xx), such as a 101 (Switching Protocols) that no
+    /// request of Courier's asks for (RFC 9110 §7.8, §15.2): no answer to read, kind `transport`,
+    /// on every transport alike. Its body is cancelled, which closes the connection.
+    @inline(never)
+    static func interim(_ response: RawResponse) -> CourierError {
+        response.body.cancel()
+        var failure = CourierError.transport("the server's final answer has the interim status \(response.statusCode)")
+        failure.isFromTransport = true
+        return failure
+    }
+
     /// Whether the response has no content whatever its `Content-Length` says (RFC 9112 §6.3):
-    /// an answer to HEAD, or a 1xx, 204 or 304.
+    /// an answer to HEAD, or a 204 or 304 (a 1xx never gets this far).
     @inline(__always)
     static func hasNoContent(_ response: RawResponse, to request: Request) -> Bool {
         let status = response.statusCode
-        return response.body.expectedLength != nil && (status < 200 || status == 204 || status == 304 || request.head.method == .head)
+        return response.body.expectedLength != nil && (status == 204 || status == 304 || request.head.method == .head)
     }
 
     /// The exchange sent with the monitors told of the attempt, its failure or its response
@@ -59,6 +71,11 @@ struct TransportStage: PipelineStage {
             response = try await self.transport.send(request)
         } catch {
             let failure = Self.marked(error)
+            self.events.emit { $0.attemptFailed(attempt, error: failure) }
+            throw failure
+        }
+        if response.statusCode < 200 {
+            let failure = Self.interim(response)
             self.events.emit { $0.attemptFailed(attempt, error: failure) }
             throw failure
         }

@@ -38,7 +38,7 @@ struct GroupingTests {
 
     @Test(arguments: TransportKind.allCases)
     func cancellingABatchCancelsEveryUnfinishedItem(_ kind: TransportKind) async throws {
-        let server = try await trafficServer(delay: .seconds(5))
+        let server = try await trafficServer(delay: .seconds(600))
         try await withClient(kind, server: server) { client in
             let batch = client.batch()
             let one = batch.add(Endpoint<Article>(path: "/slow/1"))
@@ -90,7 +90,7 @@ struct GroupingTests {
 
     @Test(arguments: TransportKind.allCases)
     func cancellingAChainStopsItsStepInFlightAndTheRest(_ kind: TransportKind) async throws {
-        let server = try await trafficServer(delay: .seconds(5))
+        let server = try await trafficServer(delay: .seconds(600))
         try await withClient(kind, server: server) { client in
             let chain = client.chain { chain -> Article in
                 _ = try await chain.send(Endpoint<Article>(path: "/slow/step1"))
@@ -107,7 +107,7 @@ struct GroupingTests {
 
     @Test(arguments: TransportKind.allCases)
     func releasingAScopeCancelsItsRequestsMidFlight(_ kind: TransportKind) async throws {
-        let server = try await trafficServer(delay: .seconds(5))
+        let server = try await trafficServer(delay: .seconds(600))
         try await withClient(kind, server: server) { client in
             var scope: RequestScope? = RequestScope()
             let handle = scope!.start(Endpoint<Article>(path: "/slow/a"), on: client)

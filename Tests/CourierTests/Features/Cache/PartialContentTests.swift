@@ -124,6 +124,34 @@ struct PartialContentTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aStaleWholeResponseIsRevalidatedForARangeTheEndpointTakesOnlyAsA206(_ kind: TransportKind) async throws {
+        // RFC 9111 §4.3.4 with §3.4: a 304 confirms the stored 200, from which the cache answers
+        // the range as a 206 — the status this endpoint accepts. That the stored status is one
+        // it does not accept is no reason to fetch without conditions.
+        let origin = RangeOrigin()
+        let etag = origin.etag.withLock { $0 }
+        let server = try await http1Server { request in
+            if request.header("If-None-Match") == etag {
+                return ScriptedResponse(status: 304, headers: [("ETag", etag), ("Cache-Control", "max-age=0")])
+            }
+            var response = await origin.handle(request)
+            response.headers = response.headers.map { $0.0 == "Cache-Control" ? ("Cache-Control", "max-age=0") : $0 }
+            return response
+        }
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            let whole = try await client.response(Self.range(nil))
+            #expect(whole.status.code == 200)
+            var part = Self.range("bytes=10-19")
+            part.acceptedStatuses = 206..<207
+            let answer = try await client.response(part)
+            #expect(server.requests.count == 2)
+            #expect(server.requests.last?.header("If-None-Match") == etag)
+            #expect(answer.status.code == 206)
+            #expect(answer.value == origin.content()[10...19])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anInterruptedDownloadResumesFromTheCache(_ kind: TransportKind) async throws {
         // RFC 9111 §3.4: the stored first half plus the rest from the origin make the complete
         // response, which the caller gets as a 200 and which is stored complete.

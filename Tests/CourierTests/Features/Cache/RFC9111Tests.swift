@@ -551,6 +551,75 @@ struct RFC9111Tests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases, [300, 202, 303])
+    func anUnsafeMethodAnsweredWithoutAnErrorInvalidatesEvenWhenTheRequestFails(_ kind: TransportKind, _ answer: Int) async throws {
+        // RFC 9111 §4.4: the MUST holds for any non-error status the unsafe request was answered
+        // with, also one the endpoint refuses: a 300 (not followed), a 202 outside the endpoint's
+        // 200..<202, and a 303 whose redirect was followed to a 404 (the POST was processed).
+        // Sent, then streamed.
+        let counter = Locked(0)
+        try await withCache(
+            kind,
+            handler: { request in
+                switch (request.method, request.path) {
+                case ("GET", "/items"): return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
+                case ("GET", _): return .text("no receipt", status: 404)
+                default:
+                    let status = Int(request.header("X-Answer") ?? "") ?? 500
+                    return .text("done", status: status, headers: status == 303 ? [("Location", "/receipt")] : [])
+                }
+            }
+        ) { client, server, _ in
+            let post = Endpoint<Data>(
+                method: .post, path: "/items", headers: [HTTPField.Name("X-Answer")!: String(answer)], acceptedStatuses: 200..<202,
+                decoding: .data)
+            for streamed in [false, true] {
+                let stored = try await client.send(Self.get("/items"))
+                #expect(try await client.response(Self.get("/items")).source == .cache)
+                let sent = server.requests.count
+                let error = await expectCourierError {
+                    if streamed {
+                        let stream = try await client.stream(post)
+                        for try await _ in stream.body {}
+                    } else {
+                        _ = try await client.send(post)
+                    }
+                }
+                #expect(error?.kind == .httpStatus, "streamed: \(streamed)")
+                #expect(error?.status?.code == (answer == 303 ? 404 : answer), "streamed: \(streamed)")
+                #expect(server.requests.count == sent + (answer == 303 ? 2 : 1), "streamed: \(streamed)")
+                let after = try await client.response(Self.get("/items"))
+                #expect(after.source == .network, "streamed: \(streamed)")
+                #expect(after.value != stored, "streamed: \(streamed)")
+            }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anUnsafeMethodWhoseAnswersBodyFailsStillInvalidates(_ kind: TransportKind) async throws {
+        // RFC 9111 §4.4: the server answered the POST with a 201, so the stored GET is invalid,
+        // even though the answer's body then stops halfway and the request fails.
+        let counter = Locked(0)
+        try await withCache(
+            kind,
+            handler: { request in
+                request.method == "GET"
+                    ? .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
+                    : ScriptedResponse(status: 201, body: Data("created, and more".utf8), behaviour: .closeMidBody(afterBytes: 3))
+            }
+        ) { client, server, _ in
+            let stored = try await client.send(Self.get("/items"))
+            #expect(try await client.response(Self.get("/items")).source == .cache)
+            let post = Endpoint<Data>(method: .post, path: "/items", decoding: .data)
+            let error = await expectCourierError { _ = try await client.send(post) }
+            #expect(error?.kind == .transport)
+            #expect(server.requests.count == 2)
+            let after = try await client.response(Self.get("/items"))
+            #expect(after.source == .network)
+            #expect(after.value != stored)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func theQueryIsPartOfTheKeyInItsOrder(_ kind: TransportKind) async throws {
         // RFC 9111 §2: the cache key is the target URI; RFC 3986 §6 does not make a reordered
@@ -619,6 +688,39 @@ struct RFC9111Tests {
             #expect(second.source == .revalidated)
             #expect(second.value == "answer 1")
             #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aStoredStatusTheEndpointDoesNotAcceptIsFetchedAnewNotRevalidated(_ kind: TransportKind) async throws {
+        // RFC 9111 §4.3.4: a 304 updates the stored response it confirms, which keeps its status.
+        // Another endpoint's stored 404 is no answer for an endpoint that accepts only 2xx, so
+        // neither a 304 nor cache-then-network may hand it over: the resource is fetched anew.
+        let counter = Locked(0)
+        let status = Locked(404)
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.header("If-None-Match") != nil {
+                    return ScriptedResponse(status: 304, headers: [("ETag", "\"e\""), ("Cache-Control", "max-age=600")])
+                }
+                let body = Self.counted(counter)
+                return .text(body, status: status.withLock { $0 }, headers: [("ETag", "\"e\""), ("Cache-Control", "max-age=1")])
+            }
+        ) { client, server, clock in
+            #expect(try await client.response(Self.get("/gone", accepting: 200..<500)).status == .notFound)
+            #expect(try await client.response(Self.get("/other", accepting: 200..<500)).status == .notFound)
+            status.withLock { $0 = 200 }
+            clock.advance(5)
+            let found = try await client.response(Self.get("/gone"))
+            #expect(found.status == .ok)
+            #expect(found.source == .network)
+            #expect(found.value == "answer 3")
+            #expect(server.requests.count == 3)
+            #expect(server.requests.last?.header("If-None-Match") == nil)
+            var sources: [ResponseSource] = []
+            for try await response in client.updates(Self.get("/other")) { sources.append(response.source) }
+            #expect(sources == [.network])
         }
     }
 

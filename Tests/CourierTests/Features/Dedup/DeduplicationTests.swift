@@ -52,7 +52,7 @@ struct DeduplicationTests {
 
     @Test(arguments: TransportKind.allCases)
     func cancellingAllHundredClosesTheRequestOnTheWire(_ kind: TransportKind) async throws {
-        let server = try await trafficServer(delay: .seconds(5))
+        let server = try await trafficServer(delay: .seconds(600))
         try await withClient(kind, server: server) { client in
             let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow")) }
             #expect(await eventually { server.requests.count == 1 })

@@ -21,6 +21,19 @@ struct SlotAcrossHostsTests {
         return (try await http1Server(), try await trafficServer(gate: gate), gate)
     }
 
+    /// A middleware that sends each request twice (hedging), the second once `secondWhen` holds,
+    /// and answers with the first.
+    static func hedging(secondWhen ready: @escaping @Sendable () -> Bool = { true }) -> ClosureMiddleware {
+        ClosureMiddleware { request, next in
+            async let first = next(request)
+            _ = await eventually(ready)
+            async let second = next(request)
+            let (answer, spare) = try await (first, second)
+            await spare.body.discard()
+            return answer
+        }
+    }
+
     static func onePerHost(_ configuration: inout Client.Configuration) {
         configuration.scheduling = .init(maxConcurrentRequests: 8, maxRequestsPerHost: 1, agingInterval: .seconds(3600))
     }
@@ -70,6 +83,42 @@ struct SlotAcrossHostsTests {
             #expect(error?.kind == .cancelled)
             #expect(client.traffic.queued == 0)
             #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
+            await gate.open()
+            _ = try await holder.value
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            #expect(other.requests.count == 1)
+        }
+        try await other.stop()
+    }
+
+    /// The same wait ended by the request's deadline: kind `timeout`, no slot given back twice,
+    /// nothing sent to the other host. A request that deduplication does not share runs in a task
+    /// the deadline cancels and waits for, so its slots are settled when it throws; a shared one's
+    /// waiter hears of the deadline first and the shared request unwinds after, so that case waits
+    /// for the queue to empty. The deadline is long enough for the request to have queued first.
+    @Test(arguments: TransportKind.allCases, [false, true])
+    func aRedirectedRequestWhoseDeadlinePassesWhileItWaitsForTheOtherHostsSlotHoldsNone(
+        _ kind: TransportKind, shared: Bool
+    ) async throws {
+        let (origin, other, gate) = try await Self.servers()
+        try await withClient(kind, server: origin, configure: Self.onePerHost) { client in
+            let holder = client.start(Endpoint<Article>(path: other.baseURL.appendingPathComponent("slow/blocker-1").absoluteString))
+            #expect(await eventually { other.requests.count == 1 })
+            let target = other.baseURL.appendingPathComponent("slow/blocker-2").absoluteString
+            var endpoint = Endpoint<Article>(path: "/to", query: ["url": target], timeout: .seconds(15))
+            if !shared { endpoint.deduplication = .disabled }
+            let redirected = client.start(endpoint)
+            #expect(await eventually { origin.requests.count == 1 && client.traffic.queued == 1 })
+            #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
+            let error = await expectCourierError { _ = try await redirected.value }
+            #expect(error?.kind == .timeout)
+            if shared {
+                #expect(await eventually { client.traffic.queued == 0 })
+            } else {
+                #expect(client.traffic.queued == 0)
+            }
+            #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
+            #expect(origin.requests.count == 1)
             await gate.open()
             _ = try await holder.value
             #expect(client.traffic.inFlightByHost.isEmpty)
@@ -147,15 +196,7 @@ struct SlotAcrossHostsTests {
             configure: {
                 Self.onePerHost(&$0)
                 // Sends each request twice at once and answers with the first (hedging).
-                $0.middleware = [
-                    ClosureMiddleware { request, next in
-                        async let first = next(request)
-                        async let second = next(request)
-                        let (answer, spare) = try await (first, second)
-                        await spare.body.discard()
-                        return answer
-                    }
-                ]
+                $0.middleware = [Self.hedging()]
                 $0.eventMonitors = [slots]
             }
         ) { client in
@@ -170,6 +211,40 @@ struct SlotAcrossHostsTests {
                 #expect(slots.events.filter { $0 == "+\(host)" }.count == slots.events.filter { $0 == "-\(host)" }.count)
             }
             #expect(slots.events.filter { $0 == "+\(o)" }.count == 5)
+        }
+        try await other.stop()
+    }
+
+    /// The same, with the second attempt sent once the first is already held at the other host:
+    /// the second shares the slot where the first has it, rather than taking the first host's
+    /// back as a request sent again from the top would. (Before: it took the origin's slot back
+    /// from under the first, which went on at the other host without one; seen as a sixth
+    /// origin slot in five rounds of the test above.)
+    @Test(arguments: TransportKind.allCases)
+    func anAttemptSentBesideOneAlreadyRedirectedLeavesTheSlotWhereItIs(_ kind: TransportKind) async throws {
+        let (origin, other, gate) = try await Self.servers()
+        let target = other.baseURL.appendingPathComponent("slow/blocker-1").absoluteString
+        let slots = SlotLog()
+        try await withClient(
+            kind, server: origin,
+            configure: {
+                Self.onePerHost(&$0)
+                // The second leaves once the first is held at the other host.
+                $0.middleware = [Self.hedging(secondWhen: { other.requests.count == 1 })]
+                $0.eventMonitors = [slots]
+            }
+        ) { client in
+            let redirected = client.start(Endpoint<Article>(path: "/to", query: ["url": target]))
+            #expect(await eventually { other.requests.count == 2 })
+            let (o, x) = (Self.host(origin), Self.host(other))
+            // Both attempts are at the other host, on its one slot; the origin's stays free.
+            #expect(origin.requests.count == 2)
+            #expect(client.traffic.inFlightByHost == [x: 1])
+            #expect(slots.events == ["+\(o)", "-\(o)", "+\(x)"])
+            await gate.open()
+            _ = try await redirected.value
+            #expect(client.traffic.inFlightByHost.isEmpty)
+            #expect(slots.events == ["+\(o)", "-\(o)", "+\(x)", "-\(x)"])
         }
         try await other.stop()
     }

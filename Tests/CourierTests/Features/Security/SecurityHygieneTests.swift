@@ -66,7 +66,7 @@ struct SecurityHygieneTests {
         let gate = PrerequisiteGate<String>(
             // Long enough for the second, immediate run to finish on a machine busy with the
             // whole suite; the first never finishes.
-            fetchTimeout: .seconds(3),
+            fetchTimeout: .seconds(10),
             fetch: {
                 let run = fetches.withLock { value -> Int in
                     value += 1

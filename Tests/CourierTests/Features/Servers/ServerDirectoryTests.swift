@@ -64,6 +64,29 @@ struct ServerDirectoryTests {
         #expect(error?.message.contains("bbs") == true)
     }
 
+    /// Two switches made at once leave the store and the directory agreeing: the choice saved
+    /// last is the one requests use. (Before, the second switch could save and take effect while
+    /// the first was still saving, and the first then took effect over it, with the store
+    /// holding the second.)
+    @Test
+    func twoSwitchesAtOnceLeaveTheStoreAndTheDirectoryAgreeing() async throws {
+        let store = HeldStore()
+        let servers = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: false, store: store)
+        let first = onThread { try? servers.switchEnvironment(to: .test) }
+        #expect(await eventually { store.saved == [.test] })
+        let second = onThread { try? servers.switchEnvironment(to: .release) }
+        // The second switch goes as far as it can while the first one's save is held: through
+        // its own save before the fix, no further than the wait for the first switch after it.
+        // Either way, it has had its chance once this returns.
+        _ = await eventually(seconds: 2) { store.saved.count == 2 }
+        store.release()
+        await first.value
+        await second.value
+        #expect(store.saved == [.test, .release])
+        #expect(servers.activeEnvironment == .release)
+        #expect(store.load() == servers.activeEnvironment)
+    }
+
     @Test
     func listsServicesAndEnvironmentsForADebugMenu() {
         let servers = ServerDirectory(urls: urls, buildDefault: .develop, isReleaseBuild: false)
@@ -90,4 +113,43 @@ struct ServerDirectoryTests {
         }
         try await test.stop()
     }
+}
+
+/// An environment store whose first save waits until ``release()`` (or ten seconds), after
+/// recording what it saves.
+private final class HeldStore: EnvironmentStore, @unchecked Sendable {
+    private let condition = NSCondition()
+    private var saves: [ServerEnvironment?] = []
+    private var released = false
+
+    var saved: [ServerEnvironment?] { self.condition.withLock { self.saves } }
+
+    func load() -> ServerEnvironment? { self.condition.withLock { self.saves.last ?? nil } }
+
+    func save(_ environment: ServerEnvironment?) throws {
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        self.saves.append(environment)
+        guard self.saves.count == 1 else { return }
+        let limit = Date(timeIntervalSinceNow: 10)
+        while !self.released, self.condition.wait(until: limit) {}
+    }
+
+    func release() {
+        self.condition.withLock {
+            self.released = true
+            self.condition.broadcast()
+        }
+    }
+}
+
+/// Runs blocking `work` on a thread of its own (never on the cooperative pool, which it could
+/// fill), and returns a task that ends when the work has.
+private func onThread(_ work: @escaping @Sendable () -> Void) -> Task<Void, Never> {
+    let (done, finished) = AsyncStream.makeStream(of: Void.self)
+    Thread {
+        work()
+        finished.finish()
+    }.start()
+    return Task { for await _ in done {} }
 }

@@ -502,6 +502,21 @@ struct StreamingAndCompressionTests {
         }
     }
 
+    /// `identity` beside a coding changes nothing (RFC 9110 §8.4.1: it is the coding that does
+    /// nothing): the body is decoded once, on both transports. URLSession's platform decoded it
+    /// and Courier, seeing the field still there, decoded it again and failed.
+    @Test(arguments: TransportKind.allCases, ["gzip, identity", "identity, gzip", "GZIP ,identity"])
+    func identityBesideACodingIsDecodedOnce(_ kind: TransportKind, _ encoding: String) async throws {
+        let body = try Gzip.compress(Data(#"{"id":9,"title":"once"}"#.utf8))
+        let server = try await http1Server { _ in
+            ScriptedResponse(status: 200, headers: [("Content-Type", "application/json"), ("Content-Encoding", encoding)], body: body)
+        }
+        try await withClient(kind, server: server) { client in
+            let article = try await client.send(Endpoint<Article>(path: "/a"))
+            #expect(article == Article(id: 9, title: "once"))
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aRequestBodyIsGzippedWhenTheEndpointAsks(_ kind: TransportKind) async throws {
         let server = try await http1Server(Self.origin)

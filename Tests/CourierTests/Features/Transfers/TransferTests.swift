@@ -118,7 +118,7 @@ final class FileOrigin: Sendable {
             return response
         case "/slow-file":
             return ScriptedResponse(
-                status: 200, headers: [("ETag", etag)], body: body, behaviour: .stallMidBody(afterBytes: 100_000, .seconds(30)))
+                status: 200, headers: [("ETag", etag)], body: body, behaviour: .stallMidBody(afterBytes: 100_000, .seconds(600)))
         case "/upload":
             return .text("\(request.body.count) \(sha256(request.body))")
         default:
@@ -634,6 +634,100 @@ struct TransferTests {
             let third = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: destination).value
             #expect(third.byteCount == 1_000_000)
             #expect(sha256(try Data(contentsOf: third.url)) == sha256(origin.content.withLock { $0 }))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aPartialFileLockedForAMomentOutsideThisProcesssDownloadsIsWaitedFor(_ kind: TransportKind) async throws {
+        // A child process holds every lock of this process from its fork until its exec closes
+        // what it inherited: a download that met such a lock failed with "in progress" though no
+        // download held the file. Here another open file description of the partial file holds
+        // the lock, as the child's would, and lets go when the download first waits for it.
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let origin = FileOrigin()
+        let server = try await http1Server(origin.handle)
+        let partial = folder.appendingPathComponent(".courier-held.bin.partial")
+        let other = open(partial.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(other >= 0)
+        try #require(flock(other, LOCK_EX | LOCK_NB) == 0)
+        let requestsWhenWaiting = Locked<Int?>(nil)
+        PartialFile.whenWaiting.withLock {
+            $0[partial.path] = {
+                requestsWhenWaiting.withLock { $0 = $0 ?? server.requests.count }
+                close(other)
+            }
+        }
+        defer { PartialFile.whenWaiting.withLock { $0[partial.path] = nil } }
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "held.bin")
+            let result = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: destination).value
+            #expect(result.byteCount == 1_000_000)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+        }
+        // It waited, and sent nothing while the lock was held.
+        #expect(requestsWhenWaiting.current == 0)
+        #expect(server.requests.count == 1)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aPartialFileLockedOutsideThisProcesssDownloadsFailsTheDownloadWithoutTouchingIt(_ kind: TransportKind) async throws {
+        // Another process's download holds the lock throughout: after a bounded wait, the
+        // download fails with kind invalidRequest, sends nothing and leaves the file as it was.
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(FileOrigin().handle)
+        let partial = folder.appendingPathComponent(".courier-kept.bin.partial")
+        try Data("someone else's bytes".utf8).write(to: partial)
+        let other = open(partial.path, O_RDWR | O_CLOEXEC)
+        try #require(other >= 0)
+        defer { close(other) }
+        try #require(flock(other, LOCK_EX | LOCK_NB) == 0)
+        let waits = Locked(0)
+        PartialFile.whenWaiting.withLock { $0[partial.path] = { waits.withLock { $0 += 1 } } }
+        defer { PartialFile.whenWaiting.withLock { $0[partial.path] = nil } }
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "kept.bin")
+            let error = await expectCourierError {
+                _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: destination).value
+            }
+            #expect(error?.kind == .invalidRequest)
+            #expect(error?.message.contains("in progress") == true)
+        }
+        #expect(waits.current > 0)
+        #expect(server.requests.isEmpty)
+        #expect(try Data(contentsOf: partial) == Data("someone else's bytes".utf8))
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aDownloadCancelledWhileItWaitsForALockEndsCancelledAndLetsTheFileGo(_ kind: TransportKind) async throws {
+        // Cancellation × the wait for a lock held elsewhere: the download, cancelled before it
+        // starts, meets the held lock, ends with kind cancelled instead of waiting the wait out,
+        // and leaves no claim behind: once the lock is free, the next download runs.
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let origin = FileOrigin()
+        let server = try await http1Server(origin.handle)
+        let partial = folder.appendingPathComponent(".courier-cancelled.bin.partial")
+        let other = open(partial.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(other >= 0)
+        try #require(flock(other, LOCK_EX | LOCK_NB) == 0)
+        let waits = Locked(0)
+        PartialFile.whenWaiting.withLock { $0[partial.path] = { waits.withLock { $0 += 1 } } }
+        defer { PartialFile.whenWaiting.withLock { $0[partial.path] = nil } }
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "cancelled.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            let cancelled = client.download(endpoint, to: destination)
+            cancelled.cancel()
+            let error = await expectCourierError { _ = try await cancelled.value }
+            #expect(error?.kind == .cancelled)
+            #expect(waits.current == 1)
+            #expect(server.requests.isEmpty)
+            close(other)
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.byteCount == 1_000_000)
+            #expect(server.requests.count == 1)
         }
     }
 
