@@ -20,7 +20,18 @@ report() {
     tail -n 60 "$1"
 }
 
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+# A run whose test process stops without saying how its tests ended failed. (ThreadSanitizer's
+# halt_on_error ends the process after its report with the sanitizer's exit code, by default 66;
+# `swift test` was seen to exit 0 after such an end. The code is set to 1 below.)
+ended() {
+    if ! grep -E "^✔ Test run|^✘ Test run" "$1"; then
+        report "$1"
+        echo "tsan: $2 stopped before the end of their test run" >&2
+        exit 1
+    fi
+}
+
+export TSAN_OPTIONS="halt_on_error=1 exitcode=1 second_deadlock_stack=1"
 swift build --build-tests --sanitize=thread --scratch-path .build-tsan 2>&1 | grep -E "error|warning: [^']|Build complete" || true
 serial="SeamMatrixTests|ClientTests|URLSessionParityTests|DeduplicationTests|GroupingTests|JSONValueAndCompletionTests|AuthSeamTests|OAuth2Tests|HTTP2MisbehaviourTests"
 left_out="CLITests|OutboxCrashTests|ResourceLimitTests|AuthlibInteropTests|MitmproxyInteropTests|HTTPBinInteropTests|JSONRPCInteropTests"
@@ -30,10 +41,10 @@ left_out="CLITests|OutboxCrashTests|ResourceLimitTests|AuthlibInteropTests|Mitmp
 SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=16 \
     swift test --sanitize=thread --scratch-path .build-tsan --skip-build --skip "$serial|$left_out" > .build-tsan/parallel.log 2>&1 \
     || { report .build-tsan/parallel.log; echo "tsan: the parallel suites failed" >&2; exit 1; }
-grep -E "^✔ Test run|^✘ Test run" .build-tsan/parallel.log
+ended .build-tsan/parallel.log "the parallel suites"
 swift test --sanitize=thread --scratch-path .build-tsan --skip-build --no-parallel --filter "$serial" > .build-tsan/serial.log 2>&1 \
     || { report .build-tsan/serial.log; echo "tsan: the serial suites failed" >&2; exit 1; }
-grep -E "^✔ Test run|^✘ Test run" .build-tsan/serial.log
+ended .build-tsan/serial.log "the serial suites"
 if grep -q "ThreadSanitizer" .build-tsan/parallel.log .build-tsan/serial.log; then
     report .build-tsan/parallel.log; report .build-tsan/serial.log
     echo "tsan: ThreadSanitizer reported" >&2

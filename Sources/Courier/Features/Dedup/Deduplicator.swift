@@ -14,8 +14,12 @@ final class Deduplicator: Sendable {
     typealias Fetch = @Sendable (_ ticket: UInt64, _ priority: RequestPriority) async throws -> Outcome
 
     /// A caller waiting for a shared request. Its continuation is resumed exactly once: by
-    /// whoever removes the waiter from the state, under the lock (`leave` or `finish`).
+    /// whoever removes the waiter from the state, under the lock (`leave` or `finish`), or, when
+    /// that happens while its caller is still setting up the wait, by the caller itself
+    /// (`settle`).
     private struct Waiter {
+        /// The caller's ticket, which names its wait.
+        let id: UInt64
         var continuation: UnsafeContinuation<Outcome, any Error>
         var priority: RequestPriority
         /// The waiter's deadline as a time since ``FixedInstant/reference`` (a fixed-layout value).
@@ -87,6 +91,14 @@ final class Deduplicator: Sendable {
 
     private struct State {
         var entries: [LogicalKey: Entry] = [:]
+        /// The waiters whose callers are still setting up their wait (between joining and
+        /// awaiting): an answer for one of them waits in ``early`` for its caller to take.
+        /// Resuming a continuation from another thread before its task awaits it is allowed,
+        /// but that path of the runtime carries no happens-before mark for ThreadSanitizer,
+        /// which then reports the awaiting task's next write to its own frame as a race.
+        var unsettled = Set<UInt64>()
+        /// Answers that came for unsettled waiters, by waiter.
+        var early: [UInt64: Result<Outcome, any Error>] = [:]
         var sharedCount = 0
         var wireCount = 0
     }
@@ -150,7 +162,7 @@ final class Deduplicator: Sendable {
                     // (`leave`, called by the cancellation handler, takes the lock too).
                     if Task.isCancelled { return (nil, nil, true) }
                     let waiter = Waiter(
-                        continuation: continuation, priority: control?.priority ?? priority,
+                        id: ticket, continuation: continuation, priority: control?.priority ?? priority,
                         deadline: deadline.map(FixedInstant.offset(of:)))
                     // One lookup, which inserts a new entry when there is none (every entry in the
                     // table has a waiter: an entry without one is new).
@@ -175,6 +187,7 @@ final class Deduplicator: Sendable {
                         }
                         return (nil, nil)
                     }
+                    state.unsettled.insert(ticket)
                     if outcome.1 != nil {
                         joined = true
                         state.sharedCount += 1
@@ -196,6 +209,8 @@ final class Deduplicator: Sendable {
                     watch = DeadlineWatch.shared.watch(until: deadline) { seat.leave(with: CourierError.timeout()) }
                 }
                 if Task.isCancelled { self.leave(key: key, waiterID: ticket) }
+                // Last: an answer that came while this caller set up its wait is taken here.
+                self.settle(waiterID: ticket, continuation: continuation)
             }
         } onCancel: {
             self.leave(key: key, waiterID: ticket)
@@ -244,10 +259,15 @@ final class Deduplicator: Sendable {
         let (continuation, task): (UnsafeContinuation<Outcome, any Error>?, Task<Void, Never>?) = self.state.withLock { state in
             guard let index = state.entries.index(forKey: key), let waiter = state.entries.values[index].waiters.remove(waiterID)
             else { return (nil, nil) }
-            if state.entries.values[index].waiters.isEmpty {
-                return (waiter.continuation, state.entries.remove(at: index).value.task)
+            var continuation: UnsafeContinuation<Outcome, any Error>? = waiter.continuation
+            if state.unsettled.contains(waiterID) {
+                state.early[waiterID] = .failure(error)
+                continuation = nil
             }
-            return (waiter.continuation, nil)
+            if state.entries.values[index].waiters.isEmpty {
+                return (continuation, state.entries.remove(at: index).value.task)
+            }
+            return (continuation, nil)
         }
         // The shared request first, so that when the waiter hears of it the request no longer
         // waits in the scheduler's queue. (Its cancellation handlers run on this thread: the
@@ -297,8 +317,26 @@ final class Deduplicator: Sendable {
     private func finish(key: LogicalKey, ticket: UInt64, with result: Result<Outcome, any Error>) {
         let waiters: Waiters = self.state.withLock { state in
             guard let index = state.entries.index(forKey: key), state.entries.values[index].ticket == ticket else { return Waiters() }
-            return state.entries.remove(at: index).value.waiters
+            var waiters = state.entries.remove(at: index).value.waiters
+            if !state.unsettled.isEmpty {
+                for waiter in waiters where state.unsettled.contains(waiter.id) {
+                    state.early[waiter.id] = result
+                    _ = waiters.remove(waiter.id)
+                }
+            }
+            return waiters
         }
         for waiter in waiters { waiter.continuation.resume(with: result) }
+    }
+
+    /// The caller has set up its wait: from now on its waiter is resumed by whoever removes it.
+    /// An answer that came before (the shared request ended, the caller left) is taken here and
+    /// resumes the caller on its own thread, before it awaits.
+    private func settle(waiterID: UInt64, continuation: UnsafeContinuation<Outcome, any Error>) {
+        let early: Result<Outcome, any Error>? = self.state.withLock { state in
+            state.unsettled.remove(waiterID)
+            return state.early.isEmpty ? nil : state.early.removeValue(forKey: waiterID)
+        }
+        if let early { continuation.resume(with: early) }
     }
 }

@@ -184,4 +184,61 @@ struct DeduplicationTests {
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])
         }
     }
+
+    /// A caller that joins a shared request is told so (`deduplicationJoined`) while it still
+    /// sets up its wait. When the shared request ends in that moment, its answer is kept for the
+    /// caller, which takes it once set up: it gets the first caller's answer, from one request.
+    /// (Before, the answer resumed the caller from the other thread before it awaited: allowed,
+    /// but unmarked for ThreadSanitizer, which reported the caller's next write to its own frame
+    /// as a data race. `scripts/tsan.sh` runs this suite.) The hold blocks a thread of the shared
+    /// pool, so the two cases run one after the other: two holds at once on a two-core machine
+    /// would leave no thread to answer them.
+    @Test(.serialized, arguments: TransportKind.allCases)
+    func anAnswerThatComesWhileACallerIsStillJoiningReachesIt(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
+        let holder = JoinHolder()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [holder] }) { client in
+            let first = client.start(Endpoint<Article>(path: "/slow/blocker"))
+            #expect(await eventually { server.requests.count == 1 })
+            let joiner = client.start(Endpoint<Article>(path: "/slow/blocker"))
+            #expect(await eventually { holder.hasEntered })
+            await gate.open()
+            // The shared request has ended once the first caller has its answer.
+            let answer = try await first.response
+            holder.release()
+            // Waited for as a state: an answer kept and never handed over would hold it forever.
+            let outcome = Locked<Result<Response<Article>, any Error>?>(nil)
+            Task {
+                let result: Result<Response<Article>, any Error>
+                do { result = .success(try await joiner.response) } catch { result = .failure(error) }
+                outcome.withLock { $0 = result }
+            }
+            #expect(await eventually { outcome.withLock { $0 != nil } }, "the joining caller never got the answer kept for it")
+            guard let joined = try outcome.withLock({ $0 })?.get() else { return }
+            #expect(answer.source == .network)
+            #expect(joined.source == .coalesced)
+            #expect(joined.value.title == answer.value.title)
+            #expect(server.requests.count == 1)
+            #expect(!holder.waitTimedOut)
+        }
+    }
+}
+
+/// Holds a caller that joins a shared request inside its `deduplicationJoined` event (told while
+/// it still sets up its wait) until ``release()``.
+final class JoinHolder: EventMonitor {
+    private let entered = Locked(false)
+    private let timedOut = Locked(false)
+    private let released = DispatchSemaphore(value: 0)
+    var hasEntered: Bool { self.entered.withLock { $0 } }
+    /// Whether the hold ended by its own bound (a minute) instead of by ``release()``.
+    var waitTimedOut: Bool { self.timedOut.withLock { $0 } }
+
+    func deduplicationJoined(_ request: RequestEvent, sharing: RequestID) {
+        self.entered.withLock { $0 = true }
+        if self.released.wait(timeout: .now() + 60) == .timedOut { self.timedOut.withLock { $0 = true } }
+    }
+
+    func release() { self.released.signal() }
 }
