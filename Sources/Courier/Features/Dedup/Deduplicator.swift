@@ -92,13 +92,12 @@ final class Deduplicator: Sendable {
     private struct State {
         var entries: [LogicalKey: Entry] = [:]
         /// The waiters whose callers are still setting up their wait (between joining and
-        /// awaiting): an answer for one of them waits in ``early`` for its caller to take.
-        /// Resuming a continuation from another thread before its task awaits it is allowed,
-        /// but that path of the runtime carries no happens-before mark for ThreadSanitizer,
-        /// which then reports the awaiting task's next write to its own frame as a race.
-        var unsettled = Set<UInt64>()
-        /// Answers that came for unsettled waiters, by waiter.
-        var early: [UInt64: Result<Outcome, any Error>] = [:]
+        /// awaiting), each with the answer that came for it meanwhile, kept for its caller to
+        /// take (`settle`). Resuming a continuation from another thread before its task awaits
+        /// it is allowed, but that path of the runtime carries no happens-before mark for
+        /// ThreadSanitizer, which then reports the awaiting task's next write to its own frame
+        /// as a race.
+        var settling: [UInt64: Result<Outcome, any Error>?] = [:]
         var sharedCount = 0
         var wireCount = 0
     }
@@ -187,7 +186,7 @@ final class Deduplicator: Sendable {
                         }
                         return (nil, nil)
                     }
-                    state.unsettled.insert(ticket)
+                    state.settling.updateValue(nil, forKey: ticket)
                     if outcome.1 != nil {
                         joined = true
                         state.sharedCount += 1
@@ -260,8 +259,8 @@ final class Deduplicator: Sendable {
             guard let index = state.entries.index(forKey: key), let waiter = state.entries.values[index].waiters.remove(waiterID)
             else { return (nil, nil) }
             var continuation: UnsafeContinuation<Outcome, any Error>? = waiter.continuation
-            if state.unsettled.contains(waiterID) {
-                state.early[waiterID] = .failure(error)
+            if state.settling[waiterID] != nil {
+                state.settling[waiterID] = .some(.failure(error))
                 continuation = nil
             }
             if state.entries.values[index].waiters.isEmpty {
@@ -318,9 +317,9 @@ final class Deduplicator: Sendable {
         let waiters: Waiters = self.state.withLock { state in
             guard let index = state.entries.index(forKey: key), state.entries.values[index].ticket == ticket else { return Waiters() }
             var waiters = state.entries.remove(at: index).value.waiters
-            if !state.unsettled.isEmpty {
-                for waiter in waiters where state.unsettled.contains(waiter.id) {
-                    state.early[waiter.id] = result
+            if !state.settling.isEmpty {
+                for waiter in waiters where state.settling[waiter.id] != nil {
+                    state.settling[waiter.id] = .some(result)
                     _ = waiters.remove(waiter.id)
                 }
             }
@@ -333,10 +332,7 @@ final class Deduplicator: Sendable {
     /// An answer that came before (the shared request ended, the caller left) is taken here and
     /// resumes the caller on its own thread, before it awaits.
     private func settle(waiterID: UInt64, continuation: UnsafeContinuation<Outcome, any Error>) {
-        let early: Result<Outcome, any Error>? = self.state.withLock { state in
-            state.unsettled.remove(waiterID)
-            return state.early.isEmpty ? nil : state.early.removeValue(forKey: waiterID)
-        }
+        let early = self.state.withLock { state in state.settling.removeValue(forKey: waiterID) ?? nil }
         if let early { continuation.resume(with: early) }
     }
 }

@@ -184,43 +184,84 @@ struct DeduplicationTests {
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])
         }
     }
+}
 
-    /// A caller that joins a shared request is told so (`deduplicationJoined`) while it still
-    /// sets up its wait. When the shared request ends in that moment, its answer is kept for the
-    /// caller, which takes it once set up: it gets the first caller's answer, from one request.
-    /// (Before, the answer resumed the caller from the other thread before it awaited: allowed,
-    /// but unmarked for ThreadSanitizer, which reported the caller's next write to its own frame
-    /// as a data race. `scripts/tsan.sh` runs this suite.) The hold blocks a thread of the shared
-    /// pool, so the two cases run one after the other: two holds at once on a two-core machine
-    /// would leave no thread to answer them.
-    @Test(.serialized, arguments: TransportKind.allCases)
-    func anAnswerThatComesWhileACallerIsStillJoiningReachesIt(_ kind: TransportKind) async throws {
-        let gate = Gate()
-        let server = try await trafficServer(gate: gate)
-        let holder = JoinHolder()
-        try await withClient(kind, server: server, configure: { $0.eventMonitors = [holder] }) { client in
-            let first = client.start(Endpoint<Article>(path: "/slow/blocker"))
-            #expect(await eventually { server.requests.count == 1 })
-            let joiner = client.start(Endpoint<Article>(path: "/slow/blocker"))
-            #expect(await eventually { holder.hasEntered })
-            await gate.open()
-            // The shared request has ended once the first caller has its answer.
-            let answer = try await first.response
-            holder.release()
-            // Waited for as a state: an answer kept and never handed over would hold it forever.
-            let outcome = Locked<Result<Response<Article>, any Error>?>(nil)
-            Task {
-                let result: Result<Response<Article>, any Error>
-                do { result = .success(try await joiner.response) } catch { result = .failure(error) }
-                outcome.withLock { $0 = result }
+extension DeduplicationTests {
+    /// Callers held in their join event. A hold blocks a thread of the shared pool, so these run
+    /// one at a time: two holds at once on a two-core machine leave no thread to answer them.
+    @Suite("Deduplication: callers still joining when an answer comes", .serialized)
+    struct WhileJoining {
+        /// A caller that joins a shared request is told so (`deduplicationJoined`) while it still
+        /// sets up its wait. When the shared request ends in that moment, its answer is kept for the
+        /// caller, which takes it once set up: it gets the first caller's answer, from one request.
+        /// (Before, the answer resumed the caller from the other thread before it awaited: allowed,
+        /// but unmarked for ThreadSanitizer, which reported the caller's next write to its own frame
+        /// as a data race. `scripts/tsan.sh` runs this suite.)
+        @Test(arguments: TransportKind.allCases)
+        func anAnswerThatComesWhileACallerIsStillJoiningReachesIt(_ kind: TransportKind) async throws {
+            let gate = Gate()
+            let server = try await trafficServer(gate: gate)
+            let holder = JoinHolder()
+            try await withClient(kind, server: server, configure: { $0.eventMonitors = [holder] }) { client in
+                let first = client.start(Endpoint<Article>(path: "/slow/blocker"))
+                #expect(await eventually { server.requests.count == 1 })
+                let joiner = client.start(Endpoint<Article>(path: "/slow/blocker"))
+                #expect(await eventually { holder.hasEntered })
+                await gate.open()
+                // The shared request has ended once the first caller has its answer.
+                let answer = try await first.response
+                holder.release()
+                // Waited for as a state: an answer kept and never handed over would hold it forever.
+                let outcome = Locked<Result<Response<Article>, any Error>?>(nil)
+                Task {
+                    let result: Result<Response<Article>, any Error>
+                    do { result = .success(try await joiner.response) } catch { result = .failure(error) }
+                    outcome.withLock { $0 = result }
+                }
+                #expect(await eventually { outcome.withLock { $0 != nil } }, "the joining caller never got the answer kept for it")
+                guard let joined = try outcome.withLock({ $0 })?.get() else { return }
+                #expect(answer.source == .network)
+                #expect(joined.source == .coalesced)
+                #expect(joined.value.title == answer.value.title)
+                #expect(server.requests.count == 1)
+                #expect(!holder.waitTimedOut)
             }
-            #expect(await eventually { outcome.withLock { $0 != nil } }, "the joining caller never got the answer kept for it")
-            guard let joined = try outcome.withLock({ $0 })?.get() else { return }
-            #expect(answer.source == .network)
-            #expect(joined.source == .coalesced)
-            #expect(joined.value.title == answer.value.title)
-            #expect(server.requests.count == 1)
-            #expect(!holder.waitTimedOut)
+        }
+
+        /// Cancellation × a caller still joining: the joining caller, held in its join event, is
+        /// cancelled. Its end is kept for it like an answer: it ends with kind `cancelled` once let
+        /// go, and the shared request goes on for the first caller, which gets its answer.
+        @Test(arguments: TransportKind.allCases)
+        func aCallerCancelledWhileStillJoiningEndsCancelledAndTheSharedRequestGoesOn(_ kind: TransportKind) async throws {
+            let gate = Gate()
+            let server = try await trafficServer(gate: gate)
+            let holder = JoinHolder()
+            try await withClient(kind, server: server, configure: { $0.eventMonitors = [holder] }) { client in
+                let first = client.start(Endpoint<Article>(path: "/slow/blocker"))
+                #expect(await eventually { server.requests.count == 1 })
+                let joiner = client.start(Endpoint<Article>(path: "/slow/blocker"))
+                #expect(await eventually { holder.hasEntered })
+                // Its cancellation handler runs here, on this thread, while it is still held.
+                joiner.cancel()
+                holder.release()
+                let outcome = Locked<Result<Response<Article>, any Error>?>(nil)
+                Task {
+                    let result: Result<Response<Article>, any Error>
+                    do { result = .success(try await joiner.response) } catch { result = .failure(error) }
+                    outcome.withLock { $0 = result }
+                }
+                #expect(await eventually { outcome.withLock { $0 != nil } }, "the joining caller never got the end kept for it")
+                #expect((outcome.withLock { $0 }?.failure as? CourierError)?.kind == .cancelled)
+                // The first caller was not cancelled with it: its request is still on the wire.
+                #expect(server.abandonedCount == 0)
+                await gate.open()
+                let answer = try await first.response
+                #expect(answer.source == .network)
+                #expect(answer.value.title == "/slow/blocker")
+                #expect(server.requests.count == 1)
+                #expect(server.abandonedCount == 0)
+                #expect(!holder.waitTimedOut)
+            }
         }
     }
 }
