@@ -33,10 +33,13 @@ public final class RequestBatch: Sendable {
     }
 
     private struct State {
-        var waits: [@Sendable () async -> Void] = []
         var cancels: [@Sendable () -> Void] = []
+        /// Items added and not yet finished (their event reported).
+        var unfinished = 0
         var finished = 0
         var isCancelled = false
+        /// Callers of ``results()`` waiting for `unfinished` to reach zero.
+        var resultsWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let client: Client
@@ -61,11 +64,12 @@ public final class RequestBatch: Sendable {
         let outcome = Locked<Result<Value, CourierError>?>(nil)
         let (index, cancelledAlready) = self.state.withLock { state -> (Int, Bool) in
             state.cancels.append { handle.cancel() }
+            state.unfinished += 1
             return (state.cancels.count - 1, state.isCancelled)
         }
         if cancelledAlready { handle.cancel() }
         let name = endpoint.name
-        let wait: @Sendable () async -> Void = { [sink] in
+        Task { [sink, state] in
             let result: Result<Value, CourierError>
             do {
                 result = .success(try await handle.value)
@@ -73,27 +77,43 @@ public final class RequestBatch: Sendable {
                 result = .failure(CourierError.wrap(error))
             }
             outcome.withLock { $0 = result }
-            let (finished, total) = self.state.withLock { state -> (Int, Int) in
+            let (finished, total) = state.withLock { state -> (Int, Int) in
                 state.finished += 1
                 return (state.finished, state.cancels.count)
             }
-            if case .success = result {
-                sink.yield(Event(name: name, index: index, succeeded: true, finished: finished, total: total))
-            } else {
-                sink.yield(Event(name: name, index: index, succeeded: false, finished: finished, total: total))
+            let succeeded = if case .success = result { true } else { false }
+            sink.yield(Event(name: name, index: index, succeeded: succeeded, finished: finished, total: total))
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.unfinished -= 1
+                guard state.unfinished == 0 else { return [] }
+                defer { state.resultsWaiters.removeAll() }
+                return state.resultsWaiters
             }
+            for waiter in waiters { waiter.resume() }
         }
-        let reporter = Task { await wait() }
-        self.state.withLock { $0.waits.append { await reporter.value } }
         return BatchItem(index: index, outcome: outcome)
     }
 
     /// Waits until every item has finished and returns all results.
+    ///
+    /// An item added while this waits is waited for too. Items added after it has returned still
+    /// run and their results can be read once they finish, but ``events`` has ended by then.
     public func results() async -> BatchResults {
-        let waits = self.state.withLock { $0.waits }
-        for wait in waits { await wait() }
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let done = self.state.withLock { state -> Bool in
+                if state.unfinished == 0 { return true }
+                state.resultsWaiters.append(waiter)
+                return false
+            }
+            if done { waiter.resume() }
+        }
         self.sink.finish()
         return BatchResults()
+    }
+
+    /// Whether a caller of ``results()`` is waiting for items to finish (for tests).
+    var isWaitingForResults: Bool {
+        self.state.withLock { !$0.resultsWaiters.isEmpty }
     }
 
     /// Cancels every item that has not finished; each then fails with kind `cancelled`.
