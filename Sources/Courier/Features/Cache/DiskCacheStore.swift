@@ -25,6 +25,12 @@ import Darwin
 ///
 /// Reads and writes are small synchronous file operations on the calling thread. The first use
 /// reads the header of every entry file to build the index (recency, URL and partition per entry).
+///
+/// Stores made in one process for the same directory share that index, so each sees the others'
+/// entries and the directory's size is counted once; each keeps to its own `capacity` when it
+/// writes. The directory is compared after resolving symbolic links in the part of its path that
+/// exists when the store is made. Stores in different processes do not share an index: give each
+/// process a directory of its own.
 public final class DiskCacheStore: CacheStore {
     private static let magic = Data("CRS1".utf8)
 
@@ -62,12 +68,30 @@ public final class DiskCacheStore: CacheStore {
     public let directory: URL
     /// The most bytes the entry files may take together.
     public let capacity: Int
-    private let state = Locked(State())
+    private let state: Locked<State>
+
+    /// One directory's index, held weakly so it goes with the last store using it.
+    private final class Registration: @unchecked Sendable {
+        // Read and written only under `registry`'s lock.
+        weak var state: Locked<State>?
+        init(_ state: Locked<State>) { self.state = state }
+    }
+
+    /// The index of each directory a store in this process uses, by resolved path.
+    private static let registry = Locked<[String: Registration]>([:])
 
     /// Creates a store in `directory` (created, owner-only, if missing) holding at most `capacity` bytes.
     public init(directory: URL, capacity: Int = 100 * 1024 * 1024) {
         self.directory = directory
         self.capacity = capacity
+        let path = directory.standardizedFileURL.resolvingSymlinksInPath().path
+        self.state = Self.registry.withLock { registry in
+            if let state = registry[path]?.state { return state }
+            registry = registry.filter { $0.value.state != nil }
+            let state = Locked(State())
+            registry[path] = Registration(state)
+            return state
+        }
     }
 
     /// The bytes the entry files take now.

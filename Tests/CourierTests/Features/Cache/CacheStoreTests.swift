@@ -115,8 +115,12 @@ struct CacheStoreTests {
     func aWriteInterruptedByACrashLeavesNoEntryAndItsLeftoverIsRemoved() throws {
         let directory = temporaryDirectory("crash")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = DiskCacheStore(directory: directory)
-        store.setEntry(Self.entry("https://a/old"), forKey: "k")
+        do {
+            // The store goes before the restart: a store made while another for the same
+            // directory lives shares its index instead of reading the directory again.
+            let store = DiskCacheStore(directory: directory)
+            store.setEntry(Self.entry("https://a/old"), forKey: "k")
+        }
         // A crash mid-write leaves only a temporary file; the entry under its final name is the old one.
         let leftover = directory.appendingPathComponent(".tmp-\(UUID().uuidString)")
         try Data("CRS1\0\0\0half".utf8).write(to: leftover)
@@ -129,18 +133,55 @@ struct CacheStoreTests {
     func diskStoreEvictsTheLeastRecentlyUsedByBytesAcrossRestarts() throws {
         let directory = temporaryDirectory("evict")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = DiskCacheStore(directory: directory, capacity: 3 * 1500)
-        for index in 1...3 { store.setEntry(Self.entry("https://a/\(index)", bodySize: 1000), forKey: "\(index)") }
-        #expect(store.count == 3)
-        #expect(store.entry(forKey: "1") != nil)
-        store.setEntry(Self.entry("https://a/4", bodySize: 1000), forKey: "4")
-        #expect(store.entry(forKey: "2") == nil)
-        #expect(self.entryFiles(directory).count == 3)
-        #expect(store.size <= store.capacity)
+        do {
+            let store = DiskCacheStore(directory: directory, capacity: 3 * 1500)
+            for index in 1...3 { store.setEntry(Self.entry("https://a/\(index)", bodySize: 1000), forKey: "\(index)") }
+            #expect(store.count == 3)
+            #expect(store.entry(forKey: "1") != nil)
+            store.setEntry(Self.entry("https://a/4", bodySize: 1000), forKey: "4")
+            #expect(store.entry(forKey: "2") == nil)
+            #expect(self.entryFiles(directory).count == 3)
+            #expect(store.size <= store.capacity)
+        }
         // A smaller limit after a restart evicts down to it, oldest use first.
         let smaller = DiskCacheStore(directory: directory, capacity: 1500)
         #expect(smaller.count == 1)
         #expect(smaller.entry(forKey: "4") != nil)
+    }
+
+    /// Two stores on one directory in one process (two clients given the same cache directory):
+    /// with an index each, neither saw the other's later entries nor counted their bytes, so the
+    /// directory grew past every capacity.
+    @Test
+    func twoStoresOnOneDirectorySeeEachOthersEntriesAndKeepItsSizeBounded() throws {
+        let directory = temporaryDirectory("shared")
+        let link = temporaryDirectory("shared-link")
+        defer {
+            try? FileManager.default.removeItem(at: directory)
+            try? FileManager.default.removeItem(at: link)
+        }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: directory)
+        let first = DiskCacheStore(directory: directory, capacity: 3 * 1500)
+        let second = DiskCacheStore(directory: link, capacity: 3 * 1500)
+        // Both have read the (empty) directory before either writes.
+        #expect(first.count == 0)
+        #expect(second.count == 0)
+        first.setEntry(Self.entry("https://a/1", bodySize: 1000), forKey: "1")
+        #expect(second.entry(forKey: "1")?.url == "https://a/1")
+        for index in 2...5 {
+            let store = index.isMultiple(of: 2) ? second : first
+            store.setEntry(Self.entry("https://a/\(index)", bodySize: 1000), forKey: "\(index)")
+        }
+        #expect(self.entryFiles(directory).count == 3)
+        #expect(first.size <= first.capacity)
+        #expect(second.count == 3)
+        #expect(first.entry(forKey: "1") == nil)
+        #expect(first.entry(forKey: "4")?.url == "https://a/4")
+        // Removing through one store is seen by the other.
+        second.removeEntry(forKey: "5")
+        #expect(first.entry(forKey: "5") == nil)
+        #expect(first.count == 2)
     }
 
     @Test
@@ -192,7 +233,8 @@ struct CacheStoreTests {
         let endpoint = Endpoint<Article>(path: "/max-age")
         try await withClient(kind, server: server, configure: { $0.cache.store = DiskCacheStore(directory: directory) }) { first in
             let original = try await first.send(endpoint)
-            // A second client on the same directory, as after an app restart.
+            // A second client on the same directory: its store shares the first store's index
+            // (a restart, with the index read again, is tested above).
             let second = Client(
                 configuration: .init(transport: first.configuration.transport, baseURL: server.baseURL) {
                     $0.cache.store = DiskCacheStore(directory: directory)
