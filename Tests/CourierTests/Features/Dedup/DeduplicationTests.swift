@@ -184,6 +184,39 @@ struct DeduplicationTests {
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])
         }
     }
+
+    /// Seam: deduplication × a middleware that sends twice. Middleware runs below the
+    /// deduplication stage, inside the shared request: a caller that joins while the middleware's
+    /// second send is on the wire gets what the middleware returned (the second answer), and the
+    /// server sees the middleware's two sends, no more.
+    @Test(arguments: TransportKind.allCases)
+    func aCallerJoiningAMiddlewaresSecondSendGetsWhatTheMiddlewareReturned(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await http1Server(numbering: { _, number in
+            if number == 2 { await gate.wait() }
+            return .json(#"{"id":\#(number),"title":"send \#(number)"}"#)
+        })
+        let twice = ClosureMiddleware { request, next in
+            let first = try await next(request)
+            _ = try await first.body.collect(upTo: 1 << 20)
+            return try await next(request)
+        }
+        try await withClient(kind, server: server, configure: { $0.middleware = [twice] }) { client in
+            let endpoint = Endpoint<Article>(path: "/twice")
+            let leader = client.start(endpoint)
+            #expect(await eventually { server.requests.count == 2 })
+            let joiner = client.start(endpoint)
+            #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
+            await gate.open()
+            let led = try await leader.response
+            let joined = try await joiner.response
+            #expect(led.value == Article(id: 2, title: "send 2"))
+            #expect(joined.value == Article(id: 2, title: "send 2"))
+            #expect(led.source == .network)
+            #expect(joined.source == .coalesced)
+            #expect(server.requests.count == 2)
+        }
+    }
 }
 
 extension DeduplicationTests {
