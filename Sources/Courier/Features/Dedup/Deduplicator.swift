@@ -20,6 +20,8 @@ final class Deduplicator: Sendable {
     private struct Waiter {
         /// The caller's ticket, which names its wait.
         let id: UInt64
+        /// The caller's wait, which keeps an answer that comes before the caller has set it up.
+        let seat: Seat
         var continuation: UnsafeContinuation<Outcome, any Error>
         var priority: RequestPriority
         /// The waiter's deadline as a time since ``FixedInstant/reference`` (a fixed-layout value).
@@ -91,13 +93,6 @@ final class Deduplicator: Sendable {
 
     private struct State {
         var entries: [LogicalKey: Entry] = [:]
-        /// The waiters whose callers are still setting up their wait (between joining and
-        /// awaiting), each with the answer that came for it meanwhile, kept for its caller to
-        /// take (`settle`). Resuming a continuation from another thread before its task awaits
-        /// it is allowed, but that path of the runtime carries no happens-before mark for
-        /// ThreadSanitizer, which then reports the awaiting task's next write to its own frame
-        /// as a race.
-        var settling: [UInt64: Result<Outcome, any Error>?] = [:]
         var sharedCount = 0
         var wireCount = 0
     }
@@ -161,7 +156,7 @@ final class Deduplicator: Sendable {
                     // (`leave`, called by the cancellation handler, takes the lock too).
                     if Task.isCancelled { return (nil, nil, true) }
                     let waiter = Waiter(
-                        id: ticket, continuation: continuation, priority: control?.priority ?? priority,
+                        id: ticket, seat: seat, continuation: continuation, priority: control?.priority ?? priority,
                         deadline: deadline.map(FixedInstant.offset(of:)))
                     // One lookup, which inserts a new entry when there is none (every entry in the
                     // table has a waiter: an entry without one is new).
@@ -186,7 +181,6 @@ final class Deduplicator: Sendable {
                         }
                         return (nil, nil)
                     }
-                    state.settling.updateValue(nil, forKey: ticket)
                     if outcome.1 != nil {
                         joined = true
                         state.sharedCount += 1
@@ -209,7 +203,7 @@ final class Deduplicator: Sendable {
                 }
                 if Task.isCancelled { self.leave(key: key, waiterID: ticket) }
                 // Last: an answer that came while this caller set up its wait is taken here.
-                self.settle(waiterID: ticket, continuation: continuation)
+                self.settle(seat, continuation: continuation)
             }
         } onCancel: {
             self.leave(key: key, waiterID: ticket)
@@ -218,10 +212,20 @@ final class Deduplicator: Sendable {
     }
 
     /// One caller's wait for a shared request, as those who may end it or change it see it.
-    private final class Seat: Sendable {
+    ///
+    /// Until its caller has set up the wait (between joining and awaiting), an answer for it (the
+    /// shared request's result, or an end by cancellation, deadline or `cancelAll`) is kept here
+    /// for the caller to take (`settle`) instead of resuming it. Resuming a continuation from
+    /// another thread before its task awaits it is allowed, but that path of the runtime carries
+    /// no happens-before mark for ThreadSanitizer, which then reports the awaiting task's next
+    /// write to its own frame as a race.
+    private final class Seat: @unchecked Sendable {
         let deduplicator: Deduplicator
         let key: LogicalKey
         let waiterID: UInt64
+        // Read and written only under the deduplicator's state lock.
+        var isSettled = false
+        var early: Result<Outcome, any Error>?
 
         init(deduplicator: Deduplicator, key: LogicalKey, waiterID: UInt64) {
             self.deduplicator = deduplicator
@@ -259,8 +263,8 @@ final class Deduplicator: Sendable {
             guard let index = state.entries.index(forKey: key), let waiter = state.entries.values[index].waiters.remove(waiterID)
             else { return (nil, nil) }
             var continuation: UnsafeContinuation<Outcome, any Error>? = waiter.continuation
-            if state.settling[waiterID] != nil {
-                state.settling[waiterID] = .some(.failure(error))
+            if !waiter.seat.isSettled {
+                waiter.seat.early = .failure(error)
                 continuation = nil
             }
             if state.entries.values[index].waiters.isEmpty {
@@ -317,11 +321,9 @@ final class Deduplicator: Sendable {
         let waiters: Waiters = self.state.withLock { state in
             guard let index = state.entries.index(forKey: key), state.entries.values[index].ticket == ticket else { return Waiters() }
             var waiters = state.entries.remove(at: index).value.waiters
-            if !state.settling.isEmpty {
-                for waiter in waiters where state.settling[waiter.id] != nil {
-                    state.settling[waiter.id] = .some(result)
-                    _ = waiters.remove(waiter.id)
-                }
+            for waiter in waiters where !waiter.seat.isSettled {
+                waiter.seat.early = result
+                _ = waiters.remove(waiter.id)
             }
             return waiters
         }
@@ -331,8 +333,12 @@ final class Deduplicator: Sendable {
     /// The caller has set up its wait: from now on its waiter is resumed by whoever removes it.
     /// An answer that came before (the shared request ended, the caller left) is taken here and
     /// resumes the caller on its own thread, before it awaits.
-    private func settle(waiterID: UInt64, continuation: UnsafeContinuation<Outcome, any Error>) {
-        let early = self.state.withLock { state in state.settling.removeValue(forKey: waiterID) ?? nil }
+    private func settle(_ seat: Seat, continuation: UnsafeContinuation<Outcome, any Error>) {
+        let early = self.state.withLock { _ -> Result<Outcome, any Error>? in
+            seat.isSettled = true
+            defer { seat.early = nil }
+            return seat.early
+        }
         if let early { continuation.resume(with: early) }
     }
 }
