@@ -9,8 +9,8 @@ import Foundation
 /// let batch = client.batch(priority: .high)
 /// let page = batch.add(NewsAPI.list(page: 1))
 /// let banner = batch.add(MediaAPI.image(id: 7))
-/// for await event in batch.events { print("\(event.name) done: \(event.succeeded)") }
-/// let results = await batch.results()
+/// let progress = Task { for await event in batch.events { print("\(event.name) done: \(event.succeeded)") } }
+/// let results = await batch.results()   // `events` ends once this has returned
 /// let news = try results[page].get()
 /// ```
 ///
@@ -97,7 +97,8 @@ public final class RequestBatch: Sendable {
     /// Waits until every item has finished and returns all results.
     ///
     /// An item added while this waits is waited for too. Items added after it has returned still
-    /// run and their results can be read once they finish, but ``events`` has ended by then.
+    /// run and their results can be read once they finish, but ``events`` has ended by then. (An
+    /// item added in reaction to the last item's event may come after it has returned.)
     public func results() async -> BatchResults {
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
             let done = self.state.withLock { state -> Bool in

@@ -27,10 +27,11 @@ import Darwin
 /// reads the header of every entry file to build the index (recency, URL and partition per entry).
 ///
 /// Stores made in one process for the same directory share that index, so each sees the others'
-/// entries and the directory's size is counted once; each keeps to its own `capacity` when it
-/// writes. The directory is compared after resolving symbolic links in the part of its path that
-/// exists when the store is made. Stores in different processes do not share an index: give each
-/// process a directory of its own.
+/// entries and the directory's size is counted once. The first of them to be used reads the
+/// directory and trims it to its own `capacity`; after that each keeps to its own `capacity` when
+/// it writes. The directory is created when the store is made and compared with symbolic links
+/// resolved. Stores in different processes do not share an index: give each process a directory
+/// of its own.
 public final class DiskCacheStore: CacheStore {
     private static let magic = Data("CRS1".utf8)
 
@@ -84,6 +85,9 @@ public final class DiskCacheStore: CacheStore {
     public init(directory: URL, capacity: Int = 100 * 1024 * 1024) {
         self.directory = directory
         self.capacity = capacity
+        // Made first: links are resolved only in a path that exists, and a store made before the
+        // directory and one made after must find the same index.
+        Self.createDirectory(directory)
         let path = directory.standardizedFileURL.resolvingSymlinksInPath().path
         self.state = Self.registry.withLock { registry in
             if let state = registry[path]?.state { return state }
@@ -172,7 +176,7 @@ public final class DiskCacheStore: CacheStore {
     /// Builds the index from the directory: entries oldest-used first, leftovers and unreadable files removed.
     private func load(into state: inout State) {
         let manager = FileManager.default
-        try? manager.createDirectory(at: self.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        Self.createDirectory(self.directory)
         guard let names = try? manager.contentsOfDirectory(atPath: self.directory.path) else { return }
         var found: [(name: String, used: Date, size: Int, info: Info)] = []
         for name in names {
@@ -200,6 +204,11 @@ public final class DiskCacheStore: CacheStore {
             state.info[oldest] = nil
             unlink(self.directory.appendingPathComponent(oldest).path)
         }
+    }
+
+    /// Creates `directory` (owner-only) if it is missing; a failure shows when entries are written.
+    private static func createDirectory(_ directory: URL) {
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     }
 
     static func fileName(for key: String) -> String {

@@ -162,8 +162,11 @@ struct CacheStoreTests {
         }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: directory)
-        let first = DiskCacheStore(directory: directory, capacity: 3 * 1500)
-        let second = DiskCacheStore(directory: link, capacity: 3 * 1500)
+        // The cache directory itself does not exist yet when the first store is made, through
+        // the link; the second names it without the link.
+        let first = DiskCacheStore(directory: link.appendingPathComponent("cache"), capacity: 3 * 1500)
+        let second = DiskCacheStore(directory: directory.appendingPathComponent("cache"), capacity: 3 * 1500)
+        let cache = directory.appendingPathComponent("cache")
         // Both have read the (empty) directory before either writes.
         #expect(first.count == 0)
         #expect(second.count == 0)
@@ -173,7 +176,7 @@ struct CacheStoreTests {
             let store = index.isMultiple(of: 2) ? second : first
             store.setEntry(Self.entry("https://a/\(index)", bodySize: 1000), forKey: "\(index)")
         }
-        #expect(self.entryFiles(directory).count == 3)
+        #expect(self.entryFiles(cache).count == 3)
         #expect(first.size <= first.capacity)
         #expect(second.count == 3)
         #expect(first.entry(forKey: "1") == nil)
