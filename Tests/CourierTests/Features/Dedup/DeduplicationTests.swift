@@ -224,6 +224,19 @@ extension DeduplicationTests {
     /// one at a time: two holds at once on a two-core machine leave no thread to answer them.
     @Suite("Deduplication: callers still joining when an answer comes", .serialized)
     struct WhileJoining {
+        /// How the joining caller's request ended, waited for as a state (`nil` when it has not
+        /// ended in time): an answer kept for it and never handed over would hold it forever.
+        static func end(of joiner: RequestHandle<Article>) async -> Result<Response<Article>, any Error>? {
+            let outcome = Locked<Result<Response<Article>, any Error>?>(nil)
+            Task {
+                let result: Result<Response<Article>, any Error>
+                do { result = .success(try await joiner.response) } catch { result = .failure(error) }
+                outcome.withLock { $0 = result }
+            }
+            _ = await eventually { outcome.withLock { $0 != nil } }
+            return outcome.current
+        }
+
         /// A caller that joins a shared request is told so (`deduplicationJoined`) while it still
         /// sets up its wait. When the shared request ends in that moment, its answer is kept for the
         /// caller, which takes it once set up: it gets the first caller's answer, from one request.
@@ -244,15 +257,9 @@ extension DeduplicationTests {
                 // The shared request has ended once the first caller has its answer.
                 let answer = try await first.response
                 holder.release()
-                // Waited for as a state: an answer kept and never handed over would hold it forever.
-                let outcome = Locked<Result<Response<Article>, any Error>?>(nil)
-                Task {
-                    let result: Result<Response<Article>, any Error>
-                    do { result = .success(try await joiner.response) } catch { result = .failure(error) }
-                    outcome.withLock { $0 = result }
-                }
-                #expect(await eventually { outcome.withLock { $0 != nil } }, "the joining caller never got the answer kept for it")
-                guard let joined = try outcome.withLock({ $0 })?.get() else { return }
+                let outcome = await Self.end(of: joiner)
+                #expect(outcome != nil, "the joining caller never got the answer kept for it")
+                guard let joined = try outcome?.get() else { return }
                 #expect(answer.source == .network)
                 #expect(joined.source == .coalesced)
                 #expect(joined.value.title == answer.value.title)
@@ -277,14 +284,9 @@ extension DeduplicationTests {
                 // Its cancellation handler runs here, on this thread, while it is still held.
                 joiner.cancel()
                 holder.release()
-                let outcome = Locked<Result<Response<Article>, any Error>?>(nil)
-                Task {
-                    let result: Result<Response<Article>, any Error>
-                    do { result = .success(try await joiner.response) } catch { result = .failure(error) }
-                    outcome.withLock { $0 = result }
-                }
-                #expect(await eventually { outcome.withLock { $0 != nil } }, "the joining caller never got the end kept for it")
-                #expect((outcome.withLock { $0 }?.failure as? CourierError)?.kind == .cancelled)
+                let outcome = await Self.end(of: joiner)
+                #expect(outcome != nil, "the joining caller never got the end kept for it")
+                #expect((outcome?.failure as? CourierError)?.kind == .cancelled)
                 // The first caller was not cancelled with it: its request is still on the wire.
                 #expect(server.abandonedCount == 0)
                 await gate.open()
