@@ -34,6 +34,9 @@ struct DeduplicationTests {
         try await withClient(kind, server: server) { client in
             let handles = (0..<100).map { _ in client.start(Endpoint<Article>(path: "/slow/blocker")) }
             #expect(await eventually { server.requests.count == 1 })
+            // Every caller has joined before any leaves: a caller still on its way when the others
+            // have all left would rightly start the request anew (seen under ThreadSanitizer).
+            #expect(await eventually { client.deduplicationCounts.coalesced == 99 })
             for handle in handles.dropLast() { handle.cancel() }
             for handle in handles.dropLast() {
                 let error = await expectCourierError { _ = try await handle.value }
