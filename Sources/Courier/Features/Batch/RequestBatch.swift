@@ -99,14 +99,22 @@ public final class RequestBatch: Sendable {
     /// An item added while this waits is waited for too. Items added after it has returned still
     /// run and their results can be read once they finish, but ``events`` has ended by then. (An
     /// item added in reaction to the last item's event may come after it has returned.)
+    ///
+    /// Cancelling the task that awaits this cancels the batch, as ``cancel()`` does: every
+    /// unfinished item fails with kind `cancelled`, and this returns once they have, so every
+    /// result can be read.
     public func results() async -> BatchResults {
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let done = self.state.withLock { state -> Bool in
-                if state.unfinished == 0 { return true }
-                state.resultsWaiters.append(waiter)
-                return false
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                let done = self.state.withLock { state -> Bool in
+                    if state.unfinished == 0 { return true }
+                    state.resultsWaiters.append(waiter)
+                    return false
+                }
+                if done { waiter.resume() }
             }
-            if done { waiter.resume() }
+        } onCancel: {
+            self.cancel()
         }
         self.sink.finish()
         return BatchResults()

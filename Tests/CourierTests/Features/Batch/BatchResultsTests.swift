@@ -46,6 +46,86 @@ struct BatchResultsTests {
         }
     }
 
+    /// Task cancellation × batch: cancelling the task that awaits `results()` cancels the batch
+    /// (before, the wait went on until every item had finished, here never), and every result is
+    /// then readable.
+    @Test(arguments: TransportKind.allCases)
+    func cancellingTheTaskAwaitingResultsCancelsTheBatch(_ kind: TransportKind) async throws {
+        let server = try await trafficServer(delay: .seconds(600))
+        try await withClient(kind, server: server) { client in
+            let batch = client.batch()
+            let one = batch.add(Endpoint<Article>(path: "/slow/1"))
+            let two = batch.add(Endpoint<Article>(path: "/slow/2"))
+            #expect(await eventually { server.requests.count == 2 })
+            let waiting = Task { await batch.results() }
+            #expect(await eventually { batch.isWaitingForResults })
+            waiting.cancel()
+            let ended = await eventually { one.outcome.current != nil && two.outcome.current != nil }
+            #expect(ended)
+            // Only so that a failure above ends the test instead of waiting for the server.
+            if !ended { batch.cancel() }
+            let results = await waiting.value
+            for result in [results[one], results[two]] {
+                guard case .failure(let error) = result else {
+                    Issue.record("an item of a cancelled batch succeeded")
+                    continue
+                }
+                #expect(error.kind == .cancelled)
+            }
+            #expect(await eventually { server.abandonedCount == 2 })
+        }
+    }
+
+    /// Deduplication × task cancellation × batch: two identical items share one request; the
+    /// cancelled wait for the results cancels both, and the shared request leaves the wire.
+    @Test(arguments: TransportKind.allCases)
+    func cancellingTheWaitForResultsEndsAnItemSharedByTwo(_ kind: TransportKind) async throws {
+        let server = try await trafficServer(delay: .seconds(600))
+        try await withClient(kind, server: server) { client in
+            let batch = client.batch()
+            let one = batch.add(Endpoint<Article>(path: "/slow/shared"))
+            let two = batch.add(Endpoint<Article>(path: "/slow/shared"))
+            #expect(await eventually { server.requests.count == 1 && client.deduplicationCounts.coalesced == 1 })
+            let waiting = Task { await batch.results() }
+            #expect(await eventually { batch.isWaitingForResults })
+            waiting.cancel()
+            let ended = await eventually { one.outcome.current != nil && two.outcome.current != nil }
+            #expect(ended)
+            if !ended { batch.cancel() }
+            let results = await waiting.value
+            #expect((try? results[one].get()) == nil)
+            #expect((try? results[two].get()) == nil)
+            #expect(await eventually { server.abandonedCount == 1 })
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    /// A task already cancelled when it asks for the results does not wait for the items: it
+    /// cancels them and gets their results.
+    @Test(arguments: TransportKind.allCases)
+    func aCancelledTaskAskingForResultsCancelsTheBatchAtOnce(_ kind: TransportKind) async throws {
+        let server = try await trafficServer(delay: .seconds(600))
+        try await withClient(kind, server: server) { client in
+            let batch = client.batch()
+            let one = batch.add(Endpoint<Article>(path: "/slow/1"))
+            #expect(await eventually { server.requests.count == 1 })
+            let waiting = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return await batch.results()
+            }
+            let ended = await eventually { one.outcome.current != nil }
+            #expect(ended)
+            if !ended { batch.cancel() }
+            let results = await waiting.value
+            guard case .failure(let error) = results[one] else {
+                Issue.record("the item of a cancelled batch succeeded")
+                return
+            }
+            #expect(error.kind == .cancelled)
+            #expect(await eventually { server.abandonedCount == 1 })
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func resultsOfAnEmptyBatchReturnAtOnceAndEndTheEvents(_ kind: TransportKind) async throws {
         let server = try await http1Server()
