@@ -599,10 +599,17 @@ struct SeamMatrixTests {
             default: return await Routes.standard(request)
             }
         }
-        try await withClient(kind, server: server, configure: { $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1) }) {
-            client in
+        let monitor = RecordingMonitor()
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.scheduling = SchedulerConfiguration(maxConcurrentRequests: 1)
+                $0.eventMonitors = [monitor]
+            }
+        ) { client in
             let busy = client.start(Endpoint<Article>(path: "/busy"))
-            #expect(await eventually { server.requests.count == 1 })
+            // In its backoff: the 503 was read and the retry announced.
+            #expect(await eventually { monitor.names.contains("retrying") })
             busy.cancel()
             let error = await expectCourierError { _ = try await busy.value }
             #expect(error?.kind == .cancelled)
@@ -637,7 +644,8 @@ struct SeamMatrixTests {
                 _ = try await client.send(Endpoint<Article>(path: "/json", timeout: .milliseconds(300)))
             }
             #expect(error?.kind == .timeout)
-            #expect(client.traffic.queuedByPriority.values.reduce(0, +) == 0)
+            // The caller hears of its deadline first; the shared request leaves the queue as it unwinds.
+            #expect(await eventually { client.traffic.queuedByPriority.values.reduce(0, +) == 0 })
             await gate.open()
             _ = try await blocker.value
             // The host is idle: a new request starts at once instead of queueing behind a ghost.
@@ -671,7 +679,8 @@ struct SeamMatrixTests {
                 let error = await expectCourierError { _ = try await handle.value }
                 #expect(error?.kind == .cancelled)
             }
-            #expect(client.traffic.queuedByPriority.values.reduce(0, +) == 0)
+            // The callers hear of the cancellation before their shared requests have unwound.
+            #expect(await eventually { client.traffic.queuedByPriority.values.reduce(0, +) == 0 })
             await gate.open()
             _ = try await blocker.value
             #expect(server.requests.count == 1)
@@ -1009,10 +1018,12 @@ struct SeamMatrixTests {
             }
             return attempt == 1 ? .text("busy", status: 503, headers: [("Retry-After", "10")]) : .text("ok")
         }
-        try await withClient(kind, server: server) { client in
+        let monitor = RecordingMonitor()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [monitor] }) { client in
             let scope = RequestScope()
             let handle = scope.start(Endpoint<Article>(path: "/busy"), on: client)
-            #expect(await eventually { server.requests.count == 1 })
+            // In its backoff: the 503 was read and the retry announced.
+            #expect(await eventually { monitor.names.contains("retrying") })
             scope.cancelAll()
             let error = await expectCourierError { _ = try await handle.value }
             #expect(error?.kind == .cancelled)

@@ -12,6 +12,9 @@ final class ConstrainedGate: Sendable {
 
     var isOn: Bool { self.state.withLock { $0.isOn } }
 
+    /// How many deferred requests wait for the client to be no longer constrained (for tests).
+    var waitingCount: Int { self.state.withLock { $0.waiters.count } }
+
     func set(_ on: Bool) {
         let released = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
             state.isOn = on

@@ -1,7 +1,8 @@
-import Courier
 import CourierTestServer
 import Foundation
 import Testing
+
+@testable import Courier
 
 @Suite("Batches, chains, scopes and constrained mode")
 struct GroupingTests {
@@ -173,7 +174,8 @@ struct GroupingTests {
         try await withClient(kind, server: server, configure: { $0.constrainedPolicy = .defer }) { client in
             client.isConstrained = true
             let prefetch = client.start(Endpoint<Article>(path: "/json").prefetch())
-            try await Task.sleep(for: .milliseconds(200))
+            // Held at the gate (a request the gate let through is never counted there).
+            #expect(await eventually { client.parts.constrained.waitingCount == 1 })
             #expect(server.requests.isEmpty)
             client.isConstrained = false
             let prefetched = try await prefetch.value
