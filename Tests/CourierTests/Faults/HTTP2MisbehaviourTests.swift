@@ -58,13 +58,15 @@ struct HTTP2MisbehaviourTests {
         let method = scenario.method
         let counter = PathCounter()
         let answered = Locked<[String]>([])
+        // Holds the three streams below the GOAWAY until it has been dealt with, however slow the machine.
+        let held = Gate()
         let server = try await tlsServer { request in
             let n = counter.hit(request.path)
             if request.path == "/goaway", n == 1 {
                 return ScriptedResponse(behaviour: .goAway)
             }
             if request.path.hasPrefix("/slow") {
-                try? await Task.sleep(for: .milliseconds(400))
+                await held.wait()
             }
             answered.withLock { $0.append(request.path) }
             return .json(#"{"id":\#(n),"title":"\#(request.path)"}"#)
@@ -83,14 +85,22 @@ struct HTTP2MisbehaviourTests {
                 let error = await expectCourierError { _ = try await client.send(endpoint) }
                 #expect(error?.kind == .transport)
                 #expect(answered.withLock { $0 }.filter { $0 == "/goaway" }.isEmpty)
+                await held.open()
                 for task in slow { #expect(try await task.value.id == 1) }
                 return
             }
             // RFC 9113 §6.8: a stream above the GOAWAY's last stream ID was not processed, so it is
             // sent again on a new connection — a POST too (the retry policy resends any method
             // the server provably did not process).
-            let refused = try await client.response(endpoint)
+            let refused: Response<Article>
+            do {
+                refused = try await client.response(endpoint)
+            } catch {
+                await held.open()
+                throw error
+            }
             #expect(refused.value.title == "/goaway")
+            await held.open()
             for task in slow {
                 let article = try await task.value
                 #expect(article.id == 1)  // each stream below the last stream ID processed once
