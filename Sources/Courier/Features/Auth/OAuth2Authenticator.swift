@@ -125,6 +125,9 @@ public final class OAuth2Authenticator: Middleware {
     /// because credentials changed meanwhile (for tests).
     package var runningRefreshes: Int { self.state.withLock { $0.runningRefreshes } }
 
+    /// How many requests are held waiting for a sign-in (for tests).
+    var heldCount: Int { self.state.withLock { $0.signedIn }?.waitingCount ?? 0 }
+
     /// The current token set.
     public var token: OAuth2Token? { self.state.withLock { $0.token } }
 

@@ -46,6 +46,13 @@ final class SharedOutcome<Value: Sendable>: Sendable {
         for continuation in resumed { continuation.resume(with: result) }
     }
 
+    /// How many callers are suspended waiting for the result (for tests).
+    var waitingCount: Int {
+        self.state.withLock { state in
+            state.waiters.values.filter { if case .waiting = $0 { true } else { false } }.count
+        }
+    }
+
     /// Waits for the result; `what` names the awaited thing in a timeout's message.
     ///
     /// - Throws: the result's error; ``CourierError`` of kind `cancelled` when the calling task is

@@ -325,7 +325,8 @@ struct OAuth2Tests {
             oauth.state.withLock { $0.refreshFails = true }
             let handles = (0..<5).map { client.start(Endpoint<Article>(path: "/api/held-\($0)")) }
             #expect(await eventually { events.current == 1 })
-            try await Task.sleep(for: .milliseconds(100))
+            // All five held, waiting for the sign-in: none went out without a token.
+            #expect(await eventually { auth.heldCount == 5 })
             #expect(server.requests.filter { $0.path.hasPrefix("/api") }.isEmpty)
             try await auth.signIn(username: "ada", password: "s3cret")
             for handle in handles {

@@ -1,10 +1,11 @@
-import Courier
 import CourierAsyncHTTPClient
 import CourierTestServer
 import Crypto
 import Foundation
 import HTTPTypes
 import Testing
+
+@testable import Courier
 
 /// A token endpoint and a protected resource whose token answers the test can hold back, and
 /// whose tokens' lifetime it chooses.
@@ -194,11 +195,13 @@ struct AuthSeamTests {
     func aRequestHeldWhileSignedOutEndsWhenCancelled(_ kind: TransportKind) async throws {
         try await self.withAuth(kind, token: nil, configuration: Self.holding) { setup in
             let (finish, task) = Finish.start { try await setup.client.send(Self.article("/api/held")) }
-            #expect(await eventually { setup.client.traffic.inFlight == 1 })
+            // Held, waiting for a sign-in.
+            #expect(await eventually { setup.auth.heldCount == 1 })
             task.cancel()
             #expect(await eventually(seconds: Self.heldBack) { finish.isDone })
             #expect(finish.error?.kind == .cancelled)
             #expect(await eventually(seconds: Self.heldBack) { setup.client.traffic.inFlight == 0 })
+            #expect(setup.auth.heldCount == 0)
             try setup.auth.supply(OAuth2Token(accessToken: "late", expiresAt: Date().addingTimeInterval(3600)))
         }
     }
