@@ -644,7 +644,8 @@ struct SeamMatrixTests {
                 _ = try await client.send(Endpoint<Article>(path: "/json", timeout: .milliseconds(300)))
             }
             #expect(error?.kind == .timeout)
-            // The caller hears of its deadline first; the shared request leaves the queue as it unwinds.
+            // The shared request may have been queued but not yet parked in the scheduler when the
+            // deadline passed: it leaves the queue once it parks.
             #expect(await eventually { client.traffic.queuedByPriority.values.reduce(0, +) == 0 })
             await gate.open()
             _ = try await blocker.value
@@ -679,7 +680,8 @@ struct SeamMatrixTests {
                 let error = await expectCourierError { _ = try await handle.value }
                 #expect(error?.kind == .cancelled)
             }
-            // The callers hear of the cancellation before their shared requests have unwound.
+            // A shared request may have been queued but not yet parked in the scheduler when
+            // cancelled: it leaves the queue once it parks.
             #expect(await eventually { client.traffic.queuedByPriority.values.reduce(0, +) == 0 })
             await gate.open()
             _ = try await blocker.value

@@ -101,8 +101,10 @@ public final class RequestBatch: Sendable {
     /// item added in reaction to the last item's event may come after it has returned.)
     ///
     /// Cancelling the task that awaits this cancels the batch, as ``cancel()`` does: every
-    /// unfinished item fails with kind `cancelled`, and this returns once they have, so every
-    /// result can be read.
+    /// unfinished item ends with kind `cancelled` (one finishing at that moment may still
+    /// succeed), and this returns once they have ended, so every result can be read. The batch
+    /// stays cancelled: an item added later fails at once, and other callers waiting here get the
+    /// same results.
     public func results() async -> BatchResults {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
