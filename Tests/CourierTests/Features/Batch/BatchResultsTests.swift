@@ -60,17 +60,9 @@ struct BatchResultsTests {
             let waiting = Task { await batch.results() }
             #expect(await eventually { batch.isWaitingForResults })
             waiting.cancel()
-            let ended = await eventually { one.outcome.current != nil && two.outcome.current != nil }
-            #expect(ended)
-            // Only so that a failure above ends the test instead of waiting for the server.
-            if !ended { batch.cancel() }
-            let results = await waiting.value
+            let results = await Self.results(of: waiting, in: batch) { one.outcome.current != nil && two.outcome.current != nil }
             for result in [results[one], results[two]] {
-                guard case .failure(let error) = result else {
-                    Issue.record("an item of a cancelled batch succeeded")
-                    continue
-                }
-                #expect(error.kind == .cancelled)
+                #expect(await expectCourierError { _ = try result.get() }?.kind == .cancelled)
             }
             #expect(await eventually { server.abandonedCount == 2 })
         }
@@ -89,12 +81,10 @@ struct BatchResultsTests {
             let waiting = Task { await batch.results() }
             #expect(await eventually { batch.isWaitingForResults })
             waiting.cancel()
-            let ended = await eventually { one.outcome.current != nil && two.outcome.current != nil }
-            #expect(ended)
-            if !ended { batch.cancel() }
-            let results = await waiting.value
-            #expect((try? results[one].get()) == nil)
-            #expect((try? results[two].get()) == nil)
+            let results = await Self.results(of: waiting, in: batch) { one.outcome.current != nil && two.outcome.current != nil }
+            for result in [results[one], results[two]] {
+                #expect(await expectCourierError { _ = try result.get() }?.kind == .cancelled)
+            }
             #expect(await eventually { server.abandonedCount == 1 })
             #expect(server.requests.count == 1)
         }
@@ -113,17 +103,23 @@ struct BatchResultsTests {
                 withUnsafeCurrentTask { $0?.cancel() }
                 return await batch.results()
             }
-            let ended = await eventually { one.outcome.current != nil }
-            #expect(ended)
-            if !ended { batch.cancel() }
-            let results = await waiting.value
-            guard case .failure(let error) = results[one] else {
-                Issue.record("the item of a cancelled batch succeeded")
-                return
-            }
-            #expect(error.kind == .cancelled)
+            let results = await Self.results(of: waiting, in: batch) { one.outcome.current != nil }
+            #expect(await expectCourierError { _ = try results[one].get() }?.kind == .cancelled)
             #expect(await eventually { server.abandonedCount == 1 })
         }
+    }
+
+    /// The results a cancelled wait returned, once every item has `ended` by itself (expected);
+    /// when they do not, the batch is cancelled here so the test ends instead of waiting for the
+    /// server.
+    private static func results(
+        of waiting: Task<BatchResults, Never>, in batch: RequestBatch, sourceLocation: SourceLocation = #_sourceLocation,
+        ended: () -> Bool
+    ) async -> BatchResults {
+        let didEnd = await eventually(ended)
+        #expect(didEnd, "the items did not end when the wait for their results was cancelled", sourceLocation: sourceLocation)
+        if !didEnd { batch.cancel() }
+        return await waiting.value
     }
 
     @Test(arguments: TransportKind.allCases)
