@@ -42,9 +42,10 @@ extension Client {
     /// kept; the next `download` of the same URL to the same destination with `resume` asks for
     /// the rest with `Range` and `If-Range`. A server that ignores the range, answers with
     /// another range, or whose resource changed, answers with the whole body or a range that
-    /// does not fit, and the download restarts cleanly from zero; a partial file that already
-    /// holds the whole body (the server answers 416 with the partial file's length) is completed
-    /// without another request. The partial file is locked for the whole download: a second
+    /// does not fit, and the download restarts cleanly from zero; an answer that is not the file
+    /// (a `2xx` other than 200, 203 and 206) fails with kind `httpStatus` and leaves the partial
+    /// file as it was; a partial file that already holds the whole body (the server answers 416
+    /// with the partial file's length) is completed without another request. The partial file is locked for the whole download: a second
     /// download to the same destination, in this process or another, fails at once with kind
     /// `invalidRequest` instead of writing into it. It goes through the same stages as
     /// `send(_:)` (constrained mode, scheduling, middleware, retries, redirects), without cache
@@ -88,10 +89,12 @@ extension Client {
         defer { partial.close() }
         var offset: Int64 = 0
         var validator: String?
+        var length: Int64?
         let size = try partial.size()
         if resume, size > 0, let state = PartialDownload.load(record), state.url == urlString {
             offset = size
             validator = state.validator
+            length = state.length
         } else {
             try? FileManager.default.removeItem(at: record)
         }
@@ -104,7 +107,8 @@ extension Client {
         do {
             return try await self.downloadRounds(
                 description, announced: announced, partial: partial, partialURL: partialURL, record: record, target: target,
-                destination: destination, offset: offset, validator: validator, start: start, reporter: reporter, records: &rounds)
+                destination: destination, offset: offset, validator: validator, length: length, start: start, reporter: reporter,
+                records: &rounds)
         } catch {
             events.failed(announced, failure: ObserveStage.failure(error), start: start, record: .summary(of: rounds))
             throw error
@@ -114,14 +118,19 @@ extension Client {
     /// The rounds of a download until its file is in place: each asks for the rest of the body
     /// (or all of it again), and the last reports the download's end to the monitors (with the
     /// attempts and the time queued of every round). `records` holds the rounds' records.
+    /// `length` is the complete length the partial file's parts were sent with, when known.
     private func downloadRounds(
         _ description: EndpointDescription, announced: Request, partial: PartialFile, partialURL: URL, record: URL, target: URL,
-        destination: DownloadDestination, offset: Int64, validator: String?, start: ContinuousClock.Instant,
+        destination: DownloadDestination, offset: Int64, validator: String?, length: Int64?, start: ContinuousClock.Instant,
         reporter: ProgressReporter, records: inout [ExchangeRecord]
     ) async throws -> DownloadResult {
         let urlString = announced.urlString
         var offset = offset
         var validator = validator
+        // The complete length (RFC 9110 §14.4) the bytes so far belong to: every part of one
+        // representation states the same one (§15.3.7.3), so a part that states another is of
+        // another version, even from a server that ignores If-Range and sends no validator.
+        var knownLength = length
         // Two rounds at most that start again from zero; a round that brought the next part of
         // the body (a server that answers a range with less than the rest) does not count.
         var rounds = 0
@@ -134,6 +143,9 @@ extension Client {
             let ifRange = validator
             let outcome: Outcome
             let round = ExchangeRecord()
+            // A server that sends the body in many small parts (one byte each, say) makes many
+            // rounds: their records are folded into one summary as they go, so memory stays flat.
+            if records.count >= 8 { records = [.summary(of: records)] }
             records.append(round)
             do {
                 outcome = try await self.run(description, mode: .download, id: announced.id, record: round) { request in
@@ -148,9 +160,10 @@ extension Client {
                 // A server evaluates If-Range before Range (RFC 9110 §13.2.2), so a 416 means the
                 // validator still matched; when its unsatisfied range states exactly the partial
                 // file's length (§14.4), the file already holds the whole body.
-                let sameVersion = error.headers?[.eTag].map { $0 == ifRange } ?? true
+                // A 416 that names another version (a server that ignored If-Range) proves nothing.
+                let sameVersion = !Self.namesAnotherVersion(error.headers ?? HTTPFields(), than: ifRange)
                 if sameVersion, let length = error.headers?[.contentRange].flatMap(ContentRangeHeader.unsatisfiedLength),
-                    Int64(length) == rangeStart
+                    Int64(length) == rangeStart, knownLength.map({ $0 == rangeStart }) ?? true
                 {
                     reporter.start(completed: rangeStart, expected: rangeStart)
                     try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
@@ -170,11 +183,20 @@ extension Client {
                 // than failing the same way forever.
                 offset = 0
                 validator = nil
+                knownLength = nil
                 continuing = false
                 try? FileManager.default.removeItem(at: record)
                 continue
             }
             let raw = outcome.response
+            // Only these carry the file: 200 and 203 the whole representation (RFC 9110 §15.3.1,
+            // §15.3.4), 206 a part of it (§15.3.7). Another 2xx — 202, processing not finished
+            // (§15.3.3); 204, no content (§15.3.5) — is no file: it fails, and the partial file
+            // and its record stay as they were.
+            guard raw.status.code == 200 || raw.status.code == 203 || raw.status.code == 206 else {
+                let body = try? await raw.body.collect(upTo: Self.unexpectedBodyLimit)
+                throw CourierError.httpStatus(raw.head, body: body)
+            }
             // The size of the whole file (when known), and where this answer's bytes end.
             var total: Int64?
             var end: Int64?
@@ -185,26 +207,31 @@ extension Client {
                 let otherVersion = Self.namesAnotherVersion(raw.head.headerFields, than: validator)
                 guard offset > 0, let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""),
                     Int64(range.range.lowerBound) == offset,
-                    !otherVersion
+                    !otherVersion,
+                    range.completeLength.map({ complete in knownLength.map { $0 == Int64(complete) } ?? true }) ?? true
                 else {
                     // A range we did not ask for, or of another version: start again from zero
                     // without one.
                     raw.body.byteStream.cancel()
                     offset = 0
                     validator = nil
+                    knownLength = nil
                     continuing = false
                     continue
                 }
                 // This part ends where its range ends; the file at the complete length (RFC 9110
-                // §14.4), or where the part ends when the server sent `*`.
+                // §14.4). A server that sent `*` (length unknown) is asked for the rest once the
+                // part is in: the file is whole when it answers 416 or states the length.
                 end = Int64(range.range.upperBound) + 1
-                total = range.completeLength.map(Int64.init) ?? end
+                total = range.completeLength.map(Int64.init)
+                knownLength = total ?? knownLength
             } else {
                 // The whole body: the server ignored the range or the resource changed. This
                 // call's bytes now begin at zero, whatever parts came before.
                 offset = 0
                 continuing = false
                 total = raw.body.expectedLength.map(Int64.init)
+                knownLength = total
                 end = total
             }
             // The record of the old validator goes before the file is cut back, and the new one is
@@ -221,15 +248,16 @@ extension Client {
             do {
                 try partial.prepare(from: offset)
                 if let newValidator {
-                    try? PartialDownload(url: urlString, validator: newValidator).save(to: record)
+                    try? PartialDownload(url: urlString, validator: newValidator, length: knownLength).save(to: record)
                 }
                 written = try await partial.write(raw.body, from: offset, reporter: reporter, expected: total, end: end)
                 if let end, written != end {
                     throw CourierError(.transport, "the download ended after \(written) of \(end) bytes; it can be resumed")
                 }
-                if let total, written < total, let newValidator {
-                    // A part that stops before the end (a server that caps its ranges): the rest
-                    // is asked for next, with the same validator.
+                let short = total.map { written < $0 } ?? (raw.status.code == 206)
+                if short, let newValidator {
+                    // A part that stops before the end (a server that caps its ranges), or whose
+                    // complete length is unknown: the rest is asked for next, with the same validator.
                     offset = written
                     validator = newValidator
                     continuing = true
@@ -278,17 +306,24 @@ extension Client {
 extension Client {
     /// Whether a 206's fields name another version than `validator`: another ETag when it is an
     /// ETag, another `Last-Modified` when it is a date. Fields that name none tell nothing.
+    /// Compared byte for byte (RFC 9110 §8.8.3.2's strong comparison), not as Unicode text.
     static func namesAnotherVersion(_ fields: HTTPFields, than validator: String?) -> Bool {
         guard let validator, !validator.hasPrefix("W/") else { return false }
-        if validator.contains("\"") { return fields[.eTag].map { $0 != validator } ?? false }
-        return fields[.lastModified].map { $0 != validator } ?? false
+        if validator.contains("\"") { return fields[.eTag].map { !$0.utf8.elementsEqual(validator.utf8) } ?? false }
+        return fields[.lastModified].map { !$0.utf8.elementsEqual(validator.utf8) } ?? false
     }
+
+    /// The most bytes kept of the body of a download's answer that is no file (a 202, a 204).
+    static let unexpectedBodyLimit = 64 * 1024
 }
 
 /// What is remembered about an unfinished download, to resume it.
 struct PartialDownload: Codable {
     var url: String
     var validator: String
+    /// The complete length the bytes so far were sent with, when known (absent from records
+    /// written before it was kept).
+    var length: Int64?
 
     /// The largest record read: a URL and a validator take far less.
     static let sizeLimit = 64 * 1024
@@ -315,8 +350,10 @@ struct PartialDownload: Codable {
     /// strong, which for a client means at least 60 seconds before the response's `Date`
     /// (RFC 9110 §13.1.5: a client MUST NOT send a weak validator or a date that is not strong
     /// in If-Range; §8.8.2.2); `nil` when there is none, and the download cannot resume.
+    /// An ETag that is not a well-formed strong entity tag (`"…"`, §8.8.3) is none either:
+    /// with an entity tag at hand, a client may not fall back on the date.
     static func validator(of headers: HTTPFields) -> String? {
-        if let etag = headers[.eTag] { return etag.hasPrefix("W/") ? nil : etag }
+        if let etag = headers[.eTag] { return Validators.strongETag(etag) }
         guard let text = headers[.lastModified], let modified = HTTPDate.parse(text),
             let sentText = headers[.date], let sent = HTTPDate.parse(sentText), sent.timeIntervalSince(modified) >= 60
         else { return nil }

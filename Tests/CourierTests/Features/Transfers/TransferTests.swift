@@ -66,13 +66,19 @@ final class FileOrigin: Sendable {
     let rangeCap: Int?
     /// Announces a range of 100 bytes and sends the whole rest of the file (while set).
     let overlongRanges: Locked<Bool>
+    /// Sends `*` as a part's complete length (RFC 9110 §14.4: the length is unknown).
+    let unknownLength: Bool
+    /// The answer to a range request while set, instead of a part (a 202, a 204).
+    let rangeAnswer = Locked<ScriptedResponse?>(nil)
     private let served = Locked(0)
 
     init(
         rangesSupported: Bool = true, cutFirstAfter: Int? = nil, dates: (lastModified: String, date: String)? = nil,
         answersAnotherRange: Bool = false,
-        rangeCap: Int? = nil, overlongRanges: Bool = false, ignoresIfRange: Bool = false, bareRanges: Bool = false
+        rangeCap: Int? = nil, overlongRanges: Bool = false, ignoresIfRange: Bool = false, bareRanges: Bool = false,
+        unknownLength: Bool = false
     ) {
+        self.unknownLength = unknownLength
         self.rangesSupported = rangesSupported
         self.cutFirstAfter = cutFirstAfter
         self.dates = Locked(dates)
@@ -99,6 +105,7 @@ final class FileOrigin: Sendable {
                 self.ignoresIfRange || (request.header("If-Range").map({ $0 == (dates?.lastModified ?? etag) }) ?? true),
                 var start = Int(range.dropFirst("bytes=".count).split(separator: "-").first ?? "")
             {
+                if let answer = self.rangeAnswer.withLock({ $0 }) { return answer }
                 guard start < body.count else {
                     return ScriptedResponse(status: 416, headers: [("Content-Range", "bytes */\(body.count)")] + validators, body: Data())
                 }
@@ -108,7 +115,11 @@ final class FileOrigin: Sendable {
                 return ScriptedResponse(
                     status: 206,
                     headers: [
-                        ("Content-Type", "application/octet-stream"), ("Content-Range", "bytes \(start)-\(announcedEnd - 1)/\(body.count)"),
+                        ("Content-Type", "application/octet-stream"),
+                        (
+                            "Content-Range",
+                            "bytes \(start)-\(announcedEnd - 1)/\(self.unknownLength ? "*" : String(body.count))"
+                        ),
                     ] + (self.bareRanges ? [] : validators),
                     body: body.subdata(in: start..<end)
                 )

@@ -1,0 +1,165 @@
+import Courier
+import CourierTestServer
+import Foundation
+import Testing
+
+/// Answers to a resumed download that must not complete it: a 2xx that is no file, a part
+/// whose complete length is unknown or changes, a 416 or an ETag that proves nothing.
+extension TransferTests {
+    /// The partial file and its record of a download of `/file` cut mid-body, as the first
+    /// attempt left them.
+    func cutDownload(
+        _ client: Client, to destination: DownloadDestination, in folder: URL
+    ) async throws -> (partial: Data, record: Data) {
+        let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+        let failure = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+        #expect(failure?.kind == .transport)
+        let name = destination.fileName
+        let partial = try Data(contentsOf: folder.appendingPathComponent(".courier-\(name).partial"))
+        let record = try Data(contentsOf: folder.appendingPathComponent(".courier-\(name).partial.json"))
+        return (partial, record)
+    }
+
+    /// RFC 9110 §15.3.3 (202: processing not finished) and §15.3.5 (204: no content): neither
+    /// is the file. The download fails with the status, and the partial file and its record
+    /// are left as they were, so a later download still resumes.
+    @Test(arguments: TransportKind.allCases, [202, 204])
+    func anAnswerThatIsNoFileFailsAndKeepsThePartialFile(_ kind: TransportKind, _ status: Int) async throws {
+        let origin = FileOrigin(cutFirstAfter: 400_000)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "pending.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            let before = try await self.cutDownload(client, to: destination, in: folder)
+            let note = Data(#"{"state":"exporting"}"#.utf8)
+            origin.rangeAnswer.withLock {
+                $0 = ScriptedResponse(
+                    status: status, headers: status == 204 ? [] : [("Content-Type", "application/json")],
+                    body: status == 204 ? Data() : note)
+            }
+            let failure = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            #expect(failure?.kind == .httpStatus)
+            #expect(failure?.status?.code == status)
+            if status == 202 { #expect(failure?.body == note) }
+            #expect(server.requests.last?.header("Range") == "bytes=\(before.partial.count)-")
+            #expect(self.visibleFiles(folder).isEmpty)
+            let partial = try Data(contentsOf: folder.appendingPathComponent(".courier-pending.bin.partial"))
+            let record = try Data(contentsOf: folder.appendingPathComponent(".courier-pending.bin.partial.json"))
+            #expect(partial == before.partial)
+            #expect(record == before.record)
+
+            origin.rangeAnswer.withLock { $0 = nil }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.resumedFrom == Int64(before.partial.count))
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+        }
+    }
+
+    /// RFC 9110 §14.4: `*` as the complete length means it is unknown, not that the part ends
+    /// the file. The rest is asked for until the server says where the file ends (here a 416
+    /// with `bytes */1000000`, §15.5.17).
+    @Test(arguments: TransportKind.allCases)
+    func aPartOfUnknownCompleteLengthIsFollowedByAskingForTheRest(_ kind: TransportKind) async throws {
+        let origin = FileOrigin(cutFirstAfter: 300_000, rangeCap: 200_000, unknownLength: true)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "unknown.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = try await self.cutDownload(client, to: destination, in: folder)
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.byteCount == 1_000_000)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+            #expect(server.requests.last?.header("Range") == "bytes=1000000-")
+            #expect(self.hiddenFiles(folder).isEmpty)
+        }
+    }
+
+    /// RFC 9110 §15.3.7.3 and §14.4: the parts of one representation state one complete length.
+    /// A server that ignores If-Range and repeats no validator sends a part of a new, shorter
+    /// version: its other complete length shows it, and the download starts again from zero
+    /// instead of splicing the two versions.
+    @Test(arguments: TransportKind.allCases)
+    func aPartOfAnotherCompleteLengthStartsTheDownloadAgain(_ kind: TransportKind) async throws {
+        let origin = FileOrigin(cutFirstAfter: 300_000, rangeCap: 100_000, ignoresIfRange: true, bareRanges: true)
+        let version2 = payload(600_000, seed: 5)
+        let parts = Locked(0)
+        let server = try await http1Server { request in
+            // After the first part of v1, the file is v2.
+            if request.header("Range") != nil,
+                parts.withLock({
+                    $0 += 1
+                    return $0
+                }) == 2
+            {
+                origin.content.withLock { $0 = version2 }
+            }
+            return await origin.handle(request)
+        }
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "spliced.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = try await self.cutDownload(client, to: destination, in: folder)
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.resumedFrom == 0)
+            #expect(result.status.code == 200)
+            #expect(result.byteCount == 600_000)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(version2))
+            #expect(parts.withLock { $0 } == 2)
+        }
+    }
+
+    /// RFC 9110 §13.1.5 and §13.2.2: a 416 proves the partial file whole only when If-Range
+    /// matched. A server that ignores If-Range answers the range of a new version of exactly the
+    /// partial file's length with 416 and the new Last-Modified: the download starts again.
+    @Test(arguments: TransportKind.allCases)
+    func aRangeNotSatisfiableOfAnotherDateIsNoProofTheFileIsWhole(_ kind: TransportKind) async throws {
+        let origin = FileOrigin(
+            cutFirstAfter: 400_000, dates: ("Sun, 22 Nov 2026 10:00:00 GMT", "Sun, 22 Nov 2026 11:00:00 GMT"), ignoresIfRange: true)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "same-size.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            let before = try await self.cutDownload(client, to: destination, in: folder)
+            let version2 = payload(before.partial.count, seed: 77)
+            origin.content.withLock { $0 = version2 }
+            origin.dates.withLock { $0 = ("Thu, 26 Nov 2026 10:00:00 GMT", "Thu, 26 Nov 2026 11:00:00 GMT") }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.status.code == 200)
+            #expect(result.resumedFrom == 0)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(version2))
+            #expect(server.requests.contains { $0.header("Range") == "bytes=\(before.partial.count)-" })
+        }
+    }
+
+    /// RFC 9110 §8.8.3: an entity tag is quoted. An unquoted ETag is no validator to resume
+    /// with, and with an entity tag at hand the date may not stand in for it (§13.1.5): a cut
+    /// download keeps no record, and the next one asks for the whole body.
+    @Test(arguments: TransportKind.allCases)
+    func anUnquotedETagIsNoValidatorToResumeWith(_ kind: TransportKind) async throws {
+        let origin = FileOrigin(cutFirstAfter: 400_000)
+        origin.etag.withLock { $0 = "v1" }
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "unquoted.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            let failure = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            #expect(failure?.kind == .transport)
+            #expect(self.hiddenFiles(folder) == [".courier-unquoted.bin.partial"])
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(server.requests.last?.header("Range") == nil)
+            #expect(server.requests.last?.header("If-Range") == nil)
+            #expect(result.resumedFrom == 0)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+        }
+    }
+}
