@@ -69,6 +69,10 @@ public struct Endpoint<Response>: Sendable {
     /// Header fields given as text, checked when the request is built: a name or value with CR,
     /// LF or NUL makes the request fail with `invalidRequest` before anything is sent.
     public var rawHeaders: [(name: String, value: String)] = []
+    /// Whether a redirect to another origin is refused instead of followed: for a request whose
+    /// body is a secret for its own origin only (an OAuth2 grant, RFC 6749 §10.4), which a
+    /// `307` or `308` would send on as it is.
+    var staysOnOrigin = false
 
     /// Creates an endpoint with an explicit decoding.
     public init(

@@ -28,6 +28,7 @@ final class EndpointDescription: Sendable {
     let wire: (any WireProtocol)?
     let operation: String?
     let isNotification: Bool
+    let staysOnOrigin: Bool
     let decoding: ErasedDecoding
 
     init<Value>(_ endpoint: Endpoint<Value>, decoding: ErasedDecoding, acceptedStatuses: Range<Int>? = nil) {
@@ -52,6 +53,7 @@ final class EndpointDescription: Sendable {
         self.wire = endpoint.wire
         self.operation = endpoint.operation
         self.isNotification = endpoint.isNotification
+        self.staysOnOrigin = endpoint.staysOnOrigin
         self.decoding = decoding
     }
 
@@ -81,6 +83,7 @@ final class EndpointDescription: Sendable {
         self.wire = other.wire
         self.operation = other.operation
         self.isNotification = other.isNotification
+        self.staysOnOrigin = other.staysOnOrigin
         self.decoding = other.decoding
     }
 }

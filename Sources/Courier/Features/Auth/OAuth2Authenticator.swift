@@ -313,7 +313,10 @@ public final class OAuth2Authenticator: Middleware {
     /// The margin for `token`: the configured one, at most half the token's lifetime.
     private func refreshMargin(for token: OAuth2Token, receivedAt: Date) -> Duration {
         guard let expiresAt = token.expiresAt else { return self.configuration.refreshMargin }
-        let halfLifetime = max(0, expiresAt.timeIntervalSince(receivedAt) / 2)
+        // A token from a store or from `supply` may expire at any date (1e300 seconds from now,
+        // or never): the half lifetime is limited before it becomes a duration, never trapping.
+        let halfLifetime =
+            UntrustedNumber.clamp(expiresAt.timeIntervalSince(receivedAt) / 2, to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) ?? 0
         return min(self.configuration.refreshMargin, .milliseconds(Int64(halfLifetime * 1000)))
     }
 

@@ -60,6 +60,9 @@ public struct OAuth2TokenEndpoint: Sendable {
         self.authenticate(&endpoint, fields: fields)
         endpoint.deduplication = .disabled
         endpoint.wire = RESTProtocol()
+        // The grant (a password, a refresh token, a code) goes to this server only: a redirect
+        // to another origin is refused, not followed with the form (RFC 6749 §10.4, §10.3).
+        endpoint.staysOnOrigin = true
         return endpoint
     }
 
@@ -72,6 +75,7 @@ public struct OAuth2TokenEndpoint: Sendable {
         self.authenticate(&endpoint, fields: [.init(name: "token", value: token), .init(name: "token_type_hint", value: hint)])
         endpoint.deduplication = .disabled
         endpoint.wire = RESTProtocol()
+        endpoint.staysOnOrigin = true
         return endpoint
     }
 
@@ -132,10 +136,13 @@ public struct OAuth2TokenEndpoint: Sendable {
             accessToken: response.access_token,
             tokenType: response.token_type ?? "Bearer",
             refreshToken: response.refresh_token,
-            // A negative lifetime is already expired; a huge one is 2^31 seconds (as delta-seconds are).
-            expiresAt: response.expires_in.flatMap { UntrustedNumber.clamp($0, to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) }.map {
-                Date().addingTimeInterval($0)
-            },
+            // A lifetime of zero or less tells nothing usable (the token would be refreshed before
+            // every request): taken as none given (RFC 6749 §5.1: it is optional), so a 401 says
+            // when the token has expired. A huge one is 2^31 seconds (as delta-seconds are).
+            expiresAt: response.expires_in.flatMap {
+                $0 > 0 ? UntrustedNumber.clamp($0, to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) : nil
+            }
+            .map { Date().addingTimeInterval($0) },
             scope: response.scope
         )
     }

@@ -128,6 +128,15 @@ struct RedirectStage: PipelineStage {
                 return Outcome(response: response)
             }
             if !Self.sameOrigin(current, target) {
+                if exchange.endpoint.staysOnOrigin {
+                    // A grant's body is for the authorization server alone (RFC 6749 §10.4): a
+                    // 307 or 308 would send it on to whoever the Location names.
+                    await response.body.discard()
+                    throw CourierError(
+                        .redirect,
+                        "refused a redirect to another origin (\(self.redactor.redact(url: target))) for a request whose body is for its own"
+                    )
+                }
                 for name in self.policy.sensitiveFields { following.head.headerFields[name] = nil }
             }
             following.head.scheme = scheme

@@ -22,6 +22,8 @@ final class OAuthServer: Sendable {
         var expiresInAsString = false
         /// `scope` sent as a JSON list, not the string RFC 6749 §3.3 asks for.
         var scopeAsList = false
+        /// The `expires_in` of the tokens issued.
+        var lifetime = 3600
     }
 
     let state = Locked(State())
@@ -56,7 +58,8 @@ final class OAuthServer: Sendable {
                 self.state.withLock { $0.passwordGrants += 1 }
             }
             let token = self.issue()
-            let expiresIn = self.state.withLock { $0.expiresInAsString } ? #""3600""# : "3600"
+            let (asString, lifetime) = self.state.withLock { ($0.expiresInAsString, $0.lifetime) }
+            let expiresIn = asString ? #""\#(lifetime)""# : "\(lifetime)"
             let scope = self.state.withLock { $0.scopeAsList } ? #","scope":["read"]"# : ""
             return .json(
                 #"{"access_token":"\#(token)","token_type":"Bearer","expires_in":\#(expiresIn),"refresh_token":"r-\#(token)"\#(scope)}"#)
