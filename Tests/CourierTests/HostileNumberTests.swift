@@ -52,6 +52,24 @@ struct HostileNumberTests {
         }
     }
 
+    /// RFC 9111 §4.2.1 and §4.2.3: a lifetime from `Expires` − `Date` is capped like max-age
+    /// (2^31 seconds), so a `Date` in year 1 (what some servers send for an unset date) with
+    /// an `Expires` minutes from now is never served as fresh for centuries: the capped age
+    /// (§4.2.3) is larger than the capped lifetime, and the entry is revalidated.
+    @Test
+    func aLifetimeFromExpiresAndAnAncientDateIsCappedAndStale() {
+        let now = Self.now
+        let expires = CacheRulesTests.httpDate(300)
+        let entry = Self.entry(
+            [("Date", "Mon, 01 Jan 0001 00:00:00 GMT"), ("Expires", expires), ("ETag", "\"e\"")], requestDate: now, responseDate: now)
+        #expect(CacheRules.freshnessLifetime(of: entry) == Self.cap)
+        let action = CacheRules.action(policy: .http, method: .get, requestHeaders: HTTPFields(), entry: entry, now: now)
+        #expect(action == .revalidate(fields([("If-None-Match", "\"e\"")])))
+        // An ordinary Expires is untouched.
+        let ordinary = Self.entry([("Date", CacheRulesTests.httpDate(0)), ("Expires", expires)], requestDate: now, responseDate: now)
+        #expect(abs(CacheRules.freshnessLifetime(of: ordinary) - 300) <= 1)
+    }
+
     /// RFC 9111 §5.2.1.1-3 (request max-age, max-stale, min-fresh) with §1.2.2.
     @Test
     func requestDirectivesSaturateAndInvalidOnesNeverServeStale() {

@@ -249,16 +249,11 @@ package enum CacheRules {
         guard self.handles(method, policy: policy) else { return false }
         if self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) || !self.rangeIsHandled(requestHeaders) { return false }
         if status == 206, !self.mayStorePartial(method: method, responseHeaders: responseHeaders) { return false }
-        let request = CacheControl(requestHeaders)
         let response = CacheControl(responseHeaders)
-        if request.has("no-store") { return false }
-        if response.has("must-understand") {
-            // RFC 9111 §5.2.2.3: stored only when the cache knows the status code's rules, and
-            // then `no-store` (sent for caches that do not) is ignored.
-            guard self.understoodStatuses.contains(status) else { return false }
-        } else if response.has("no-store") {
-            return false
-        }
+        if self.forbidsStoring(requestHeaders: requestHeaders, responseHeaders: responseHeaders, status: status) { return false }
+        // RFC 9111 §5.2.2.3: with must-understand, stored only when the cache knows the status
+        // code's rules.
+        if response.has("must-understand"), !self.understoodStatuses.contains(status) { return false }
         if self.varyNames(responseHeaders) == nil { return false }
         switch policy.mode {
         case .networkOnly:
@@ -276,6 +271,17 @@ package enum CacheRules {
             return hasValidator
                 || self.freshnessLifetime(status: status, headers: responseHeaders, received: .distantPast, heuristic: policy.heuristic) > 0
         }
+    }
+
+    /// Whether `no-store` forbids keeping any of the response: in the request (RFC 9111
+    /// §5.2.1.5) or in the response (§5.2.2.5), unless the response's `must-understand` names a
+    /// status whose rules the cache knows (§5.2.2.3: then its `no-store` is for other caches).
+    /// Also asked of a `304` or `HEAD` answer that would refresh a stored response.
+    package static func forbidsStoring(requestHeaders: HTTPFields, responseHeaders: HTTPFields, status: Int) -> Bool {
+        if CacheControl(requestHeaders).has("no-store") { return true }
+        let response = CacheControl(responseHeaders)
+        guard response.has("no-store") else { return false }
+        return !(response.has("must-understand") && self.understoodStatuses.contains(status))
     }
 
     /// How long a response stays fresh (RFC 9111 §4.2.1): `max-age`, else `Expires` − `Date`,
@@ -296,7 +302,9 @@ package enum CacheRules {
         if let expires = headers[.expires] {
             // An invalid Expires (such as "0") means already expired (§5.3).
             guard let expiry = HTTPDate.parse(expires, ignoringCase: true) else { return 0 }
-            return max(0, expiry.timeIntervalSince(date))
+            // Capped as max-age is (2^31 seconds): with a `Date` in year 1 the difference is
+            // centuries, and only a capped lifetime stays below the capped age (``ageLimit``).
+            return UntrustedNumber.clamp(expiry.timeIntervalSince(date), to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) ?? 0
         }
         guard self.heuristicallyCacheable.contains(status) || control.has("public"),
             let modified = headers[.lastModified].flatMap(HTTPDate.parseIgnoringCase)

@@ -218,7 +218,14 @@ struct ResponseCache: Sendable {
             // §4.3.4 MUST NOT); the lookup stage then asks without conditions.
             guard CacheRules.notModified(head.headerFields, identifies: entry) else { return outcome }
             let refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
-            self.store.setEntry(refreshed, forKey: entryKey)
+            if CacheRules.forbidsStoring(requestHeaders: run.requestHeaders, responseHeaders: head.headerFields, status: entry.status) {
+                // The refreshed response is this caller's answer, but `no-store` in the request or
+                // the 304 forbids keeping it (RFC 9111 §5.2.1.5, §5.2.2.5): the stored one goes too,
+                // rather than stay to be served under its old freshness.
+                self.store.removeEntry(forKey: entryKey)
+            } else {
+                self.store.setEntry(refreshed, forKey: entryKey)
+            }
             guard var result = Self.stored(refreshed, age: CacheRules.age(of: refreshed, now: now), source: .revalidated, key: entryKey)
             else { return outcome }
             result.response.version = outcome.response.version
@@ -335,7 +342,10 @@ struct ResponseCache: Sendable {
         let sameLength =
             entry.status == 206 || length == nil || entry.headers[values: .contentLength].first == nil
             || length == entry.headers[values: .contentLength].first
-        if sameValidator, sameLength {
+        if CacheRules.forbidsStoring(requestHeaders: run.requestHeaders, responseHeaders: headResponse, status: entry.status) {
+            // Its fields may not be kept (RFC 9111 §5.2.1.5, §5.2.2.5), nor the response they describe.
+            self.store.removeEntry(forKey: getKey)
+        } else if sameValidator, sameLength {
             self.store.setEntry(
                 CacheRules.refreshed(entry, notModified: headResponse, requestDate: run.requestDate, responseDate: now), forKey: getKey)
         } else if etag != nil || modified != nil || !sameLength {

@@ -143,6 +143,48 @@ struct RFC9111Tests {
         }
     }
 
+    /// RFC 9111 §5.2.2.5 (a response's no-store: MUST NOT store any part of it) with §4.3.4 and
+    /// §4.3.5: a 304 or a HEAD answer that says `no-store` refreshes nothing. The 304's caller
+    /// gets the stored body once, and the stored response is gone: the next request goes to the
+    /// origin, although the response's old Last-Modified would make a refreshed one fresh for a
+    /// day by heuristic (§4.2.2).
+    @Test(arguments: TransportKind.allCases)
+    func aNotModifiedOrHEADAnswerThatSaysNoStoreRefreshesNothing(_ kind: TransportKind) async throws {
+        let now = TestClock().now
+        let date = imfDate(now)
+        let lastModified = imfDate(now.addingTimeInterval(-30 * 86_400))
+        let handler: TestServer.Handler = { request in
+            let noStore = [("ETag", "\"v1\""), ("Cache-Control", "no-store"), ("Date", date)]
+            if request.header("If-None-Match") == "\"v1\"" { return ScriptedResponse(status: 304, headers: noStore) }
+            // The HEAD answer's body is not sent, but gives the Content-Length a GET would have.
+            if request.method == "HEAD" { return ScriptedResponse(status: 200, headers: noStore, body: Data("article".utf8)) }
+            return .text(
+                "article", headers: [("Date", date), ("Cache-Control", "max-age=60"), ("ETag", "\"v1\""), ("Last-Modified", lastModified)])
+        }
+        try await withCache(kind, handler: handler) { client, server, clock in
+            _ = try await client.send(Self.get("/r"))
+            clock.advance(120)
+            let revalidated = try await client.response(Self.get("/r"))
+            #expect(revalidated.source == .revalidated)
+            #expect(revalidated.value == "article")
+            #expect(server.requests.count == 2)
+            let next = try await client.response(Self.get("/r"))
+            #expect(next.source == .network)
+            #expect(server.requests.count == 3)
+            #expect(server.requests.last?.header("If-None-Match") == nil)
+
+            // A fresh stored GET response, then a HEAD of the same URL that says no-store.
+            _ = try await client.send(Self.get("/h"))
+            var head = Self.get("/h")
+            head.method = .head
+            _ = try await client.response(head)
+            let before = server.requests.count
+            let after = try await client.response(Self.get("/h"))
+            #expect(after.source == .network)
+            #expect(server.requests.count == before + 1)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aRefreshBy304NamingTheCodingLeavesTheStoredBodyAsStored(_ kind: TransportKind) async throws {
         // The body is stored decoded; a 304 that repeats `Content-Encoding: gzip` (RFC 9111
