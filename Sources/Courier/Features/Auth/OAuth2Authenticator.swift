@@ -425,8 +425,11 @@ public final class OAuth2Authenticator: Middleware {
             outcome.complete(.success(installed ? .refreshed(token) : .superseded))
         } catch {
             var failure = CourierError.wrap(error)
-            let invalidGrant = OAuth2TokenEndpoint.errorCode(of: failure) == "invalid_grant"
-            if failure.kind == .authenticationRequired || invalidGrant || failure.status?.code == 400 || failure.status?.code == 401 {
+            // Only an answer that says the grant itself can never succeed signs out (RFC 6749
+            // §5.2): an HTML error page of a proxy, `invalid_request` or `invalid_scope` keeps
+            // the credentials, and a later request tries again.
+            let refused = OAuth2TokenEndpoint.errorCode(of: failure).map(Self.signsOut.contains) ?? false
+            if failure.kind == .authenticationRequired || refused {
                 failure = CourierError(
                     .authenticationRequired,
                     "signing in again is required: the token refresh was refused (\(OAuth2TokenEndpoint.errorCode(of: failure) ?? failure.shortDescription))",
@@ -464,6 +467,10 @@ public final class OAuth2Authenticator: Middleware {
             outcome.complete(.success(.failed(failure)))
         }
     }
+
+    /// The token endpoint's error codes (RFC 6749 §5.2) after which the grant cannot succeed as
+    /// it is: the refresh token is expired or revoked, or this client may not use it.
+    static let signsOut: Set<String> = ["invalid_grant", "invalid_client", "unauthorized_client"]
 
     private func requestToken(_ grant: OAuth2TokenEndpoint.Grant) async throws -> OAuth2Token {
         try await self.tokenClient.send(self.tokenEndpoint.endpoint(for: grant))

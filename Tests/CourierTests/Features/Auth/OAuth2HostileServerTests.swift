@@ -23,6 +23,40 @@ extension OAuth2Tests {
         #expect(try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","expires_in":"-5"}"#.utf8)).expiresAt == nil)
     }
 
+    /// RFC 6749 §5.2: only some error codes say the grant cannot succeed. A refresh answered
+    /// with a proxy's HTML 400 or 401, or with `invalid_scope`, fails the request typed but keeps
+    /// the credentials: no sign-out event, and the next request refreshes with the same refresh
+    /// token once the endpoint answers again. `invalid_client` signs out.
+    @Test(arguments: TransportKind.allCases, ["html 400", "html 401", "invalid_scope", "invalid_client"])
+    func aRefreshRefusedForAReasonOtherThanTheGrantKeepsTheCredentials(_ kind: TransportKind, _ answer: String) async throws {
+        let events = Locked(0)
+        try await self.setUp(kind, token: Self.expired, events: events) { client, auth, oauth, server in
+            let response: ScriptedResponse =
+                switch answer {
+                case "html 400": .text("<html>Bad Request</html>", status: 400, headers: [("Content-Type", "text/html")])
+                case "html 401": .text("<html>Unauthorized</html>", status: 401, headers: [("Content-Type", "text/html")])
+                default: .json(#"{"error":"\#(answer)"}"#, status: 400)
+                }
+            oauth.state.withLock { $0.refreshAnswer = response }
+            let failure = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/api/1")) }
+            if answer == "invalid_client" {
+                #expect(failure?.kind == .authenticationRequired)
+                #expect(events.current == 1)
+                #expect(auth.token == nil)
+                return
+            }
+            #expect(failure?.kind == .httpStatus)
+            #expect(events.current == 0)
+            #expect(auth.token?.refreshToken == "r-0")
+            oauth.state.withLock { $0.refreshAnswer = nil }
+            let article = try await client.send(Endpoint<Article>(path: "/api/2"))
+            #expect(article.title == "t-1")
+            let refreshes = server.requests.filter { $0.path == "/oauth/token" }
+            #expect(refreshes.count == 2)
+            #expect(refreshes.allSatisfy { String(decoding: $0.body, as: UTF8.self).contains("refresh_token=r-0") })
+        }
+    }
+
     /// A token from a credential store or from `supply` may name any expiry date: one 1e300
     /// seconds away is used like any long-lived token, never trapping where its refresh margin
     /// is worked out.

@@ -24,6 +24,8 @@ final class OAuthServer: Sendable {
         var scopeAsList = false
         /// The `expires_in` of the tokens issued.
         var lifetime = 3600
+        /// A refresh is answered with this instead (a proxy's error page, another OAuth error).
+        var refreshAnswer: ScriptedResponse?
     }
 
     let state = Locked(State())
@@ -45,11 +47,12 @@ final class OAuthServer: Sendable {
         if request.path == "/oauth/token" {
             let form = String(decoding: request.body, as: UTF8.self)
             if form.contains("grant_type=refresh_token") {
-                let fail = self.state.withLock { state -> Bool in
+                let (fail, answer) = self.state.withLock { state -> (Bool, ScriptedResponse?) in
                     state.refreshCalls += 1
-                    return state.refreshFails
+                    return (state.refreshFails, state.refreshAnswer)
                 }
                 try? await Task.sleep(for: .milliseconds(50))
+                if let answer { return answer }
                 if fail { return .json(#"{"error":"invalid_grant","error_description":"refresh token revoked"}"#, status: 400) }
             } else if form.contains("grant_type=password") {
                 guard form.contains("username=ada"), form.contains("password=s3cret") else {
