@@ -19,7 +19,7 @@ extension Client {
         /// Header fields sent with every request; an endpoint's fields replace ones with the same name.
         ///
         /// The ones that carry credentials (``RedirectPolicy/sensitiveFields``: `Authorization`,
-        /// `Cookie`, …) are not sent to an endpoint whose path is an absolute URL of another origin
+        /// `Cookie`, …, and those the ``redactor`` hides as secrets) are not sent to an endpoint whose path is an absolute URL of another origin
         /// than the base URL (or its service's), such as a presigned download URL an API handed out.
         public var defaultHeaders: HTTPFields
         /// Middleware for every request, in order, before the endpoint's own.

@@ -62,7 +62,7 @@ enum RequestBuilder {
         }
         var fields = configuration.defaultHeaders
         if elsewhere {
-            for name in configuration.redirects.sensitiveFields { fields[name] = nil }
+            fields = configuration.redirects.withoutSecrets(fields, redactor: configuration.redactor)
         }
         for field in endpoint.headers {
             fields[field.name] = nil

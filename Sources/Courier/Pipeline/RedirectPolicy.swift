@@ -6,7 +6,9 @@ import HTTPTypes
 /// (RFC 9110 §15.4); every other redirect (301 and 302 of any other method, 307, 308) keeps the
 /// method and body when the body can be replayed. When the next hop is another origin
 /// (scheme, host or port), the sensitive header fields are removed: `Authorization`, `Cookie`,
-/// `Proxy-Authorization` and the default signature headers (add custom signature header names).
+/// `Proxy-Authorization` and the default signature headers (add custom signature header names),
+/// and every field the client's ``Redactor`` hides as a secret (`X-Api-Key`, `X-CSRF-Token`,
+/// any name with `token`, `secret`, `password`, `signature` or `api-key` in it; RFC 9110 §15.4).
 public struct RedirectPolicy: Sendable {
     /// The most redirects followed for one request; 0 turns following off.
     public var maxRedirects: Int
@@ -30,4 +32,13 @@ public struct RedirectPolicy: Sendable {
     public static let `default` = RedirectPolicy()
     /// Never follows redirects: the 3xx response is returned as is.
     public static let none = RedirectPolicy(maxRedirects: 0)
+
+    /// `fields` without the ones that stay at their origin: ``sensitiveFields`` and the secrets
+    /// `redactor` hides.
+    func withoutSecrets(_ fields: HTTPFields, redactor: Redactor) -> HTTPFields {
+        var fields = fields
+        for name in self.sensitiveFields { fields[name] = nil }
+        guard fields.contains(where: { redactor.isSecret(headerName: $0.name.canonicalName) }) else { return fields }
+        return HTTPFields(fields.filter { !redactor.isSecret(headerName: $0.name.canonicalName) })
+    }
 }

@@ -79,7 +79,7 @@ struct ClientTests {
         let api = try await http1Server()
         let storage = try await http1Server { request in
             .text(
-                "auth=\(request.header("authorization") ?? "-") cookie=\(request.header("cookie") ?? "-") ua=\(request.header("user-agent") ?? "-") api=\(request.header("x-api") ?? "-")"
+                "auth=\(request.header("authorization") ?? "-") cookie=\(request.header("cookie") ?? "-") ua=\(request.header("user-agent") ?? "-") api=\(request.header("x-api") ?? "-") key=\(request.header("x-api-key") ?? "-")"
             )
         }
         let (transport, shutdown) = makeTransport(kind)
@@ -90,19 +90,23 @@ struct ClientTests {
                 $0.defaultHeaders[.authorization] = "Bearer s3cret"
                 $0.defaultHeaders[.cookie] = "sid=1"
                 $0.defaultHeaders[.userAgent] = "App/1"
+                $0.defaultHeaders[HTTPField.Name("X-Api-Key")!] = "k1"
                 $0.servers = servers
-                $0.serviceDefaults["api"] = ServiceDefaults(headers: [.authorization: "Bearer service", HTTPField.Name("X-Api")!: "2"])
+                $0.serviceDefaults["api"] = ServiceDefaults(
+                    headers: [.authorization: "Bearer service", HTTPField.Name("X-Api")!: "2", HTTPField.Name("X-Api-Key")!: "k2"])
             })
         let url = storage.baseURL.absoluteString + "/bucket/a?sig=abc"
-        #expect(try await client.send(Endpoint<String>(path: url, decoding: .string)) == "auth=- cookie=- ua=App/1 api=-")
-        #expect(try await client.send(Endpoint<String>(path: url, decoding: .string).service("api")) == "auth=- cookie=- ua=App/1 api=2")
+        #expect(try await client.send(Endpoint<String>(path: url, decoding: .string)) == "auth=- cookie=- ua=App/1 api=- key=-")
+        #expect(
+            try await client.send(Endpoint<String>(path: url, decoding: .string).service("api")) == "auth=- cookie=- ua=App/1 api=2 key=-")
         // The endpoint's own fields are the app's choice, and go.
         #expect(
             try await client.send(Endpoint<String>(path: url, headers: [.authorization: "AWS4 x"], decoding: .string))
-                == "auth=AWS4 x cookie=- ua=App/1 api=-")
+                == "auth=AWS4 x cookie=- ua=App/1 api=- key=-")
         // The base's own origin, written as an absolute URL, still gets them.
         let home = try await client.send(Endpoint<Echo>(path: api.baseURL.absoluteString + "/echo"))
         #expect(home.headers["authorization"] == "Bearer s3cret")
+        #expect(home.headers["x-api-key"] == "k1")
         // A client without a base URL has no origin to keep them to: they go, as the app set them.
         let baseless = Client(configuration: .init(transport: transport) { $0.defaultHeaders[.authorization] = "Bearer s3cret" })
         // (The user agent differs: FoundationNetworking adds one of its own, README "fields the platform adds".)

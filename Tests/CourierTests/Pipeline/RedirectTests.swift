@@ -104,6 +104,9 @@ struct RedirectTests {
         }
     }
 
+    /// RFC 9110 §15.4: fields with security implications the caller added are removed on a hop
+    /// to another origin, "not limited to Authorization and Cookie": also the ones the client's
+    /// redactor hides as secrets (an API key, a CSRF token, a session token).
     @Test(arguments: TransportKind.allCases)
     func crossOriginRedirectDropsAuthorizationAndCookie(kind: TransportKind) async throws {
         let other = try await http1Server()
@@ -112,13 +115,20 @@ struct RedirectTests {
         try await withClient(kind, server: server) { client in
             let endpoint = Endpoint<Echo>(
                 path: "/to", query: ["url": target],
-                headers: [.authorization: "Bearer secret-token", .cookie: "session=abc", HTTPField.Name("X-Keep")!: "yes"]
+                headers: [
+                    .authorization: "Bearer secret-token", .cookie: "session=abc", HTTPField.Name("X-Keep")!: "yes",
+                    HTTPField.Name("X-Api-Key")!: "key 1", HTTPField.Name("X-CSRF-Token")!: "csrf", HTTPField.Name("X-Session-Token")!: "s",
+                ]
             )
             let echo = try await client.send(endpoint)
             #expect(echo.headers["authorization"] == nil)
             #expect(echo.headers["cookie"] == nil)
+            #expect(echo.headers["x-api-key"] == nil)
+            #expect(echo.headers["x-csrf-token"] == nil)
+            #expect(echo.headers["x-session-token"] == nil)
             #expect(echo.headers["x-keep"] == "yes")
             #expect(server.requests.first?.header("authorization") == "Bearer secret-token")
+            #expect(server.requests.first?.header("x-api-key") == "key 1")
         }
         try await other.stop()
     }
@@ -127,8 +137,10 @@ struct RedirectTests {
     func sameOriginRedirectKeepsAuthorization(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
-            let echo = try await client.send(Endpoint<Echo>(path: "/redirect/1", headers: [.authorization: "Bearer t"]))
+            let echo = try await client.send(
+                Endpoint<Echo>(path: "/redirect/1", headers: [.authorization: "Bearer t", HTTPField.Name("X-Api-Key")!: "key 1"]))
             #expect(echo.headers["authorization"] == "Bearer t")
+            #expect(echo.headers["x-api-key"] == "key 1")
         }
     }
 

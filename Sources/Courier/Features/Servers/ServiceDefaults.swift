@@ -62,7 +62,7 @@ extension Client.Configuration {
             let url = URL(string: endpoint.path), let target = BaseURL(url),
             let home = try? self.servers?.base(for: service), !RequestBuilder.isSameOrigin(target, home)
         {
-            for name in self.redirects.sensitiveFields { defaults.headers[name] = nil }
+            defaults.headers = self.redirects.withoutSecrets(defaults.headers, redactor: self.redactor)
         }
         return endpoint.applying(defaults)
     }

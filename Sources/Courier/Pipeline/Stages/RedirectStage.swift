@@ -137,7 +137,7 @@ struct RedirectStage: PipelineStage {
                         "refused a redirect to another origin (\(self.redactor.redact(url: target))) for a request whose body is for its own"
                     )
                 }
-                for name in self.policy.sensitiveFields { following.head.headerFields[name] = nil }
+                following.head.headerFields = self.policy.withoutSecrets(following.head.headerFields, redactor: self.redactor)
             }
             following.head.scheme = scheme
             following.head.authority = Self.authority(of: target)
