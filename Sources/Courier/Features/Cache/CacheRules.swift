@@ -229,7 +229,12 @@ package enum CacheRules {
 
     /// The conditional fields that revalidate the entry (RFC 9111 §4.3.1): its `ETag` in
     /// `If-None-Match` and its `Last-Modified` in `If-Modified-Since`, byte for byte as received.
+    /// None for a response to another method than GET or HEAD (kept under
+    /// ``CachePolicy/allowingAnyMethod()``): on a POST, `If-None-Match` asks the server to act only
+    /// when nothing matches, and a server that honours it answers 412 (RFC 9110 §13.1.2), so such
+    /// a response is fetched again, never revalidated.
     static func conditions(for entry: CacheEntry) -> HTTPFields {
+        guard entry.method == "GET" || entry.method == "HEAD" else { return HTTPFields() }
         var conditions = HTTPFields()
         if let etag = entry.headers[values: .eTag].first { conditions[.ifNoneMatch] = etag }
         if let modified = entry.headers[values: .lastModified].first { conditions[.ifModifiedSince] = modified }
@@ -368,6 +373,16 @@ package enum CacheRules {
             }
         }
         return names
+    }
+
+    /// Whether a `304` or `HEAD` answer names other fields in `Vary` than the stored response:
+    /// the stored request's values of the new ones are unknown, so the refreshed response could
+    /// be chosen for a request it does not fit (RFC 9111 §4.1). An answer without `Vary` changes
+    /// nothing.
+    package static func changesVary(_ answer: HTTPFields, of entry: CacheEntry) -> Bool {
+        guard answer[.vary] != nil else { return false }
+        guard let new = self.varyNames(answer), let old = self.varyNames(entry.headers) else { return true }
+        return Set(new) != Set(old)
     }
 
     /// The request's values of the fields the response varies on, to store with the entry.

@@ -218,10 +218,13 @@ struct ResponseCache: Sendable {
             // §4.3.4 MUST NOT); the lookup stage then asks without conditions.
             guard CacheRules.notModified(head.headerFields, identifies: entry) else { return outcome }
             let refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
-            if CacheRules.forbidsStoring(requestHeaders: run.requestHeaders, responseHeaders: head.headerFields, status: entry.status) {
+            if CacheRules.forbidsStoring(requestHeaders: run.requestHeaders, responseHeaders: head.headerFields, status: entry.status)
+                || CacheRules.changesVary(head.headerFields, of: entry)
+            {
                 // The refreshed response is this caller's answer, but `no-store` in the request or
-                // the 304 forbids keeping it (RFC 9111 §5.2.1.5, §5.2.2.5): the stored one goes too,
-                // rather than stay to be served under its old freshness.
+                // the 304 forbids keeping it (RFC 9111 §5.2.1.5, §5.2.2.5), or it varies on fields
+                // whose stored values are unknown (§4.1): the stored one goes too, rather than
+                // stay to be served under its old freshness.
                 self.store.removeEntry(forKey: entryKey)
             } else {
                 self.store.setEntry(refreshed, forKey: entryKey)
@@ -342,8 +345,11 @@ struct ResponseCache: Sendable {
         let sameLength =
             entry.status == 206 || length == nil || entry.headers[values: .contentLength].first == nil
             || length == entry.headers[values: .contentLength].first
-        if CacheRules.forbidsStoring(requestHeaders: run.requestHeaders, responseHeaders: headResponse, status: entry.status) {
-            // Its fields may not be kept (RFC 9111 §5.2.1.5, §5.2.2.5), nor the response they describe.
+        if CacheRules.forbidsStoring(requestHeaders: run.requestHeaders, responseHeaders: headResponse, status: entry.status)
+            || CacheRules.changesVary(headResponse, of: entry)
+        {
+            // Its fields may not be kept (RFC 9111 §5.2.1.5, §5.2.2.5), nor the response they
+            // describe; or they vary on fields whose stored values are unknown (§4.1).
             self.store.removeEntry(forKey: getKey)
         } else if sameValidator, sameLength {
             self.store.setEntry(

@@ -371,6 +371,28 @@ struct CacheTests {
         }
     }
 
+    /// RFC 9110 §13.1.2: on a method other than GET or HEAD, `If-None-Match` makes the server act
+    /// only when no representation matches (and answer 412 when one does). A POST kept under
+    /// `allowingAnyMethod()` whose lifetime is over is sent again without conditions, even with
+    /// an ETag stored (the test origin would answer such a condition with 304).
+    @Test(arguments: TransportKind.allCases)
+    func aStoredPOSTIsSentAgainWithoutConditionsNeverRevalidated(_ kind: TransportKind) async throws {
+        try await withCachingClient(kind) { client, server, clock, _ in
+            var endpoint = Endpoint<Article>(method: .post, path: "/etag", body: .json(["q": "a"]))
+            endpoint.cachePolicy = CachePolicy.cacheFor(.seconds(60)).allowingAnyMethod()
+            let first = try await client.response(endpoint)
+            let second = try await client.response(endpoint)
+            #expect(first.source == .network)
+            #expect(second.source == .cache)
+            clock.advance(120)
+            let third = try await client.response(endpoint)
+            #expect(third.source == .network)
+            #expect(third.value.id != first.value.id)
+            #expect(server.requests.count == 2)
+            #expect(server.requests.allSatisfy { $0.header("If-None-Match") == nil })
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func anUnsafeMethodInvalidatesTheURLsEntries(_ kind: TransportKind) async throws {
         try await withCachingClient(kind) { client, server, _, _ in

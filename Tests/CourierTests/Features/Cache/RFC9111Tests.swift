@@ -185,6 +185,37 @@ struct RFC9111Tests {
         }
     }
 
+    /// RFC 9111 §4.1: a stored response is reused only when the fields its `Vary` names match.
+    /// A 304 that adds a field to `Vary` names one whose value in the stored request is unknown:
+    /// its caller is answered, and the stored response is removed rather than chosen for a
+    /// request with another value of the new field.
+    @Test(arguments: TransportKind.allCases)
+    func aNotModifiedThatVariesOnAnotherFieldRefreshesNothing(_ kind: TransportKind) async throws {
+        let counter = Locked(0)
+        let handler: TestServer.Handler = { request in
+            if request.header("If-None-Match") == "\"a\"" {
+                return ScriptedResponse(
+                    status: 304, headers: [("ETag", "\"a\""), ("Cache-Control", "max-age=60"), ("Vary", "Accept-Language, X-Tenant")])
+            }
+            return .text(
+                "\(Self.counted(counter)) for \(request.header("x-tenant") ?? "-")",
+                headers: [("ETag", "\"a\""), ("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")])
+        }
+        try await withCache(kind, handler: handler) { client, server, clock in
+            let tenant1 = Self.get("/v", [.acceptLanguage: "en", HTTPField.Name("X-Tenant")!: "1"])
+            let tenant2 = Self.get("/v", [.acceptLanguage: "en", HTTPField.Name("X-Tenant")!: "2"])
+            #expect(try await client.send(tenant1) == "answer 1 for 1")
+            clock.advance(120)
+            let revalidated = try await client.response(tenant1)
+            #expect(revalidated.source == .revalidated)
+            #expect(revalidated.value == "answer 1 for 1")
+            let other = try await client.response(tenant2)
+            #expect(other.source == .network)
+            #expect(other.value == "answer 2 for 2")
+            #expect(server.requests.count == 3)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aRefreshBy304NamingTheCodingLeavesTheStoredBodyAsStored(_ kind: TransportKind) async throws {
         // The body is stored decoded; a 304 that repeats `Content-Encoding: gzip` (RFC 9111
