@@ -139,6 +139,10 @@ public struct RawResponse: Sendable {
     public var version: HTTPVersion
     /// The URL that produced this response (after redirects).
     public var url: URL?
+    /// Whether the platform decoded a content coding the server applied (URLSession decodes gzip,
+    /// deflate and br itself, and drops nothing but the fields that described it): the body's
+    /// bytes are not the representation's, so they cannot be counted as a range of it.
+    package var decodedByPlatform = false
 
     /// Creates a response.
     public init(head: HTTPResponse, body: ResponseBody = .empty, version: HTTPVersion = .http1_1, url: URL? = nil) {

@@ -200,6 +200,17 @@ extension Client {
             // The size of the whole file (when known), and where this answer's bytes end.
             var total: Int64?
             var end: Int64?
+            if raw.decodedByPlatform, raw.status.code == 206 {
+                // A part decoded on its way here (a server that compressed it although the
+                // download asked for `identity`): its bytes are no range of the file. Start again
+                // from zero, without a range.
+                raw.body.byteStream.cancel()
+                offset = 0
+                validator = nil
+                knownLength = nil
+                continuing = false
+                continue
+            }
             if raw.status.code == 206 {
                 // Parts combine only when they share the strong validator asked with (RFC 9110
                 // §15.3.7.3): a 206 that names another version — another ETag for an ETag, another
@@ -238,8 +249,12 @@ extension Client {
             // written only after: a crash in between never pairs old bytes with a new validator.
             // A 206 need not repeat the validators when it honoured If-Range (RFC 9110 §15.3.7):
             // the one the range was asked with then still stands.
+            // A body the platform decoded (a server that compressed it although the download
+            // asked for `identity`) is kept, but its bytes count no range of the representation:
+            // no validator is kept with it, so a cut is not resumed.
             let newValidator =
-                PartialDownload.validator(of: raw.head.headerFields) ?? (raw.status.code == 206 ? validator : nil)
+                raw.decodedByPlatform
+                ? nil : PartialDownload.validator(of: raw.head.headerFields) ?? (raw.status.code == 206 ? validator : nil)
             if offset == 0 || newValidator == nil {
                 try? FileManager.default.removeItem(at: record)
             }

@@ -263,10 +263,12 @@ public final class URLSessionTransport: Transport {
         // they describe. A response without content (to HEAD, 1xx, 204, 304) keeps them, as on
         // the other transport: they describe the representation, which a HEAD caller asks for.
         let hasContent = request.head.method != .head && status.code >= 200 && status.code != 204 && status.code != 304
+        var decoded = false
         if hasContent, let coding = fields[.contentEncoding], Self.isPlatformDecoded(coding) {
             fields[.contentEncoding] = nil
             fields[.contentLength] = nil
             expected = nil
+            decoded = true
         }
         let chunks = exchange.chunks
         let body = ByteStream.readOnce(onCancel: {
@@ -284,9 +286,11 @@ public final class URLSessionTransport: Transport {
         }
         // Cleartext is HTTP/1.1 (neither platform speaks h2c); over TLS either may have been negotiated.
         let version: HTTPVersion = url.scheme?.lowercased() == "http" ? .http1_1 : .unknown
-        return RawResponse(
+        var response = RawResponse(
             head: HTTPResponse(status: status, headerFields: fields), body: .stream(body, expectedLength: expected), version: version,
             url: head.url ?? url)
+        response.decodedByPlatform = decoded
+        return response
     }
 
     /// Whether the platform decoded a body of this `Content-Encoding`: one coding it decodes,

@@ -163,3 +163,41 @@ extension TransferTests {
         }
     }
 }
+
+extension TransferTests {
+    /// A file served as a gzip representation (`Content-Encoding: gzip`, ranges counted in its
+    /// compressed bytes, RFC 9110 §14.1.2) although the download asks for `identity`. URLSession
+    /// decodes it on its way (only it: `AsyncHTTPClientTransport` hands a download the bytes as
+    /// sent), so the partial file holds decoded bytes that no range of the representation
+    /// continues: a 206 is not spliced on, and the download starts again from zero.
+    @Test
+    func aPartDecodedByThePlatformIsNotSplicedOntoThePartialFile() async throws {
+        let content = payload(300_000, seed: 3)
+        let encoded = try StreamingAndCompressionTests.encoded(content, "gzip")
+        let server = try await http1Server { request in
+            let fields = [("Content-Encoding", "gzip"), ("ETag", "\"g1\""), ("Content-Type", "application/octet-stream")]
+            if let range = request.header("Range"), let start = Int(range.dropFirst("bytes=".count).dropLast()), start < encoded.count {
+                return ScriptedResponse(
+                    status: 206, headers: fields + [("Content-Range", "bytes \(start)-\(encoded.count - 1)/\(encoded.count)")],
+                    body: encoded.subdata(in: start..<encoded.count))
+            }
+            return ScriptedResponse(status: 200, headers: fields, body: encoded)
+        }
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await withClient(.urlSession, server: server) { client in
+            // What a cancelled download of the decoded body left: its first 100,000 bytes and
+            // the validator.
+            let url = server.baseURL.absoluteString + "/gz"
+            try content.prefix(100_000).write(to: folder.appendingPathComponent(".courier-gz.bin.partial"))
+            try Data(#"{"url":"\#(url)","validator":"\"g1\""}"#.utf8).write(
+                to: folder.appendingPathComponent(".courier-gz.bin.partial.json"))
+            let destination = DownloadDestination(directory: folder, fileName: "gz.bin")
+            let result = try await client.download(Endpoint<Data>(path: "/gz", decoding: .data), to: destination).value
+            #expect(server.requests.first?.header("Range") == "bytes=100000-")
+            #expect(server.requests.last?.header("Range") == nil)
+            #expect(result.resumedFrom == 0)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(content))
+        }
+    }
+}
