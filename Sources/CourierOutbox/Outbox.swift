@@ -132,7 +132,9 @@ public final class Outbox: Sendable {
                 // The endpoint's own key, when it has one: an app that sent the request itself
                 // first (and timed out) and then hands it to the outbox must not apply it twice.
                 headers: headers, body: body, idempotencyKey: request.head.headerFields[Self.idempotencyKey] ?? UUID().uuidString,
-                maxAttempts: max(1, maxAttempts ?? self.configuration.maxAttempts),
+                // At most what an attempt count may be when it is read back (2^31 - 1, "for ever"
+                // in practice): `.max` would be refused as corrupt and hold the queue.
+                maxAttempts: min(Int(Int32.max), max(1, maxAttempts ?? self.configuration.maxAttempts)),
                 createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.inSeconds) }, service: endpoint.service?.name
             ))
         self.wakeup.signal()

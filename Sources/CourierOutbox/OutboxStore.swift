@@ -22,8 +22,18 @@ final class OutboxStore: Sendable {
         do {
             self.pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(self.pool)
-            // An item in flight when the process died was interrupted: it is sent again.
+            // An item in flight when the process died was interrupted: it is sent again, unless
+            // that was its last attempt (counted when it began). An item whose sending ends the
+            // process every time (a watchdog's kill mid-upload) then stops at its `maxAttempts`
+            // instead of being sent at every launch.
             try self.pool.write { db in
+                try db.execute(
+                    sql: """
+                        UPDATE item SET state = 'dead', finished_at = ?,
+                            last_error = 'interrupted during its last allowed attempt (' || attempts || ' of ' || max_attempts || ')'
+                        WHERE state = 'inFlight' AND attempts >= max_attempts
+                        """,
+                    arguments: [Date().timeIntervalSince1970])
                 try db.execute(sql: "UPDATE item SET state = 'pending' WHERE state = 'inFlight'")
             }
         } catch {

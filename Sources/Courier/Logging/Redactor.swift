@@ -83,12 +83,13 @@ public struct Redactor: Sendable {
         return components.string ?? url.absoluteString
     }
 
-    /// A URL string with secrets hidden (see ``redact(url:)``); unparsable input is returned as is.
+    /// A URL string with secrets hidden (see ``redact(url:)``); input that does not parse as a
+    /// URL (a careless server's `Location`) has its secrets hidden as free text instead.
     public func redact(urlString: String) -> String {
         // Without a query, a fragment or user info there is nothing to hide (and nothing to parse).
         guard urlString.utf8.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "#") })
         else { return urlString }
-        return URL(string: urlString).map(self.redact(url:)) ?? urlString
+        return URL(string: urlString).map(self.redact(url:)) ?? self.redactFreeText(urlString)
     }
 
     /// Hides bearer tokens, secret header lines and `name=value` / `"name": "value"` pairs with

@@ -14,9 +14,15 @@ extension Request {
         if self.head.method == .head {
             parts.append("--head")
         } else if self.head.method != .get || self.body != nil {
-            parts.append("-X \(self.head.method.rawValue)")
+            // A method is a token, which may hold characters a shell acts on (`` ` ``, `|`, `&`,
+            // `$`): quoted unless it is letters, digits and hyphens.
+            let method = self.head.method.rawValue
+            let plain = method.utf8.allSatisfy {
+                $0 == UInt8(ascii: "-") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0)
+            }
+            parts.append("-X \(plain ? method : Self.shellQuote(method))")
         }
-        let url = self.url.map(redactor.redact(url:)) ?? (self.head.path ?? "/")
+        let url = self.url.map(redactor.redact(url:)) ?? redactor.redact(urlString: self.head.path ?? "/")
         parts.append(Self.shellQuote(url))
         for field in self.head.headerFields {
             parts.append("-H \(Self.shellQuote("\(field.name.rawName): \(redactor.value(of: field))"))")

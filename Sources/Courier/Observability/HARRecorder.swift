@@ -61,9 +61,10 @@ public final class HARRecorder: EventMonitor, Sendable {
         return try encoder.encode(document)
     }
 
-    /// Writes the HAR document to a file (atomically).
+    /// Writes the HAR document to a file (atomically), readable by this user only: it holds
+    /// response bodies.
     public func write(to url: URL) throws {
-        try self.harData().write(to: url, options: .atomic)
+        try OwnerOnlyFile.write(try self.harData(), to: url)
     }
 
     public func requestFinished(_ request: RequestEvent, result: RequestResult) {

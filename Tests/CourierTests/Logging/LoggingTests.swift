@@ -131,6 +131,11 @@ struct LoggingTests {
         let head = try curl(Endpoint<Data>(method: .head, path: "/file", decoding: .data))
         #expect(head.hasPrefix("curl --head "))
         #expect(!head.contains("-X HEAD"))
+        // A method is a token, and a token may hold a backquote: pasted into a shell, `-X X`id``
+        // ran `id`. It is quoted; an ordinary method is not.
+        let odd = try curl(Endpoint<Data>(method: HTTPRequest.Method("X`id`")!, path: "/file", decoding: .data))
+        #expect(odd.hasPrefix("curl -X 'X`id`' "))
+        #expect(try curl(Endpoint<Data>(method: .delete, path: "/file", decoding: .data)).hasPrefix("curl -X DELETE "))
     }
 
     @Test
@@ -193,6 +198,10 @@ struct LoggingTests {
         #expect(!Redactor.standard.redact(url: URL(string: "https://user:SECRET3@example.com/#section")!).contains("SECRET3"))
         // A fragment that is no list of parameters stays as it was.
         #expect(Redactor.standard.redact(urlString: "https://example.com/page#section-2") == "https://example.com/page#section-2")
+        // A careless server's Location that is no URL at all went out as it was.
+        let broken = "http://[bad/cb?code=SECRET6&x=1"
+        #expect(URL(string: broken) == nil)
+        #expect(!Redactor.standard.redact(urlString: broken).contains("SECRET6"), "\(Redactor.standard.redact(urlString: broken))")
         let form = Redactor.standard.redact(
             body: Data("grant_type=authorization_code&code=C&code_verifier=SECRET4&client_assertion=SECRET5".utf8),
             contentType: "application/x-www-form-urlencoded", limit: 1_000)

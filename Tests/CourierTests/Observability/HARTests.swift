@@ -158,6 +158,9 @@ struct HARTests {
             }
         }
         #expect(recorder.count == 30)
+        // It holds response bodies: readable by this user only, whatever the umask.
+        let permissions = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int
+        #expect(permissions == 0o600)
         let written = try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any]
         let entries = (written?["log"] as? [String: Any])?["entries"] as? [Any]
         #expect(entries?.count == 30)

@@ -145,6 +145,49 @@ struct OutboxStorageTests {
     }
 
     @Test
+    func anAttemptLimitBeyondWhatIsStoredIsCappedNotAFrozenQueue() async throws {
+        // `maxAttempts: .max` ("for ever") is kept as the largest count an item may have
+        // (2^31 - 1), not stored as given and then refused as corrupt at every read.
+        let stub = StubTransport { _ in .status(.ok) }
+        let client = Client(configuration: .init(transport: stub) { $0.debugOptions = .off })
+        let outbox = try Outbox(path: OutboxTests.databasePath(), client: client)
+        let id = try outbox.enqueue(Self.post(), maxAttempts: .max)
+        #expect(try outbox.item(id)?.maxAttempts == Int(Int32.max))
+        await outbox.deliverAll()
+        #expect(try outbox.item(id)?.state == .delivered)
+        #expect(stub.requests.count == 1)
+    }
+
+    @Test
+    func anItemInterruptedDuringItsLastAttemptIsDeadAfterARestart() async throws {
+        // The attempt is counted when it begins; a process that died during an item's last
+        // allowed attempt leaves it in flight. Reopened, it is dead, not sent again (an item
+        // whose sending kills the process would otherwise be sent at every launch); one with
+        // attempts left is sent again.
+        let path = OutboxTests.databasePath()
+        let stub = StubTransport { _ in .status(.ok) }
+        let client = Client(configuration: .init(transport: stub) { $0.debugOptions = .off })
+        let first = try Outbox(path: path, client: client)
+        let last = try first.enqueue(Self.post(), queue: "a", maxAttempts: 2)
+        let more = try first.enqueue(Self.post(), queue: "b", maxAttempts: 3)
+        let other = try DatabaseQueue(path: path)
+        try await other.write { db in
+            try db.execute(
+                sql: "UPDATE item SET state = 'inFlight', attempts = 2 WHERE id IN (?, ?)", arguments: [last.rawValue, more.rawValue])
+        }
+        try other.close()
+        let reopened = try Outbox(path: path, client: client)
+        let dead = try #require(try reopened.item(last))
+        #expect(dead.state == .dead)
+        #expect(dead.lastError?.contains("interrupted during its last allowed attempt (2 of 2)") == true)
+        #expect(try reopened.item(more)?.state == .pending)
+        await reopened.deliverAll()
+        #expect(try reopened.item(more)?.state == .delivered)
+        #expect(try reopened.item(last)?.state == .dead)
+        #expect(stub.requests.count == 1)
+    }
+
+    @Test
     func aCallAWireProtocolBoxesIsRefusedAndARESTOneIsSentAsStored() async throws {
         // The outbox replays the stored logical request; a JSON-RPC call needs a fresh envelope
         // (and id) per attempt, so it is refused with a clear error instead of sent unboxed.
