@@ -270,6 +270,15 @@ public final class Outbox: Sendable {
         defer { self.delivering.withLock { $0 -= 1 } }
         let now = Date()
         if let expires = head.expiresAt, expires <= now {
+            // An item sent before in a batch goes with its batch: the server may have applied the
+            // batch, and the others sent again without it would make a new batch, under a new key,
+            // that it applies a second time.
+            if let batch = head.batch, let members = try? self.store.pendingItems(inBatch: batch), !members.isEmpty {
+                self.finish(
+                    members.map(\.id), state: .dead, error: "expired before it could be delivered (with the batch it was sent in)",
+                    result: nil, retryAt: nil)
+                return
+            }
             self.finish([head.id], state: .dead, error: "expired before it could be delivered", result: nil, retryAt: nil)
             return
         }
@@ -297,10 +306,14 @@ public final class Outbox: Sendable {
 
     private func deliverBatch(_ items: [OutboxStore.StoredRequest], batching: OutboxBatching) async {
         var chosen: [OutboxStore.StoredRequest] = []
+        var sentBefore: String?
         if let batch = items.first?.batch {
             // A batch sent before (a retry, or one a crash interrupted) is sent again with
-            // exactly its items, whatever was enqueued since: the server may have applied it.
-            chosen = Array(items.prefix { $0.batch == batch })
+            // exactly its items and its key, whatever was enqueued since and whatever the rule
+            // says now (a smaller `maxCount` after an update): the server may have applied it.
+            guard let members = try? self.store.pendingItems(inBatch: batch), !members.isEmpty else { return }
+            chosen = members
+            sentBefore = batch
         } else {
             var bytes = 0
             for item in items {
@@ -309,8 +322,8 @@ public final class Outbox: Sendable {
                 bytes += item.body?.count ?? 0
             }
         }
-        // The same items make the same key.
-        let key = "batch-" + chosen.map(\.idempotencyKey).joined(separator: ",").sha256Prefix
+        // The same items make the same key; a batch sent before keeps the key it was sent with.
+        let key = sentBefore ?? "batch-" + chosen.map(\.idempotencyKey).joined(separator: ",").sha256Prefix
         guard (try? self.store.begin(chosen.map(\.id), batch: key)) == true else { return }
         var endpoint = batching.makeRequest(
             chosen.map { OutboxBatchItem(id: $0.id, body: $0.body ?? Data(), idempotencyKey: $0.idempotencyKey) })

@@ -300,6 +300,15 @@ final class OutboxStore: Sendable {
         }
     }
 
+    /// The pending items of a batch sent before, in order: all of them, however many a queue's
+    /// head holds now.
+    func pendingItems(inBatch batch: String) throws(OutboxError) -> [StoredRequest] {
+        try self.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM item WHERE batch = ? AND state = 'pending' ORDER BY id", arguments: [batch])
+                .map(Self.request(from:))
+        }
+    }
+
     /// An item as it is sent.
     struct StoredRequest: Sendable {
         var id: OutboxItemID

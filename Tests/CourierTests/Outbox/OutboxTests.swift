@@ -479,6 +479,66 @@ struct OutboxTests {
         }
     }
 
+    /// Three items of the "analytics" queue as a batch sent once before under `batch-sent` left
+    /// them (a 503, or a crash): pending, attempted once, with that batch id. `expired` puts the
+    /// first one's expiry in the past.
+    static func batchSentBefore(at path: String, baseURL: URL, expired: Bool) async throws -> [OutboxItemID] {
+        let idle = Client(configuration: .init(transport: StubTransport { _ in .status(.ok) }, baseURL: baseURL) { $0.debugOptions = .off })
+        let writer = try Outbox(path: path, client: idle)
+        let ids = try (0..<3).map { try writer.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
+        let database = try DatabaseQueue(path: path)
+        try await database.write { db in
+            try db.execute(sql: "UPDATE item SET batch = 'batch-sent', attempts = 1 WHERE queue = 'analytics'")
+            if expired { try db.execute(sql: "UPDATE item SET expires_at = 1 WHERE id = ?", arguments: [ids[0].rawValue]) }
+        }
+        try database.close()
+        return ids
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aBatchSentBeforeKeepsItsItemsAndKeyWhenTheRuleNowAllowsFewer(_ kind: TransportKind) async throws {
+        // An update lowered `maxCount` from 3 to 2 while a batch of 3 waited for its retry: it
+        // goes again whole, under the key it was sent with (the server may have applied it),
+        // not as [a, b] under a new key and then [c].
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        let path = Self.databasePath()
+        let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: false)
+        var configuration = Self.fast
+        configuration.batches["analytics"] = .jsonArray(
+            maxCount: 2, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        try await Self.withOutbox(kind, server: server, path: path, configuration: configuration) { outbox, _, _ in
+            await outbox.deliverAll()
+            #expect(api.state.current.seen == ["batch-sent"])
+            #expect(api.state.current.bodies.map { String(decoding: $0, as: UTF8.self) } == [#"[{"e":0},{"e":1},{"e":2}]"#])
+            let states = try ids.map { try outbox.item($0)?.state }
+            #expect(states == [.delivered, .delivered, .delivered])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anExpiredItemOfABatchSentBeforeTakesItsBatchWithIt(_ kind: TransportKind) async throws {
+        // The first item of a batch that was sent (and maybe applied) expires before the retry:
+        // the others, sent again without it, would make a new batch under a new key, applied a
+        // second time. The batch ends whole, dead, and nothing more is sent.
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        let path = Self.databasePath()
+        let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: true)
+        var configuration = Self.fast
+        configuration.batches["analytics"] = .jsonArray(
+            maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        try await Self.withOutbox(kind, server: server, path: path, configuration: configuration) { outbox, _, _ in
+            await outbox.deliverAll()
+            #expect(api.state.current.seen.isEmpty)
+            for id in ids {
+                let item = try #require(try outbox.item(id))
+                #expect(item.state == .dead)
+                #expect(item.lastError?.contains("expired before it could be delivered") == true)
+            }
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aBatchIsSentAgainWithItsOwnItemsEvenWhenMoreWereEnqueuedMeanwhile(_ kind: TransportKind) async throws {
         // The first send of [a, b] fails (503); c is enqueued before the retry. The retry is
