@@ -257,25 +257,37 @@ final class Deduplicator: Sendable {
     }
 
     /// The waiter gives up: resume it with `error` (`cancelled` unless said otherwise); cancel the
-    /// shared request if it was the last.
+    /// shared request if it was the last, or let it queue at the highest priority of those left.
     private func leave(key: LogicalKey, waiterID: UInt64, with error: CourierError = .cancelled()) {
-        let (continuation, task): (UnsafeContinuation<Outcome, any Error>?, Task<Void, Never>?) = self.state.withLock { state in
+        typealias Left = (UnsafeContinuation<Outcome, any Error>?, Task<Void, Never>?, (UInt64, RequestPriority)?)
+        let (continuation, task, lowered): Left = self.state.withLock { state in
             guard let index = state.entries.index(forKey: key), let waiter = state.entries.values[index].waiters.remove(waiterID)
-            else { return (nil, nil) }
+            else { return (nil, nil, nil) }
             var continuation: UnsafeContinuation<Outcome, any Error>? = waiter.continuation
             if !waiter.seat.isSettled {
                 waiter.seat.early = .failure(error)
                 continuation = nil
             }
             if state.entries.values[index].waiters.isEmpty {
-                return (continuation, state.entries.remove(at: index).value.task)
+                return (continuation, state.entries.remove(at: index).value.task, nil)
             }
-            return (continuation, nil)
+            // The request runs at the highest priority among its waiters: the one that raised it
+            // may be the one leaving.
+            let lowered = Self.update(&state.entries.values[index]) { entry -> (UInt64, RequestPriority)? in
+                guard waiter.priority == entry.priority else { return nil }
+                var highest: RequestPriority?
+                for remaining in entry.waiters { highest = max(highest ?? remaining.priority, remaining.priority) }
+                guard let highest, highest != entry.priority else { return nil }
+                entry.priority = highest
+                return entry.onWire ? nil : (entry.wireTicket, highest)
+            }
+            return (continuation, nil, lowered)
         }
         // The shared request first, so that when the waiter hears of it the request no longer
         // waits in the scheduler's queue. (Its cancellation handlers run on this thread: the
         // transports' never block, a middleware's that does holds the waiter.)
         task?.cancel()
+        if let (ticket, priority) = lowered { self.reprioritize(ticket, priority) }
         continuation?.resume(throwing: error)
     }
 

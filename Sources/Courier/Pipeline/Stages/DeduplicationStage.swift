@@ -44,7 +44,8 @@ struct DeduplicationStage: PipelineStage {
         let ticket = self.deduplicator.makeSharedTicket()
         do {
             result = try await self.deduplicator.run(
-                key: key, ticket: ticket, priority: exchange.priority, deadline: exchange.request.deadline, control: exchange.control,
+                key: key, ticket: ticket, priority: exchange.priorityOverride ?? exchange.priority, deadline: exchange.request.deadline,
+                control: exchange.control,
                 requestID: exchange.request.id, lifecycle: self.lifecycle, lifecycleTicket: exchange.lifecycleTicket,
                 onJoin: self.onJoin(exchange),
                 fetch: self.fetch(exchange, ticket: ticket, next: next)
@@ -81,7 +82,8 @@ struct DeduplicationStage: PipelineStage {
         sharing.control = nil
         sharing.readsBody = true
         sharing.ticket = ticket
-        sharing.priorityOverride = exchange.priority
+        // A background revalidation's `.low` stays: nobody waits for it.
+        sharing.priorityOverride = exchange.priorityOverride ?? exchange.priority
         sharing.sharedBy = deduplicator
         return sharing
     }

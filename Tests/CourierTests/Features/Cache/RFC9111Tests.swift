@@ -411,6 +411,33 @@ struct RFC9111Tests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aBackgroundRevalidationQueuesAtLowPriority(_ kind: TransportKind) async throws {
+        // Nobody waits for a revalidation in the background (RFC 5861 §3): it yields to requests
+        // someone waits for, also through deduplication (on by default), which took the
+        // endpoint's priority for it.
+        let handler: TestServer.Handler = { request in
+            if request.header("If-None-Match") == "\"v1\"" {
+                return ScriptedResponse(status: 304, headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=100")])
+            }
+            return .text("article", headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=1, stale-while-revalidate=60")])
+        }
+        try await withCache(kind, handler: handler) { client, server, clock in
+            var endpoint = Self.get("/swr")
+            endpoint.priority = .high
+            _ = try await client.send(endpoint)
+            clock.advance(5)
+            client.suspend()
+            let stale = try await client.response(endpoint)
+            #expect(stale.source == .stale)
+            #expect(await eventually { client.traffic.queuedByPriority.values.reduce(0, +) == 1 })
+            #expect(client.traffic.queuedByPriority == [.low: 1])
+            client.resume()
+            #expect(await eventually { server.requests.count == 2 })
+            #expect(server.requests.last?.header("If-None-Match") == "\"v1\"")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func pastTheStaleWhileRevalidateWindowTheCallerWaitsForTheOrigin(_ kind: TransportKind) async throws {
         let counter = Locked(0)
         try await withCache(

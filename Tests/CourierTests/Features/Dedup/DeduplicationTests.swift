@@ -188,6 +188,33 @@ struct DeduplicationTests {
         }
     }
 
+    /// The shared request runs at the highest priority among its *remaining* waiters: when the
+    /// urgent caller that raised it leaves, it queues at low again, behind `/normal`.
+    @Test(arguments: TransportKind.allCases)
+    func aSharedRequestDropsBackWhenTheWaiterThatRaisedItLeaves(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
+        try await withClient(
+            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }
+        ) { client in
+            let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
+            #expect(await eventually { server.requests.count == 1 })
+            client.suspend()
+            let normal = client.start(Endpoint<Article>(path: "/normal"))
+            let lowShared = client.start(Endpoint<Article>(path: "/shared"), priority: .low)
+            let urgentShared = client.start(Endpoint<Article>(path: "/shared"), priority: .veryHigh)
+            #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
+            #expect(await eventually { client.traffic.queued == 2 && client.traffic.queuedByPriority[.veryHigh] == 1 })
+            urgentShared.cancel()
+            _ = await expectCourierError { _ = try await urgentShared.value }
+            #expect(await eventually { client.traffic.queuedByPriority == [.low: 1, .normal: 1] })
+            client.resume()
+            await gate.open()
+            for handle in [blocker, normal, lowShared] { _ = try await handle.value }
+            #expect(server.requests.map(\.path) == ["/slow/blocker", "/normal", "/shared"])
+        }
+    }
+
     /// Seam: deduplication × a middleware that sends twice. Middleware runs below the
     /// deduplication stage, inside the shared request: a caller that joins while the middleware's
     /// second send is on the wire gets what the middleware returned (the second answer), and the
