@@ -143,6 +143,10 @@ public struct RawResponse: Sendable {
     /// deflate and br itself, and drops nothing but the fields that described it): the body's
     /// bytes are not the representation's, so they cannot be counted as a range of it.
     package var decodedByPlatform = false
+    /// Whether a redirect on the way led through another origin than the request's: the hops
+    /// after it went without the request's credentials (``RedirectPolicy/sensitiveFields``), so
+    /// a 401 at the end says nothing about them, wherever it came from.
+    package var leftOrigin = false
 
     /// Creates a response.
     public init(head: HTTPResponse, body: ResponseBody = .empty, version: HTTPVersion = .http1_1, url: URL? = nil) {

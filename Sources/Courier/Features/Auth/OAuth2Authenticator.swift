@@ -249,7 +249,9 @@ public final class OAuth2Authenticator: Middleware {
         authorized.head.headerFields[.authorization] = "Bearer \(token.accessToken)"
         let response = try await next(authorized)
         guard response.status == .unauthorized, Self.isTokenProblem(response) else { return response }
-        guard Self.isFromOrigin(of: authorized, response) else { return response }
+        // A 401 from another origin, or from this one after a hop through another (which went
+        // without the token, so the answer says nothing about it), is no reason to refresh.
+        guard !response.leftOrigin, Self.isFromOrigin(of: authorized, response) else { return response }
         guard request.body?.isReplayable ?? true else { return response }
         await response.body.discard()
         let fresh = try await self.validToken(replacing: token.accessToken, deadline: request.deadline)

@@ -66,6 +66,8 @@ struct RedirectStage: PipelineStage {
         var response = first
         // The request of the hop that answered with the redirect being followed.
         var left = exchange.request.head
+        // Whether a hop went to another origin (and so without the credentials).
+        var leftOrigin = false
         while true {
             if hops > 0 {
                 var hopExchange = exchange
@@ -92,6 +94,7 @@ struct RedirectStage: PipelineStage {
                 let current = request.url
             else {
                 if hops > 0, response.url == nil { response.url = request.url }
+                response.leftOrigin = leftOrigin
                 return Outcome(response: response)
             }
             if hops == 0 { visited.insert("\(request.head.method.rawValue) \(current.absoluteString)") }
@@ -125,6 +128,7 @@ struct RedirectStage: PipelineStage {
             } else if let body = request.body, !body.isReplayable {
                 // 307/308 must resend the body; a one-shot body cannot be, so hand back the 3xx.
                 if response.url == nil { response.url = current }
+                response.leftOrigin = leftOrigin
                 return Outcome(response: response)
             }
             if !Self.sameOrigin(current, target) {
@@ -138,6 +142,7 @@ struct RedirectStage: PipelineStage {
                     )
                 }
                 following.head.headerFields = self.policy.withoutSecrets(following.head.headerFields, redactor: self.redactor)
+                leftOrigin = true
             }
             following.head.scheme = scheme
             following.head.authority = Self.authority(of: target)

@@ -490,6 +490,30 @@ struct AuthSeamTests {
         try await other.stop()
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func anUnauthorizedAfterARedirectThroughAnotherOriginIsReturnedWithoutARefresh(_ kind: TransportKind) async throws {
+        // A → B → A: the hop to B, and the one back, go without the token (RFC 9110 §15.4), so
+        // the 401 of the last hop says nothing about it, though it comes from the token's own
+        // origin (RFC 6750 §3.1). No refresh, which would rotate the refresh token and spend one
+        // of the few refreshes allowed per window.
+        let fresh = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(3600))
+        try await self.withAuth(kind, token: fresh) { setup in
+            let back = setup.server.baseURL.appendingPathComponent("api/back").absoluteString
+            let other = try await http1Server { _ in ScriptedResponse(status: 302, headers: [("Location", back)]) }
+            var endpoint = Endpoint<Void>(
+                path: "/to", query: ["url": other.baseURL.appendingPathComponent("bounce").absoluteString], acceptedStatuses: 200..<500,
+                decoding: .none)
+            endpoint.deduplication = .disabled
+            let response = try await setup.client.response(endpoint)
+            #expect(response.status.code == 401)
+            #expect(setup.server.requests.last?.path == "/api/back")
+            #expect(setup.server.requests.last?.header("authorization") == nil)
+            #expect(setup.tokens.state.withLock { $0.refreshCalls } == 0)
+            #expect(setup.auth.refreshCount == 0)
+            try await other.stop()
+        }
+    }
+
     // MARK: - 6. Signed uploads
 
     @Test(arguments: TransportKind.allCases, [false, true])
