@@ -147,7 +147,10 @@ final class Deduplicator: Sendable {
         var joined = false
         var watch: UInt64?
         defer { if let watch { _ = DeadlineWatch.shared.end(watch) } }
-        control?.onPriorityChange { newPriority in seat.change(to: newPriority) }
+        // Removed when this wait ends: a handle kept (in a batch, say) would otherwise keep one
+        // observer, and with it this wait's seat and key, for every run it took.
+        let observer = control?.onPriorityChange { newPriority in seat.change(to: newPriority) }
+        defer { if let observer { control?.removeObserver(observer) } }
         let response = try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Outcome, any Error>) in
                 let (raised, leader, refused): ((UInt64, RequestPriority)?, RequestID?, Bool) = self.state.withLock { state in

@@ -17,6 +17,9 @@ final class RequestControl: Sendable {
 
     var priority: RequestPriority { self.state.withLock { $0.priority } }
 
+    /// How many observers are registered (for tests: none should stay once a request ended).
+    var observerCount: Int { self.state.withLock { $0.observers.count } }
+
     /// Calls `observer` with every later change, until ``removeObserver(_:)`` with the id returned.
     @discardableResult
     func onPriorityChange(_ observer: @escaping @Sendable (RequestPriority) -> Void) -> UInt64 {
