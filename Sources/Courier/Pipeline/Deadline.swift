@@ -148,10 +148,15 @@ final class DeadlineWatch: @unchecked Sendable {
 
     /// Stops watching; returns whether the deadline had fired.
     func end(_ id: UInt64) -> Bool {
+        // The entry goes after the lock is let go: its closure may hold the last reference to
+        // what a deadline ends (a task and its result), whose release may run other code.
+        var removed: Entry?
         self.condition.lock()
-        defer { self.condition.unlock() }
-        self.entries[id] = nil
-        return !self.fired.isEmpty && self.fired.remove(id) != nil
+        removed = self.entries.removeValue(forKey: id)
+        let fired = !self.fired.isEmpty && self.fired.remove(id) != nil
+        self.condition.unlock()
+        _ = removed
+        return fired
     }
 
     private func loop() {

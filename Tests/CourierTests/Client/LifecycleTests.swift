@@ -229,4 +229,37 @@ struct LifecycleTests {
             await outbox.stop()
         }
     }
+
+    /// A canceller may hold the last reference to what it cancels (the request's task, and with
+    /// it a response whose release ends a body and tells the monitors), and releasing it may
+    /// call back into the lifecycle. Ending a ticket (and a deadline watch) lets go of it after
+    /// the lock, so such a callback neither deadlocks nor traps.
+    @Test
+    func releasingACancellerMayCallBackIntoTheLifecycle() throws {
+        /// Runs `onRelease` when the last reference to it goes.
+        final class CallsBack: Sendable {
+            let onRelease: @Sendable () -> Void
+            init(_ onRelease: @escaping @Sendable () -> Void) { self.onRelease = onRelease }
+            deinit { self.onRelease() }
+        }
+        let lifecycle = Lifecycle(scheduler: RequestScheduler(configuration: SchedulerConfiguration()))
+        let seen = Locked<Int?>(nil)
+        let ticket = try lifecycle.begin()
+        do {
+            let holder = CallsBack { seen.withLock { $0 = lifecycle.runningCount } }
+            lifecycle.attach(ticket) { _ in _ = holder }
+        }
+        // Held by the canceller until the ticket ends; released then, outside the lock.
+        #expect(seen.withLock { $0 } == nil)
+        lifecycle.end(ticket)
+        #expect(seen.withLock { $0 } == 0)
+
+        let watched = Locked(false)
+        do {
+            let holder = CallsBack { watched.withLock { $0 = !DeadlineWatch.shared.end(.max) } }
+            let watch = DeadlineWatch.shared.watch(until: .now + .seconds(3600)) { _ = holder }
+            #expect(DeadlineWatch.shared.end(watch) == false)
+        }
+        #expect(watched.withLock { $0 })
+    }
 }

@@ -57,10 +57,14 @@ final class Lifecycle: Sendable {
     /// Ends a ticket; returns the reason it was cancelled with, if ``cancelAll(reason:)`` did.
     @discardableResult
     func end(_ ticket: UInt64) -> String? {
-        self.state.withLock { state -> String? in
+        // The entry is released after the lock: a canceller may hold the last reference to the
+        // request's task, and with it a response whose release ends a body, frees a scheduler
+        // slot and tells the event monitors, which may call back into this lifecycle.
+        let removed = self.state.withLock { state -> Entry? in
             guard let index = state.running.index(forKey: ticket) else { return nil }
-            return state.running.remove(at: index).value.reason
+            return state.running.remove(at: index).value
         }
+        return removed?.reason
     }
 
     /// The reason a running ticket was cancelled with, if it was.
