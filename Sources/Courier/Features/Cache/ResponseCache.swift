@@ -226,7 +226,7 @@ struct ResponseCache: Sendable {
                 // whose stored values are unknown (§4.1): the stored one goes too, rather than
                 // stay to be served under its old freshness.
                 self.store.removeEntry(forKey: entryKey)
-            } else {
+            } else if self.stillHolds(entry, under: entryKey) {
                 self.store.setEntry(refreshed, forKey: entryKey)
             }
             guard var result = Self.stored(refreshed, age: CacheRules.age(of: refreshed, now: now), source: .revalidated, key: entryKey)
@@ -326,6 +326,18 @@ struct ResponseCache: Sendable {
             requestDate: run.requestDate, responseDate: now
         )
         self.store.setEntry(entry, forKey: getKey)
+    }
+
+    /// Whether the store still holds the response a revalidation began with. Meanwhile another
+    /// request may have stored a newer one (a 200 to a request that went past the cache), or the
+    /// entry may have gone (invalidated, or cleared at sign-out): a late 304 for the old one then
+    /// answers its caller but replaces or brings back nothing.
+    private func stillHolds(_ entry: CacheEntry, under key: String) -> Bool {
+        guard let current = self.store.entry(forKey: key) else { return false }
+        // Dates go through a store's encoding (seconds since 1970 as a Double): compared to the millisecond.
+        return abs(current.responseDate.timeIntervalSince(entry.responseDate)) < 0.001
+            && current.headers[values: .eTag].first == entry.headers[values: .eTag].first
+            && current.headers[values: .lastModified].first == entry.headers[values: .lastModified].first
     }
 
     /// A successful HEAD response updates the stored GET response of the URL (RFC 9111 §4.3.5):

@@ -216,6 +216,38 @@ struct RFC9111Tests {
         }
     }
 
+    /// RFC 9111 §4.3.4: a 304 updates the stored response its validator identifies. While one
+    /// revalidation of v1 waits at the origin, another request (one the cache does not answer)
+    /// gets and stores v2; the late 304 answers its own caller, and v2 stays stored.
+    @Test(arguments: TransportKind.allCases)
+    func aLateNotModifiedDoesNotReplaceANewerStoredResponse(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let handler: TestServer.Handler = { request in
+            if request.header("x-fetch") == "new" {
+                return .text("v2", headers: [("ETag", "\"v2\""), ("Cache-Control", "max-age=60")])
+            }
+            if request.header("If-None-Match") == "\"v1\"" {
+                await gate.wait()
+                return ScriptedResponse(status: 304, headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=60")])
+            }
+            return .text("v1", headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=0")])
+        }
+        try await withCache(kind, handler: handler) { client, server, clock in
+            #expect(try await client.send(Self.get("/r")) == "v1")
+            clock.advance(1)
+            let late = client.start(Self.get("/r"))
+            #expect(await eventually { server.requests.count == 2 })
+            let newer = try await client.response(Self.get("/r", [HTTPField.Name("X-Fetch")!: "new"]))
+            #expect(newer.value == "v2")
+            await gate.open()
+            #expect(try await late.value == "v1")
+            let after = try await client.response(Self.get("/r"))
+            #expect(after.source == .cache)
+            #expect(after.value == "v2")
+            #expect(server.requests.count == 3)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aRefreshBy304NamingTheCodingLeavesTheStoredBodyAsStored(_ kind: TransportKind) async throws {
         // The body is stored decoded; a 304 that repeats `Content-Encoding: gzip` (RFC 9111
