@@ -135,7 +135,8 @@ public final class Outbox: Sendable {
                 // At most what an attempt count may be when it is read back (2^31 - 1, "for ever"
                 // in practice): `.max` would be refused as corrupt and hold the queue.
                 maxAttempts: min(Int(Int32.max), max(1, maxAttempts ?? self.configuration.maxAttempts)),
-                createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.inSeconds) }, service: endpoint.service?.name
+                createdAt: now, expiresAt: expiresAfter.map { now.addingTimeInterval($0.inSeconds) }, service: endpoint.service?.name,
+                hasOwnName: request.hasOwnName
             ))
         self.wakeup.signal()
         return id
@@ -215,7 +216,10 @@ public final class Outbox: Sendable {
         while !Task.isCancelled {
             let heads: [String: [OutboxStore.StoredRequest]]
             do {
-                heads = try self.store.heads(limitPerQueue: max(1, self.configuration.batches.values.map(\.maxCount).max() ?? 1))
+                // A batching queue's head is as many items as one batch takes; any other queue's
+                // is one item (its body read from the file at every look, so not more).
+                let batches = self.configuration.batches
+                heads = try self.store.heads { batches[$0]?.maxCount ?? 1 }
             } catch {
                 // The storage failed; wait and look again rather than spin.
                 await self.wakeup.wait(upTo: .seconds(1))
@@ -269,21 +273,34 @@ public final class Outbox: Sendable {
         self.delivering.withLock { $0 += 1 }
         defer { self.delivering.withLock { $0 -= 1 } }
         let now = Date()
-        if let expires = head.expiresAt, expires <= now {
-            // An item sent before in a batch goes with its batch: the server may have applied the
-            // batch, and the others sent again without it would make a new batch, under a new key,
-            // that it applies a second time.
-            if let batch = head.batch, let members = try? self.store.pendingItems(inBatch: batch), !members.isEmpty {
+        let expired = { (item: OutboxStore.StoredRequest) in item.expiresAt.map { $0 <= now } ?? false }
+        if let batch = head.batch, let batching = self.configuration.batches[queue] {
+            // A batch sent before (a retry, or one a crash interrupted) goes again whole, with
+            // exactly its items and its key, whatever was enqueued since and whatever the rule
+            // says now (a smaller `maxCount` after an update): the server may have applied it, and
+            // its items sent again in another grouping would be a new batch, under a new key,
+            // that it applies a second time. For the same reason an item of it that expired
+            // takes the whole batch with it.
+            guard let members = try? self.store.pendingItems(inBatch: batch), !members.isEmpty else {
+                // Unreadable just now: look again in a while, not at once (nor split the batch).
+                await self.wakeup.wait(upTo: .seconds(1))
+                return
+            }
+            if members.contains(where: expired) {
                 self.finish(
                     members.map(\.id), state: .dead, error: "expired before it could be delivered (with the batch it was sent in)",
                     result: nil, retryAt: nil)
                 return
             }
+            await self.deliverBatch(members, sentBefore: batch, batching: batching)
+            return
+        }
+        if expired(head) {
             self.finish([head.id], state: .dead, error: "expired before it could be delivered", result: nil, retryAt: nil)
             return
         }
         if let batching = self.configuration.batches[queue] {
-            await self.deliverBatch(items, batching: batching)
+            await self.deliverBatch(items, sentBefore: nil, batching: batching)
         } else {
             await self.deliverOne(head)
         }
@@ -297,23 +314,20 @@ public final class Outbox: Sendable {
             if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
         }
         fields[Self.idempotencyKey] = item.idempotencyKey
-        var endpoint = Self.endpoint(name: item.name, method: item.method, url: item.url, fields: fields, body: item.body)
+        var endpoint = Self.endpoint(
+            name: item.hasOwnName ? item.name : nil, method: item.method, url: item.url, fields: fields, body: item.body)
         // The service's middleware (authentication, signing), retry and timeout apply at delivery;
         // its URL does not: the stored one is absolute.
         endpoint.service = item.service.map { ServiceID($0) }
         await self.send(endpoint, ids: [item.id], attempts: item.attempts + 1, maxAttempts: item.maxAttempts)
     }
 
-    private func deliverBatch(_ items: [OutboxStore.StoredRequest], batching: OutboxBatching) async {
+    /// Sends a batch: `items` as they are when they were sent before under the key `sentBefore`,
+    /// else as many of them as the rule takes, under a key made from theirs.
+    private func deliverBatch(_ items: [OutboxStore.StoredRequest], sentBefore: String?, batching: OutboxBatching) async {
         var chosen: [OutboxStore.StoredRequest] = []
-        var sentBefore: String?
-        if let batch = items.first?.batch {
-            // A batch sent before (a retry, or one a crash interrupted) is sent again with
-            // exactly its items and its key, whatever was enqueued since and whatever the rule
-            // says now (a smaller `maxCount` after an update): the server may have applied it.
-            guard let members = try? self.store.pendingItems(inBatch: batch), !members.isEmpty else { return }
-            chosen = members
-            sentBefore = batch
+        if sentBefore != nil {
+            chosen = items
         } else {
             var bytes = 0
             for item in items {
@@ -415,7 +429,9 @@ public final class Outbox: Sendable {
 
     static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
 
-    static func endpoint(name: String, method: String, url: String, fields: HTTPFields, body: Data?) -> Endpoint<Data> {
+    /// The endpoint an item is sent as; without a name of its own (`nil`), it is named from its
+    /// method and path as the original was, and monitors see it as unnamed.
+    static func endpoint(name: String?, method: String, url: String, fields: HTTPFields, body: Data?) -> Endpoint<Data> {
         var endpoint = Endpoint<Data>(
             name: name, method: HTTPRequest.Method(method) ?? .post, path: url, headers: fields,
             body: body.map { .data($0, contentType: fields[.contentType] ?? "application/octet-stream") },

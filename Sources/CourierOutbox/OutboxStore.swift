@@ -25,13 +25,17 @@ final class OutboxStore: Sendable {
             // An item in flight when the process died was interrupted: it is sent again, unless
             // that was its last attempt (counted when it began). An item whose sending ends the
             // process every time (a watchdog's kill mid-upload) then stops at its `maxAttempts`
-            // instead of being sent at every launch.
+            // instead of being sent at every launch. A batch ends whole, as it does while running
+            // (at its smallest limit): its other items sent again alone would be a new batch.
             try self.pool.write { db in
                 try db.execute(
                     sql: """
                         UPDATE item SET state = 'dead', finished_at = ?,
-                            last_error = 'interrupted during its last allowed attempt (' || attempts || ' of ' || max_attempts || ')'
-                        WHERE state = 'inFlight' AND attempts >= max_attempts
+                            last_error = CASE WHEN attempts >= max_attempts
+                                THEN 'interrupted during its last allowed attempt (' || attempts || ' of ' || max_attempts || ')'
+                                ELSE 'interrupted during the last allowed attempt of the batch it was sent in' END
+                        WHERE state = 'inFlight' AND (attempts >= max_attempts OR batch IN (
+                            SELECT batch FROM item WHERE state = 'inFlight' AND batch IS NOT NULL AND attempts >= max_attempts))
                         """,
                     arguments: [Date().timeIntervalSince1970])
                 try db.execute(sql: "UPDATE item SET state = 'pending' WHERE state = 'inFlight'")
@@ -81,6 +85,16 @@ final class OutboxStore: Sendable {
             // The endpoint's service: its middleware (authentication, signing) runs at delivery.
             try db.execute(sql: "ALTER TABLE item ADD COLUMN service TEXT")
         }
+        migrator.registerMigration("v4-own-name") { db in
+            // Whether the name was the endpoint's own or made from its method and path (which may
+            // hold ids): monitors label an unnamed one `unnamed`, at delivery too. Items stored
+            // before kept their name as the endpoint's.
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN has_own_name INTEGER NOT NULL DEFAULT 1")
+            // An attempt limit stored as given before it was capped (`.max`) is read as corrupt,
+            // which held its queue: capped here as `enqueue` caps it now.
+            try db.execute(
+                sql: "UPDATE item SET max_attempts = 2147483647 WHERE typeof(max_attempts) = 'integer' AND max_attempts > 2147483647")
+        }
         return migrator
     }
 
@@ -100,6 +114,8 @@ final class OutboxStore: Sendable {
         var expiresAt: Date?
         /// The endpoint's service, if it names one.
         var service: String?
+        /// Whether `name` is the endpoint's own (not made from its method and path).
+        var hasOwnName = true
     }
 
     /// Stores an item; with a reference already stored, returns that item's id and stores nothing.
@@ -121,13 +137,13 @@ final class OutboxStore: Sendable {
                 try db.execute(
                     sql: """
                         INSERT INTO item (queue, reference, name, method, url, headers, body, idempotency_key, state, max_attempts,
-                                          created_at, expires_at, next_attempt_at, service)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
+                                          created_at, expires_at, next_attempt_at, service, has_own_name)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         item.queue, item.reference, item.name, item.method, item.url, headers, item.body, item.idempotencyKey,
                         item.maxAttempts, item.createdAt.timeIntervalSince1970, item.expiresAt?.timeIntervalSince1970,
-                        item.createdAt.timeIntervalSince1970, item.service,
+                        item.createdAt.timeIntervalSince1970, item.service, item.hasOwnName ? 1 : 0,
                     ]
                 )
                 return OutboxItemID(rawValue: db.lastInsertedRowID)
@@ -278,9 +294,10 @@ final class OutboxStore: Sendable {
     }
 
     /// The head of each queue that still has work and none in flight: its oldest pending items, at
-    /// most `limitPerQueue`. A queue whose item is on its way (taken by another delivery loop) is
-    /// left alone until it is back: the items of one queue go one at a time, in order.
-    func heads(limitPerQueue: Int) throws(OutboxError) -> [String: [StoredRequest]] {
+    /// most `limit(queue)` (read with their bodies: a queue that does not batch needs one). A
+    /// queue whose item is on its way (taken by another delivery loop) is left alone until it is
+    /// back: the items of one queue go one at a time, in order.
+    func heads(limit: (String) -> Int) throws(OutboxError) -> [String: [StoredRequest]] {
         try self.read { db in
             var heads: [String: [StoredRequest]] = [:]
             // One indexed lookup per queue (item_by_queue), however many items wait.
@@ -289,7 +306,7 @@ final class OutboxStore: Sendable {
             for queue in try String.fetchAll(db, sql: sql) {
                 let rows = try Row.fetchAll(
                     db, sql: "SELECT * FROM item WHERE queue = ? AND state = 'pending' ORDER BY id LIMIT ?",
-                    arguments: [queue, limitPerQueue]
+                    arguments: [queue, max(1, limit(queue))]
                 )
                 // A row that cannot be read (kind `corrupt`, which `items()` reports) holds its
                 // queue: the items behind it are not sent past it. Other queues go on.
@@ -328,6 +345,8 @@ final class OutboxStore: Sendable {
         var batch: String?
         /// The endpoint's service, if it named one.
         var service: String?
+        /// Whether `name` was the endpoint's own.
+        var hasOwnName = true
     }
 
     private func read<T>(_ body: (Database) throws -> T) throws(OutboxError) -> T {
@@ -384,7 +403,8 @@ final class OutboxStore: Sendable {
             nextAttemptAt: try Self.date(row, "next_attempt_at"),
             createdAt: try Self.date(row, "created_at"),
             batch: Self.value(row, "batch"),
-            service: Self.value(row, "service")
+            service: Self.value(row, "service"),
+            hasOwnName: (Self.value(row, "has_own_name") as Int?).map { $0 != 0 } ?? true
         )
     }
 

@@ -106,17 +106,26 @@ struct OutboxStorageTests {
                     INSERT INTO item (queue, name, method, url, headers, body, idempotency_key, state, max_attempts, created_at, next_attempt_at)
                     VALUES ('default', 'legacy', 'POST', 'https://api.example/old', '[["content-type","application/json"]]', X'7B7D', 'k-legacy', 'pending', 10, 0, 0)
                     """)
+            // Stored with `maxAttempts: .max` before the limit was capped: read as corrupt then.
+            try db.execute(
+                sql: """
+                    INSERT INTO item (queue, name, method, url, headers, body, idempotency_key, state, max_attempts, created_at, next_attempt_at)
+                    VALUES ('forever', 'legacy', 'POST', 'https://api.example/old', '[]', X'7B7D', 'k-forever', 'pending', 9223372036854775807, 0, 0)
+                    """)
         }
         try old.close()
         let outbox = try Outbox(path: path, client: Self.client)
         let items = try outbox.items()
-        #expect(items.map(\.name) == ["legacy"])
+        #expect(items.map(\.name) == ["legacy", "legacy"])
         #expect(items.first?.idempotencyKey == "k-legacy")
+        #expect(items.last?.maxAttempts == Int(Int32.max))
         let applied = try outbox.store.pool.read { db in try OutboxStore.migrator.appliedIdentifiers(db) }
-        #expect(applied == ["v1", "v2-batches", "v3-service"])
+        #expect(applied == ["v1", "v2-batches", "v3-service", "v4-own-name"])
         let columns = try outbox.store.pool.read { db in try db.columns(in: "item").map(\.name) }
         #expect(columns.contains("batch"))
         #expect(columns.contains("service"))
+        // An item stored before the column kept its name as the endpoint's own.
+        #expect(try outbox.store.heads { _ in 1 }["default"]?.first?.hasOwnName == true)
     }
 
     @Test(arguments: [
@@ -170,10 +179,13 @@ struct OutboxStorageTests {
         let first = try Outbox(path: path, client: client)
         let last = try first.enqueue(Self.post(), queue: "a", maxAttempts: 2)
         let more = try first.enqueue(Self.post(), queue: "b", maxAttempts: 3)
+        // A batch whose items have limits of 2 and 5: it ends whole at its smallest.
+        let batched = try [2, 5].map { try first.enqueue(Self.post(), queue: "c", maxAttempts: $0) }
         let other = try DatabaseQueue(path: path)
         try await other.write { db in
             try db.execute(
                 sql: "UPDATE item SET state = 'inFlight', attempts = 2 WHERE id IN (?, ?)", arguments: [last.rawValue, more.rawValue])
+            try db.execute(sql: "UPDATE item SET state = 'inFlight', attempts = 2, batch = 'batch-c' WHERE queue = 'c'")
         }
         try other.close()
         let reopened = try Outbox(path: path, client: client)
@@ -181,6 +193,9 @@ struct OutboxStorageTests {
         #expect(dead.state == .dead)
         #expect(dead.lastError?.contains("interrupted during its last allowed attempt (2 of 2)") == true)
         #expect(try reopened.item(more)?.state == .pending)
+        let batch = try batched.map { try #require(try reopened.item($0)) }
+        #expect(batch.map(\.state) == [.dead, .dead])
+        #expect(batch[1].lastError == "interrupted during the last allowed attempt of the batch it was sent in")
         await reopened.deliverAll()
         #expect(try reopened.item(more)?.state == .delivered)
         #expect(try reopened.item(last)?.state == .dead)

@@ -479,17 +479,44 @@ struct OutboxTests {
         }
     }
 
+    /// Records, for each request started, its path and whether its name was its endpoint's own.
+    final class NameMonitor: EventMonitor, Sendable {
+        let seen = Locked<[String: Bool]>([:])
+        func requestStarted(_ request: RequestEvent) {
+            self.seen.withLock { $0[request.request.head.path ?? ""] = request.request.hasOwnName }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anUnnamedEndpointIsDeliveredUnnamedNotNamedByItsPath(_ kind: TransportKind) async throws {
+        // The name made from an unnamed endpoint's method and path may hold ids: stored and then
+        // given at delivery as the endpoint's own, it became one metrics label and one span name
+        // per id. It is delivered unnamed, as it was enqueued; a named one keeps its name.
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        let monitor = NameMonitor()
+        try await Self.withOutbox(kind, server: server, configure: { $0.eventMonitors = [monitor] }) { outbox, _, _ in
+            _ = try outbox.enqueue(
+                Endpoint<Data>(
+                    method: .post, path: "/users/123/messages", body: .data(Data("{}".utf8), contentType: "application/json"),
+                    decoding: .data))
+            _ = try outbox.enqueue(Self.post("/messages"))
+            await outbox.deliverAll()
+            #expect(monitor.seen.withLock { $0 } == ["/users/123/messages": false, "/messages": true])
+        }
+    }
+
     /// Three items of the "analytics" queue as a batch sent once before under `batch-sent` left
-    /// them (a 503, or a crash): pending, attempted once, with that batch id. `expired` puts the
-    /// first one's expiry in the past.
-    static func batchSentBefore(at path: String, baseURL: URL, expired: Bool) async throws -> [OutboxItemID] {
+    /// them (a 503, or a crash): pending, attempted once, with that batch id. `expired` puts that
+    /// one's expiry in the past.
+    static func batchSentBefore(at path: String, baseURL: URL, expired: Int?) async throws -> [OutboxItemID] {
         let idle = Client(configuration: .init(transport: StubTransport { _ in .status(.ok) }, baseURL: baseURL) { $0.debugOptions = .off })
         let writer = try Outbox(path: path, client: idle)
         let ids = try (0..<3).map { try writer.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
         let database = try DatabaseQueue(path: path)
         try await database.write { db in
             try db.execute(sql: "UPDATE item SET batch = 'batch-sent', attempts = 1 WHERE queue = 'analytics'")
-            if expired { try db.execute(sql: "UPDATE item SET expires_at = 1 WHERE id = ?", arguments: [ids[0].rawValue]) }
+            if let expired { try db.execute(sql: "UPDATE item SET expires_at = 1 WHERE id = ?", arguments: [ids[expired].rawValue]) }
         }
         try database.close()
         return ids
@@ -503,7 +530,7 @@ struct OutboxTests {
         let api = IdempotentServer()
         let server = try await http1Server(api.respond)
         let path = Self.databasePath()
-        let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: false)
+        let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: nil)
         var configuration = Self.fast
         configuration.batches["analytics"] = .jsonArray(
             maxCount: 2, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
@@ -516,15 +543,15 @@ struct OutboxTests {
         }
     }
 
-    @Test(arguments: TransportKind.allCases)
-    func anExpiredItemOfABatchSentBeforeTakesItsBatchWithIt(_ kind: TransportKind) async throws {
-        // The first item of a batch that was sent (and maybe applied) expires before the retry:
-        // the others, sent again without it, would make a new batch under a new key, applied a
-        // second time. The batch ends whole, dead, and nothing more is sent.
+    @Test(arguments: TransportKind.allCases, [0, 2])
+    func anExpiredItemOfABatchSentBeforeTakesItsBatchWithIt(_ kind: TransportKind, _ expired: Int) async throws {
+        // An item of a batch that was sent (and maybe applied) expires before the retry — the
+        // first or a later one: the others, sent again without it, would make a new batch under
+        // a new key, applied a second time. The batch ends whole, dead, and nothing more is sent.
         let api = IdempotentServer()
         let server = try await http1Server(api.respond)
         let path = Self.databasePath()
-        let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: true)
+        let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: expired)
         var configuration = Self.fast
         configuration.batches["analytics"] = .jsonArray(
             maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
