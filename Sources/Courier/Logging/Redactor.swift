@@ -89,7 +89,17 @@ public struct Redactor: Sendable {
         // Without a query, a fragment or user info there is nothing to hide (and nothing to parse).
         guard urlString.utf8.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "#") })
         else { return urlString }
-        return URL(string: urlString).map(self.redact(url:)) ?? self.redactFreeText(urlString)
+        return URL(string: urlString).map(self.redact(url:)) ?? self.redactFreeText(Self.withoutUserInfo(urlString, self.replacement))
+    }
+
+    /// `text` with what stands between `://` and an `@` before the path (a user name and a
+    /// password) replaced: for a URL that does not parse, where no URL type finds it.
+    static func withoutUserInfo(_ text: String, _ replacement: String) -> String {
+        guard let scheme = text.range(of: "://") else { return text }
+        let rest = text[scheme.upperBound...]
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        guard let at = rest[..<authorityEnd].lastIndex(of: "@") else { return text }
+        return String(text[..<scheme.upperBound]) + replacement + String(text[at...])
     }
 
     /// Hides bearer tokens, secret header lines and `name=value` / `"name": "value"` pairs with

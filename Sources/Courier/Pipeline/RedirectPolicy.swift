@@ -8,7 +8,8 @@ import HTTPTypes
 /// (scheme, host or port), the sensitive header fields are removed: `Authorization`, `Cookie`,
 /// `Proxy-Authorization` and the default signature headers (add custom signature header names),
 /// and every field the client's ``Redactor`` hides as a secret (`X-Api-Key`, `X-CSRF-Token`,
-/// any name with `token`, `secret`, `password`, `signature` or `api-key` in it; RFC 9110 §15.4).
+/// any name with `token`, `secret`, `password`, `signature` or `api-key` in it, and the names
+/// added to its `headerNames`; RFC 9110 §15.4).
 public struct RedirectPolicy: Sendable {
     /// The most redirects followed for one request; 0 turns following off.
     public var maxRedirects: Int

@@ -234,8 +234,8 @@ extension Client {
                 // §14.4). A server that sent `*` (length unknown) is asked for the rest once the
                 // part is in: the file is whole when it answers 416 or states the length.
                 end = Int64(range.range.upperBound) + 1
-                total = range.completeLength.map(Int64.init)
-                knownLength = total ?? knownLength
+                total = range.completeLength.map(Int64.init) ?? knownLength
+                knownLength = total
             } else {
                 // The whole body: the server ignored the range or the resource changed. This
                 // call's bytes now begin at zero, whatever parts came before.

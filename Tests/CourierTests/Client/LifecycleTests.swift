@@ -234,7 +234,7 @@ struct LifecycleTests {
     /// it a response whose release ends a body and tells the monitors), and releasing it may
     /// call back into the lifecycle. Ending a ticket (and a deadline watch) lets go of it after
     /// the lock, so such a callback neither deadlocks nor traps.
-    @Test
+    @Test(.timeLimit(.minutes(1)))
     func releasingACancellerMayCallBackIntoTheLifecycle() throws {
         /// Runs `onRelease` when the last reference to it goes.
         final class CallsBack: Sendable {

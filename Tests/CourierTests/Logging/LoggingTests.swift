@@ -202,6 +202,9 @@ struct LoggingTests {
         let broken = "http://[bad/cb?code=SECRET6&x=1"
         #expect(URL(string: broken) == nil)
         #expect(!Redactor.standard.redact(urlString: broken).contains("SECRET6"), "\(Redactor.standard.redact(urlString: broken))")
+        let brokenWithPassword = "http://user:SECRET7@[bad/x?a=1"
+        #expect(URL(string: brokenWithPassword) == nil)
+        #expect(!Redactor.standard.redact(urlString: brokenWithPassword).contains("SECRET7"))
         let form = Redactor.standard.redact(
             body: Data("grant_type=authorization_code&code=C&code_verifier=SECRET4&client_assertion=SECRET5".utf8),
             contentType: "application/x-www-form-urlencoded", limit: 1_000)

@@ -290,7 +290,20 @@ final class Deduplicator: Sendable {
         // waits in the scheduler's queue. (Its cancellation handlers run on this thread: the
         // transports' never block, a middleware's that does holds the waiter.)
         task?.cancel()
-        if let (ticket, priority) = lowered { self.reprioritize(ticket, priority) }
+        if var (ticket, priority) = lowered {
+            // Sent after the lock, as a join's raise is: one that raised it meanwhile may have been
+            // overtaken by this lower value, so the entry's priority is read again and sent again
+            // until the scheduler has the last one.
+            while true {
+                self.reprioritize(ticket, priority)
+                let current: (UInt64, RequestPriority)? = self.state.withLock { state in
+                    guard let entry = state.entries[key], !entry.onWire, entry.priority != priority else { return nil }
+                    return (entry.wireTicket, entry.priority)
+                }
+                guard let current else { break }
+                (ticket, priority) = current
+            }
+        }
         continuation?.resume(throwing: error)
     }
 

@@ -100,7 +100,7 @@ extension OAuth2Tests {
         let failure = await expectCourierError {
             _ = try await client(tokenPath: "away/token").send(Endpoint<Article>(path: "/api/1"))
         }
-        #expect(failure != nil)
+        #expect(failure?.kind == .redirect)
         #expect(api.requests.contains { $0.path == "/away/token" })
         #expect(elsewhere.requests.isEmpty)
 
