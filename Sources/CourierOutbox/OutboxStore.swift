@@ -35,7 +35,8 @@ final class OutboxStore: Sendable {
                                 THEN 'interrupted during its last allowed attempt (' || attempts || ' of ' || max_attempts || ')'
                                 ELSE 'interrupted during the last allowed attempt of the batch it was sent in' END
                         WHERE state = 'inFlight' AND (attempts >= max_attempts OR batch IN (
-                            SELECT batch FROM item WHERE state = 'inFlight' AND batch IS NOT NULL AND attempts >= max_attempts))
+                            SELECT batch FROM item WHERE state = 'inFlight' AND batch IS NOT NULL
+                            GROUP BY batch HAVING MAX(attempts) >= MIN(max_attempts)))
                         """,
                     arguments: [Date().timeIntervalSince1970])
                 try db.execute(sql: "UPDATE item SET state = 'pending' WHERE state = 'inFlight'")

@@ -181,11 +181,18 @@ struct OutboxStorageTests {
         let more = try first.enqueue(Self.post(), queue: "b", maxAttempts: 3)
         // A batch whose items have limits of 2 and 5: it ends whole at its smallest.
         let batched = try [2, 5].map { try first.enqueue(Self.post(), queue: "c", maxAttempts: $0) }
+        // One whose items were tried apart before they were batched (4 of 10, 1 of 3): its
+        // attempts (4) reached its smallest limit (3), as the running outbox counts them.
+        let uneven = try [10, 3].map { try first.enqueue(Self.post(), queue: "d", maxAttempts: $0) }
         let other = try DatabaseQueue(path: path)
         try await other.write { db in
             try db.execute(
                 sql: "UPDATE item SET state = 'inFlight', attempts = 2 WHERE id IN (?, ?)", arguments: [last.rawValue, more.rawValue])
             try db.execute(sql: "UPDATE item SET state = 'inFlight', attempts = 2, batch = 'batch-c' WHERE queue = 'c'")
+            try db.execute(
+                sql:
+                    "UPDATE item SET state = 'inFlight', attempts = CASE WHEN id = ? THEN 4 ELSE 1 END, batch = 'batch-d' WHERE queue = 'd'",
+                arguments: [uneven[0].rawValue])
         }
         try other.close()
         let reopened = try Outbox(path: path, client: client)
@@ -196,6 +203,7 @@ struct OutboxStorageTests {
         let batch = try batched.map { try #require(try reopened.item($0)) }
         #expect(batch.map(\.state) == [.dead, .dead])
         #expect(batch[1].lastError == "interrupted during the last allowed attempt of the batch it was sent in")
+        #expect(try uneven.map { try reopened.item($0)?.state } == [.dead, .dead])
         await reopened.deliverAll()
         #expect(try reopened.item(more)?.state == .delivered)
         #expect(try reopened.item(last)?.state == .dead)
