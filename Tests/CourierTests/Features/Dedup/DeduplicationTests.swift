@@ -163,11 +163,19 @@ struct DeduplicationTests {
         }
     }
 
-    @Test(arguments: TransportKind.allCases)
-    func aWaitersPriorityRaisesASharedRequestHeldBySuspension(_ kind: TransportKind) async throws {
-        // The client is suspended, so the shared request waits in the scheduler's queue (at low)
-        // when the urgent caller joins it: it leaves at the raised priority on `resume()`. (A
-        // join in the moment before the ticket is queued: `SchedulerTests`, the first test.)
+    /// Handles of a suspended client with one slot held by `/slow/blocker` (on the wire, held at
+    /// `gate`): `/normal` queued, and `/shared` started at low then joined at very high, which
+    /// raised the shared request (queued once, at very high).
+    struct RaisedShare {
+        let blocker: RequestHandle<Article>
+        let normal: RequestHandle<Article>
+        let lowShared: RequestHandle<Article>
+        let urgentShared: RequestHandle<Article>
+    }
+
+    func withARaisedShare(
+        _ kind: TransportKind, _ body: (Client, TestServer, Gate, RaisedShare) async throws -> Void
+    ) async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
         try await withClient(
@@ -181,9 +189,20 @@ struct DeduplicationTests {
             let urgentShared = client.start(Endpoint<Article>(path: "/shared"), priority: .veryHigh)
             #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
             #expect(await eventually { client.traffic.queued == 2 && client.traffic.queuedByPriority[.veryHigh] == 1 })
+            try await body(
+                client, server, gate, RaisedShare(blocker: blocker, normal: normal, lowShared: lowShared, urgentShared: urgentShared))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aWaitersPriorityRaisesASharedRequestHeldBySuspension(_ kind: TransportKind) async throws {
+        // The client is suspended, so the shared request waits in the scheduler's queue (at low)
+        // when the urgent caller joins it: it leaves at the raised priority on `resume()`. (A
+        // join in the moment before the ticket is queued: `SchedulerTests`, the first test.)
+        try await self.withARaisedShare(kind) { client, server, gate, share in
             client.resume()
             await gate.open()
-            for handle in [blocker, normal, lowShared, urgentShared] { _ = try await handle.value }
+            for handle in [share.blocker, share.normal, share.lowShared, share.urgentShared] { _ = try await handle.value }
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/shared", "/normal"])
         }
     }
@@ -192,25 +211,13 @@ struct DeduplicationTests {
     /// urgent caller that raised it leaves, it queues at low again, behind `/normal`.
     @Test(arguments: TransportKind.allCases)
     func aSharedRequestDropsBackWhenTheWaiterThatRaisedItLeaves(_ kind: TransportKind) async throws {
-        let gate = Gate()
-        let server = try await trafficServer(gate: gate)
-        try await withClient(
-            kind, server: server, configure: { $0.scheduling = .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)) }
-        ) { client in
-            let blocker = client.start(Endpoint<Article>(path: "/slow/blocker"))
-            #expect(await eventually { server.requests.count == 1 })
-            client.suspend()
-            let normal = client.start(Endpoint<Article>(path: "/normal"))
-            let lowShared = client.start(Endpoint<Article>(path: "/shared"), priority: .low)
-            let urgentShared = client.start(Endpoint<Article>(path: "/shared"), priority: .veryHigh)
-            #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
-            #expect(await eventually { client.traffic.queued == 2 && client.traffic.queuedByPriority[.veryHigh] == 1 })
-            urgentShared.cancel()
-            _ = await expectCourierError { _ = try await urgentShared.value }
+        try await self.withARaisedShare(kind) { client, server, gate, share in
+            share.urgentShared.cancel()
+            _ = await expectCourierError { _ = try await share.urgentShared.value }
             #expect(await eventually { client.traffic.queuedByPriority == [.low: 1, .normal: 1] })
             client.resume()
             await gate.open()
-            for handle in [blocker, normal, lowShared] { _ = try await handle.value }
+            for handle in [share.blocker, share.normal, share.lowShared] { _ = try await handle.value }
             #expect(server.requests.map(\.path) == ["/slow/blocker", "/normal", "/shared"])
         }
     }

@@ -20,6 +20,14 @@ extension TransferTests {
         return (partial, record)
     }
 
+    /// Writes `record` back without its complete length, as a record kept before lengths were;
+    /// checks it had the one of the first answer.
+    func dropLength(from record: Data, writingTo url: URL) throws {
+        var fields = try #require(try JSONSerialization.jsonObject(with: record) as? [String: Any])
+        #expect(fields.removeValue(forKey: "length") as? Int == 1_000_000)
+        try JSONSerialization.data(withJSONObject: fields).write(to: url)
+    }
+
     /// RFC 9110 §15.3.3 (202: processing not finished) and §15.3.5 (204: no content): neither
     /// is the file. The download fails with the status, and the partial file and its record
     /// are left as they were, so a later download still resumes.
@@ -73,10 +81,7 @@ extension TransferTests {
             let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
             let before = try await self.cutDownload(client, to: destination, in: folder)
             if !lengthKept {
-                var record = try #require(try JSONSerialization.jsonObject(with: before.record) as? [String: Any])
-                #expect(record.removeValue(forKey: "length") as? Int == 1_000_000)
-                try JSONSerialization.data(withJSONObject: record).write(
-                    to: folder.appendingPathComponent(".courier-unknown.bin.partial.json"))
+                try self.dropLength(from: before.record, writingTo: folder.appendingPathComponent(".courier-unknown.bin.partial.json"))
             }
             let result = try await client.download(endpoint, to: destination).value
             #expect(result.byteCount == 1_000_000)
@@ -139,10 +144,7 @@ extension TransferTests {
             let before = try await self.cutDownload(client, to: destination, in: folder)
             // A record kept before complete lengths were (none here): only the validator can tell
             // the 416 is of another version.
-            let recordURL = folder.appendingPathComponent(".courier-same-size.bin.partial.json")
-            var record = try #require(try JSONSerialization.jsonObject(with: before.record) as? [String: Any])
-            #expect(record.removeValue(forKey: "length") != nil)
-            try JSONSerialization.data(withJSONObject: record).write(to: recordURL)
+            try self.dropLength(from: before.record, writingTo: folder.appendingPathComponent(".courier-same-size.bin.partial.json"))
             let version2 = payload(before.partial.count, seed: 77)
             origin.content.withLock { $0 = version2 }
             origin.dates.withLock { $0 = ("Thu, 26 Nov 2026 10:00:00 GMT", "Thu, 26 Nov 2026 11:00:00 GMT") }
