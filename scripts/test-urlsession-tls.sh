@@ -26,6 +26,7 @@ over_tls=(
     'HTTP2MisbehaviourTests/aRequestBodyWindowThatNeverOpensEndsAtTheDeadline'
     'HTTP2MisbehaviourTests/aFloodOfPingsDoesNotStopTheAnswer'
     'HTTP2MisbehaviourTests/aStatusThatIsNotThreeDigitsIsATransportErrorNotACrash'
+    'HTTP2MisbehaviourTests/aContentLengthThatIsNoCountIsATransportErrorAlike'
     'HTTP2MisbehaviourTests/aSwitchingProtocolsHeadOverHTTP2IsATransportErrorNotACrash'
     'NetworkFaultTests/aResetMidBodyFailsAsTransportOverHTTP2'
     'NetworkFaultTests/aHeadThatNeverComesEndsAtTheDeadlineOverHTTP2'

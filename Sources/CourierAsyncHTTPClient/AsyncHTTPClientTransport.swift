@@ -353,21 +353,24 @@ public final class AsyncHTTPClientTransport: Transport {
                 fields.append(HTTPField(name: fieldName, value: value))
             }
         }
-        // Content-Length is 1*DIGIT (RFC 9110 §8.6); one too large for `Int` saturates, so the
-        // size limit rejects it.
-        let expected = response.headers.first(name: "content-length").flatMap(UntrustedNumber.contentLength)
-        let body = response.body
-        let stream = ByteStream.readOnce {
-            var iterator = body.makeAsyncIterator()
+        // Content-Length is 1*DIGIT (RFC 9110 §8.6), one field; one too large for `Int`
+        // saturates, so the size limit rejects it. HTTP/1.1's parser refuses the rest before this;
+        // over HTTP/2 (`+2`, a repeated field) they are refused here, as the other transport does.
+        let lengths = response.headers["content-length"]
+        let announced = lengths.isEmpty ? nil : lengths.joined(separator: ", ")
+        let reader = BodyReader(response.body)
+        let stream = ByteStream.readOnce(onCancel: { reader.cancel() }) {
             return {
                 do {
-                    // An empty part (HTTP/2's END_STREAM on an empty DATA frame) is no chunk.
-                    while let buffer = try await iterator.next() {
-                        if buffer.readableBytes > 0 { return Data(buffer: buffer, byteTransferStrategy: .noCopy) }
-                    }
-                    return nil
+                    return try await reader.next()
+                } catch let error as CourierError {
+                    throw error
                 } catch {
-                    throw Self.mapError(error)
+                    // The head came, so the connection was made: whatever cut the body short
+                    // (a reset, a close) is no failure to connect.
+                    var mapped = Self.mapError(error)
+                    mapped.couldNotConnect = false
+                    throw mapped
                 }
             }
         }
@@ -375,8 +378,10 @@ public final class AsyncHTTPClientTransport: Transport {
             response.version.major >= 2 ? .http2 : Courier.HTTPVersion(major: response.version.major, minor: response.version.minor)
         // HTTP/2's `:status` is not checked for three digits on its way here (`2000` arrives as
         // a final response): a malformed response, never a crash.
+        let expected: Int?
         do {
             _ = try StatusCode.checked(Int(response.status.code))
+            expected = try announced.map(TransportRules.announcedLength)
         } catch {
             stream.cancel()
             throw error
@@ -542,6 +547,83 @@ public final class AsyncHTTPClientTransport: Transport {
     private static let connectionErrnos: Set<CInt> = [
         ECONNREFUSED, ECONNRESET, ECONNABORTED, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EHOSTDOWN, EPIPE,
     ]
+}
+
+/// Reads AsyncHTTPClient's response body for the one reader of a ``ByteStream``, and stops it
+/// when the stream is cancelled: AsyncHTTPClient ends a body (and its request on the wire) only
+/// when its iterator goes, so cancelling drops the iterator — at once when no read is in flight,
+/// else when that read returns — and every later read fails with kind `cancelled`.
+final class BodyReader: @unchecked Sendable {
+    private let lock = NSLock()
+    // Guarded by `lock`.
+    private var body: HTTPClientResponse.Body?
+    private var iterator: HTTPClientResponse.Body.AsyncIterator?
+    private var isReading = false
+    private var isCancelled = false
+
+    init(_ body: HTTPClientResponse.Body) {
+        self.body = body
+    }
+
+    /// The next chunk of bytes; `nil` at the end. One read at a time (the iterator contract).
+    func next() async throws -> Data? {
+        guard var iterator = self.take() else { throw CourierError(.cancelled, "the response body was cancelled") }
+        var result: Result<Data?, any Error>
+        do {
+            // An empty part (HTTP/2's END_STREAM on an empty DATA frame) is no chunk.
+            var chunk: Data?
+            while let buffer = try await iterator.next() {
+                if buffer.readableBytes > 0 {
+                    chunk = Data(buffer: buffer, byteTransferStrategy: .noCopy)
+                    break
+                }
+            }
+            result = .success(chunk)
+        } catch {
+            result = .failure(error)
+        }
+        // A cancellation during the read drops the iterator now (outside the lock: its release
+        // ends the request).
+        let kept = self.putBack(iterator)
+        if !kept { result = .failure(CourierError(.cancelled, "the response body was cancelled")) }
+        return try result.get()
+    }
+
+    /// Stops the body: the iterator (or the body, before a read) goes unless a read holds it.
+    func cancel() {
+        var dropped: (HTTPClientResponse.Body?, HTTPClientResponse.Body.AsyncIterator?)
+        self.lock.lock()
+        self.isCancelled = true
+        if !self.isReading {
+            dropped = (self.body, self.iterator)
+            self.body = nil
+            self.iterator = nil
+        }
+        self.lock.unlock()
+        _ = dropped
+    }
+
+    private func take() -> HTTPClientResponse.Body.AsyncIterator? {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        guard !self.isCancelled else { return nil }
+        if self.iterator == nil, let body = self.body {
+            self.iterator = body.makeAsyncIterator()
+            self.body = nil
+        }
+        self.isReading = true
+        defer { self.iterator = nil }
+        return self.iterator
+    }
+
+    private func putBack(_ iterator: HTTPClientResponse.Body.AsyncIterator) -> Bool {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        self.isReading = false
+        guard !self.isCancelled else { return false }
+        self.iterator = iterator
+        return true
+    }
 }
 
 /// The connections a transport's pool has open, so that shutdown can close the ones that do not

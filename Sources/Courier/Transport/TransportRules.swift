@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 
 /// The request-side rules both transports apply, written once: what goes on the wire as header
@@ -29,6 +30,21 @@ package enum TransportRules {
         if contentType.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
             throw CourierError.invalidRequest("the body's content type \(contentType.debugDescription) contains CR, LF or NUL")
         }
+    }
+
+    /// A `Content-Length` value (RFC 9110 §8.6: `1*DIGIT`, between spaces and tabs; several
+    /// fields arrive joined by ", ", and are refused), read as AsyncHTTPClient's HTTP/1.1 parser
+    /// reads it, on both transports and over HTTP/2 too (where swift-nio-http2 takes `+2` and
+    /// repeated fields): anything else, or a value past 2^64 − 1, makes the
+    /// response malformed (RFC 9112 §6.3 ¶5), kind `transport`; a value past `Int.max`
+    /// saturates, so the size limit refuses the body.
+    package static func announcedLength(_ value: String) throws(CourierError) -> Int {
+        guard let length = UntrustedNumber.contentLength(value),
+            length < Int.max || UInt64(value.trimmingCharacters(in: .whitespaces)) != nil
+        else {
+            throw CourierError.transport("the response's Content-Length \(value.prefix(64).debugDescription) is not a length")
+        }
+        return length
     }
 
     /// Refuses to reach a pinned host over anything but `https`: a pin must never pass unchecked.

@@ -214,7 +214,11 @@ final class URLSessionExchange: Sendable {
         if let error {
             let mapped = URLSessionTransport.mapError(error)
             self.resumeHead(.failure(mapped))
-            self.chunks.finish(throwing: mapped)
+            // The body is read only after the head came: the connection was made, so what cut
+            // it short is no failure to connect.
+            var bodyFailure = mapped
+            bodyFailure.couldNotConnect = false
+            self.chunks.finish(throwing: bodyFailure)
         } else {
             self.resumeHead(.failure(CourierError.transport("the response ended without a head")))
             self.chunks.finish()

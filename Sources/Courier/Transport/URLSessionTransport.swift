@@ -253,7 +253,7 @@ public final class URLSessionTransport: Transport {
         // value too large for it as none, and `2x` as 2, then hands up what arrived as the body).
         var expected: Int?
         do {
-            expected = try fields[.contentLength].map(Self.announcedLength)
+            expected = try fields[.contentLength].map(TransportRules.announcedLength)
         } catch {
             exchange.cancel()
             throw error
@@ -299,19 +299,6 @@ public final class URLSessionTransport: Transport {
     static func isPlatformDecoded(_ contentEncoding: String) -> Bool {
         let codings = FieldText.split(contentEncoding, at: ",").map { FieldText.token($0) }.filter { !$0.isEmpty && $0 != "identity" }
         return codings.count == 1 && Self.platformDecodedCodings.contains(codings[0])
-    }
-
-    /// A `Content-Length` value (RFC 9110 §8.6: `1*DIGIT`, between spaces and tabs), read as
-    /// AsyncHTTPClient's parser reads it: anything else, or a value past 2^64 − 1, makes the
-    /// response malformed (RFC 9112 §6.3 ¶5), kind `transport`; a value past `Int.max`
-    /// saturates, so the size limit refuses the body.
-    static func announcedLength(_ value: String) throws(CourierError) -> Int {
-        guard let length = UntrustedNumber.contentLength(value),
-            length < Int.max || UInt64(value.trimmingCharacters(in: .whitespaces)) != nil
-        else {
-            throw CourierError.transport("the response's Content-Length \(value.prefix(64).debugDescription) is not a length")
-        }
-        return length
     }
 
     /// A task that sends `request` with the spooled body in `file`.

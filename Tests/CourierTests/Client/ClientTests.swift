@@ -185,6 +185,25 @@ struct ClientTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func cancellingAHeldStreamedBodyStopsItOnTheWire(kind: TransportKind) async throws {
+        // `ByteStream.cancel()` did nothing on AsyncHTTPClient (its body ends only when its
+        // iterator goes): the response still held, the server went on sending and the connection
+        // stayed busy, while the scheduler had given the slot back.
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let response = try await client.stream(Endpoint<Data>(path: "/slow-body", decoding: .data))
+            response.body.cancel()
+            #expect(await eventually { server.abandonedCount == 1 })
+            #expect(client.traffic.inFlight == 0)
+            // Still held: a read after the cancel fails, it does not wait for the stalled body.
+            var iterator = response.body.makeAsyncIterator()
+            let error = await expectCourierError { _ = try await iterator.next() }
+            #expect(error?.kind == .cancelled, "\(String(describing: error))")
+            withExtendedLifetime(response) {}
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func cancellingTheSwiftTaskCancelsTheHTTPRequest(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in

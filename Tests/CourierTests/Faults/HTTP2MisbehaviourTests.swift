@@ -238,6 +238,26 @@ struct HTTP2MisbehaviourTests {
             #expect(server.requests.allSatisfy { $0.httpVersion == "HTTP/2" })
         }
     }
+    @Test(arguments: TransportKind.overTLS, [["+2"], ["2", "2"], ["2 2"]])
+    func aContentLengthThatIsNoCountIsATransportErrorAlike(_ kind: TransportKind, _ lengths: [String]) async throws {
+        // RFC 9110 §8.6: Content-Length is 1*DIGIT, and one field (RFC 9112 §6.3 ¶5: else the
+        // message is malformed). swift-nio-http2 takes `+2` and a repeated field, so over HTTP/2
+        // AsyncHTTPClient answered where URLSession refused.
+        let server = try await tlsServer { request in
+            request.path == "/odd"
+                ? ScriptedResponse(status: 200, headers: lengths.map { ("Content-Length", $0) }, body: Data("ok".utf8))
+                : .json(#"{"id":1,"title":"x"}"#)
+        }
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/odd", decoding: .data).retry(.never)) }
+            #expect(error?.kind == .transport, "\(String(describing: error))")
+            // The client goes on.
+            let response = try await client.response(Endpoint<Article>(path: "/json"))
+            #expect(response.value.id == 1)
+            #expect(server.requests.allSatisfy { $0.httpVersion == "HTTP/2" })
+        }
+    }
+
     /// RFC 9113 §8.6: HTTP/2 has no 101 (Switching Protocols), so a stream answered with one is
     /// malformed (§8.1.1). AsyncHTTPClient takes a 101 for the final head, and the real head
     /// that follows on the stream once stopped the process; other interim heads (100, 103) are

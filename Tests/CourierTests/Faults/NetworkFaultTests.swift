@@ -261,6 +261,8 @@ struct NetworkFaultTests {
         try await self.withFaultClient(kind, baseURL: server.baseURL, timeout: .seconds(60)) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/reset", decoding: .data)) }
             #expect(error?.kind == .transport)
+            // The head came: the connection was made, whatever cut the body short.
+            #expect(error?.couldNotConnect == false)
         }
         #expect(await eventually { server.openConnectionCount == 0 })
         try await server.stop()
@@ -382,6 +384,8 @@ struct NetworkFaultTests {
         try await self.withHTTP2FaultClient(kind, trusting: Certificates.shared, baseURL: server.baseURL, timeout: .seconds(60)) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/reset", decoding: .data)) }
             #expect(error?.kind == .transport)
+            // The head came: the connection was made, whatever cut the body short.
+            #expect(error?.couldNotConnect == false)
         }
         #expect(server.requests.allSatisfy { $0.httpVersion == "HTTP/2" })
         #expect(await eventually { server.openConnectionCount == 0 })

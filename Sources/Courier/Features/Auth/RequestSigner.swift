@@ -104,26 +104,42 @@ public struct SignatureHeaders: Sendable, Hashable {
 /// when it is sent as a stream of its bytes (as ``Client/upload(_:)`` sends one, to report
 /// progress). Any other streamed body cannot be hashed without consuming it: such requests fail
 /// with `invalidRequest`.
+///
+/// The signature covers neither scheme nor host: a request signed for one origin verifies at
+/// another that shares the key. Give `audience` when the client reaches more than the API, so a
+/// presigned URL or a third party's API never gets a signature it could replay.
 public struct RequestSigner: Middleware {
     private let key: SymmetricKey
     private let keyID: String?
     private let headers: SignatureHeaders
     private let now: @Sendable () -> Date
+    /// `audience` as origins; `nil` for every origin.
+    private let audience: Set<Authority>?
 
     /// Creates a signer.
+    ///
+    /// - Parameter audience: the origins signed for (the scheme, host and port of each URL; its
+    ///   path is ignored). A request to any other origin goes on unsigned. `nil` (the default)
+    ///   signs every request.
     public init(
-        key: SymmetricKey, keyID: String? = nil, headers: SignatureHeaders = SignatureHeaders(),
+        key: SymmetricKey, keyID: String? = nil, headers: SignatureHeaders = SignatureHeaders(), audience: [URL]? = nil,
         now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.key = key
         self.keyID = keyID
         self.headers = headers
         self.now = now
+        self.audience = audience.map { Set($0.compactMap(Authority.init)) }
     }
 
-    /// Adds the timestamp, nonce and signature headers.
+    /// Adds the timestamp, nonce and signature headers (for a request to the audience, if one is set).
     public func intercept(_ request: Request, next: Next) async throws -> RawResponse {
-        try await next(self.signed(request))
+        if let audience = self.audience {
+            guard let target = Authority(scheme: request.head.scheme, authority: request.head.authority), audience.contains(target) else {
+                return try await next(request)
+            }
+        }
+        return try await next(self.signed(request))
     }
 
     /// The request with its timestamp, nonce and signature fields (synchronous and apart from

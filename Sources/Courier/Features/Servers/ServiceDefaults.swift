@@ -11,7 +11,9 @@ import HTTPTypes
 ///
 /// An endpoint's own settings win: its header fields replace the service's of the same name, its
 /// timeout, retry and cache policies replace the service's, and its middleware runs after the
-/// service's (which runs after the client's). TLS pins stay per host, on the transport
+/// service's (which runs after the client's). An endpoint of the service whose absolute URL names
+/// another origin than the service's server gets neither the service's middleware nor its
+/// fields that carry credentials. TLS pins stay per host, on the transport
 /// (`PinningPolicy`): a service's hosts are the ones its server directory entries name.
 public struct ServiceDefaults: Sendable {
     /// Middleware for the service's endpoints, after the client's and before the endpoint's own.
@@ -57,12 +59,15 @@ extension Client.Configuration {
     func withServiceDefaults(_ endpoint: EndpointDescription) -> EndpointDescription {
         guard let service = endpoint.service, var defaults = self.serviceDefaults[service] else { return endpoint }
         // An absolute URL to another origin than the service's: the service's fields that carry
-        // credentials stay home (as on a redirect to another origin, RFC 9110 §15.4).
+        // credentials stay home (as on a redirect to another origin, RFC 9110 §15.4), and so does
+        // its middleware — its signer or authenticator would sign or authorise a request for
+        // another party.
         if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://"),
             let url = URL(string: endpoint.path), let target = BaseURL(url),
             let home = try? self.servers?.base(for: service), !RequestBuilder.isSameOrigin(target, home)
         {
             defaults.headers = self.redirects.withoutSecrets(defaults.headers, redactor: self.redactor)
+            defaults.middleware = []
         }
         return endpoint.applying(defaults)
     }

@@ -207,8 +207,14 @@ extension JSONRPCBatchResults {
             self.duplicated = duplicated
             self.unidentified = unidentified
         case .object:
-            // The server rejected the batch as a whole (for example an invalid request).
             let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: data)
+            // One answer with one call's id is that call's alone (JSON-RPC 2.0 §6: a rejection of
+            // the whole batch has a null id); the other calls have no answer.
+            if let response, let id = response.numericID {
+                self = JSONRPCBatchResults(responses: [id: response], sharedError: nil, body: data, decoder: decoder)
+                return
+            }
+            // The server rejected the batch as a whole (for example an invalid request).
             let error =
                 response?.error.map { CourierError.rpc(code: $0.code, message: $0.message, data: $0.data) }
                 ?? CourierError.decoding(

@@ -228,6 +228,34 @@ struct WireProtocolTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aLoneAnswerWithOneCallsIDIsThatCallsAlone(_ kind: TransportKind) async throws {
+        // JSON-RPC 2.0 §6: an answer to the whole batch has a null id. One error object naming
+        // the first call is the first call's; the second's outcome is unknown (it may have been
+        // applied), never that error.
+        let answer = Locked("")
+        let server = try await http1Server { _ in .json(answer.current) }
+        try await withClient(kind, server: server) { client in
+            let batch = JSONRPCBatch()
+            let first = batch.call("a", as: Int.self)
+            let second = batch.call("b", as: Int.self)
+            answer.withLock { $0 = #"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"insufficient funds"}}"# }
+            let results = try await client.send(batch)
+            guard case .failure(let own) = results[first], case .failure(let other) = results[second] else {
+                Issue.record("a call succeeded without a result")
+                return
+            }
+            #expect(own.kind == .rpc)
+            #expect(own.code == "-32000")
+            #expect(other.kind == .decoding, "\(other)")
+            // A lone result with the second call's id answers the second call only.
+            answer.withLock { $0 = #"{"jsonrpc":"2.0","id":2,"result":7}"# }
+            let answered = try await client.send(batch)
+            #expect((try? answered[second].get()) == 7)
+            #expect((try? answered[first].get()) == nil)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func batchParamsThatCannotBeSentFailTheBatchInsteadOfVanishing(_ kind: TransportKind) async throws {
         // JSON-RPC 2.0 §4.2: params are an object or an array. A NaN that cannot be encoded was
         // dropped without a word, and a single number sent as the params.

@@ -200,6 +200,46 @@ struct SecurityHygieneTests {
         try await other.stop()
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aSignatureStaysWithItsOrigin(_ kind: TransportKind) async throws {
+        // The signature covers neither scheme nor host: signed for a presigned URL or a third
+        // party's API, it could be replayed at the API within the verifier's skew. A service's
+        // signer signs only its server's requests (as its credential fields stay home, RFC 9110
+        // §15.4), and a client's signer only its audience's.
+        let api = try await http1Server()
+        let other = try await http1Server()
+        let key = SymmetricKey(data: Data("k".utf8))
+        let servers = ServerDirectory(
+            urls: ["api": [.develop: api.baseURL]], buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore())
+        let elsewhere = other.baseURL.absoluteString + "/echo"
+        try await withClient(
+            kind, server: api,
+            configure: {
+                $0.servers = servers
+                $0.serviceDefaults["api"] = ServiceDefaults(middleware: [RequestSigner(key: key)])
+            }
+        ) { client in
+            let away = try await client.send(Endpoint<Echo>(path: elsewhere).service("api"))
+            #expect(away.headers["x-signature"] == nil)
+            #expect(away.headers["x-signature-nonce"] == nil)
+            let home = try await client.send(Endpoint<Echo>(path: "/echo").service("api"))
+            #expect(home.headers["x-signature"] != nil)
+            let audienced = Client(
+                configuration: .init(transport: client.configuration.transport, baseURL: api.baseURL) {
+                    $0.middleware = [RequestSigner(key: key, audience: [api.baseURL])]
+                })
+            #expect(try await audienced.send(Endpoint<Echo>(path: elsewhere)).headers["x-signature"] == nil)
+            #expect(try await audienced.send(Endpoint<Echo>(path: "/echo")).headers["x-signature"] != nil)
+            // Without an audience, every origin is signed (the default, documented).
+            let everywhere = Client(
+                configuration: .init(transport: client.configuration.transport, baseURL: api.baseURL) {
+                    $0.middleware = [RequestSigner(key: key)]
+                })
+            #expect(try await everywhere.send(Endpoint<Echo>(path: elsewhere)).headers["x-signature"] != nil)
+        }
+        try await other.stop()
+    }
+
     @Test(arguments: TransportKind.allCases, ["bad\r\nInjected: yes", "line\nbreak", "nul\u{0}byte"])
     func headerValuesWithControlCharactersAreRejectedBeforeSending(_ kind: TransportKind, value: String) async throws {
         let server = try await http1Server()
