@@ -31,7 +31,9 @@ public final class AsyncHTTPClientTransport: Transport {
         public var tlsConfiguration: TLSConfiguration?
         /// How long establishing a connection may take.
         public var connectTimeout: Duration
-        /// How long a response may go without receiving a byte before it fails with kind `timeout`.
+        /// How long a response may go without receiving a byte, while the transport asks for
+        /// one, before it fails with kind `timeout` (a paused body reader is not counted over
+        /// HTTP/1.1; over HTTP/2 the limit is the connection's).
         public var readTimeout: Duration?
         /// How long an idle connection stays in the pool.
         public var idleTimeout: Duration

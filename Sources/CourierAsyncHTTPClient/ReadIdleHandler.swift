@@ -1,7 +1,11 @@
 import NIOCore
 
-/// Closes a connection on which nothing has been read or written for `timeout`, failing its
-/// requests with ``ReadIdleTimeoutError``.
+/// Closes a connection on which nothing has been read or written for `timeout` while a read was
+/// asked for, failing its requests with ``ReadIdleTimeoutError``.
+///
+/// Only time with a read asked for counts: a response body whose reader pauses makes
+/// AsyncHTTPClient stop asking for reads (back-pressure over HTTP/1.1), and the server's silence
+/// then is the client's doing, not the server's.
 ///
 /// AsyncHTTPClient's own read timeout re-arms a timer on every read, which costs measurably per
 /// request; this handler only records the time of each read and write, and checks it from one
@@ -14,6 +18,9 @@ final class ReadIdleHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let timeout: TimeAmount
     private var lastActivity = NIODeadline.now()
     private var check: Scheduled<Void>?
+    /// Whether a read has been asked for and nothing has come of it yet. Taken as asked until a
+    /// read completes: the first read may have passed before this handler was added.
+    private var readPending = true
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
@@ -46,6 +53,22 @@ final class ReadIdleHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelRead(data)
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // A read is asked for again (with auto-read on) as the completion passes up, unless the
+        // handler of the response holds it back.
+        self.readPending = false
+        context.fireChannelReadComplete()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if !self.readPending {
+            // The wait for bytes starts now: a pause of the reader before is not the server's.
+            self.readPending = true
+            self.lastActivity = .now()
+        }
+        context.read()
+    }
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         self.lastActivity = .now()
         context.write(data, promise: promise)
@@ -57,7 +80,7 @@ final class ReadIdleHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.check = context.eventLoop.assumeIsolated().scheduleTask(in: interval) {
             self.check = nil
             guard context.channel.isActive else { return }
-            if NIODeadline.now() - self.lastActivity >= self.timeout {
+            if self.readPending, NIODeadline.now() - self.lastActivity >= self.timeout {
                 context.fireErrorCaught(ReadIdleTimeoutError())
                 context.close(promise: nil)
             } else {

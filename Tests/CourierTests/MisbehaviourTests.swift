@@ -231,6 +231,27 @@ struct MisbehaviourTests {
         }
     }
 
+    @Test
+    func aReaderThatPausesLongerThanTheReadTimeoutStillGetsEveryByte() async throws {
+        // AsyncHTTPClient only: the read timeout is its transport's setting (`URLSessionTransport`
+        // has none of its own). A reader that pauses makes the transport stop reading the socket
+        // (back-pressure); the server's silence then was taken for a stalled server, and the
+        // body failed with kind `timeout` blaming it.
+        let server = try await http1Server()
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.readTimeout = .milliseconds(300) }) { client in
+            let response = try await client.stream(Endpoint<Data>(path: "/big-announced", decoding: .data))
+            var iterator = response.body.makeAsyncIterator()
+            var received = try await iterator.next()?.count ?? 0
+            // Three read timeouts and more, with the body unread: the timeout would have fired by now.
+            try await Task.sleep(for: .seconds(1))
+            while let chunk = try await iterator.next() { received += chunk.count }
+            #expect(received == 4 << 20)
+            // A stalled server still times out.
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/slow-body")) }
+            #expect(error?.kind == .timeout)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func bodyTricklingPastTheDeadlineTimesOut(kind: TransportKind) async throws {
         let server = try await http1Server { _ in
