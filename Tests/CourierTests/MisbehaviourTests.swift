@@ -88,6 +88,29 @@ struct MisbehaviourTests {
         }
     }
 
+    /// RFC 9112 §6.3 ¶3: a response with both `Transfer-Encoding` and `Content-Length` — the
+    /// mark of response splitting — "ought to be handled as an error"; the length is no length
+    /// of the body either way. URLSession (libcurl de-chunks it) took the length for the body's
+    /// and refused five bytes as too large, or announced a wrong size.
+    @Test(arguments: TransportKind.allCases, ["99999999", "3"])
+    func aResponseWithTransferEncodingAndContentLengthIsRefusedAlike(kind: TransportKind, length: String) async throws {
+        let server = try await http1Server { request in
+            guard request.path == "/both" else { return await Routes.standard(request) }
+            return ScriptedResponse(
+                behaviour: .rawResponse(
+                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: \(length)\r\nConnection: close\r\n\r\n"
+                        + "5\r\nhello\r\n0\r\n\r\n"))
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/both", decoding: .data)) }
+            #expect(error?.kind == .transport, "\(String(describing: error))")
+            let streamed = await expectCourierError { _ = try await client.stream(Endpoint<Data>(path: "/both", decoding: .data)) }
+            #expect(streamed?.kind == .transport, "\(String(describing: streamed))")
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases, [5, 20])
     func aRequestBodyThatBreaksItsAnnouncedLengthIsRefusedAlikeAndNotRetried(kind: TransportKind, sent: Int) async throws {
         // A streamed body announced as 10 bytes that brings 5 or 20 (a file that changed after it

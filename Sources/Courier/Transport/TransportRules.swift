@@ -47,6 +47,15 @@ package enum TransportRules {
         return length
     }
 
+    /// Refuses a response that has both `Transfer-Encoding` and `Content-Length`: the mark of
+    /// response splitting, which RFC 9112 §6.3 ¶3 says ought to be handled as an error (and
+    /// AsyncHTTPClient's parser refuses), kind `transport`.
+    package static func refuseFraming(_ fields: HTTPFields) throws(CourierError) {
+        if fields.contains(.transferEncoding), fields.contains(.contentLength) {
+            throw CourierError.transport("the response has both Transfer-Encoding and Content-Length")
+        }
+    }
+
     /// Refuses to reach a pinned host over anything but `https`: a pin must never pass unchecked.
     package static func refuseCleartext(toPinnedHost host: String, scheme: String?) throws(CourierError) {
         guard scheme?.lowercased() == "https" else {

@@ -253,6 +253,7 @@ public final class URLSessionTransport: Transport {
         // value too large for it as none, and `2x` as 2, then hands up what arrived as the body).
         var expected: Int?
         do {
+            try TransportRules.refuseFraming(fields)
             expected = try fields[.contentLength].map(TransportRules.announcedLength)
         } catch {
             exchange.cancel()
