@@ -43,10 +43,14 @@ final class SpillBuffer: Sendable {
 
     private let state = Locked(State())
     private let memoryLimit: Int
+    /// The most bytes unread in memory and the file together: a reader that falls further behind
+    /// (or never reads) fails the response, so an endless body cannot fill the disk.
+    private let unreadLimit: Int
     private let directory: URL
 
-    init(memoryLimit: Int, directory: URL = FileManager.default.temporaryDirectory) {
+    init(memoryLimit: Int, unreadLimit: Int = .max, directory: URL = FileManager.default.temporaryDirectory) {
         self.memoryLimit = memoryLimit
+        self.unreadLimit = max(unreadLimit, memoryLimit)
         self.directory = directory
     }
 
@@ -70,6 +74,14 @@ final class SpillBuffer: Sendable {
                 // The reader waits, so nothing is buffered: the chunk goes straight to it.
                 state.waiter = nil
                 return waiter
+            }
+            let unread = state.memoryBytes + Int(state.written - state.read) + state.pending.count
+            if chunk.count > self.unreadLimit - unread {
+                let error = CourierError(
+                    .responseTooLarge, "the reader fell more than \(self.unreadLimit) bytes behind the response, which was stopped")
+                state.failure = error
+                state.finished = true
+                throw error
             }
             let spilling = state.written > state.read || !state.pending.isEmpty
             if !spilling, state.memoryBytes + chunk.count <= self.memoryLimit {

@@ -49,12 +49,13 @@ final class URLSessionExchange: Sendable {
     }
 
     init(
-        memoryLimit: Int, scratchDirectory: URL, bufferFailures: Locked<Int>, control: URLSessionControl, bodyFile: URL? = nil,
+        memoryLimit: Int, unreadLimit: Int, scratchDirectory: URL, bufferFailures: Locked<Int>, control: URLSessionControl,
+        bodyFile: URL? = nil,
         onComplete: @escaping @Sendable () -> Void
     ) {
         self.control = control
         self.bodyFile = bodyFile
-        self.chunks = SpillBuffer(memoryLimit: memoryLimit, directory: scratchDirectory)
+        self.chunks = SpillBuffer(memoryLimit: memoryLimit, unreadLimit: unreadLimit, directory: scratchDirectory)
         self.bufferFailures = bufferFailures
         self.onComplete = onComplete
     }
@@ -86,7 +87,8 @@ final class URLSessionExchange: Sendable {
         do {
             try self.chunks.push(data)
         } catch {
-            // The disk is full, or the directory cannot be written: the reader gets the error.
+            // The disk is full, the directory cannot be written, or the reader fell too far
+            // behind: the reader gets the error after what was buffered.
             self.bufferFailures.withLock { $0 += 1 }
             self.control.run { self.cancelTask() }
         }

@@ -51,7 +51,9 @@ public final class URLSessionTransport: Transport {
     ///   `AsyncHTTPClientTransport` there).
     public convenience init(configuration: URLSessionConfiguration = .ephemeral, pinning: PinningPolicy) throws {
         #if canImport(Security) && canImport(Darwin)
-        self.init(configuration: configuration, responseMemoryLimit: 16 << 20, scratchDirectory: nil, pinning: pinning)
+        self.init(
+            configuration: configuration, responseMemoryLimit: 16 << 20, responseSpillLimit: 256 << 20, scratchDirectory: nil,
+            pinning: pinning)
         #else
         guard pinning.isEmpty else {
             throw CourierError.invalidRequest(
@@ -65,6 +67,9 @@ public final class URLSessionTransport: Transport {
     /// Bytes of a response the reader has not read yet that are held in memory; more go to a
     /// temporary file.
     private let responseMemoryLimit: Int
+    /// Bytes of a response the reader has not read yet, in memory and file together, past which
+    /// the response fails.
+    private let responseSpillLimit: Int
     /// Where tasks are cancelled and the session invalidated, off the callers' threads.
     private let control: URLSessionControl
     /// Where streamed uploads are spooled and unread responses spill.
@@ -81,18 +86,30 @@ public final class URLSessionTransport: Transport {
     ///   - responseMemoryLimit: how many bytes of a response that the reader has not read yet
     ///     are held in memory (per request); what arrives beyond them goes to an unlinked
     ///     temporary file in `scratchDirectory` until the reader catches up.
+    ///   - responseSpillLimit: how many bytes of a response the reader has not read yet may wait
+    ///     in memory and that file together (per request; 256 MiB by default): a reader that
+    ///     falls further behind, or holds a streamed response without reading it, gets what was
+    ///     buffered and then kind `responseTooLarge`, and the transfer stops — so an endless
+    ///     body, or one the platform decompressed a thousandfold, cannot fill the disk. (Where
+    ///     the platform can pause a transfer, on Apple platforms, the reader holds it back long
+    ///     before.)
     ///   - scratchDirectory: where streamed uploads are spooled and unread responses spill; the
     ///     system's temporary directory by default.
     public convenience init(
-        configuration: URLSessionConfiguration = .ephemeral, responseMemoryLimit: Int = 16 << 20, scratchDirectory: URL? = nil
+        configuration: URLSessionConfiguration = .ephemeral, responseMemoryLimit: Int = 16 << 20, responseSpillLimit: Int = 256 << 20,
+        scratchDirectory: URL? = nil
     ) {
         self.init(
-            configuration: configuration, responseMemoryLimit: responseMemoryLimit, scratchDirectory: scratchDirectory,
-            pinning: PinningPolicy())
+            configuration: configuration, responseMemoryLimit: responseMemoryLimit, responseSpillLimit: responseSpillLimit,
+            scratchDirectory: scratchDirectory, pinning: PinningPolicy())
     }
 
-    private init(configuration: URLSessionConfiguration, responseMemoryLimit: Int, scratchDirectory: URL?, pinning: PinningPolicy) {
+    private init(
+        configuration: URLSessionConfiguration, responseMemoryLimit: Int, responseSpillLimit: Int, scratchDirectory: URL?,
+        pinning: PinningPolicy
+    ) {
         self.responseMemoryLimit = max(responseMemoryLimit, 64 * 1024)
+        self.responseSpillLimit = max(responseSpillLimit, self.responseMemoryLimit)
         self.scratchDirectory = scratchDirectory ?? FileManager.default.temporaryDirectory
         self.pinning = pinning
         let configuration = Self.sealed(configuration)
@@ -202,7 +219,8 @@ public final class URLSessionTransport: Transport {
         }
 
         let exchange = URLSessionExchange(
-            memoryLimit: self.responseMemoryLimit, scratchDirectory: self.scratchDirectory, bufferFailures: self.bufferFailures,
+            memoryLimit: self.responseMemoryLimit, unreadLimit: self.responseSpillLimit, scratchDirectory: self.scratchDirectory,
+            bufferFailures: self.bufferFailures,
             control: self.control, bodyFile: spooled, onComplete: removeSpooled)
         // The task is made and registered on the control queue, ahead of any invalidation a
         // later shutdown asks for there, so that shutdown still finds it (and it removes the

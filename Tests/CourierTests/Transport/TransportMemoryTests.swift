@@ -254,6 +254,42 @@ struct TransportMemoryTests {
     }
 
     @Test
+    func aReaderThatFallsTooFarBehindFailsTypedAndTheSpillStaysBounded() async throws {
+        // URLSession only: AsyncHTTPClient stops reading the socket for a slow reader and never
+        // spills (`aSlowReaderGetsEveryByteInOrder`). FoundationNetworking cannot pause a
+        // transfer, so a reader that never catches up (or an endless body, or one libcurl
+        // decompressed a thousandfold) spilled without end and could fill the disk.
+        let scratch = try self.scratchDirectory()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let length = 64 << 20
+        let limit = 4 << 20
+        let server = try await http1Server { _ in ScriptedResponse(behaviour: .generated(length: length)) }
+        let transport = URLSessionTransport(responseMemoryLimit: 64 * 1024, responseSpillLimit: limit, scratchDirectory: scratch)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL) { $0.timeout = .seconds(120) })
+        let response = try await client.stream(Endpoint<Data>(path: "/endless", decoding: .data))
+        // Nothing is read until the session has delivered past the limit and the buffer failed.
+        #expect(await eventually(seconds: 60) { transport.bufferFailures.withLock { $0 } == 1 })
+        let spillFiles = scratch.appendingPathComponent("courier-response-").path
+        let sizes = self.unlinkedFiles(named: spillFiles) ?? []
+        #expect(sizes.allSatisfy { $0 <= limit }, "\(sizes)")
+        var received = 0
+        var onlyFiller = true
+        let error = await expectCourierError {
+            for try await chunk in response.body {
+                received += chunk.count
+                onlyFiller = onlyFiller && chunk.allSatisfy { $0 == UInt8(ascii: "a") }
+            }
+        }
+        #expect(error?.kind == .responseTooLarge, "\(String(describing: error))")
+        // What was buffered comes first, whole: the limit's worth, never the whole body.
+        #expect(received > 0 && received <= limit)
+        #expect(onlyFiller)
+        #expect(await eventually { self.unlinkedFiles(named: spillFiles)?.isEmpty ?? true })
+        transport.shutdown()
+        try await server.stop()
+    }
+
+    @Test
     func aResponseThatCannotSpillFailsTypedAfterWhatMemoryHeld() async throws {
         // URLSession only: AsyncHTTPClient applies backpressure and never spills. With no
         // directory to spill to, the reader still gets the bytes memory held, in order, and then a
