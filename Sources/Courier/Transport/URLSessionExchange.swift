@@ -33,9 +33,7 @@ final class URLSessionExchange: Sendable {
     private let bufferFailures: Locked<Int>
     private let head = Locked<HeadState>(.waiting(nil))
     /// Whether the task is suspended because too much waits unread (Apple platforms).
-    private let paused = Locked(false)
-    static let highWater = 8 << 20
-    static let lowWater = 2 << 20
+    private let pause = PauseGate(highWater: 8 << 20, lowWater: 2 << 20)
     /// The `401` of an authentication challenge answered without a credential (Linux).
     private let challengeResponse = Locked<HTTPURLResponse?>(nil)
     /// Why the server's trust was refused by the pins (Apple platforms), when it was.
@@ -95,13 +93,7 @@ final class URLSessionExchange: Sendable {
         #if canImport(Darwin)
         // A reader slower than the network: above the high-water mark the task is suspended
         // (the platform stops reading from the socket) until the reader has caught up.
-        let unread = self.chunks.unread
-        let pause = self.paused.withLock { paused -> Bool in
-            guard !paused, unread > Self.highWater else { return false }
-            paused = true
-            return true
-        }
-        if pause { self.madeTask.withLock { $0 }?.suspend() }
+        self.pause.delivered(unread: { self.chunks.unread }, suspend: { self.madeTask.withLock { $0 }?.suspend() })
         #endif
         // FoundationNetworking traps when a running data task is suspended (measured: a fatal
         // error in NativeProtocol), so on Linux what the reader has not read goes to the buffer
@@ -111,13 +103,7 @@ final class URLSessionExchange: Sendable {
     /// The reader took a chunk: below the low-water mark a suspended task goes on.
     func consumed() {
         #if canImport(Darwin)
-        let unread = self.chunks.unread
-        let resume = self.paused.withLock { paused -> Bool in
-            guard paused, unread < Self.lowWater else { return false }
-            paused = false
-            return true
-        }
-        if resume { self.madeTask.withLock { $0 }?.resume() }
+        self.pause.consumed(unread: { self.chunks.unread }, resume: { self.madeTask.withLock { $0 }?.resume() })
         #endif
     }
 
@@ -410,5 +396,43 @@ final class URLSessionControl: Sendable {
         self.turns.lock()
         defer { self.turns.unlock() }
         return work()
+    }
+}
+
+/// Whether a transfer is paused for a reader slower than the network: above the high-water mark
+/// of unread bytes it is suspended, below the low-water mark it goes on.
+///
+/// Each decision and its action happen under one lock, with the unread count read inside it. When
+/// the count was read before the lock and the action taken after it, a reader that drained
+/// everything in between found the transfer not yet paused (nothing to resume), and the
+/// delivering side then suspended it: suspended for good, with nobody left to wake it.
+final class PauseGate: Sendable {
+    private let paused = Locked(false)
+    private let highWater: Int
+    private let lowWater: Int
+
+    init(highWater: Int, lowWater: Int) {
+        self.highWater = highWater
+        self.lowWater = min(lowWater, highWater)
+    }
+
+    var isPaused: Bool { self.paused.current }
+
+    /// After bytes were delivered: suspends when `unread()` is above the high-water mark.
+    func delivered(unread: () -> Int, suspend: () -> Void) {
+        self.paused.withLock { paused in
+            guard !paused, unread() > self.highWater else { return }
+            paused = true
+            suspend()
+        }
+    }
+
+    /// After the reader took bytes: resumes when paused and `unread()` is below the low-water mark.
+    func consumed(unread: () -> Int, resume: () -> Void) {
+        self.paused.withLock { paused in
+            guard paused, unread() < self.lowWater else { return }
+            paused = false
+            resume()
+        }
     }
 }

@@ -51,4 +51,39 @@ struct TransportRulesTests {
         #expect(TransportRules.tlsMessage(.handshakeFailure, platformText: "x") == "the TLS handshake failed (x)")
         #expect(TransportRules.tlsMessage(nil, platformText: "x") == "the TLS handshake failed (x)")
     }
+
+    @Test
+    func aPausedTransferIsNeverLeftSuspendedOnceTheReaderHasDrained() {
+        // URLSession on Apple platforms pauses a transfer for a slow reader (`PauseGate`, the one
+        // part of that code compiled here). The delivering side reads the unread count at the
+        // moment the reader drains everything and calls `consumed`: that call must see the pause
+        // and resume, or the transfer stays suspended with nobody left to wake it.
+        let gate = PauseGate(highWater: 100, lowWater: 10)
+        let unread = Locked(150)
+        let suspended = Locked(false)
+        let readerDone = DispatchSemaphore(value: 0)
+        gate.delivered(
+            unread: {
+                let seen = unread.current
+                // The reader drains now, on another thread, and reports it.
+                Thread.detachNewThread {
+                    unread.withLock { $0 = 0 }
+                    gate.consumed(unread: { unread.current }, resume: { suspended.withLock { $0 = false } })
+                    readerDone.signal()
+                }
+                return seen
+            },
+            suspend: { suspended.withLock { $0 = true } })
+        readerDone.wait()
+        #expect(!suspended.current)
+        #expect(!gate.isPaused)
+        // Below the high-water mark nothing pauses; between the marks a pause holds.
+        gate.delivered(unread: { 50 }, suspend: { suspended.withLock { $0 = true } })
+        #expect(!gate.isPaused)
+        gate.delivered(unread: { 150 }, suspend: { suspended.withLock { $0 = true } })
+        gate.consumed(unread: { 50 }, resume: { suspended.withLock { $0 = false } })
+        #expect(gate.isPaused && suspended.current)
+        gate.consumed(unread: { 5 }, resume: { suspended.withLock { $0 = false } })
+        #expect(!gate.isPaused && !suspended.current)
+    }
 }
