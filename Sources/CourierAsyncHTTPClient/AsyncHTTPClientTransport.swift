@@ -362,9 +362,12 @@ public final class AsyncHTTPClientTransport: Transport {
         let announced = lengths.isEmpty ? nil : lengths.joined(separator: ", ")
         let reader = BodyReader(response.body)
         let stream = ByteStream.readOnce(onCancel: { reader.cancel() }) {
+            // The body can be iterated once: when that iterator goes (a loop left early), the body
+            // is given up, as when AsyncHTTPClient's own iterator goes (after the end, a no-op).
+            let iteration = BodyReader.Iteration(reader)
             return {
                 do {
-                    return try await reader.next()
+                    return try await iteration.reader.next()
                 } catch let error as CourierError {
                     throw error
                 } catch {
@@ -554,7 +557,9 @@ public final class AsyncHTTPClientTransport: Transport {
 /// Reads AsyncHTTPClient's response body for the one reader of a ``ByteStream``, and stops it
 /// when the stream is cancelled: AsyncHTTPClient ends a body (and its request on the wire) only
 /// when its iterator goes, so cancelling drops the iterator — at once when no read is in flight,
-/// else when that read returns — and every later read fails with kind `cancelled`.
+/// else when that read returns (a read waiting on a stalled server ends with the caller's task,
+/// the deadline or the read timeout, not with the cancel) — and every later read fails with
+/// kind `cancelled`.
 final class BodyReader: @unchecked Sendable {
     private let lock = NSLock()
     // Guarded by `lock`.
@@ -565,6 +570,13 @@ final class BodyReader: @unchecked Sendable {
 
     init(_ body: HTTPClientResponse.Body) {
         self.body = body
+    }
+
+    /// The one iteration of the body: cancels it when the iterator that holds it goes.
+    final class Iteration: Sendable {
+        let reader: BodyReader
+        init(_ reader: BodyReader) { self.reader = reader }
+        deinit { self.reader.cancel() }
     }
 
     /// The next chunk of bytes; `nil` at the end. One read at a time (the iterator contract).

@@ -150,32 +150,72 @@ public struct ResponseBody: AsyncSequence, Sendable {
     }
 }
 
+/// The first iteration of a leased body: when its iterator goes, the body is cancelled (unless
+/// it has ended) and the lease ends.
+private final class Iteration: Sendable {
+    let stream: ByteStream
+    let lease: BodyLease
+    init(stream: ByteStream, lease: BodyLease) {
+        self.stream = stream
+        self.lease = lease
+    }
+    deinit {
+        let stream = self.stream
+        self.lease.endUnlessEnded { stream.cancel() }
+    }
+}
+
 /// Runs an action once, when a streamed body ends, fails, is cancelled or is dropped unread;
 /// a body dropped unread is also cancelled, so its connection stops receiving it.
 final class BodyLease: Sendable {
-    private let action: Locked<(@Sendable () -> Void)?>
-    private let onDrop: Locked<(@Sendable () -> Void)?> = Locked(nil)
+    private struct State {
+        var action: (@Sendable () -> Void)?
+        var onDrop: (@Sendable () -> Void)?
+        var iterated = false
+    }
+
+    private let state: Locked<State>
 
     init(_ action: @escaping @Sendable () -> Void) {
-        self.action = Locked(action)
+        self.state = Locked(State(action: action))
     }
 
     /// Runs the action unless it has run.
     func end() {
-        let action = self.action.withLock { action -> (@Sendable () -> Void)? in
-            defer { action = nil }
-            return action
+        let action = self.state.withLock { state -> (@Sendable () -> Void)? in
+            defer { state.action = nil }
+            return state.action
         }
         action?()
     }
 
+    /// Runs `before` and then the action, unless the action has run.
+    func endUnlessEnded(_ before: () -> Void) {
+        let action = self.state.withLock { state -> (@Sendable () -> Void)? in
+            defer { state.action = nil }
+            return state.action
+        }
+        guard let action else { return }
+        before()
+        action()
+    }
+
+    /// Whether this is the body's first iteration (true once only).
+    func beginsFirstIteration() -> Bool {
+        self.state.withLock { state in
+            defer { state.iterated = true }
+            return !state.iterated
+        }
+    }
+
     /// Called at deinit when the action has not run: the body was dropped before its end.
     func whenDropped(_ cancel: @escaping @Sendable () -> Void) {
-        self.onDrop.withLock { $0 = cancel }
+        self.state.withLock { $0.onDrop = cancel }
     }
 
     deinit {
-        if self.action.current != nil { self.onDrop.current?() }
+        let (action, onDrop) = self.state.withLock { ($0.action, $0.onDrop) }
+        if action != nil { onDrop?() }
         self.end()
     }
 }
@@ -194,7 +234,12 @@ extension ResponseBody {
             lease.end()
         }) {
             let next = stream.makeAsyncIterator().nextChunk
+            // A reader that lets its iterator go (a loop left early) gives the body up, even while
+            // the response is held: it is cancelled and its slot is free (after the end, nothing
+            // happens). A second reader's iterator, refused, owns nothing.
+            let iteration = lease.beginsFirstIteration() ? Iteration(stream: stream, lease: lease) : nil
             return {
+                _ = iteration
                 do {
                     guard let chunk = try await next() else {
                         lease.end()

@@ -85,6 +85,26 @@ public final class URLSessionTransport: Transport {
     ///     keeps no cookies, cache or credentials on disk).
     ///   - responseMemoryLimit: how many bytes of a response that the reader has not read yet
     ///     are held in memory (per request); what arrives beyond them goes to an unlinked
+    ///     temporary file in `scratchDirectory` until the reader catches up; a reader more than
+    ///     256 MiB behind gets kind `responseTooLarge` (see
+    ///     ``init(configuration:responseMemoryLimit:responseSpillLimit:scratchDirectory:)``).
+    ///   - scratchDirectory: where streamed uploads are spooled and unread responses spill; the
+    ///     system's temporary directory by default.
+    public convenience init(
+        configuration: URLSessionConfiguration = .ephemeral, responseMemoryLimit: Int = 16 << 20, scratchDirectory: URL? = nil
+    ) {
+        self.init(
+            configuration: configuration, responseMemoryLimit: responseMemoryLimit, responseSpillLimit: 256 << 20,
+            scratchDirectory: scratchDirectory, pinning: PinningPolicy())
+    }
+
+    /// Creates a transport with its own session, built from `configuration`, with a limit on what
+    /// a slow reader may leave unread.
+    ///
+    /// - Parameters:
+    ///   - configuration: the session's configuration.
+    ///   - responseMemoryLimit: how many bytes of a response that the reader has not read yet
+    ///     are held in memory (per request); what arrives beyond them goes to an unlinked
     ///     temporary file in `scratchDirectory` until the reader catches up.
     ///   - responseSpillLimit: how many bytes of a response the reader has not read yet may wait
     ///     in memory and that file together (per request; 256 MiB by default): a reader that
@@ -96,7 +116,7 @@ public final class URLSessionTransport: Transport {
     ///   - scratchDirectory: where streamed uploads are spooled and unread responses spill; the
     ///     system's temporary directory by default.
     public convenience init(
-        configuration: URLSessionConfiguration = .ephemeral, responseMemoryLimit: Int = 16 << 20, responseSpillLimit: Int = 256 << 20,
+        configuration: URLSessionConfiguration = .ephemeral, responseMemoryLimit: Int = 16 << 20, responseSpillLimit: Int,
         scratchDirectory: URL? = nil
     ) {
         self.init(

@@ -204,6 +204,21 @@ struct ClientTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func leavingAStreamedBodysLoopEarlyStopsItOnTheWire(kind: TransportKind) async throws {
+        // The body can be iterated once: a loop left early gives it up, even while the response
+        // is still held (as AsyncHTTPClient's own iterator did before the body had a reader that
+        // could be cancelled).
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let response = try await client.stream(Endpoint<Data>(path: "/big-chunked", decoding: .data))
+            for try await _ in response.body { break }
+            #expect(await eventually { server.abandonedCount == 1 })
+            #expect(await eventually { client.traffic.inFlight == 0 })
+            withExtendedLifetime(response) {}
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func cancellingTheSwiftTaskCancelsTheHTTPRequest(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in

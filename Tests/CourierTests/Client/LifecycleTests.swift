@@ -164,6 +164,34 @@ struct LifecycleTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func shutdownFromACancelledTaskCancelsTheRestAtOnce(_ kind: TransportKind) async throws {
+        // A sleep in a cancelled task throws at once, and the grace loop ignored it: called from
+        // a task that went away (a view's task, a test's teardown), shutdown spun a thread for
+        // its whole grace period.
+        let gate = Gate()
+        let server = try await http1Server { request in
+            if request.path == "/forever" { await gate.wait() }
+            return .json(#"{"id":7,"title":"x"}"#)
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let forever = client.start(Endpoint<Article>(path: "/forever"))
+            #expect(await eventually { server.requests.count == 1 })
+            let ended = Locked<Int?>(nil)
+            Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                let count = await client.shutdown(gracePeriod: .seconds(90))
+                ended.withLock { $0 = count }
+            }
+            #expect(await eventually(seconds: 30) { ended.current != nil })
+            #expect(ended.current == 1)
+            let error = await expectCourierError { _ = try await forever.value }
+            #expect(error?.kind == .cancelled)
+            #expect(error?.message == "the client is shut down")
+            await gate.open()
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func shutdownLetsRunningRequestsFinishThenCancelsTheRestAndRefusesNewOnes(_ kind: TransportKind) async throws {
         let gate = Gate()
         let quickGate = Gate()

@@ -238,7 +238,7 @@ struct HTTP2MisbehaviourTests {
             #expect(server.requests.allSatisfy { $0.httpVersion == "HTTP/2" })
         }
     }
-    @Test(arguments: TransportKind.overTLS, [["+2"], ["2", "2"], ["2 2"]])
+    @Test(arguments: TransportKind.overTLS, [["+2"], ["2", "2"], ["2, 2"]])
     func aContentLengthThatIsNoCountIsATransportErrorAlike(_ kind: TransportKind, _ lengths: [String]) async throws {
         // RFC 9110 §8.6: Content-Length is 1*DIGIT, and one field (RFC 9112 §6.3 ¶5: else the
         // message is malformed). swift-nio-http2 takes `+2` and a repeated field, so over HTTP/2

@@ -114,22 +114,31 @@ public struct RequestSigner: Middleware {
     private let headers: SignatureHeaders
     private let now: @Sendable () -> Date
     /// `audience` as origins; `nil` for every origin.
-    private let audience: Set<Authority>?
+    private var audience: Set<Authority>?
 
-    /// Creates a signer.
-    ///
-    /// - Parameter audience: the origins signed for (the scheme, host and port of each URL; its
-    ///   path is ignored). A request to any other origin goes on unsigned. `nil` (the default)
-    ///   signs every request.
+    /// Creates a signer that signs every request.
     public init(
-        key: SymmetricKey, keyID: String? = nil, headers: SignatureHeaders = SignatureHeaders(), audience: [URL]? = nil,
+        key: SymmetricKey, keyID: String? = nil, headers: SignatureHeaders = SignatureHeaders(),
         now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.key = key
         self.keyID = keyID
         self.headers = headers
         self.now = now
-        self.audience = audience.map { Set($0.compactMap(Authority.init)) }
+        self.audience = nil
+    }
+
+    /// Creates a signer that signs only requests to `audience`.
+    ///
+    /// - Parameter audience: the origins signed for (the scheme, host and port of each URL; its
+    ///   path is ignored). A request to any other origin goes on unsigned; a URL without a
+    ///   scheme and host names no origin, and is left out.
+    public init(
+        key: SymmetricKey, keyID: String? = nil, headers: SignatureHeaders = SignatureHeaders(), audience: [URL],
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.init(key: key, keyID: keyID, headers: headers, now: now)
+        self.audience = Set(audience.compactMap(Authority.init))
     }
 
     /// Adds the timestamp, nonce and signature headers (for a request to the audience, if one is set).

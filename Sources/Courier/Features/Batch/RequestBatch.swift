@@ -77,13 +77,12 @@ public final class RequestBatch: Sendable {
                 result = .failure(CourierError.wrap(error))
             }
             outcome.withLock { $0 = result }
-            let (finished, total) = state.withLock { state -> (Int, Int) in
-                state.finished += 1
-                return (state.finished, state.cancels.count)
-            }
             let succeeded = if case .success = result { true } else { false }
-            sink.yield(Event(name: name, index: index, succeeded: succeeded, finished: finished, total: total))
             let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                // Counted and yielded under one lock, so events arrive in the order counted (two
+                // items ending together yielded 2 of 2, then 1 of 2). A yield only enqueues.
+                state.finished += 1
+                sink.yield(Event(name: name, index: index, succeeded: succeeded, finished: state.finished, total: state.cancels.count))
                 state.unfinished -= 1
                 guard state.unfinished == 0 else { return [] }
                 defer { state.resultsWaiters.removeAll() }

@@ -20,7 +20,7 @@ public struct RequestChain: Sendable {
 
     /// Sends one step; throws kind `cancelled` without sending if the chain was cancelled.
     public func send<Value: Sendable>(_ endpoint: Endpoint<Value>) async throws -> Value {
-        try Task.checkCancellationAsCourierError()
+        if Task.isCancelled { throw ChainHandle<Value>.classified(CourierError.cancelled(), by: self.client.configuration.errorClassifier) }
         var step = endpoint
         if let priority = self.priority { step.priority = priority }
         let value = try await self.client.send(step)
@@ -33,16 +33,26 @@ public struct RequestChain: Sendable {
 public struct ChainHandle<Value: Sendable>: Sendable {
     let task: Task<Value, any Error>
     let steps: Locked<Int>
+    let classifier: ErrorClassifier
 
-    /// The chain's result, or the first step's error (always a ``CourierError``).
+    /// The chain's result, or the first step's error (always a ``CourierError``, presented as
+    /// the client's ``ErrorClassifier`` says: a cancelled chain is silent).
     public var value: Value {
         get async throws {
             do {
                 return try await self.task.value
             } catch {
-                throw CourierError.wrap(error)
+                throw Self.classified(error, by: self.classifier)
             }
         }
+    }
+
+    /// `error` as a ``CourierError``, with its presentation from `classifier` unless the
+    /// pipeline gave it one (an error with a request's context came through it).
+    static func classified(_ error: any Error, by classifier: ErrorClassifier) -> CourierError {
+        var failure = CourierError.wrap(error)
+        if failure.context == nil { failure.presentation = classifier.classify(failure) }
+        return failure
     }
 
     /// How many steps have finished successfully.
@@ -60,13 +70,6 @@ extension Client {
     ) -> ChainHandle<Value> {
         let steps = Locked(0)
         let chain = RequestChain(client: self, priority: priority, steps: steps)
-        return ChainHandle(task: Task { try await body(chain) }, steps: steps)
-    }
-}
-
-extension Task where Success == Never, Failure == Never {
-    /// Throws ``CourierError`` of kind `cancelled` if the current task is cancelled.
-    static func checkCancellationAsCourierError() throws {
-        if Task.isCancelled { throw CourierError.cancelled() }
+        return ChainHandle(task: Task { try await body(chain) }, steps: steps, classifier: self.configuration.errorClassifier)
     }
 }

@@ -128,21 +128,26 @@ final class Lifecycle: Sendable {
         }
     }
 
-    /// Refuses new requests from now on, waits up to `grace` for the running ones to end, then
-    /// cancels the rest (and gives them up to five seconds to unwind); returns how many were cancelled.
-    func shutdown(grace: Duration) async -> Int {
+    /// Refuses new requests from now on, runs `refused` (which ends waits that cannot end within
+    /// the grace period, and returns how many it ended), waits up to `grace` for the running ones
+    /// to end, then cancels the rest (and gives them up to five seconds to unwind); returns how
+    /// many were cancelled. A caller cancelled meanwhile stops waiting: the rest are cancelled at
+    /// once, and not waited for.
+    func shutdown(grace: Duration, refused: () -> Int = { 0 }) async -> Int {
         self.state.withLock { $0.shutDown = true }
         self.resume()
+        let ended = refused()
         let deadline = ContinuousClock.now + grace
+        // (A sleep in a cancelled task throws at once: ignored, it made these loops spin.)
         while self.runningCount > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
+            do { try await Task.sleep(for: .milliseconds(10)) } catch { break }
         }
-        guard self.runningCount > 0 else { return 0 }
+        guard self.runningCount > 0 else { return ended }
         let cancelled = self.cancelAll(reason: "the client is shut down")
         let unwind = ContinuousClock.now + .seconds(5)
         while self.runningCount > 0, ContinuousClock.now < unwind {
-            try? await Task.sleep(for: .milliseconds(10))
+            do { try await Task.sleep(for: .milliseconds(10)) } catch { break }
         }
-        return cancelled
+        return ended + cancelled
     }
 }

@@ -6,6 +6,8 @@ final class ConstrainedGate: Sendable {
         var isOn = false
         var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
         var nextID: UInt64 = 0
+        /// Why deferred requests fail from now on (the client shut down); `nil` while open.
+        var closed: CourierError?
     }
 
     private let state = Locked(State())
@@ -25,6 +27,18 @@ final class ConstrainedGate: Sendable {
         for waiter in released { waiter.resume() }
     }
 
+    /// Fails every deferred request waiting now, and every one deferred from now on, with
+    /// `error`; returns how many were waiting.
+    func close(with error: CourierError) -> Int {
+        let waiting = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            state.closed = error
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiting { waiter.resume(throwing: error) }
+        return waiting.count
+    }
+
     /// Returns at once when not constrained; otherwise refuses or waits, by policy.
     func admit(policy: ConstrainedPolicy) async throws {
         guard self.isOn else { return }
@@ -38,12 +52,15 @@ final class ConstrainedGate: Sendable {
             }
             try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                    let proceed: Bool = self.state.withLock { state in
-                        guard state.isOn, !Task.isCancelled else { return true }
+                    let (proceed, closed): (Bool, CourierError?) = self.state.withLock { state in
+                        if let closed = state.closed { return (true, closed) }
+                        guard state.isOn, !Task.isCancelled else { return (true, nil) }
                         state.waiters[id] = continuation
-                        return false
+                        return (false, nil)
                     }
-                    if proceed {
+                    if let closed {
+                        continuation.resume(throwing: closed)
+                    } else if proceed {
                         if Task.isCancelled { continuation.resume(throwing: CourierError.cancelled()) } else { continuation.resume() }
                     }
                 }

@@ -69,9 +69,11 @@ public final class RequestScope: Sendable {
             }
             guard let self else { return }
             self.unregister(id)
-            queue.async {
-                // Checked again on the delivery queue, so a cancel that races the result wins.
-                guard self.state.withLock({ $0.generation }) == generation, !handle.isCancelled else { return }
+            queue.async { [weak self] in
+                // Checked again on the delivery queue, so a cancel that races the result wins; and
+                // weakly, so a scope released while the delivery waits calls nobody back (a
+                // strong reference kept it alive, and its release never counted).
+                guard let self, self.state.withLock({ $0.generation }) == generation, !handle.isCancelled else { return }
                 completion(result)
             }
         }

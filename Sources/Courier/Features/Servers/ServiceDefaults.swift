@@ -64,7 +64,8 @@ extension Client.Configuration {
         // another party.
         if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://"),
             let url = URL(string: endpoint.path), let target = BaseURL(url),
-            let home = try? self.servers?.base(for: service), !RequestBuilder.isSameOrigin(target, home)
+            let home = (try? self.servers?.base(for: service)) ?? self.baseURL.flatMap(BaseURL.init),
+            !RequestBuilder.isSameOrigin(target, home)
         {
             defaults.headers = self.redirects.withoutSecrets(defaults.headers, redactor: self.redactor)
             defaults.middleware = []

@@ -95,6 +95,9 @@ public final class JSONRPCBatch: Sendable {
     }
 
     var expectsResponse: Bool { self.entries.current.contains { $0.id != nil } }
+
+    /// The ids of the batch's calls.
+    var ids: Set<Int> { Set(self.entries.current.compactMap(\.id)) }
 }
 
 /// A token for one call of a ``JSONRPCBatch``.
@@ -173,14 +176,14 @@ extension Client {
         guard batch.expectsResponse else {
             return JSONRPCBatchResults(responses: [:], sharedError: nil, body: data, decoder: self.configuration.decoder)
         }
-        return try JSONRPCBatchResults(parsing: data, decoder: self.configuration.decoder)
+        return try JSONRPCBatchResults(parsing: data, decoder: self.configuration.decoder, ids: batch.ids)
     }
 }
 
 extension JSONRPCBatchResults {
     /// The answers in a batch response body: an array of response objects, or one error object
     /// for the whole batch; throws kind `decoding` for anything else.
-    package init(parsing data: Data, decoder: JSONDecoder) throws {
+    package init(parsing data: Data, decoder: JSONDecoder, ids: Set<Int>? = nil) throws {
         let root: JSONValue
         do {
             root = try JSONDecoder().decode(JSONValue.self, from: data)
@@ -209,8 +212,9 @@ extension JSONRPCBatchResults {
         case .object:
             let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: data)
             // One answer with one call's id is that call's alone (JSON-RPC 2.0 §6: a rejection of
-            // the whole batch has a null id); the other calls have no answer.
-            if let response, let id = response.numericID {
+            // the whole batch has a null id); the other calls have no answer. An id that is no
+            // call's tells nothing apart: the answer stays the batch's.
+            if let response, let id = response.numericID, ids?.contains(id) ?? true {
                 self = JSONRPCBatchResults(responses: [id: response], sharedError: nil, body: data, decoder: decoder)
                 return
             }

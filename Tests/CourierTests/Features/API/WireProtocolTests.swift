@@ -252,6 +252,17 @@ struct WireProtocolTests {
             let answered = try await client.send(batch)
             #expect((try? answered[second].get()) == 7)
             #expect((try? answered[first].get()) == nil)
+            // An error with an id that is no call's is about the batch: every call reports it.
+            answer.withLock { $0 = #"{"jsonrpc":"2.0","id":99,"error":{"code":-32600,"message":"Invalid Request"}}"# }
+            let rejected = try await client.send(batch)
+            for item in [first, second] {
+                guard case .failure(let error) = rejected[item] else {
+                    Issue.record("a call succeeded without a result")
+                    continue
+                }
+                #expect(error.kind == .rpc)
+                #expect(error.code == "-32600")
+            }
         }
     }
 

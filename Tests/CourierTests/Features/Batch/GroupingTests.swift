@@ -179,4 +179,99 @@ struct GroupingTests {
             #expect(server.requests.count == 1)
         }
     }
+
+    @Test(arguments: TransportKind.allCases)
+    func shutdownFailsDeferredPrefetchesAtOnce(_ kind: TransportKind) async throws {
+        // A prefetch deferred while the client is constrained cannot end within any grace period
+        // (it waits to save data): shutdown waited the whole period for it, then cancelled it.
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.constrainedPolicy = .defer }) { client in
+            client.isConstrained = true
+            let prefetch = client.start(Endpoint<Article>(path: "/json").prefetch())
+            #expect(await eventually { client.parts.constrained.waitingCount == 1 })
+            let shutdown = Task { await client.shutdown(gracePeriod: .seconds(90)) }
+            let error = await expectCourierError { _ = try await prefetch.value }
+            #expect(error?.kind == .cancelled)
+            #expect(error?.message == "the client is shut down")
+            // Shutdown is over well before its grace period, with the prefetch counted.
+            let ended = Locked<Int?>(nil)
+            Task {
+                let count = await shutdown.value
+                ended.withLock { $0 = count }
+            }
+            #expect(await eventually(seconds: 30) { ended.current != nil })
+            #expect(ended.current == 1)
+            #expect(server.requests.isEmpty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func noCompletionRunsOnceTheScopeIsReleasedWhileItsResultWaits(_ kind: TransportKind) async throws {
+        // The result came and its delivery waits on the queue when the screen lets its scope go:
+        // the delivery held the scope alive, so the release cancelled nothing and the completion
+        // ran for a screen that was gone.
+        let server = try await trafficServer()
+        try await withClient(kind, server: server) { client in
+            let queue = DispatchQueue(label: "delivery")
+            queue.suspend()
+            let calls = Locked(0)
+            var scope: RequestScope? = RequestScope()
+            weak let released = scope
+            scope!.send(Endpoint<Article>(path: "/fast"), on: client, queue: queue) { _ in calls.withLock { $0 += 1 } }
+            #expect(await eventually { scope!.activeCount == 0 })
+            scope = nil
+            // Nothing but the waiting delivery could keep it.
+            #expect(await eventually { released == nil })
+            queue.resume()
+            queue.sync {}
+            #expect(calls.current == 0)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aChainCancelledBetweenStepsFailsSilently(_ kind: TransportKind) async throws {
+        // A cancellation the app made is no alert: the pipeline's cancellations are `.silent`, but
+        // the chain's own (before a step is sent) kept the default presentation, `.alert`.
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let started = Gate()
+            let proceed = Gate()
+            let chain = client.chain { chain -> Article in
+                await started.open()
+                await proceed.wait()
+                return try await chain.send(Endpoint<Article>(path: "/json"))
+            }
+            await started.wait()
+            chain.cancel()
+            await proceed.open()
+            let error = await expectCourierError { _ = try await chain.value }
+            #expect(error?.kind == .cancelled)
+            #expect(error?.presentation == .silent)
+            #expect(server.requests.isEmpty)
+            // A body's own cancellation error is a silent `cancelled` too.
+            let own = client.chain { _ -> Int in throw CancellationError() }
+            let ownError = await expectCourierError { _ = try await own.value }
+            #expect(ownError?.kind == .cancelled)
+            #expect(ownError?.presentation == .silent)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func batchEventsCountFinishedItemsInOrder(_ kind: TransportKind) async throws {
+        // Two items ending together were counted in one order and reported in the other (2 of 2,
+        // then 1 of 2): progress went back and the last event did not say the batch was done.
+        // Many quick items make the race likely; no hook can force it.
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let batch = client.batch()
+            let collector = Task { () -> [Int] in
+                var finished: [Int] = []
+                for await event in batch.events { finished.append(event.finished) }
+                return finished
+            }
+            for index in 0..<100 { batch.add(Endpoint<Article>(path: "/json", query: ["n": "\(index)"])) }
+            _ = await batch.results()
+            #expect(await collector.value == Array(1...100))
+        }
+    }
 }

@@ -217,11 +217,14 @@ struct SecurityHygieneTests {
             configure: {
                 $0.servers = servers
                 $0.serviceDefaults["api"] = ServiceDefaults(middleware: [RequestSigner(key: key)])
+                // A service the directory has no server for: its home is the client's base URL.
+                $0.serviceDefaults["unlisted"] = ServiceDefaults(middleware: [RequestSigner(key: key)])
             }
         ) { client in
             let away = try await client.send(Endpoint<Echo>(path: elsewhere).service("api"))
             #expect(away.headers["x-signature"] == nil)
             #expect(away.headers["x-signature-nonce"] == nil)
+            #expect(try await client.send(Endpoint<Echo>(path: elsewhere).service("unlisted")).headers["x-signature"] == nil)
             let home = try await client.send(Endpoint<Echo>(path: "/echo").service("api"))
             #expect(home.headers["x-signature"] != nil)
             let audienced = Client(
