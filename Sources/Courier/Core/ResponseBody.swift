@@ -233,11 +233,14 @@ extension ResponseBody {
             stream.cancel()
             lease.end()
         }) {
+            // The body is read once, by its first iterator, decided here (whatever the stream
+            // below allows): a second reader is refused and owns nothing.
+            guard lease.beginsFirstIteration() else { return { throw ByteStream.readAgain() } }
             let next = stream.makeAsyncIterator().nextChunk
             // A reader that lets its iterator go (a loop left early) gives the body up, even while
             // the response is held: it is cancelled and its slot is free (after the end, nothing
-            // happens). A second reader's iterator, refused, owns nothing.
-            let iteration = lease.beginsFirstIteration() ? Iteration(stream: stream, lease: lease) : nil
+            // happens).
+            let iteration = Iteration(stream: stream, lease: lease)
             return {
                 _ = iteration
                 do {

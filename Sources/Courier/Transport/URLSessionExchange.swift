@@ -33,7 +33,9 @@ final class URLSessionExchange: Sendable {
     private let bufferFailures: Locked<Int>
     private let head = Locked<HeadState>(.waiting(nil))
     /// Whether the task is suspended because too much waits unread (Apple platforms).
-    private let pause = PauseGate(highWater: 8 << 20, lowWater: 2 << 20)
+    /// Pauses a transfer for a slow reader (Apple platforms): at 8 MiB unread, or half the unread
+    /// limit when that is less, so a small limit pauses the reader before it fails.
+    private let pause: PauseGate
     /// The `401` of an authentication challenge answered without a credential (Linux).
     private let challengeResponse = Locked<HTTPURLResponse?>(nil)
     /// Why the server's trust was refused by the pins (Apple platforms), when it was.
@@ -54,6 +56,7 @@ final class URLSessionExchange: Sendable {
         self.control = control
         self.bodyFile = bodyFile
         self.chunks = SpillBuffer(memoryLimit: memoryLimit, unreadLimit: unreadLimit, directory: scratchDirectory)
+        self.pause = PauseGate(highWater: min(8 << 20, unreadLimit / 2), lowWater: min(2 << 20, unreadLimit / 8))
         self.bufferFailures = bufferFailures
         self.onComplete = onComplete
     }

@@ -87,10 +87,17 @@ final class Lifecycle: Sendable {
     /// Cancels every running request with `reason`; returns how many.
     @discardableResult
     func cancelAll(reason: String) -> Int {
+        self.cancel(nil, reason: reason)
+    }
+
+    /// Cancels the running requests of `tickets` (every one when `nil`) not cancelled yet, with
+    /// `reason`; returns how many.
+    private func cancel(_ tickets: [UInt64]?, reason: String) -> Int {
+        if let tickets, tickets.isEmpty { return 0 }
         let (cancellers, count) = self.state.withLock { state -> ([@Sendable (CourierError) -> Void], Int) in
             var cancellers: [@Sendable (CourierError) -> Void] = []
             var count = 0
-            for key in state.running.keys where state.running[key]?.reason == nil {
+            for key in tickets ?? Array(state.running.keys) where state.running[key] != nil && state.running[key]?.reason == nil {
                 state.running[key]?.reason = reason
                 cancellers += state.running[key]?.takeCancellers() ?? []
                 count += 1
@@ -128,15 +135,15 @@ final class Lifecycle: Sendable {
         }
     }
 
-    /// Refuses new requests from now on, runs `refused` (which ends waits that cannot end within
-    /// the grace period, and returns how many it ended), waits up to `grace` for the running ones
-    /// to end, then cancels the rest (and gives them up to five seconds to unwind); returns how
-    /// many were cancelled. A caller cancelled meanwhile stops waiting: the rest are cancelled at
-    /// once, and not waited for.
-    func shutdown(grace: Duration, refused: () -> Int = { 0 }) async -> Int {
+    /// Refuses new requests from now on, cancels those `refused` ends (waits that cannot end
+    /// within the grace period; it returns their tickets), waits up to `grace` for the running
+    /// ones to end, then cancels the rest (and gives them up to five seconds to unwind); returns
+    /// how many were cancelled. A caller cancelled meanwhile stops waiting: the rest are
+    /// cancelled at once, and not waited for.
+    func shutdown(grace: Duration, refused: () -> [UInt64] = { [] }) async -> Int {
         self.state.withLock { $0.shutDown = true }
         self.resume()
-        let ended = refused()
+        let ended = self.cancel(refused(), reason: "the client is shut down")
         let deadline = ContinuousClock.now + grace
         // (A sleep in a cancelled task throws at once: ignored, it made these loops spin.)
         while self.runningCount > 0, ContinuousClock.now < deadline {

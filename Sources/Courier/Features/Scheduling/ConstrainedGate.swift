@@ -4,7 +4,7 @@ import Foundation
 final class ConstrainedGate: Sendable {
     private struct State {
         var isOn = false
-        var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+        var waiters: [UInt64: (continuation: CheckedContinuation<Void, any Error>, lifecycleTicket: UInt64?)] = [:]
         var nextID: UInt64 = 0
         /// Why deferred requests fail from now on (the client shut down); `nil` while open.
         var closed: CourierError?
@@ -22,25 +22,26 @@ final class ConstrainedGate: Sendable {
             state.isOn = on
             guard !on else { return [] }
             defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
+            return state.waiters.values.map(\.continuation)
         }
         for waiter in released { waiter.resume() }
     }
 
     /// Fails every deferred request waiting now, and every one deferred from now on, with
-    /// `error`; returns how many were waiting.
-    func close(with error: CourierError) -> Int {
-        let waiting = self.state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+    /// `error`; returns the lifecycle tickets of those that were waiting.
+    func close(with error: CourierError) -> [UInt64] {
+        let waiting = self.state.withLock { state in
             state.closed = error
             defer { state.waiters.removeAll() }
             return Array(state.waiters.values)
         }
-        for waiter in waiting { waiter.resume(throwing: error) }
-        return waiting.count
+        for waiter in waiting { waiter.continuation.resume(throwing: error) }
+        return waiting.compactMap(\.lifecycleTicket)
     }
 
-    /// Returns at once when not constrained; otherwise refuses or waits, by policy.
-    func admit(policy: ConstrainedPolicy) async throws {
+    /// Returns at once when not constrained; otherwise refuses or waits, by policy. A waiting
+    /// request is known by its `lifecycleTicket` when the gate closes.
+    func admit(policy: ConstrainedPolicy, lifecycleTicket: UInt64? = nil) async throws {
         guard self.isOn else { return }
         switch policy {
         case .refuse:
@@ -55,7 +56,7 @@ final class ConstrainedGate: Sendable {
                     let (proceed, closed): (Bool, CourierError?) = self.state.withLock { state in
                         if let closed = state.closed { return (true, closed) }
                         guard state.isOn, !Task.isCancelled else { return (true, nil) }
-                        state.waiters[id] = continuation
+                        state.waiters[id] = (continuation, lifecycleTicket)
                         return (false, nil)
                     }
                     if let closed {
@@ -66,7 +67,7 @@ final class ConstrainedGate: Sendable {
                 }
             } onCancel: {
                 let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
-                waiter?.resume(throwing: CourierError.cancelled())
+                waiter?.continuation.resume(throwing: CourierError.cancelled())
             }
         }
     }

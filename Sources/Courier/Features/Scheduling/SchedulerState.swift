@@ -88,8 +88,17 @@ package struct SchedulerState: Sendable {
             ? self.configuration.maxRequestsPerHTTP2Host : self.configuration.maxRequestsPerHost
     }
 
+    /// The most hosts remembered as speaking HTTP/2: past it the memory starts over (each host
+    /// is remembered again at its next HTTP/2 answer), so a client that reaches ever new hosts
+    /// (a CDN's numbered subdomains, say) does not grow without end.
+    package static let maxHTTP2Hosts = 1024
+
+    /// How many hosts are remembered as speaking HTTP/2.
+    package var http2HostCount: Int { self.http2Hosts.count }
+
     /// Records that `host` answered over HTTP/2, raising its limit.
     package mutating func markHTTP2(_ host: String) {
+        if self.http2Hosts.count >= Self.maxHTTP2Hosts, !self.http2Hosts.contains(host) { self.http2Hosts.removeAll() }
         self.http2Hosts.insert(host)
     }
 

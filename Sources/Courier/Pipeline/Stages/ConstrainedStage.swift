@@ -13,7 +13,7 @@ struct ConstrainedStage: PipelineStage {
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         if exchange.endpoint.isPrefetch {
-            try await self.gate.admit(policy: self.policy)
+            try await self.gate.admit(policy: self.policy, lifecycleTicket: exchange.lifecycleTicket)
         }
         return try await next(exchange)
     }

@@ -189,19 +189,27 @@ struct GroupingTests {
             client.isConstrained = true
             let prefetch = client.start(Endpoint<Article>(path: "/json").prefetch())
             #expect(await eventually { client.parts.constrained.waitingCount == 1 })
-            let shutdown = Task { await client.shutdown(gracePeriod: .seconds(90)) }
-            let error = await expectCourierError { _ = try await prefetch.value }
-            #expect(error?.kind == .cancelled)
-            #expect(error?.message == "the client is shut down")
-            // Shutdown is over well before its grace period, with the prefetch counted.
+            // Shutdown is over well before its grace period, with the prefetch counted once.
             let ended = Locked<Int?>(nil)
             Task {
-                let count = await shutdown.value
+                let count = await client.shutdown(gracePeriod: .seconds(90))
                 ended.withLock { $0 = count }
             }
             #expect(await eventually(seconds: 30) { ended.current != nil })
             #expect(ended.current == 1)
+            let error = await expectCourierError { _ = try await prefetch.value }
+            #expect(error?.kind == .cancelled)
+            #expect(error?.message == "the client is shut down")
             #expect(server.requests.isEmpty)
+            // With no grace at all, counted once as well (not once by the gate and again by the
+            // cancellation of what still runs).
+            let again = Client(
+                configuration: .init(transport: client.configuration.transport, baseURL: server.baseURL) { $0.constrainedPolicy = .defer })
+            again.isConstrained = true
+            let deferred = again.start(Endpoint<Article>(path: "/json").prefetch())
+            #expect(await eventually { again.parts.constrained.waitingCount == 1 })
+            #expect(await again.shutdown(gracePeriod: .zero) == 1)
+            #expect(await expectCourierError { _ = try await deferred.value }?.kind == .cancelled)
         }
     }
 
@@ -260,7 +268,7 @@ struct GroupingTests {
     func batchEventsCountFinishedItemsInOrder(_ kind: TransportKind) async throws {
         // Two items ending together were counted in one order and reported in the other (2 of 2,
         // then 1 of 2): progress went back and the last event did not say the batch was done.
-        // Many quick items make the race likely; no hook can force it.
+        // A stress test: many quick items make the race likely; no hook can force it.
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
             let batch = client.batch()

@@ -81,6 +81,17 @@ struct SchedulerStateTests {
     }
 
     @Test
+    func theHostsRememberedAsHTTP2StayBounded() {
+        // Every host that ever answered over HTTP/2 was kept for the client's life.
+        var state = SchedulerState()
+        for index in 0..<(3 * SchedulerState.maxHTTP2Hosts) { state.markHTTP2("cdn\(index).example") }
+        #expect(state.http2HostCount <= SchedulerState.maxHTTP2Hosts)
+        // The last one marked keeps its HTTP/2 limit.
+        let last = "cdn\(3 * SchedulerState.maxHTTP2Hosts - 1).example"
+        #expect(state.limit(for: last) == state.configuration.maxRequestsPerHTTP2Host)
+    }
+
+    @Test
     func cancelledQueuedRequestIsNeverStarted() {
         var state = SchedulerState(configuration: .init(maxConcurrentRequests: 1))
         let r17 = state.submit(id: 1, host: "a", priority: .normal, now: t0)
