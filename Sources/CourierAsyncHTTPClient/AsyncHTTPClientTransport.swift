@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Courier
 import Foundation
 import HTTPTypes
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
@@ -561,15 +562,18 @@ public final class AsyncHTTPClientTransport: Transport {
 /// the deadline or the read timeout, not with the cancel) — and every later read fails with
 /// kind `cancelled`.
 final class BodyReader: @unchecked Sendable {
-    private let lock = NSLock()
-    // Guarded by `lock`.
-    private var body: HTTPClientResponse.Body?
-    private var iterator: HTTPClientResponse.Body.AsyncIterator?
-    private var isReading = false
-    private var isCancelled = false
+    private struct State {
+        var body: HTTPClientResponse.Body?
+        var iterator: HTTPClientResponse.Body.AsyncIterator?
+        var isReading = false
+        var isCancelled = false
+    }
+
+    // One allocation for the lock and what it guards.
+    private let state: NIOLockedValueBox<State>
 
     init(_ body: HTTPClientResponse.Body) {
-        self.body = body
+        self.state = NIOLockedValueBox(State(body: body))
     }
 
     /// The one iteration of the body: cancels it when the iterator that holds it goes.
@@ -598,45 +602,44 @@ final class BodyReader: @unchecked Sendable {
         }
         // A cancellation during the read drops the iterator now (outside the lock: its release
         // ends the request).
-        let kept = self.putBack(iterator)
-        if !kept { result = .failure(CourierError(.cancelled, "the response body was cancelled")) }
+        if !self.putBack(iterator) { result = .failure(CourierError(.cancelled, "the response body was cancelled")) }
         return try result.get()
     }
 
     /// Stops the body: the iterator (or the body, before a read) goes unless a read holds it.
     func cancel() {
-        var dropped: (HTTPClientResponse.Body?, HTTPClientResponse.Body.AsyncIterator?)
-        self.lock.lock()
-        self.isCancelled = true
-        if !self.isReading {
-            dropped = (self.body, self.iterator)
-            self.body = nil
-            self.iterator = nil
+        let dropped = self.state.withLockedValue { state -> (HTTPClientResponse.Body?, HTTPClientResponse.Body.AsyncIterator?) in
+            state.isCancelled = true
+            guard !state.isReading else { return (nil, nil) }
+            defer {
+                state.body = nil
+                state.iterator = nil
+            }
+            return (state.body, state.iterator)
         }
-        self.lock.unlock()
         _ = dropped
     }
 
     private func take() -> HTTPClientResponse.Body.AsyncIterator? {
-        self.lock.lock()
-        defer { self.lock.unlock() }
-        guard !self.isCancelled else { return nil }
-        if self.iterator == nil, let body = self.body {
-            self.iterator = body.makeAsyncIterator()
-            self.body = nil
+        self.state.withLockedValue { state in
+            guard !state.isCancelled else { return nil }
+            if state.iterator == nil, let body = state.body {
+                state.iterator = body.makeAsyncIterator()
+                state.body = nil
+            }
+            state.isReading = true
+            defer { state.iterator = nil }
+            return state.iterator
         }
-        self.isReading = true
-        defer { self.iterator = nil }
-        return self.iterator
     }
 
     private func putBack(_ iterator: HTTPClientResponse.Body.AsyncIterator) -> Bool {
-        self.lock.lock()
-        defer { self.lock.unlock() }
-        self.isReading = false
-        guard !self.isCancelled else { return false }
-        self.iterator = iterator
-        return true
+        self.state.withLockedValue { state in
+            state.isReading = false
+            guard !state.isCancelled else { return false }
+            state.iterator = iterator
+            return true
+        }
     }
 }
 
