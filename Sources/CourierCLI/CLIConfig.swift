@@ -40,7 +40,8 @@ struct CLIConfig: Decodable {
         for (name, service) in self.services {
             for (environment, text) in service.urls {
                 guard let url = URL(string: text) else {
-                    throw CourierError.invalidRequest("the URL '\(text)' of \(name)/\(environment) is not valid")
+                    throw CourierError.invalidRequest(
+                        "the URL '\(Redactor.standard.redact(urlString: text))' of \(name)/\(environment) is not valid")
                 }
                 urls[ServiceID(name), default: [:]][ServerEnvironment(environment)] = url
             }
@@ -99,7 +100,7 @@ struct EnvCommand: AsyncParsableCommand {
                         protocols[service].map { String(describing: type(of: $0)).replacingOccurrences(of: "Protocol", with: "") } ?? "REST"
                     print("\(service) [\(kind)]")
                     for environment in directory.environments {
-                        let url = (try? directory.baseURL(for: service, in: environment))?.absoluteString ?? "-"
+                        let url = (try? directory.baseURL(for: service, in: environment)).map(Redactor.standard.redact(url:)) ?? "-"
                         print(
                             "  \(environment == active ? "*" : " ") \(environment.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \(url)"
                         )

@@ -6,7 +6,7 @@ extension RequestCommand {
     func download(client: Client, endpoint: Endpoint<Data>, to output: String) async -> Int32 {
         let file = URL(fileURLWithPath: output).standardizedFileURL
         let destination = DownloadDestination(
-            directory: file.deletingLastPathComponent(), fileName: file.lastPathComponent, overwrite: self.force || self.continueDownload)
+            directory: file.deletingLastPathComponent(), fileName: file.lastPathComponent, overwrite: self.force)
         var accepting = endpoint
         accepting.acceptedStatuses = 200..<300
         let transfer = client.download(accepting, to: destination, resume: self.continueDownload)

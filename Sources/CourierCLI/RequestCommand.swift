@@ -254,15 +254,19 @@ struct RequestCommand: AsyncParsableCommand {
             guard let parsed = URL(string: urlText), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
                 parsed.host != nil
             else {
-                return self.fail("'\(urlText)' is not an http or https URL (or SERVICE:PATH with --config)", code: 3)
+                return self.fail(
+                    "'\(Redactor.standard.redact(urlString: urlText))' is not an http or https URL (or SERVICE:PATH with --config)", code: 3
+                )
             }
             url = parsed
         }
         var fields = HTTPFields()
         for header in self.headers {
-            let parts = header.split(separator: ":", maxSplits: 1)
+            let parts = header.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, let name = HTTPField.Name(parts[0].trimmingCharacters(in: .whitespaces)) else {
-                return self.fail("'\(header)' is not a header field ('Name: value')", code: 3)
+                // Never echoed: a mistyped `Authorization Bearer: …` or `Authorization=…` holds a
+                // secret, and error output ends up in logs.
+                return self.fail("a -H argument is not a header field ('Name: value'); its text is not shown", code: 3)
             }
             // CR, LF or NUL in a value would be turned into spaces by the field type (a second
             // header smuggled into one argument): refused, as the endpoint's raw headers are.

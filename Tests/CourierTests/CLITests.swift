@@ -57,6 +57,39 @@ struct CLITests {
         let forced = try await runCourier(["request", url, "-o", file, "--force"])
         #expect(forced.status == 0)
         #expect(sha256(try Data(contentsOf: URL(fileURLWithPath: file))) == sha256(origin.content.withLock { $0 }))
+        // `--continue` resumes; it does not replace a file that is there (that takes `--force`).
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: file))
+        let kept = try await runCourier(["request", url, "-o", file, "--continue"])
+        #expect(kept.status == 3)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == Data("precious".utf8))
+        try await server.stop()
+    }
+
+    @Test
+    func mistypedSecretsAreNotEchoed() async throws {
+        // Error output ends up in CI logs: a mistyped header holding a token, a URL or a config
+        // base URL holding an API key, were printed as typed.
+        let server = try await http1Server()
+        for header in ["Authorization Bearer: tok-Qz9x", "Authorization=Bearer tok-Qz9x"] {
+            let result = try await runCourier(["request", server.baseURL.absoluteString + "/json", "-H", header])
+            #expect(result.status == 3)
+            #expect(!result.stderr.contains("tok-Qz9x"), "\(result.stderr)")
+        }
+        let badURL = try await runCourier(["request", "ftp://files.invalid/x?api_key=k-123"])
+        #expect(badURL.status == 3)
+        #expect(!badURL.stderr.contains("k-123"), "\(badURL.stderr)")
+        // An empty value is a header field all the same.
+        let empty = try await runCourier(["request", server.baseURL.absoluteString + "/json", "-H", "X-Empty:"])
+        #expect(empty.status == 0, "\(empty.stderr)")
+        let config = """
+            {"defaultEnvironment": "develop", "services": {"shop": {"urls": {"develop": "\(server.baseURL.absoluteString)/v1?api_key=k-123"}}}}
+            """
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-\(UUID().uuidString).json")
+        try Data(config.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let list = try await runCourier(["env", "list", "--config", file.path])
+        #expect(list.stdout.contains("shop"))
+        #expect(!list.stdout.contains("k-123"), "\(list.stdout)")
         try await server.stop()
     }
 
