@@ -61,10 +61,27 @@ public struct CourierClientTransport: ClientTransport {
 public struct OpenAPIClientTransportAdapter: Transport {
     /// The OpenAPI transport requests are handed to.
     public let transport: any ClientTransport
+    /// Whether the OpenAPI transport hands up bodies it decoded itself while keeping their
+    /// `Content-Encoding` (URLSession does, for the codings it decodes).
+    private let decodesContent: Bool
 
     /// Creates a Courier transport over an OpenAPI one.
+    ///
+    /// Over swift-openapi-urlsession's transport, a body URLSession decoded (gzip, deflate, br;
+    /// zstd on Linux) loses its `Content-Encoding` and `Content-Length`, as on
+    /// ``URLSessionTransport``, so Courier's content decoding does not decode it again.
     public init(_ transport: any ClientTransport) {
         self.transport = transport
+        self.decodesContent = String(reflecting: Swift.type(of: transport)).hasPrefix("OpenAPIURLSession.")
+    }
+
+    /// Creates a Courier transport over an OpenAPI one that says whether it decodes bodies
+    /// itself and keeps their `Content-Encoding` (as URLSession does, and swift-openapi-async-http-client
+    /// over a client that decompresses, such as `HTTPClient.shared`): such a body's
+    /// `Content-Encoding` and `Content-Length` are dropped, so it is not decoded twice.
+    public init(_ transport: any ClientTransport, decodesContent: Bool) {
+        self.transport = transport
+        self.decodesContent = decodesContent
     }
 
     /// Sends the request through the OpenAPI transport.
@@ -89,16 +106,27 @@ public struct OpenAPIClientTransportAdapter: Transport {
                 head.headerFields[.contentType] = contentType
             }
         }
-        let (response, responseBody): (HTTPResponse, HTTPBody?)
+        var (response, responseBody): (HTTPResponse, HTTPBody?)
         do {
             (response, responseBody) = try await self.transport.send(head, body: body, baseURL: baseURL, operationID: request.name)
         } catch {
             throw Self.mapped(error)
         }
+        var decoded = false
+        // As URLSessionTransport does: a response with content (not to HEAD, not 1xx/204/304)
+        // whose one coding the platform decoded keeps neither field.
+        if self.decodesContent, request.head.method != .head, response.status.code >= 200, response.status.code != 204,
+            response.status.code != 304, let coding = response.headerFields[.contentEncoding],
+            URLSessionTransport.isPlatformDecoded(coding)
+        {
+            response.headerFields[.contentEncoding] = nil
+            response.headerFields[.contentLength] = nil
+            decoded = true
+        }
         let stream: ByteStream
         var expected: Int?
         if let responseBody {
-            if case .known(let length) = responseBody.length, length >= 0, length <= Int64(Int.max) { expected = Int(length) }
+            if !decoded, case .known(let length) = responseBody.length, length >= 0, length <= Int64(Int.max) { expected = Int(length) }
             stream = ByteStream {
                 var iterator = responseBody.makeAsyncIterator()
                 return { try await iterator.next().map { Data($0) } }
@@ -107,7 +135,9 @@ public struct OpenAPIClientTransportAdapter: Transport {
             stream = ByteStream(chunks: [])
             expected = 0
         }
-        return RawResponse(head: response, body: .stream(stream, expectedLength: expected), version: .unknown, url: request.url)
+        var raw = RawResponse(head: response, body: .stream(stream, expectedLength: expected), version: .unknown, url: request.url)
+        raw.decodedByPlatform = decoded
+        return raw
     }
 
     /// What the OpenAPI transport threw, as the kind Courier's own transports give for the same

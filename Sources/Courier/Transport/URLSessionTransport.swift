@@ -335,7 +335,7 @@ public final class URLSessionTransport: Transport {
     /// Whether the platform decoded a body of this `Content-Encoding`: one coding it decodes,
     /// with any number of `identity` (which libcurl passes over, as the decoding stage does).
     /// Several codings are left to the decoding stage, which refuses them as on the other transport.
-    static func isPlatformDecoded(_ contentEncoding: String) -> Bool {
+    package static func isPlatformDecoded(_ contentEncoding: String) -> Bool {
         let codings = FieldText.split(contentEncoding, at: ",").map { FieldText.token($0) }.filter { !$0.isEmpty && $0 != "identity" }
         return codings.count == 1 && Self.platformDecodedCodings.contains(codings[0])
     }

@@ -183,7 +183,12 @@ extension Client {
 extension JSONRPCBatchResults {
     /// The answers in a batch response body: an array of response objects, or one error object
     /// for the whole batch; throws kind `decoding` for anything else.
-    package init(parsing data: Data, decoder: JSONDecoder, ids: Set<Int>? = nil) throws {
+    package init(parsing data: Data, decoder: JSONDecoder) throws {
+        try self.init(parsing: data, decoder: decoder, ids: nil)
+    }
+
+    /// The answers in a batch response body whose calls have `ids` (`nil`: not known).
+    package init(parsing data: Data, decoder: JSONDecoder, ids: Set<Int>?) throws {
         let root: JSONValue
         do {
             root = try JSONDecoder().decode(JSONValue.self, from: data)
