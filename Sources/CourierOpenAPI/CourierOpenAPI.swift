@@ -61,27 +61,42 @@ public struct CourierClientTransport: ClientTransport {
 public struct OpenAPIClientTransportAdapter: Transport {
     /// The OpenAPI transport requests are handed to.
     public let transport: any ClientTransport
-    /// Whether the OpenAPI transport hands up bodies it decoded itself while keeping their
-    /// `Content-Encoding` (URLSession does, for the codings it decodes).
-    private let decodesContent: Bool
+    /// The content codings the OpenAPI transport decodes itself while keeping `Content-Encoding`
+    /// (lower-cased); `nil` when it decodes none, or those URLSession decodes (`platform`).
+    private let decodedCodings: Set<String>?
+    /// Whether the OpenAPI transport is swift-openapi-urlsession's, which decodes what URLSession does.
+    private let decodesAsURLSession: Bool
 
     /// Creates a Courier transport over an OpenAPI one.
     ///
     /// Over swift-openapi-urlsession's transport, a body URLSession decoded (gzip, deflate, br;
     /// zstd on Linux) loses its `Content-Encoding` and `Content-Length`, as on
-    /// ``URLSessionTransport``, so Courier's content decoding does not decode it again.
+    /// `URLSessionTransport`, so Courier's content decoding does not decode it again.
     public init(_ transport: any ClientTransport) {
         self.transport = transport
-        self.decodesContent = String(reflecting: Swift.type(of: transport)).hasPrefix("OpenAPIURLSession.")
+        self.decodedCodings = nil
+        self.decodesAsURLSession = String(reflecting: Swift.type(of: transport)).hasPrefix("OpenAPIURLSession.")
     }
 
-    /// Creates a Courier transport over an OpenAPI one that says whether it decodes bodies
-    /// itself and keeps their `Content-Encoding` (as URLSession does, and swift-openapi-async-http-client
-    /// over a client that decompresses, such as `HTTPClient.shared`): such a body's
-    /// `Content-Encoding` and `Content-Length` are dropped, so it is not decoded twice.
-    public init(_ transport: any ClientTransport, decodesContent: Bool) {
+    /// Creates a Courier transport over an OpenAPI one that decodes the content codings
+    /// `decodedCodings` itself and keeps their `Content-Encoding`: a body in one of them loses that
+    /// field and `Content-Length`, so Courier does not decode it twice; any other coding is left
+    /// for Courier to decode. swift-openapi-async-http-client over a client that decompresses
+    /// (such as `HTTPClient.shared`) decodes `["gzip", "deflate"]`.
+    public init(_ transport: any ClientTransport, decodedCodings: Set<String>) {
         self.transport = transport
-        self.decodesContent = decodesContent
+        self.decodedCodings = Set(decodedCodings.map { $0.lowercased() })
+        self.decodesAsURLSession = false
+    }
+
+    /// Whether the transport decoded a body of this `Content-Encoding`: one coding (any number of
+    /// `identity` aside) that it decodes.
+    private func decoded(_ contentEncoding: String) -> Bool {
+        if self.decodesAsURLSession { return URLSessionTransport.isPlatformDecoded(contentEncoding) }
+        guard let decodedCodings = self.decodedCodings else { return false }
+        let codings = contentEncoding.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            .filter { !$0.isEmpty && $0 != "identity" }
+        return codings.count == 1 && decodedCodings.contains(codings[0])
     }
 
     /// Sends the request through the OpenAPI transport.
@@ -115,9 +130,9 @@ public struct OpenAPIClientTransportAdapter: Transport {
         var decoded = false
         // As URLSessionTransport does: a response with content (not to HEAD, not 1xx/204/304)
         // whose one coding the platform decoded keeps neither field.
-        if self.decodesContent, request.head.method != .head, response.status.code >= 200, response.status.code != 204,
-            response.status.code != 304, let coding = response.headerFields[.contentEncoding],
-            URLSessionTransport.isPlatformDecoded(coding)
+        if self.decodesAsURLSession || self.decodedCodings != nil, request.head.method != .head, response.status.code >= 200,
+            response.status.code != 204, response.status.code != 304, let coding = response.headerFields[.contentEncoding],
+            self.decoded(coding)
         {
             response.headerFields[.contentEncoding] = nil
             response.headerFields[.contentLength] = nil

@@ -260,13 +260,16 @@ struct MisbehaviourTests {
         // has none of its own). A reader that pauses makes the transport stop reading the socket
         // (back-pressure); the server's silence then was taken for a stalled server, and the
         // body failed with kind `timeout` blaming it.
+        // (A read timeout of 2 s, not less: this path must succeed, and a loaded machine can hold
+        // the event loop for a few hundred milliseconds while a read is pending.)
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.readTimeout = .milliseconds(300) }) { client in
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.readTimeout = .seconds(2) }) { client in
             let response = try await client.stream(Endpoint<Data>(path: "/big-announced", decoding: .data))
             var iterator = response.body.makeAsyncIterator()
             var received = try await iterator.next()?.count ?? 0
-            // Three read timeouts and more, with the body unread: the timeout would have fired by now.
-            try await Task.sleep(for: .seconds(1))
+            // Two read timeouts and more, with the body unread: the timeout would have fired by
+            // now (its check runs four times per timeout).
+            try await Task.sleep(for: .seconds(5))
             while let chunk = try await iterator.next() { received += chunk.count }
             #expect(received == 4 << 20)
             // A stalled server still times out.

@@ -30,14 +30,14 @@ extension Client {
     /// lets the running ones finish for up to `gracePeriod`, then cancels the rest. Returns how
     /// many were cancelled. The transport is the app's to shut down afterwards.
     ///
-    /// Prefetches deferred while the client is constrained (``ConstrainedPolicy/defer``) fail at
+    /// Prefetches deferred while the client is constrained (`ConstrainedPolicy.defer`) fail at
     /// once, as cancelled: they cannot run without spending the data they wait to save. A caller
     /// cancelled while it waits cancels the running requests at once.
     @discardableResult
     public func shutdown(gracePeriod: Duration) async -> Int {
         let constrained = self.parts.constrained
-        return await self.parts.lifecycle.shutdown(grace: gracePeriod) {
-            constrained.close(with: CourierError(.cancelled, "the client is shut down"))
+        return await self.parts.lifecycle.shutdown(grace: gracePeriod) { cancel in
+            constrained.close(with: CourierError(.cancelled, "the client is shut down"), before: cancel)
         }
     }
 }

@@ -65,7 +65,8 @@ final class SpillBuffer: Sendable {
     }
 
     /// Adds a chunk at the end. Throws when the chunk could not be written to the file (the disk
-    /// is full, the directory cannot be written); the buffer has then failed with that error.
+    /// is full, the directory cannot be written), or kind `responseTooLarge` when it would take
+    /// what waits unread past the unread limit; the buffer has then failed with that error.
     func push(_ chunk: Data) throws {
         guard !chunk.isEmpty else { return }
         let handOver: CheckedContinuation<Data?, any Error>? = try self.state.withLock { state in

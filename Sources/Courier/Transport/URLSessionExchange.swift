@@ -29,10 +29,10 @@ final class URLSessionExchange: Sendable {
     let bodyFile: URL?
     /// Where the task is cancelled, off the caller's thread.
     private let control: URLSessionControl
-    /// The transport's count of bodies that could not be buffered.
+    /// The transport's count of bodies that could not be buffered (no file to spill to, or a
+    /// reader that fell more than the unread limit behind).
     private let bufferFailures: Locked<Int>
     private let head = Locked<HeadState>(.waiting(nil))
-    /// Whether the task is suspended because too much waits unread (Apple platforms).
     /// Pauses a transfer for a slow reader (Apple platforms): at 8 MiB unread, or half the unread
     /// limit when that is less, so a small limit pauses the reader before it fails.
     private let pause: PauseGate
@@ -405,7 +405,11 @@ final class URLSessionControl: Sendable {
 /// Whether a transfer is paused for a reader slower than the network: above the high-water mark
 /// of unread bytes it is suspended, below the low-water mark it goes on.
 ///
-/// Each decision and its action happen under one lock, with the unread count read inside it. When
+/// Each decision and its action happen under one lock, with the unread count read inside it.
+/// (So `suspend()` and `resume()` of the platform's task are called under the lock. That
+/// assumes they never wait for the session's delegate queue, which may itself be waiting for
+/// this lock in ``delivered(unread:suspend:)``; not verified here: that code is not compiled on
+/// Linux.) When
 /// the count was read before the lock and the action taken after it, a reader that drained
 /// everything in between found the transfer not yet paused (nothing to resume), and the
 /// delivering side then suspended it: suspended for good, with nobody left to wake it.

@@ -86,8 +86,8 @@ public final class URLSessionTransport: Transport {
     ///   - responseMemoryLimit: how many bytes of a response that the reader has not read yet
     ///     are held in memory (per request); what arrives beyond them goes to an unlinked
     ///     temporary file in `scratchDirectory` until the reader catches up; a reader more than
-    ///     256 MiB behind gets kind `responseTooLarge` (see
-    ///     ``init(configuration:responseMemoryLimit:responseSpillLimit:scratchDirectory:)``).
+    ///     256 MiB behind gets kind `responseTooLarge` (see the initialiser with
+    ///     `responseSpillLimit`).
     ///   - scratchDirectory: where streamed uploads are spooled and unread responses spill; the
     ///     system's temporary directory by default.
     public convenience init(

@@ -130,9 +130,14 @@ public struct RequestSigner: Middleware {
 
     /// Creates a signer that signs only requests to `audience`.
     ///
-    /// - Parameter audience: the origins signed for (the scheme, host and port of each URL; its
-    ///   path is ignored). A request to any other origin goes on unsigned; a URL without a
-    ///   scheme and host names no origin, and is left out.
+    /// - Parameters:
+    ///   - key: the shared secret the signature is made with.
+    ///   - keyID: sent in the key field, so the server can pick the key; none when `nil`.
+    ///   - headers: the names of the fields the signature travels in.
+    ///   - audience: the origins signed for (the scheme, host and port of each URL; its path is
+    ///     ignored). A request to any other origin goes on unsigned; a URL without a scheme and
+    ///     host names no origin, and is left out.
+    ///   - now: the clock the timestamp is read from.
     public init(
         key: SymmetricKey, keyID: String? = nil, headers: SignatureHeaders = SignatureHeaders(), audience: [URL],
         now: @escaping @Sendable () -> Date = Date.init

@@ -135,15 +135,15 @@ final class Lifecycle: Sendable {
         }
     }
 
-    /// Refuses new requests from now on, cancels those `refused` ends (waits that cannot end
-    /// within the grace period; it returns their tickets), waits up to `grace` for the running
-    /// ones to end, then cancels the rest (and gives them up to five seconds to unwind); returns
-    /// how many were cancelled. A caller cancelled meanwhile stops waiting: the rest are
-    /// cancelled at once, and not waited for.
-    func shutdown(grace: Duration, refused: () -> [UInt64] = { [] }) async -> Int {
+    /// Refuses new requests from now on, lets `refused` end the waits that cannot end within the
+    /// grace period (it hands their tickets to the function it gets, which cancels them and counts
+    /// them, before it wakes them), waits up to `grace` for the running ones to end, then cancels
+    /// the rest (and gives them up to five seconds to unwind); returns how many were cancelled. A
+    /// caller cancelled meanwhile stops waiting: the rest are cancelled at once, and not waited for.
+    func shutdown(grace: Duration, refused: (_ cancel: ([UInt64]) -> Int) -> Int = { _ in 0 }) async -> Int {
         self.state.withLock { $0.shutDown = true }
         self.resume()
-        let ended = self.cancel(refused(), reason: "the client is shut down")
+        let ended = refused { self.cancel($0, reason: "the client is shut down") }
         let deadline = ContinuousClock.now + grace
         // (A sleep in a cancelled task throws at once: ignored, it made these loops spin.)
         while self.runningCount > 0, ContinuousClock.now < deadline {

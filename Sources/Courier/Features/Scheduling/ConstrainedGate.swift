@@ -28,15 +28,17 @@ final class ConstrainedGate: Sendable {
     }
 
     /// Fails every deferred request waiting now, and every one deferred from now on, with
-    /// `error`; returns the lifecycle tickets of those that were waiting.
-    func close(with error: CourierError) -> [UInt64] {
+    /// `error`. `before` gets the lifecycle tickets of those that were waiting before they are
+    /// woken (so their tickets are marked while they still run); returns what it returns.
+    func close(with error: CourierError, before: ([UInt64]) -> Int) -> Int {
         let waiting = self.state.withLock { state in
             state.closed = error
             defer { state.waiters.removeAll() }
             return Array(state.waiters.values)
         }
+        let result = before(waiting.compactMap(\.lifecycleTicket))
         for waiter in waiting { waiter.continuation.resume(throwing: error) }
-        return waiting.compactMap(\.lifecycleTicket)
+        return result
     }
 
     /// Returns at once when not constrained; otherwise refuses or waits, by policy. A waiting

@@ -181,13 +181,15 @@ extension Client {
 }
 
 extension JSONRPCBatchResults {
-    /// The answers in a batch response body: an array of response objects, or one error object
-    /// for the whole batch; throws kind `decoding` for anything else.
+    /// The answers in a batch response body: an array of response objects, or one object — for
+    /// the whole batch, or, with an id of one of `ids`, for that call alone; throws kind
+    /// `decoding` for anything else. (Without `ids`, one object is the whole batch's.)
     package init(parsing data: Data, decoder: JSONDecoder) throws {
         try self.init(parsing: data, decoder: decoder, ids: nil)
     }
 
-    /// The answers in a batch response body whose calls have `ids` (`nil`: not known).
+    /// The answers in a batch response body whose calls have `ids` (`nil`: not known, and one
+    /// object is then the whole batch's answer).
     package init(parsing data: Data, decoder: JSONDecoder, ids: Set<Int>?) throws {
         let root: JSONValue
         do {
@@ -219,7 +221,7 @@ extension JSONRPCBatchResults {
             // One answer with one call's id is that call's alone (JSON-RPC 2.0 §6: a rejection of
             // the whole batch has a null id); the other calls have no answer. An id that is no
             // call's tells nothing apart: the answer stays the batch's.
-            if let response, let id = response.numericID, ids?.contains(id) ?? true {
+            if let response, let id = response.numericID, ids?.contains(id) ?? false {
                 self = JSONRPCBatchResults(responses: [id: response], sharedError: nil, body: data, decoder: decoder)
                 return
             }
