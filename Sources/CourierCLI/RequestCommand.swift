@@ -199,6 +199,9 @@ struct RequestCommand: AsyncParsableCommand {
         if self.repeatCount < 1 || self.concurrency < 1 {
             throw ValidationError("--repeat and --concurrency must be at least 1")
         }
+        if self.repeatCount > 1, self.output != nil {
+            throw ValidationError("--repeat sends the request many times and saves nothing: it cannot be used with -o")
+        }
         if self.repeatCount > Self.repeatLimit || self.concurrency > Self.concurrencyLimit {
             throw ValidationError("--repeat must be at most \(Self.repeatLimit) and --concurrency at most \(Self.concurrencyLimit)")
         }
@@ -379,6 +382,14 @@ struct RequestCommand: AsyncParsableCommand {
         }
         let verbose = self.verbose
         let wire = WireCounter()
+        if let har = self.har {
+            // Refused before anything is sent: a HAR file that cannot be written was lost silently.
+            let folder = URL(fileURLWithPath: har).deletingLastPathComponent().path
+            guard FileManager.default.isWritableFile(atPath: folder) else {
+                await shutdownTransport()
+                return self.fail("the HAR file '\(har)' cannot be written: its folder is missing or not writable", code: 3)
+            }
+        }
         let recorder = self.har.map { HARRecorder(writingTo: URL(fileURLWithPath: $0)) }
         let client = Client(
             configuration: .init(transport: transport) {
@@ -419,12 +430,12 @@ struct RequestCommand: AsyncParsableCommand {
         if self.repeatCount > 1 {
             let code = await self.load(client: client, endpoint: endpoint, wire: wire)
             await shutdownTransport()
-            return code
+            return self.savingHAR(recorder, code)
         }
         if let output = self.output {
             let code = await self.download(client: client, endpoint: endpoint, to: output)
             await shutdownTransport()
-            return code
+            return self.savingHAR(recorder, code)
         }
         let code: Int32
         do {
@@ -466,6 +477,18 @@ struct RequestCommand: AsyncParsableCommand {
             code = self.fail("\(error)", code: 1)
         }
         await shutdownTransport()
+        return self.savingHAR(recorder, code)
+    }
+
+    /// `code`, once the HAR file (if one was asked for) holds every exchange: one that cannot be
+    /// written fails the command (exit 3), never silently.
+    func savingHAR(_ recorder: HARRecorder?, _ code: Int32) -> Int32 {
+        guard let recorder, let har = self.har else { return code }
+        do {
+            try recorder.write(to: URL(fileURLWithPath: har))
+        } catch {
+            return self.fail("the HAR file '\(har)' could not be written: \(error)", code: code == 0 ? 3 : code)
+        }
         return code
     }
 

@@ -66,6 +66,23 @@ struct CLITests {
     }
 
     @Test
+    func aHARFileThatCannotBeWrittenFailsBeforeAnythingIsSent() async throws {
+        // The recorder's writes were not checked: the request ran, no file was written, and the
+        // command said 0.
+        let server = try await http1Server()
+        let missing = FileManager.default.temporaryDirectory.appendingPathComponent("courier-missing-\(UUID().uuidString)/x.har")
+        let result = try await runCourier(["request", "--har", missing.path, server.baseURL.absoluteString + "/json"])
+        #expect(result.status == 3)
+        #expect(result.stderr.contains(missing.path), "\(result.stderr)")
+        #expect(server.requests.isEmpty)
+        // `--repeat` with `-o` saved nothing and said 0: refused.
+        let repeated = try await runCourier(["request", "--repeat", "3", "-o", missing.path, server.baseURL.absoluteString + "/json"])
+        #expect(repeated.status != 0)
+        #expect(server.requests.isEmpty)
+        try await server.stop()
+    }
+
+    @Test
     func mistypedSecretsAreNotEchoed() async throws {
         // Error output ends up in CI logs: a mistyped header holding a token, a URL or a config
         // base URL holding an API key, were printed as typed.
