@@ -356,11 +356,6 @@ public final class AsyncHTTPClientTransport: Transport {
                 fields.append(HTTPField(name: fieldName, value: value))
             }
         }
-        // Content-Length is 1*DIGIT (RFC 9110 §8.6), one field; one too large for `Int`
-        // saturates, so the size limit rejects it. HTTP/1.1's parser refuses the rest before this;
-        // over HTTP/2 (`+2`, a repeated field) they are refused here, as the other transport does.
-        let lengths = response.headers["content-length"]
-        let announced = lengths.isEmpty ? nil : lengths.joined(separator: ", ")
         let reader = BodyReader(response.body)
         let stream = ByteStream.readOnce(onCancel: { reader.cancel() }) {
             // The body can be iterated once: when that iterator goes (a loop left early), the body
@@ -387,7 +382,11 @@ public final class AsyncHTTPClientTransport: Transport {
         let expected: Int?
         do {
             _ = try StatusCode.checked(Int(response.status.code))
-            expected = try announced.map(TransportRules.announcedLength)
+            // Content-Length is 1*DIGIT (RFC 9110 §8.6), one field (repeated ones read as one value
+            // joined by ", ", as on URLSession); one too large for `Int` saturates, so the size
+            // limit rejects it. HTTP/1.1's parser refuses the rest before this; over HTTP/2 (`+2`,
+            // a repeated field) they are refused here, as the other transport does.
+            expected = try fields[.contentLength].map(TransportRules.announcedLength)
         } catch {
             stream.cancel()
             throw error
