@@ -12,7 +12,10 @@ cd "$(dirname "$0")/.."
 
 # Prints what failed: the failed tests, each race report whole (both stacks) and the end of the
 # log, so a race or a crash seen once on another machine can be read from the log.
+# (A grep that finds nothing, or a `head` that stops reading early, must not end the script under
+# `set -e -o pipefail` before the rest is printed: the report runs with both off.)
 report() {
+    set +e +o pipefail
     grep -E "✘" "$1" | head -40
     sed -n '/WARNING: ThreadSanitizer/,/SUMMARY: ThreadSanitizer/p' "$1" | head -200
     # A process that stops without a failed test (a trap, a signal) says why only at the end.
