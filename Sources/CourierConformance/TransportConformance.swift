@@ -40,7 +40,8 @@ public struct TransportConformance: Sendable {
         case cancellation
         /// A server whose certificate no one trusts fails with kind `tls`.
         case untrustedCertificate
-        /// A port where nothing listens fails with kind `transport`.
+        /// A port where nothing listens fails with kind `transport`, marked
+        /// `CourierError.couldNotConnect`.
         case connectionRefused
     }
 
@@ -189,11 +190,17 @@ public struct TransportConformance: Sendable {
             switch request.path {
             case "/204": ScriptedResponse(status: 204)
             case "/304": ScriptedResponse(status: 304, headers: [("ETag", "\"v1\"")])
+            // A 304 may announce the length a 200 would have had (RFC 9110 §8.6); a careless
+            // server sends one with a 204 too. Neither has a body (RFC 9112 §6.3).
+            case "/304-length": ScriptedResponse(status: 304, headers: [("ETag", "\"v1\""), ("Content-Length", "100")])
+            case "/204-length": ScriptedResponse(status: 204, headers: [("Content-Length", "100")])
             default: ScriptedResponse(status: 200, headers: [("Content-Length", "100")], body: Data(count: 100))
             }
         }
         var failures: [String] = []
-        for (method, path) in [(HTTPRequest.Method.head, "/head"), (.get, "/204"), (.get, "/304")] {
+        for (method, path) in [
+            (HTTPRequest.Method.head, "/head"), (.get, "/204"), (.get, "/304"), (.get, "/304-length"), (.get, "/204-length"),
+        ] {
             let response = try await transport.send(Self.request(method, server, path))
             let body = try await response.body.collect(upTo: 1 << 20, deadline: .now + .seconds(10))
             if !body.isEmpty { failures.append("\(method) \(path): \(body.count) body bytes, expected none") }
@@ -327,7 +334,9 @@ public struct TransportConformance: Sendable {
             _ = try await transport.send(Request(head: head, timeout: .seconds(20)))
             return ["a port where nothing listens answered"]
         } catch let error as CourierError {
-            return error.kind == .transport ? [] : ["kind \(error.kind), expected transport"]
+            guard error.kind == .transport else { return ["kind \(error.kind), expected transport"] }
+            // What serving a stale answer when the origin cannot be reached goes by.
+            return error.couldNotConnect ? [] : ["couldNotConnect is false for a refused connection: \(error)"]
         } catch {
             return ["threw \(type(of: error)), expected a CourierError of kind transport"]
         }

@@ -177,6 +177,31 @@ public struct OpenAPIClientTransportAdapter: Transport {
         {
             return CourierError(.timeout, "the OpenAPI transport timed out: \(underlying)", underlying: error)
         }
+        if Self.isConnectionFailure(underlying, type: type) {
+            return .connectionFailed("the OpenAPI transport could not connect: \(underlying)", underlying: error)
+        }
         return CourierError(.transport, "the OpenAPI transport failed: \(underlying)", underlying: error)
     }
+
+    /// Whether a swift-nio error (OpenAPI's AsyncHTTPClient transport's) says the connection
+    /// failed before any byte of a response — refused, reset, aborted, no route, a name that does
+    /// not resolve — as Courier's AsyncHTTPClient transport reads it (``CourierError/couldNotConnect``,
+    /// what serving a stale answer when the origin cannot be reached goes by). This module does
+    /// not link swift-nio, so the error is known by its type's name and, for an `IOError`, by the
+    /// errno its description ends with.
+    static func isConnectionFailure(_ error: any Error, type: String) -> Bool {
+        switch type {
+        case "NIOPosix.NIOConnectionError", "NIOCore.SocketAddressError", "NIOCore.SocketAddressError.UnknownHost":
+            return true
+        case "NIOCore.IOError":
+            let text = "\(error)"
+            return Self.connectionErrnos.contains { text.hasSuffix("(errno: \($0))") }
+        default:
+            return false
+        }
+    }
+
+    private static let connectionErrnos: [CInt] = [
+        ECONNREFUSED, ECONNRESET, ECONNABORTED, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EHOSTDOWN,
+    ]
 }
