@@ -94,7 +94,8 @@ public final class ServerDirectory: Sendable {
     public let isReleaseBuild: Bool
     private let store: any EnvironmentStore
     private let manual: Locked<ServerEnvironment?>
-    private let switching = Locked(())
+    /// Guards no value: a `Locked(())` would share its address with its lock (see `Locked`).
+    private let switching = NSLock()
     private let parsed = Locked<[URL: BaseURL]>([:])
 
     /// Creates a directory; the manual choice is read from `store` once.
@@ -135,7 +136,7 @@ public final class ServerDirectory: Sendable {
         // One switch at a time, from its save to its use: two at once must not leave the store
         // holding one choice and requests using the other. (A lock of its own, so requests that
         // read the active environment never wait for a save.)
-        try self.switching.withLock { _ in
+        try self.switching.withLock {
             try self.store.save(environment)
             self.manual.withLock { $0 = environment }
         }
