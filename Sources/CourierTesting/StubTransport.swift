@@ -28,11 +28,24 @@ public final class StubTransport: Transport {
     public var requests: [Request] { self.recorded.all }
 
     /// Records the request (claiming its body) and answers it.
+    ///
+    /// A streamed request body is read whole, as a transport sends it, and the request is recorded
+    /// (and handed to the closure) with those bytes as its body, so a test can read what was sent.
+    /// As over a real connection, the answer to a HEAD request and a 204 or 304 answer come with
+    /// no body, whatever the closure gave (RFC 9110 §9.3.2, §15.3.5, §15.4.5; RFC 9112 §6.3).
     public func send(_ request: Request) async throws -> RawResponse {
-        if let body = request.body { _ = try await body.claimCollected() }
+        var request = request
+        if let body = request.body {
+            let sent = try await body.claimCollected()
+            if body.bytes == nil { request.body = .data(sent, contentType: body.contentType) }
+        }
         self.recorded.append(request)
         try Task.checkCancellation()
-        return try await self.respond(request)
+        var response = try await self.respond(request)
+        if request.head.method == .head || response.head.status.code == 204 || response.head.status.code == 304 {
+            response.body = .empty
+        }
+        return response
     }
 }
 

@@ -70,4 +70,35 @@ struct StubTransportTests {
         let error = await expectCourierError { _ = try await handle.value }
         #expect(error?.kind == .cancelled)
     }
+
+    /// A streamed request body is recorded as the bytes sent, and the closure sees them too: the
+    /// stub read them, so nothing else could.
+    @Test
+    func aStreamedRequestBodyIsRecordedAsItsBytes() async throws {
+        let seen = Locked<Data?>(nil)
+        let stub = StubTransport { request in
+            seen.withLock { $0 = request.body?.bytes }
+            return .status(.ok)
+        }
+        let client = Client(configuration: .init(transport: stub, baseURL: URL(string: "https://api.example.com")!))
+        let content = Data((0..<600_000).map { UInt8(truncatingIfNeeded: $0) })
+        _ = try await client.send(streamedUpload(content))
+        #expect(stub.requests.first?.body?.bytes == content)
+        #expect(seen.current == content)
+    }
+
+    /// The answer to HEAD, and a 204 or 304 answer, carry no body, as over a real connection
+    /// (RFC 9110 §9.3.2, §15.3.5, §15.4.5; RFC 9112 §6.3), even when the closure gives one.
+    @Test(arguments: [(HTTPRequest.Method.head, 200), (.get, 204), (.get, 304), (.get, 200)])
+    func responsesWithoutBodyComeWithout(_ method: HTTPRequest.Method, _ status: Int) async throws {
+        let stub = StubTransport { _ in
+            RawResponse(
+                head: HTTPResponse(status: .init(code: status), headerFields: [.contentLength: "5"]), body: .data(Data("hello".utf8)))
+        }
+        let head = HTTPRequest(method: method, scheme: "https", authority: "api.example.com", path: "/a")
+        let response = try await stub.send(Request(head: head))
+        let body = try await response.body.collect(upTo: 1 << 20, deadline: .now + .seconds(10))
+        #expect(body == (method == .get && status == 200 ? Data("hello".utf8) : Data()))
+        #expect(response.head.headerFields[.contentLength] == "5")
+    }
 }
