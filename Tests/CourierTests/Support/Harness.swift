@@ -220,6 +220,26 @@ func eventually(seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
     return condition()
 }
 
+/// Tells when a closure is gone everywhere: the closure captures ``token()``, which nothing
+/// else holds, so once every copy of the closure has been released (a task that held it has
+/// ended, a block dispatched with it has run) the probe's weak reference is empty. A negative
+/// check ("the completion never ran") waits for that state, after which the call can no longer
+/// come.
+final class LifetimeProbe: @unchecked Sendable {
+    final class Token: Sendable {}
+    // Set once, before the token is shared; the runtime zeroes it atomically.
+    private weak var object: Token?
+
+    /// The one token to capture.
+    func token() -> Token {
+        let token = Token()
+        self.object = token
+        return token
+    }
+
+    var isReleased: Bool { self.object == nil }
+}
+
 /// A `POST /upload` of `content` as a stream of unknown length in 256 KiB chunks (which
 /// `URLSessionTransport` spools to a file), answered as a string, never retried.
 func streamedUpload(_ content: Data) -> Endpoint<String> {

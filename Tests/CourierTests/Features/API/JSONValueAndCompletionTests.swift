@@ -97,12 +97,16 @@ struct JSONValueAndCompletionTests {
         try await withClient(kind, server: server) { client in
             let queue = DispatchQueue(label: "delivery")
             let calls = Locked(0)
-            let handle = client.send(Endpoint<Article>(path: "/stall"), queue: queue) { _ in calls.withLock { $0 += 1 } }
+            let probe = LifetimeProbe()
+            let handle = client.send(Endpoint<Article>(path: "/stall"), queue: queue) { [token = probe.token()] _ in
+                withExtendedLifetime(token) { calls.withLock { $0 += 1 } }
+            }
             #expect(await eventually { server.requests.count == 1 })
             handle.cancel()
             #expect(await eventually { server.abandonedCount == 1 })
-            try await Task.sleep(for: .milliseconds(200))
-            queue.sync {}
+            // The completion is released once its delivery has run (or been dropped): any call
+            // would have come before.
+            #expect(await eventually { probe.isReleased })
             #expect(calls.current == 0)
         }
     }

@@ -129,8 +129,9 @@ struct GroupingTests {
             let scope = RequestScope()
             let queue = DispatchQueue(label: "delivery")
             let calls = Locked<[String]>([])
-            scope.send(Endpoint<Article>(path: "/slow/blocker-cancelled"), on: client, queue: queue) { _ in
-                calls.withLock { $0.append("cancelled") }
+            let probe = LifetimeProbe()
+            scope.send(Endpoint<Article>(path: "/slow/blocker-cancelled"), on: client, queue: queue) { [token = probe.token()] _ in
+                withExtendedLifetime(token) { calls.withLock { $0.append("cancelled") } }
             }
             #expect(await eventually { server.requests.count == 1 })
             scope.cancelAll()
@@ -142,7 +143,9 @@ struct GroupingTests {
                 delivered.withLock { $0 = true }
             }
             #expect(await eventually { delivered.current })
-            try await Task.sleep(for: .milliseconds(300))
+            // The cancelled request's completion is released once its delivery has run (or been
+            // dropped): any call would have come before.
+            #expect(await eventually { probe.isReleased })
             #expect(calls.current == ["/fast"])
             await gate.open()
         }
