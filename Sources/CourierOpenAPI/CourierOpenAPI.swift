@@ -15,7 +15,8 @@ import OpenAPIRuntime
 /// Each operation is an endpoint named after its `operationID` (in logs and errors). Every status
 /// comes back to the generated client, which maps it to its documented cases; Courier's own
 /// failures (transport, timeout, TLS, cancellation) are thrown as `CourierError`. Bodies are
-/// held in memory up to the client's response size limit.
+/// held in memory up to the client's response size limit (`maxResponseSize`); a request body past
+/// it fails with kind `invalidRequest` before anything is sent.
 public struct CourierClientTransport: ClientTransport {
     /// The client every request goes through.
     public let client: Client
@@ -34,7 +35,15 @@ public struct CourierClientTransport: ClientTransport {
         var endpointBody: EndpointBody?
         if let body {
             let limit = self.client.configuration.maxResponseSize
-            let bytes = try await Data(collecting: body, upTo: limit)
+            // Past the limit, a `CourierError` before anything is sent (not OpenAPIRuntime's own
+            // error, as `Data(collecting:upTo:)` would throw).
+            let tooLarge = CourierError(.invalidRequest, "the request body is larger than the client's limit of \(limit) bytes")
+            if case .known(let length) = body.length, length > limit { throw tooLarge }
+            var bytes = Data()
+            for try await chunk in body {
+                guard chunk.count <= limit - bytes.count else { throw tooLarge }
+                bytes.append(contentsOf: chunk)
+            }
             let contentType = headers[.contentType]
             headers[.contentType] = nil
             endpointBody = .data(bytes, contentType: contentType ?? "application/octet-stream")

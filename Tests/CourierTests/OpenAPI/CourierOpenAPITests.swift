@@ -134,6 +134,26 @@ struct CourierOpenAPITests {
         }
     }
 
+    /// A request body past the client's size limit (held in memory, so bounded) fails before
+    /// anything is sent, with a `CourierError` of kind `invalidRequest` naming the limit: it was
+    /// OpenAPIRuntime's own error, which the rest of Courier's failures never are.
+    @Test(arguments: TransportKind.allCases)
+    func aRequestBodyPastTheLimitIsATypedErrorAndNothingIsSent(_ kind: TransportKind) async throws {
+        let server = try await http1Server(PetsOrigin.handle)
+        try await withClient(kind, server: server, configure: { $0.maxResponseSize = 64 }) { courier in
+            let pets = PetsAPI.Client(serverURL: server.baseURL, transport: CourierClientTransport(client: courier))
+            do {
+                _ = try await pets.createPet(body: .json(.init(name: String(repeating: "x", count: 100))))
+                Issue.record("a body past the limit was sent")
+            } catch let error as ClientError {
+                let underlying = error.underlyingError as? CourierError
+                #expect(underlying?.kind == .invalidRequest, "\(error.underlyingError)")
+                #expect(underlying?.message.contains("64 bytes") == true, "\(error.underlyingError)")
+            }
+            #expect(server.requests.isEmpty)
+        }
+    }
+
     /// A minimal OpenAPI `ClientTransport` over Foundation's URLSession, standing for any third-party one.
     struct FoundationClientTransport: ClientTransport {
         func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws -> (HTTPResponse, HTTPBody?) {
