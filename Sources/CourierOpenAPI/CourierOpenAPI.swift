@@ -202,6 +202,8 @@ public struct OpenAPIClientTransportAdapter: Transport {
         switch type {
         case "NIOPosix.NIOConnectionError", "NIOCore.SocketAddressError", "NIOCore.SocketAddressError.UnknownHost":
             return true
+        case "AsyncHTTPClient.HTTPClientError":
+            return "\(error)" == "HTTPClientError.remoteConnectionClosed"
         case "NIOCore.IOError":
             let text = "\(error)"
             return Self.connectionErrnos.contains { text.hasSuffix("(errno: \($0))") }
@@ -211,6 +213,6 @@ public struct OpenAPIClientTransportAdapter: Transport {
     }
 
     private static let connectionErrnos: [CInt] = [
-        ECONNREFUSED, ECONNRESET, ECONNABORTED, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EHOSTDOWN,
+        ECONNREFUSED, ECONNRESET, ECONNABORTED, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EHOSTDOWN, EPIPE,
     ]
 }

@@ -30,7 +30,8 @@ public final class StubTransport: Transport {
     /// Records the request (claiming its body) and answers it.
     ///
     /// A streamed request body is read whole, as a transport sends it, and the request is recorded
-    /// (and handed to the closure) with those bytes as its body, so a test can read what was sent.
+    /// (and handed to the closure) with those bytes as its body (`.data`, so replayable and with
+    /// its length), so a test can read what was sent.
     /// As over a real connection, the answer to a HEAD request and a 204 or 304 answer come with
     /// no body, whatever the closure gave (RFC 9110 §9.3.2, §15.3.5, §15.4.5; RFC 9112 §6.3).
     public func send(_ request: Request) async throws -> RawResponse {
@@ -43,6 +44,7 @@ public final class StubTransport: Transport {
         try Task.checkCancellation()
         var response = try await self.respond(request)
         if request.head.method == .head || response.head.status.code == 204 || response.head.status.code == 304 {
+            response.body.cancel()
             response.body = .empty
         }
         return response

@@ -1,26 +1,32 @@
+import Foundation
+
 /// Interpolation of one path segment into an endpoint's path, percent-encoded.
 ///
 /// A value written into a path with plain interpolation goes as it is: a `/`, `?` or `#` in a
-/// user's name, or a name that is `..`, changes which resource the request reaches (a `#` even
-/// cuts the path there, as a fragment). Written with `segment:`, the value is one segment and
-/// nothing else:
+/// user's name changes which resource the request reaches (a `#` even cuts the path there, as a
+/// fragment). Written with `pathSegment:`, the value is one segment:
 ///
-///     Endpoint<User>(path: "/users/\(segment: name)/profile")
+///     Endpoint<User>(path: "/users/\(pathSegment: name)/profile")
 ///
 /// Every UTF-8 byte except RFC 3986's unreserved characters (`A-Z a-z 0-9 - . _ ~`, §2.3) is
 /// written as `%XY` (§2.1): `/`, `?`, `#`, `%`, `;`, `+` and spaces included, so a server cannot
 /// read a value as two segments, a query, matrix parameters or an escape it already holds.
-/// A value that is `.` or `..` (a dot-segment, which servers and proxies remove or resolve,
-/// §5.2.4) is written `%2E` or `%2E%2E`. An empty value stays empty: the path then holds an empty
-/// segment (`/users//profile`), which the caller must refuse if the server would misread it.
+///
+/// Two kinds of value no encoding can keep in place, and the caller must refuse or avoid:
+/// - `.` and `..` are dot-segments, which servers remove or resolve (§5.2.4) even when
+///   percent-encoded (`%2E` is `.`, §6.2.2.2). They are written `%2E` and `%2E%2E`, and a
+///   relative path holding such a segment fails with kind `invalidRequest` when the request is
+///   built, before anything is sent.
+/// - An empty value leaves an empty segment (`/users//profile`, or `/users/` — the collection —
+///   at the end of the path).
 extension DefaultStringInterpolation {
     /// Appends `value`'s description as one percent-encoded path segment.
-    public mutating func appendInterpolation(segment value: some CustomStringConvertible) {
+    public mutating func appendInterpolation(pathSegment value: some CustomStringConvertible) {
         self.appendLiteral(PathSegment.escape(value.description))
     }
 }
 
-/// The encoding of one path segment (see `appendInterpolation(segment:)`).
+/// The encoding of one path segment (see `appendInterpolation(pathSegment:)`).
 enum PathSegment {
     static func escape(_ text: String) -> String {
         switch text {
@@ -28,5 +34,20 @@ enum PathSegment {
         case "..": return "%2E%2E"
         default: return PercentEncoding.escape(text, keeping: PercentEncoding.isUnreserved)
         }
+    }
+
+    /// Whether `path` (up to its query) holds a dot-segment written with a percent-encoded dot
+    /// (`%2E`, `%2E%2E`, `.%2E`, `%2E.`, any letter case): what `pathSegment:` writes for `.` and
+    /// `..`, and what servers resolve as them (RFC 3986 §6.2.2.2, §5.2.4).
+    static func holdsEncodedDotSegment(_ path: String) -> Bool {
+        // The common path has no `%` at all: one byte scan.
+        guard path.utf8.contains(UInt8(ascii: "%")) else { return false }
+        let target = path.utf8.prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+        for segment in target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
+            guard segment.count <= 6, segment.contains(UInt8(ascii: "%")) else { continue }
+            let decoded = String(decoding: segment, as: UTF8.self).uppercased().replacingOccurrences(of: "%2E", with: ".")
+            if decoded == "." || decoded == ".." { return true }
+        }
+        return false
     }
 }

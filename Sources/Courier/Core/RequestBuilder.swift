@@ -45,6 +45,12 @@ enum RequestBuilder {
             let home = endpoint.service.flatMap { try? configuration.servers?.base(for: $0) } ?? clientBase
             elsewhere = home.map { !Self.isSameOrigin(target, $0) } ?? false
         } else {
+            // A `.` or `..` segment written percent-encoded (what `pathSegment:` makes of a value
+            // that is one) is resolved by servers as the dot-segment itself (RFC 3986 §6.2.2.2):
+            // it would reach another resource than the path names.
+            if PathSegment.holdsEncodedDotSegment(endpoint.path) {
+                throw CourierError.invalidRequest("the endpoint's path holds a '.' or '..' segment written percent-encoded")
+            }
             let base: BaseURL
             if let service = endpoint.service {
                 guard let servers = configuration.servers else {

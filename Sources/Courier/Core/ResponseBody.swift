@@ -130,7 +130,7 @@ public struct ResponseBody: AsyncSequence, Sendable {
     }
 
     /// Stops a streamed body without reading it (its connection is not reused).
-    func cancel() {
+    package func cancel() {
         if case .stream(let stream) = self.storage { stream.cancel() }
     }
 

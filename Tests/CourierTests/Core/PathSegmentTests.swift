@@ -3,9 +3,9 @@ import CourierTestServer
 import Foundation
 import Testing
 
-/// `"\(segment: value)"`: a value interpolated into a path is one segment, whatever it holds
-/// (RFC 3986 §3.3: a segment cannot hold `/`; `?` starts the query, `#` the fragment, §3.4–3.5;
-/// `.` and `..` are dot-segments that §5.2.4 removes).
+/// `"\(pathSegment: value)"`: a value interpolated into a path is one segment (RFC 3986 §3.3: a
+/// segment cannot hold `/`; `?` starts the query, `#` the fragment, §3.4–3.5); `.` and `..`,
+/// dot-segments that §5.2.4 removes even percent-encoded (§6.2.2.2), are refused.
 @Suite("Path segments: an interpolated value cannot change the target")
 struct PathSegmentTests {
     @Test(arguments: [
@@ -22,12 +22,12 @@ struct PathSegmentTests {
         ("", ""),
     ])
     func aValueIsPercentEncodedAsOneSegment(_ value: String, _ expected: String) {
-        #expect("/users/\(segment: value)/posts" == "/users/\(expected)/posts")
+        #expect("/users/\(pathSegment: value)/posts" == "/users/\(expected)/posts")
     }
 
     @Test
     func anyDescriptionIsEncoded() {
-        #expect("/n/\(segment: 42)/\(segment: -1.5)" == "/n/42/-1.5")
+        #expect("/n/\(pathSegment: 42)/\(pathSegment: -1.5)" == "/n/42/-1.5")
     }
 
     /// The server receives the encoded segment as the target, on both transports, and the request
@@ -38,8 +38,8 @@ struct PathSegmentTests {
             .text("\(request.method) \(request.uri)")
         }
         try await withClient(kind, server: server) { client in
-            for value in ["a/b", "..", "x?admin=1", "x#y", "a b%2F"] {
-                let answer = try await client.send(Endpoint<String>(path: "/users/\(segment: value)/posts", decoding: .string))
+            for value in ["a/b", "x?admin=1", "x#y", "a b%2F", "..."] {
+                let answer = try await client.send(Endpoint<String>(path: "/users/\(pathSegment: value)/posts", decoding: .string))
                 let expected = "/users/\(PathSegmentTests.encoded(value))/posts"
                 #expect(answer == "GET \(expected)", "value \(value.debugDescription)")
             }
@@ -49,10 +49,29 @@ struct PathSegmentTests {
     private static func encoded(_ value: String) -> String {
         switch value {
         case "a/b": return "a%2Fb"
-        case "..": return "%2E%2E"
+        case "...": return "..."
         case "x?admin=1": return "x%3Fadmin%3D1"
         case "x#y": return "x%23y"
         default: return "a%20b%252F"
+        }
+    }
+
+    /// A value that is `.` or `..` fails when the request is built, with kind `invalidRequest`,
+    /// and nothing is sent: servers resolve `%2E%2E` as `..` (RFC 3986 §6.2.2.2), so no encoding
+    /// keeps it in place. A path written with an encoded dot-segment by hand is refused alike.
+    @Test(arguments: TransportKind.allCases)
+    func aDotSegmentIsRefusedBeforeAnythingIsSent(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in .text(request.uri) }
+        try await withClient(kind, server: server) { client in
+            for path in ["/users/\(pathSegment: "..")/posts", "/users/\(pathSegment: ".")", "/a/%2e%2E/b", "/a/.%2E", "/a/%2E./b?q=1"] {
+                let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: path, decoding: .string)) }
+                #expect(error?.kind == .invalidRequest, "\(path)")
+            }
+            // Encoded dots inside a longer segment, or only in the query, are no dot-segment.
+            for path in ["/a/%2E%2E%2E", "/a/x%2E", "/a?p=%2E%2E"] {
+                _ = try await client.send(Endpoint<String>(path: path, decoding: .string))
+            }
+            #expect(server.requests.map(\.uri) == ["/a/%2E%2E%2E", "/a/x%2E", "/a?p=%2E%2E"])
         }
     }
 }
