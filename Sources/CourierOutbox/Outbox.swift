@@ -242,7 +242,7 @@ public final class Outbox: Sendable {
             var due: [(String, [OutboxStore.StoredRequest])] = []
             var earliest: Date?
             for (queue, items) in heads {
-                let ready = self.readyAt(queue: queue, items: items)
+                let ready = self.readyAt(queue: queue, items: items, now: now)
                 if ready <= now { due.append((queue, items)) } else { earliest = min(earliest ?? ready, ready) }
             }
             if due.isEmpty {
@@ -259,13 +259,18 @@ public final class Outbox: Sendable {
     }
 
     /// When a queue's head may be sent: its next attempt time, and for a batching queue also
-    /// when the batch is full or old enough.
-    private func readyAt(queue: String, items: [OutboxStore.StoredRequest]) -> Date {
+    /// when the batch is full or old enough. The times are stored as dates: a next attempt
+    /// further off than the longest wait the outbox sets (`maxDelay`), or an item created after
+    /// `now`, was stored before the clock went back (by hand, or a device's clock corrected),
+    /// and is due now rather than when the clock comes round again.
+    private func readyAt(queue: String, items: [OutboxStore.StoredRequest], now: Date) -> Date {
         guard let head = items.first else { return .distantFuture }
-        guard let batching = self.configuration.batches[queue], head.attempts == 0 else { return head.nextAttemptAt }
+        let longest = max(self.configuration.maxDelay, self.configuration.baseDelay).inSeconds
+        let next = head.nextAttemptAt > now.addingTimeInterval(longest) ? now : head.nextAttemptAt
+        guard let batching = self.configuration.batches[queue], head.attempts == 0 else { return next }
         let bytes = items.reduce(0) { $0 + ($1.body?.count ?? 0) }
-        if items.count >= batching.maxCount || bytes >= batching.maxBytes { return head.nextAttemptAt }
-        return max(head.nextAttemptAt, head.createdAt.addingTimeInterval(batching.maxAge.inSeconds))
+        if items.count >= batching.maxCount || bytes >= batching.maxBytes || head.createdAt > now { return next }
+        return max(next, head.createdAt.addingTimeInterval(batching.maxAge.inSeconds))
     }
 
     private func deliverHead(queue: String, items: [OutboxStore.StoredRequest]) async {
@@ -349,10 +354,14 @@ public final class Outbox: Sendable {
 
     private func send(_ endpoint: Endpoint<Data>, ids: [OutboxItemID], attempts: Int, maxAttempts: Int) async {
         do {
-            let response = try await self.client.response(endpoint)
+            // The status decides, once the head is here: a body past the client's size limit,
+            // one that cannot be decoded or one cut short would otherwise fail the send after the
+            // server applied it, and the item would go again (to a server that ignores the key,
+            // applied again). The result keeps what of the body could be read.
+            let response = try await self.client.stream(endpoint)
             let result = OutboxItem.Result(
                 status: response.status.code, headers: response.headers,
-                body: Data(response.value.prefix(self.configuration.resultBodyLimit)))
+                body: await Self.prefix(of: response.body, upTo: self.configuration.resultBodyLimit))
             switch response.status.code {
             case 200..<300:
                 self.finish(ids, state: .delivered, error: nil, result: result, retryAt: nil)
@@ -383,6 +392,19 @@ public final class Outbox: Sendable {
                 self.failed(ids, error: failure.description, result: nil, attempts: attempts, maxAttempts: maxAttempts, retryAfter: nil)
             }
         }
+    }
+
+    /// Up to `limit` bytes of `body`; the rest is given up, and a failure while reading ends
+    /// the reading only.
+    private static func prefix(of body: ByteStream, upTo limit: Int) async -> Data {
+        var kept = Data()
+        do {
+            for try await chunk in body where kept.count < limit {
+                kept.append(chunk.prefix(limit - kept.count))
+            }
+        } catch {}
+        body.cancel()
+        return kept
     }
 
     private func failed(

@@ -215,13 +215,16 @@ final class OutboxStore: Sendable {
     }
 
     /// Sends a dead item again: pending, attempts reset, due now.
+    /// Puts a dead item back in line, out of the batch it died in: it goes again under a batch
+    /// key made from what it is sent with then (the same key when all of that batch's items go
+    /// together again; the old key with another body is a reused key to the server).
     func revive(_ id: OutboxItemID, now: Date) throws(OutboxError) {
         let changed: Int
         do {
             changed = try self.pool.write { db in
                 try db.execute(
                     sql:
-                        "UPDATE item SET state = 'pending', attempts = 0, next_attempt_at = ?, finished_at = NULL, expires_at = NULL WHERE id = ? AND state = 'dead'",
+                        "UPDATE item SET state = 'pending', attempts = 0, next_attempt_at = ?, finished_at = NULL, expires_at = NULL, batch = NULL WHERE id = ? AND state = 'dead'",
                     arguments: [now.timeIntervalSince1970, id.rawValue]
                 )
                 return db.changesCount

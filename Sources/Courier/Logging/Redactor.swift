@@ -43,7 +43,17 @@ public struct Redactor: Sendable {
     public func isSecret(headerName: String) -> Bool {
         let name = headerName.lowercased()
         return self.headerNames.contains(name) || name.contains("token") || name.contains("secret") || name.contains("password")
-            || name.contains("signature") || name.contains("api-key") || name.contains("apikey")
+            || name.contains("signature") || name.contains("api-key") || name.contains("apikey") || name.contains("credential")
+            || Self.endsInKeyOrAuth(name)
+    }
+
+    /// Whether a field name's last word is `key` or `auth` (`Ocp-Apim-Subscription-Key`,
+    /// `X-Auth-Key`, `X-Sentry-Auth`): how services name the fields that carry their keys.
+    /// `Idempotency-Key` is no credential, and stays shown.
+    private static func endsInKeyOrAuth(_ name: String) -> Bool {
+        guard name.hasSuffix("key") || name.hasSuffix("auth"), name != "idempotency-key" else { return false }
+        let last = name.split(whereSeparator: { $0 == "-" || $0 == "_" }).last
+        return last == "key" || last == "auth"
     }
 
     /// Whether the value of a query parameter should be hidden (also the signatures and
@@ -51,7 +61,7 @@ public struct Redactor: Sendable {
     public func isSecret(queryName: String) -> Bool {
         let name = queryName.lowercased()
         return self.queryNames.contains(name) || name.hasSuffix("token") || name.contains("secret") || name.contains("password")
-            || name.contains("signature") || name.contains("credential")
+            || name.contains("signature") || name.contains("credential") || name.hasSuffix("_key") || name.hasSuffix("-key")
     }
 
     /// The value of a header field, or the replacement when it is a secret; a field that
@@ -75,9 +85,12 @@ public struct Redactor: Sendable {
             components.percentEncodedFragment = self.redact(pairs: fragment, replacement: replacement)
         }
         if let items = components.percentEncodedQueryItems {
+            // Percent-encoded too: Foundation stops the process when a percent-encoded query item
+            // holds a character a query cannot (a replacement of one's own such as `[hidden]`).
+            let replacement = QueryEncoding.escape(self.replacement)
             components.percentEncodedQueryItems = items.map { item in
                 self.isSecret(queryName: item.name.removingPercentEncoding ?? item.name) && item.value != nil
-                    ? URLQueryItem(name: item.name, value: self.replacement) : item
+                    ? URLQueryItem(name: item.name, value: replacement) : item
             }
         }
         return components.string ?? url.absoluteString
@@ -122,8 +135,9 @@ public struct Redactor: Sendable {
             .sorted().map(NSRegularExpression.escapedPattern(for:)).joined(separator: "|")
         // The name, quoted or not (a quote may be escaped: JSON inside a JSON string), then `=` or `:`.
         let key = #"((?:\\?")?(?:"# + names + #")(?:\\?")?\s*[=:]\s*)"#
-        // A quoted value up to its closing quote (escaped quotes inside it are part of it) ...
-        replace(key + #"(\\?")(?:[^"\\]|\\[^"]|\\")*?\2"#, "$1$2" + replacement + "$2")
+        // A quoted value up to its closing quote (escaped quotes inside it are part of it), or to
+        // the end of the text when it has none there (text cut from a longer body) ...
+        replace(key + #"(\\?")(?:[^"\\]|\\[^"]|\\")*?(?:\2|$)"#, "$1$2" + replacement + "$2")
         // ... or an unquoted one up to a separator.
         replace(key + #"(?![\\"])([^"&,;\s}\\]+)"#, "$1" + replacement)
         return result

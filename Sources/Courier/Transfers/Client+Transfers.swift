@@ -219,7 +219,10 @@ extension Client {
                 guard offset > 0, let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""),
                     Int64(range.range.lowerBound) == offset,
                     !otherVersion,
-                    range.completeLength.map({ complete in knownLength.map { $0 == Int64(complete) } ?? true }) ?? true
+                    range.completeLength.map({ complete in knownLength.map { $0 == Int64(complete) } ?? true }) ?? true,
+                    // A part of unknown complete length (`*`) still ends inside the length known:
+                    // every part of one representation has one (RFC 9110 §14.4).
+                    knownLength.map({ Int64(range.range.upperBound) < $0 }) ?? true
                 else {
                     // A range we did not ask for, or of another version: start again from zero
                     // without one.

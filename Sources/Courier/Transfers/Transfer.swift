@@ -114,7 +114,8 @@ public struct DownloadDestination: Sendable, Hashable {
         self.overwrite = overwrite
     }
 
-    /// The destination file, checked: it stays inside the directory, and does not exist unless overwriting is allowed.
+    /// The destination file, checked: it stays inside the directory, and does not exist unless
+    /// overwriting is allowed (and then is no directory).
     func validated() throws -> URL {
         let name = self.fileName
         guard !name.isEmpty, name != ".", name != "..", !name.contains("/"), !name.contains("\0"), !name.hasPrefix(".courier-") else {
@@ -129,8 +130,14 @@ public struct DownloadDestination: Sendable, Hashable {
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw CourierError.invalidRequest("the download directory \(directory.path) does not exist")
         }
-        if !self.overwrite, FileManager.default.fileExists(atPath: file.path) {
-            throw CourierError.invalidRequest("\(file.path) exists; allow overwriting to replace it")
+        var existing: ObjCBool = false
+        if FileManager.default.fileExists(atPath: file.path, isDirectory: &existing) {
+            guard self.overwrite else { throw CourierError.invalidRequest("\(file.path) exists; allow overwriting to replace it") }
+            // Only a file can be replaced: a directory there (or a link to one) would fail the
+            // final rename once the whole body is in, and every later try the same way.
+            if existing.boolValue {
+                throw CourierError.invalidRequest("\(file.path) is a directory; a download replaces only a file")
+            }
         }
         return file
     }

@@ -63,6 +63,32 @@ struct LoggingTests {
         }
     }
 
+    /// A replacement of the app's own that a query cannot hold as it is (`[hidden value]`) is
+    /// percent-encoded in a URL's query: written raw, Foundation stopped the process while the
+    /// request's line was logged. A query name whose last word is `key` is a secret too.
+    @Test(arguments: TransportKind.allCases)
+    func aReplacementOfOnesOwnIsEncodedInAQueryNotACrash(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test") { _ in handler }
+        logger.logLevel = .debug
+        var redactor = Redactor.standard
+        redactor.replacement = "[hidden value]"
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.logger = logger
+                $0.redactor = redactor
+            }
+        ) { client in
+            _ = try await client.send(Endpoint<Article>(path: "/json?token=T0KEN&subscription-key=SUBKEY&page=2"))
+            let lines = handler.entries.map { "\($0.message)" }
+            #expect(lines.contains { $0.contains("token=%5Bhidden%20value%5D&subscription-key=%5Bhidden%20value%5D&page=2") }, "\(lines)")
+            #expect(!lines.joined().contains("T0KEN") && !lines.joined().contains("SUBKEY"), "\(lines)")
+        }
+        #expect(redactor.redact(urlString: "https://h/x?access_key=AK#s") == "https://h/x?access_key=%5Bhidden%20value%5D#s")
+    }
+
     @Test(arguments: TransportKind.allCases)
     func failuresAreLoggedWithTheirKind(_ kind: TransportKind) async throws {
         let server = try await http1Server()
@@ -145,6 +171,21 @@ struct LoggingTests {
         #expect(!error.description.contains("leaky"))
         #expect(!error.description.contains("abc123"))
         #expect(error.description.contains("\"error\":\"bad\""))
+    }
+
+    /// The excerpt redacts a window of the body, then cuts it: a secret whose closing quote lies
+    /// past the window went unrecognised, and a long secret before it, shrunk to the replacement,
+    /// pulled it into the part shown. A quoted secret cut by the window is hidden to its end.
+    @Test
+    func aSecretCutByTheExcerptsWindowIsHidden() {
+        var error = CourierError(.httpStatus, "the server answered 400")
+        // The window is 4 × 120 + 4,096 = 4,576 bytes: the refresh token starts inside it and ends past it.
+        let long = String(repeating: "a", count: 4_500)
+        let refresh = "RT_SECRET_" + String(repeating: "b", count: 80)
+        error.body = Data(#"{"access_token":"\#(long)","refresh_token":"\#(refresh)"}"#.utf8)
+        let excerpt = error.bodyExcerpt(limit: 120) ?? ""
+        #expect(!excerpt.contains("RT_SECRET") && !excerpt.contains("aaaa"), "\(excerpt)")
+        #expect(excerpt.contains("refresh_token"), "\(excerpt)")
     }
 
     @Test(arguments: [Int.max, Int.max / 4 + 1, 0, -1, Int.min, 5])

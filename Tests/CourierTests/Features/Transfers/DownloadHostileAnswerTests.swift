@@ -128,6 +128,53 @@ extension TransferTests {
         }
     }
 
+    /// RFC 9110 §14.4: the parts of one representation share one complete length. A part of
+    /// unknown complete length (`*`) that runs past the length the first answer stated is of
+    /// another version (a server that kept the ETag of a file that grew): the download starts
+    /// again from zero instead of writing past the file's end (it wrote on, then failed, and the
+    /// next try asked past the end).
+    @Test(arguments: TransportKind.allCases)
+    func aPartOfUnknownLengthPastTheKnownLengthStartsTheDownloadAgain(_ kind: TransportKind) async throws {
+        let origin = FileOrigin(cutFirstAfter: 300_000, unknownLength: true)
+        let grown = payload(1_500_000, seed: 7)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "grown.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = try await self.cutDownload(client, to: destination, in: folder)
+            origin.content.withLock { $0 = grown }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.resumedFrom == 0)
+            #expect(result.status.code == 200)
+            #expect(result.byteCount == 1_500_000)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(grown))
+            #expect(self.hiddenFiles(folder).isEmpty)
+        }
+    }
+
+    /// A destination that is a directory cannot be replaced, even with `overwrite`: refused
+    /// before anything is sent (it failed at the final rename, after the whole body, and every
+    /// later try the same way).
+    @Test(arguments: TransportKind.allCases)
+    func aDirectoryAtTheDestinationIsRefusedBeforeSending(_ kind: TransportKind) async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("taken"), withIntermediateDirectories: false)
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "taken", overwrite: true)
+            let failure = await expectCourierError {
+                _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: destination).value
+            }
+            #expect(failure?.kind == .invalidRequest)
+            #expect(failure?.message.contains("is a directory") == true)
+            #expect(server.requests.isEmpty)
+            #expect(self.hiddenFiles(folder).isEmpty)
+        }
+    }
+
     /// RFC 9110 §13.1.5 and §13.2.2: a 416 proves the partial file whole only when If-Range
     /// matched. A server that ignores If-Range answers the range of a new version of exactly the
     /// partial file's length with 416 and the new Last-Modified: the download starts again.
