@@ -172,6 +172,10 @@ public final class Outbox: Sendable {
     }
 
     /// Sends a dead item again, from its first attempt.
+    ///
+    /// An item that died in a batch brings that batch's other dead items back with it: the batch
+    /// goes again whole, with its body and its idempotency key (the server may have applied it,
+    /// and one item alone under that key would be the key reused with another body).
     public func retry(_ id: OutboxItemID) throws(OutboxError) {
         try self.store.revive(id, now: Date())
         self.wakeup.signal()
@@ -354,14 +358,10 @@ public final class Outbox: Sendable {
 
     private func send(_ endpoint: Endpoint<Data>, ids: [OutboxItemID], attempts: Int, maxAttempts: Int) async {
         do {
-            // The status decides, once the head is here: a body past the client's size limit,
-            // one that cannot be decoded or one cut short would otherwise fail the send after the
-            // server applied it, and the item would go again (to a server that ignores the key,
-            // applied again). The result keeps what of the body could be read.
-            let response = try await self.client.stream(endpoint)
+            let response = try await self.client.response(endpoint)
             let result = OutboxItem.Result(
                 status: response.status.code, headers: response.headers,
-                body: await Self.prefix(of: response.body, upTo: self.configuration.resultBodyLimit))
+                body: Data(response.value.prefix(self.configuration.resultBodyLimit)))
             switch response.status.code {
             case 200..<300:
                 self.finish(ids, state: .delivered, error: nil, result: result, retryAt: nil)
@@ -392,19 +392,6 @@ public final class Outbox: Sendable {
                 self.failed(ids, error: failure.description, result: nil, attempts: attempts, maxAttempts: maxAttempts, retryAfter: nil)
             }
         }
-    }
-
-    /// Up to `limit` bytes of `body`; the rest is given up, and a failure while reading ends
-    /// the reading only.
-    private static func prefix(of body: ByteStream, upTo limit: Int) async -> Data {
-        var kept = Data()
-        do {
-            for try await chunk in body where kept.count < limit {
-                kept.append(chunk.prefix(limit - kept.count))
-            }
-        } catch {}
-        body.cancel()
-        return kept
     }
 
     private func failed(

@@ -215,17 +215,21 @@ final class OutboxStore: Sendable {
     }
 
     /// Sends a dead item again: pending, attempts reset, due now.
-    /// Puts a dead item back in line, out of the batch it died in: it goes again under a batch
-    /// key made from what it is sent with then (the same key when all of that batch's items go
-    /// together again; the old key with another body is a reused key to the server).
+    /// Puts a dead item back in line; an item of a batch that was sent brings back that batch's
+    /// other dead items with it, so the batch goes again whole, with its body and its key (the
+    /// server may have applied it; one item alone under that key would be the key reused with
+    /// another body, and under a new key a second application).
     func revive(_ id: OutboxItemID, now: Date) throws(OutboxError) {
         let changed: Int
         do {
             changed = try self.pool.write { db in
                 try db.execute(
                     sql:
-                        "UPDATE item SET state = 'pending', attempts = 0, next_attempt_at = ?, finished_at = NULL, expires_at = NULL, batch = NULL WHERE id = ? AND state = 'dead'",
-                    arguments: [now.timeIntervalSince1970, id.rawValue]
+                        """
+                        UPDATE item SET state = 'pending', attempts = 0, next_attempt_at = ?, finished_at = NULL, expires_at = NULL
+                        WHERE state = 'dead' AND (id = ? OR batch = (SELECT batch FROM item WHERE id = ? AND state = 'dead'))
+                        """,
+                    arguments: [now.timeIntervalSince1970, id.rawValue, id.rawValue]
                 )
                 return db.changesCount
             }

@@ -49,9 +49,10 @@ public struct Redactor: Sendable {
 
     /// Whether a field name's last word is `key` or `auth` (`Ocp-Apim-Subscription-Key`,
     /// `X-Auth-Key`, `X-Sentry-Auth`): how services name the fields that carry their keys.
-    /// `Idempotency-Key` is no credential, and stays shown.
+    /// An idempotency key (`Idempotency-Key`, `X-Idempotency-Key`, …) is no credential, and
+    /// stays shown (and with a request a redirect sends to another origin).
     private static func endsInKeyOrAuth(_ name: String) -> Bool {
-        guard name.hasSuffix("key") || name.hasSuffix("auth"), name != "idempotency-key" else { return false }
+        guard name.hasSuffix("key") || name.hasSuffix("auth"), !name.contains("idempotency") else { return false }
         let last = name.split(whereSeparator: { $0 == "-" || $0 == "_" }).last
         return last == "key" || last == "auth"
     }
@@ -65,11 +66,15 @@ public struct Redactor: Sendable {
     }
 
     /// The value of a header field, or the replacement when it is a secret; a field that
-    /// carries a URL (`Location`, `Content-Location`) has the URL's secrets hidden.
+    /// carries a URL (`Location`, `Content-Location`) has the URL's secrets hidden, and so do the
+    /// fields whose value holds URLs among other text (`Link`, `Referer`, `Refresh`).
     public func value(of field: HTTPField) -> String {
         if self.isSecret(headerName: field.name.canonicalName) { return self.replacement }
         if field.name == .location || field.name == .contentLocation { return self.redact(urlString: field.value) }
-        return field.value
+        switch field.name.canonicalName {
+        case "link", "referer", "refresh": return self.redactFreeText(field.value)
+        default: return field.value
+        }
     }
 
     /// The URL with the values of secret query parameters and any user info replaced; so are

@@ -223,6 +223,13 @@ struct LoggingTests {
         for secret in ["AKIA", "=abc", "=tok", "=def"] { #expect(!redacted.contains(secret), "\(redacted)") }
         #expect(redacted.contains("part=1"))
         #expect(Redactor.standard.value(of: HTTPField(name: .location, value: "/cb?code=AUTH&state=s")) == "/cb?code=REDACTED&state=s")
+        // URLs inside other fields' text: a `Link` an API echoes a token in, a `Referer`, a `Refresh`.
+        let link = HTTPField(name: HTTPField.Name("Link")!, value: #"<https://api.example/x?access_token=T0K&page=2>; rel="next""#)
+        #expect(Redactor.standard.value(of: link) == #"<https://api.example/x?access_token=REDACTED&page=2>; rel="next""#)
+        let referer = HTTPField(name: HTTPField.Name("Referer")!, value: "https://app.example/cb?code=C0DE")
+        #expect(!Redactor.standard.value(of: referer).contains("C0DE"))
+        let refresh = HTTPField(name: HTTPField.Name("Refresh")!, value: "0; url=/next?token=T0K")
+        #expect(!Redactor.standard.value(of: refresh).contains("T0K"))
         #expect(Redactor.standard.value(of: HTTPField(name: HTTPField.Name("X-Upload-Signature")!, value: "sig")) == "REDACTED")
     }
 
