@@ -544,14 +544,10 @@ public final class AsyncHTTPClientTransport: Transport {
     /// Whether `error` says the connection failed before any byte of a response: refused,
     /// reset, aborted or closed, no route, or a name that does not resolve.
     static func isConnectionFailure(_ error: any Error) -> Bool {
-        if let io = error as? IOError { return Self.connectionErrnos.contains(io.errnoCode) }
+        if let io = error as? IOError { return TransportRules.connectionErrnos.contains(io.errnoCode) }
         // The name did not resolve, or every address of the host failed to connect.
         return error is SocketAddressError || error is SocketAddressError.UnknownHost || error is NIOConnectionError
     }
-
-    private static let connectionErrnos: Set<CInt> = [
-        ECONNREFUSED, ECONNRESET, ECONNABORTED, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EHOSTDOWN, EPIPE,
-    ]
 }
 
 /// Reads AsyncHTTPClient's response body for the one reader of a ``ByteStream``, and stops it

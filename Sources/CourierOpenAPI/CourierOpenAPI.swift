@@ -206,13 +206,9 @@ public struct OpenAPIClientTransportAdapter: Transport {
             return "\(error)" == "HTTPClientError.remoteConnectionClosed"
         case "NIOCore.IOError":
             let text = "\(error)"
-            return Self.connectionErrnos.contains { text.hasSuffix("(errno: \($0))") }
+            return TransportRules.connectionErrnos.contains { text.hasSuffix("(errno: \($0))") }
         default:
             return false
         }
     }
-
-    private static let connectionErrnos: [CInt] = [
-        ECONNREFUSED, ECONNRESET, ECONNABORTED, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EHOSTDOWN, EPIPE,
-    ]
 }

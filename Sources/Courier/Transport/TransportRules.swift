@@ -4,6 +4,12 @@ import HTTPTypes
 /// The request-side rules both transports apply, written once: what goes on the wire as header
 /// fields, a pinned host never over cleartext, and how a TLS failure reads.
 package enum TransportRules {
+    /// The errno values that say a connection failed before any byte of a response: refused,
+    /// reset, aborted or broken, no route, the network or host down (what `couldNotConnect` marks).
+    package static let connectionErrnos: Set<CInt> = [
+        ECONNREFUSED, ECONNRESET, ECONNABORTED, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EHOSTDOWN, EPIPE,
+    ]
+
     /// Hands `add` the header fields to send, in order: every field but `Cookie`, then the
     /// request's cookies as one `Cookie` field joined by "; " (RFC 6265 §5.4: never more than
     /// one; `HTTPFields` keeps each cookie as a field of its own, for HTTP/2's compression), then

@@ -25,9 +25,15 @@ struct PathSegmentTests {
         #expect("/users/\(pathSegment: value)/posts" == "/users/\(expected)/posts")
     }
 
+    /// A value that is not a string is encoded by its description.
+    struct Slug: CustomStringConvertible {
+        var description: String { "a/b?c" }
+    }
+
     @Test
     func anyDescriptionIsEncoded() {
         #expect("/n/\(pathSegment: 42)/\(pathSegment: -1.5)" == "/n/42/-1.5")
+        #expect("/n/\(pathSegment: Slug())" == "/n/a%2Fb%3Fc")
     }
 
     /// The server receives the encoded segment as the target, on both transports, and the request

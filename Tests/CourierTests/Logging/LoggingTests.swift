@@ -38,24 +38,32 @@ struct LoggingTests {
         }
     }
 
-    @Test(arguments: TransportKind.allCases)
-    func aRedirectsLocationIsHiddenWithTheClientsOwnRedactor(_ kind: TransportKind) async throws {
-        // The `⤷` line used the standard redactor: a query name the app made secret showed.
-        let server = try await http1Server { request in
-            request.path == "/go" ? .text("", status: 302, headers: [("Location", "/next?sid=S3CRET")]) : .json(#"{"id":1,"title":"x"}"#)
-        }
+    /// Runs `body` with a client of `kind` that logs at `.debug` into the handler it is given,
+    /// hiding secrets with `redactor`.
+    static func withDebugLog(
+        _ kind: TransportKind, server: TestServer, redactor: Redactor, _ body: (Client, InMemoryLogHandler) async throws -> Void
+    ) async throws {
         let handler = InMemoryLogHandler()
         var logger = Logger(label: "test") { _ in handler }
         logger.logLevel = .debug
-        var redactor = Redactor.standard
-        redactor.queryNames.insert("sid")
         try await withClient(
             kind, server: server,
             configure: {
                 $0.logger = logger
                 $0.redactor = redactor
             }
-        ) { client in
+        ) { client in try await body(client, handler) }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aRedirectsLocationIsHiddenWithTheClientsOwnRedactor(_ kind: TransportKind) async throws {
+        // The `⤷` line used the standard redactor: a query name the app made secret showed.
+        let server = try await http1Server { request in
+            request.path == "/go" ? .text("", status: 302, headers: [("Location", "/next?sid=S3CRET")]) : .json(#"{"id":1,"title":"x"}"#)
+        }
+        var redactor = Redactor.standard
+        redactor.queryNames.insert("sid")
+        try await Self.withDebugLog(kind, server: server, redactor: redactor) { client, handler in
             _ = try await client.send(Endpoint<Article>(path: "/go"))
             let lines = handler.entries.map { "\($0.message)" }
             #expect(lines.contains { $0.hasPrefix("⤷ ") && $0.contains("sid=REDACTED") }, "\(lines)")
@@ -69,18 +77,9 @@ struct LoggingTests {
     @Test(arguments: TransportKind.allCases)
     func aReplacementOfOnesOwnIsEncodedInAQueryNotACrash(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        let handler = InMemoryLogHandler()
-        var logger = Logger(label: "test") { _ in handler }
-        logger.logLevel = .debug
         var redactor = Redactor.standard
         redactor.replacement = "[hidden value]"
-        try await withClient(
-            kind, server: server,
-            configure: {
-                $0.logger = logger
-                $0.redactor = redactor
-            }
-        ) { client in
+        try await Self.withDebugLog(kind, server: server, redactor: redactor) { client, handler in
             _ = try await client.send(Endpoint<Article>(path: "/json?token=T0KEN&subscription-key=SUBKEY&page=2"))
             let lines = handler.entries.map { "\($0.message)" }
             #expect(lines.contains { $0.contains("token=%5Bhidden%20value%5D&subscription-key=%5Bhidden%20value%5D&page=2") }, "\(lines)")
