@@ -29,7 +29,9 @@ import HTTPTypes
 /// one outbox, `start()` and `deliverAll()` may run at once: each item is taken by one of them.
 ///
 /// **Order and failures.** Items of one queue are delivered in order, one at a time: a failing
-/// head blocks its queue, other queues go on. A 2xx delivers. A 408, 429, 5xx or a network
+/// head blocks its queue, other queues go on. A 2xx delivers, even one whose body was lost (too
+/// large, cut short): the server has the request, so it is not sent again, and the item's
+/// `lastError` says what became of the body. A 408, 429, 5xx or a network
 /// failure is tried again later (the client's retry policy runs first, within an attempt; then
 /// the outbox's backoff, or the server's `Retry-After`), up to the item's maximum attempts. Any
 /// other status, too many attempts, or expiry makes the item dead, with its last error and the
@@ -362,16 +364,15 @@ public final class Outbox: Sendable {
             let result = OutboxItem.Result(
                 status: response.status.code, headers: response.headers,
                 body: Data(response.value.prefix(self.configuration.resultBodyLimit)))
-            switch response.status.code {
-            case 200..<300:
-                self.finish(ids, state: .delivered, error: nil, result: result, retryAt: nil)
-            case 408, 429, 500..<600:
-                self.failed(
-                    ids, error: "status \(response.status.code)", result: result, attempts: attempts, maxAttempts: maxAttempts,
-                    retryAfter: response.headers[.retryAfter])
-            default:
-                self.finish(ids, state: .dead, error: "status \(response.status.code)", result: result, retryAt: nil)
-            }
+            self.answered(ids, result: result, bodyError: nil, attempts: attempts, maxAttempts: maxAttempts)
+        } catch let failure as CourierError where failure.kind != .cancelled && failure.status != nil && !Task.isCancelled {
+            // The server answered, and the body was lost (too large, cut short, undecodable): the
+            // status decides, as for a whole response — a 2xx was delivered and is not sent again.
+            let status = failure.status?.code ?? 0
+            let result = OutboxItem.Result(status: status, headers: failure.headers ?? [:], body: Data())
+            self.answered(
+                ids, result: result, bodyError: "the response body was lost: \(failure.message)", attempts: attempts,
+                maxAttempts: maxAttempts)
         } catch {
             if Task.isCancelled {
                 // Stopped, not failed: the item stays in line for the next run, and the attempt
@@ -391,6 +392,22 @@ public final class Outbox: Sendable {
             } else {
                 self.failed(ids, error: failure.description, result: nil, attempts: attempts, maxAttempts: maxAttempts, retryAfter: nil)
             }
+        }
+    }
+
+    /// Finishes the items of a response with `result`'s status: a 2xx delivers; a 408, 429 or
+    /// 5xx is tried again; any other status is dead. `bodyError` says why the body is missing.
+    private func answered(_ ids: [OutboxItemID], result: OutboxItem.Result, bodyError: String?, attempts: Int, maxAttempts: Int) {
+        let statusError = "status \(result.status)" + (bodyError.map { "; \($0)" } ?? "")
+        switch result.status {
+        case 200..<300:
+            self.finish(ids, state: .delivered, error: bodyError, result: result, retryAt: nil)
+        case 408, 429, 500..<600:
+            self.failed(
+                ids, error: statusError, result: result, attempts: attempts, maxAttempts: maxAttempts,
+                retryAfter: result.headers[.retryAfter])
+        default:
+            self.finish(ids, state: .dead, error: statusError, result: result, retryAt: nil)
         }
     }
 

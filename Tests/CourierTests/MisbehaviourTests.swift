@@ -2,6 +2,7 @@ import Courier
 import CourierAsyncHTTPClient
 import CourierTestServer
 import Foundation
+import HTTPTypes
 import Testing
 
 @Suite("A misbehaving server yields the right CourierError")
@@ -230,6 +231,30 @@ struct MisbehaviourTests {
         try await withClient(kind, server: server) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/close-mid", decoding: .data)) }
             #expect(error?.kind == .transport)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aBodyLostAfterTheHeadCarriesTheStatusAndFieldsOfItsResponse(kind: TransportKind) async throws {
+        // A caller (the outbox, say) must tell a request the server answered from one it may
+        // never have seen: the error of a body too large or cut short names the response's head.
+        let server = try await http1Server { request in
+            switch request.path {
+            case "/big": return .json(String(repeating: "x", count: 5000), status: 201, headers: [("X-Trace", "big")])
+            default:
+                return .json(String(repeating: "x", count: 800), status: 202, headers: [("X-Trace", "cut")]).with(
+                    .closeMidBody(afterBytes: 100))
+            }
+        }
+        try await withClient(kind, server: server, configure: { $0.maxResponseSize = 1000 }) { client in
+            let big = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/big", decoding: .data)) }
+            #expect(big?.kind == .responseTooLarge)
+            #expect(big?.status?.code == 201)
+            #expect(big?.headers?[HTTPField.Name("X-Trace")!] == "big")
+            let cut = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/cut", decoding: .data)) }
+            #expect(cut?.kind == .transport)
+            #expect(cut?.status?.code == 202)
+            #expect(cut?.headers?[HTTPField.Name("X-Trace")!] == "cut")
         }
     }
 

@@ -137,6 +137,47 @@ struct OutboxTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func a2xxWhoseBodyIsLostIsDeliveredOnceAndAnErrorStatusStillDecides(_ kind: TransportKind) async throws {
+        // The server answered: its status decides even when the body is lost (too large, cut
+        // short). A 2xx sent again would apply the request twice on a server without keys.
+        let api = IdempotentServer { request, count in
+            let long = String(repeating: "x", count: 800)
+            switch request.path {
+            case "/cut": return .json(long, status: 201).with(.closeMidBody(afterBytes: 100))
+            case "/big": return .json(String(repeating: "x", count: 5000), status: 201)
+            case "/big-400": return .text(String(repeating: "x", count: 5000), status: 400)
+            case "/cut-503" where count == 1:
+                return .text(long, status: 503, headers: [("Retry-After", "0")]).with(.closeMidBody(afterBytes: 100))
+            default: return nil
+            }
+        }
+        let server = try await http1Server(api.respond)
+        try await Self.withOutbox(kind, server: server, configuration: Self.fast, configure: { $0.maxResponseSize = 1000 }) {
+            outbox, _, _ in
+            let ids = try ["/cut", "/big", "/big-400", "/cut-503"].map { try outbox.enqueue(Self.post($0), queue: $0) }
+            await outbox.deliverAll()
+            let items = try ids.map { try #require(try outbox.item($0)) }
+            let seen = api.state.current.seen
+            func sent(_ item: OutboxItem) -> Int { seen.filter { $0 == item.idempotencyKey }.count }
+            for item in items[0...1] {
+                #expect(item.state == .delivered)
+                #expect(item.attempts == 1)
+                #expect(sent(item) == 1)
+                #expect(item.result?.status == 201)
+                #expect(item.lastError?.contains("body was lost") == true, "\(String(describing: item.lastError))")
+            }
+            #expect(items[2].state == .dead)
+            #expect(items[2].attempts == 1)
+            #expect(sent(items[2]) == 1)
+            #expect(items[2].lastError?.hasPrefix("status 400") == true, "\(String(describing: items[2].lastError))")
+            #expect(items[3].state == .delivered)
+            #expect(items[3].attempts == 2)
+            #expect(sent(items[3]) == 2)
+            #expect(items[3].result?.status == 201)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func a400IsADeadLetterWithItsErrorAndAFailingHeadBlocksOnlyItsQueue(_ kind: TransportKind) async throws {
         let api = IdempotentServer { request, _ in
             switch request.path {

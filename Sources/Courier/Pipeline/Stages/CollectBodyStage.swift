@@ -17,9 +17,24 @@ struct CollectBodyStage: PipelineStage {
             await outcome.response.body.discard()
             outcome.response.body = .empty
         } else {
-            outcome.response.body = .data(
-                try await outcome.response.body.collect(upTo: self.maxResponseSize, deadline: exchange.request.deadline))
+            do {
+                outcome.response.body = .data(
+                    try await outcome.response.body.collect(upTo: self.maxResponseSize, deadline: exchange.request.deadline))
+            } catch {
+                throw Self.withHead(error, of: outcome.response)
+            }
         }
         return outcome
+    }
+
+    /// The error a body failed with (too large, cut short, undecodable), carrying the status and
+    /// header fields of the response it belonged to: a caller can tell a request the server
+    /// answered (a 2xx whose body was lost) from one it may never have received.
+    @inline(never)
+    static func withHead(_ error: any Error, of response: RawResponse) -> any Error {
+        guard var failure = error as? CourierError, failure.status == nil else { return error }
+        failure.status = response.head.status
+        failure.headers = response.head.headerFields
+        return failure
     }
 }
