@@ -190,38 +190,61 @@ public final class OAuth2Authenticator: Middleware {
     }
 
     /// Forgets the credentials; a refresh in flight no longer counts.
+    ///
+    /// The credentials are forgotten in memory even when the store fails to delete them (a
+    /// locked keychain, say): no request sends the token after this call, and the store's error
+    /// is thrown after.
     public func signOut() throws {
-        let superseded = try self.persisting.withLock {
-            try self.store.save(nil)
-            return self.state.withLock { state -> SharedOutcome<RefreshOutcome>? in
+        var storeFailure: (any Error)?
+        let superseded = self.persisting.withLock {
+            let superseded = self.state.withLock { state -> SharedOutcome<RefreshOutcome>? in
                 state.token = nil
                 state.generation += 1
                 defer { state.refresh = nil }
                 return state.refresh
             }
+            do { try self.store.save(nil) } catch { storeFailure = error }
+            return superseded
         }
         superseded?.complete(.success(.superseded))
+        if let storeFailure { throw storeFailure }
     }
 
     /// Signs out, and revokes the tokens at the server's revocation endpoint (RFC 7009) when the
     /// token endpoint names one: the refresh token first (revoking it ends the grant), then the
     /// access token.
     ///
-    /// The local sign-out happens whatever the server answers.
+    /// The local sign-out happens whatever the server answers; the tokens are revoked even when
+    /// the store fails to delete them, and the store's error is thrown after.
     /// - Returns: whether the server confirmed every revocation (`false` without an endpoint).
     @discardableResult
     public func signOut(revokingTokens: Bool) async throws -> Bool {
         let token = self.token
-        try self.signOut()
-        guard revokingTokens, let token else { return false }
+        let storeFailure: (any Error)?
+        do {
+            try self.signOut()
+            storeFailure = nil
+        } catch {
+            storeFailure = error
+        }
+        guard revokingTokens, let token else {
+            if let storeFailure { throw storeFailure }
+            return false
+        }
         var targets: [(String, String)] = []
         if let refresh = token.refreshToken { targets.append((refresh, "refresh_token")) }
         targets.append((token.accessToken, "access_token"))
         var confirmed = true
         for (value, hint) in targets {
-            guard let endpoint = self.tokenEndpoint.revocation(of: value, hint: hint) else { return false }
+            guard let endpoint = self.tokenEndpoint.revocation(of: value, hint: hint), let url = self.tokenEndpoint.revocationURL,
+                (try? Self.refuseCleartext(credentialsTo: url)) != nil
+            else {
+                confirmed = false
+                break
+            }
             do { _ = try await self.tokenClient.send(endpoint) } catch { confirmed = false }
         }
+        if let storeFailure { throw storeFailure }
         return confirmed
     }
 
@@ -372,7 +395,7 @@ public final class OAuth2Authenticator: Middleware {
                 let refreshToken = token.refreshToken
                 let generation = state.generation
                 Task {
-                    await self.performRefresh(refreshToken, generation: generation, outcome: refresh)
+                    await self.performRefresh(refreshToken, generation: generation, started: now, outcome: refresh)
                     self.state.withLock { $0.runningRefreshes -= 1 }
                 }
                 return .wait(refresh)
@@ -390,7 +413,10 @@ public final class OAuth2Authenticator: Middleware {
                 case .superseded:
                     continue
                 case .failed(let error):
-                    guard self.configuration.holdWhenSignedOut else { throw error }
+                    // Held requests wait for a sign-in after a refusal; a refresh that failed
+                    // for any other reason (offline, a 5xx) fails them with its own error, as
+                    // it fails the others: asking again at once would fail alike.
+                    guard self.configuration.holdWhenSignedOut, error.kind == .authenticationRequired else { throw error }
                     stale = nil
                 }
             case .hold(let signedIn):
@@ -400,14 +426,19 @@ public final class OAuth2Authenticator: Middleware {
         }
     }
 
-    /// Runs one refresh and reports it to `outcome`; it changes the credentials only if they are
-    /// still those of `generation`.
-    private func performRefresh(_ refreshToken: String?, generation: UInt64, outcome: SharedOutcome<RefreshOutcome>) async {
+    /// Runs one refresh (started at `started`) and reports it to `outcome`; it changes the
+    /// credentials only if they are still those of `generation`.
+    private func performRefresh(
+        _ refreshToken: String?, generation: UInt64, started: ContinuousClock.Instant, outcome: SharedOutcome<RefreshOutcome>
+    ) async {
         do {
             var token: OAuth2Token
             if let refreshToken {
                 token = try await self.requestToken(.refreshToken(refreshToken))
+                // RFC 6749 §6: without a new refresh token the old one stays; §5.1: a response
+                // without `scope` grants the scope asked for, which a refresh asks as before.
                 if token.refreshToken == nil { token.refreshToken = refreshToken }
+                if token.scope == nil { token.scope = self.state.withLock { $0.token?.scope } }
             } else if let scope = self.state.withLock({ $0.usesClientCredentials ? Optional($0.scope) : nil }) {
                 token = try await self.requestToken(.clientCredentials(scope: scope))
             } else {
@@ -455,8 +486,11 @@ public final class OAuth2Authenticator: Middleware {
                 }
                 if raise { self.onAuthenticationRequired(failure) }
             } else {
-                // A network failure: keep the credentials, let a later request try again.
+                // A network failure: keep the credentials, let a later request try again. It
+                // does not count against the refresh limit, which stops refreshes that succeed
+                // in a loop: counted, a short outage would end in "sign in again".
                 let current = self.state.withLock { state -> Bool in
+                    if let index = state.refreshTimes.firstIndex(of: started) { state.refreshTimes.remove(at: index) }
                     guard state.generation == generation else { return false }
                     state.refresh = nil
                     return true
@@ -472,10 +506,22 @@ public final class OAuth2Authenticator: Middleware {
 
     /// The token endpoint's error codes (RFC 6749 §5.2) after which the grant cannot succeed as
     /// it is: the refresh token is expired or revoked, or this client may not use it.
-    static let signsOut: Set<String> = ["invalid_grant", "invalid_client", "unauthorized_client"]
+    static let signsOut: Set<String> = ["invalid_grant", "invalid_client", "unauthorized_client", "unsupported_grant_type"]
 
     private func requestToken(_ grant: OAuth2TokenEndpoint.Grant) async throws -> OAuth2Token {
-        try await self.tokenClient.send(self.tokenEndpoint.endpoint(for: grant))
+        try Self.refuseCleartext(credentialsTo: self.tokenEndpoint.url)
+        return try await self.tokenClient.send(self.tokenEndpoint.endpoint(for: grant))
+    }
+
+    /// Throws unless `url` is reached over TLS or on this machine's loopback: a grant (a
+    /// password, a refresh token, a code) and the client's secret go to the token endpoint over
+    /// TLS only (RFC 6749 §3.2, §2.3.1), as a token to be revoked does (RFC 7009 §2).
+    static func refuseCleartext(credentialsTo url: URL) throws {
+        let target = Authority(url)
+        if let target, target.scheme == "https" || Self.isLoopback(target.host) { return }
+        throw CourierError.invalidRequest(
+            "the token endpoint is reached over https only (RFC 6749 §3.2); refused to send credentials in clear text to \(target?.host ?? "a URL without a host")"
+        )
     }
 
     private static func signedOutError() -> CourierError {

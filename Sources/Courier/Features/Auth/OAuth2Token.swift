@@ -147,11 +147,14 @@ public struct AuthenticationChallenge: Sendable, Equatable {
                 while index < value.endIndex, value[index] == " " { index = value.index(after: index) }
                 let save = index
                 let name = token()
+                // RFC 9110 §11.2: `name = value`, with optional white space (BWS) around `=`.
+                while index < value.endIndex, value[index] == " " || value[index] == "\t" { index = value.index(after: index) }
                 guard !name.isEmpty, index < value.endIndex, value[index] == "=" else {
                     index = save
                     break
                 }
                 index = value.index(after: index)
+                while index < value.endIndex, value[index] == " " || value[index] == "\t" { index = value.index(after: index) }
                 var parameterValue = ""
                 if index < value.endIndex, value[index] == "\"" {
                     index = value.index(after: index)

@@ -136,11 +136,11 @@ public struct OAuth2TokenEndpoint: Sendable {
             accessToken: response.access_token,
             tokenType: response.token_type ?? "Bearer",
             refreshToken: response.refresh_token,
-            // A lifetime of zero or less tells nothing usable (the token would be refreshed before
-            // every request): taken as none given (RFC 6749 §5.1: it is optional), so a 401 says
-            // when the token has expired. A huge one is 2^31 seconds (as delta-seconds are).
+            // A lifetime under a second tells nothing usable (the token would be refreshed before
+            // every request): taken as none given (RFC 6749 §5.1: it is optional, in seconds), so
+            // a 401 says when the token has expired. A huge one is 2^31 seconds (as delta-seconds are).
             expiresAt: response.expires_in.flatMap {
-                $0 > 0 ? UntrustedNumber.clamp($0, to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) : nil
+                $0 >= 1 ? UntrustedNumber.clamp($0, to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) : nil
             }
             .map { Date().addingTimeInterval($0) },
             scope: response.scope

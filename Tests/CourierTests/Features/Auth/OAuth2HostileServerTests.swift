@@ -21,13 +21,130 @@ extension OAuth2Tests {
             #expect(auth.token?.expiresAt == nil)
         }
         #expect(try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","expires_in":"-5"}"#.utf8)).expiresAt == nil)
+        // RFC 6749 §5.1: the lifetime is in seconds; under one second is as good as none.
+        for fraction in ["0.5", "1e-9", #""0.001""#] {
+            #expect(try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","expires_in":\#(fraction)}"#.utf8)).expiresAt == nil)
+        }
+        let lasting = try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a","expires_in":1.5}"#.utf8))
+        #expect(lasting.expiresAt.map { $0 > Date() } == true)
+    }
+
+    /// RFC 6749 §5.2: a refresh that fails for a reason other than the grant (the endpoint down,
+    /// a 503) keeps the credentials, and does not count against the refresh limit: after more
+    /// such failures than the limit, each request still fails with the endpoint's own error (not
+    /// "sign in again"), and once the endpoint answers, the next request refreshes and succeeds.
+    @Test(arguments: TransportKind.allCases)
+    func refreshesThatFailOnTheWayDoNotUseUpTheRefreshLimit(_ kind: TransportKind) async throws {
+        var configuration = OAuth2Authenticator.Configuration()
+        configuration.maxRefreshes = 2
+        let events = Locked(0)
+        try await self.setUp(kind, token: Self.expired, configuration: configuration, events: events) { client, auth, oauth, _ in
+            oauth.state.withLock { $0.refreshAnswer = .text("down for maintenance", status: 503) }
+            for index in 0..<4 {
+                let failure = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/api/\(index)")) }
+                #expect(failure?.kind == .httpStatus, "\(String(describing: failure))")
+                #expect(failure?.presentation != .reLogin)
+            }
+            #expect(oauth.state.withLock { $0.refreshCalls } == 4)
+            oauth.state.withLock { $0.refreshAnswer = nil }
+            let article = try await client.send(Endpoint<Article>(path: "/api/back"))
+            #expect(article.title == "t-1")
+            #expect(events.current == 0)
+            #expect(auth.token?.accessToken == "t-1")
+        }
+    }
+
+    /// With `holdWhenSignedOut`, a refresh that failed on the way fails the request with its own
+    /// error after one refresh: only a refusal of the grant holds requests for a sign-in, and
+    /// asking again at once, in a loop, would fail alike.
+    @Test(arguments: TransportKind.allCases)
+    func aHeldRequestFailsWithTheErrorOfARefreshThatFailedOnTheWay(_ kind: TransportKind) async throws {
+        var configuration = OAuth2Authenticator.Configuration()
+        configuration.holdWhenSignedOut = true
+        let events = Locked(0)
+        try await self.setUp(kind, token: Self.expired, configuration: configuration, events: events) { client, auth, oauth, _ in
+            oauth.state.withLock { $0.refreshAnswer = .text("down for maintenance", status: 503) }
+            let failure = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/api/1")) }
+            #expect(failure?.kind == .httpStatus, "\(String(describing: failure))")
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+            #expect(events.current == 0)
+            #expect(auth.token?.refreshToken == "r-0")
+        }
+    }
+
+    /// RFC 6749 §6 and §5.1: a refresh response without `scope` grants the scope the token had;
+    /// the token keeps it.
+    @Test(arguments: TransportKind.allCases)
+    func aRefreshAnsweredWithoutAScopeKeepsTheScopeGranted(_ kind: TransportKind) async throws {
+        let token = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(-10), scope: "read write")
+        try await self.setUp(kind, token: token) { client, auth, oauth, _ in
+            _ = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+            #expect(auth.token?.accessToken == "t-1")
+            #expect(auth.token?.scope == "read write")
+        }
+    }
+
+    /// RFC 6749 §3.2 (the token endpoint MUST be reached over TLS), §2.3.1, and RFC 7009 §2: a
+    /// token endpoint named with plain `http` on another host gets no password, refresh token or
+    /// client secret: the grant fails with kind `invalidRequest` before anything is sent (there
+    /// is no server at that name: a request would fail otherwise), and the revocation is skipped.
+    @Test(arguments: TransportKind.allCases)
+    func aTokenEndpointInClearTextOnAnotherHostGetsNoCredentials(_ kind: TransportKind) async throws {
+        let (transport, shutdown) = makeTransport(kind)
+        let monitor = CountingMonitor()
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(
+                url: URL(string: "http://id.example.com/token")!, clientID: "app", clientSecret: "s e c r e t",
+                revocationURL: URL(string: "http://id.example.com/revoke")!),
+            tokenClient: Client(configuration: .init(transport: transport) { $0.eventMonitors = [monitor] }),
+            store: InMemoryCredentialStore(Self.expired)
+        )
+        let signIn = await expectCourierError { try await auth.signIn(username: "ada", password: "s3cret") }
+        #expect(signIn?.kind == .invalidRequest)
+        #expect(signIn?.message.contains("https") == true)
+        // A request over https needs a refresh of the expired token: the refresh is refused.
+        let api = Client(
+            configuration: .init(transport: transport, baseURL: URL(string: "https://api.example.com")!) {
+                $0.middleware = [auth]
+                $0.eventMonitors = [monitor]
+            })
+        let refresh = await expectCourierError { _ = try await api.send(Endpoint<Article>(path: "/articles/1")) }
+        #expect(refresh?.kind == .invalidRequest)
+        #expect(refresh?.message.contains("token endpoint") == true, "\(String(describing: refresh))")
+        #expect(try await auth.signOut(revokingTokens: true) == false)
+        #expect(auth.token == nil)
+        // Nothing reached a transport: neither the grants nor the revocations, nor the request.
+        #expect(monitor.count("attempt") == 0)
+        try await shutdown()
+    }
+
+    /// A store that cannot delete the credentials (a locked keychain) does not keep them alive:
+    /// after `signOut()` throws the store's error, no request sends the token.
+    @Test(arguments: TransportKind.allCases)
+    func aSignOutWhoseStoreFailsStillForgetsTheToken(_ kind: TransportKind) async throws {
+        try await self.setUp(kind, token: Self.fresh) { client, auth, _, server in
+            let failing = OAuth2Authenticator(
+                tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "app"),
+                tokenClient: client, store: UndeletableStore(Self.fresh))
+            let signedIn = Client(
+                configuration: .init(transport: client.configuration.transport, baseURL: server.baseURL) { $0.middleware = [failing] })
+            _ = try await signedIn.send(Endpoint<Article>(path: "/api/before"))
+            #expect(server.requests.last?.header("authorization") == "Bearer t-0")
+            #expect(throws: UndeletableStore.Locked.self) { try failing.signOut() }
+            #expect(failing.token == nil)
+            let after = await expectCourierError { _ = try await signedIn.send(Endpoint<Article>(path: "/api/after")) }
+            #expect(after?.kind == .authenticationRequired)
+            #expect(!server.requests.contains { $0.path == "/api/after" })
+            _ = auth
+        }
     }
 
     /// RFC 6749 §5.2: only some error codes say the grant cannot succeed. A refresh answered
     /// with a proxy's HTML 400 or 401, or with `invalid_scope`, fails the request typed but keeps
     /// the credentials: no sign-out event, and the next request refreshes with the same refresh
-    /// token once the endpoint answers again. `invalid_client` signs out.
-    @Test(arguments: TransportKind.allCases, ["html 400", "html 401", "invalid_scope", "invalid_client"])
+    /// token once the endpoint answers again. `invalid_client` and `unsupported_grant_type` sign out.
+    @Test(arguments: TransportKind.allCases, ["html 400", "html 401", "invalid_scope", "invalid_client", "unsupported_grant_type"])
     func aRefreshRefusedForAReasonOtherThanTheGrantKeepsTheCredentials(_ kind: TransportKind, _ answer: String) async throws {
         let events = Locked(0)
         try await self.setUp(kind, token: Self.expired, events: events) { client, auth, oauth, server in
@@ -39,7 +156,7 @@ extension OAuth2Tests {
                 }
             oauth.state.withLock { $0.refreshAnswer = response }
             let failure = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/api/1")) }
-            if answer == "invalid_client" {
+            if answer == "invalid_client" || answer == "unsupported_grant_type" {
                 #expect(failure?.kind == .authenticationRequired)
                 #expect(events.current == 1)
                 #expect(auth.token == nil)
@@ -111,5 +228,17 @@ extension OAuth2Tests {
         try await shutdown()
         try await api.stop()
         try await elsewhere.stop()
+    }
+}
+
+/// A credential store that loads, saves tokens, and fails to delete them, as a locked keychain may.
+final class UndeletableStore: CredentialStore {
+    struct Locked: Error {}
+    private let token: Courier.Locked<OAuth2Token?>
+    init(_ token: OAuth2Token?) { self.token = Courier.Locked(token) }
+    func load() throws -> OAuth2Token? { self.token.current }
+    func save(_ token: OAuth2Token?) throws {
+        guard let token else { throw Locked() }
+        self.token.withLock { $0 = token }
     }
 }

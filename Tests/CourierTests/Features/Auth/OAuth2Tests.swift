@@ -406,5 +406,12 @@ struct OAuth2Tests {
                 AuthenticationChallenge(scheme: "basic", parameters: ["realm": "x"]),
                 AuthenticationChallenge(scheme: "bearer", parameters: [:]),
             ])
+        // RFC 9110 §11.2: white space may surround an auth-param's `=` (BWS); a scheme after a
+        // comma is still the next challenge, not a parameter without a value.
+        #expect(
+            AuthenticationChallenge.parse("Bearer error = \"invalid_request\" ,realm =\tapi, Basic realm=x") == [
+                AuthenticationChallenge(scheme: "bearer", parameters: ["error": "invalid_request", "realm": "api"]),
+                AuthenticationChallenge(scheme: "basic", parameters: ["realm": "x"]),
+            ])
     }
 }
