@@ -247,9 +247,10 @@ package enum CacheRules {
         return conditions.isEmpty ? .fetch : .revalidate(conditions)
     }
 
-    /// Whether a response may be stored under the policy.
+    /// Whether a response received at `received` may be stored under the policy.
     package static func mayStore(
-        policy: CachePolicy, method: HTTPRequest.Method, requestHeaders: HTTPFields, status: Int, responseHeaders: HTTPFields
+        policy: CachePolicy, method: HTTPRequest.Method, requestHeaders: HTTPFields, status: Int, responseHeaders: HTTPFields,
+        received: Date = Date()
     ) -> Bool {
         guard self.handles(method, policy: policy) else { return false }
         if self.conditionalFields.contains(where: { requestHeaders[$0] != nil }) || !self.rangeIsHandled(requestHeaders) { return false }
@@ -273,8 +274,10 @@ package enum CacheRules {
             guard explicit || self.heuristicallyCacheable.contains(status) else { return false }
             // Storing a response that is stale at once and cannot be revalidated is useless.
             let hasValidator = responseHeaders[.eTag] != nil || responseHeaders[.lastModified] != nil
+            // A response without `Date` is dated when it was received (RFC 9110 §6.6.1): an
+            // `Expires` already past is stale at once.
             return hasValidator
-                || self.freshnessLifetime(status: status, headers: responseHeaders, received: .distantPast, heuristic: policy.heuristic) > 0
+                || self.freshnessLifetime(status: status, headers: responseHeaders, received: received, heuristic: policy.heuristic) > 0
         }
     }
 

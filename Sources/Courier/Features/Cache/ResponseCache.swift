@@ -165,11 +165,14 @@ struct ResponseCache: Sendable {
 
     /// RFC 9111 §4.4: after a non-error answer to an unsafe method, the target URI and the
     /// same-origin URIs in `Location` and `Content-Location` go; every variant of each (they
-    /// share the URL).
-    private func invalidate(_ url: String, answer head: HTTPResponse) {
+    /// share the URL). After redirects, `answeredBy` is the URL that gave the answer: it goes
+    /// too, and the answer's locations are relative to it and must have its origin.
+    private func invalidate(_ url: String, answer head: HTTPResponse, answeredBy final: String? = nil) {
         self.store.removeEntries(in: .url(url))
+        let base = final ?? url
+        if base != url { self.store.removeEntries(in: .url(base)) }
         for name in [HTTPField.Name.location, .contentLocation] {
-            if let value = head.headerFields[values: name].first, let other = Self.sameOrigin(value, as: url) {
+            if let value = head.headerFields[values: name].first, let other = Self.sameOrigin(value, as: base) {
                 self.store.removeEntries(in: .url(other))
             }
         }
@@ -209,7 +212,8 @@ struct ResponseCache: Sendable {
         let head = outcome.response.head
         let status = head.status.code
         if CacheRules.invalidates(method: run.method, status: status, policy: run.policy) {
-            self.invalidate(run.url, answer: head)
+            let final = outcome.response.url.flatMap { Self.sameOrigin($0.absoluteString, as: $0.absoluteString) }
+            self.invalidate(run.url, answer: head, answeredBy: final)
             self.storeUnderContentLocation(run, outcome: outcome, now: now)
         }
         guard let key = run.key, outcome.source == .network, outcome.payloadMayBeCached else { return outcome }
@@ -244,7 +248,7 @@ struct ResponseCache: Sendable {
             if run.policy.mode != .networkOnly, outcome.payload == nil,
                 CacheRules.mayStore(
                     policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status,
-                    responseHeaders: head.headerFields),
+                    responseHeaders: head.headerFields, received: now),
                 Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders)
             {
                 let template = CacheEntry(
@@ -262,7 +266,7 @@ struct ResponseCache: Sendable {
         if run.policy.mode != .networkOnly,
             CacheRules.mayStore(
                 policy: run.policy, method: run.method, requestHeaders: run.requestHeaders, status: status,
-                responseHeaders: head.headerFields),
+                responseHeaders: head.headerFields, received: now),
             Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders)
         {
             let entry = CacheEntry(

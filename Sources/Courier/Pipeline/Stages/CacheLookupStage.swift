@@ -137,7 +137,9 @@ struct CacheLookupStage: PipelineStage {
         // Nothing usable stored and only-if-cached: the network is never asked (RFC 9111 §5.2.1.7).
         if case .unavailable = run.action { return .answered(try Self.notCached(accepted: accepted)) }
         if CacheControl(run.requestHeaders).has("only-if-cached") { return .answered(try Self.notCached(accepted: accepted)) }
-        if cache.mayStore(run) { exchange.readsBody = true }
+        // A POST's answer may be stored for a later GET of its `Content-Location` (RFC 9110
+        // §9.3.3): its body is read whole then, even for a caller that ignores it.
+        if cache.mayStore(run) || (run.method == .post && run.policy.mode == .http) { exchange.readsBody = true }
         let original = exchange
         var resumed = false
         switch run.action {

@@ -228,6 +228,9 @@ struct CacheRulesTests {
         StoreRow(name: "Vary on a field", response: [("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")], stored: true),
         StoreRow(name: "no freshness, no validator: useless", response: [], stored: false),
         StoreRow(name: "no freshness, ETag: kept for revalidation", response: [("ETag", "e")], stored: true),
+        // RFC 9110 §6.6.1: without `Date`, the response is dated when received.
+        StoreRow(name: "Expires past, no Date, no validator: useless", response: [("Expires", httpDate(-3600))], stored: false),
+        StoreRow(name: "Expires ahead, no Date: stored", response: [("Expires", httpDate(3600))], stored: true),
         StoreRow(name: "500 without explicit freshness", status: 500, response: [("ETag", "e")], stored: false),
         StoreRow(name: "500 with max-age", status: 500, response: [("Cache-Control", "max-age=5")], stored: true),
         StoreRow(name: "404 is heuristically cacheable", status: 404, response: [("ETag", "e")], stored: true),
@@ -289,7 +292,7 @@ struct CacheRulesTests {
     func storability(_ row: StoreRow) {
         let stored = CacheRules.mayStore(
             policy: row.policy, method: row.method, requestHeaders: fields(row.request), status: row.status,
-            responseHeaders: fields(row.response))
+            responseHeaders: fields(row.response), received: Self.now)
         #expect(stored == row.stored)
     }
 

@@ -1012,6 +1012,59 @@ struct RFC9111Tests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func anUnsafeRequestRedirectedElsewhereInvalidatesWhatItsFinalAnswerSpeaksFor(_ kind: TransportKind) async throws {
+        // RFC 9111 §4.4: the target URI of the request that got the answer (the redirect's
+        // target, which the POST was sent to again) is invalidated; the answer's
+        // Content-Location is relative to that URI, and a URI of another origin than the one
+        // that answered (here the first server's /account) is never invalidated by it.
+        let counter = Locked(0)
+        let other = try await http1Server { request in
+            if request.method == "POST" { return .text("done", status: 201, headers: [("Content-Location", "/account")]) }
+            return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
+        }
+        let elsewhere = other.baseURL.appendingPathComponent("y").absoluteString
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.method == "POST" { return ScriptedResponse(status: 307, headers: [("Location", elsewhere)]) }
+                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
+            }
+        ) { client, _, _ in
+            _ = try await client.send(Self.get("/account"))
+            _ = try await client.send(Self.get(elsewhere))
+            #expect(try await client.response(Self.get(elsewhere)).source == .cache)
+            let posted = try await client.send(Endpoint<String>(method: .post, path: "/x", decoding: .string))
+            #expect(posted == "done")
+            #expect(other.requests.contains { $0.method == "POST" && $0.path == "/y" })
+            #expect(try await client.response(Self.get("/account")).source == .cache)
+            #expect(try await client.response(Self.get(elsewhere)).source == .network)
+        }
+        try await other.stop()
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aPOSTWhoseCallerIgnoresTheBodyStoresItsContentLocationCopyWhole(_ kind: TransportKind) async throws {
+        // RFC 9111 §3.3: a cache MUST NOT answer with an incomplete response. A POST that decodes
+        // nothing still has its body read when the response is stored for a later GET (RFC 9110
+        // §9.3.3), or the GET would be answered with an empty body under the stored length.
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.method == "POST" {
+                    return .text("posted", headers: [("Cache-Control", "max-age=60"), ("Content-Location", "/doc")])
+                }
+                return .text("from GET")
+            }
+        ) { client, server, _ in
+            _ = try await client.response(Endpoint<Void>(method: .post, path: "/doc", decoding: .none))
+            let answer = try await client.response(Self.get("/doc"))
+            #expect(answer.value == "posted")
+            #expect(answer.source == .cache)
+            #expect(server.requests.count == 1)
+        }
+    }
+
     @Test(arguments: [
         (rule: HeuristicFreshness.standard, daysLater: 0.9, cached: true),  // 10% of 10 days, capped at a day
         (rule: HeuristicFreshness.standard, daysLater: 1.1, cached: false),
