@@ -287,9 +287,15 @@ struct ResponseCache: Sendable {
                 self.store.setEntry(entry, forKey: Self.variantKey(key, names: names, requestHeaders: run.requestHeaders))
             }
             didStore?()
-        } else if run.entry != nil, let entryKey = run.entryKey, (200..<300).contains(status) || status == 404 || status == 410 {
-            // A newer answer that may not be stored replaces nothing: drop the outdated entry.
-            self.store.removeEntry(forKey: entryKey)
+        } else if (200..<300).contains(status) || status == 404 || status == 410 {
+            // A newer answer that may not be stored replaces nothing: drop the outdated entry. A
+            // reload looked none up: it drops what is stored under the request's key (a
+            // variant index with it, whose variants are then never found).
+            if run.entry != nil, let entryKey = run.entryKey {
+                self.store.removeEntry(forKey: entryKey)
+            } else if run.policy.mode == .reload {
+                self.store.removeEntry(forKey: key)
+            }
         }
         return outcome
     }

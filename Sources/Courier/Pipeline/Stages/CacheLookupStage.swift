@@ -96,7 +96,9 @@ struct CacheLookupStage: PipelineStage {
             return try await Self.askUnconditionally(network, cache: cache, next: next)
         }
         if let answer = Self.answer(afterNetwork: outcome, network, cache: cache) { return answer }
-        // The origin sent a part that does not complete the stored one: ask as the caller did.
+        // The origin sent a part that does not complete the stored one, or refused the range:
+        // ask as the caller did.
+        await outcome.response.body.discard()
         return try await Self.askAsAsked(network, cache: cache, next: next)
     }
 
@@ -176,6 +178,9 @@ struct CacheLookupStage: PipelineStage {
         if network.original != nil, outcome.response.statusCode == 206, cache.answerAfterNetwork(run, outcome: outcome) == nil {
             return nil
         }
+        // The origin refused the range the cache added (a 416 the endpoint accepts): it is no
+        // answer to the caller, who sent none (RFC 9110 §15.5.17).
+        if network.original != nil, (400..<500).contains(outcome.response.statusCode) { return nil }
         return Self.answer(run, cache: cache, outcome: outcome)
     }
 

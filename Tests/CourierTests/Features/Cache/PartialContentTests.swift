@@ -330,6 +330,35 @@ struct PartialContentTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aRefusedResumeOfAStoredPartIsAskedAgainAsTheCallerAsked(_ kind: TransportKind) async throws {
+        // RFC 9110 §15.5.17: a 416 is about the range the request sent, here the cache's own
+        // resume of a stored part. A caller who sent no range and accepts 4xx statuses still
+        // gets the whole representation, not the 416, and the next one too.
+        let origin = RangeOrigin()
+        let refuse = Locked(false)
+        let server = try await http1Server { request in
+            if refuse.current, request.header("Range") != nil {
+                return ScriptedResponse(status: 416, headers: [("Content-Range", "bytes */1000")])
+            }
+            return await origin.handle(request)
+        }
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            _ = try await client.send(Self.range("bytes=0-99"))
+            refuse.withLock { $0 = true }
+            let lenient = Endpoint<Data>(path: "/media", acceptedStatuses: 200..<500, decoding: .data)
+            let whole = try await client.response(lenient)
+            #expect(whole.status.code == 200)
+            #expect(whole.value == origin.content())
+            #expect(server.requests.count == 3)
+            #expect(server.requests[1].header("Range") != nil)
+            #expect(server.requests[2].header("Range") == nil)
+            let again = try await client.response(lenient)
+            #expect(again.status.code == 200)
+            #expect(again.value == origin.content())
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anEndpointThatDoesNotAccept206IsNeverSentTheCachesOwnRange(_ kind: TransportKind) async throws {
         try await withRangeCache(kind) { client, server, origin in
             _ = try await client.send(Self.range("bytes=0-99"))

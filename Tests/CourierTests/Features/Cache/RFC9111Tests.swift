@@ -1044,6 +1044,27 @@ struct RFC9111Tests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func cacheThenNetworkDropsAStoredAnswerTheServerNowForbidsStoring(_ kind: TransportKind) async throws {
+        // RFC 9111 §5.2.2.5: an answer with `no-store` is not stored, and the older answer it
+        // supersedes is not served again: after `updates()` got it from the network, a later
+        // request goes to the network too, as it does after a plain request (which drops it).
+        let counter = Locked(0)
+        let forbid = Locked(false)
+        try await withCache(
+            kind,
+            handler: { _ in .text(Self.counted(counter), headers: [("Cache-Control", forbid.current ? "no-store" : "max-age=600")]) }
+        ) { client, server, _ in
+            _ = try await client.send(Self.get("/doc"))
+            forbid.withLock { $0 = true }
+            var sources: [ResponseSource] = []
+            for try await update in client.updates(Self.get("/doc")) { sources.append(update.source) }
+            #expect(sources == [.cache, .network])
+            #expect(try await client.response(Self.get("/doc")).source == .network)
+            #expect(server.requests.count == 3)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aPOSTWhoseCallerIgnoresTheBodyStoresItsContentLocationCopyWhole(_ kind: TransportKind) async throws {
         // RFC 9111 §3.3: a cache MUST NOT answer with an incomplete response. A POST that decodes
         // nothing still has its body read when the response is stored for a later GET (RFC 9110
