@@ -31,7 +31,9 @@ public final class Client: Sendable {
             deduplicator: Deduplicator(
                 makeTicket: { scheduler.makeTicket() }, reprioritize: { scheduler.reprioritize(ticket: $0, to: $1) }),
             constrained: ConstrainedGate(),
-            cache: configuration.cache.store.map { ResponseCache(store: $0, configuration: configuration.cache) },
+            cache: configuration.cache.store.map {
+                ResponseCache(store: $0, configuration: configuration.cache, maxBodySize: max(0, configuration.maxResponseSize))
+            },
             decodedValues: DecodedValues(),
             retryBudget: RetryBudget(),
             callIDs: Locked(0)

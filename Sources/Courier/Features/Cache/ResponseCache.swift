@@ -28,6 +28,9 @@ struct CacheRun: Sendable {
 struct ResponseCache: Sendable {
     let store: any CacheStore
     let configuration: CacheConfiguration
+    /// The client's maximum response size: parts combined into a larger body are not stored
+    /// (a single response that large fails with `responseTooLarge`).
+    var maxBodySize = Int.max
     /// The entries being revalidated in the background (`stale-while-revalidate`), by entry key.
     private let revalidating = Locked(Set<String>())
 
@@ -256,7 +259,9 @@ struct ResponseCache: Sendable {
                     headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now
                 )
                 let stored = self.store.entry(forKey: key)
-                if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template) {
+                if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template),
+                    entry.body.count <= self.maxBodySize
+                {
                     self.store.setEntry(entry, forKey: key)
                     didStore?()
                 }

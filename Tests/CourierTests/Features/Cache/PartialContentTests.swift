@@ -359,6 +359,29 @@ struct PartialContentTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func partsCombinedPastTheMaximumResponseSizeAreNotAnAnswer(_ kind: TransportKind) async throws {
+        // The client's maximum response size bounds what the cache builds from parts as it
+        // bounds one response: 500 stored bytes and the 500 missing make 1000, past 600, so the
+        // whole is asked for as the caller asked, and fails as a direct fetch does.
+        let origin = RangeOrigin()
+        let server = try await http1Server(origin.handle)
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore())
+                $0.maxResponseSize = 600
+            }
+        ) { client in
+            let part = try await client.response(Self.range("bytes=0-499"))
+            #expect(part.value.count == 500)
+            let whole = await expectCourierError { _ = try await client.send(Self.range(nil)) }
+            #expect(whole?.kind == .responseTooLarge)
+            #expect(server.requests.count == 3)
+            #expect(server.requests.last?.header("Range") == nil)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anEndpointThatDoesNotAccept206IsNeverSentTheCachesOwnRange(_ kind: TransportKind) async throws {
         try await withRangeCache(kind) { client, server, origin in
             _ = try await client.send(Self.range("bytes=0-99"))
