@@ -39,6 +39,12 @@ public struct Redactor: Sendable {
         ]
     )
 
+    /// Whether this redactor hides what ``standard`` hides, and nothing else.
+    var isStandard: Bool {
+        self.headerNames == Self.standard.headerNames && self.queryNames == Self.standard.queryNames
+            && self.replacement == Self.standard.replacement
+    }
+
     /// Whether the value of a header field should be hidden.
     public func isSecret(headerName: String) -> Bool {
         let name = headerName.lowercased()

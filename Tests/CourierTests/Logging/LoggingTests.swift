@@ -71,6 +71,31 @@ struct LoggingTests {
         }
     }
 
+    /// An error's context names the request's URL with the client's own redactor: a query name
+    /// the app made secret is hidden there as in the log lines (it showed with the standard one),
+    /// for a failure in any stage, and for a deduplicated joiner's copy of the shared error.
+    @Test(arguments: TransportKind.allCases)
+    func anErrorsURLIsHiddenWithTheClientsOwnRedactor(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        var redactor = Redactor.standard
+        redactor.queryNames.insert("sid")
+        redactor.replacement = "HIDDEN"
+        try await withClient(kind, server: server, configure: { $0.redactor = redactor }) { client in
+            let failures = await withTaskGroup(of: CourierError?.self) { group in
+                for path in ["/status/500?sid=S3CRET&page=1", "/status/500?sid=S3CRET&page=1", "/close-mid?sid=S3CRET"] {
+                    group.addTask { await expectCourierError { _ = try await client.send(Endpoint<Data>(path: path, decoding: .data)) } }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(failures.count == 3)
+            for failure in failures {
+                let url = failure?.context?.url ?? ""
+                #expect(url.contains("sid=HIDDEN"), "\(url)")
+                #expect(!"\(String(describing: failure))".contains("S3CRET"), "\(String(describing: failure))")
+            }
+        }
+    }
+
     /// A replacement of the app's own that a query cannot hold as it is (`[hidden value]`) is
     /// percent-encoded in a URL's query: written raw, Foundation stopped the process while the
     /// request's line was logged. A query name whose last word is `key` is a secret too.
