@@ -39,6 +39,54 @@ struct RedirectTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aRedirectBackAfterSettingACookieIsNoLoop(kind: TransportKind) async throws {
+        // RFC 9110 §15.4 asks a client to detect infinite loops: a hop that sets a cookie and
+        // sends back to the page (a consent or sign-in step) changes the next request, and is
+        // followed; a chain that keeps setting cookies still ends at `maxRedirects`.
+        let server = try await http1Server { request in
+            switch request.path {
+            case "/page":
+                if request.header("Cookie")?.contains("consent=1") == true { return .text("welcome") }
+                return ScriptedResponse(status: 302, headers: [("Location", "/page"), ("Set-Cookie", "consent=1; Path=/")])
+            default:
+                return ScriptedResponse(status: 302, headers: [("Location", "/forever"), ("Set-Cookie", "n=\(UUID().uuidString); Path=/")])
+            }
+        }
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cookies = CookieJar()
+                $0.redirects.maxRedirects = 4
+            }
+        ) { client in
+            let page = try await client.response(Endpoint<String>(path: "/page", decoding: .string))
+            #expect(page.value == "welcome")
+            #expect(server.requests.map(\.path) == ["/page", "/page"])
+            let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: "/forever", decoding: .string)) }
+            #expect(error?.kind == .redirect)
+            #expect(error?.message.contains("stopped after 4") == true, "\(String(describing: error))")
+            #expect(server.requests.count == 2 + 5)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases, ["http:next", "https:evil.example/x", "http:/path"])
+    func aLocationWithoutAHostIsRefused(kind: TransportKind, location: String) async throws {
+        // RFC 9110 §4.2.1, §4.2.2: an http(s) URI with an empty host is invalid; it is neither
+        // followed to a host made of its path nor sent to a URL without one.
+        let server = try await http1Server { _ in ScriptedResponse(status: 307, headers: [("Location", location)]) }
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(
+                    Endpoint<Data>(
+                        method: .post, path: "/form", body: .data(Data("secret=1".utf8), contentType: "text/plain"), decoding: .data))
+            }
+            #expect(error?.kind == .redirect)
+            #expect(error?.message.contains("not an http(s) URL") == true, "\(String(describing: error))")
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func seeOtherTurnsAPostIntoAGetWithoutBody(kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in

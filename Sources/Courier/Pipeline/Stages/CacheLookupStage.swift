@@ -90,9 +90,12 @@ struct CacheLookupStage: PipelineStage {
         } catch {
             return try await Self.recover(from: error, network, cache: cache, next: next)
         }
-        if outcome.source == .network, outcome.response.statusCode == 304, case .revalidate? = network.exchange.cacheRun?.action {
+        if outcome.source == .network || outcome.source == .coalesced, outcome.response.statusCode == 304,
+            case .revalidate? = network.exchange.cacheRun?.action
+        {
             // A 304 the cache did not take (its validator is not the stored response's): the
-            // caller asked for the resource, not for a 304.
+            // caller asked for the resource, not for a 304 — nor did a caller that shared the
+            // revalidation of another (its copy is `coalesced`).
             return try await Self.askUnconditionally(network, cache: cache, next: next)
         }
         if let answer = Self.answer(afterNetwork: outcome, network, cache: cache) { return answer }

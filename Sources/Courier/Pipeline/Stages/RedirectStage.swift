@@ -99,8 +99,11 @@ struct RedirectStage: PipelineStage {
             }
             if hops == 0 { visited.insert("\(request.head.method.rawValue) \(current.absoluteString)") }
 
+            // RFC 9110 §4.2.1, §4.2.2: an http(s) URI with an empty host is invalid (`http:next`
+            // resolves to no host, and its path is no host to go to either).
             guard let target = URL(string: location, relativeTo: current)?.absoluteURL,
-                let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
+                let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                Self.authority(of: target) != nil
             else {
                 await response.body.discard()
                 let shown = self.redactor.redactFreeText(self.redactor.redact(urlString: location))
@@ -148,6 +151,10 @@ struct RedirectStage: PipelineStage {
             following.head.authority = Self.authority(of: target)
             following.head.path = Self.pathAndQuery(of: target)
             let key = "\(following.head.method.rawValue) \(target.absoluteString)"
+            // A hop that sets a cookie changes what the next request of a visited URL sends (a
+            // sign-in that sends back to the page it came from): no loop yet; `maxRedirects`
+            // still bounds the chain.
+            if response.head.headerFields[.setCookie] != nil { visited.removeAll() }
             if visited.contains(key) {
                 await response.body.discard()
                 throw CourierError(.redirect, "redirect loop detected at \(self.redactor.redact(url: target))")

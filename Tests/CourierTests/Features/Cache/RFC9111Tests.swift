@@ -801,6 +801,40 @@ struct RFC9111Tests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aNotModifiedWithAnotherValidatorAnswersNoCallerOfASharedRevalidation(_ kind: TransportKind) async throws {
+        // RFC 9111 §4.3.4, where deduplication meets revalidation: two callers share one
+        // conditional request, and its 304 carries another validator. Neither gets the 304 (an
+        // empty body for a resource that exists): each asks for the resource without conditions.
+        let events = CountingMonitor()
+        let counter = Locked(0)
+        let server = try await http1Server { request in
+            if request.header("If-None-Match") != nil {
+                // Answered once the second caller has joined the shared revalidation.
+                _ = await eventually { events.count("joined") >= 1 }
+                return ScriptedResponse(status: 304, headers: [("ETag", "\"v2\""), ("Cache-Control", "max-age=600")])
+            }
+            return .text(Self.counted(counter), headers: [("ETag", "\"v1\""), ("Cache-Control", "max-age=0")])
+        }
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore())
+                $0.eventMonitors = [events]
+                $0.retry = .never
+            }
+        ) { client in
+            #expect(try await client.send(Self.get("/tagged")) == "answer 1")
+            async let first = client.response(Self.get("/tagged"))
+            async let second = client.response(Self.get("/tagged"))
+            let answers = try await [first, second]
+            // (The unconditional requests that follow may be shared too.)
+            #expect(events.count("joined") >= 1)
+            #expect(answers.allSatisfy { $0.status.code == 200 && $0.value.hasPrefix("answer ") }, "\(answers.map(\.value))")
+            #expect(server.requests.filter { $0.header("If-None-Match") != nil }.count == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aNotModifiedWithTheSameWeakValidatorUpdatesTheStoredResponse(_ kind: TransportKind) async throws {
         // RFC 9111 §4.3.4: a weak validator identifies the stored response that matches it by
         // weak comparison (RFC 9110 §8.8.3.2).
