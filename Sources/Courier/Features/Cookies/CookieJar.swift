@@ -182,22 +182,25 @@ public final class CookieJar: Sendable {
         }
         guard !cookie.isExpired(at: now) else { return }
         cookies.append(cookie)
-        // §5.3: past a limit, the cookie with the earliest last-access time goes (never the one
-        // just set). RFC 6265bis §5.8.3 evicts cookies that are not Secure before Secure ones: a
-        // flood of cookies from an http response cannot push a Secure session cookie out and
-        // then set its own in its place.
+        // §5.3: past a limit, the cookie with the earliest last-access time goes (not the one
+        // just set while another may). RFC 6265bis §5.8.3 evicts cookies that are not Secure
+        // before Secure ones, the one just set included: a flood of cookies from an http
+        // response cannot push a Secure session cookie out and then set its own in its place —
+        // when only Secure cookies are left to evict, a cookie that is not Secure is refused.
         func lastAccess(_ index: Int) -> Date { accessed[Self.key(cookies[index])] ?? cookies[index].created }
-        func stalest(of indices: [Int]) -> Int? {
-            let insecure = indices.filter { !cookies[$0].secure }
-            return (insecure.isEmpty ? indices : insecure).min(by: { lastAccess($0) < lastAccess($1) })
-        }
         let newest = cookies.count - 1
-        let sameDomain = cookies.indices.filter { CookieRules.same(cookies[$0].domain, cookie.domain) && $0 != newest }
-        if sameDomain.count + 1 > Self.perDomainLimit, let stalest = stalest(of: sameDomain) {
-            cookies.remove(at: stalest)
+        func evicted(from indices: [Int]) -> Int? {
+            if let insecure = indices.filter({ !cookies[$0].secure }).min(by: { lastAccess($0) < lastAccess($1) }) { return insecure }
+            if !cookies[newest].secure { return newest }
+            return indices.min(by: { lastAccess($0) < lastAccess($1) })
         }
-        if cookies.count > Self.totalLimit, let stalest = stalest(of: Array(cookies.indices.dropLast())) {
-            cookies.remove(at: stalest)
+        let sameDomain = cookies.indices.filter { CookieRules.same(cookies[$0].domain, cookie.domain) && $0 != newest }
+        if sameDomain.count + 1 > Self.perDomainLimit, let index = evicted(from: sameDomain) {
+            cookies.remove(at: index)
+            if index == newest { return }
+        }
+        if cookies.count > Self.totalLimit, let index = evicted(from: Array(cookies.indices.dropLast())) {
+            cookies.remove(at: index)
         }
     }
 }

@@ -7,7 +7,9 @@ public struct SchedulerConfiguration: Sendable, Equatable {
     /// The most requests on the wire at once to a host that answered over HTTP/2 (streams share one connection).
     public var maxRequestsPerHTTP2Host: Int
     /// How long a queued request waits before it is treated as one priority level higher, so low
-    /// priorities are never starved for ever.
+    /// priorities are never starved for ever. At least a millisecond: a shorter one (a
+    /// nanosecond) would age every queued request by thousands of levels at once, and a request
+    /// queued a moment earlier would go first whatever the priorities.
     public var agingInterval: Duration
 
     /// Creates a configuration; values below 1 (or a non-positive interval) are raised to the
@@ -21,7 +23,7 @@ public struct SchedulerConfiguration: Sendable, Equatable {
         self.maxConcurrentRequests = max(1, maxConcurrentRequests)
         self.maxRequestsPerHost = max(1, maxRequestsPerHost)
         self.maxRequestsPerHTTP2Host = max(1, maxRequestsPerHTTP2Host)
-        self.agingInterval = agingInterval > .zero ? agingInterval : .milliseconds(1)
+        self.agingInterval = max(agingInterval, .milliseconds(1))
     }
 
     /// The configuration with every value raised to its minimum, as ``init(maxConcurrentRequests:maxRequestsPerHost:maxRequestsPerHTTP2Host:agingInterval:)``

@@ -34,6 +34,9 @@ struct CookieJarTests {
             // Fifty fillers, then a session cookie: an eviction of the Secure one would let it in.
             let fillers = (0..<50).map { ("Set-Cookie", "filler\($0)=1; Path=/") }
             return .text("flooded", headers: fillers + [("Set-Cookie", "session=evil; Path=/")])
+        case "/squeeze":
+            // One cookie to fill a domain of Secure ones, then the session cookie they shadow.
+            return .text("squeezed", headers: [("Set-Cookie", "x=1; Path=/"), ("Set-Cookie", "session=evil; Path=/")])
         case "/flaky":
             let attempts = request.query["n"] ?? "0"
             return attempts == "0" && !received.contains("retry=1")
@@ -166,6 +169,28 @@ struct CookieJarTests {
             // The stalest filler made room for the last one.
             #expect(!jar.allCookies.contains { $0.name == "filler0" })
             #expect(jar.allCookies.contains { $0.name == "filler49" })
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aCookieFromAnInsecureOriginNeverEvictsASecureOneEvenWhenOnlySecureOnesAreLeft(_ kind: TransportKind) async throws {
+        // RFC 6265bis §5.8.3: a cookie that is not Secure goes before any Secure one, the one
+        // just set included. With the domain full of Secure cookies, an http response's cookie
+        // is refused: were the stalest Secure one (the session) evicted for it, the response's
+        // next cookie would plant its own session (§5.7 lets it once no Secure one shadows it).
+        try await withJar(kind) { client, server, jar in
+            let host = server.baseURL.host!
+            jar.set(Cookie(name: "session", value: "real", domain: host, secure: true))
+            for index in 1..<CookieJar.perDomainLimit {
+                jar.set(Cookie(name: "secure\(index)", value: "1", domain: host, secure: true))
+            }
+            _ = try await client.send(Self.get("/squeeze"))
+            #expect(server.requests.count == 1)
+            let cookies = jar.allCookies
+            #expect(cookies.count == CookieJar.perDomainLimit)
+            #expect(cookies.allSatisfy { $0.secure })
+            #expect(cookies.filter { $0.name == "session" }.map(\.value) == ["real"])
+            #expect(!cookies.contains { $0.name == "x" })
         }
     }
 

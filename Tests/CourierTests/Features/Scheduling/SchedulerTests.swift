@@ -73,6 +73,17 @@ struct SchedulerTests {
         }
     }
 
+    @Test
+    func anAgingIntervalBelowAMillisecondIsRaisedToIt() {
+        // A nanosecond's interval aged a request by a million levels a millisecond: priorities
+        // meant nothing. Set on the initialiser or on the property, the scheduler reads 1 ms.
+        #expect(SchedulerConfiguration(agingInterval: .nanoseconds(1)).agingInterval == .milliseconds(1))
+        var configuration = SchedulerConfiguration()
+        configuration.agingInterval = .nanoseconds(1)
+        #expect(configuration.validated.agingInterval == .milliseconds(1))
+        #expect(SchedulerConfiguration(agingInterval: .milliseconds(5)).agingInterval == .milliseconds(5))
+    }
+
     /// Requests started one after the other at one priority reach the wire in the order they were
     /// started, however their tasks happen to reach the scheduler: each is numbered when
     /// `start` is called, and the queue orders by priority, then by that number. Deduplication is
