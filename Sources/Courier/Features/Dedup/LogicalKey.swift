@@ -9,7 +9,8 @@ import HTTPTypes
 /// digest, the cache partition (two accounts never share a response), the endpoint's own
 /// middleware (a per-endpoint token or signer makes a different request), the endpoint's wire
 /// protocol and operation, the header fields (those of one name in order; fields of different
-/// names in any order, as HTTP treats them) and the accepted statuses.
+/// names in any order, as HTTP treats them), the accepted statuses and the endpoint's own retry
+/// policy (the shared exchange retries as its first caller's endpoint says).
 ///
 /// Made once per request from the parts the request already holds (no URL or header text is
 /// built) and hashed once, when made: every dictionary lookup of the deduplicator hashes one
@@ -33,13 +34,14 @@ struct LogicalKey: Hashable, Sendable {
         /// the same order; fields of different names may be interleaved differently (RFC 9110 §5.3).
         let headers: HTTPFields
         let acceptedStatuses: Range<Int>
+        let retryPolicy: RetryPolicy?
         let custom: String?
         let hash: Int
 
         init(
             method: HTTPRequest.Method, scheme: String, authority: String, path: Substring, bodyDigest: SHA256.Digest?,
             partition: String, endpointMiddleware: [MiddlewareIdentity], wire: String, headers: HTTPFields,
-            acceptedStatuses: Range<Int>, custom: String?
+            acceptedStatuses: Range<Int>, retryPolicy: RetryPolicy?, custom: String?
         ) {
             self.method = method
             self.scheme = scheme
@@ -51,6 +53,7 @@ struct LogicalKey: Hashable, Sendable {
             self.wire = wire
             self.headers = headers
             self.acceptedStatuses = acceptedStatuses
+            self.retryPolicy = retryPolicy
             self.custom = custom
             // The hash takes the parts that tell requests in flight apart (the path and what is
             // sent to it); equality compares every part. Keys that differ only in the rest (the
@@ -71,7 +74,7 @@ struct LogicalKey: Hashable, Sendable {
                     && self.authority == other.authority && self.scheme == other.scheme && self.bodyDigest == other.bodyDigest
                     && self.partition == other.partition && self.endpointMiddleware == other.endpointMiddleware
                     && self.wire == other.wire && self.acceptedStatuses == other.acceptedStatuses && self.custom == other.custom
-                    && self.headers == other.headers)
+                    && self.retryPolicy == other.retryPolicy && self.headers == other.headers)
         }
     }
 
@@ -126,7 +129,7 @@ struct LogicalKey: Hashable, Sendable {
             method: request.head.method, scheme: scheme,
             authority: Authority.hostKey(scheme: scheme, authority: request.head.authority ?? ""), path: path,
             bodyDigest: bodyDigest, partition: partition, endpointMiddleware: middleware, wire: wire, headers: headers,
-            acceptedStatuses: endpoint.acceptedStatuses, custom: custom)
+            acceptedStatuses: endpoint.acceptedStatuses, retryPolicy: endpoint.retryPolicy, custom: custom)
     }
 
     static func == (lhs: LogicalKey, rhs: LogicalKey) -> Bool {

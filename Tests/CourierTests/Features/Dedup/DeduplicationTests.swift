@@ -6,6 +6,28 @@ import Testing
 @Suite("Deduplication: identical in-flight requests share one network request")
 struct DeduplicationTests {
     @Test(arguments: TransportKind.allCases)
+    func callsWhoseEndpointsRetryDifferentlyAreNotShared(_ kind: TransportKind) async throws {
+        // The shared exchange retries as its first caller's endpoint says: a caller whose policy
+        // retries a 503 would get it unretried, one that never retries would wait through the
+        // other's backoff. Such calls go on their own; calls with one policy still share.
+        let gate = Gate()
+        let server = try await trafficServer(gate: gate)
+        try await withClient(kind, server: server) { client in
+            let never = client.start(Endpoint<Article>(path: "/slow/policy").retry(.never))
+            let standard = client.start(Endpoint<Article>(path: "/slow/policy"))
+            let alike = client.start(Endpoint<Article>(path: "/slow/policy"))
+            #expect(await eventually { client.deduplicationCounts.coalesced == 1 && server.requests.count == 2 })
+            await gate.open()
+            for handle in [never, standard, alike] {
+                let article = try await handle.value
+                #expect(article.title == "/slow/policy")
+            }
+            #expect(server.requests.count == 2)
+            #expect(client.deduplicationCounts.coalesced == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func hundredIdenticalConcurrentGetsReachTheServerOnce(_ kind: TransportKind) async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)

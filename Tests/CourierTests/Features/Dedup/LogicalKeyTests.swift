@@ -53,6 +53,22 @@ struct LogicalKeyTests {
         #expect(self.key("http", "api.example.com:443") != self.key("http", "api.example.com"))
     }
 
+    /// An endpoint's own retry policy is part of the key: the shared exchange retries as its
+    /// first caller's endpoint says.
+    @Test
+    func endpointsThatRetryDifferentlyAreDifferentRequests() {
+        let request = Request(head: HTTPRequest(method: .get, scheme: "https", authority: "api.example.com", path: "/items"))
+        func key(_ policy: RetryPolicy?) -> LogicalKey? {
+            var endpoint = Endpoint<Data>(path: "/items")
+            endpoint.retryPolicy = policy
+            return LogicalKey(request: request, endpoint: .erasing(endpoint), partition: "", wire: "", ignoredHeaders: [])
+        }
+        #expect(key(.never) != key(nil))
+        #expect(key(.never) != key(.standard))
+        #expect(self.same(key(.never), key(.never)))
+        #expect(self.same(key(nil), key(nil)))
+    }
+
     /// RFC 9110 §5.3: the order of fields with different names carries no meaning; the order of
     /// fields of one name does.
     @Test
