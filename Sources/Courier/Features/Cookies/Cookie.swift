@@ -100,13 +100,21 @@ public struct Cookie: Sendable, Hashable, Codable {
 
 /// The rules of RFC 6265 §5 as pure functions: parsing `Set-Cookie`, dates, domain and path matching.
 package enum CookieRules {
-    /// The longest `name=value` plus attributes accepted (RFC 6265 §6.1 asks for at least 4096 bytes).
+    /// The longest name and value together (RFC 6265bis §5.6: longer is ignored; RFC 6265 §6.1
+    /// asks for at least 4096 bytes).
     static let maxCookieBytes = 4096
+    /// The longest attribute value read (RFC 6265bis §5.6: a longer one is ignored).
+    static let maxAttributeBytes = 1024
+    /// The longest `Set-Cookie` value parsed at all: a name and value at their limit with a
+    /// dozen attributes at theirs; anything longer is no cookie a server meant.
+    static let maxHeaderBytes = 16 * 1024
 
     /// The cookie a `Set-Cookie` value makes for a response to `url` (host, path, scheme), or `nil`
     /// when the user agent must ignore it (§5.2, §5.3 and the `Secure`/`SameSite=None` rules of RFC 6265bis).
     package static func parse(_ header: String, host: String, requestPath: String, secureOrigin: Bool, now: Date) -> Cookie? {
-        guard header.utf8.count <= Self.maxCookieBytes else { return nil }
+        // RFC 6265bis §5.6 step 1: a control character other than HTAB anywhere (in an
+        // attribute too) makes the whole string ignored.
+        guard header.utf8.count <= Self.maxHeaderBytes, !Self.hasControlCharacters(header) else { return nil }
         // Split on the bytes `;` and `=` (RFC 6265 §5.2), never on characters: a `;` followed by
         // a combining mark is one Swift character, and splitting on characters kept it, and
         // the attribute after it, inside the value (found by fuzzing). An ASCII byte never
@@ -115,7 +123,7 @@ package enum CookieRules {
         guard let pair = parts.first, let equals = pair.utf8.firstIndex(of: UInt8(ascii: "=")) else { return nil }
         let name = FieldText.trimmed(String(decoding: pair.utf8[..<equals], as: UTF8.self))
         let value = FieldText.trimmed(String(decoding: pair.utf8[pair.utf8.index(after: equals)...], as: UTF8.self))
-        guard !name.isEmpty, !Self.hasControlCharacters(name), !Self.hasControlCharacters(value) else { return nil }
+        guard !name.isEmpty, name.utf8.count + value.utf8.count <= Self.maxCookieBytes else { return nil }
 
         var expires: Date?
         var maxAge: Date?
@@ -128,6 +136,8 @@ package enum CookieRules {
             let pieces = FieldText.split(attribute, at: "=", maxSplits: 1)
             let key = FieldText.trimmed(pieces[0]).lowercased()
             let text = pieces.count == 2 ? FieldText.trimmed(pieces[1]) : ""
+            // RFC 6265bis §5.6: an attribute value over 1024 bytes is ignored (the attribute).
+            guard text.utf8.count <= Self.maxAttributeBytes else { continue }
             switch key {
             case "expires":
                 if let date = Self.cookieDate(text) { expires = date }
@@ -208,8 +218,9 @@ package enum CookieRules {
         return trimmed.contains(UInt8(ascii: "."))
     }
 
+    /// Whether `text` has a control character other than HTAB (%x00-08, %x0A-1F, %x7F).
     private static func hasControlCharacters(_ text: String) -> Bool {
-        text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+        text.utf8.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }
     }
 
     /// §5.1.3: the host equals the domain, or ends with "." + domain and is not an IP address.

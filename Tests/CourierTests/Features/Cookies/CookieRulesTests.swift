@@ -202,6 +202,25 @@ struct CookieRulesTests {
         #expect(Self.parse("a=1; SameSite=None; Secure", secure: true)?.sameSite == Cookie.SameSite.none)
     }
 
+    @Test
+    func theSizeLimitsAreThoseOfTheNameAndValueAndOfEachAttribute() throws {
+        // RFC 6265bis §5.6: name and value together up to 4096 bytes, whatever the attributes
+        // add (a 4000-byte token with its Path, Domain and Expires is kept); an attribute value
+        // over 1024 bytes is ignored, not the cookie; HTAB is no control character to refuse,
+        // but any other one, in an attribute too, makes the whole string ignored.
+        let token = String(repeating: "t", count: 4000)
+        let kept = try #require(
+            Self.parse("session=\(token); Path=/; Domain=example.com; Expires=Wed, 21 Oct 2099 07:28:00 GMT; Secure; HttpOnly"))
+        #expect(kept.value == token)
+        #expect(kept.path == "/")
+        #expect(Self.parse("n=" + String(repeating: "v", count: 4095)) != nil)
+        #expect(Self.parse("n=" + String(repeating: "v", count: 4096)) == nil)
+        let longPath = try #require(Self.parse("a=1; Path=/" + String(repeating: "p", count: 1100)))
+        #expect(longPath.path == "/a/b")
+        #expect(Self.parse("a=b\tc")?.value == "b\tc")
+        #expect(Self.parse("a=1; Path=/x\u{01}") == nil)
+    }
+
     @Test(arguments: ["=nameless", "noequals", "a=b\u{01}c", "a\nb=c", "big=" + String(repeating: "x", count: 5000)])
     func malformedOrHugeCookiesAreIgnored(_ header: String) {
         #expect(Self.parse(header) == nil)
