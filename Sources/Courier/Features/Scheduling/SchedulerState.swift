@@ -165,10 +165,15 @@ package struct SchedulerState: Sendable {
         guard record.ticket.priority != priority else { return true }
         record.ticket.priority = priority
         record.generation &+= 1
-        self.waiting[id] = record
         let order = record.ticket.sequence
-        self.queues[QueueKey(host: record.ticket.host, priority: priority), default: FIFO()].insert(
-            Entry(id: id, generation: record.generation, order: order), after: { $0.order <= order })
+        let key = QueueKey(host: record.ticket.host, priority: priority)
+        // As in `submit`: going ahead of requests of its new queue, it takes on the longest wait
+        // among them, so their ageing is not hidden behind a head that arrived later.
+        if let overtaken = self.queues[key]?.oldestLiveWait(after: { $0.order > order }, in: self.waiting) {
+            record.ticket.enqueuedAt = min(record.ticket.enqueuedAt, overtaken)
+        }
+        self.waiting[id] = record
+        self.queues[key, default: FIFO()].insert(Entry(id: id, generation: record.generation, order: order), after: { $0.order <= order })
         return true
     }
 

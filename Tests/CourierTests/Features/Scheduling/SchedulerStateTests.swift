@@ -274,4 +274,26 @@ extension SchedulerStateTests {
         for _ in 0..<3 { started += state.finish(host: "a", now: later) }
         #expect(started == [2, 1, 3])
     }
+
+    @Test
+    func aRequestRaisedAheadOfOlderOnesCarriesTheirWait() {
+        // As for a late arrival: R, numbered before X but queued 10 s after it at low priority,
+        // is raised to normal and goes ahead of X. The normal queue's head then carries X's five
+        // levels of ageing: a new high request H does not pass them both (R, X, then H).
+        var state = SchedulerState(configuration: SchedulerConfiguration(maxConcurrentRequests: 1, agingInterval: .seconds(2)))
+        let start = ContinuousClock.now
+        let startedAtOnce = state.submit(id: 0, host: "a", priority: .normal, now: start)
+        #expect(startedAtOnce)
+        let early = state.makeOrder()
+        let xQueued = state.submit(id: 1, host: "a", priority: .normal, now: start)
+        let later = start + .seconds(10)
+        let rQueued = state.submit(id: 2, host: "a", priority: .low, order: early, now: later)
+        let raised = state.reprioritize(id: 2, to: .normal)
+        #expect(raised)
+        let hQueued = state.submit(id: 3, host: "a", priority: .high, now: later)
+        #expect(!xQueued && !rQueued && !hQueued)
+        var started: [UInt64] = []
+        for _ in 0..<3 { started += state.finish(host: "a", now: later) }
+        #expect(started == [2, 1, 3])
+    }
 }
