@@ -17,7 +17,8 @@ import HTTPTypes
 ///   token: it is returned as is.
 /// - Only one refresh is ever in flight; requests arriving meanwhile wait for it and all resume
 ///   with the new token. At most ``Configuration/maxRefreshes`` refreshes per
-///   ``Configuration/refreshWindow`` stop a refresh loop.
+///   ``Configuration/refreshWindow`` stop a refresh loop (a refresh that failed on the way, with
+///   the endpoint down, does not count).
 /// - When the refresh fails (`invalid_grant`, or no refresh token), `onAuthenticationRequired` is
 ///   called once, and waiting requests fail with kind `authenticationRequired` (presented as
 ///   re-login) — or, with ``Configuration/holdWhenSignedOut``, wait until ``supply(_:)`` or
