@@ -97,6 +97,10 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// Set by the transport stage on what the transport threw (not on a middleware's error of
     /// the same kind): the retry stage's sign that the connection, not the app, failed.
     package var isFromTransport = false
+    /// Set when the body of this request's own response was lost after its head arrived (too
+    /// large, cut short, undecodable): ``status`` is then the server's answer to this request.
+    /// Cleared when the error is re-attributed from another request (a token refresh's, say).
+    package var bodyLostAfterHead = false
     /// Set by a transport that has been shut down: sending again through it cannot succeed, so
     /// the retry stage does not.
     package var transportIsShutDown = false

@@ -52,6 +52,8 @@ public struct ErrorContext: Sendable, Hashable, CustomStringConvertible {
             failure.isFromTransport = false
             failure.wasNotProcessed = false
             failure.couldNotConnect = false
+            // Nor is its answer this request's.
+            failure.bodyLostAfterHead = false
         }
         let request = exchange.request
         failure.context = ErrorContext(

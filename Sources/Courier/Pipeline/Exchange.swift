@@ -156,6 +156,8 @@ struct Outcome: Sendable {
     var payload: Data?
     /// Whether the cache may store the payload (its wire protocol allows it).
     var payloadMayBeCached = true
+    /// Whether the body was discarded unread (nobody needed it): it is no response to store.
+    var bodyDiscarded = false
     /// The decoded value, set by the decode stage.
     var value: (any Sendable)?
     private var requestBox: RequestBox?

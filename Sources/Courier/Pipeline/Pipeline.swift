@@ -38,7 +38,7 @@ final class Pipeline: Sendable {
         self.entry = .segment(
             Fused(ClassifyStage(classifier: configuration.errorClassifier, onEvent: configuration.onEvent),
             Fused(BuildStage(parts: client),
-            Fused(ObserveStage(events: events),
+            Fused(ObserveStage(events: events, redactor: configuration.redactor),
             Fused(LifecycleStage(lifecycle: client.lifecycle),
             Fused(DeadlineStage(bodyIdleTimeout: configuration.bodyIdleTimeout, deduplication: configuration.deduplication,
                                 lifecycle: client.lifecycle),
@@ -59,7 +59,8 @@ final class Pipeline: Sendable {
                 Fused(RetryStage(defaultPolicy: configuration.retry, budget: client.retryBudget, events: events,
                                  clientMiddleware: middleware),
                 Fused(RedirectStage(policy: configuration.redirects, clientMiddleware: middleware, events: events,
-                                    scheduler: client.scheduler, redactor: configuration.redactor),
+                                    scheduler: client.scheduler, redactor: configuration.redactor,
+                                    hasCookieJar: configuration.cookies != nil),
                 Fused(CookieStage(jar: configuration.cookies),
                 Fused(TransportStage(transport: configuration.transport, events: events),
                 PipelineStageNext.end))))))))))))

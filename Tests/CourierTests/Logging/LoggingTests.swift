@@ -71,16 +71,32 @@ struct LoggingTests {
         }
     }
 
-    /// An error's context names the request's URL with the client's own redactor: a query name
-    /// the app made secret is hidden there as in the log lines (it showed with the standard one),
-    /// for a failure in any stage, and for a deduplicated joiner's copy of the shared error.
+    /// The failures a monitor is told of, as the URLs of their contexts.
+    final class FailureURLs: EventMonitor {
+        let urls = Locked<[String]>([])
+        func requestFailed(_ request: RequestEvent, error: CourierError, result: RequestResult) {
+            self.urls.withLock { $0.append(error.context?.url ?? "none") }
+        }
+    }
+
+    /// An error's context names the request's URL with the client's own redactor, for the
+    /// caller and for the monitors: a query name the app made secret is hidden there as in the
+    /// log lines (it showed with the standard one), for a failure in any stage, and for a
+    /// deduplicated joiner's copy of the shared error.
     @Test(arguments: TransportKind.allCases)
     func anErrorsURLIsHiddenWithTheClientsOwnRedactor(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         var redactor = Redactor.standard
         redactor.queryNames.insert("sid")
         redactor.replacement = "HIDDEN"
-        try await withClient(kind, server: server, configure: { $0.redactor = redactor }) { client in
+        let monitor = FailureURLs()
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.redactor = redactor
+                $0.eventMonitors = [monitor]
+            }
+        ) { client in
             let failures = await withTaskGroup(of: CourierError?.self) { group in
                 for path in ["/status/500?sid=S3CRET&page=1", "/status/500?sid=S3CRET&page=1", "/close-mid?sid=S3CRET"] {
                     group.addTask { await expectCourierError { _ = try await client.send(Endpoint<Data>(path: path, decoding: .data)) } }
@@ -91,8 +107,11 @@ struct LoggingTests {
             for failure in failures {
                 let url = failure?.context?.url ?? ""
                 #expect(url.contains("sid=HIDDEN"), "\(url)")
-                #expect(!"\(String(describing: failure))".contains("S3CRET"), "\(String(describing: failure))")
+                #expect(!url.contains("S3CRET"), "\(url)")
             }
+            let told = monitor.urls.current
+            #expect(told.count == 3)
+            #expect(told.allSatisfy { $0.contains("sid=HIDDEN") && !$0.contains("S3CRET") }, "\(told)")
         }
     }
 

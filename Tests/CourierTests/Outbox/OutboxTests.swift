@@ -178,6 +178,40 @@ struct OutboxTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aTokenRefreshWhoseBodyIsLostDeliversNothing(_ kind: TransportKind) async throws {
+        // Seam outbox × authentication: the token endpoint's 200 cut short is the refresh's
+        // answer, not the item's. The item was never sent: it is not delivered, and it goes once
+        // a refresh succeeds.
+        let cut = Locked(true)
+        let api = IdempotentServer { request, _ in
+            guard request.path == "/oauth/token" else { return nil }
+            let token =
+                #"{"access_token":"t-1","token_type":"Bearer","expires_in":3600,"padding":"\#(String(repeating: "x", count: 800))"}"#
+            return cut.current ? .json(token).with(.closeMidBody(afterBytes: 100)) : .json(token)
+        }
+        let server = try await http1Server(api.respond)
+        let (transport, shutdown) = makeTransport(kind)
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "app"),
+            tokenClient: Client(configuration: .init(transport: transport) { $0.retry = .never }),
+            store: InMemoryCredentialStore(OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date(timeIntervalSinceNow: -10)))
+        )
+        try await Self.withOutbox(kind, server: server, configuration: Self.fast, configure: { $0.middleware = [auth] }) { outbox, _, _ in
+            let id = try outbox.enqueue(Self.post("/messages"), maxAttempts: 2)
+            await outbox.deliverAll()
+            let item = try #require(try outbox.item(id))
+            #expect(item.state == .dead, "\(item.state) \(String(describing: item.lastError))")
+            #expect(!api.state.current.seen.contains(item.idempotencyKey))
+            cut.withLock { $0 = false }
+            try outbox.retry(id)
+            await outbox.deliverAll()
+            #expect(try outbox.item(id)?.state == .delivered)
+            #expect(api.state.current.applied == [item.idempotencyKey])
+        }
+        try await shutdown()
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func a400IsADeadLetterWithItsErrorAndAFailingHeadBlocksOnlyItsQueue(_ kind: TransportKind) async throws {
         let api = IdempotentServer { request, _ in
             switch request.path {

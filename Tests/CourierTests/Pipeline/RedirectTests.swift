@@ -43,7 +43,7 @@ struct RedirectTests {
         // RFC 9110 §15.4 asks a client to detect infinite loops: a hop that sets a cookie and
         // sends back to the page (a consent or sign-in step) changes the next request, and is
         // followed; a chain that keeps setting cookies still ends at `maxRedirects`.
-        let server = try await http1Server { request in
+        let handler: TestServer.Handler = { request in
             switch request.path {
             case "/page":
                 if request.header("Cookie")?.contains("consent=1") == true { return .text("welcome") }
@@ -52,6 +52,7 @@ struct RedirectTests {
                 return ScriptedResponse(status: 302, headers: [("Location", "/forever"), ("Set-Cookie", "n=\(UUID().uuidString); Path=/")])
             }
         }
+        let server = try await http1Server(handler)
         try await withClient(
             kind, server: server,
             configure: {
@@ -66,6 +67,14 @@ struct RedirectTests {
             #expect(error?.kind == .redirect)
             #expect(error?.message.contains("stopped after 4") == true, "\(String(describing: error))")
             #expect(server.requests.count == 2 + 5)
+        }
+        // Without a cookie jar the cookie changes nothing: a loop, found at its first repeat.
+        let jarless = try await http1Server(handler)
+        try await withClient(kind, server: jarless) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: "/page", decoding: .string)) }
+            #expect(error?.kind == .redirect)
+            #expect(error?.message.contains("loop") == true, "\(String(describing: error))")
+            #expect(jarless.requests.count == 1)
         }
     }
 

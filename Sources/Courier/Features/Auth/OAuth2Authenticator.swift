@@ -487,11 +487,14 @@ public final class OAuth2Authenticator: Middleware {
                 }
                 if raise { self.onAuthenticationRequired(failure) }
             } else {
-                // A network failure: keep the credentials, let a later request try again. It
-                // does not count against the refresh limit, which stops refreshes that succeed
-                // in a loop: counted, a short outage would end in "sign in again".
+                // A network failure: keep the credentials, let a later request try again. One on
+                // the way (the endpoint unreachable, a 5xx or 429) does not count against the
+                // refresh limit: counted, a short outage would end in "sign in again". Other
+                // answers (an error page, `invalid_scope`) still do, so a token endpoint that
+                // answers so for ever is asked at most that often.
+                let onTheWay = Self.failedOnTheWay(failure)
                 let current = self.state.withLock { state -> Bool in
-                    if let index = state.refreshTimes.firstIndex(of: started) { state.refreshTimes.remove(at: index) }
+                    if onTheWay, let index = state.refreshTimes.firstIndex(of: started) { state.refreshTimes.remove(at: index) }
                     guard state.generation == generation else { return false }
                     state.refresh = nil
                     return true
@@ -509,6 +512,16 @@ public final class OAuth2Authenticator: Middleware {
     /// it is: the refresh token is expired or revoked, or this client may not use it.
     static let signsOut: Set<String> = ["invalid_grant", "invalid_client", "unauthorized_client", "unsupported_grant_type"]
 
+    /// Whether a refresh failed on the way to an answer about the grant: the endpoint could not
+    /// be reached, timed out, or answered 5xx or 429.
+    static func failedOnTheWay(_ failure: CourierError) -> Bool {
+        switch failure.kind {
+        case .transport, .timeout: return true
+        case .httpStatus: return failure.status.map { $0.code >= 500 || $0.code == 429 } ?? false
+        default: return false
+        }
+    }
+
     private func requestToken(_ grant: OAuth2TokenEndpoint.Grant) async throws -> OAuth2Token {
         try Self.refuseCleartext(credentialsTo: self.tokenEndpoint.url)
         return try await self.tokenClient.send(self.tokenEndpoint.endpoint(for: grant))
@@ -516,8 +529,10 @@ public final class OAuth2Authenticator: Middleware {
 
     /// Throws unless `url` is reached over TLS or on this machine's loopback: a grant (a
     /// password, a refresh token, a code) and the client's secret go to the token endpoint over
-    /// TLS only (RFC 6749 §3.2, §2.3.1), as a token to be revoked does (RFC 7009 §2).
+    /// TLS only (RFC 6749 §3.2, §2.3.1), as a token to be revoked does (RFC 7009 §2). A relative
+    /// URL is the token client's to resolve against its base URL, which the app chose.
     static func refuseCleartext(credentialsTo url: URL) throws {
+        guard url.scheme != nil else { return }
         let target = Authority(url)
         if let target, target.scheme == "https" || Self.isLoopback(target.host) { return }
         throw CourierError.invalidRequest(

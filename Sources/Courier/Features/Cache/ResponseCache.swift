@@ -259,11 +259,15 @@ struct ResponseCache: Sendable {
                     headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now
                 )
                 let stored = self.store.entry(forKey: key)
-                if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template),
-                    entry.body.count <= self.maxBodySize
-                {
-                    self.store.setEntry(entry, forKey: key)
-                    didStore?()
+                if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template) {
+                    if entry.body.count <= self.maxBodySize {
+                        self.store.setEntry(entry, forKey: key)
+                        didStore?()
+                    } else {
+                        // Larger than a response may be: the part stored goes too, or every
+                        // later request would resume it and fail again.
+                        self.store.removeEntry(forKey: key)
+                    }
                 }
             }
             return outcome
@@ -323,7 +327,10 @@ struct ResponseCache: Sendable {
     /// A payload the wire protocol keeps out of the cache (opened fields) is not stored here either.
     private func storeUnderContentLocation(_ run: CacheRun, outcome: Outcome, now: Date) {
         let head = outcome.response.head
-        guard outcome.payloadMayBeCached, run.method == .post, run.policy.mode == .http, [200, 203].contains(head.status.code),
+        // A body discarded unread (its caller decodes nothing) is no response to store (RFC 9111
+        // §3.3: never an incomplete one).
+        guard outcome.payloadMayBeCached, !outcome.bodyDiscarded, run.method == .post, run.policy.mode == .http,
+            [200, 203].contains(head.status.code),
             let location = head.headerFields[values: .contentLocation].first,
             Self.sameOrigin(location, as: run.url) == run.url
         else { return }

@@ -13,39 +13,16 @@ struct BuildStage: PipelineStage {
     let parts: ClientParts
     /// Whether the client's default wire protocol is REST (asked once: a dynamic cast).
     private let defaultIsREST: Bool
-    /// The client's redactor when it hides more (or otherwise) than the standard one, which
-    /// the stages below use for the URL of an error's context.
-    private let ownRedactor: Redactor?
     var name: String { "build" }
 
     init(parts: ClientParts) {
         self.parts = parts
         self.defaultIsREST = parts.configuration.defaultWireProtocol is RESTProtocol
-        let redactor = parts.configuration.redactor
-        self.ownRedactor = redactor.isStandard ? nil : redactor
     }
 
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
-        let built = try self.built(exchange)
-        guard let redactor = self.ownRedactor else { return try await next(built) }
-        do {
-            return try await next(built)
-        } catch {
-            throw Self.redactingContext(of: error, request: built.request, with: redactor)
-        }
-    }
-
-    /// The error with the URL of its context (when it is this request's) hidden by the
-    /// client's own redactor: a query name the app made secret never shows in an error.
-    @inline(never)
-    private static func redactingContext(of error: any Error, request: Request, with redactor: Redactor) -> any Error {
-        guard var failure = error as? CourierError, var context = failure.context, context.requestID == request.id,
-            let url = request.url
-        else { return error }
-        context.url = redactor.redact(url: url)
-        failure.context = context
-        return failure
+        try await next(self.built(exchange))
     }
 
     /// The exchange with its logical request, key and partition (synchronous and apart from

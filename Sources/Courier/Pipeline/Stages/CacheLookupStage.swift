@@ -142,9 +142,7 @@ struct CacheLookupStage: PipelineStage {
         // Nothing usable stored and only-if-cached: the network is never asked (RFC 9111 §5.2.1.7).
         if case .unavailable = run.action { return .answered(try Self.notCached(accepted: accepted)) }
         if CacheControl(run.requestHeaders).has("only-if-cached") { return .answered(try Self.notCached(accepted: accepted)) }
-        // A POST's answer may be stored for a later GET of its `Content-Location` (RFC 9110
-        // §9.3.3): its body is read whole then, even for a caller that ignores it.
-        if cache.mayStore(run) || (run.method == .post && run.policy.mode == .http) { exchange.readsBody = true }
+        if cache.mayStore(run) { exchange.readsBody = true }
         let original = exchange
         var resumed = false
         switch run.action {
@@ -182,8 +180,9 @@ struct CacheLookupStage: PipelineStage {
             return nil
         }
         // The origin refused the range the cache added (a 416 the endpoint accepts): it is no
-        // answer to the caller, who sent none (RFC 9110 §15.5.17).
-        if network.original != nil, (400..<500).contains(outcome.response.statusCode) { return nil }
+        // answer to the caller, who sent none (RFC 9110 §15.5.17). (Any other status answers
+        // the caller: a 429 or a 404 is the resource's, not the range's.)
+        if network.original != nil, outcome.response.statusCode == 416 { return nil }
         return Self.answer(run, cache: cache, outcome: outcome)
     }
 

@@ -16,6 +16,7 @@ struct CollectBodyStage: PipelineStage {
         if !exchange.readsBody, exchange.endpoint.acceptedStatuses.contains(outcome.response.statusCode) {
             await outcome.response.body.discard()
             outcome.response.body = .empty
+            outcome.bodyDiscarded = true
         } else {
             do {
                 outcome.response.body = .data(
@@ -35,6 +36,7 @@ struct CollectBodyStage: PipelineStage {
         guard var failure = error as? CourierError, failure.status == nil else { return error }
         failure.status = response.head.status
         failure.headers = response.head.headerFields
+        failure.bodyLostAfterHead = true
         return failure
     }
 }

@@ -8,7 +8,15 @@ import Foundation
 /// of them answered 416), so this stage reports nothing for an exchange of mode `download`.
 struct ObserveStage: PipelineStage {
     let events: EventHub
+    /// The client's redactor when it hides more (or otherwise) than the standard one, with which
+    /// the URL of a failure's context is written.
+    let ownRedactor: Redactor?
     var name: String { "observe" }
+
+    init(events: EventHub, redactor: Redactor = .standard) {
+        self.events = events
+        self.ownRedactor = redactor.isStandard ? nil : redactor
+    }
 
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
@@ -18,17 +26,27 @@ struct ObserveStage: PipelineStage {
         do {
             outcome = try await next(exchange)
         } catch {
-            if reports { self.failed(exchange, error) }
-            throw error
+            throw self.failed(exchange, error, reports: reports)
         }
         return self.finished(outcome, exchange)
     }
 
-    /// Tells the monitors the request failed (or was cancelled). Synchronous and apart from
-    /// `run`, so that its values stay out of the async frame every request allocates.
+    /// Tells the monitors the request failed (or was cancelled), and returns the error the
+    /// caller gets: its context's URL (the hop that failed, as the standard redactor wrote it)
+    /// hidden with the client's own redactor as well. Synchronous and apart from `run`, so that
+    /// its values stay out of the async frame every request allocates.
     @inline(never)
-    private func failed(_ exchange: RequestExchange, _ error: any Error) {
-        self.events.failed(exchange.request, failure: Self.failure(error), start: exchange.start, record: exchange.record)
+    private func failed(_ exchange: RequestExchange, _ error: any Error, reports: Bool) -> any Error {
+        var error = error
+        if let redactor = self.ownRedactor, var failure = error as? CourierError, var context = failure.context,
+            context.requestID == exchange.request.id
+        {
+            context.url = redactor.redact(urlString: context.url)
+            failure.context = context
+            error = failure
+        }
+        if reports { self.events.failed(exchange.request, failure: Self.failure(error), start: exchange.start, record: exchange.record) }
+        return error
     }
 
     /// The error a request's monitors are told it failed with: a transport failure of a

@@ -21,6 +21,8 @@ struct RedirectStage: PipelineStage {
     let scheduler: RequestScheduler
     /// The client's redactor: what a location shows in events and errors.
     var redactor: Redactor = .standard
+    /// Whether the client keeps cookies: only then can a hop's `Set-Cookie` change the next request.
+    var hasCookieJar = false
     var name: String { "redirect" }
 
     /// Whether a status is a redirect this stage follows: 301, 302, 303, 307, 308 (a switch, not
@@ -151,10 +153,10 @@ struct RedirectStage: PipelineStage {
             following.head.authority = Self.authority(of: target)
             following.head.path = Self.pathAndQuery(of: target)
             let key = "\(following.head.method.rawValue) \(target.absoluteString)"
-            // A hop that sets a cookie changes what the next request of a visited URL sends (a
-            // sign-in that sends back to the page it came from): no loop yet; `maxRedirects`
-            // still bounds the chain.
-            if response.head.headerFields[.setCookie] != nil { visited.removeAll() }
+            // With a cookie jar, a hop that sets a cookie changes what the next request of a
+            // visited URL sends (a sign-in that sends back to the page it came from): no loop
+            // yet; `maxRedirects` still bounds the chain. Without one, nothing changes.
+            if self.hasCookieJar, response.head.headerFields[.setCookie] != nil { visited.removeAll() }
             if visited.contains(key) {
                 await response.body.discard()
                 throw CourierError(.redirect, "redirect loop detected at \(self.redactor.redact(url: target))")

@@ -378,6 +378,10 @@ struct PartialContentTests {
             #expect(whole?.kind == .responseTooLarge)
             #expect(server.requests.count == 3)
             #expect(server.requests.last?.header("Range") == nil)
+            // The part is gone with the refused combination: the next request asks once.
+            let again = await expectCourierError { _ = try await client.send(Self.range(nil)) }
+            #expect(again?.kind == .responseTooLarge)
+            #expect(server.requests.count == 4)
         }
     }
 
