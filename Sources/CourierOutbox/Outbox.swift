@@ -365,9 +365,10 @@ public final class Outbox: Sendable {
                 status: response.status.code, headers: response.headers,
                 body: Data(response.value.prefix(self.configuration.resultBodyLimit)))
             self.answered(ids, result: result, bodyError: nil, attempts: attempts, maxAttempts: maxAttempts)
-        } catch let failure as CourierError where failure.kind != .cancelled && failure.bodyLostAfterHead && !Task.isCancelled {
-            // The server answered, and the body was lost (too large, cut short, undecodable): the
-            // status decides, as for a whole response — a 2xx was delivered and is not sent again.
+        } catch let failure as CourierError where failure.bodyLostAfterHead {
+            // The server answered, and the body was lost (too large, cut short, undecodable,
+            // stalled past the deadline, or cancelled while it came): the status decides, as for
+            // a whole response — a 2xx was delivered and is not sent again.
             let status = failure.status?.code ?? 0
             let result = OutboxItem.Result(status: status, headers: failure.headers ?? [:], body: Data())
             self.answered(

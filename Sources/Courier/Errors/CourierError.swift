@@ -101,6 +101,16 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     /// large, cut short, undecodable): ``status`` is then the server's answer to this request.
     /// Cleared when the error is re-attributed from another request (a token refresh's, say).
     package var bodyLostAfterHead = false
+
+    /// Takes on the answer `error` carries when its body was lost after the head (status,
+    /// fields and ``bodyLostAfterHead``): for an error made in its place (a timeout for a body
+    /// that stalled, a cancellation), so a caller still knows the server answered.
+    package mutating func keepAnswer(of error: (any Error)?) {
+        guard let source = error as? CourierError, source.bodyLostAfterHead, self.status == nil else { return }
+        self.status = source.status
+        self.headers = source.headers
+        self.bodyLostAfterHead = true
+    }
     /// Set by a transport that has been shut down: sending again through it cannot succeed, so
     /// the retry stage does not.
     package var transportIsShutDown = false

@@ -71,7 +71,9 @@ enum Deadline {
     private static func ended(_ watch: UInt64, failure error: any Error) -> any Error {
         guard DeadlineWatch.shared.end(watch), !Task.isCancelled else { return error }
         if let failure = error as? CourierError, failure.kind == .timeout { return failure }
-        return CourierError.timeout(underlying: error)
+        var timeout = CourierError.timeout(underlying: error)
+        timeout.keepAnswer(of: error)
+        return timeout
     }
 }
 

@@ -148,18 +148,29 @@ struct OutboxTests {
             case "/big-400": return .text(String(repeating: "x", count: 5000), status: 400)
             case "/cut-503" where count == 1:
                 return .text(long, status: 503, headers: [("Retry-After", "0")]).with(.closeMidBody(afterBytes: 100))
+            // A body that stalls past the request's deadline; one in a coding this client
+            // cannot remove.
+            case "/stalled": return .json(long, status: 201).with(.stallMidBody(afterBytes: 100, .seconds(30)))
+            case "/coded": return .json("{}", status: 201, headers: [("Content-Encoding", "x-custom")])
             default: return nil
             }
         }
         let server = try await http1Server(api.respond)
-        try await Self.withOutbox(kind, server: server, configuration: Self.fast, configure: { $0.maxResponseSize = 1000 }) {
-            outbox, _, _ in
-            let ids = try ["/cut", "/big", "/big-400", "/cut-503"].map { try outbox.enqueue(Self.post($0), queue: $0) }
+        try await Self.withOutbox(
+            kind, server: server, configuration: Self.fast,
+            configure: {
+                $0.maxResponseSize = 1000
+                $0.timeout = .seconds(1)
+            }
+        ) { outbox, _, _ in
+            let ids = try ["/cut", "/big", "/big-400", "/cut-503", "/stalled", "/coded"].map {
+                try outbox.enqueue(Self.post($0), queue: $0)
+            }
             await outbox.deliverAll()
             let items = try ids.map { try #require(try outbox.item($0)) }
             let seen = api.state.current.seen
             func sent(_ item: OutboxItem) -> Int { seen.filter { $0 == item.idempotencyKey }.count }
-            for item in items[0...1] {
+            for item in items[0...1] + items[4...5] {
                 #expect(item.state == .delivered)
                 #expect(item.attempts == 1)
                 #expect(sent(item) == 1)

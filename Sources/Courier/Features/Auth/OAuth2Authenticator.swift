@@ -237,8 +237,8 @@ public final class OAuth2Authenticator: Middleware {
         targets.append((token.accessToken, "access_token"))
         var confirmed = true
         for (value, hint) in targets {
-            guard let endpoint = self.tokenEndpoint.revocation(of: value, hint: hint), let url = self.tokenEndpoint.revocationURL,
-                (try? Self.refuseCleartext(credentialsTo: url)) != nil
+            guard let endpoint = self.tokenEndpoint.revocation(of: value, hint: hint),
+                let request = try? self.tokenClient.makeRequest(for: endpoint), (try? Self.refuseCleartext(credentialsIn: request)) != nil
             else {
                 confirmed = false
                 break
@@ -513,27 +513,28 @@ public final class OAuth2Authenticator: Middleware {
     static let signsOut: Set<String> = ["invalid_grant", "invalid_client", "unauthorized_client", "unsupported_grant_type"]
 
     /// Whether a refresh failed on the way to an answer about the grant: the endpoint could not
-    /// be reached, timed out, or answered 5xx or 429.
+    /// be reached (a refused connection, a TLS failure or pin mismatch, a redirect refused, as a
+    /// captive portal makes), timed out, was cancelled, or answered 5xx, 408 or 429.
     static func failedOnTheWay(_ failure: CourierError) -> Bool {
         switch failure.kind {
-        case .transport, .timeout: return true
-        case .httpStatus: return failure.status.map { $0.code >= 500 || $0.code == 429 } ?? false
+        case .transport, .timeout, .tls, .pinMismatch, .redirect, .cancelled: return true
+        case .httpStatus: return failure.status.map { $0.code >= 500 || $0.code == 429 || $0.code == 408 } ?? false
         default: return false
         }
     }
 
     private func requestToken(_ grant: OAuth2TokenEndpoint.Grant) async throws -> OAuth2Token {
-        try Self.refuseCleartext(credentialsTo: self.tokenEndpoint.url)
-        return try await self.tokenClient.send(self.tokenEndpoint.endpoint(for: grant))
+        let endpoint = self.tokenEndpoint.endpoint(for: grant)
+        try Self.refuseCleartext(credentialsIn: self.tokenClient.makeRequest(for: endpoint))
+        return try await self.tokenClient.send(endpoint)
     }
 
-    /// Throws unless `url` is reached over TLS or on this machine's loopback: a grant (a
-    /// password, a refresh token, a code) and the client's secret go to the token endpoint over
-    /// TLS only (RFC 6749 §3.2, §2.3.1), as a token to be revoked does (RFC 7009 §2). A relative
-    /// URL is the token client's to resolve against its base URL, which the app chose.
-    static func refuseCleartext(credentialsTo url: URL) throws {
-        guard url.scheme != nil else { return }
-        let target = Authority(url)
+    /// Throws unless the request (its URL as the token client resolves it) goes over TLS or to
+    /// this machine's loopback: a grant (a password, a refresh token, a code) and the client's
+    /// secret go to the token endpoint over TLS only (RFC 6749 §3.2, §2.3.1), as a token to be
+    /// revoked does (RFC 7009 §2).
+    static func refuseCleartext(credentialsIn request: Request) throws {
+        let target = Authority(scheme: request.head.scheme, authority: request.head.authority)
         if let target, target.scheme == "https" || Self.isLoopback(target.host) { return }
         throw CourierError.invalidRequest(
             "the token endpoint is reached over https only (RFC 6749 §3.2); refused to send credentials in clear text to \(target?.host ?? "a URL without a host")"

@@ -209,7 +209,7 @@ struct CacheLookupStage: PipelineStage {
             }
             throw error
         }
-        if network.original != nil, error.kind == .httpStatus, (400..<500).contains(error.status?.code ?? 0) {
+        if network.original != nil, error.kind == .httpStatus, error.status?.code == 416 {
             // The origin refused the range it was asked for (a 416): the caller never sent one.
             return try await Self.askAsAsked(network, cache: cache, next: next)
         }

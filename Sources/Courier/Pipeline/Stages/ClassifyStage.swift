@@ -20,8 +20,10 @@ struct ClassifyStage: PipelineStage {
         var failure = CourierError.wrap(error)
         if Task.isCancelled, failure.kind == .transport {
             let context = failure.context
+            let original = failure
             failure = .cancelled(underlying: failure)
             failure.context = context
+            failure.keepAnswer(of: original)
         }
         failure.presentation = self.classifier.classify(failure)
         if let name = failure.event, let onEvent = self.onEvent {

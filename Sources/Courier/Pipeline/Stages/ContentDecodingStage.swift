@@ -34,7 +34,12 @@ struct ContentDecodingStage: PipelineStage {
         let status = outcome.response.statusCode
         if status < 200 || status == 204 || status == 304 || isHead { return outcome }
         let accepted = endpoint.acceptedStatuses.contains(status)
-        outcome.response = try self.decoded(outcome.response, maxSize: mode.isStream ? nil : self.maxResponseSize, strict: accepted)
+        do {
+            outcome.response = try self.decoded(outcome.response, maxSize: mode.isStream ? nil : self.maxResponseSize, strict: accepted)
+        } catch {
+            // A coding this client cannot remove: the server answered all the same.
+            throw CollectBodyStage.withHead(error, of: outcome.response)
+        }
         return outcome
     }
 

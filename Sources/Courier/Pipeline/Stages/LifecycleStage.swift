@@ -29,6 +29,7 @@ struct LifecycleStage: PipelineStage {
         guard let reason = self.lifecycle.end(ticket) else { return error }
         var failure = CourierError(.cancelled, reason)
         failure.underlying = error
+        failure.keepAnswer(of: error)
         return failure
     }
 }

@@ -114,6 +114,17 @@ extension OAuth2Tests {
         #expect(refresh?.message.contains("token endpoint") == true, "\(String(describing: refresh))")
         #expect(try await auth.signOut(revokingTokens: true) == false)
         #expect(auth.token == nil)
+        // A relative token URL is checked as the token client resolves it: against a base URL
+        // in clear text on another host, it is refused too.
+        let relative = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(url: URL(string: "oauth/token")!, clientID: "app", clientSecret: "s"),
+            tokenClient: Client(
+                configuration: .init(transport: transport, baseURL: URL(string: "http://id.example.com")!) {
+                    $0.eventMonitors = [monitor]
+                }),
+            store: InMemoryCredentialStore())
+        let resolved = await expectCourierError { try await relative.signIn(username: "ada", password: "s3cret") }
+        #expect(resolved?.kind == .invalidRequest)
         // Nothing reached a transport: neither the grants nor the revocations, nor the request.
         #expect(monitor.count("attempt") == 0)
         try await shutdown()
