@@ -108,6 +108,9 @@ package enum CookieRules {
     /// The longest `Set-Cookie` value parsed at all: a name and value at their limit with a
     /// dozen attributes at theirs; anything longer is no cookie a server meant.
     static let maxHeaderBytes = 16 * 1024
+    /// The longest a cookie lives: RFC 6265bis §5.6.1 and §5.6.2 cap `Expires` and `Max-Age` at
+    /// 400 days from when the cookie is received.
+    static let maxLifetime: TimeInterval = 400 * 24 * 60 * 60
 
     /// The cookie a `Set-Cookie` value makes for a response to `url` (host, path, scheme), or `nil`
     /// when the user agent must ignore it (§5.2, §5.3 and the `Secure`/`SameSite=None` rules of RFC 6265bis).
@@ -194,9 +197,11 @@ package enum CookieRules {
         // Path is `/`. Compared without regard to case, as the draft asks.
         if Self.hasPrefix(name, "__secure-"), !secure { return nil }
         if Self.hasPrefix(name, "__host-"), !secure || !hostOnly || path != "/" { return nil }
+        // RFC 6265bis §5.6.1, §5.6.2: an expiry more than 400 days away is set to 400 days.
+        let expiry = (maxAge ?? expires).map { min($0, now.addingTimeInterval(Self.maxLifetime)) }
         return Cookie(
             name: name, value: value, domain: cookieDomain, hostOnly: hostOnly, path: path ?? Self.defaultPath(requestPath),
-            expires: maxAge ?? expires, secure: secure, httpOnly: httpOnly, sameSite: sameSite, created: now
+            expires: expiry, secure: secure, httpOnly: httpOnly, sameSite: sameSite, created: now
         )
     }
 
@@ -219,6 +224,23 @@ package enum CookieRules {
     }
 
     /// Whether `text` has a control character other than HTAB (%x00-08, %x0A-1F, %x7F).
+    /// Whether `cookie` is one a server could have set: a name that is not empty, with no `=`,
+    /// and neither name nor value holding a `;` or a control character other than HTAB (which
+    /// would end or split the `Cookie` field a request carries), within the size limits of
+    /// ``parse(_:host:requestPath:secureOrigin:now:)``. What an app hands the jar, or a store
+    /// loads, is held to the same rules as what a server sends.
+    package static func isWellFormed(_ cookie: Cookie) -> Bool {
+        let name = cookie.name.utf8
+        let value = cookie.value.utf8
+        let semicolon = UInt8(ascii: ";")
+        return !name.isEmpty && name.count + value.count <= Self.maxCookieBytes
+            && !name.contains(UInt8(ascii: "=")) && !name.contains(semicolon) && !value.contains(semicolon)
+            && !Self.hasControlCharacters(cookie.name) && !Self.hasControlCharacters(cookie.value)
+            && cookie.domain.utf8.count <= Self.maxAttributeBytes && cookie.path.utf8.count <= Self.maxAttributeBytes
+            && !Self.hasControlCharacters(cookie.domain) && !Self.hasControlCharacters(cookie.path)
+            && !cookie.domain.utf8.contains(semicolon) && !cookie.path.utf8.contains(semicolon)
+    }
+
     private static func hasControlCharacters(_ text: String) -> Bool {
         text.utf8.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }
     }

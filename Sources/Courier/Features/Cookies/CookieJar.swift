@@ -43,7 +43,9 @@ public final class CookieJar: Sendable {
         let loaded = store?.load() ?? []
         let current = now()
         self.state = Locked(
-            State(cookies: loaded.filter { $0.expires != nil && !$0.isExpired(at: current) }, storesResponseCookies: storesResponseCookies))
+            State(
+                cookies: loaded.filter { $0.expires != nil && !$0.isExpired(at: current) && CookieRules.isWellFormed($0) },
+                storesResponseCookies: storesResponseCookies))
         self.store = store
         self.now = now
     }
@@ -56,8 +58,17 @@ public final class CookieJar: Sendable {
 
     /// Puts a cookie in the jar (replacing one with the same name, domain and path), as if a
     /// server had set it; an expired one removes that cookie.
+    ///
+    /// A cookie no server could set is ignored, as a server's would be: an empty name, a name
+    /// with `=`, a `;` or a control character (other than HTAB) in its name, value, domain or
+    /// path, or a name and value over 4096 bytes together. An expiry more than 400 days away is
+    /// set to 400 days, as for a server's (RFC 6265bis §5.6.1).
     public func set(_ cookie: Cookie) {
-        self.change { cookies, accessed in Self.insert(cookie, into: &cookies, now: self.now(), accessed: accessed) }
+        guard CookieRules.isWellFormed(cookie) else { return }
+        let now = self.now()
+        var cookie = cookie
+        cookie.expires = cookie.expires.map { min($0, now.addingTimeInterval(CookieRules.maxLifetime)) }
+        self.change { cookies, accessed in Self.insert(cookie, into: &cookies, now: now, accessed: accessed) }
     }
 
     /// The cookies a request to `url` would carry, without the `HttpOnly` ones: what a script-like

@@ -108,6 +108,24 @@ struct CookieJarTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func anAppSetCookieThatCouldSplitTheCookieFieldIsIgnoredAsAServersWouldBe(_ kind: TransportKind) async throws {
+        // RFC 6265bis §4.1.1: a cookie-value holds no ";" and no control character. Set by the
+        // app, such a value would smuggle a second cookie (or a line end) into every request.
+        try await withJar(kind) { client, server, jar in
+            let host = server.baseURL.host!
+            jar.set(Cookie(name: "device", value: "42; admin=1", domain: host))
+            jar.set(Cookie(name: "role=admin", value: "1", domain: host))
+            jar.set(Cookie(name: "", value: "1", domain: host))
+            jar.set(Cookie(name: "line", value: "1\r\nX-Evil: 1", domain: host))
+            jar.set(Cookie(name: "huge", value: String(repeating: "v", count: 5000), domain: host))
+            jar.set(Cookie(name: "fine", value: "a b", domain: host))
+            #expect(jar.allCookies.map(\.name) == ["fine"])
+            let echoed = try await client.send(Self.get("/home"))
+            #expect(echoed == "fine=a b")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anEndpointsOwnCookieFieldStaysFirst(_ kind: TransportKind) async throws {
         try await withJar(kind) { client, _, jar in
             _ = try await client.send(Endpoint<String>(method: .post, path: "/login", decoding: .string))
@@ -242,5 +260,25 @@ struct CookieJarTests {
         }
         try Data("not json".utf8).write(to: file)
         #expect(CookieJar(store: FileCookieStore(file: file)).allCookies.isEmpty)
+    }
+
+    @Test
+    func aStoreIsHeldToTheRulesOfAServerAndLifetimesToFourHundredDays() throws {
+        // A store file edited, or written by another program, loads only well-formed cookies.
+        let directory = temporaryDirectory("cookies")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = FileCookieStore(file: directory.appendingPathComponent("cookies.json"))
+        let later = Date().addingTimeInterval(3600)
+        store.save([
+            Cookie(name: "ok", value: "1", domain: "example.com", expires: later),
+            Cookie(name: "bad", value: "1; admin=1", domain: "example.com", expires: later),
+        ])
+        #expect(CookieJar(store: store).allCookies.map(\.name) == ["ok"])
+        // RFC 6265bis §5.6.1: an app's cookie lives no longer than a server's could.
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let jar = CookieJar(now: { now })
+        jar.set(Cookie(name: "forever", value: "1", domain: "example.com", expires: .distantFuture))
+        #expect(jar.allCookies.first?.expires == now.addingTimeInterval(400 * 86_400))
     }
 }

@@ -75,9 +75,22 @@ struct CookieRulesTests {
     @Test(arguments: [
         ("a=1; Max-Age=60; Expires=Wed, 09 Jun 2021 10:18:14 GMT", 60.0),  // §5.3 step 3: Max-Age wins
         ("a=1; Expires=Wed, 09 Jun 2021 10:18:14 GMT; Max-Age=60", 60.0),
-        ("a=1; Max-Age=99999999999999999999", Double(Int32.max)),  // saturates, no trap
+        ("a=1; Max-Age=99999999999999999999", 400 * 86_400.0),  // saturates, no trap, then the cap below
     ])
     func maxAgeWinsOverExpires(_ header: String, _ seconds: Double) throws {
+        let cookie = try #require(Self.parse(header))
+        #expect(cookie.expires == Self.now.addingTimeInterval(seconds))
+    }
+
+    @Test(arguments: [
+        ("a=1; Max-Age=34560001", 400 * 86_400.0),
+        ("a=1; Max-Age=34559999", 34_559_999.0),
+        ("a=1; Expires=Fri, 01 Jan 2100 00:00:00 GMT", 400 * 86_400.0),
+        ("a=1; Expires=Wed, 09 Jun 2100 10:18:14 GMT; Max-Age=999999999", 400 * 86_400.0),
+    ])
+    func aLifetimeOverFourHundredDaysIsCutToFourHundredDays(_ header: String, _ seconds: Double) throws {
+        // RFC 6265bis §5.6.1 (Expires) and §5.6.2 (Max-Age): the expiry is at most the cookie age
+        // limit, 400 days, from now.
         let cookie = try #require(Self.parse(header))
         #expect(cookie.expires == Self.now.addingTimeInterval(seconds))
     }
