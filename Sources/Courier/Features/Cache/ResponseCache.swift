@@ -29,7 +29,8 @@ struct ResponseCache: Sendable {
     let store: any CacheStore
     let configuration: CacheConfiguration
     /// The client's maximum response size: parts combined into a larger body are not stored
-    /// (a single response that large fails with `responseTooLarge`).
+    /// (a single response that large fails with `responseTooLarge`), and a larger stored body
+    /// is not served.
     var maxBodySize = Int.max
     /// The entries being revalidated in the background (`stale-while-revalidate`), by entry key.
     private let revalidating = Locked(Set<String>())
@@ -92,6 +93,10 @@ struct ResponseCache: Sendable {
                     entryKey = variantKey
                     entry = self.store.entry(forKey: variantKey)
                 }
+                // A body past the client's maximum response size (stored by a client sharing the
+                // store with a larger one) is no answer for this client: from the network it
+                // would fail with `responseTooLarge`, and so it does, asked for again.
+                if let stored = entry, !stored.isVariantIndex, stored.body.count > self.maxBodySize { entry = nil }
             }
         }
         let action = CacheRules.action(policy: policy, method: method, requestHeaders: request.head.headerFields, entry: entry, now: now)

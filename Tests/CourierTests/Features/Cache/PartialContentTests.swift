@@ -386,6 +386,35 @@ struct PartialContentTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aStoredBodyPastTheMaximumResponseSizeIsNoAnswerForAClientThatRefusesIt(_ kind: TransportKind) async throws {
+        // A store shared with a client of a larger limit holds a body this client would refuse
+        // from the network: served from the store it would pass the limit unseen.
+        let big = String(repeating: "b", count: 2000)
+        let server = try await http1Server { _ in .text(big, headers: [("Cache-Control", "max-age=600")]) }
+        let store = MemoryCacheStore()
+        let roomyTransport = makeTransport(kind)
+        let roomy = Client(
+            configuration: .init(transport: roomyTransport.transport, baseURL: server.baseURL) {
+                $0.cache = CacheConfiguration(store: store)
+            })
+        let stored = try await roomy.send(Endpoint<String>(path: "/big", decoding: .string))
+        try await roomyTransport.shutdown()
+        #expect(stored == big)
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: store)
+                $0.maxResponseSize = 1000
+                $0.retry = .never
+            }
+        ) { strict in
+            let error = await expectCourierError { _ = try await strict.send(Endpoint<String>(path: "/big", decoding: .string)) }
+            #expect(error?.kind == .responseTooLarge)
+            #expect(server.requests.count == 2)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anEndpointThatDoesNotAccept206IsNeverSentTheCachesOwnRange(_ kind: TransportKind) async throws {
         try await withRangeCache(kind) { client, server, origin in
             _ = try await client.send(Self.range("bytes=0-99"))
