@@ -142,6 +142,28 @@ struct MisbehaviourTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases, [5, 20])
+    func aCompressedRequestBodyThatBreaksItsAnnouncedLengthIsRefusedToo(kind: TransportKind, sent: Int) async throws {
+        // Compressed, the body goes out chunked with no length of its own: the plain stream is
+        // still held to the length it announced, or a file that changed went out as a valid
+        // gzip of other bytes and the server answered 2xx.
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let sends = Locked(0)
+            let body = RequestBody.stream(length: 10, contentType: "application/octet-stream") {
+                sends.withLock { $0 += 1 }
+                return ByteStream(chunks: [Data(repeating: 0x61, count: sent)])
+            }
+            var endpoint = Endpoint<Data>(method: .put, path: "/echo", body: .body(body), decoding: .data)
+            endpoint.compressesRequestBody = true
+            let error = await expectCourierError { _ = try await client.send(endpoint) }
+            #expect(error?.kind == .invalidRequest, "\(String(describing: error))")
+            #expect(error?.message.contains("announced") == true)
+            #expect(server.requests.isEmpty)
+            #expect(sends.withLock { $0 } == 1)
+        }
+    }
+
     /// Sets the request's body to one whose content type carries a line break, as a middleware
     /// that passes on an untrusted value would.
     struct BodyWithContentType: Middleware {

@@ -19,9 +19,12 @@ enum RequestBuilder {
     }
 
     /// Builds the request; `configuration` is borrowed, not copied (it holds objects every
-    /// request shares, whose reference counts would otherwise bounce between cores).
+    /// request shares, whose reference counts would otherwise bounce between cores). Without
+    /// `compressing`, a body the endpoint asks to compress is left as encoded (a wire protocol
+    /// boxes it first; ``compressed(_:)`` then does what is left).
     static func build(
-        _ endpoint: EndpointDescription, configuration: Client.Configuration, base clientBase: BaseURL?, id: RequestID
+        _ endpoint: EndpointDescription, configuration: Client.Configuration, base clientBase: BaseURL?, id: RequestID,
+        compressing: Bool = true
     ) throws -> Request {
         var head: HTTPRequest
         // Whether the request goes to another origin than the base its client (or service) names:
@@ -98,21 +101,25 @@ enum RequestBuilder {
                 try TransportRules.checkContentType(contentType)
                 head.headerFields[.contentType] = contentType
             }
-            if endpoint.compressesRequestBody, let plain = body {
-                do {
-                    body = try plain.gzipped()
-                } catch {
-                    throw CourierError.wrap(error)
-                }
-                head.headerFields[.contentEncoding] = "gzip"
-            }
         }
+        if compressing, endpoint.compressesRequestBody { try Self.compress(&body, in: &head) }
         if configuration.decompression != nil, !head.headerFields.contains(.acceptEncoding) {
             head.headerFields.append(Self.acceptEncoding)
         }
         var request = Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)
         if !endpoint.hasOwnName { request.hasOwnName = false }
         return request
+    }
+
+    /// The body gzipped and `Content-Encoding: gzip` set, for an endpoint that asks for it.
+    static func compress(_ body: inout RequestBody?, in head: inout HTTPRequest) throws {
+        guard let plain = body else { return }
+        do {
+            body = try plain.gzipped()
+        } catch {
+            throw CourierError.wrap(error)
+        }
+        head.headerFields[.contentEncoding] = "gzip"
     }
 
     /// Whether `target` has the origin (scheme, host and port) of `home`; `false` without a home.

@@ -137,10 +137,26 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     }
 
     /// A short, stable, low-cardinality name for metrics, such as `http_status_503`.
+    ///
+    /// A business code is the server's text: in this name it keeps only visible ASCII (any other
+    /// byte becomes `_`) and its first 64 bytes, so no server can write a line break, a terminal
+    /// escape or a megabyte into a log line or a metric label.
     public var shortDescription: String {
         if self.kind == .httpStatus, let status = self.status { return "http_status_\(status.code)" }
-        if self.kind == .business || self.kind == .rpc, let code = self.code { return "\(self.kind.description)_\(code)" }
+        if self.kind == .business || self.kind == .rpc, let code = self.code {
+            return "\(self.kind.description)_\(Self.printable(code, limit: 64))"
+        }
         return self.kind.description
+    }
+
+    /// `text` with every byte that is not visible ASCII replaced by `_`, cut to `limit` bytes
+    /// (`…` marks the cut).
+    static func printable(_ text: String, limit: Int) -> String {
+        let bytes = text.utf8
+        let isVisible = { (byte: UInt8) in byte > 0x20 && byte < 0x7F }
+        if bytes.count <= limit, bytes.allSatisfy(isVisible) { return text }
+        let kept = bytes.prefix(limit).map { isVisible($0) ? $0 : UInt8(ascii: "_") }
+        return String(decoding: kept, as: UTF8.self) + (bytes.count > limit ? "…" : "")
     }
 
     /// The body as text for logs and error messages: secrets hidden (as ``Redactor/standard``

@@ -48,9 +48,11 @@ public struct Redactor: Sendable {
     /// Whether the value of a header field should be hidden.
     public func isSecret(headerName: String) -> Bool {
         let name = headerName.lowercased()
+        // Any name with `authorization` in it (`X-Authorization`, `X-Forwarded-Authorization`,
+        // `X-Amzn-Remapped-Authorization`) carries what `Authorization` does.
         return self.headerNames.contains(name) || name.contains("token") || name.contains("secret") || name.contains("password")
             || name.contains("signature") || name.contains("api-key") || name.contains("apikey") || name.contains("credential")
-            || Self.endsInKeyOrAuth(name)
+            || name.contains("authorization") || name.contains("passphrase") || Self.endsInKeyOrAuth(name)
     }
 
     /// Whether a field name's last word is `key` or `auth` (`Ocp-Apim-Subscription-Key`,
@@ -69,6 +71,16 @@ public struct Redactor: Sendable {
         let name = queryName.lowercased()
         return self.queryNames.contains(name) || name.hasSuffix("token") || name.contains("secret") || name.contains("password")
             || name.contains("signature") || name.contains("credential") || name.hasSuffix("_key") || name.hasSuffix("-key")
+            || name.contains("passphrase") || Self.endsInCamelCaseKey(queryName)
+    }
+
+    /// Whether a camel-case name's last word is `Key` (`privateKey`, `signingKey`, `apiKey`):
+    /// the JSON spelling of `private_key`. `idempotencyKey` is no credential.
+    private static func endsInCamelCaseKey(_ name: String) -> Bool {
+        let scalars = name.unicodeScalars
+        guard name.hasSuffix("Key"), scalars.count > 3, !name.lowercased().contains("idempotency") else { return false }
+        let before = scalars[scalars.index(scalars.endIndex, offsetBy: -4)]
+        return CharacterSet.lowercaseLetters.contains(before) || CharacterSet.decimalDigits.contains(before)
     }
 
     /// The value of a header field, or the replacement when it is a secret; a field that

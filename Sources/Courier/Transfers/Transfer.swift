@@ -200,9 +200,13 @@ extension RequestBody {
         case .bytes(let data):
             return .data(try Deflater.gzip(data), contentType: self.contentType)
         case .stream(let make):
+            // The plain stream is held to its announced length before it is compressed: a file
+            // that grew or shrank after it was measured is refused as it is uncompressed, not
+            // sent compressed with other bytes than were announced.
+            let length = self.length
             var body = RequestBody(
-                storage: .stream({ make().transformed { Deflater() } }), contentType: self.contentType, length: nil,
-                isReplayable: self.isReplayable)
+                storage: .stream({ (length.map { RequestBody.enforcing(length: $0, on: make()) } ?? make()).transformed { Deflater() } }),
+                contentType: self.contentType, length: nil, isReplayable: self.isReplayable)
             body.shareSendCount(with: self)
             return body
         }

@@ -307,6 +307,23 @@ struct LoggingTests {
         #expect(json.contains("k1"))
     }
 
+    @Test
+    func camelCaseKeysPassphrasesAndAnyAuthorizationFieldAreSecrets() {
+        // The JSON spelling of `private_key` hides as it does; so does a passphrase.
+        let json = Redactor.standard.redact(
+            body: Data(#"{"privateKey":"S1","signingKey":"S2","passphrase":"S3","idempotencyKey":"k1","monkey":"m"}"#.utf8),
+            contentType: "application/json", limit: 1_000)
+        for secret in ["S1", "S2", "S3"] { #expect(!json.contains(secret), "\(json)") }
+        #expect(json.contains("k1") && json.contains("\"m\""), "\(json)")
+        // A field named after Authorization carries what Authorization does.
+        for name in ["X-Authorization", "X-Forwarded-Authorization", "x-amzn-Remapped-Authorization", "X-Key-Passphrase"] {
+            #expect(Redactor.standard.isSecret(headerName: name), "\(name)")
+            let field = HTTPField(name: HTTPField.Name(name)!, value: "Bearer S4")
+            #expect(Redactor.standard.value(of: field) == "REDACTED")
+        }
+        #expect(!Redactor.standard.isSecret(headerName: "WWW-Authenticate"))
+    }
+
     @Test(arguments: TransportKind.allCases)
     func debugAddsRedirectQueueAndJoinLinesAndInfoDoesNot(_ kind: TransportKind) async throws {
         let server = try await http1Server()

@@ -176,7 +176,8 @@ struct RedirectTests {
                     .authorization: "Bearer secret-token", .cookie: "session=abc", HTTPField.Name("X-Keep")!: "yes",
                     HTTPField.Name("X-Api-Key")!: "key 1", HTTPField.Name("X-CSRF-Token")!: "csrf", HTTPField.Name("X-Session-Token")!: "s",
                     HTTPField.Name("Ocp-Apim-Subscription-Key")!: "sub", HTTPField.Name("X-Sentry-Auth")!: "sentry",
-                    HTTPField.Name("Idempotency-Key")!: "k1",
+                    HTTPField.Name("Idempotency-Key")!: "k1", HTTPField.Name("X-Authorization")!: "Bearer x",
+                    HTTPField.Name("X-Forwarded-Authorization")!: "Bearer y",
                 ]
             )
             let echo = try await client.send(endpoint)
@@ -186,6 +187,8 @@ struct RedirectTests {
             #expect(echo.headers["x-sentry-auth"] == nil)
             #expect(echo.headers["idempotency-key"] == "k1")
             #expect(echo.headers["authorization"] == nil)
+            #expect(echo.headers["x-authorization"] == nil)
+            #expect(echo.headers["x-forwarded-authorization"] == nil)
             #expect(echo.headers["cookie"] == nil)
             #expect(echo.headers["x-api-key"] == nil)
             #expect(echo.headers["x-csrf-token"] == nil)

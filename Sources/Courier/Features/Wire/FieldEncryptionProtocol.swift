@@ -16,7 +16,9 @@ import HTTPTypes
 /// response's JSON object are opened after the inner protocol has unboxed it. A field that fails
 /// to open (tampered, another key, not base64) fails the call with kind `decoding` and code
 /// `fieldIntegrity`; nothing is delivered. A request body that is not a JSON object fails with
-/// `invalidRequest` before anything is sent. Fields not present are left alone. Responses are
+/// `invalidRequest` before anything is sent; a response that is not JSON this protocol can read
+/// (its fields could not be checked) fails with code `fieldIntegrity` too, unless it is empty.
+/// Fields not present are left alone. Responses are
 /// never stored by the response cache (their payload holds the decrypted fields).
 public struct FieldEncryptionProtocol: WireProtocol {
     /// The names of the top-level fields sealed.
@@ -59,9 +61,20 @@ public struct FieldEncryptionProtocol: WireProtocol {
     /// Lets the inner protocol unbox the response, then opens the listed fields.
     public func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data {
         let payload = try self.inner.unbox(body, head: head, call: call)
-        guard var object = (try? JSONSerialization.jsonObject(with: payload, options: [.fragmentsAllowed])) as? [String: Any] else {
-            return payload
+        let parsed: Any
+        do {
+            parsed = try JSONSerialization.jsonObject(with: payload, options: [.fragmentsAllowed])
+        } catch {
+            // No content (a 204, a HEAD) has no fields. Anything else this parser refuses may
+            // still be read by the caller's decoder (a number past Double's range, a lone
+            // surrogate), with the listed fields in it unchecked: it fails instead.
+            if payload.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) { return payload }
+            var failure = CourierError(.decoding, "the response is no JSON in which the encrypted fields could be checked")
+            failure.code = "fieldIntegrity"
+            throw failure
         }
+        // Only a JSON object has top-level fields; an array or a single value is delivered as it is.
+        guard var object = parsed as? [String: Any] else { return payload }
         var opened = false
         for name in self.fields {
             guard let value = object[name] else { continue }

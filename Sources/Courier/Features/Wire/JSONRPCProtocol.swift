@@ -22,13 +22,22 @@ public struct JSONRPCProtocol: WireProtocol {
     /// Wraps the body (the params) in a JSON-RPC request object.
     public func box(_ request: inout Request, call: WireCall) throws {
         var envelope: [String: JSONValue] = ["jsonrpc": .string("2.0"), "method": .string(call.operation)]
-        if let bytes = request.body?.bytes, !bytes.isEmpty {
+        if let body = request.body {
+            guard let bytes = body.bytes else {
+                throw CourierError.invalidRequest("JSON-RPC params must be a body held in memory, not a stream")
+            }
+            guard !bytes.isEmpty else { return try self.boxed(&request, envelope: envelope, call: call) }
             let params = try JSONDecoder().decode(JSONValue.self, from: bytes)
             switch params {
             case .object, .array: envelope["params"] = params
             default: throw CourierError.invalidRequest("JSON-RPC params must be an object or an array")
             }
         }
+        try self.boxed(&request, envelope: envelope, call: call)
+    }
+
+    private func boxed(_ request: inout Request, envelope: [String: JSONValue], call: WireCall) throws {
+        var envelope = envelope
         if !call.isNotification { envelope["id"] = .integer(call.id) }
         request.body = .data(try JSONValue.object(envelope).encoded(), contentType: "application/json")
         request.head.method = .post
@@ -37,7 +46,15 @@ public struct JSONRPCProtocol: WireProtocol {
 
     /// Returns `result`, or throws the `error` object.
     public func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data {
-        if call.isNotification { return Data("null".utf8) }
+        if call.isNotification {
+            // §4.1: the server must not reply to a notification. A reply that is an error object
+            // (§5: with a null id, the request could not be parsed or was invalid) says the
+            // notification was refused; anything else is ignored, as no reply is expected.
+            if let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: body), let error = response.error {
+                throw CourierError.rpc(code: error.code, message: error.message, data: error.data)
+            }
+            return Data("null".utf8)
+        }
         let response: JSONRPCResponse
         do {
             response = try JSONDecoder().decode(JSONRPCResponse.self, from: body)
@@ -88,6 +105,13 @@ struct JSONRPCResponse: Decodable, Sendable {
     /// request's id (the number, not a string of it), and an error with another id than this
     /// request's or `null` is an answer to another call.
     func payload(expecting id: Int?, body: Data) throws -> Data {
+        // §5: "Either the result member or error member MUST be included, but both members MUST
+        // NOT be included": an answer with both is no answer to trust either way.
+        if self.error != nil, self.result != nil {
+            throw CourierError.decoding(
+                type: JSONRPCResponse.self, codingPath: "result", reason: "the response has both a result and an error", body: body,
+                underlying: nil)
+        }
         if let error = self.error {
             if let id, let received = self.id, received != .null, !Self.matches(received, id) {
                 throw Self.mismatch(id, body: body)

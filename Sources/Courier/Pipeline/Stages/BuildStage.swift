@@ -30,18 +30,21 @@ struct BuildStage: PipelineStage {
     @inline(never)
     private func built(_ exchange: RequestExchange) throws -> RequestExchange {
         var exchange = exchange
-        var request = try RequestBuilder.build(
-            exchange.endpoint, configuration: self.parts.configuration, base: self.parts.base, id: exchange.request.id)
-        if let adjust = exchange.adjust { adjust(&request) }
-        if let reporter = exchange.uploadReporter, let body = request.body {
-            request.body = body.reporting(to: reporter)
-        }
-        exchange.request = request
         let endpoint = exchange.endpoint
         // REST through and through (the common case) is known without asking the protocols.
         if endpoint.wire != nil || endpoint.service != nil || !self.defaultIsREST {
             exchange.wireIdentity = RequestBuilder.wireIdentity(of: endpoint, configuration: self.parts.configuration)
         }
+        // A wire protocol that boxes the body (JSON-RPC, field encryption) reads it as the
+        // endpoint encoded it: the wire stage compresses it and reports its upload after boxing.
+        let boxed = !exchange.wireIdentity.isEmpty
+        var request = try RequestBuilder.build(
+            endpoint, configuration: self.parts.configuration, base: self.parts.base, id: exchange.request.id, compressing: !boxed)
+        if let adjust = exchange.adjust { adjust(&request) }
+        if !boxed, let reporter = exchange.uploadReporter, let body = request.body {
+            request.body = body.reporting(to: reporter)
+        }
+        exchange.request = request
         if self.parts.keepsLogicalRequests {
             exchange.request.logical = LogicalRequest(request, wire: exchange.wireIdentity)
         }

@@ -63,14 +63,27 @@ struct WireStage: PipelineStage {
             // the wrong size): nothing was sent, and it is the request that is wrong.
             throw CourierError(.invalidRequest, "the request cannot be boxed for \(type(of: wire)): \(error)", underlying: error)
         }
+        // What the build stage left for after boxing (the protocol reads the body as encoded):
+        // the compression the endpoint asks for, then the upload's progress.
+        if endpoint.compressesRequestBody { try RequestBuilder.compress(&exchange.request.body, in: &exchange.request.head) }
+        if let reporter = exchange.uploadReporter, let body = exchange.request.body {
+            exchange.request.body = body.reporting(to: reporter)
+        }
         exchange.wire = wire
         exchange.call = call
         exchange.readsBody = true
         var outcome = try await next.outOfLine(exchange)
-        guard !exchange.mode.isStream, !call.isNotification, !exchange.answersRevalidation(status: outcome.response.statusCode)
+        // RFC 9110 §9.3.2: the answer to a HEAD has no content, whatever the protocol wraps its
+        // content in; there is nothing to unbox.
+        guard !exchange.mode.isStream, !exchange.answersRevalidation(status: outcome.response.statusCode),
+            exchange.request.head.method != .head
         else { return outcome }
+        // A notification expects nothing back; a body that comes all the same is shown to the
+        // protocol (a JSON-RPC error object says the notification was refused), its payload unused.
+        if call.isNotification, outcome.body.isEmpty { return outcome }
         do {
-            outcome.payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
+            let payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
+            if !call.isNotification { outcome.payload = payload }
         } catch let error as CourierError {
             throw error
         } catch {

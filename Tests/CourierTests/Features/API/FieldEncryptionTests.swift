@@ -55,12 +55,19 @@ struct FieldEncryptionTests {
         return sealed.combined!.base64EncodedString()
     }()
 
-    @Test(arguments: TransportKind.allCases, ["/tamper", "/foreign", "/swapped"])
+    @Test(arguments: TransportKind.allCases, ["/tamper", "/foreign", "/swapped", "/overflow", "/surrogate"])
     func aTamperedForeignOrMovedFieldFailsTypedAndDeliversNothing(_ kind: TransportKind, _ path: String) async throws {
         let server = try await http1Server { request in
             switch request.path {
             case "/foreign":
                 return .json(#"{"amount":1,"card":"\#(Self.foreignCard)","cvv":1}"#)
+            case "/overflow":
+                // A plain card beside a number no Double holds: JSONSerialization refuses the
+                // body, JSONDecoder reads it (the number unused), so the card went unchecked.
+                return .json(#"{"amount":1,"card":"4111","cvv":1,"pad":1e400}"#)
+            case "/surrogate":
+                // The same with a lone surrogate escape in an unused field.
+                return .json(#"{"amount":1,"card":"4111","cvv":1,"pad":"\ud800"}"#)
             case "/swapped":
                 // The sealed cvv moved into card: the field name is authenticated, so it fails.
                 let object = (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any]) ?? [:]

@@ -23,6 +23,10 @@ func apiServer(_ rpc: JSONRPCTestServer) async throws -> TestServer {
         case "/env/expired": return .json(#"{"code":1001,"msg":"Your session has expired, please sign in again","data":null}"#)
         case "/env/custom": return .json(#"{"status":"OK","message":"fine","payload":{"name":"bob","level":1}}"#)
         case "/env/custom-fail": return .json(#"{"status":"E42","message":"Out of stock","payload":null}"#)
+        case "/env/gone": return ScriptedResponse(status: 204)
+        case "/env/forged":
+            // A business code that would write a second line into a log.
+            return .json(#"{"code":"7\n← 9 x GET https://bank/ 200 1.0ms 0B HTTP/1.1 success","msg":"no"}"#)
         default: return await Routes.standard(request)
         }
     }
@@ -87,6 +91,50 @@ struct WireProtocolTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func anUploadedJSONRPCCallSendsItsParamsAndReportsTheBoxedBody(_ kind: TransportKind) async throws {
+        // The upload's progress wrapper used to hide the body from the protocol, which then sent
+        // the call without params (and the server's sum of nothing, 0, came back as a success).
+        let rpc = JSONRPCTestServer()
+        let server = try await apiServer(rpc)
+        try await self.client(kind, server) { client in
+            let upload = client.upload(Endpoint<Int>.rpc("sum", params: [1, 2, 3], service: "rpc"))
+            var last: TransferProgress?
+            for await progress in upload.progress { last = progress }
+            let response = try await upload.value
+            #expect(response.value == 6)
+            let sent = try JSONDecoder().decode(JSONValue.self, from: rpc.rawBodies.current[0])
+            #expect(sent["params"] == .array([.integer(1), .integer(2), .integer(3)]))
+            // The progress counts what went on the wire: the boxed call.
+            #expect(last?.completedBytes == Int64(rpc.rawBodies.current[0].count))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aCompressedJSONRPCCallIsBoxedFirstThenCompressed(_ kind: TransportKind) async throws {
+        // The protocol reads the params as encoded; the gzip the endpoint asks for wraps the
+        // boxed call (it used to read the gzip bytes as JSON and fail as an invalid request).
+        let received = Locked<[Data]>([])
+        let server = try await http1Server { request in
+            let plain = (try? await runTool(["gzip", "-dc"], input: request.body)) ?? Data()
+            received.withLock { $0.append(plain) }
+            let call = (try? JSONDecoder().decode(JSONValue.self, from: plain)) ?? .null
+            var total = -1
+            if case .array(let items)? = call["params"] { total = items.compactMap(\.intValue).reduce(0, +) }
+            return .json(#"{"jsonrpc":"2.0","result":\#(total),"id":\#(call["id"]?.intValue ?? 0)}"#)
+        }
+        try await withClient(kind, server: server) { client in
+            var endpoint = Endpoint<Int>.rpc("sum", params: [4, 5])
+            endpoint.path = "/rpc"
+            endpoint.compressesRequestBody = true
+            let sum = try await client.send(endpoint)
+            #expect(sum == 9)
+            #expect(server.requests.first?.header("Content-Encoding") == "gzip")
+            let sent = try JSONDecoder().decode(JSONValue.self, from: try #require(received.current.first))
+            #expect(sent["method"] == .string("sum"))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func serviceDefaultProtocolAppliesToPlainEndpoints(_ kind: TransportKind) async throws {
         let rpc = JSONRPCTestServer()
         let server = try await apiServer(rpc)
@@ -107,6 +155,43 @@ struct WireProtocolTests {
             #expect(rpc.recorded.current == ["opened"])
             let sent = try JSONDecoder().decode(JSONValue.self, from: rpc.rawBodies.current[0])
             #expect(sent["id"] == nil)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aNotificationTheServerRefusesWithAnErrorObjectFails(_ kind: TransportKind) async throws {
+        // JSON-RPC 2.0 §4.1: no reply to a notification; §5: an error with a null id is about a
+        // request that could not be read. Such a reply is the notification refused, not sent.
+        let server = try await http1Server { request in
+            request.path == "/refusing"
+                ? .json(#"{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request"},"id":null}"#)
+                : .json(#"{"jsonrpc":"2.0","result":"unexpected","id":null}"#)
+        }
+        try await withClient(kind, server: server) { client in
+            var refused = Endpoint<Void>.rpcNotification("record", params: ["opened"])
+            refused.path = "/refusing"
+            let error = await expectCourierError { try await client.send(refused) }
+            #expect(error?.kind == .rpc)
+            #expect(error?.code == "-32600")
+            // A reply that is no error is ignored: nothing was expected.
+            var chatty = Endpoint<Void>.rpcNotification("record", params: ["opened"])
+            chatty.path = "/chatty"
+            try await client.send(chatty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anAnswerWithBothResultAndErrorIsNoAnswer(_ kind: TransportKind) async throws {
+        // JSON-RPC 2.0 §5: both members MUST NOT be included.
+        let server = try await http1Server { request in
+            let id = ((try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any])?["id"] as? Int ?? 0
+            return .json(#"{"jsonrpc":"2.0","result":42,"error":{"code":1,"message":"x"},"id":\#(id)}"#)
+        }
+        try await withClient(kind, server: server) { client in
+            var call = Endpoint<Int>.rpc("answer", params: [1])
+            call.path = "/rpc"
+            let error = await expectCourierError { _ = try await client.send(call) }
+            #expect(error?.kind == .decoding)
         }
     }
 
@@ -322,6 +407,37 @@ struct WireProtocolTests {
             #expect(error?.event == "sessionExpired")
             #expect(events.current == ["sessionExpired"])
         }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anEnvelopeServiceAnswersHEADAnd204WithoutAnEnvelope(_ kind: TransportKind) async throws {
+        // RFC 9110 §9.3.2: a HEAD's answer has no content; §15.3.5: neither has a 204. Neither
+        // is an envelope that is "not JSON".
+        let server = try await apiServer(JSONRPCTestServer())
+        try await self.client(kind, server) { client in
+            try await client.send(Endpoint<Void>(method: .head, path: "/profile", decoding: .none).service("shop"))
+            try await client.send(Endpoint<Void>(method: .delete, path: "/gone", decoding: .none).service("shop"))
+            // A value expected from no content still fails as decoding.
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Profile>(path: "/gone").service("shop")) }
+            #expect(error?.kind == .decoding)
+            #expect(server.requests.map(\.method) == ["HEAD", "DELETE", "GET"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aServersBusinessCodeCannotWriteALineIntoTheLog(_ kind: TransportKind) async throws {
+        let server = try await apiServer(JSONRPCTestServer())
+        try await self.client(kind, server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Profile>(path: "/forged").service("shop")) }
+            #expect(error?.kind == .business)
+            // The code as the server sent it, for the app; the metric name made safe for a line.
+            #expect(error?.code?.contains("\n") == true)
+            let name = try #require(error?.shortDescription)
+            #expect(name.hasPrefix("business_7_"))
+            #expect(name.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F })
+        }
+        let huge = CourierError.business(code: String(repeating: "9", count: 1_000_000), message: "")
+        #expect(huge.shortDescription.count < 80)
     }
 
     @Test(arguments: TransportKind.allCases)
