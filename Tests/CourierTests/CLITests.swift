@@ -34,6 +34,22 @@ func courierExecutable() -> URL {
 @Suite("The courier executable")
 struct CLITests {
     @Test
+    func serveOnAPortInUseFailsWithoutReplacingTheCAFileOfTheServerThere() async throws {
+        // The CA file belongs to the server already listening: a second `serve` that cannot
+        // listen must not leave its clients trusting a CA that signed nothing there.
+        let running = try await http1Server()
+        let folder = temporaryDirectory("serve")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let ca = folder.appendingPathComponent("ca.pem")
+        try Data("the running server's CA".utf8).write(to: ca)
+        let result = try await runCourier(["serve", "--port", String(running.baseURL.port!), "--ca-out", ca.path])
+        try await running.stop()
+        #expect(result.status != 0)
+        #expect(try Data(contentsOf: ca) == Data("the running server's CA".utf8))
+    }
+
+    @Test
     func downloadsWithProgressAndResumesWithContinue() async throws {
         let origin = FileOrigin(cutFirstAfter: 300_000)
         let server = try await http1Server(origin.handle)

@@ -11,7 +11,7 @@ enum RequestBuilder {
         if endpoint.wire == nil, endpoint.service == nil, configuration.defaultWireProtocol is RESTProtocol { return "" }
         let wire = endpoint.wire ?? endpoint.service.flatMap { configuration.wireProtocols[$0] } ?? configuration.defaultWireProtocol
         if wire is RESTProtocol { return "" }
-        return "\(type(of: wire)):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
+        return "\(wire.identity):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
     }
 
     static func build(_ endpoint: EndpointDescription, parts: ClientParts, id: RequestID = RequestID()) throws -> Request {

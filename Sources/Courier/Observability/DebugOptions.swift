@@ -66,7 +66,9 @@ extension Client {
                 LogMonitor(logger: logger, redactor: configuration.redactor, logsBodies: configuration.logsBodies || options.logsBodies))
         }
         if let path = options.harPath {
-            monitors.append(HARRecorder(redactor: configuration.redactor, writingTo: URL(fileURLWithPath: path)))
+            // One document per path for the whole process: a second client (a token client
+            // beside the API's) adds its entries rather than writing over the first's.
+            monitors.append(HARRecorder.shared(writingTo: URL(fileURLWithPath: path), redactor: configuration.redactor))
         }
         return monitors
     }

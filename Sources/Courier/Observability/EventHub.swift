@@ -46,7 +46,9 @@ struct EventHub: Sendable {
         let result = Self.result(
             response: failure.status.map { HTTPResponse(status: $0, headerFields: failure.headers ?? [:]) }, body: failure.body,
             bodySize: failure.body?.count ?? 0, version: record.version, source: .network, age: nil, start: start,
-            url: request.urlString, record: record, delivery: .collected
+            // The last hop sent (after redirects): with its status and fields, the first URL
+            // would describe another exchange.
+            url: record.sentURL ?? request.urlString, record: record, delivery: .collected
         )
         self.emit(request) { monitor, event in
             if failure.kind == .cancelled {

@@ -30,10 +30,17 @@ public final class HARRecorder: EventMonitor, Sendable {
     /// The most entries kept: past it, the oldest go (a long session's recorder would otherwise
     /// hold every body it ever saw, and rewrite them all after each request).
     public let maxEntries: Int
-    private let recorded = Locked<[HAR.Entry]>([])
-    /// Held while the file is written: each write takes the entries as they are then, so the
-    /// last write has them all (two requests ending at once could write in the other order).
-    private let writing = NSLock()
+    /// The entries, and the lock held while the file is written: shared by the recorders that
+    /// write one file (``shared(writingTo:redactor:)``).
+    private let log: Log
+
+    /// The entries of one HAR document. Held while the file is written: each write takes the
+    /// entries as they are then, so the last write has them all (two requests ending at once
+    /// could write in the other order).
+    final class Log: Sendable {
+        let entries = Locked<[HAR.Entry]>([])
+        let writing = NSLock()
+    }
 
     /// Creates a recorder that keeps the newest 1,000 entries; with `file`, the HAR file is
     /// rewritten after each request ends.
@@ -48,14 +55,40 @@ public final class HARRecorder: EventMonitor, Sendable {
         self.maxEntries = max(1, maxEntries)
         self.redactor = redactor
         self.file = file
+        self.log = Log()
+    }
+
+    private init(redactor: Redactor, file: URL, log: Log) {
+        self.bodyLimit = 256 * 1024
+        self.maxEntries = 1000
+        self.redactor = redactor
+        self.file = file
+        self.log = log
+    }
+
+    /// The logs of the files written by ``shared(writingTo:redactor:)``, by path.
+    private static let sharedLogs = Locked<[String: Log]>([:])
+
+    /// A recorder that writes `file` together with every other recorder made for the same
+    /// path in this process (each hiding secrets with its own redactor): the file holds every
+    /// client's entries, not the last writer's alone. What `COURIER_HAR` makes for each client.
+    static func shared(writingTo file: URL, redactor: Redactor) -> HARRecorder {
+        let path = file.standardizedFileURL.path
+        let log = Self.sharedLogs.withLock { logs in
+            if let log = logs[path] { return log }
+            let log = Log()
+            logs[path] = log
+            return log
+        }
+        return HARRecorder(redactor: redactor, file: file, log: log)
     }
 
     /// The number of entries recorded so far.
-    public var count: Int { self.recorded.withLock { $0.count } }
+    public var count: Int { self.log.entries.withLock { $0.count } }
 
     /// The HAR document of everything recorded so far, as JSON.
     public func harData() throws -> Data {
-        let document = HAR(log: .init(entries: self.recorded.current))
+        let document = HAR(log: .init(entries: self.log.entries.current))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         return try encoder.encode(document)
@@ -82,11 +115,11 @@ public final class HARRecorder: EventMonitor, Sendable {
     private func record(_ event: RequestEvent, result: RequestResult, error: CourierError?) {
         let entry = self.entry(event, result: result, error: error)
         let limit = self.maxEntries
-        self.recorded.withLock { entries in
+        self.log.entries.withLock { entries in
             entries.append(entry)
             if entries.count > limit { entries.removeFirst(entries.count - limit) }
         }
-        if let file = self.file { self.writing.withLock { try? self.write(to: file) } }
+        if let file = self.file { self.log.writing.withLock { try? self.write(to: file) } }
     }
 
     private func entry(_ event: RequestEvent, result: RequestResult, error: CourierError?) -> HAR.Entry {
@@ -136,18 +169,22 @@ public final class HARRecorder: EventMonitor, Sendable {
         )
     }
 
-    /// A body as HAR text: redacted text when it is UTF-8; base64 for a binary media type
-    /// (images, `octet-stream`, archives); and whether it was cut. Bytes that are neither (a
+    /// A body as HAR text: base64 for a binary media type (images, `octet-stream`, archives,
+    /// protobuf), redacted text when it is other UTF-8; and whether it was cut. Bytes that are neither (a
     /// multipart form with a file in it, JSON with a stray byte) cannot be redacted, so only
     /// their size is recorded: a password field beside a photo never reaches the file.
     private func text(of body: Data, contentType: String) -> (text: String, encoding: String?, truncated: Bool) {
         let cut = body.count > self.bodyLimit
         let type = contentType.lowercased()
-        if String(data: body, encoding: .utf8) != nil, !type.contains("octet-stream") {
+        // A binary media type is bytes even when they happen to be valid UTF-8 (a small
+        // protobuf message, an SVG image): base64, never the redactor's placeholder for binary
+        // bodies, which recorded no content at all.
+        let isBinary = Self.binaryTypes.contains(where: { type.contains($0) })
+        if !isBinary, String(data: body, encoding: .utf8) != nil {
             // Redacted as in the logs; the limit is applied by the redactor (it marks the cut).
             return (self.redactor.redact(body: body, contentType: contentType, limit: self.bodyLimit), nil, cut)
         }
-        guard Self.binaryTypes.contains(where: { type.contains($0) }) else {
+        guard isBinary else {
             return ("(\(body.count) bytes, not UTF-8 text: not recorded, as they cannot be redacted)", nil, cut)
         }
         return (body.prefix(self.bodyLimit).base64EncodedString(), "base64", cut)

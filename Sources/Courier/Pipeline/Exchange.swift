@@ -196,6 +196,9 @@ struct Outcome: Sendable {
 final class ExchangeRecord: @unchecked Sendable {
     private struct Fields {
         var sentHeaders: HTTPFields?
+        /// The URL of the last hop sent, when monitors listen (after redirects: where a failure
+        /// after them happened).
+        var sentURL: String?
         var attempt = 1
         var status: Int?
         var version: HTTPVersion?
@@ -251,14 +254,18 @@ final class ExchangeRecord: @unchecked Sendable {
     func sent(_ request: Request, observed: Bool = false) {
         let headers = request.head.headerFields
         let body = observed ? request.body?.sentBytes : nil
+        let url = observed ? request.urlString : nil
         self.write { fields in
             fields.sentHeaders = headers
             if observed {
                 fields.sentBody = body
+                fields.sentURL = url
                 fields.sentAt = .now
             }
         }
     }
+
+    var sentURL: String? { self.read(\.sentURL) }
 
     func received(status: Int, version: HTTPVersion, observed: Bool = false) {
         self.write { fields in

@@ -70,10 +70,13 @@ extension Client {
     private func performDownload<Value>(
         _ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool, reporter: ProgressReporter
     ) async throws -> DownloadResult {
+        // RFC 9110 §9.3.2: the answer to a HEAD has no content; it is never the file (an empty
+        // one would be moved into place, over a real file when overwriting).
+        guard endpoint.method != .head else { throw CourierError.invalidRequest("a HEAD request has no body to download") }
         let target = try destination.validated()
         let directory = target.deletingLastPathComponent()
-        let partialURL = directory.appendingPathComponent(".courier-\(destination.fileName).partial")
-        let record = directory.appendingPathComponent(".courier-\(destination.fileName).partial.json")
+        let partialURL = directory.appendingPathComponent(destination.hiddenName(".partial"))
+        let record = directory.appendingPathComponent(destination.hiddenName(".partial.json"))
         let description = endpoint.erased(decoding: .streamed, acceptedStatuses: 200..<300)
         // The download as its monitors see it: one request, started once and ended once, whatever
         // rounds it takes (each round is an exchange of its own, with this request's id).

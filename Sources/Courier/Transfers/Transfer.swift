@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 
@@ -121,6 +122,11 @@ public struct DownloadDestination: Sendable, Hashable {
         guard !name.isEmpty, name != ".", name != "..", !name.contains("/"), !name.contains("\0"), !name.hasPrefix(".courier-") else {
             throw CourierError.invalidRequest("the download file name '\(name)' is not a single, plain file name")
         }
+        // NAME_MAX of the common file systems: a longer name could never be created.
+        guard name.utf8.count <= Self.maxNameBytes else {
+            throw CourierError.invalidRequest(
+                "the download file name is \(name.utf8.count) bytes long, past the \(Self.maxNameBytes) a file name may have")
+        }
         let directory = self.directory.standardizedFileURL.resolvingSymlinksInPath()
         let file = directory.appendingPathComponent(name).standardizedFileURL
         guard file.deletingLastPathComponent().path == directory.path else {
@@ -131,8 +137,12 @@ public struct DownloadDestination: Sendable, Hashable {
             throw CourierError.invalidRequest("the download directory \(directory.path) does not exist")
         }
         var existing: ObjCBool = false
-        if FileManager.default.fileExists(atPath: file.path, isDirectory: &existing) {
+        // Anything at the name counts, a symbolic link to nothing included (`fileExists` follows
+        // links and sees none there; the final `link` would then fail after the whole body).
+        var status = stat()
+        if lstat(file.path, &status) == 0 {
             guard self.overwrite else { throw CourierError.invalidRequest("\(file.path) exists; allow overwriting to replace it") }
+            _ = FileManager.default.fileExists(atPath: file.path, isDirectory: &existing)
             // Only a file can be replaced: a directory there (or a link to one) would fail the
             // final rename once the whole body is in, and every later try the same way.
             if existing.boolValue {
@@ -140,6 +150,21 @@ public struct DownloadDestination: Sendable, Hashable {
             }
         }
         return file
+    }
+
+    /// The longest file name the common file systems take (NAME_MAX), in bytes.
+    static let maxNameBytes = 255
+
+    /// The name of a hidden file kept beside the destination while it downloads:
+    /// `.courier-<file name><suffix>`, or, when that would be longer than a file name may be,
+    /// `.courier-<digest of the file name><suffix>` (the same for every suffix of one name).
+    func hiddenName(_ suffix: String) -> String {
+        let longestSuffix = ".partial.json"
+        guard ".courier-".utf8.count + self.fileName.utf8.count + longestSuffix.utf8.count > Self.maxNameBytes else {
+            return ".courier-\(self.fileName)\(suffix)"
+        }
+        let digest = SHA256.hash(data: Data(self.fileName.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+        return ".courier-\(digest)\(suffix)"
     }
 }
 

@@ -29,8 +29,10 @@ struct ServeCommand: AsyncParsableCommand {
             server = try await TestServer.start(.http1, port: self.port, handler: DemoServer.respond)
         } else {
             let certificates = try TestCertificates.generate()
-            try Data(certificates.caPEM.utf8).write(to: URL(fileURLWithPath: self.caOut))
+            // Listening first: a port already taken (another `serve` running) fails before the
+            // CA file that other server's clients trust is replaced. Written whole or not at all.
             server = try await TestServer.start(.tls(certificates), port: self.port, handler: DemoServer.respond)
+            try Data(certificates.caPEM.utf8).write(to: URL(fileURLWithPath: self.caOut), options: .atomic)
             say("CA certificate written to \(self.caOut) (use it with --cacert)")
         }
         say(

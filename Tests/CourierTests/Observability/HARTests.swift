@@ -139,6 +139,77 @@ struct HARTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func binaryBodiesThatHappenToBeUTF8AreBase64Too(_ kind: TransportKind) async throws {
+        // HAR 1.2 `content.encoding`: a protobuf message or an SVG image whose bytes are valid
+        // UTF-8 was recorded as the text "(7 bytes, binary)", its content lost.
+        let proto = Data([0x0A, 0x05, 0x68, 0x65, 0x6C, 0x6C, 0x6F])
+        let svg = Data(#"<svg xmlns="http://www.w3.org/2000/svg"/>"#.utf8)
+        let server = try await http1Server { request in
+            request.path == "/proto"
+                ? ScriptedResponse(status: 200, headers: [("Content-Type", "application/x-protobuf")], body: proto)
+                : ScriptedResponse(status: 200, headers: [("Content-Type", "image/svg+xml")], body: svg)
+        }
+        let recorder = HARRecorder()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [recorder] }) { client in
+            _ = try await client.send(Endpoint<Data>(path: "/proto", decoding: .data))
+            _ = try await client.send(Endpoint<Data>(path: "/svg", decoding: .data))
+        }
+        #expect(try HARSchema.validate(har: try recorder.harData()) == [])
+        for (entry, expected) in zip(try Self.entries(recorder), [proto, svg]) {
+            let content = try #require((entry["response"] as? [String: Any])?["content"] as? [String: Any])
+            #expect(content["encoding"] as? String == "base64")
+            #expect(Data(base64Encoded: content["text"] as? String ?? "") == expected)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aFailureAfterARedirectIsRecordedAtTheURLThatFailed(_ kind: TransportKind) async throws {
+        // The entry held the first URL with the last hop's status and fields.
+        let server = try await http1Server { request in
+            request.path == "/a"
+                ? ScriptedResponse(status: 302, headers: [("Location", "/b")], body: Data())
+                : .text("down", status: 500)
+        }
+        let recorder = HARRecorder()
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.eventMonitors = [recorder]
+                $0.retry = .never
+            }
+        ) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: "/a", decoding: .string)) }
+            #expect(error?.status?.code == 500)
+        }
+        let entry = try #require(try Self.entries(recorder).first)
+        let request = try #require(entry["request"] as? [String: Any])
+        #expect((request["url"] as? String)?.hasSuffix("/b") == true, "\(String(describing: request["url"]))")
+        #expect((entry["response"] as? [String: Any])?["status"] as? Int == 500)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func twoClientsWritingOneHARFileByTheEnvironmentKeepEachOthersEntries(_ kind: TransportKind) async throws {
+        // An app with a token client beside its API client: each client's recorder rewrote the
+        // file with its own entries alone.
+        let server = try await http1Server()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("courier-\(UUID().uuidString).har").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let options = DebugOptions(environment: ["COURIER_HAR": path], arguments: [])
+        try await withClient(kind, server: server, configure: { $0.debugOptions = options }) { api in
+            try await withClient(kind, server: server, configure: { $0.debugOptions = options }) { tokens in
+                _ = try await api.send(Endpoint<Article>(path: "/json"))
+                _ = try await tokens.send(Endpoint<Article>(path: "/json", query: ["from": "tokens"]))
+                _ = try await api.send(Endpoint<Article>(path: "/json", query: ["from": "api"]))
+            }
+        }
+        let document = try Self.json(try Data(contentsOf: URL(fileURLWithPath: path)))
+        let entries = (document["log"] as? [String: Any])?["entries"] as? [[String: Any]] ?? []
+        let urls = entries.compactMap { ($0["request"] as? [String: Any])?["url"] as? String }
+        #expect(urls.count == 3, "\(urls)")
+        #expect(urls.contains { $0.hasSuffix("from=tokens") })
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aRecorderKeepsTheNewestEntriesUpToItsLimitAndItsFileHasThemAll(_ kind: TransportKind) async throws {
         // Entries were never dropped (a long session kept every body it saw); with a file, two
         // requests ending at once could write their snapshots in the other order, leaving the

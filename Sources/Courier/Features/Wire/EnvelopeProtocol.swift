@@ -35,6 +35,14 @@ public struct EnvelopeProtocol: WireProtocol {
         self.events = Dictionary(uniqueKeysWithValues: events.map { ("\($0.key)", $0.value) })
     }
 
+    /// The keys, the success codes and the events: what decides how an answer is unboxed.
+    public var identity: String {
+        func text(_ value: String) -> String { "\(value.utf8.count):\(value)" }
+        let codes = self.successCodes.sorted().map(text).joined(separator: ",")
+        let events = self.events.sorted { $0.key < $1.key }.map { text($0.key) + "=" + text($0.value) }.joined(separator: ",")
+        return "EnvelopeProtocol(\(text(self.codeKey)),\(text(self.messageKey)),\(text(self.dataKey)),[\(codes)],[\(events)])"
+    }
+
     /// Leaves the request as it is.
     public func box(_ request: inout Request, call: WireCall) throws {}
 

@@ -33,6 +33,14 @@ public struct FieldEncryptionProtocol: WireProtocol {
         self.inner = inner
     }
 
+    /// The fields, a digest that tells keys apart (an HMAC under the key of a fixed text, never
+    /// the key), and the inner protocol's identity.
+    public var identity: String {
+        let fields = self.fields.sorted().map { "\($0.utf8.count):\($0)" }.joined(separator: ",")
+        let keyID = Data(HMAC<SHA256>.authenticationCode(for: Data("courier-wire-identity".utf8), using: self.key).prefix(8))
+        return "FieldEncryptionProtocol([\(fields)],\(keyID.base64EncodedString()),\(self.inner.identity))"
+    }
+
     /// Seals the listed fields of the JSON body, then lets the inner protocol box the request.
     public func box(_ request: inout Request, call: WireCall) throws {
         if let body = request.body {

@@ -22,11 +22,19 @@ public protocol WireProtocol: Sendable {
     /// Whether the unboxed payload may be stored by the response cache (`false` when unboxing
     /// reveals what must not rest on disk, such as decrypted fields). `true` by default.
     var payloadMayBeCached: Bool { get }
+    /// What tells this protocol's settings apart, as text: part of the keys by which
+    /// deduplication shares one answer and the cache stores one, so two settings that unbox the
+    /// same bytes differently (other success codes, another key) never share an answer. The
+    /// type's name by default; a protocol with settings that change `box` or `unbox` includes
+    /// them (never a secret itself: the text may be stored on disk).
+    var identity: String { get }
 }
 
 extension WireProtocol {
     /// Payloads may be cached.
     public var payloadMayBeCached: Bool { true }
+    /// The type's name.
+    public var identity: String { "\(type(of: self))" }
 }
 
 /// What a wire protocol knows about the call it boxes.

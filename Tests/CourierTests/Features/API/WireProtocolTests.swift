@@ -441,6 +441,39 @@ struct WireProtocolTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func callsThatUnboxTheSameAnswerDifferentlyShareNoAnswer(_ kind: TransportKind) async throws {
+        // Two envelope settings that read one answer two ways (code 7 a failure for one, a
+        // success for the other): sharing the leader's verdict gave the other caller the wrong
+        // one. Calls with one setting still share.
+        let gate = Gate()
+        let server = try await http1Server { _ in
+            await gate.wait()
+            return .json(#"{"code":7,"msg":"partial","data":{"name":"ada","level":3}}"#)
+        }
+        try await withClient(kind, server: server) { client in
+            let strict = EnvelopeProtocol(successCodes: [0])
+            let lenient = EnvelopeProtocol(successCodes: [0, 7])
+            let first = client.start(Endpoint<Profile>(path: "/profile").wire(strict))
+            let second = client.start(Endpoint<Profile>(path: "/profile").wire(lenient))
+            let third = client.start(Endpoint<Profile>(path: "/profile").wire(EnvelopeProtocol(successCodes: [0])))
+            #expect(await eventually { client.deduplicationCounts.coalesced == 1 && server.requests.count == 2 })
+            await gate.open()
+            for handle in [first, third] {
+                let error = await expectCourierError { _ = try await handle.value }
+                #expect(error?.kind == .business)
+            }
+            let profile = try await second.value
+            #expect(profile.name == "ada")
+            #expect(server.requests.count == 2)
+        }
+        // Field encryption under two keys: told apart without the key in the text.
+        let one = FieldEncryptionProtocol(fields: ["card"], key: SymmetricKey(size: .bits256))
+        let other = FieldEncryptionProtocol(fields: ["card"], key: SymmetricKey(size: .bits256))
+        #expect(one.identity != other.identity)
+        #expect(one.identity == one.identity)
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func envelopeKeysAndSuccessCodesAreConfigurable(_ kind: TransportKind) async throws {
         let server = try await apiServer(JSONRPCTestServer())
         let custom = EnvelopeProtocol(codeKey: "status", messageKey: "message", dataKey: "payload", successCodes: ["OK"])

@@ -175,6 +175,93 @@ extension TransferTests {
         }
     }
 
+    /// A symbolic link to nothing at the destination is something there: without overwriting
+    /// it is refused before anything is sent (seen as nothing, the whole body came and the final
+    /// link failed, and so did every try after).
+    @Test(arguments: TransportKind.allCases)
+    func aDanglingLinkAtTheDestinationIsRefusedBeforeSending(_ kind: TransportKind) async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createSymbolicLink(
+            atPath: folder.appendingPathComponent("x.bin").path, withDestinationPath: folder.appendingPathComponent("nowhere").path)
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(kind, server: server) { client in
+            let failure = await expectCourierError {
+                _ = try await client.download(
+                    Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "x.bin")
+                ).value
+            }
+            #expect(failure?.kind == .invalidRequest)
+            #expect(failure?.message.contains("exists") == true)
+            #expect(server.requests.isEmpty)
+            // Allowed to overwrite, the link itself is replaced (not whatever it points at).
+            let result = try await client.download(
+                Endpoint<Data>(path: "/file", decoding: .data),
+                to: DownloadDestination(directory: folder, fileName: "x.bin", overwrite: true)
+            ).value
+            #expect(result.byteCount == 1_000_000)
+            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("nowhere").path))
+            let type = try FileManager.default.attributesOfItem(atPath: result.url.path)[.type] as? FileAttributeType
+            #expect(type == .typeRegular)
+        }
+    }
+
+    /// RFC 9110 §9.3.2: a HEAD's answer has no content; a download of it moved an empty file
+    /// into place (over a real one when overwriting). Refused before anything is sent.
+    @Test(arguments: TransportKind.allCases)
+    func aHEADEndpointIsNoDownload(_ kind: TransportKind) async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let kept = try self.file("file.bin", in: folder, content: Data("precious".utf8))
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(kind, server: server) { client in
+            let failure = await expectCourierError {
+                _ = try await client.download(
+                    Endpoint<Data>(method: .head, path: "/file", decoding: .data),
+                    to: DownloadDestination(directory: folder, fileName: "file.bin", overwrite: true)
+                ).value
+            }
+            #expect(failure?.kind == .invalidRequest)
+            #expect(server.requests.isEmpty)
+            let content = try Data(contentsOf: kept)
+            #expect(content == Data("precious".utf8))
+            #expect(self.hiddenFiles(folder).isEmpty)
+        }
+    }
+
+    /// A file name as long as a name may be (255 bytes) downloads, and resumes: the hidden
+    /// partial file and its record, named after the file, would be longer, so they are named
+    /// after a digest of it. A longer name is refused before anything is sent.
+    @Test(arguments: TransportKind.allCases)
+    func aFileNameAsLongAsANameMayBeDownloadsAndResumes(_ kind: TransportKind) async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let name = String(repeating: "a", count: 251) + ".bin"
+        let origin = FileOrigin(cutFirstAfter: 300_000)
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let destination = DownloadDestination(directory: folder, fileName: name)
+            let cut = await expectCourierError {
+                _ = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: destination).value
+            }
+            #expect(cut?.kind == .transport)
+            #expect(self.hiddenFiles(folder).count == 2)
+            let result = try await client.download(Endpoint<Data>(path: "/file", decoding: .data), to: destination).value
+            #expect(result.byteCount == 1_000_000)
+            #expect(result.resumedFrom > 0)
+            #expect(server.requests.last?.header("Range") != nil)
+            #expect(self.visibleFiles(folder) == [name])
+            #expect(self.hiddenFiles(folder).isEmpty)
+            let tooLong = await expectCourierError {
+                _ = try await client.download(
+                    Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: name + "x")
+                ).value
+            }
+            #expect(tooLong?.kind == .invalidRequest)
+            #expect(server.requests.count == 2)
+        }
+    }
+
     /// RFC 9110 §13.1.5 and §13.2.2: a 416 proves the partial file whole only when If-Range
     /// matched. A server that ignores If-Range answers the range of a new version of exactly the
     /// partial file's length with 416 and the new Last-Modified: the download starts again.
