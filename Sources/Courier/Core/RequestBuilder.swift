@@ -11,17 +11,21 @@ enum RequestBuilder {
         if endpoint.wire == nil, endpoint.service == nil, configuration.defaultWireProtocol is RESTProtocol { return "" }
         let wire = endpoint.wire ?? endpoint.service.flatMap { configuration.wireProtocols[$0] } ?? configuration.defaultWireProtocol
         if wire is RESTProtocol { return "" }
-        return "\(wire.identity):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
+        return "\(wire.wireIdentity):\(endpoint.operation ?? endpoint.name):\(endpoint.isNotification)"
     }
 
+    /// The logical request, as the build stage makes it: a body a wire protocol boxes is left
+    /// uncompressed (the wire stage compresses what it boxed), so keys made from it match the
+    /// pipeline's.
     static func build(_ endpoint: EndpointDescription, parts: ClientParts, id: RequestID = RequestID()) throws -> Request {
-        try self.build(endpoint, configuration: parts.configuration, base: parts.base, id: id)
+        let boxed = !Self.wireIdentity(of: endpoint, configuration: parts.configuration).isEmpty
+        return try self.build(endpoint, configuration: parts.configuration, base: parts.base, id: id, compressing: !boxed)
     }
 
     /// Builds the request; `configuration` is borrowed, not copied (it holds objects every
     /// request shares, whose reference counts would otherwise bounce between cores). Without
     /// `compressing`, a body the endpoint asks to compress is left as encoded (a wire protocol
-    /// boxes it first; ``compressed(_:)`` then does what is left).
+    /// boxes it first; ``compress(_:in:)`` then does what is left).
     static func build(
         _ endpoint: EndpointDescription, configuration: Client.Configuration, base clientBase: BaseURL?, id: RequestID,
         compressing: Bool = true
@@ -111,7 +115,9 @@ enum RequestBuilder {
         return request
     }
 
-    /// The body gzipped and `Content-Encoding: gzip` set, for an endpoint that asks for it.
+    /// The body gzipped and `gzip` added to `Content-Encoding`, for an endpoint that asks for
+    /// it: after a coding already there (RFC 9110 §8.4: codings are listed in the order they
+    /// were applied), such as one a wire protocol's `box` set.
     static func compress(_ body: inout RequestBody?, in head: inout HTTPRequest) throws {
         guard let plain = body else { return }
         do {
@@ -119,7 +125,8 @@ enum RequestBuilder {
         } catch {
             throw CourierError.wrap(error)
         }
-        head.headerFields[.contentEncoding] = "gzip"
+        let applied = head.headerFields[.contentEncoding].map { FieldText.trimmed($0) }.flatMap { $0.isEmpty ? nil : $0 }
+        head.headerFields[.contentEncoding] = applied.map { "\($0), gzip" } ?? "gzip"
     }
 
     /// Whether `target` has the origin (scheme, host and port) of `home`; `false` without a home.

@@ -150,13 +150,13 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     }
 
     /// `text` with every byte that is not visible ASCII replaced by `_`, cut to `limit` bytes
-    /// (`…` marks the cut).
+    /// (`...` marks the cut).
     static func printable(_ text: String, limit: Int) -> String {
         let bytes = text.utf8
         let isVisible = { (byte: UInt8) in byte > 0x20 && byte < 0x7F }
         if bytes.count <= limit, bytes.allSatisfy(isVisible) { return text }
         let kept = bytes.prefix(limit).map { isVisible($0) ? $0 : UInt8(ascii: "_") }
-        return String(decoding: kept, as: UTF8.self) + (bytes.count > limit ? "…" : "")
+        return String(decoding: kept, as: UTF8.self) + (bytes.count > limit ? "..." : "")
     }
 
     /// The body as text for logs and error messages: secrets hidden (as ``Redactor/standard``

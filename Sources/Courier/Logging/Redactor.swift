@@ -71,17 +71,16 @@ public struct Redactor: Sendable {
         let name = queryName.lowercased()
         return self.queryNames.contains(name) || name.hasSuffix("token") || name.contains("secret") || name.contains("password")
             || name.contains("signature") || name.contains("credential") || name.hasSuffix("_key") || name.hasSuffix("-key")
-            || name.contains("passphrase") || Self.endsInCamelCaseKey(queryName)
+            || name.contains("passphrase") || Self.credentialKeys.contains(where: { name.hasSuffix($0) })
     }
 
-    /// Whether a camel-case name's last word is `Key` (`privateKey`, `signingKey`, `apiKey`):
-    /// the JSON spelling of `private_key`. `idempotencyKey` is no credential.
-    private static func endsInCamelCaseKey(_ name: String) -> Bool {
-        let scalars = name.unicodeScalars
-        guard name.hasSuffix("Key"), scalars.count > 3, !name.lowercased().contains("idempotency") else { return false }
-        let before = scalars[scalars.index(scalars.endIndex, offsetBy: -4)]
-        return CharacterSet.lowercaseLetters.contains(before) || CharacterSet.decimalDigits.contains(before)
-    }
+    /// The names of keys that are credentials, as JSON spells them without a separator
+    /// (`privateKey`, `signingKey`): compared with the end of the lower-cased name. Keys that
+    /// are no secret (`sortKey`, `publicKey`, `idempotencyKey`) stay shown.
+    private static let credentialKeys = [
+        "privatekey", "secretkey", "signingkey", "accesskey", "apikey", "clientkey", "encryptionkey", "masterkey", "sessionkey",
+        "authkey",
+    ]
 
     /// The value of a header field, or the replacement when it is a secret; a field that
     /// carries a URL (`Location`, `Content-Location`) has the URL's secrets hidden, and so do the

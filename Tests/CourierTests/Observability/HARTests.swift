@@ -145,21 +145,32 @@ struct HARTests {
         let proto = Data([0x0A, 0x05, 0x68, 0x65, 0x6C, 0x6C, 0x6F])
         let svg = Data(#"<svg xmlns="http://www.w3.org/2000/svg"/>"#.utf8)
         let server = try await http1Server { request in
-            request.path == "/proto"
-                ? ScriptedResponse(status: 200, headers: [("Content-Type", "application/x-protobuf")], body: proto)
-                : ScriptedResponse(status: 200, headers: [("Content-Type", "image/svg+xml")], body: svg)
+            switch request.path {
+            case "/proto": ScriptedResponse(status: 200, headers: [("Content-Type", "application/x-protobuf")], body: proto)
+            case "/jspb":
+                // JSON under a protobuf name is still JSON: redacted text, never raw base64.
+                ScriptedResponse(
+                    status: 200, headers: [("Content-Type", "application/json+protobuf")], body: Data(#"{"password":"hunter2"}"#.utf8))
+            default: ScriptedResponse(status: 200, headers: [("Content-Type", "image/svg+xml")], body: svg)
+            }
         }
         let recorder = HARRecorder()
         try await withClient(kind, server: server, configure: { $0.eventMonitors = [recorder] }) { client in
             _ = try await client.send(Endpoint<Data>(path: "/proto", decoding: .data))
             _ = try await client.send(Endpoint<Data>(path: "/svg", decoding: .data))
+            _ = try await client.send(Endpoint<Data>(path: "/jspb", decoding: .data))
         }
         #expect(try HARSchema.validate(har: try recorder.harData()) == [])
-        for (entry, expected) in zip(try Self.entries(recorder), [proto, svg]) {
+        let entries = try Self.entries(recorder)
+        for (entry, expected) in zip(entries, [proto, svg]) {
             let content = try #require((entry["response"] as? [String: Any])?["content"] as? [String: Any])
             #expect(content["encoding"] as? String == "base64")
             #expect(Data(base64Encoded: content["text"] as? String ?? "") == expected)
         }
+        let jspb = try #require((entries[2]["response"] as? [String: Any])?["content"] as? [String: Any])
+        #expect(jspb["encoding"] == nil)
+        let text = try #require(jspb["text"] as? String)
+        #expect(!text.contains("hunter2") && text.contains("password"), "\(text)")
     }
 
     @Test(arguments: TransportKind.allCases)

@@ -95,8 +95,12 @@ struct ResponseCache: Sendable {
                 }
                 // A body past the client's maximum response size (stored by a client sharing the
                 // store with a larger one) is no answer for this client: from the network it
-                // would fail with `responseTooLarge`, and so it does, asked for again.
-                if let stored = entry, !stored.isVariantIndex, stored.body.count > self.maxBodySize { entry = nil }
+                // would fail with `responseTooLarge`, and so it does, asked for again. A range of
+                // it that fits is an answer.
+                if let stored = entry, !stored.isVariantIndex, stored.body.count > self.maxBodySize {
+                    let wanted = request.head.headerFields[.range].flatMap(ByteRangeRequest.parse)?.resolve(length: stored.body.count)
+                    if (wanted?.count ?? stored.body.count) > self.maxBodySize { entry = nil }
+                }
             }
         }
         let action = CacheRules.action(policy: policy, method: method, requestHeaders: request.head.headerFields, entry: entry, now: now)
@@ -268,6 +272,9 @@ struct ResponseCache: Sendable {
                     if entry.body.count <= self.maxBodySize {
                         self.store.setEntry(entry, forKey: key)
                         didStore?()
+                    } else if let stored, !stored.isVariantIndex, stored.body.count > self.maxBodySize {
+                        // Larger than this client's limit already (a client with a larger one
+                        // stored it): that client's entry, left as it is.
                     } else {
                         // Larger than a response may be: the part stored goes too, or every
                         // later request would resume it and fail again.

@@ -223,12 +223,14 @@ package enum CookieRules {
         return trimmed.contains(UInt8(ascii: "."))
     }
 
-    /// Whether `text` has a control character other than HTAB (%x00-08, %x0A-1F, %x7F).
     /// Whether `cookie` is one a server could have set: a name that is not empty, with no `=`,
-    /// and neither name nor value holding a `;` or a control character other than HTAB (which
-    /// would end or split the `Cookie` field a request carries), within the size limits of
-    /// ``parse(_:host:requestPath:secureOrigin:now:)``. What an app hands the jar, or a store
-    /// loads, is held to the same rules as what a server sends.
+    /// neither name nor value holding a `;` or a control character other than HTAB (which
+    /// would end or split the `Cookie` field a request carries), a name and value within 4096
+    /// bytes together, and no control character in the domain or path. (A path may hold a `;`
+    /// and be long: the default path of `/app;jsessionid=X/login` is `/app;jsessionid=X`, and
+    /// neither goes into the `Cookie` field.) What an app hands the jar, or a store loads, is
+    /// held to the same rules as what a server sends; every cookie
+    /// ``parse(_:host:requestPath:secureOrigin:now:)`` makes passes.
     package static func isWellFormed(_ cookie: Cookie) -> Bool {
         let name = cookie.name.utf8
         let value = cookie.value.utf8
@@ -236,11 +238,10 @@ package enum CookieRules {
         return !name.isEmpty && name.count + value.count <= Self.maxCookieBytes
             && !name.contains(UInt8(ascii: "=")) && !name.contains(semicolon) && !value.contains(semicolon)
             && !Self.hasControlCharacters(cookie.name) && !Self.hasControlCharacters(cookie.value)
-            && cookie.domain.utf8.count <= Self.maxAttributeBytes && cookie.path.utf8.count <= Self.maxAttributeBytes
             && !Self.hasControlCharacters(cookie.domain) && !Self.hasControlCharacters(cookie.path)
-            && !cookie.domain.utf8.contains(semicolon) && !cookie.path.utf8.contains(semicolon)
     }
 
+    /// Whether `text` has a control character other than HTAB (%x00-08, %x0A-1F, %x7F).
     private static func hasControlCharacters(_ text: String) -> Bool {
         text.utf8.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }
     }

@@ -44,7 +44,12 @@ public final class CookieJar: Sendable {
         let current = now()
         self.state = Locked(
             State(
-                cookies: loaded.filter { $0.expires != nil && !$0.isExpired(at: current) && CookieRules.isWellFormed($0) },
+                cookies: loaded.filter { $0.expires != nil && !$0.isExpired(at: current) && CookieRules.isWellFormed($0) }.map {
+                    // Saved before lifetimes were capped: 400 days from now at the most.
+                    var cookie = $0
+                    cookie.expires = cookie.expires.map { min($0, current.addingTimeInterval(CookieRules.maxLifetime)) }
+                    return cookie
+                },
                 storesResponseCookies: storesResponseCookies))
         self.store = store
         self.now = now

@@ -35,8 +35,12 @@ public struct EnvelopeProtocol: WireProtocol {
         self.events = Dictionary(uniqueKeysWithValues: events.map { ("\($0.key)", $0.value) })
     }
 
-    /// The keys, the success codes and the events: what decides how an answer is unboxed.
-    public var identity: String {
+    /// The keys, the success codes and the events: what decides how an answer is unboxed. The
+    /// type's name alone for the default settings.
+    public var wireIdentity: String {
+        if self.codeKey == "code", self.messageKey == "msg", self.dataKey == "data", self.successCodes == ["0"], self.events.isEmpty {
+            return "EnvelopeProtocol"
+        }
         func text(_ value: String) -> String { "\(value.utf8.count):\(value)" }
         let codes = self.successCodes.sorted().map(text).joined(separator: ",")
         let events = self.events.sorted { $0.key < $1.key }.map { text($0.key) + "=" + text($0.value) }.joined(separator: ",")

@@ -16,8 +16,8 @@ import HTTPTypes
 /// response's JSON object are opened after the inner protocol has unboxed it. A field that fails
 /// to open (tampered, another key, not base64) fails the call with kind `decoding` and code
 /// `fieldIntegrity`; nothing is delivered. A request body that is not a JSON object fails with
-/// `invalidRequest` before anything is sent; a response that is not JSON this protocol can read
-/// (its fields could not be checked) fails with code `fieldIntegrity` too, unless it is empty.
+/// `invalidRequest` before anything is sent; a response that is a JSON object this protocol
+/// cannot read (its fields could not be checked) fails with code `fieldIntegrity` too.
 /// Fields not present are left alone. Responses are
 /// never stored by the response cache (their payload holds the decrypted fields).
 public struct FieldEncryptionProtocol: WireProtocol {
@@ -33,12 +33,11 @@ public struct FieldEncryptionProtocol: WireProtocol {
         self.inner = inner
     }
 
-    /// The fields, a digest that tells keys apart (an HMAC under the key of a fixed text, never
-    /// the key), and the inner protocol's identity.
-    public var identity: String {
-        let fields = self.fields.sorted().map { "\($0.utf8.count):\($0)" }.joined(separator: ",")
-        let keyID = Data(HMAC<SHA256>.authenticationCode(for: Data("courier-wire-identity".utf8), using: self.key).prefix(8))
-        return "FieldEncryptionProtocol([\(fields)],\(keyID.base64EncodedString()),\(self.inner.identity))"
+    /// The type's name, and the inner protocol's identity when it is not REST. Neither the key
+    /// nor the fields: fixtures recorded under one key replay under another, and one service
+    /// has one set of sealed fields.
+    public var wireIdentity: String {
+        self.inner is RESTProtocol ? "FieldEncryptionProtocol" : "FieldEncryptionProtocol(\(self.inner.wireIdentity))"
     }
 
     /// Seals the listed fields of the JSON body, then lets the inner protocol box the request.
@@ -73,10 +72,12 @@ public struct FieldEncryptionProtocol: WireProtocol {
         do {
             parsed = try JSONSerialization.jsonObject(with: payload, options: [.fragmentsAllowed])
         } catch {
-            // No content (a 204, a HEAD) has no fields. Anything else this parser refuses may
-            // still be read by the caller's decoder (a number past Double's range, a lone
-            // surrogate), with the listed fields in it unchecked: it fails instead.
-            if payload.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) { return payload }
+            // What is no JSON object (no content, text, an image) has no fields to open. An
+            // object this parser refuses may still be read by the caller's decoder (a number
+            // past Double's range, a lone surrogate), with the listed fields in it unchecked:
+            // it fails instead.
+            let first = payload.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D })
+            guard first == UInt8(ascii: "{") else { return payload }
             var failure = CourierError(.decoding, "the response is no JSON in which the encrypted fields could be checked")
             failure.code = "fieldIntegrity"
             throw failure

@@ -106,8 +106,9 @@ struct JSONRPCResponse: Decodable, Sendable {
     /// request's or `null` is an answer to another call.
     func payload(expecting id: Int?, body: Data) throws -> Data {
         // §5: "Either the result member or error member MUST be included, but both members MUST
-        // NOT be included": an answer with both is no answer to trust either way.
-        if self.error != nil, self.result != nil {
+        // NOT be included": an answer with both is no answer to trust either way. (A null
+        // result beside an error is JSON-RPC 1.0's shape of an error: the error counts.)
+        if self.error != nil, let result = self.result, result != .null {
             throw CourierError.decoding(
                 type: JSONRPCResponse.self, codingPath: "result", reason: "the response has both a result and an error", body: body,
                 underlying: nil)

@@ -4,9 +4,12 @@ import HTTPTypes
 /// How an endpoint's request is boxed for the wire and its answer unboxed: REST, JSON-RPC 2.0,
 /// a code/msg/data envelope, or your own.
 ///
-/// `box` runs when the request is built (before deduplication, caching and middleware); `unbox`
-/// runs on the response body before it is decoded, and may throw a protocol-level error (an RPC
-/// error object, a business code). Write your own by conforming:
+/// `box` runs after deduplication and the cache have used the logical request, before
+/// middleware, on the body as the endpoint encoded it (compression and upload progress apply to
+/// what it boxed); `unbox` runs on the response body before it is decoded, and may throw a
+/// protocol-level error (an RPC error object, a business code). For a notification
+/// (``WireCall/isNotification``), `unbox` sees a body only when the server sent one, and only
+/// its `rpc` and `business` errors count. Write your own by conforming:
 ///
 /// ```swift
 /// struct SignedEnvelope: WireProtocol {
@@ -27,14 +30,14 @@ public protocol WireProtocol: Sendable {
     /// same bytes differently (other success codes, another key) never share an answer. The
     /// type's name by default; a protocol with settings that change `box` or `unbox` includes
     /// them (never a secret itself: the text may be stored on disk).
-    var identity: String { get }
+    var wireIdentity: String { get }
 }
 
 extension WireProtocol {
     /// Payloads may be cached.
     public var payloadMayBeCached: Bool { true }
     /// The type's name.
-    public var identity: String { "\(type(of: self))" }
+    public var wireIdentity: String { "\(type(of: self))" }
 }
 
 /// What a wire protocol knows about the call it boxes.

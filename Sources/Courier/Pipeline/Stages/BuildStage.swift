@@ -4,7 +4,8 @@ import HTTPTypes
 
 /// The endpoint becomes the *logical* request — URL from the base URL (or the server
 /// directory's entry for the endpoint's service), the client's default header fields then the
-/// endpoint's, the body encoded (and compressed when asked) — and its ``LogicalKey``.
+/// endpoint's, the body encoded (and compressed when asked, unless a wire protocol boxes it:
+/// the wire stage compresses then) — and its ``LogicalKey``.
 ///
 /// The logical request carries no wire id, no token, no signature and no timestamp: those are
 /// added further down (wire stage, middleware), so identical calls share a key. Fails with

@@ -84,6 +84,13 @@ struct WireStage: PipelineStage {
         do {
             let payload = try wire.unbox(outcome.body, head: outcome.response.head, call: call)
             if !call.isNotification { outcome.payload = payload }
+        } catch let error as CourierError where call.isNotification {
+            // Of a reply nobody asked for, only a refusal counts (an RPC error object, a
+            // business code); a body the protocol cannot read is ignored, as it was unasked.
+            if error.kind == .rpc || error.kind == .business { throw error }
+            return outcome
+        } catch  where call.isNotification {
+            return outcome
         } catch let error as CourierError {
             throw error
         } catch {

@@ -49,6 +49,17 @@ struct FieldEncryptionTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aResponseThatIsNoJSONObjectPassesAsItIs(_ kind: TransportKind) async throws {
+        // Text, or an image, has no fields to open: only a JSON object the parser refuses fails.
+        let server = try await http1Server { _ in .text("hi") }
+        try await withClient(kind, server: server) { client in
+            let text = try await client.send(
+                Endpoint<String>(path: "/terms.txt", decoding: .string).wire(FieldEncryptionProtocol(fields: ["card"], key: Self.key)))
+            #expect(text == "hi")
+        }
+    }
+
     /// A card sealed under another key, as a server with the wrong key would send it.
     static let foreignCard: String = {
         let sealed = try! AES.GCM.seal(Data("\"4111\"".utf8), using: SymmetricKey(size: .bits256), authenticating: Data("card".utf8))

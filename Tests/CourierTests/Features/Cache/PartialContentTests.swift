@@ -415,6 +415,48 @@ struct PartialContentTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aRangeThatFitsIsServedFromAStoredBodyPastTheMaximumAndTheEntryStays(_ kind: TransportKind) async throws {
+        // RFC 9111 §3.4 / RFC 9110 §14: a stored whole answers a range of it. Past this client's
+        // limit as a whole, a slice that fits is still an answer, and the entry (another
+        // client's) is neither replaced nor removed.
+        let origin = RangeOrigin()
+        let server = try await http1Server(origin.handle)
+        let store = MemoryCacheStore()
+        func roomySend() async throws -> Data {
+            let transport = makeTransport(kind)
+            let roomy = Client(
+                configuration: .init(transport: transport.transport, baseURL: server.baseURL) {
+                    $0.cache = CacheConfiguration(store: store)
+                })
+            let whole = try await roomy.send(Self.range(nil))
+            try await transport.shutdown()
+            return whole
+        }
+        let whole = try await roomySend()
+        #expect(whole.count == RangeOrigin.length)
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: store)
+                $0.maxResponseSize = 600
+                $0.retry = .never
+            }
+        ) { strict in
+            let part = try await strict.response(Self.range("bytes=0-99"))
+            #expect(part.status.code == 206)
+            #expect(part.value == origin.content()[0...99])
+            #expect(part.source == .cache)
+            #expect(server.requests.count == 1)
+            let error = await expectCourierError { _ = try await strict.send(Self.range(nil)) }
+            #expect(error?.kind == .responseTooLarge)
+            #expect(server.requests.count == 2)
+        }
+        // The roomy client's entry is still there.
+        #expect(try await roomySend() == origin.content())
+        #expect(server.requests.count == 2)
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anEndpointThatDoesNotAccept206IsNeverSentTheCachesOwnRange(_ kind: TransportKind) async throws {
         try await withRangeCache(kind) { client, server, origin in
             _ = try await client.send(Self.range("bytes=0-99"))

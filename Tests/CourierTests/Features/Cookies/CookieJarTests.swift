@@ -275,6 +275,10 @@ struct CookieJarTests {
             Cookie(name: "bad", value: "1; admin=1", domain: "example.com", expires: later),
         ])
         #expect(CookieJar(store: store).allCookies.map(\.name) == ["ok"])
+        // Saved with a lifetime past the cap (before there was one): loaded with 400 days.
+        store.save([Cookie(name: "old", value: "1", domain: "example.com", expires: Date().addingTimeInterval(10 * 365 * 86_400))])
+        let loaded = try #require(CookieJar(store: store).allCookies.first?.expires)
+        #expect(loaded <= Date().addingTimeInterval(400 * 86_400))
         // RFC 6265bis §5.6.1: an app's cookie lives no longer than a server's could.
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let jar = CookieJar(now: { now })
