@@ -125,8 +125,10 @@ enum RequestBuilder {
         } catch {
             throw CourierError.wrap(error)
         }
-        let applied = head.headerFields[.contentEncoding].map { FieldText.trimmed($0) }.flatMap { $0.isEmpty ? nil : $0 }
-        head.headerFields[.contentEncoding] = applied.map { "\($0), gzip" } ?? "gzip"
+        // `identity` is no coding applied (RFC 9110 §8.4.1): dropped, not listed before gzip.
+        let applied = (head.headerFields[.contentEncoding] ?? "").split(separator: ",").map { FieldText.trimmed(String($0)) }
+            .filter { !$0.isEmpty && $0.lowercased() != "identity" }
+        head.headerFields[.contentEncoding] = (applied + ["gzip"]).joined(separator: ", ")
     }
 
     /// Whether `target` has the origin (scheme, host and port) of `home`; `false` without a home.

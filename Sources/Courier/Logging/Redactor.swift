@@ -71,15 +71,31 @@ public struct Redactor: Sendable {
         let name = queryName.lowercased()
         return self.queryNames.contains(name) || name.hasSuffix("token") || name.contains("secret") || name.contains("password")
             || name.contains("signature") || name.contains("credential") || name.hasSuffix("_key") || name.hasSuffix("-key")
-            || name.contains("passphrase") || Self.credentialKeys.contains(where: { name.hasSuffix($0) })
+            || name.contains("passphrase") || Self.isCredentialKey(queryName, lowercased: name)
     }
 
-    /// The names of keys that are credentials, as JSON spells them without a separator
-    /// (`privateKey`, `signingKey`): compared with the end of the lower-cased name. Keys that
-    /// are no secret (`sortKey`, `publicKey`, `idempotencyKey`) stay shown.
+    /// Whether a name spelled without a separator names a key that is a credential: its last
+    /// word is `Key` (`privateKey`, `accountKey`, `openAIKey`) or it ends in `apikey`, `secretkey`,
+    /// … — unless it is a key that is no secret (`sortKey`, `publicKey`, `idempotencyKey`).
+    private static func isCredentialKey(_ name: String, lowercased: String) -> Bool {
+        guard !Self.keysThatAreNoSecret.contains(where: { lowercased.hasSuffix($0) }) else { return false }
+        if Self.credentialKeys.contains(where: { lowercased.hasSuffix($0) }) { return true }
+        let scalars = name.unicodeScalars
+        guard name.hasSuffix("Key"), scalars.count > 3 else { return false }
+        let before = scalars[scalars.index(scalars.endIndex, offsetBy: -4)]
+        return !CharacterSet.whitespaces.contains(before) && before != "-" && before != "_" && before != "."
+    }
+
+    /// Keys spelled without a separator that are credentials however they are cased.
     private static let credentialKeys = [
         "privatekey", "secretkey", "signingkey", "accesskey", "apikey", "clientkey", "encryptionkey", "masterkey", "sessionkey",
         "authkey",
+    ]
+
+    /// Keys whose names end in `Key` that carry no secret: shown.
+    private static let keysThatAreNoSecret = [
+        "idempotencykey", "sortkey", "publickey", "partitionkey", "primarykey", "foreignkey", "cachekey", "hashkey", "rangekey",
+        "lastevaluatedkey", "exclusivestartkey", "objectkey", "messagekey", "routingkey", "groupingkey", "dedupkey",
     ]
 
     /// The value of a header field, or the replacement when it is a secret; a field that

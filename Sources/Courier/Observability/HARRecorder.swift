@@ -179,8 +179,12 @@ public final class HARRecorder: EventMonitor, Sendable {
         // A binary media type is bytes even when they happen to be valid UTF-8 (a small
         // protobuf message, an SVG image): base64, never the redactor's placeholder for binary
         // bodies, which recorded no content at all.
-        // JSON under any name (`application/json+protobuf`) is text the redactor reads.
-        let isBinary = !type.contains("json") && Self.binaryTypes.contains(where: { type.contains($0) })
+        // JSON under any name (`application/json+protobuf`, `…+json`) is text the redactor
+        // reads; the media type decides, not its parameters (`; name="a.json"`).
+        let mediaType = type.split(separator: ";", maxSplits: 1).first.map { FieldText.trimmed(String($0)) } ?? ""
+        let subtype = mediaType.split(separator: "/", maxSplits: 1).last.map(String.init) ?? ""
+        let isJSON = subtype == "json" || subtype.hasPrefix("json+") || subtype.hasSuffix("+json")
+        let isBinary = !isJSON && Self.binaryTypes.contains(where: { mediaType.contains($0) })
         if !isBinary, String(data: body, encoding: .utf8) != nil {
             // Redacted as in the logs; the limit is applied by the redactor (it marks the cut).
             return (self.redactor.redact(body: body, contentType: contentType, limit: self.bodyLimit), nil, cut)

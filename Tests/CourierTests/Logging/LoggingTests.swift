@@ -312,12 +312,12 @@ struct LoggingTests {
         // The JSON spelling of `private_key` hides as it does; so does a passphrase.
         let json = Redactor.standard.redact(
             body: Data(
-                #"{"privateKey":"S1","signingKey":"S2","passphrase":"S3","openAIApiKey":"S5","idempotencyKey":"k1","monkey":"m","sortKey":"s"}"#
+                #"{"privateKey":"S1","signingKey":"S2","passphrase":"S3","openAIApiKey":"S5","accountKey":"S6","hmacKey":"S7","idempotencyKey":"k1","monkey":"m","sortKey":"s","publicKey":"p"}"#
                     .utf8),
             contentType: "application/json", limit: 1_000)
-        for secret in ["S1", "S2", "S3", "S5"] { #expect(!json.contains(secret), "\(json)") }
+        for secret in ["S1", "S2", "S3", "S5", "S6", "S7"] { #expect(!json.contains(secret), "\(json)") }
         // Keys that are no credential stay shown.
-        #expect(json.contains("k1") && json.contains("\"m\"") && json.contains("\"s\""), "\(json)")
+        #expect(json.contains("k1") && json.contains("\"m\"") && json.contains("\"s\"") && json.contains("\"p\""), "\(json)")
         // A field named after Authorization carries what Authorization does.
         for name in ["X-Authorization", "X-Forwarded-Authorization", "x-amzn-Remapped-Authorization", "X-Key-Passphrase"] {
             #expect(Redactor.standard.isSecret(headerName: name), "\(name)")

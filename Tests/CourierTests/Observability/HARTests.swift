@@ -151,6 +151,9 @@ struct HARTests {
                 // JSON under a protobuf name is still JSON: redacted text, never raw base64.
                 ScriptedResponse(
                     status: 200, headers: [("Content-Type", "application/json+protobuf")], body: Data(#"{"password":"hunter2"}"#.utf8))
+            case "/named":
+                // A parameter that names a JSON file does not make the bytes JSON.
+                ScriptedResponse(status: 200, headers: [("Content-Type", #"application/octet-stream; name="a.json""#)], body: proto)
             default: ScriptedResponse(status: 200, headers: [("Content-Type", "image/svg+xml")], body: svg)
             }
         }
@@ -159,10 +162,12 @@ struct HARTests {
             _ = try await client.send(Endpoint<Data>(path: "/proto", decoding: .data))
             _ = try await client.send(Endpoint<Data>(path: "/svg", decoding: .data))
             _ = try await client.send(Endpoint<Data>(path: "/jspb", decoding: .data))
+            _ = try await client.send(Endpoint<Data>(path: "/named", decoding: .data))
         }
         #expect(try HARSchema.validate(har: try recorder.harData()) == [])
         let entries = try Self.entries(recorder)
-        for (entry, expected) in zip(entries, [proto, svg]) {
+        try #require(entries.count == 4)
+        for (entry, expected) in zip([entries[0], entries[1], entries[3]], [proto, svg, proto]) {
             let content = try #require((entry["response"] as? [String: Any])?["content"] as? [String: Any])
             #expect(content["encoding"] as? String == "base64")
             #expect(Data(base64Encoded: content["text"] as? String ?? "") == expected)

@@ -98,7 +98,10 @@ struct ResponseCache: Sendable {
                 // would fail with `responseTooLarge`, and so it does, asked for again. A range of
                 // it that fits is an answer.
                 if let stored = entry, !stored.isVariantIndex, stored.body.count > self.maxBodySize {
-                    let wanted = request.head.headerFields[.range].flatMap(ByteRangeRequest.parse)?.resolve(length: stored.body.count)
+                    // (Of a whole: a stored part's offsets are not its body's.)
+                    let wanted =
+                        stored.status == 206
+                        ? nil : request.head.headerFields[.range].flatMap(ByteRangeRequest.parse)?.resolve(length: stored.body.count)
                     if (wanted?.count ?? stored.body.count) > self.maxBodySize { entry = nil }
                 }
             }

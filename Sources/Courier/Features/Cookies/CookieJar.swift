@@ -45,7 +45,9 @@ public final class CookieJar: Sendable {
         self.state = Locked(
             State(
                 cookies: loaded.filter { $0.expires != nil && !$0.isExpired(at: current) && CookieRules.isWellFormed($0) }.map {
-                    // Saved before lifetimes were capped: 400 days from now at the most.
+                    // Saved before lifetimes were capped: 400 days from now at the most. (Not from
+                    // `created`: a cookie the server renews keeps its first creation time, RFC
+                    // 6265 §5.3 step 11.3.)
                     var cookie = $0
                     cookie.expires = cookie.expires.map { min($0, current.addingTimeInterval(CookieRules.maxLifetime)) }
                     return cookie

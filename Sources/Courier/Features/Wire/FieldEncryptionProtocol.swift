@@ -76,8 +76,15 @@ public struct FieldEncryptionProtocol: WireProtocol {
             // object this parser refuses may still be read by the caller's decoder (a number
             // past Double's range, a lone surrogate), with the listed fields in it unchecked:
             // it fails instead.
-            let first = payload.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D })
-            guard first == UInt8(ascii: "{") else { return payload }
+            // Past a byte order mark too, and whatever a JSON decoder reads as an object.
+            let first = payload.first(where: { ![0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF, 0xFE, 0xFF, 0x00].contains($0) })
+            let readAsObject: Bool
+            if case .object? = try? JSONDecoder().decode(JSONValue.self, from: payload) {
+                readAsObject = true
+            } else {
+                readAsObject = false
+            }
+            guard first == UInt8(ascii: "{") || readAsObject else { return payload }
             var failure = CourierError(.decoding, "the response is no JSON in which the encrypted fields could be checked")
             failure.code = "fieldIntegrity"
             throw failure

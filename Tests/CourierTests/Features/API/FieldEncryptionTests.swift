@@ -66,7 +66,7 @@ struct FieldEncryptionTests {
         return sealed.combined!.base64EncodedString()
     }()
 
-    @Test(arguments: TransportKind.allCases, ["/tamper", "/foreign", "/swapped", "/overflow", "/surrogate"])
+    @Test(arguments: TransportKind.allCases, ["/tamper", "/foreign", "/swapped", "/overflow", "/surrogate", "/bom"])
     func aTamperedForeignOrMovedFieldFailsTypedAndDeliversNothing(_ kind: TransportKind, _ path: String) async throws {
         let server = try await http1Server { request in
             switch request.path {
@@ -79,6 +79,11 @@ struct FieldEncryptionTests {
             case "/surrogate":
                 // The same with a lone surrogate escape in an unused field.
                 return .json(#"{"amount":1,"card":"4111","cvv":1,"pad":"\ud800"}"#)
+            case "/bom":
+                // The same behind a byte order mark, which JSONDecoder skips.
+                return ScriptedResponse(
+                    status: 200, headers: [("Content-Type", "application/json")],
+                    body: Data([0xEF, 0xBB, 0xBF]) + Data(#"{"amount":1,"card":"4111","cvv":1,"pad":1e400}"#.utf8))
             case "/swapped":
                 // The sealed cvv moved into card: the field name is authenticated, so it fails.
                 let object = (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any]) ?? [:]

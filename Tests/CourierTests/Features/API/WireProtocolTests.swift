@@ -512,6 +512,14 @@ struct WireProtocolTests {
             endpoint.compressesRequestBody = true
             _ = try await client.send(endpoint)
             #expect(server.requests.first?.header("Content-Encoding") == "aes128gcm, gzip")
+            // `identity` is no coding applied (RFC 9110 §8.4.1): not listed before gzip.
+            var plain = Endpoint<Data>(
+                method: .post, path: "/echo", headers: [.contentEncoding: "identity"],
+                body: .data(Data("x".utf8), contentType: "text/plain"),
+                decoding: .data)
+            plain.compressesRequestBody = true
+            _ = try await client.send(plain)
+            #expect(server.requests.last?.header("Content-Encoding") == "gzip")
         }
     }
 

@@ -457,6 +457,36 @@ struct PartialContentTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aRangeAcrossAStoredPartPastTheMaximumIsAskedForOnce(_ kind: TransportKind) async throws {
+        // A stored part (bytes 0-799) past this client's limit: a range across its end went out
+        // as the rest, was combined past the limit, and was then asked for again as asked — two
+        // requests each time. The part is no answer for this client: one request, as asked.
+        let origin = RangeOrigin()
+        let server = try await http1Server(origin.handle)
+        let store = MemoryCacheStore()
+        let transport = makeTransport(kind)
+        let roomy = Client(
+            configuration: .init(transport: transport.transport, baseURL: server.baseURL) { $0.cache = CacheConfiguration(store: store) })
+        let stored = try await roomy.send(Self.range("bytes=0-799"))
+        try await transport.shutdown()
+        #expect(stored.count == 800)
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: store)
+                $0.maxResponseSize = 600
+                $0.retry = .never
+            }
+        ) { strict in
+            let part = try await strict.response(Self.range("bytes=500-899"))
+            #expect(part.status.code == 206)
+            #expect(part.value == origin.content()[500...899])
+            #expect(server.requests.count == 2)
+            #expect(server.requests.last?.header("Range") == "bytes=500-899")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func anEndpointThatDoesNotAccept206IsNeverSentTheCachesOwnRange(_ kind: TransportKind) async throws {
         try await withRangeCache(kind) { client, server, origin in
             _ = try await client.send(Self.range("bytes=0-99"))
