@@ -385,6 +385,37 @@ struct PartialContentTests {
         }
     }
 
+    /// Sends `endpoint` through a client without a size limit that shares `store`, as another
+    /// client of the app would fill it; its transport is shut down after.
+    func sendThroughRoomyClient<Value: Sendable>(
+        _ kind: TransportKind, _ server: TestServer, store: MemoryCacheStore, _ endpoint: Endpoint<Value>
+    ) async throws -> Value {
+        let transport = makeTransport(kind)
+        let roomy = Client(
+            configuration: .init(transport: transport.transport, baseURL: server.baseURL) { $0.cache = CacheConfiguration(store: store) })
+        do {
+            let value = try await roomy.send(endpoint)
+            try await transport.shutdown()
+            return value
+        } catch {
+            try? await transport.shutdown()
+            throw error
+        }
+    }
+
+    /// Runs `body` with a client sharing `store` whose maximum response size is `limit`.
+    func withStrictClient(
+        _ kind: TransportKind, _ server: TestServer, store: MemoryCacheStore, limit: Int, _ body: (Client) async throws -> Void
+    ) async throws {
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: store)
+                $0.maxResponseSize = limit
+                $0.retry = .never
+            }, body)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aStoredBodyPastTheMaximumResponseSizeIsNoAnswerForAClientThatRefusesIt(_ kind: TransportKind) async throws {
         // A store shared with a client of a larger limit holds a body this client would refuse
@@ -392,22 +423,9 @@ struct PartialContentTests {
         let big = String(repeating: "b", count: 2000)
         let server = try await http1Server { _ in .text(big, headers: [("Cache-Control", "max-age=600")]) }
         let store = MemoryCacheStore()
-        let roomyTransport = makeTransport(kind)
-        let roomy = Client(
-            configuration: .init(transport: roomyTransport.transport, baseURL: server.baseURL) {
-                $0.cache = CacheConfiguration(store: store)
-            })
-        let stored = try await roomy.send(Endpoint<String>(path: "/big", decoding: .string))
-        try await roomyTransport.shutdown()
+        let stored = try await self.sendThroughRoomyClient(kind, server, store: store, Endpoint<String>(path: "/big", decoding: .string))
         #expect(stored == big)
-        try await withClient(
-            kind, server: server,
-            configure: {
-                $0.cache = CacheConfiguration(store: store)
-                $0.maxResponseSize = 1000
-                $0.retry = .never
-            }
-        ) { strict in
+        try await self.withStrictClient(kind, server, store: store, limit: 1000) { strict in
             let error = await expectCourierError { _ = try await strict.send(Endpoint<String>(path: "/big", decoding: .string)) }
             #expect(error?.kind == .responseTooLarge)
             #expect(server.requests.count == 2)
@@ -422,26 +440,9 @@ struct PartialContentTests {
         let origin = RangeOrigin()
         let server = try await http1Server(origin.handle)
         let store = MemoryCacheStore()
-        func roomySend() async throws -> Data {
-            let transport = makeTransport(kind)
-            let roomy = Client(
-                configuration: .init(transport: transport.transport, baseURL: server.baseURL) {
-                    $0.cache = CacheConfiguration(store: store)
-                })
-            let whole = try await roomy.send(Self.range(nil))
-            try await transport.shutdown()
-            return whole
-        }
-        let whole = try await roomySend()
+        let whole = try await self.sendThroughRoomyClient(kind, server, store: store, Self.range(nil))
         #expect(whole.count == RangeOrigin.length)
-        try await withClient(
-            kind, server: server,
-            configure: {
-                $0.cache = CacheConfiguration(store: store)
-                $0.maxResponseSize = 600
-                $0.retry = .never
-            }
-        ) { strict in
+        try await self.withStrictClient(kind, server, store: store, limit: 600) { strict in
             let part = try await strict.response(Self.range("bytes=0-99"))
             #expect(part.status.code == 206)
             #expect(part.value == origin.content()[0...99])
@@ -452,7 +453,8 @@ struct PartialContentTests {
             #expect(server.requests.count == 2)
         }
         // The roomy client's entry is still there.
-        #expect(try await roomySend() == origin.content())
+        let again = try await self.sendThroughRoomyClient(kind, server, store: store, Self.range(nil))
+        #expect(again == origin.content())
         #expect(server.requests.count == 2)
     }
 
@@ -464,20 +466,9 @@ struct PartialContentTests {
         let origin = RangeOrigin()
         let server = try await http1Server(origin.handle)
         let store = MemoryCacheStore()
-        let transport = makeTransport(kind)
-        let roomy = Client(
-            configuration: .init(transport: transport.transport, baseURL: server.baseURL) { $0.cache = CacheConfiguration(store: store) })
-        let stored = try await roomy.send(Self.range("bytes=0-799"))
-        try await transport.shutdown()
+        let stored = try await self.sendThroughRoomyClient(kind, server, store: store, Self.range("bytes=0-799"))
         #expect(stored.count == 800)
-        try await withClient(
-            kind, server: server,
-            configure: {
-                $0.cache = CacheConfiguration(store: store)
-                $0.maxResponseSize = 600
-                $0.retry = .never
-            }
-        ) { strict in
+        try await self.withStrictClient(kind, server, store: store, limit: 600) { strict in
             let part = try await strict.response(Self.range("bytes=500-899"))
             #expect(part.status.code == 206)
             #expect(part.value == origin.content()[500...899])
