@@ -34,7 +34,7 @@ enum RequestBuilder {
         // Whether the request goes to another origin than the base its client (or service) names:
         // the default fields that carry credentials stay home then (as on a redirect, RFC 9110 §15.4).
         var elsewhere = false
-        if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://") {
+        if Self.isAbsoluteHTTP(endpoint.path) {
             guard let url = URL(string: endpoint.path), let target = BaseURL(url),
                 let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
             else {
@@ -47,10 +47,13 @@ enum RequestBuilder {
             head = HTTPRequest(
                 method: endpoint.method, scheme: target.scheme, authority: target.authority,
                 path: BaseURL.appending(endpoint.query, to: path))
-            // Without a base to compare with (a client with no base URL), there is no "home" to
-            // keep them to: they go, as the app set them.
-            let home = endpoint.service.flatMap { try? configuration.servers?.base(for: $0) } ?? clientBase
-            elsewhere = home.map { !Self.isSameOrigin(target, $0) } ?? false
+            // Without a base to compare with (a client with no base URL, and no service), there
+            // is no "home" to keep them to: they go, as the app set them.
+            switch Self.home(of: endpoint.service, in: configuration.servers, clientBase: clientBase) {
+            case .known(let home): elsewhere = !Self.isSameOrigin(target, home)
+            case .none: elsewhere = false
+            case .unknown: elsewhere = true
+            }
         } else {
             // A `.` or `..` segment written percent-encoded (what `pathSegment:` makes of a value
             // that is one) is resolved by servers as the dot-segment itself (RFC 3986 §6.2.2.2):
@@ -129,6 +132,32 @@ enum RequestBuilder {
         let applied = (head.headerFields[.contentEncoding] ?? "").split(separator: ",").map { FieldText.trimmed(String($0)) }
             .filter { !$0.isEmpty && $0.lowercased() != "identity" }
         head.headerFields[.contentEncoding] = (applied + ["gzip"]).joined(separator: ", ")
+    }
+
+    /// Whether `path` is an absolute http(s) URL: its scheme compared without case (RFC 3986
+    /// §3.1), so `HTTPS://other.example/x` is never taken for a path below the base.
+    static func isAbsoluteHTTP(_ path: String) -> Bool {
+        let scheme = path.utf8.prefix(8).map { $0 | 0x20 }
+        return scheme.starts(with: "https://".utf8.map { $0 | 0x20 }) || scheme.starts(with: "http://".utf8.map { $0 | 0x20 })
+    }
+
+    /// Where an absolute URL's defaults are at home, to keep their credentials there.
+    enum Home {
+        /// The base of the endpoint's service, or the client's.
+        case known(BaseURL)
+        /// No base at all: the client has none and the endpoint names no service.
+        case none
+        /// The endpoint names a service whose base cannot be told (not in the active
+        /// environment, no directory, not http(s)): anywhere is elsewhere.
+        case unknown
+    }
+
+    /// The home of an endpoint's defaults: its service's base when it names one (the client's
+    /// when there is no directory), else the client's.
+    static func home(of service: ServiceID?, in servers: ServerDirectory?, clientBase: BaseURL?) -> Home {
+        guard let service else { return clientBase.map(Home.known) ?? .none }
+        let base = servers.map { try? $0.base(for: service) } ?? clientBase
+        return base.map(Home.known) ?? .unknown
     }
 
     /// Whether `target` has the origin (scheme, host and port) of `home`; `false` without a home.

@@ -62,14 +62,21 @@ extension Client.Configuration {
         // credentials stay home (as on a redirect to another origin, RFC 9110 §15.4), and so does
         // its middleware — its signer or authenticator would sign or authorise a request for
         // another party.
-        if endpoint.path.hasPrefix("https://") || endpoint.path.hasPrefix("http://"),
+        // A service whose base cannot be told (not in the active environment) has no home to
+        // compare with: anywhere is elsewhere.
+        if RequestBuilder.isAbsoluteHTTP(endpoint.path),
             let url = URL(string: endpoint.path), let target = BaseURL(url),
-            let home = (try? self.servers?.base(for: service)) ?? self.baseURL.flatMap(BaseURL.init),
-            !RequestBuilder.isSameOrigin(target, home)
+            !RequestBuilder.isSameOrigin(target, self.home(of: service))
         {
             defaults.headers = self.redirects.withoutSecrets(defaults.headers, redactor: self.redactor)
             defaults.middleware = []
         }
         return endpoint.applying(defaults)
+    }
+
+    /// The base of `service`: the directory's, or without a directory the client's.
+    private func home(of service: ServiceID) -> BaseURL? {
+        guard let servers = self.servers else { return self.baseURL.flatMap(BaseURL.init) }
+        return try? servers.base(for: service)
     }
 }

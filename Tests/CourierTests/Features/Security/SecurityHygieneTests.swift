@@ -217,7 +217,7 @@ struct SecurityHygieneTests {
             configure: {
                 $0.servers = servers
                 $0.serviceDefaults["api"] = ServiceDefaults(middleware: [RequestSigner(key: key)])
-                // A service the directory has no server for: its home is the client's base URL.
+                // A service the directory has no server for: it has no home, so anywhere is elsewhere.
                 $0.serviceDefaults["unlisted"] = ServiceDefaults(middleware: [RequestSigner(key: key)])
             }
         ) { client in
@@ -239,6 +239,53 @@ struct SecurityHygieneTests {
                     $0.middleware = [RequestSigner(key: key)]
                 })
             #expect(try await everywhere.send(Endpoint<Echo>(path: elsewhere)).headers["x-signature"] != nil)
+        }
+        try await other.stop()
+    }
+
+    /// RFC 9110 §15.4 (as on a redirect to another origin): a service whose server the active
+    /// environment does not list has no home to compare an absolute URL with, so its signer and
+    /// credential fields — and the client's — stay back (they went anywhere when the client had
+    /// no base URL). And RFC 3986 §3.1: `HTTP://` is a scheme (compared without case), not a
+    /// path below the service's base to send its credentials to.
+    @Test(arguments: TransportKind.allCases)
+    func aServiceWithoutAServerHereKeepsItsCredentialsHome(_ kind: TransportKind) async throws {
+        let api = try await http1Server()
+        let other = try await http1Server()
+        let key = SymmetricKey(data: Data("k".utf8))
+        // `payments` has a server in release only; the active environment is develop.
+        let servers = ServerDirectory(
+            urls: ["api": [.develop: api.baseURL], "payments": [.release: api.baseURL]], buildDefault: .develop, isReleaseBuild: false,
+            store: InMemoryEnvironmentStore())
+        let elsewhere = other.baseURL.absoluteString + "/echo"
+        try await withClient(
+            kind, server: api,
+            configure: {
+                $0.baseURL = nil
+                $0.servers = servers
+                $0.defaultHeaders[.authorization] = "Bearer client-secret"
+                $0.serviceDefaults["payments"] = ServiceDefaults(
+                    middleware: [RequestSigner(key: key)], headers: [HTTPField.Name("X-Api-Key")!: "pay-secret"])
+                $0.serviceDefaults["api"] = ServiceDefaults(middleware: [RequestSigner(key: key)])
+            }
+        ) { client in
+            let away = try await client.send(Endpoint<Echo>(path: elsewhere).service("payments"))
+            #expect(away.headers["x-signature"] == nil)
+            #expect(away.headers["x-api-key"] == nil)
+            #expect(away.headers["authorization"] == nil)
+            #expect(other.requests.count == 1)
+
+            let upper = "HTTP://" + (other.baseURL.host ?? "") + ":\(other.baseURL.port ?? 0)/echo"
+            let shouted = try await client.send(Endpoint<Echo>(path: upper).service("api"))
+            #expect(shouted.headers["x-signature"] == nil)
+            #expect(other.requests.count == 2)
+            #expect(other.requests.last?.uri == "/echo")
+            #expect(api.requests.isEmpty)
+
+            // At home, the service's signer signs (the test would pass for a client that signs nothing).
+            let home = try await client.send(Endpoint<Echo>(path: "/echo").service("api"))
+            #expect(home.headers["x-signature"] != nil)
+            #expect(home.headers["authorization"] == "Bearer client-secret")
         }
         try await other.stop()
     }
