@@ -158,7 +158,7 @@ public final class AsyncHTTPClientTransport: Transport {
         let verifies = configuration.tlsConfiguration?.certificateVerification ?? .fullVerification == .fullVerification
         let verifier =
             verifies || configuration.pinning.hasPublicKeyPins
-            ? PinVerifier(policy: configuration.pinning, requiresSubjectAlternativeName: verifies) : nil
+            ? PinVerifier(policy: configuration.pinning, requiresSubjectAlternativeName: verifies, hostnameVerified: verifies) : nil
         let maxFrameSize = configuration.http2MaxFrameSize
         let connections = OpenConnections()
         self.connections = connections
@@ -218,6 +218,9 @@ public final class AsyncHTTPClientTransport: Transport {
             let certificates = anchors.flatMap { (try? NIOSSLCertificate.fromPEMBytes(Array($0.utf8))) ?? [] }
             tls.trustRoots = .certificates(certificates)
             tls.additionalTrustRoots = []
+            // An authority pin is a chain that must end at it: with verification turned off, the
+            // chain is still checked against the pinned roots (the host name stays unchecked).
+            if tls.certificateVerification == .none { tls.certificateVerification = .noHostnameVerification }
             pinnedTLS[host] = tls
         }
         self.pinnedTLS = pinnedTLS

@@ -22,9 +22,16 @@ import X509
 /// Name, which RFC 6125 §6.4.4 leaves to legacy clients and RFC 9110 §4.3.4 does not allow.
 ///
 /// Pins that name a port apply only when the connection's remote port is that port.
+///
+/// With hostname verification off (certificate verification `.none` or `.noHostnameVerification`)
+/// the names of a leaf prove nothing: a man in the middle presents a certificate for another
+/// name, for which no pin applies. Then a leaf that names no pinned host must carry a key
+/// pinned for some host — with verification off, the pins are the only check.
 struct PinVerifier: Sendable {
     let policy: PinningPolicy
     let requiresSubjectAlternativeName: Bool
+    /// Whether the TLS library checked that the leaf is valid for the host connected to.
+    let hostnameVerified: Bool
 
     func verify(_ channel: any Channel) -> EventLoopFuture<Void> {
         let port = channel.remoteAddress?.port
@@ -69,7 +76,16 @@ struct PinVerifier: Sendable {
             guard keyPort == nil || keyPort == port, names.contains(where: { Self.matches(pattern: $0, host: host) }) else { continue }
             applicable.append(((host.hasPrefix("*.") ? 2 : 0) + (keyPort == nil ? 1 : 0), key, pins))
         }
-        guard let best = applicable.map(\.rank).min() else { return }
+        guard let best = applicable.map(\.rank).min() else {
+            if self.hostnameVerified { return }
+            let anyPinned = self.policy.pins.values.reduce(into: Set<Data>()) { $0.formUnion(PinningPolicy.publicKeyDigests(in: $1)) }
+            guard anyPinned.contains(digest) else {
+                throw PinMismatch(
+                    host: "a host whose name the certificate does not prove (hostname verification is off)",
+                    presented: "sha256/" + digest.base64EncodedString())
+            }
+            return
+        }
         for entry in applicable where entry.rank == best {
             let pinned = PinningPolicy.publicKeyDigests(in: entry.pins)
             guard pinned.isEmpty || pinned.contains(digest) else {

@@ -2,6 +2,7 @@ import Courier
 import CourierAsyncHTTPClient
 import CourierTestServer
 import Foundation
+import NIOSSL
 import Testing
 
 /// A certificate problem the test server can be given, and the reason a client must report.
@@ -96,6 +97,53 @@ struct TLSFailureTests {
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
             #expect(error?.kind == .pinMismatch)
             #expect(error?.tlsReason == .pinMismatch)
+        }
+    }
+
+    /// With certificate verification turned off, a certificate's names prove nothing: a man in
+    /// the middle presents one for another name, for which no pin applies. A key pin then holds
+    /// for every connection (the leaf must carry a pinned key), and an authority pin still checks
+    /// the chain. AsyncHTTPClient only: on Linux `URLSessionTransport(pinning:)` throws
+    /// (FoundationNetworking has no server-trust challenge to check pins in).
+    @Test(arguments: ["publicKey", "authority"])
+    func pinsHoldWithCertificateVerificationOff(_ pin: String) async throws {
+        let (served, _) = try CertificateCase.wrongHost.certificates()
+        let stranger = try TestCertificates.generate(commonName: "Stranger")
+        let unchecked: (inout AsyncHTTPClientTransport.Configuration) -> Void = {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.certificateVerification = .none
+            $0.tlsConfiguration = tls
+        }
+        let attacker = try await TestServer.start(.tls(served), handler: Routes.standard)
+        let wrongPin: TLSPin =
+            pin == "publicKey"
+            ? try .publicKey(TLSPin.publicKeyPinText(spkiDER: stranger.leafSPKIDER)) : .certificateAuthority(pem: stranger.caPEM)
+        try await withClient(
+            .asyncHTTPClient, server: attacker,
+            transportConfiguration: {
+                unchecked(&$0)
+                $0.pinning.pin("localhost", to: [wrongPin])
+            }
+        ) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .pinMismatch, "\(error?.message ?? "")")
+            #expect(attacker.requests.isEmpty)
+        }
+        // Pinned to what the server presents, the same server is reached (names still unchecked).
+        let server = try await TestServer.start(.tls(served), handler: Routes.standard)
+        let rightPin: TLSPin =
+            pin == "publicKey"
+            ? try .publicKey(TLSPin.publicKeyPinText(spkiDER: served.leafSPKIDER)) : .certificateAuthority(pem: served.caPEM)
+        try await withClient(
+            .asyncHTTPClient, server: server,
+            transportConfiguration: {
+                unchecked(&$0)
+                $0.pinning.pin("localhost", to: [rightPin])
+            }
+        ) { client in
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(!article.title.isEmpty)
+            #expect(server.requests.count == 1)
         }
     }
 
