@@ -96,8 +96,11 @@ public final class Outbox: Sendable {
 
     /// Stores the endpoint's request durably and returns its id (see "Durability" above).
     ///
-    /// The request is built now, as the client builds it (URL, default, service and endpoint
-    /// header fields, encoded body), without authentication or signing: those run at delivery —
+    /// The request is built now, as the client builds it (URL, the endpoint's header fields,
+    /// encoded body), without authentication or signing. The client's and the service's default
+    /// header fields are not stored: they apply at delivery, as they are then (a credential among
+    /// them is never written to the file, and one rotated meanwhile is sent). Authentication and
+    /// signing run at delivery too —
     /// the client's middleware and, for an endpoint of a service, the service's (its name is
     /// stored with the item). The endpoint's own middleware cannot be stored, and does not run. With a
     /// `reference` already in the outbox, nothing is stored and that item's id is returned.
@@ -125,7 +128,10 @@ public final class Outbox: Sendable {
             }
             body = bytes
         }
-        var headers = request.head.headerFields.map { [$0.name.canonicalName, $0.value] }
+        // The fields the client's and the service's defaults gave are not stored: they apply when
+        // the item is sent, as they are then (a credential rotated meanwhile, none on disk).
+        let defaults = self.client.defaultFieldNames(for: endpoint)
+        var headers = request.head.headerFields.filter { !defaults.contains($0.name) }.map { [$0.name.canonicalName, $0.value] }
         if let type = request.body?.contentType, request.head.headerFields[.contentType] == nil { headers.append(["content-type", type]) }
         let now = Date()
         let id = try self.store.insert(

@@ -88,6 +88,43 @@ struct OutboxTests {
         return configuration
     }
 
+    /// The client's default fields are not stored with an item: a credential among them is
+    /// never on disk, and the one current at delivery is sent (a token rotated since the item was
+    /// stored would be refused); the endpoint's own fields are stored and sent.
+    @Test(arguments: TransportKind.allCases)
+    func defaultFieldsApplyAtDeliveryAndAreNotStored(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let path = Self.databasePath()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        // Stored by a client of the day it was stored (which sends nothing)...
+        let (transport, shutdown) = makeTransport(kind)
+        let storing = Client(
+            configuration: .init(transport: transport, baseURL: server.baseURL) {
+                $0.defaultHeaders[.authorization] = "Bearer stored-day-secret"
+            })
+        let stored = try Outbox(path: path, client: storing)
+        _ = try stored.enqueue(Self.post("/echo").header("X-Note", "own"), queue: "q")
+        await stored.stop()
+        try await shutdown()
+        var file = Data()
+        for suffix in ["", "-wal"] { file += (try? Data(contentsOf: URL(fileURLWithPath: path + suffix))) ?? Data() }
+        #expect(!file.isEmpty)
+        #expect(file.range(of: Data("stored-day-secret".utf8)) == nil)
+        #expect(file.range(of: Data("own".utf8)) != nil)
+        #expect(server.requests.isEmpty)
+        // ...and delivered by the client of the day it is sent.
+        try await Self.withOutbox(
+            kind, server: server, path: path, configure: { $0.defaultHeaders[.authorization] = "Bearer rotated" }
+        ) { outbox, _, _ in
+            await outbox.deliverAll()
+            let delivered = try outbox.items(in: .delivered)
+            #expect(delivered.count == 1)
+        }
+        #expect(server.requests.count == 1)
+        #expect(server.requests.last?.header("Authorization") == "Bearer rotated")
+        #expect(server.requests.last?.header("X-Note") == "own")
+    }
+
     @Test(arguments: TransportKind.allCases)
     func itemsAreDeliveredOnceWithTheirOwnKeyAndTheirResultsKept(_ kind: TransportKind) async throws {
         let api = IdempotentServer()
