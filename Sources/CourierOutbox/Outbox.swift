@@ -81,6 +81,9 @@ public final class Outbox: Sendable {
     private let worker = Locked<Task<Void, Never>?>(nil)
     /// Deliveries under way in this outbox's loops.
     private let delivering = Locked(0)
+    /// When the last few writes that mark or finish an item failed (a full disk, a file made
+    /// read-only): each failure makes its loop wait before it looks again, never spin.
+    package let writeFailures = Locked<[ContinuousClock.Instant]>([])
 
     /// Opens (or creates) the outbox at `path`, migrates its schema, puts interrupted items back
     /// in line and prunes old ones. Fails with a typed ``OutboxError`` for a corrupt, locked,
@@ -304,16 +307,18 @@ public final class Outbox: Sendable {
                 return
             }
             if members.contains(where: expired) {
-                self.finish(
+                let stored = self.finish(
                     members.map(\.id), state: .dead, error: "expired before it could be delivered (with the batch it was sent in)",
                     result: nil, retryAt: nil)
+                if !stored { await self.wakeup.wait(upTo: .seconds(1)) }
                 return
             }
             await self.deliverBatch(members, sentBefore: batch, batching: batching)
             return
         }
         if expired(head) {
-            self.finish([head.id], state: .dead, error: "expired before it could be delivered", result: nil, retryAt: nil)
+            let stored = self.finish([head.id], state: .dead, error: "expired before it could be delivered", result: nil, retryAt: nil)
+            if !stored { await self.wakeup.wait(upTo: .seconds(1)) }
             return
         }
         if let batching = self.configuration.batches[queue] {
@@ -325,7 +330,7 @@ public final class Outbox: Sendable {
 
     private func deliverOne(_ item: OutboxStore.StoredRequest) async {
         // Taken by this loop, or by none: another loop that took it first sends it.
-        guard (try? self.store.begin([item.id], batch: nil)) == true else { return }
+        guard await self.take([item.id], batch: nil) else { return }
         var fields = HTTPFields()
         for pair in item.headers where pair.count == 2 {
             if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
@@ -349,13 +354,16 @@ public final class Outbox: Sendable {
             var bytes = 0
             for item in items {
                 if !chosen.isEmpty, chosen.count >= batching.maxCount || bytes + (item.body?.count ?? 0) > batching.maxBytes { break }
+                // An item of a batch sent before (behind a revived one) goes only with that
+                // batch, under its key: the server may have applied it.
+                if item.batch != nil { break }
                 chosen.append(item)
                 bytes += item.body?.count ?? 0
             }
         }
         // The same items make the same key; a batch sent before keeps the key it was sent with.
         let key = sentBefore ?? "batch-" + chosen.map(\.idempotencyKey).joined(separator: ",").sha256Prefix
-        guard (try? self.store.begin(chosen.map(\.id), batch: key)) == true else { return }
+        guard await self.take(chosen.map(\.id), batch: key) else { return }
         var endpoint = batching.makeRequest(
             chosen.map { OutboxBatchItem(id: $0.id, body: $0.body ?? Data(), idempotencyKey: $0.idempotencyKey) })
         endpoint.headers[Self.idempotencyKey] = key
@@ -445,19 +453,43 @@ public final class Outbox: Sendable {
         return min(base * Double.random(in: 0.5...1.0), cap)
     }
 
+    /// Marks the items in flight: `true` when this loop took them, `false` when another loop
+    /// did, or the write failed (then after a wait, so a failing disk is not asked again at once).
+    private func take(_ ids: [OutboxItemID], batch: String?) async -> Bool {
+        do {
+            return try self.store.begin(ids, batch: batch)
+        } catch {
+            self.failedWrite()
+            await self.wakeup.wait(upTo: .seconds(1))
+            return false
+        }
+    }
+
+    private func failedWrite() {
+        self.writeFailures.withLock { $0 = Array(($0 + [ContinuousClock.now]).suffix(8)) }
+    }
+
+    /// Records how the items' attempt ended; `false` when the write failed.
+    @discardableResult
     private func finish(
         _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool = false
-    ) {
-        try? self.store.finish(ids, state: state, error: error, result: result, retryAt: retryAt, now: Date(), uncounted: uncounted)
+    ) -> Bool {
+        do {
+            try self.store.finish(ids, state: state, error: error, result: result, retryAt: retryAt, now: Date(), uncounted: uncounted)
+        } catch {
+            self.failedWrite()
+            return false
+        }
         // A loop waiting for this queue's item in flight looks again.
         self.wakeup.signal()
-        guard state == .delivered || state == .dead else { return }
+        guard state == .delivered || state == .dead else { return true }
         let subscribers = self.completionsHub.withLock { Array($0.values) }
-        guard !subscribers.isEmpty else { return }
+        guard !subscribers.isEmpty else { return true }
         for id in ids {
             guard let item = try? self.store.item(id) else { continue }
             for subscriber in subscribers { subscriber.yield(item) }
         }
+        return true
     }
 
     static let idempotencyKey = HTTPField.Name("Idempotency-Key")!

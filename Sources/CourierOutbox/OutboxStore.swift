@@ -282,11 +282,13 @@ final class OutboxStore: Sendable {
     }
 
     /// Completed (delivered or dead) items the app has not acknowledged, oldest first.
+    /// Completed items the app has not acknowledged, oldest first; one that cannot be read is
+    /// left out (it would hide every other completion), as ``items(state:)`` reports it corrupt.
     func unacknowledged() throws(OutboxError) -> [OutboxItem] {
         try self.read { db in
             try Row.fetchAll(
                 db, sql: "SELECT * FROM item WHERE state IN ('delivered', 'dead') AND acknowledged = 0 ORDER BY finished_at, id"
-            ).map(Self.item(from:))
+            ).compactMap { try? Self.item(from: $0) }
         }
     }
 
@@ -398,13 +400,30 @@ final class OutboxStore: Sendable {
         return count
     }
 
+    /// A stored method, which must be a method token: sent as something else, it would be
+    /// another request than the one stored.
+    private static func method(_ row: Row) throws(OutboxError) -> HTTPRequest.Method {
+        let text: String = try Self.required(row, "method")
+        guard let method = HTTPRequest.Method(text) else { throw OutboxError(.corrupt, "item has an impossible method") }
+        return method
+    }
+
+    /// The stored header fields, as name and value pairs: unreadable ones are corrupt, never an
+    /// empty list (the request would go without them).
+    private static func headers(_ row: Row) throws(OutboxError) -> [[String]] {
+        let text: String = try Self.required(row, "headers")
+        guard let pairs = try? JSONDecoder().decode([[String]].self, from: Data(text.utf8)) else {
+            throw OutboxError(.corrupt, "item has header fields that cannot be read")
+        }
+        return pairs
+    }
+
     private static func request(from row: Row) throws(OutboxError) -> StoredRequest {
-        let headersText: String = try Self.required(row, "headers")
-        return StoredRequest(
+        StoredRequest(
             id: OutboxItemID(rawValue: try Self.required(row, "id")), queue: try Self.required(row, "queue"),
             name: try Self.required(row, "name"),
-            method: try Self.required(row, "method"), url: try Self.required(row, "url"),
-            headers: (try? JSONDecoder().decode([[String]].self, from: Data(headersText.utf8))) ?? [],
+            method: try Self.method(row).rawValue, url: try Self.required(row, "url"),
+            headers: try Self.headers(row),
             body: Self.value(row, "body"), idempotencyKey: try Self.required(row, "idempotency_key"),
             attempts: try Self.count(row, "attempts"), maxAttempts: try Self.count(row, "max_attempts"),
             expiresAt: Self.optionalDate(row, "expires_at"),
@@ -426,13 +445,16 @@ final class OutboxStore: Sendable {
             }
             result = OutboxItem.Result(status: status, headers: fields, body: Self.value(row, "result_body") ?? Data())
         }
-        let method: String = try Self.required(row, "method")
-        let state: String = try Self.required(row, "state")
+        let method = try Self.method(row)
+        // Read for the check alone: an item whose fields cannot be read is corrupt wherever it is read.
+        _ = try Self.headers(row)
+        let stateText: String = try Self.required(row, "state")
+        guard let state = OutboxItem.State(rawValue: stateText) else { throw OutboxError(.corrupt, "item has an impossible state") }
         return OutboxItem(
             id: OutboxItemID(rawValue: try Self.required(row, "id")), queue: try Self.required(row, "queue"),
             reference: Self.value(row, "reference"),
-            name: try Self.required(row, "name"), method: HTTPRequest.Method(method) ?? .post, url: try Self.required(row, "url"),
-            idempotencyKey: try Self.required(row, "idempotency_key"), state: OutboxItem.State(rawValue: state) ?? .pending,
+            name: try Self.required(row, "name"), method: method, url: try Self.required(row, "url"),
+            idempotencyKey: try Self.required(row, "idempotency_key"), state: state,
             attempts: try Self.count(row, "attempts"), maxAttempts: try Self.count(row, "max_attempts"),
             createdAt: try Self.date(row, "created_at"), expiresAt: Self.optionalDate(row, "expires_at"),
             nextAttemptAt: try Self.date(row, "next_attempt_at"), lastError: Self.value(row, "last_error"), result: result,

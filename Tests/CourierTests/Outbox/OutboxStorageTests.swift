@@ -131,6 +131,8 @@ struct OutboxStorageTests {
     @Test(arguments: [
         ("attempts", "'x'"), ("attempts", "1e30"), ("attempts", "9223372036854775807"), ("attempts", "-1"),
         ("created_at", "'soon'"), ("next_attempt_at", "X'FF'"), ("max_attempts", "'many'"), ("queue", "X'FF'"),
+        // Sent without its fields, or as another method, it would be another request than the one stored.
+        ("headers", "'x'"), ("method", "'GE T'"), ("state", "'flying'"),
     ])
     func aStoredValueThatCannotBeReadIsCorruptNeverACrash(_ column: String, _ value: String) async throws {
         // GRDB's non-optional row subscript traps on a value of the wrong type, and an attempt
@@ -151,6 +153,53 @@ struct OutboxStorageTests {
         // Delivery skips the unreadable item's queue instead of sending it or spinning.
         await outbox.deliverAll()
         #expect(stub.requests.isEmpty)
+    }
+
+    @Test
+    func aWriteThatFailsIsTriedAgainAfterAWaitNotInALoop() async throws {
+        // The disk refuses writes (full, or the file made read-only) while reads still work: the
+        // item is due, and every attempt to mark it in flight fails. The loop waits between
+        // attempts (it spun at full speed, asking the disk again at once, and `deliverAll` with it).
+        let path = OutboxTests.databasePath()
+        let stub = StubTransport { _ in .status(.ok) }
+        let client = Client(configuration: .init(transport: stub) { $0.debugOptions = .off })
+        let outbox = try Outbox(path: path, client: client)
+        _ = try outbox.enqueue(Self.post())
+        let other = try DatabaseQueue(path: path)
+        try await other.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER refuse BEFORE UPDATE OF state ON item WHEN NEW.state = 'inFlight'
+                    BEGIN SELECT RAISE(ABORT, 'disk full'); END
+                    """)
+        }
+        try other.close()
+        outbox.start()
+        #expect(await eventually { outbox.writeFailures.current.count >= 3 })
+        await outbox.stop()
+        let failures = outbox.writeFailures.current
+        #expect(failures.count >= 3)
+        // (The first wait may end at once: the enqueue's wake-up is still there to take.)
+        if failures.count >= 3 { #expect(failures[2] - failures[1] >= .milliseconds(900)) }
+        #expect(stub.requests.isEmpty)
+    }
+
+    @Test
+    func oneUnreadableCompletionHidesNoOther() async throws {
+        // Completions left from before a restart are read row by row: one written by something
+        // else is left out (`items()` reports it corrupt); the others still come.
+        let path = OutboxTests.databasePath()
+        let stub = StubTransport { _ in .status(.ok) }
+        let client = Client(configuration: .init(transport: stub) { $0.debugOptions = .off })
+        let outbox = try Outbox(path: path, client: client)
+        let ids = try (0..<2).map { _ in try outbox.enqueue(Self.post()) }
+        await outbox.deliverAll()
+        let other = try DatabaseQueue(path: path)
+        try await other.write { db in try db.execute(sql: "UPDATE item SET method = 'GE T' WHERE id = ?", arguments: [ids[0].rawValue]) }
+        try other.close()
+        var completions = outbox.completions().makeAsyncIterator()
+        #expect(await completions.next()?.id == ids[1])
+        #expect(throws: OutboxError.self) { _ = try outbox.items() }
     }
 
     @Test

@@ -760,6 +760,36 @@ struct OutboxTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func anItemRevivedAheadOfABatchSentBeforeGoesWithoutIt(_ kind: TransportKind) async throws {
+        // Item 0 died on its own (expired, `retry` revived it: no batch); items 1 and 2 were sent
+        // as a batch that failed (the server may have applied it). Item 0 goes alone under a new
+        // key, then 1 and 2 together under theirs — never [0, 1, 2] under a new key, which would
+        // apply 1 and 2 twice.
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        let path = Self.databasePath()
+        let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: nil)
+        let database = try DatabaseQueue(path: path)
+        try await database.write { db in
+            try db.execute(sql: "UPDATE item SET batch = NULL, attempts = 0 WHERE id = ?", arguments: [ids[0].rawValue])
+        }
+        try database.close()
+        var configuration = Self.fast
+        configuration.batches["analytics"] = .jsonArray(
+            maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        try await Self.withOutbox(kind, server: server, path: path, configuration: configuration) { outbox, _, _ in
+            await outbox.deliverAll()
+            let state = api.state.current
+            #expect(state.bodies.map { String(decoding: $0, as: UTF8.self) } == [#"[{"e":0}]"#, #"[{"e":1},{"e":2}]"#])
+            #expect(state.seen.count == 2)
+            #expect(state.seen.first != "batch-sent")
+            #expect(state.seen.last == "batch-sent")
+            let states = try ids.map { try outbox.item($0)?.state }
+            #expect(states == [.delivered, .delivered, .delivered])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aBatchIsSentAgainWithItsOwnItemsEvenWhenMoreWereEnqueuedMeanwhile(_ kind: TransportKind) async throws {
         // The first send of [a, b] fails (503); c is enqueued before the retry. The retry is
         // [a, b] under the same key (the server may have applied it), and c goes in a batch of
