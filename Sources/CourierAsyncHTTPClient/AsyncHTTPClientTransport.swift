@@ -47,8 +47,9 @@ public final class AsyncHTTPClientTransport: Transport {
         /// (host → IP address; DNS pre-resolution or an HTTPDNS answer): the request keeps its URL,
         /// `Host` and TLS server name, and the certificate is still checked against the host.
         public var resolvedHosts: [String: String]
-        /// The largest HTTP/2 DATA frame the server may send (SETTINGS_MAX_FRAME_SIZE, 16 KiB to
-        /// 16 MiB); `nil` keeps the protocol's 16 KiB. Larger frames cut per-frame work on bulk bodies.
+        /// The largest HTTP/2 DATA frame the server may send (SETTINGS_MAX_FRAME_SIZE): 16,384 to
+        /// 16,777,215 bytes (RFC 9113 §6.5.2), a value outside brought to the nearer end; `nil`
+        /// keeps the protocol's 16 KiB. Larger frames cut per-frame work on bulk bodies.
         public var http2MaxFrameSize: Int?
         /// The most bytes of one HTTP/2 stream's DATA frames joined into one body chunk when they
         /// arrive together (1 MiB by default); `nil` passes every frame on as it came.
@@ -159,7 +160,9 @@ public final class AsyncHTTPClientTransport: Transport {
         let verifier =
             verifies || configuration.pinning.hasPublicKeyPins
             ? PinVerifier(policy: configuration.pinning, requiresSubjectAlternativeName: verifies, hostnameVerified: verifies) : nil
-        let maxFrameSize = configuration.http2MaxFrameSize
+        // RFC 9113 §6.5.2: a value outside 2^14...2^24-1 is a connection error for the peer, and
+        // one that does not fit a setting's 32 bits stops the process in the HTTP/2 library.
+        let maxFrameSize = configuration.http2MaxFrameSize.map { min(max($0, 1 << 14), (1 << 24) - 1) }
         let connections = OpenConnections()
         self.connections = connections
         let install: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in

@@ -46,6 +46,20 @@ struct HTTP2Tests {
         }
     }
 
+    /// RFC 9113 §6.5.2: SETTINGS_MAX_FRAME_SIZE lies between 2^14 and 2^24 - 1. A hostile or
+    /// careless setting (2^24, which the documentation once allowed; one past 32 bits; negative)
+    /// is brought into that range: no process stopped, no connection the server or the HTTP/2
+    /// library refuses. AsyncHTTPClient only: the setting is its transport's.
+    @Test(arguments: [1 << 24, Int(UInt32.max) + 1, Int.max, -1, 0])
+    func aMaxFrameSizeOutOfRangeIsBroughtIntoIt(_ size: Int) async throws {
+        let server = try await tlsServer()
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.http2MaxFrameSize = size }) { client in
+            let response = try await client.response(Endpoint<Echo>(path: "/echo"))
+            #expect(response.version == .http2)
+            #expect(response.value.version == "HTTP/2")
+        }
+    }
+
     @Test
     func http1OverTLSWhenHTTP2IsNotAllowed() async throws {
         let server = try await tlsServer()
