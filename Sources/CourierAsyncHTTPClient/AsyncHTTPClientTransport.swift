@@ -38,7 +38,7 @@ public final class AsyncHTTPClientTransport: Transport {
         public var readTimeout: Duration?
         /// How long an idle connection stays in the pool.
         public var idleTimeout: Duration
-        /// The most HTTP/1.1 connections per host.
+        /// The most HTTP/1.1 connections per host (at least 1: a smaller value counts as 1).
         public var maxConnectionsPerHost: Int
         /// TLS pins by host: public-key pins are checked on every new connection before it carries
         /// a request; certificate-authority pins replace the trust roots for that host.
@@ -228,7 +228,9 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         self.pinnedTLS = pinnedTLS
         config.connectionPool.idleTimeout = Self.timeAmount(configuration.idleTimeout)
-        config.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = configuration.maxConnectionsPerHost
+        // At least one: none would leave every request waiting, and a negative limit stops the
+        // process in the connection pool.
+        config.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(1, configuration.maxConnectionsPerHost)
         config.decompression = .disabled
         // Fail fast on refused or failed connections: retries are the pipeline's decision, not the pool's.
         config.connectionPool.retryConnectionEstablishment = false

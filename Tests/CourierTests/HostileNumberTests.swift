@@ -255,6 +255,26 @@ struct HostileNumberTests {
         #expect(Duration.seconds(9_223_372_036).saturatingNanoseconds == 9_223_372_036_000_000_000)
     }
 
+    /// The connection settings of `AsyncHTTPClientTransport` taken at any value: a connection
+    /// limit of zero or less is one (no request waits for ever for a connection that is never
+    /// made; a negative one stopped the process), and no idle timeout however short or long, nor
+    /// a connect timeout however long, stops the process.
+    @Test(arguments: [0, -1, Int.max], [Duration.zero, .seconds(-5), .seconds(Int64.max)])
+    func hostileConnectionSettingsStillSend(_ connections: Int, _ timeout: Duration) async throws {
+        let server = try await http1Server()
+        try await withClient(
+            .asyncHTTPClient, server: server,
+            transportConfiguration: {
+                $0.maxConnectionsPerHost = connections
+                $0.idleTimeout = timeout
+                if timeout > .zero { $0.connectTimeout = timeout }
+            }
+        ) { client in
+            let article = try await client.send(Endpoint<Article>(path: "/json", timeout: .seconds(20)))
+            #expect(article.id == 1)
+        }
+    }
+
     /// A signature timestamp is whole seconds: huge values are stale, anything but digits is refused.
     @Test
     func signatureTimestampsAreDigitsOnly() {
