@@ -25,7 +25,9 @@ import HTTPTypes
 /// by class), or the `CourierError/Kind` of any other failure (`timeout`, `transport`,
 /// `cancelled`, `decoding`, …). `source` is `network`, `cache`, `revalidated`, `stale` or
 /// `coalesced` (shared by deduplication). `endpoint` is the endpoint's name: give endpoints names
-/// that do not embed ids.
+/// that do not embed ids. `host` is the host a request's slot is for, which a redirect can set:
+/// the first ``maxHosts`` hosts seen get series of their own, any later one counts as `other`
+/// (a server that redirects each response to a new host cannot grow the series without bound).
 public final class MetricsMonitor: EventMonitor, Sendable {
     /// The handlers a request's end updates, made once per endpoint, method, outcome and source.
     private struct Ending: Hashable, Sendable {
@@ -165,18 +167,30 @@ public final class MetricsMonitor: EventMonitor, Sendable {
         }
     }
 
+    /// How many hosts get series of their own; later ones share the series of host `other`.
+    public static let maxHosts = 64
+
     private func meters(_ host: String) -> HostMeters {
         if let known = self.handlers.withLock({ $0.hosts[host] }) { return known }
-        let made = HostMeters(
-            queued: self.factory.makeMeter(label: "courier_requests_queued", dimensions: [("host", host)]),
-            inFlight: self.factory.makeMeter(label: "courier_requests_in_flight", dimensions: [("host", host)])
-        )
+        let factory = self.factory
         return self.handlers.withLock { handlers in
             if let existing = handlers.hosts[host] { return existing }
-            handlers.hosts[host] = made
+            // The table only grows: a host past the limit is `other` at every event (its
+            // increments and decrements meet on one series). Made under the lock, once per host.
+            let own = handlers.hosts.count < Self.maxHosts
+            let name = own ? host : Self.otherHost
+            if let shared = handlers.hosts[name] { return shared }
+            let made = HostMeters(
+                queued: factory.makeMeter(label: "courier_requests_queued", dimensions: [("host", name)]),
+                inFlight: factory.makeMeter(label: "courier_requests_in_flight", dimensions: [("host", name)])
+            )
+            handlers.hosts[name] = made
             return made
         }
     }
+
+    /// The host dimension of every host past ``maxHosts``.
+    private static let otherHost = "other"
 
     static func nanoseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components

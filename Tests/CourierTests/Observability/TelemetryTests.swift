@@ -1,6 +1,7 @@
 import Courier
 import CourierTelemetry
 import CourierTestServer
+import CourierTesting
 import Foundation
 import HTTPTypes
 import InMemoryTracing
@@ -353,5 +354,25 @@ struct TelemetryTests {
         #expect(cut.errors.count == 1)
         // No span is left open.
         #expect(tracer.inner.activeSpans.isEmpty)
+    }
+
+    /// A redirect sets the host a slot is for: a server that sends each response to a new host
+    /// would add two series per host for ever. The first `maxHosts` hosts get their own; later
+    /// ones share `other`, where their increments and decrements meet. (Monitor-level: the
+    /// monitor alone decides the series, whatever the transport.)
+    @Test
+    func hostSeriesStopGrowingAtTheLimit() throws {
+        let metrics = TestMetrics()
+        let monitor = MetricsMonitor(factory: metrics)
+        let client = Client(configuration: .init(transport: StubTransport { _ in .status(.ok) }, baseURL: URL(string: "http://api.test")!))
+        let event = RequestEvent(request: try client.makeRequest(for: Endpoint<Data>(path: "/x", decoding: .data)))
+        let hosts = (0..<(MetricsMonitor.maxHosts + 40)).map { "h\($0).attacker.test" }
+        for host in hosts { monitor.slotAcquired(event, host: host) }
+        #expect(metrics.meters(label: "courier_requests_in_flight").count == MetricsMonitor.maxHosts + 1)
+        #expect(try metrics.expectMeter("courier_requests_in_flight", [("host", "other")]).lastValue == 40)
+        #expect(try metrics.expectMeter("courier_requests_in_flight", [("host", hosts[0])]).lastValue == 1)
+        for host in hosts { monitor.slotReleased(event, host: host) }
+        for meter in metrics.meters(label: "courier_requests_in_flight") { #expect(meter.lastValue == 0) }
+        #expect(metrics.meters(label: "courier_requests_in_flight").count == MetricsMonitor.maxHosts + 1)
     }
 }
