@@ -194,12 +194,20 @@ public final class AsyncHTTPClientTransport: Transport {
         }
         // DATA frame coalescing, first in each stream's pipeline, installed at once on the
         // stream's event loop (where AsyncHTTPClient calls this): no extra loop tick before the
-        // request is written, and the loop's cached succeeded future, not a new one. Off, no
-        // initializer at all: nothing of ours per stream.
-        if let coalescing = configuration.http2ReadCoalescing {
+        // request is written, and the loop's cached succeeded future, not a new one. With a read
+        // timeout, each stream also hears of it when its connection closes for it (one small
+        // handler a stream). With neither, no initializer at all: nothing of ours per stream.
+        let coalescing = configuration.http2ReadCoalescing
+        let noticesReadTimeout = readTimeout != nil
+        if coalescing != nil || noticesReadTimeout {
             config.http2StreamChannelDebugInitializer = { channel in
                 let install: @Sendable () throws -> Void = {
-                    try channel.pipeline.syncOperations.addHandler(DataFrameCoalescer(limit: coalescing), position: .first)
+                    if let coalescing {
+                        try channel.pipeline.syncOperations.addHandler(DataFrameCoalescer(limit: coalescing), position: .first)
+                    }
+                    if noticesReadTimeout {
+                        try channel.pipeline.syncOperations.addHandler(ReadIdleStreamNotice(), position: .first)
+                    }
                 }
                 guard channel.eventLoop.inEventLoop else { return channel.eventLoop.submit(install) }
                 do {

@@ -21,6 +21,9 @@ final class ReadIdleHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Whether a read has been asked for and nothing has come of it yet. Taken as asked until a
     /// read completes: the first read may have passed before this handler was added.
     private var readPending = true
+    /// Whether this handler closed the connection for the read timeout (read on its event loop,
+    /// by ``ReadIdleStreamNotice``).
+    private(set) var timedOut = false
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
@@ -81,12 +84,34 @@ final class ReadIdleHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.check = nil
             guard context.channel.isActive else { return }
             if self.readPending, NIODeadline.now() - self.lastActivity >= self.timeout {
+                self.timedOut = true
                 context.fireErrorCaught(ReadIdleTimeoutError())
                 context.close(promise: nil)
             } else {
                 self.schedule(context: context)
             }
         }
+    }
+}
+
+/// Fails an HTTP/2 stream's request with ``ReadIdleTimeoutError`` when its connection closes
+/// for the read timeout.
+///
+/// The connection's error does not reach its streams (the HTTP/2 multiplexer passes on only
+/// errors of a stream), which just end: their requests would fail as if the connection had closed
+/// under them — a stale connection, whose idempotent request is sent again, and then a connection
+/// that could not be made. The stream's request handler hears the timeout first, instead.
+final class ReadIdleStreamNotice: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // A stream shares its connection's event loop, so the connection's handlers can be read here.
+        if let connection = context.channel.parent, connection.eventLoop.inEventLoop,
+            let idle = try? connection.pipeline.syncOperations.handler(type: ReadIdleHandler.self), idle.timedOut
+        {
+            context.fireErrorCaught(ReadIdleTimeoutError())
+        }
+        context.fireChannelInactive()
     }
 }
 

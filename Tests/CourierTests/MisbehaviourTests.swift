@@ -301,6 +301,25 @@ struct MisbehaviourTests {
         }
     }
 
+    /// Over HTTP/2 too (RFC 9113: the read timeout closes the connection, which ends its
+    /// streams without an error of their own): a stalled server is kind `timeout`, once — not a
+    /// connection that closed under the request, sent again as a stale one (RFC 9110 §9.2.2
+    /// allows that only for a request the server never saw) and then reported as a connection
+    /// that could not be made. AsyncHTTPClient only: the read timeout is its transport's setting.
+    @Test(arguments: ["/stall", "/slow-body"])
+    func aStalledHTTP2ServerIsATimeoutSentOnce(_ path: String) async throws {
+        let server = try await tlsServer()
+        try await withClient(
+            .asyncHTTPClient, server: server, configure: { $0.retry = .never },
+            transportConfiguration: { $0.readTimeout = .milliseconds(300) }
+        ) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: path)) }
+            #expect(error?.kind == .timeout, "\(error?.description ?? "")")
+            #expect(error?.couldNotConnect == false)
+            #expect(server.requests.filter { $0.path == path }.count == 1)
+        }
+    }
+
     @Test
     func aReaderThatPausesLongerThanTheReadTimeoutStillGetsEveryByte() async throws {
         // AsyncHTTPClient only: the read timeout is its transport's setting (`URLSessionTransport`
