@@ -28,6 +28,10 @@ final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Read and written on the connection's event loop only.
     private var lastStreamID: HTTP2StreamID?
+    /// Streams whose HEADERS this watcher refused, until they close: one that ended with that
+    /// frame (END_STREAM) closes cleanly in swift-nio-http2, and its request would fail as if its
+    /// connection had closed — a stale connection, whose request is sent again.
+    private var refused: Set<HTTP2StreamID> = []
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
@@ -36,6 +40,7 @@ final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
             self.lastStreamID = min(self.lastStreamID ?? last, last)
         case .headers(let headers):
             if let status = headers.headers.first(name: ":status"), !Self.isStatusCode(status) || status == "101" {
+                self.refused.insert(frame.streamID)
                 context.writeAndFlush(NIOAny(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.protocolError))), promise: nil)
                 return
             }
@@ -53,6 +58,12 @@ final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if !self.refused.isEmpty, let closed = event as? StreamClosedEvent, self.refused.remove(closed.streamID) != nil {
+            // A malformed response is a stream error of type PROTOCOL_ERROR (RFC 9113 §8.1.1),
+            // however the stream closed.
+            context.fireUserInboundEventTriggered(StreamClosedEvent(streamID: closed.streamID, reason: .protocolError))
+            return
+        }
         guard let last = self.lastStreamID, let closed = event as? StreamClosedEvent,
             closed.reason == .cancel, closed.streamID > last
         else {

@@ -238,6 +238,27 @@ struct HTTP2MisbehaviourTests {
             #expect(server.requests.allSatisfy { $0.httpVersion == "HTTP/2" })
         }
     }
+    /// The same `:status` on a HEADERS frame that ends the stream (no body): the stream closes
+    /// cleanly in the HTTP/2 library, and the request failed as if its connection had closed
+    /// under it — sent again as on a stale connection, then reported as a connection that could
+    /// not be made. It is a malformed response (RFC 9113 §8.1.1): kind `transport`, sent once.
+    /// AsyncHTTPClient only: the stream's clean close is swift-nio-http2's (libcurl, under
+    /// URLSession, has its own HTTP/2 stack; the test above covers both transports' refusal).
+    @Test(arguments: [2000, 99, 101])
+    func aStatusThatIsNotThreeDigitsEndingTheStreamIsSentOnce(_ status: Int) async throws {
+        let server = try await tlsServer { request in
+            request.path == "/odd" ? ScriptedResponse(status: status) : .json(#"{"id":1,"title":"x"}"#)
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.retry = .never }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/odd", decoding: .data)) }
+            #expect(error?.kind == .transport, "\(String(describing: error))")
+            #expect(error?.couldNotConnect == false)
+            #expect(server.requests.filter { $0.path == "/odd" }.count == 1)
+            let response = try await client.response(Endpoint<Article>(path: "/json"))
+            #expect(response.value.id == 1)
+        }
+    }
+
     @Test(arguments: TransportKind.overTLS, [["+2"], ["2", "2"], ["2, 2"]])
     func aContentLengthThatIsNoCountIsATransportErrorAlike(_ kind: TransportKind, _ lengths: [String]) async throws {
         // RFC 9110 §8.6: Content-Length is 1*DIGIT, and one field (RFC 9112 §6.3 ¶5: else the
