@@ -129,6 +129,16 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
                 connection.flush()
             }
             self.perform(response.with(.normal), keepAlive: keepAlive, head: head, context: context)
+        case .headOnlyEndingStream(let status):
+            // Written below the HTTP/1 codec, straight to the stream: a HEADERS frame with
+            // END_STREAM, which ends the response.
+            guard let codec = try? context.pipeline.syncOperations.context(handlerType: HTTP2FramePayloadToHTTP1ServerCodec.self) else {
+                self.perform(response.with(.normal), keepAlive: keepAlive, head: head, context: context)
+                return
+            }
+            self.responding = false
+            let headers = HPACKHeaders([(":status", String(status))])
+            codec.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.headers(.init(headers: headers, endStream: true))), promise: nil)
         case .interimHead(let status):
             // Written below the HTTP/1 codec, straight to the stream (which checks nothing of
             // the value): a HEADERS frame without END_STREAM.

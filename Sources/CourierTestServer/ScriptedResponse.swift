@@ -48,6 +48,9 @@ public struct ScriptedResponse: Sendable {
         /// Send the head and `bytes` bytes of the body, then abort the connection with a TCP RST
         /// (SO_LINGER 0), not a FIN.
         case resetMidBody(afterBytes: Int)
+        /// HTTP/2: send one HEADERS frame with this `:status` that ends the stream (END_STREAM),
+        /// and nothing else. HTTP/1.1: answer normally.
+        case headOnlyEndingStream(status: Int)
         /// HTTP/1.1: send the head one byte every `interval` (slow-loris), then the body.
         /// HTTP/2: answer after a long stall instead.
         case slowHead(interval: Duration)

@@ -247,7 +247,7 @@ struct HTTP2MisbehaviourTests {
     @Test(arguments: [2000, 99, 101])
     func aStatusThatIsNotThreeDigitsEndingTheStreamIsSentOnce(_ status: Int) async throws {
         let server = try await tlsServer { request in
-            request.path == "/odd" ? ScriptedResponse(status: status) : .json(#"{"id":1,"title":"x"}"#)
+            request.path == "/odd" ? ScriptedResponse(behaviour: .headOnlyEndingStream(status: status)) : .json(#"{"id":1,"title":"x"}"#)
         }
         try await withClient(.asyncHTTPClient, server: server, configure: { $0.retry = .never }) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/odd", decoding: .data)) }
