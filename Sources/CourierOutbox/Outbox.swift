@@ -46,6 +46,12 @@ import HTTPTypes
 /// Bodies must be in memory (a streamed body is refused with kind `invalidRequest`).
 public final class Outbox: Sendable {
     /// How an outbox delivers and keeps items.
+    ///
+    /// Values outside what an outbox can use are brought into range when it opens (its
+    /// ``Outbox/configuration`` shows them so): waits, retentions and the busy timeout below zero
+    /// count as zero; waits and retentions above 2^31 seconds (68 years) are 2^31 seconds, the busy
+    /// timeout at most 2,147,483 seconds (SQLite counts it in 32-bit milliseconds); a body limit
+    /// below zero keeps no body; at least one attempt.
     public struct Configuration: Sendable {
         /// The most attempts an item takes unless it says otherwise.
         public var maxAttempts = 10
@@ -70,6 +76,21 @@ public final class Outbox: Sendable {
 
         /// The defaults.
         public init() {}
+
+        /// This configuration with every value in the range the outbox can use (see above).
+        var validated: Configuration {
+            let longest = Duration.seconds(Int64(1) << 31)
+            func clamped(_ value: Duration, to most: Duration) -> Duration { min(max(value, .zero), most) }
+            var valid = self
+            valid.maxAttempts = min(Int(Int32.max), max(1, self.maxAttempts))
+            valid.baseDelay = clamped(self.baseDelay, to: longest)
+            valid.maxDelay = clamped(self.maxDelay, to: longest)
+            valid.resultBodyLimit = max(0, self.resultBodyLimit)
+            valid.deliveredRetention = clamped(self.deliveredRetention, to: longest)
+            valid.deadRetention = clamped(self.deadRetention, to: longest)
+            valid.busyTimeout = clamped(self.busyTimeout, to: .seconds(2_147_483))
+            return valid
+        }
     }
 
     /// The configuration.
@@ -89,6 +110,7 @@ public final class Outbox: Sendable {
     /// in line and prunes old ones. Fails with a typed ``OutboxError`` for a corrupt, locked,
     /// read-only or unopenable file.
     public init(path: String, client: Client, configuration: Configuration = Configuration()) throws(OutboxError) {
+        let configuration = configuration.validated
         self.configuration = configuration
         self.client = client
         self.store = try OutboxStore(path: path, busyTimeout: configuration.busyTimeout.inSeconds, pragmas: configuration.pragmas)

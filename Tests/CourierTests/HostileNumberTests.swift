@@ -311,6 +311,84 @@ struct HostileNumberTests {
         #expect(DiskCacheStore(directory: directory).entry(forKey: "k") == nil)
     }
 
+    /// A store of the app's own is input too: an entry it hands back with a status no response
+    /// can have (a damaged record) is a miss, never a trap in `HTTPResponse.Status` — the request
+    /// goes to the network.
+    @Test(arguments: [-1, 0, 99, 1000, Int.max])
+    func aStoreOfTheAppsOwnWithAnImpossibleStatusIsAMiss(_ status: Int) async throws {
+        final class Damaged: CacheStore {
+            let inner = MemoryCacheStore()
+            let status: Int
+            init(status: Int) { self.status = status }
+            func entry(forKey key: String) -> CacheEntry? {
+                guard var entry = self.inner.entry(forKey: key) else { return nil }
+                entry.status = self.status
+                return entry
+            }
+            func setEntry(_ entry: CacheEntry, forKey key: String) { self.inner.setEntry(entry, forKey: key) }
+            func removeEntry(forKey key: String) { self.inner.removeEntry(forKey: key) }
+            func removeEntries(in scope: CacheScope) { self.inner.removeEntries(in: scope) }
+        }
+        let store = Damaged(status: status)
+        let calls = Locked(0)
+        let stub = StubTransport { _ in
+            calls.withLock { $0 += 1 }
+            var response = RawResponse.json(#"{"id":1,"title":"x"}"#)
+            response.head.headerFields[.cacheControl] = "max-age=600"
+            return response
+        }
+        let client = Client(
+            configuration: .init(transport: stub, baseURL: URL(string: "https://api.test")!) { $0.cache = CacheConfiguration(store: store) }
+        )
+        for _ in 0..<2 {
+            var endpoint = Endpoint<Article>(path: "/json")
+            endpoint.cachePolicy = .cacheElseNetwork
+            let article = try await client.send(endpoint)
+            #expect(article.id == 1)
+        }
+        #expect(calls.current == 2)
+        #expect(store.inner.count == 1)
+    }
+
+    /// Numbers of the public API taken at any value: a retry decision for an attempt numbered
+    /// below 1, a HAR recorder's negative body limit (which stopped the process at the first
+    /// binary body).
+    @Test
+    func retryAndRecorderNumbersNeverTrap() async throws {
+        let policy = RetryPolicy.standard
+        for number in [Int.min, -1, 0] {
+            let decision = policy.decide(.init(number: number, method: .get, result: .status(503, retryAfter: nil)))
+            if case .retry = decision {} else { Issue.record("attempt \(number): \(decision)") }
+        }
+        let recorder = HARRecorder(bodyLimit: -1)
+        let stub = StubTransport { _ in
+            RawResponse(
+                head: HTTPResponse(status: .ok, headerFields: [.contentType: "image/png"]), body: .data(Data([0x89, 0x50, 0x4E, 0x47])))
+        }
+        let client = Client(
+            configuration: .init(transport: stub, baseURL: URL(string: "https://api.test")!) { $0.eventMonitors = [recorder] })
+        let bytes = try await client.send(Endpoint<Data>(path: "/logo.png", decoding: .data))
+        #expect(bytes.count == 4)
+        #expect(await eventually { recorder.count == 1 })
+    }
+
+    /// RFC 9110 §8.6: a length is digits. A streamed body announced with a negative length is
+    /// refused before anything is sent, saying so, on both transports (the error said the body
+    /// "brought more than the -1 bytes it announced", once the head was on its way).
+    @Test(arguments: TransportKind.allCases, [-1, Int.min])
+    func aBodyAnnouncedWithANegativeLengthIsRefusedBeforeSending(_ kind: TransportKind, _ length: Int) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let body = RequestBody.stream(length: length, contentType: "text/plain") { ByteStream(chunks: [Data("hi".utf8)]) }
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Echo>(method: .post, path: "/echo", body: .body(body)).retry(.never))
+            }
+            #expect(error?.kind == .invalidRequest, "\(String(describing: error))")
+            #expect(error?.message.contains("announced length is negative") == true)
+            #expect(server.requests.isEmpty)
+        }
+    }
+
     /// The command line: numbers that cannot be used are validation errors (exit 64), never a crash.
     @Test
     func commandLineNumbersAreValidatedOrSaturated() async throws {

@@ -51,7 +51,7 @@ public final class HARRecorder: EventMonitor, Sendable {
     /// Creates a recorder that keeps the newest `maxEntries` entries; with `file`, the HAR file is
     /// rewritten after each request ends.
     public init(bodyLimit: Int = 256 * 1024, maxEntries: Int, redactor: Redactor = .standard, writingTo file: URL? = nil) {
-        self.bodyLimit = bodyLimit
+        self.bodyLimit = max(0, bodyLimit)
         self.maxEntries = max(1, maxEntries)
         self.redactor = redactor
         self.file = file

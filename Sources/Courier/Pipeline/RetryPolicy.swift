@@ -151,7 +151,8 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// Full jitter: a random share of `min(maxDelay, baseDelay × 2^(attempt−1))`.
     func backoff(attempt: Int, jitter: Double) -> Duration {
-        let exponent = Double(min(max(attempt - 1, 0), 62))
+        // A number below 1 counts as 1 (`Int.min - 1` would overflow).
+        let exponent = Double(min(max(attempt, 1) - 1, 62))
         let cap = min(self.maxDelay.inSeconds, self.baseDelay.inSeconds * pow(2, exponent))
         let share = jitter.isFinite ? min(max(jitter, 0), 1) : 0
         // A careless configuration (a maxDelay of centuries) must not trap: at most ~30 years.

@@ -17,6 +17,11 @@ package enum TransportRules {
     /// NUL (a middleware may set one) is refused: it would be sent altered, or as a field of its own.
     @inline(__always)
     package static func wireFields(of request: Request, _ add: (_ name: String, _ value: String) -> Void) throws(CourierError) {
+        // RFC 9110 §8.6: a length is 1*DIGIT; a body announced with a negative one (a careless
+        // `RequestBody.stream(length:)`) went out with `Content-Length: -1`.
+        if let length = request.body?.length, length < 0 {
+            throw CourierError.invalidRequest("the request body's announced length is negative (\(length))")
+        }
         let fields = request.head.headerFields
         for field in fields where field.name != .cookie {
             add(field.name.rawName, field.value)

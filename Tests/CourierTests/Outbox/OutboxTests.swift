@@ -125,6 +125,37 @@ struct OutboxTests {
         #expect(server.requests.last?.header("X-Note") == "own")
     }
 
+    /// Settings no outbox can use are brought into range when it opens: a busy timeout past
+    /// SQLite's 32 bits of milliseconds stopped the process at open, a base delay of 2^63 seconds
+    /// overflowed at the sixth attempt, a negative body limit stopped it at the first answer
+    /// (and the item, in flight, was sent again at every launch).
+    @Test(arguments: TransportKind.allCases)
+    func hostileSettingsAreBroughtIntoRange(_ kind: TransportKind) async throws {
+        let api = IdempotentServer { _, count in count <= 6 ? .text("busy", status: 503) : nil }
+        let server = try await http1Server(api.respond)
+        var configuration = Outbox.Configuration()
+        configuration.busyTimeout = .seconds(Int64.max)
+        configuration.baseDelay = .seconds(Int64.max)
+        configuration.maxDelay = .seconds(-5)
+        configuration.resultBodyLimit = -1
+        configuration.maxAttempts = Int.min
+        configuration.deliveredRetention = .seconds(Int64.min)
+        try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
+            #expect(outbox.configuration.busyTimeout == .seconds(2_147_483))
+            #expect(outbox.configuration.baseDelay == .seconds(Int64(1) << 31))
+            #expect(outbox.configuration.maxDelay == .zero)
+            #expect(outbox.configuration.resultBodyLimit == 0)
+            #expect(outbox.configuration.maxAttempts == 1)
+            let id = try outbox.enqueue(Self.post("/a"), maxAttempts: 10)
+            await outbox.deliverAll()
+            let item = try #require(try outbox.item(id))
+            #expect(item.state == .delivered)
+            #expect(item.attempts == 7)
+            #expect(item.result?.status == 201)
+            #expect(item.result?.body.isEmpty == true)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func itemsAreDeliveredOnceWithTheirOwnKeyAndTheirResultsKept(_ kind: TransportKind) async throws {
         let api = IdempotentServer()

@@ -66,7 +66,8 @@ public enum CacheScope: Sendable, Hashable {
 ///
 /// Methods are synchronous and are called from any task; they must be safe to call
 /// concurrently. A store never throws: an entry it cannot read is a miss, one it cannot write is
-/// not stored.
+/// not stored. An entry it hands back with a status no response can have (outside 100...999) is
+/// taken for a miss.
 public protocol CacheStore: Sendable {
     /// The entry stored under `key`, or `nil`.
     func entry(forKey key: String) -> CacheEntry?

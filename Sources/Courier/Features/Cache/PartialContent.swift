@@ -153,7 +153,7 @@ extension ResponseCache {
         let status = outcome.response.statusCode
         guard run.policy.mode != .networkOnly, run.policy.mode != .reload,
             status == 206 || outcome.source == .revalidated, let key = run.entryKey ?? run.key,
-            let entry = self.store.entry(forKey: key), !entry.isVariantIndex,
+            let entry = self.entry(forKey: key), !entry.isVariantIndex,
             CacheRules.sameRepresentation(entry.headers, outcome.response.head.headerFields),
             let answer = CacheRules.answer(from: entry, wanted: run.wantedRange)
         else { return nil }

@@ -32,6 +32,14 @@ struct ResponseCache: Sendable {
     /// (a single response that large fails with `responseTooLarge`), and a larger stored body
     /// is not served.
     var maxBodySize = Int.max
+
+    /// The store's entry for `key`, if it can be an answer: a status a response can have (100 to
+    /// 999) or a variant index. A store of the app's own that hands back another (a damaged
+    /// record) gives a miss, never a status the HTTP types stop the process for.
+    func entry(forKey key: String) -> CacheEntry? {
+        guard let entry = self.store.entry(forKey: key), (100...999).contains(entry.status) || entry.isVariantIndex else { return nil }
+        return entry
+    }
     /// The entries being revalidated in the background (`stale-while-revalidate`), by entry key.
     private let revalidating = Locked(Set<String>())
 
@@ -85,13 +93,13 @@ struct ResponseCache: Sendable {
             key = requestKey
             if policy.mode != .reload, policy.mode != .networkOnly {
                 entryKey = requestKey
-                entry = self.store.entry(forKey: requestKey)
+                entry = self.entry(forKey: requestKey)
                 if let index = entry, index.isVariantIndex {
                     // The response varies: the request's values of the varying fields pick the variant.
                     let variantKey = Self.variantKey(
                         requestKey, names: CacheRules.varyNames(index.headers) ?? [], requestHeaders: request.head.headerFields)
                     entryKey = variantKey
-                    entry = self.store.entry(forKey: variantKey)
+                    entry = self.entry(forKey: variantKey)
                 }
                 // A body past the client's maximum response size (stored by a client sharing the
                 // store with a larger one) is no answer for this client: from the network it
@@ -270,7 +278,7 @@ struct ResponseCache: Sendable {
                     url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
                     headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now
                 )
-                let stored = self.store.entry(forKey: key)
+                let stored = self.entry(forKey: key)
                 if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template) {
                     if entry.body.count <= self.maxBodySize {
                         self.store.setEntry(entry, forKey: key)
@@ -372,7 +380,7 @@ struct ResponseCache: Sendable {
     /// (Compared by validators, which a 304 identifies a stored response by (§4.3.4), not by
     /// dates: a store of an app's own may keep them to the second.)
     private func stillHolds(_ entry: CacheEntry, under key: String) -> Bool {
-        guard let current = self.store.entry(forKey: key) else { return false }
+        guard let current = self.entry(forKey: key) else { return false }
         return current.headers[values: .eTag].first == entry.headers[values: .eTag].first
             && current.headers[values: .lastModified].first == entry.headers[values: .lastModified].first
     }
@@ -382,7 +390,7 @@ struct ResponseCache: Sendable {
     /// length the stored response is outdated and removed.
     private func updateStoredGET(_ run: CacheRun, headResponse: HTTPFields, now: Date) {
         guard let getKey = Self.key(method: .get, url: run.url, partition: run.partition, wire: run.wire, bodyDigest: nil),
-            let entry = self.store.entry(forKey: getKey), !entry.isVariantIndex
+            let entry = self.entry(forKey: getKey), !entry.isVariantIndex
         else { return }
         let etag = headResponse[values: .eTag].first
         let modified = headResponse[values: .lastModified].first
