@@ -39,6 +39,10 @@ struct BaseURL: Sendable {
         var path: String
         if relative.isEmpty {
             path = self.basePath.isEmpty ? "/" : self.basePath
+        } else if relative.hasPrefix("?") {
+            // A query alone names the base's own path with that query (RFC 3986 §5.2.2), not a
+            // path below it ending in `/`.
+            path = (self.basePath.isEmpty ? "/" : self.basePath) + relative
         } else {
             path = self.basePath + (relative.hasPrefix("/") ? relative : "/" + relative)
         }

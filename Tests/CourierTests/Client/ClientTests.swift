@@ -63,6 +63,8 @@ struct ClientTests {
             try await client.send(Endpoint<String>(path: "users/7", query: ["page": "2"], decoding: .string))
                 == "/v1/users/7?key=a%2Bb&page=2")
         #expect(try await client.send(Endpoint<String>(path: "", decoding: .string)) == "/v1?key=a%2Bb")
+        // A query alone keeps the base's path (§5.2.2), with no `/` added below it.
+        #expect(try await client.send(Endpoint<String>(path: "?q=x", decoding: .string)) == "/v1?q=x&key=a%2Bb")
         // A fragment is no part of the target (RFC 9110 §7.1), and it must not hide the query.
         #expect(
             try await client.send(Endpoint<String>(path: "/items#top", query: ["page": "2"], decoding: .string))

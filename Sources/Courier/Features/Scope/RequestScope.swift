@@ -10,10 +10,14 @@ import Foundation
 /// final class ArticleScreen {
 ///     let scope = RequestScope()
 ///     func load() {
-///         scope.send(NewsAPI.article(id: 42), on: client) { result in self.show(result) }
+///         scope.send(NewsAPI.article(id: 42), on: client) { [weak self] result in self?.show(result) }
 ///     }
 /// }   // when the screen is released, its requests are cancelled
 /// ```
+///
+/// A completion handler holds what it captures until its request ends: one that captures the
+/// scope's owner strongly keeps the owner — and so the scope — alive while the request runs, and
+/// releasing the owner then cancels nothing. Capture the owner weakly, as above.
 public final class RequestScope: Sendable {
     private struct State {
         var cancels: [UInt64: @Sendable () -> Void] = [:]
@@ -50,6 +54,7 @@ public final class RequestScope: Sendable {
     /// Sends an endpoint in the scope and calls `completion` on `queue` (the main queue by default).
     ///
     /// `completion` is not called if the scope was cancelled (or released) before it would run.
+    /// It is held until the request ends: capture the scope's owner weakly in it (see above).
     public func send<Value: Sendable>(
         _ endpoint: Endpoint<Value>,
         on client: Client,
