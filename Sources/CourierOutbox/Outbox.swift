@@ -31,7 +31,8 @@ import HTTPTypes
 /// **Order and failures.** Items of one queue are delivered in order, one at a time: a failing
 /// head blocks its queue, other queues go on. A 2xx delivers, even one whose body was lost (too
 /// large, cut short): the server has the request, so it is not sent again, and the item's
-/// `lastError` says what became of the body. A 408, 429, 5xx or a network
+/// `lastError` says what became of the body. A 408, 429, 5xx, a 409 to an attempt after the
+/// first (the server still processes the first under its key), or a network
 /// failure is tried again later (the client's retry policy runs first, within an attempt; then
 /// the outbox's backoff, or the server's `Retry-After`), up to the item's maximum attempts. Any
 /// other status, too many attempts, or expiry makes the item dead, with its last error and the
@@ -439,7 +440,11 @@ public final class Outbox: Sendable {
         switch result.status {
         case 200..<300:
             self.finish(ids, state: .delivered, error: bodyError, result: result, retryAt: nil)
-        case 408, 429, 500..<600:
+        // A 409 to an attempt after the first: the server still processes the first one under
+        // the same Idempotency-Key (draft-ietf-httpapi-idempotency-key-header §2.6, "the
+        // resource server MUST reply with an HTTP 409"), so it is tried again later. To a first
+        // attempt it is the server's answer, and the item is dead.
+        case 409 where attempts > 1, 408, 429, 500..<600:
             self.failed(
                 ids, error: statusError, result: result, attempts: attempts, maxAttempts: maxAttempts,
                 retryAfter: result.headers[.retryAfter])

@@ -156,6 +156,34 @@ struct OutboxTests {
         }
     }
 
+    /// draft-ietf-httpapi-idempotency-key-header §2.6: a request sent again while the server
+    /// still processes the first under the same key gets 409 — the item is tried again later,
+    /// not dead (the server may well apply it). A 409 to a first attempt is the server's answer.
+    @Test(arguments: TransportKind.allCases)
+    func aConflictWhileTheFirstAttemptIsProcessedIsTriedAgain(_ kind: TransportKind) async throws {
+        let api = IdempotentServer { request, count in
+            if request.path == "/taken" { return .text("taken", status: 409) }
+            switch count {
+            case 1: return .text("busy", status: 503)
+            case 2: return .text("a request with this key is being processed", status: 409)
+            default: return nil
+            }
+        }
+        let server = try await http1Server(api.respond)
+        try await Self.withOutbox(kind, server: server, configuration: Self.fast) { outbox, _, _ in
+            let retried = try outbox.enqueue(Self.post("/orders"), queue: "a")
+            let refused = try outbox.enqueue(Self.post("/taken"), queue: "b")
+            await outbox.deliverAll()
+            let item = try #require(try outbox.item(retried))
+            #expect(item.state == .delivered)
+            #expect(item.attempts == 3)
+            #expect(api.state.current.applied.count == 1)
+            let dead = try #require(try outbox.item(refused))
+            #expect(dead.state == .dead)
+            #expect(dead.attempts == 1)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func itemsAreDeliveredOnceWithTheirOwnKeyAndTheirResultsKept(_ kind: TransportKind) async throws {
         let api = IdempotentServer()
