@@ -23,7 +23,9 @@ public final class TracingMonitor: EventMonitor, Sendable {
     /// What is open for one request id: one table entry, so each event costs one lookup.
     private struct Entry {
         var request: (any Span)?
-        var attempt: (any Span)?
+        /// The open attempt spans, by the attempt's serial: two at once when a middleware sends
+        /// the request twice (hedging).
+        var attempts: [UInt64: any Span] = [:]
         /// The attempt spans of a request that went on the wire, for joiners to link to.
         var network: [InstrumentationContext] = []
         /// The spans of the requests that joined this one.
@@ -68,7 +70,7 @@ public final class TracingMonitor: EventMonitor, Sendable {
         let resends = attempt.attempt - 1 + attempt.hop
         if recording, resends > 0 { span.attributes["http.request.resend_count"] = resends }
         let joiners = self.state.withLock { state -> [any Span] in
-            state.entries[attempt.id, default: Entry()].attempt = span
+            state.entries[attempt.id, default: Entry()].attempts[attempt.serial] = span
             // Joiners link to recorded spans only: a link to a span that is not kept leads nowhere.
             guard recording else { return [] }
             state.entries[attempt.id, default: Entry()].network.append(span.context)
@@ -80,14 +82,14 @@ public final class TracingMonitor: EventMonitor, Sendable {
     public func fieldsToSend(with attempt: AttemptEvent) -> HTTPFields {
         // A span that is not recorded still propagates its context (a sampled-out trace stays
         // sampled out downstream); a no-op tracer injects nothing.
-        guard let span = self.state.withLock({ $0.entries[attempt.id]?.attempt }) else { return [:] }
+        guard let span = self.state.withLock({ $0.entries[attempt.id]?.attempts[attempt.serial] }) else { return [:] }
         var fields = HTTPFields()
         self.tracer.inject(span.context, into: &fields, using: HTTPFieldsInjector())
         return fields
     }
 
     public func responseReceived(_ attempt: AttemptEvent, response: HTTPResponse, version: HTTPVersion) {
-        guard let span = self.takeAttempt(attempt.id) else { return }
+        guard let span = self.takeAttempt(attempt) else { return }
         guard span.isRecording else { return span.end() }
         span.attributes["http.response.status_code"] = response.status.code
         if response.status.code >= 400 {
@@ -98,7 +100,7 @@ public final class TracingMonitor: EventMonitor, Sendable {
     }
 
     public func attemptFailed(_ attempt: AttemptEvent, error: CourierError) {
-        guard let span = self.takeAttempt(attempt.id) else { return }
+        guard let span = self.takeAttempt(attempt) else { return }
         guard span.isRecording else { return span.end() }
         span.attributes["error.type"] = MetricsMonitor.outcome(of: error)
         span.recordError(error)
@@ -156,11 +158,11 @@ public final class TracingMonitor: EventMonitor, Sendable {
     /// The open attempt span of `id`, now closed; the request's entry goes with it once the
     /// request itself has ended (its caller left while a shared attempt went on, or the attempt
     /// was a background revalidation after its caller's end).
-    private func takeAttempt(_ id: RequestID) -> (any Span)? {
-        self.state.withLock { state in
-            guard let span = state.entries[id]?.attempt else { return nil }
-            state.entries[id]?.attempt = nil
-            if state.entries[id]?.request == nil { state.entries[id] = nil }
+    private func takeAttempt(_ attempt: AttemptEvent) -> (any Span)? {
+        let id = attempt.id
+        return self.state.withLock { state in
+            guard let span = state.entries[id]?.attempts.removeValue(forKey: attempt.serial) else { return nil }
+            if let entry = state.entries[id], entry.request == nil, entry.attempts.isEmpty { state.entries[id] = nil }
             return span
         }
     }
@@ -170,7 +172,7 @@ public final class TracingMonitor: EventMonitor, Sendable {
     private func ended(_ id: RequestID) -> (any Span)? {
         self.state.withLock { state in
             guard let entry = state.entries[id] else { return nil }
-            if entry.attempt != nil {
+            if !entry.attempts.isEmpty {
                 state.entries[id]?.request = nil
             } else {
                 state.entries[id] = nil

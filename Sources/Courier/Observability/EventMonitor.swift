@@ -122,6 +122,13 @@ public struct AttemptEvent: Sendable {
     /// When the attempt started, by the wall clock.
     public let date: Date
 
+    /// Tells this attempt apart from every other of the process, two sent at once for one
+    /// request (a hedging middleware) included: the events of one attempt carry the same.
+    package let serial: UInt64
+
+    /// The last serial given.
+    private static let serials = Locked<UInt64>(0)
+
     /// Creates an attempt event, now.
     public init(request: Request, attempt: Int, hop: Int) {
         self.request = request
@@ -129,6 +136,21 @@ public struct AttemptEvent: Sendable {
         self.hop = hop
         self.instant = .now
         self.date = Date()
+        self.serial = Self.serials.withLock { serial in
+            serial &+= 1
+            return serial
+        }
+    }
+
+    /// The event of `started`'s attempt with the request as it went on the wire (the fields
+    /// monitors added to it).
+    init(sending request: Request, of started: AttemptEvent) {
+        self.request = request
+        self.attempt = started.attempt
+        self.hop = started.hop
+        self.instant = started.instant
+        self.date = started.date
+        self.serial = started.serial
     }
 
     /// The request's id.

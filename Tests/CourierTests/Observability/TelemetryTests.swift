@@ -247,6 +247,40 @@ struct TelemetryTests {
         #expect(attempt.attributes.get("url.full")?.toSpanAttribute() == .string("http://[::1]:\(server.port)/json"))
     }
 
+    /// A middleware that sends the request twice at once (hedging) makes two attempts of one
+    /// request: each gets its own span, ended by its own response, and its own `traceparent` on
+    /// the wire (the second took the first's place: the first span was never ended, and both
+    /// attempts could carry the second's context).
+    @Test(arguments: TransportKind.allCases)
+    func twoAttemptsOfOneRequestAtOnceHaveASpanEach(_ kind: TransportKind) async throws {
+        let arrived = Locked(0)
+        let server = try await http1Server { _ in
+            arrived.withLock { $0 += 1 }
+            // Both attempts are open before either is answered.
+            _ = await eventually { arrived.current >= 2 }
+            return .json(#"{"id":1,"title":"x"}"#)
+        }
+        let tracer = W3CInMemoryTracer()
+        let monitor = TracingMonitor(tracer: tracer)
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.eventMonitors = [monitor]
+                $0.middleware = [SlotAcrossHostsTests.hedging()]
+            }
+        ) { client in
+            let article = try await client.send(Endpoint<Article>(name: "hedged", path: "/json"))
+            #expect(article.id == 1)
+        }
+        let attempts = tracer.finishedSpans.filter { $0.operationName == "GET" }
+        #expect(attempts.count == 2)
+        #expect(Set(attempts.map(\.spanID)).count == 2)
+        let sent = server.requests.compactMap { $0.header("traceparent") }
+        #expect(sent.count == 2)
+        #expect(Set(sent).count == 2)
+        #expect(monitor.entryCount == 0)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func deduplicatedCallersShareOneNetworkSpanAndLinkToIt(_ kind: TransportKind) async throws {
         let gate = Gate()

@@ -64,7 +64,7 @@ struct TransportStage: PipelineStage {
         for monitor in self.events.monitors {
             for field in monitor.fieldsToSend(with: started) { request.head.headerFields[field.name] = field.value }
         }
-        let attempt = AttemptEvent(request: request, attempt: request.attempt, hop: exchange.hop)
+        let attempt = AttemptEvent(sending: request, of: started)
         exchange.record.sent(request, observed: true)
         var response: RawResponse
         do {
