@@ -156,8 +156,8 @@ public final class Outbox: Sendable {
         }
         // The fields the client's and the service's defaults gave are not stored: they apply when
         // the item is sent, as they are then (a credential rotated meanwhile, none on disk).
-        let defaults = self.client.defaultFieldNames(for: endpoint)
-        var headers = request.head.headerFields.filter { !defaults.contains($0.name) }.map { [$0.name.canonicalName, $0.value] }
+        let defaults = self.client.defaultFields(for: endpoint)
+        var headers = request.head.headerFields.filter { !defaults.contains($0) }.map { [$0.name.canonicalName, $0.value] }
         if let type = request.body?.contentType, request.head.headerFields[.contentType] == nil { headers.append(["content-type", type]) }
         let now = Date()
         let id = try self.store.insert(

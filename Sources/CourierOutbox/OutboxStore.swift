@@ -319,8 +319,14 @@ final class OutboxStore: Sendable {
                     arguments: [queue, max(1, limit(queue))]
                 )
                 // A row that cannot be read (kind `corrupt`, which `items()` reports) holds its
-                // queue: the items behind it are not sent past it. Other queues go on.
-                guard let requests = try? rows.map(Self.request(from:)), !requests.isEmpty else { continue }
+                // queue: the items behind it are not sent past it; those before it go. Other
+                // queues go on.
+                var requests: [StoredRequest] = []
+                for row in rows {
+                    guard let request = try? Self.request(from: row) else { break }
+                    requests.append(request)
+                }
+                guard !requests.isEmpty else { continue }
                 heads[queue] = requests
             }
             return heads

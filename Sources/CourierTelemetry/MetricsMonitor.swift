@@ -26,7 +26,8 @@ import HTTPTypes
 /// `cancelled`, `decoding`, …). `source` is `network`, `cache`, `revalidated`, `stale` or
 /// `coalesced` (shared by deduplication). `endpoint` is the endpoint's name: give endpoints names
 /// that do not embed ids. `host` is the host a request's slot is for, which a redirect can set:
-/// the first ``maxHosts`` hosts seen get series of their own, any later one counts as `other`
+/// the first ``maxHosts`` hosts seen (a few more when many come at the same moment) get series
+/// of their own, any later one counts as `other`
 /// (a server that redirects each response to a new host cannot grow the series without bound).
 public final class MetricsMonitor: EventMonitor, Sendable {
     /// The handlers a request's end updates, made once per endpoint, method, outcome and source.
@@ -171,19 +172,21 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     public static let maxHosts = 64
 
     private func meters(_ host: String) -> HostMeters {
-        if let known = self.handlers.withLock({ $0.hosts[host] }) { return known }
-        let factory = self.factory
+        // The table only grows: a host past the limit is `other` at every event (its increments
+        // and decrements meet on one series). The meters are made outside the lock (a factory
+        // may be slow, or take locks of its own), and the first made for a name is kept.
+        let (known, name) = self.handlers.withLock { handlers -> (HostMeters?, String) in
+            if let meters = handlers.hosts[host] { return (meters, host) }
+            let name = handlers.hosts.count < Self.maxHosts ? host : Self.otherHost
+            return (handlers.hosts[name], name)
+        }
+        if let known { return known }
+        let made = HostMeters(
+            queued: self.factory.makeMeter(label: "courier_requests_queued", dimensions: [("host", name)]),
+            inFlight: self.factory.makeMeter(label: "courier_requests_in_flight", dimensions: [("host", name)])
+        )
         return self.handlers.withLock { handlers in
-            if let existing = handlers.hosts[host] { return existing }
-            // The table only grows: a host past the limit is `other` at every event (its
-            // increments and decrements meet on one series). Made under the lock, once per host.
-            let own = handlers.hosts.count < Self.maxHosts
-            let name = own ? host : Self.otherHost
-            if let shared = handlers.hosts[name] { return shared }
-            let made = HostMeters(
-                queued: factory.makeMeter(label: "courier_requests_queued", dimensions: [("host", name)]),
-                inFlight: factory.makeMeter(label: "courier_requests_in_flight", dimensions: [("host", name)])
-            )
+            if let existing = handlers.hosts[name] { return existing }
             handlers.hosts[name] = made
             return made
         }

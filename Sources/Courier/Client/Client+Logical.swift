@@ -9,17 +9,17 @@ extension Client {
         try RequestBuilder.build(self.configuration.withServiceDefaults(EndpointDescription.erasing(endpoint)), parts: self.parts)
     }
 
-    /// The names of the header fields the client's and the endpoint's service's defaults give a
-    /// request of this endpoint, less the endpoint's own: what a stored request leaves out, so the
-    /// defaults of the day it is sent apply (a rotated credential, never the one of the day it
-    /// was stored, and never one written to disk).
-    package func defaultFieldNames<Value: Sendable>(for endpoint: Endpoint<Value>) -> Set<HTTPField.Name> {
-        var names = Set(self.configuration.defaultHeaders.map(\.name))
+    /// The header fields, name and value, the client's and the endpoint's service's defaults
+    /// give a request of this endpoint: what a stored request leaves out, so the defaults of the
+    /// day it is sent apply (a rotated credential, never the one of the day it was stored, and
+    /// never one written to disk). A field of the request with another value — the endpoint's
+    /// own, or one the build derived (a compressed body's `Content-Encoding`) — is no default's.
+    package func defaultFields<Value: Sendable>(for endpoint: Endpoint<Value>) -> Set<HTTPField> {
+        var fields = Set(self.configuration.defaultHeaders)
         if let service = endpoint.service, let defaults = self.configuration.serviceDefaults[service] {
-            names.formUnion(defaults.headers.map(\.name))
+            fields.formUnion(defaults.headers)
         }
-        for field in endpoint.headers { names.remove(field.name) }
-        return names
+        return fields
     }
 
     /// Whether the endpoint goes on the wire as built (REST), with no wire protocol boxing each call.

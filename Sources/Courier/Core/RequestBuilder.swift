@@ -145,7 +145,7 @@ enum RequestBuilder {
     enum Home {
         /// The base of the endpoint's service, or the client's.
         case known(BaseURL)
-        /// No base at all: the client has none and the endpoint names no service.
+        /// No base at all: the client has none, and no directory names the endpoint's service.
         case none
         /// The endpoint names a service whose base cannot be told (not in the active
         /// environment, no directory, not http(s)): anywhere is elsewhere.
@@ -156,8 +156,8 @@ enum RequestBuilder {
     /// when there is no directory), else the client's.
     static func home(of service: ServiceID?, in servers: ServerDirectory?, clientBase: BaseURL?) -> Home {
         guard let service else { return clientBase.map(Home.known) ?? .none }
-        let base = servers.map { try? $0.base(for: service) } ?? clientBase
-        return base.map(Home.known) ?? .unknown
+        guard let servers else { return clientBase.map(Home.known) ?? .none }
+        return (try? servers.base(for: service)).map(Home.known) ?? .unknown
     }
 
     /// Whether `target` has the origin (scheme, host and port) of `home`; `false` without a home.

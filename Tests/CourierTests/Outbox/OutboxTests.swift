@@ -101,9 +101,11 @@ struct OutboxTests {
         let storing = Client(
             configuration: .init(transport: transport, baseURL: server.baseURL) {
                 $0.defaultHeaders[.authorization] = "Bearer stored-day-secret"
+                $0.defaultHeaders[HTTPField.Name("X-Tenant")!] = "default-tenant"
             })
         let stored = try Outbox(path: path, client: storing)
-        _ = try stored.enqueue(Self.post("/echo").header("X-Note", "own"), queue: "q")
+        // The endpoint's own value of a field the defaults also set is the endpoint's: stored.
+        _ = try stored.enqueue(Self.post("/echo").header("X-Note", "own").header("X-Tenant", "own-tenant"), queue: "q")
         await stored.stop()
         try await shutdown()
         var file = Data()
@@ -114,7 +116,11 @@ struct OutboxTests {
         #expect(server.requests.isEmpty)
         // ...and delivered by the client of the day it is sent.
         try await Self.withOutbox(
-            kind, server: server, path: path, configure: { $0.defaultHeaders[.authorization] = "Bearer rotated" }
+            kind, server: server, path: path,
+            configure: {
+                $0.defaultHeaders[.authorization] = "Bearer rotated"
+                $0.defaultHeaders[HTTPField.Name("X-Tenant")!] = "default-tenant"
+            }
         ) { outbox, _, _ in
             await outbox.deliverAll()
             let delivered = try outbox.items(in: .delivered)
@@ -123,6 +129,7 @@ struct OutboxTests {
         #expect(server.requests.count == 1)
         #expect(server.requests.last?.header("Authorization") == "Bearer rotated")
         #expect(server.requests.last?.header("X-Note") == "own")
+        #expect(server.requests.last?.header("X-Tenant") == "own-tenant")
     }
 
     /// Settings no outbox can use are brought into range when it opens: a busy timeout past

@@ -286,6 +286,16 @@ struct SecurityHygieneTests {
             let home = try await client.send(Endpoint<Echo>(path: "/echo").service("api"))
             #expect(home.headers["x-signature"] != nil)
             #expect(home.headers["authorization"] == "Bearer client-secret")
+            // A client with neither a directory nor a base URL has no home for anything: its
+            // service's defaults go with absolute URLs, as the app set them.
+            let homeless = Client(
+                configuration: .init(transport: client.configuration.transport) {
+                    $0.serviceDefaults["payments"] = ServiceDefaults(
+                        middleware: [RequestSigner(key: key)], headers: [HTTPField.Name("X-Api-Key")!: "pay-secret"])
+                })
+            let anywhere = try await homeless.send(Endpoint<Echo>(path: elsewhere).service("payments"))
+            #expect(anywhere.headers["x-signature"] != nil)
+            #expect(anywhere.headers["x-api-key"] == "pay-secret")
         }
         try await other.stop()
     }
