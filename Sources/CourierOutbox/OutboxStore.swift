@@ -322,11 +322,16 @@ final class OutboxStore: Sendable {
                 // queue: the items behind it are not sent past it; those before it go. Other
                 // queues go on.
                 var requests: [StoredRequest] = []
+                var stopped = false
                 for row in rows {
-                    guard let request = try? Self.request(from: row) else { break }
+                    guard let request = try? Self.request(from: row) else {
+                        stopped = true
+                        break
+                    }
                     requests.append(request)
                 }
-                guard !requests.isEmpty else { continue }
+                // A batch sent before goes whole or not at all: one of it unreadable holds it.
+                guard !requests.isEmpty, !(stopped && requests.contains { $0.batch != nil }) else { continue }
                 heads[queue] = requests
             }
             return heads

@@ -26,8 +26,7 @@ import HTTPTypes
 /// `cancelled`, `decoding`, …). `source` is `network`, `cache`, `revalidated`, `stale` or
 /// `coalesced` (shared by deduplication). `endpoint` is the endpoint's name: give endpoints names
 /// that do not embed ids. `host` is the host a request's slot is for, which a redirect can set:
-/// the first ``maxHosts`` hosts seen (a few more when many come at the same moment) get series
-/// of their own, any later one counts as `other`
+/// the first ``maxHosts`` hosts seen get series of their own, any later one counts as `other`
 /// (a server that redirects each response to a new host cannot grow the series without bound).
 public final class MetricsMonitor: EventMonitor, Sendable {
     /// The handlers a request's end updates, made once per endpoint, method, outcome and source.
@@ -54,6 +53,9 @@ public final class MetricsMonitor: EventMonitor, Sendable {
     private struct Handlers {
         var endings: [Ending: EndingHandlers] = [:]
         var hosts: [String: HostMeters] = [:]
+        /// The hosts with series of their own, taken when first seen (before their meters are
+        /// made): every event of a host then goes to the same series.
+        var ownHosts: Set<String> = []
         var retries: [String: any CounterHandler] = [:]
     }
 
@@ -177,7 +179,9 @@ public final class MetricsMonitor: EventMonitor, Sendable {
         // may be slow, or take locks of its own), and the first made for a name is kept.
         let (known, name) = self.handlers.withLock { handlers -> (HostMeters?, String) in
             if let meters = handlers.hosts[host] { return (meters, host) }
-            let name = handlers.hosts.count < Self.maxHosts ? host : Self.otherHost
+            let own = handlers.ownHosts.contains(host) || handlers.ownHosts.count < Self.maxHosts
+            if own { handlers.ownHosts.insert(host) }
+            let name = own ? host : Self.otherHost
             return (handlers.hosts[name], name)
         }
         if let known { return known }

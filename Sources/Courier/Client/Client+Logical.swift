@@ -19,7 +19,11 @@ extension Client {
         if let service = endpoint.service, let defaults = self.configuration.serviceDefaults[service] {
             fields.formUnion(defaults.headers)
         }
-        return fields
+        // A name the endpoint sets is the endpoint's, whatever the value (the build replaced the
+        // defaults of that name with it).
+        var own = Set(endpoint.headers.map(\.name))
+        for (name, _) in endpoint.rawHeaders { if let parsed = HTTPField.Name(name) { own.insert(parsed) } }
+        return fields.filter { !own.contains($0.name) }
     }
 
     /// Whether the endpoint goes on the wire as built (REST), with no wire protocol boxing each call.

@@ -102,10 +102,13 @@ struct OutboxTests {
             configuration: .init(transport: transport, baseURL: server.baseURL) {
                 $0.defaultHeaders[.authorization] = "Bearer stored-day-secret"
                 $0.defaultHeaders[HTTPField.Name("X-Tenant")!] = "default-tenant"
+                $0.defaultHeaders[HTTPField.Name("X-Api-Version")!] = "2"
             })
         let stored = try Outbox(path: path, client: storing)
-        // The endpoint's own value of a field the defaults also set is the endpoint's: stored.
-        _ = try stored.enqueue(Self.post("/echo").header("X-Note", "own").header("X-Tenant", "own-tenant"), queue: "q")
+        // The endpoint's own value of a field the defaults also set is the endpoint's: stored,
+        // even when it equals the default of the day.
+        _ = try stored.enqueue(
+            Self.post("/echo").header("X-Note", "own").header("X-Tenant", "own-tenant").header("X-Api-Version", "2"), queue: "q")
         await stored.stop()
         try await shutdown()
         var file = Data()
@@ -120,6 +123,7 @@ struct OutboxTests {
             configure: {
                 $0.defaultHeaders[.authorization] = "Bearer rotated"
                 $0.defaultHeaders[HTTPField.Name("X-Tenant")!] = "default-tenant"
+                $0.defaultHeaders[HTTPField.Name("X-Api-Version")!] = "3"
             }
         ) { outbox, _, _ in
             await outbox.deliverAll()
@@ -130,6 +134,7 @@ struct OutboxTests {
         #expect(server.requests.last?.header("Authorization") == "Bearer rotated")
         #expect(server.requests.last?.header("X-Note") == "own")
         #expect(server.requests.last?.header("X-Tenant") == "own-tenant")
+        #expect(server.requests.last?.header("X-Api-Version") == "2")
     }
 
     /// Settings no outbox can use are brought into range when it opens: a busy timeout past
@@ -822,6 +827,31 @@ struct OutboxTests {
                 #expect(item.state == .dead)
                 #expect(item.lastError?.contains("expired before it could be delivered") == true)
             }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aBatchSentBeforeWithAnUnreadableItemIsHeldWhole(_ kind: TransportKind) async throws {
+        // The third item of a batch sent before cannot be read: the batch goes whole or not at
+        // all, so nothing is sent, and `deliverAll` returns (it looked for the batch's items
+        // again and again).
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        let path = Self.databasePath()
+        let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: nil)
+        let database = try DatabaseQueue(path: path)
+        try await database.write { db in
+            try db.execute(sql: "UPDATE item SET method = 'GE T' WHERE id = ?", arguments: [ids[2].rawValue])
+        }
+        try database.close()
+        var configuration = Self.fast
+        configuration.batches["analytics"] = .jsonArray(
+            maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        try await Self.withOutbox(kind, server: server, path: path, configuration: configuration) { outbox, _, _ in
+            await outbox.deliverAll()
+            #expect(api.state.current.seen.isEmpty)
+            let first = try outbox.item(ids[0])
+            #expect(first?.state == .pending)
         }
     }
 

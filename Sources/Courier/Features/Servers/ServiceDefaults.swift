@@ -65,7 +65,7 @@ extension Client.Configuration {
         // A service whose base cannot be told (not in the active environment) has no home to
         // compare with: anywhere is elsewhere. A client with neither a directory nor a base URL
         // has no home for anything: its defaults go, as the app set them.
-        if RequestBuilder.isAbsoluteHTTP(endpoint.path), self.servers != nil || self.baseURL != nil,
+        if RequestBuilder.isAbsoluteHTTP(endpoint.path), self.servers != nil || self.baseURL.flatMap(BaseURL.init) != nil,
             let url = URL(string: endpoint.path), let target = BaseURL(url),
             !RequestBuilder.isSameOrigin(target, self.home(of: service))
         {
