@@ -49,11 +49,7 @@ enum RequestBuilder {
                 path: BaseURL.appending(endpoint.query, to: path))
             // Without a base to compare with (a client with no base URL, and no service), there
             // is no "home" to keep them to: they go, as the app set them.
-            switch Self.home(of: endpoint.service, in: configuration.servers, clientBase: clientBase) {
-            case .known(let home): elsewhere = !Self.isSameOrigin(target, home)
-            case .none: elsewhere = false
-            case .unknown: elsewhere = true
-            }
+            elsewhere = Self.home(of: endpoint.service, in: configuration.servers, clientBase: clientBase).isElsewhere(target)
         } else {
             // A `.` or `..` segment written percent-encoded (what `pathSegment:` makes of a value
             // that is one) is resolved by servers as the dot-segment itself (RFC 3986 §6.2.2.2):
@@ -136,9 +132,16 @@ enum RequestBuilder {
 
     /// Whether `path` is an absolute http(s) URL: its scheme compared without case (RFC 3986
     /// §3.1), so `HTTPS://other.example/x` is never taken for a path below the base.
+    /// Byte by byte, allocating nothing: every request's build asks, and most paths stop at the
+    /// first byte (`/`).
     static func isAbsoluteHTTP(_ path: String) -> Bool {
-        let scheme = path.utf8.prefix(8).map { $0 | 0x20 }
-        return scheme.starts(with: "https://".utf8.map { $0 | 0x20 }) || scheme.starts(with: "http://".utf8.map { $0 | 0x20 })
+        var bytes = path.utf8.makeIterator()
+        for letter in "http".utf8 {
+            guard let byte = bytes.next(), byte | 0x20 == letter else { return false }
+        }
+        var next = bytes.next()
+        if let byte = next, byte | 0x20 == UInt8(ascii: "s") { next = bytes.next() }
+        return next == UInt8(ascii: ":") && bytes.next() == UInt8(ascii: "/") && bytes.next() == UInt8(ascii: "/")
     }
 
     /// Where an absolute URL's defaults are at home, to keep their credentials there.
@@ -150,6 +153,15 @@ enum RequestBuilder {
         /// The endpoint names a service whose base cannot be told (not in the active
         /// environment, no directory, not http(s)): anywhere is elsewhere.
         case unknown
+
+        /// Whether `target` is away from this home (with no home at all, nowhere is).
+        func isElsewhere(_ target: BaseURL) -> Bool {
+            switch self {
+            case .known(let home): return !RequestBuilder.isSameOrigin(target, home)
+            case .none: return false
+            case .unknown: return true
+            }
+        }
     }
 
     /// The home of an endpoint's defaults: its service's base when it names one (the client's

@@ -8,6 +8,18 @@ import Testing
 /// Scheme, host and port, worked out in one place (`Authority`), and the places that ask it.
 @Suite("Authority: one origin rule for redirects, OAuth2, the cache, the scheduler and the transports")
 struct AuthorityTests {
+    /// RFC 3986 §3.1: a scheme is compared without case. What the build and the service defaults
+    /// take for an absolute http(s) URL (anything else is a path below the base).
+    @Test
+    func absoluteHTTPURLsAreToldByTheirSchemeWithoutCase() {
+        for absolute in ["http://a", "https://a", "HTTP://a", "HttpS://a/b?c", "https://", "hTTPs:///"] {
+            #expect(RequestBuilder.isAbsoluteHTTP(absolute), "\(absolute)")
+        }
+        for relative in ["", "/", "h", "http", "http:", "https:/a", "http:a", "httpx://a", "ftp://a", "/http://a", "https//a"] {
+            #expect(!RequestBuilder.isAbsoluteHTTP(relative), "\(relative)")
+        }
+    }
+
     /// RFC 3986 §6.2.2.1 (scheme and host are case-insensitive) and §6.2.3 (the default port may
     /// be left out); RFC 6454 §4: the origin is scheme, host and port.
     @Test

@@ -723,9 +723,7 @@ struct OutboxTests {
             return first ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : nil
         }
         let server = try await http1Server(api.respond)
-        var configuration = Self.fast
-        configuration.batches["analytics"] = .jsonArray(
-            maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        let configuration = Self.analyticsBatches(to: server)
         try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
             let ids = try (0..<3).map {
                 try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics", maxAttempts: 1)
@@ -786,6 +784,21 @@ struct OutboxTests {
         return ids
     }
 
+    /// The fast configuration with the "analytics" queue batched three at a time to `/events`.
+    static func analyticsBatches(to server: TestServer) -> Outbox.Configuration {
+        var configuration = Self.fast
+        configuration.batches["analytics"] = .jsonArray(
+            maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        return configuration
+    }
+
+    /// Runs one statement on the outbox file at `path` about item `id`, as another program would.
+    static func alter(_ path: String, _ sql: String, item id: OutboxItemID) async throws {
+        let database = try DatabaseQueue(path: path)
+        try await database.write { db in try db.execute(sql: sql, arguments: [id.rawValue]) }
+        try database.close()
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aBatchSentBeforeKeepsItsItemsAndKeyWhenTheRuleNowAllowsFewer(_ kind: TransportKind) async throws {
         // An update lowered `maxCount` from 3 to 2 while a batch of 3 waited for its retry: it
@@ -816,9 +829,7 @@ struct OutboxTests {
         let server = try await http1Server(api.respond)
         let path = Self.databasePath()
         let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: expired)
-        var configuration = Self.fast
-        configuration.batches["analytics"] = .jsonArray(
-            maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        let configuration = Self.analyticsBatches(to: server)
         try await Self.withOutbox(kind, server: server, path: path, configuration: configuration) { outbox, _, _ in
             await outbox.deliverAll()
             #expect(api.state.current.seen.isEmpty)
@@ -839,14 +850,8 @@ struct OutboxTests {
         let server = try await http1Server(api.respond)
         let path = Self.databasePath()
         let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: nil)
-        let database = try DatabaseQueue(path: path)
-        try await database.write { db in
-            try db.execute(sql: "UPDATE item SET method = 'GE T' WHERE id = ?", arguments: [ids[2].rawValue])
-        }
-        try database.close()
-        var configuration = Self.fast
-        configuration.batches["analytics"] = .jsonArray(
-            maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        try await Self.alter(path, "UPDATE item SET method = 'GE T' WHERE id = ?", item: ids[2])
+        let configuration = Self.analyticsBatches(to: server)
         try await Self.withOutbox(kind, server: server, path: path, configuration: configuration) { outbox, _, _ in
             await outbox.deliverAll()
             #expect(api.state.current.seen.isEmpty)
@@ -865,14 +870,8 @@ struct OutboxTests {
         let server = try await http1Server(api.respond)
         let path = Self.databasePath()
         let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: nil)
-        let database = try DatabaseQueue(path: path)
-        try await database.write { db in
-            try db.execute(sql: "UPDATE item SET batch = NULL, attempts = 0 WHERE id = ?", arguments: [ids[0].rawValue])
-        }
-        try database.close()
-        var configuration = Self.fast
-        configuration.batches["analytics"] = .jsonArray(
-            maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        try await Self.alter(path, "UPDATE item SET batch = NULL, attempts = 0 WHERE id = ?", item: ids[0])
+        let configuration = Self.analyticsBatches(to: server)
         try await Self.withOutbox(kind, server: server, path: path, configuration: configuration) { outbox, _, _ in
             await outbox.deliverAll()
             let state = api.state.current
@@ -892,9 +891,7 @@ struct OutboxTests {
         // its own — never [a, b, c] under a new key, which would apply a and b twice.
         let api = IdempotentServer { _, count in count == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : nil }
         let server = try await http1Server(api.respond)
-        var configuration = Self.fast
-        configuration.batches["analytics"] = .jsonArray(
-            maxCount: 3, maxAge: .milliseconds(10), url: server.baseURL.absoluteString + "/events")
+        let configuration = Self.analyticsBatches(to: server)
         try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
             let first = try (0..<2).map { try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
             // Only the first attempt: the batch of two goes out and fails.

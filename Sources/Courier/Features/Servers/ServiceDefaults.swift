@@ -62,22 +62,16 @@ extension Client.Configuration {
         // credentials stay home (as on a redirect to another origin, RFC 9110 §15.4), and so does
         // its middleware — its signer or authenticator would sign or authorise a request for
         // another party.
-        // A service whose base cannot be told (not in the active environment) has no home to
-        // compare with: anywhere is elsewhere. A client with neither a directory nor a base URL
-        // has no home for anything: its defaults go, as the app set them.
-        if RequestBuilder.isAbsoluteHTTP(endpoint.path), self.servers != nil || self.baseURL.flatMap(BaseURL.init) != nil,
-            let url = URL(string: endpoint.path), let target = BaseURL(url),
-            !RequestBuilder.isSameOrigin(target, self.home(of: service))
+        // The same home as the build's (``RequestBuilder/home(of:in:clientBase:)``): a service
+        // whose base cannot be told (not in the active environment) has none, and anywhere is
+        // elsewhere; a client with neither a directory nor a base URL has no home for anything,
+        // and its defaults go, as the app set them.
+        if RequestBuilder.isAbsoluteHTTP(endpoint.path), let url = URL(string: endpoint.path), let target = BaseURL(url),
+            RequestBuilder.home(of: service, in: self.servers, clientBase: self.baseURL.flatMap(BaseURL.init)).isElsewhere(target)
         {
             defaults.headers = self.redirects.withoutSecrets(defaults.headers, redactor: self.redactor)
             defaults.middleware = []
         }
         return endpoint.applying(defaults)
-    }
-
-    /// The base of `service`: the directory's, or without a directory the client's.
-    private func home(of service: ServiceID) -> BaseURL? {
-        guard let servers = self.servers else { return self.baseURL.flatMap(BaseURL.init) }
-        return try? servers.base(for: service)
     }
 }
