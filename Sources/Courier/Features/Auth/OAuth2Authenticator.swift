@@ -126,6 +126,12 @@ public final class OAuth2Authenticator: Middleware {
     /// because credentials changed meanwhile (for tests).
     package var runningRefreshes: Int { self.state.withLock { $0.runningRefreshes } }
 
+    /// Sets when the current token was received to `interval` ago (for tests: a token that has
+    /// lived most of its lifetime, and so is inside its refresh margin, without waiting for it).
+    package func tokenReceived(ago interval: TimeInterval) {
+        self.state.withLock { $0.receivedAt = Date().addingTimeInterval(-interval) }
+    }
+
     /// How many requests are held waiting for a sign-in (for tests).
     var heldCount: Int { self.state.withLock { $0.signedIn }?.waitingCount ?? 0 }
 
@@ -331,7 +337,10 @@ public final class OAuth2Authenticator: Middleware {
 
     private enum Step {
         case use(OAuth2Token)
-        case wait(SharedOutcome<RefreshOutcome>)
+        /// Waits for a refresh; `early` is the current token when the refresh is early (no 401 asked
+        /// for it) and that token has not expired: a refresh that fails on the way then leaves it
+        /// in use, as the server still takes it (RFC 6749 §5.1: it lasts `expires_in`).
+        case wait(SharedOutcome<RefreshOutcome>, early: OAuth2Token?)
         case hold(SharedOutcome<OAuth2Token>)
         case fail(CourierError)
     }
@@ -378,8 +387,13 @@ public final class OAuth2Authenticator: Middleware {
                 }
                 if let stale, token.accessToken != stale { return .use(token) }
                 if stale == nil, !token.expires(within: self.refreshMargin(for: token, receivedAt: state.receivedAt)) { return .use(token) }
+                let unexpired = stale == nil && !token.expires(within: .zero)
+                // Within the margin, a token that neither a refresh token nor a client-credentials
+                // grant can renew is used until it expires: asking would sign out a user whose
+                // token still works.
+                if unexpired, token.refreshToken == nil, !state.usesClientCredentials { return .use(token) }
                 if let interruption { return .fail(interruption) }
-                if let refresh = state.refresh { return .wait(refresh) }
+                if let refresh = state.refresh { return .wait(refresh, early: unexpired ? token : nil) }
                 let now = ContinuousClock.now
                 state.refreshTimes.removeAll { now - $0 > self.configuration.refreshWindow }
                 guard state.refreshTimes.count < self.configuration.maxRefreshes else {
@@ -399,14 +413,14 @@ public final class OAuth2Authenticator: Middleware {
                     await self.performRefresh(refreshToken, generation: generation, started: now, outcome: refresh)
                     self.state.withLock { $0.runningRefreshes -= 1 }
                 }
-                return .wait(refresh)
+                return .wait(refresh, early: unexpired ? token : nil)
             }
             switch step {
             case .use(let token):
                 return token
             case .fail(let error):
                 throw error
-            case .wait(let refresh):
+            case .wait(let refresh, let early):
                 switch try await refresh.value(deadline: deadline, waitingFor: "the token refresh") {
                 case .refreshed(let token):
                     MonitorScope.authRefreshed()
@@ -414,6 +428,9 @@ public final class OAuth2Authenticator: Middleware {
                 case .superseded:
                     continue
                 case .failed(let error):
+                    // An early refresh that failed on the way (offline, a 5xx): the token it was
+                    // to replace still works. A refused grant signed out: nothing is used then.
+                    if let early, error.kind != .authenticationRequired { return early }
                     // Held requests wait for a sign-in after a refusal; a refresh that failed
                     // for any other reason (offline, a 5xx) fails them with its own error, as
                     // it fails the others: asking again at once would fail alike.

@@ -113,7 +113,9 @@ public struct OAuth2TokenEndpoint: Sendable {
             } else {
                 self.expires_in = nil
             }
-            self.refresh_token = try container.decodeIfPresent(String.self, forKey: .refresh_token)
+            // An empty refresh token is none (RFC 6749 Appendix A.17: 1*VSCHAR): the one held is
+            // kept (§6), never replaced by one that can only fail.
+            self.refresh_token = try container.decodeIfPresent(String.self, forKey: .refresh_token).flatMap { $0.isEmpty ? nil : $0 }
             // A string (RFC 6749 §3.3); a server that sends a list, or anything else, is read as
             // no scope, never a failed refresh that loses a rotated refresh token.
             self.scope = try? container.decodeIfPresent(String.self, forKey: .scope)
@@ -126,6 +128,11 @@ public struct OAuth2TokenEndpoint: Sendable {
 
     package static func decodeToken(_ body: Data) throws -> OAuth2Token {
         let response = try JSONDecoder().decode(TokenResponse.self, from: body)
+        // RFC 6749 Appendix A.12: an access token is 1*VSCHAR. An empty one, or one with a line
+        // break or other control character, could only be sent as a broken Authorization field.
+        guard !response.access_token.isEmpty, response.access_token.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else {
+            throw CourierError(.decoding, "the token endpoint issued an access token that is empty or not printable ASCII")
+        }
         // RFC 6749 §7.1: a client must not use a token whose type it does not understand; the
         // type is compared without regard to case (§5.1). Courier sends Bearer tokens (RFC 6750).
         if let type = response.token_type, type.lowercased() != "bearer" {

@@ -345,12 +345,24 @@ package enum CacheRules {
         return UntrustedNumber.deltaSeconds(FieldText.trimmed(first)).map(TimeInterval.init)
     }
 
+    /// Fields meant for every recipient, which `Connection` cannot make hop-by-hop (RFC 9110
+    /// §7.6.1: "Cache-Control is never appropriate as a connection option"): the cache decided on
+    /// them, so the stored copy keeps them.
+    static let endToEndFields: Set<String> = [
+        "cache-control", "expires", "date", "age", "etag", "last-modified", "vary", "pragma", "content-type",
+        "content-encoding", "content-length", "content-range", "content-location",
+    ]
+
     /// The fields of a response as stored (RFC 9111 §3.1): without hop-by-hop and proxy fields,
-    /// and without the fields its `Connection` names.
+    /// and without the fields its `Connection` names (but for ``endToEndFields``: a `Connection:
+    /// cache-control` cannot turn a stored `no-cache` into heuristic freshness).
     package static func storable(_ headers: HTTPFields) -> HTTPFields {
         var named = self.unstoredFields
         for value in headers[values: .connection] {
-            for part in FieldText.split(value, at: ",") { named.insert(FieldText.token(part)) }
+            for part in FieldText.split(value, at: ",") {
+                let name = FieldText.token(part)
+                if !self.endToEndFields.contains(name) { named.insert(name) }
+            }
         }
         guard headers.contains(where: { named.contains($0.name.canonicalName) }) else { return headers }
         return HTTPFields(headers.filter { !named.contains($0.name.canonicalName) })
@@ -365,13 +377,17 @@ package enum CacheRules {
         UntrustedNumber.clamp(seconds, to: self.ageLimit) ?? 0
     }
 
-    /// The lower-cased field names a response's `Vary` lists; `nil` for `Vary: *` (never reusable).
+    /// The lower-cased field names a response's `Vary` lists; `nil` for `Vary: *` (never reusable),
+    /// and for a member that is no field name (`Cookie Authorization`, `"Cookie"`, `X-User;`):
+    /// RFC 9110 §12.5.5 allows only `*` and field names, and a member the cache cannot compare
+    /// would otherwise match every request, handing one user's variant to another.
     package static func varyNames(_ responseHeaders: HTTPFields) -> [String]? {
         var names: [String] = []
         for value in responseHeaders[values: .vary] {
             for part in FieldText.split(value, at: ",") {
                 let name = FieldText.token(part)
                 if name == "*" { return nil }
+                if !name.isEmpty, HTTPField.Name(name) == nil { return nil }
                 if !name.isEmpty, !names.contains(name) { names.append(name) }
             }
         }

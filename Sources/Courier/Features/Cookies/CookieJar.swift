@@ -42,17 +42,15 @@ public final class CookieJar: Sendable {
     public init(store: (any CookieStore)? = nil, storesResponseCookies: Bool = true, now: @escaping @Sendable () -> Date = { Date() }) {
         let loaded = store?.load() ?? []
         let current = now()
-        self.state = Locked(
-            State(
-                cookies: loaded.filter { $0.expires != nil && !$0.isExpired(at: current) && CookieRules.isWellFormed($0) }.map {
-                    // Saved before lifetimes were capped: 400 days from now at the most. (Not from
-                    // `created`: a cookie the server renews keeps its first creation time, RFC
-                    // 6265 §5.3 step 11.3.)
-                    var cookie = $0
-                    cookie.expires = cookie.expires.map { min($0, current.addingTimeInterval(CookieRules.maxLifetime)) }
-                    return cookie
-                },
-                storesResponseCookies: storesResponseCookies))
+        let kept = loaded.filter { $0.expires != nil && !$0.isExpired(at: current) && CookieRules.isWellFormed($0) }.map {
+            // Saved before lifetimes were capped: 400 days from now at the most. (Not from
+            // `created`: a cookie the server renews keeps its first creation time, RFC
+            // 6265 §5.3 step 11.3.)
+            var cookie = $0
+            cookie.expires = cookie.expires.map { min($0, current.addingTimeInterval(CookieRules.maxLifetime)) }
+            return cookie
+        }
+        self.state = Locked(State(cookies: Self.withinLimits(kept), storesResponseCookies: storesResponseCookies))
         self.store = store
         self.now = now
     }
@@ -188,6 +186,21 @@ public final class CookieJar: Sendable {
         var path: [UInt8]
     }
 
+    /// `cookies` within the limits of §6.1 (a store written by another program, or by hand, may
+    /// hold more): per domain and in all, the most recently created are kept, in their order.
+    static func withinLimits(_ cookies: [Cookie]) -> [Cookie] {
+        guard cookies.count > Self.perDomainLimit else { return cookies }
+        var perDomain: [[UInt8]: Int] = [:]
+        var kept = Set<Int>()
+        for index in cookies.indices.sorted(by: { cookies[$0].created > cookies[$1].created }) where kept.count < Self.totalLimit {
+            let domain = Array(cookies[index].domain.utf8)
+            guard perDomain[domain, default: 0] < Self.perDomainLimit else { continue }
+            perDomain[domain, default: 0] += 1
+            kept.insert(index)
+        }
+        return cookies.indices.filter { kept.contains($0) }.map { cookies[$0] }
+    }
+
     /// §5.3 steps 11–12 and the limits of §6.1.
     private static func insert(_ cookie: Cookie, into cookies: inout [Cookie], now: Date, accessed: [Identity: Date]) {
         var cookie = cookie
@@ -207,9 +220,10 @@ public final class CookieJar: Sendable {
         // when only Secure cookies are left to evict, a cookie that is not Secure is refused.
         func lastAccess(_ index: Int) -> Date { accessed[Self.key(cookies[index])] ?? cookies[index].created }
         let newest = cookies.count - 1
+        // The new cookie is the last one, also after an eviction before it has moved it.
         func evicted(from indices: [Int]) -> Int? {
             if let insecure = indices.filter({ !cookies[$0].secure }).min(by: { lastAccess($0) < lastAccess($1) }) { return insecure }
-            if !cookies[newest].secure { return newest }
+            if !cookies[cookies.count - 1].secure { return cookies.count - 1 }
             return indices.min(by: { lastAccess($0) < lastAccess($1) })
         }
         let sameDomain = cookies.indices.filter { CookieRules.same(cookies[$0].domain, cookie.domain) && $0 != newest }

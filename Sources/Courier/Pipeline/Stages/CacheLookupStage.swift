@@ -53,6 +53,10 @@ struct CacheLookupStage: PipelineStage {
             throw error
         }
         cache.invalidateAfter(exchange.request, answer: outcome.response.head, policy: exchange.cachePolicy)
+        if let redirect = exchange.record.followedRedirect {
+            // The redirect answered the request (a 303 to a 404 the endpoint accepts).
+            cache.invalidateAfter(exchange.request, answer: HTTPResponse(status: .init(code: redirect)), policy: exchange.cachePolicy)
+        }
         return outcome
     }
 

@@ -44,6 +44,11 @@ struct CacheStoreStage: PipelineStage {
             cache.invalidateAfter(exchange.request, failure: error, record: exchange.record, policy: run.policy)
             throw error
         }
+        // A redirect was an answer too: after it, an unsafe method's final answer may be an error
+        // status the endpoint accepts (a 303 to a 404), which alone would invalidate nothing.
+        if let redirect = exchange.record.followedRedirect {
+            cache.invalidateAfter(exchange.request, answer: HTTPResponse(status: .init(code: redirect)), policy: run.policy)
+        }
         guard self.events.isActive else { return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) }
         let events = self.events
         return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) {

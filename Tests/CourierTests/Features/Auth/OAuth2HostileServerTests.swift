@@ -240,6 +240,64 @@ extension OAuth2Tests {
         try await api.stop()
         try await elsewhere.stop()
     }
+
+    /// RFC 6749 §5.1: a token lasts `expires_in`. Inside its refresh margin, a token without a
+    /// refresh token (and no client-credentials grant to renew it) is used until it expires, with
+    /// no refresh and no sign-out; one whose early refresh fails on the way (a 503) is still used,
+    /// and the credentials are kept. A refresh asked for by a 401 is not early: its failure fails
+    /// the request (`refreshesThatFailOnTheWayDoNotUseUpTheRefreshLimit`).
+    @Test(arguments: TransportKind.allCases)
+    func aTokenInsideItsRefreshMarginIsUsedWhileItCannotBeRenewed(_ kind: TransportKind) async throws {
+        let events = Locked(0)
+        let unrenewable = OAuth2Token(accessToken: "t-0", expiresAt: Date().addingTimeInterval(20))
+        try await self.setUp(kind, token: unrenewable, events: events) { client, auth, oauth, server in
+            auth.tokenReceived(ago: 3600)
+            let article = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(article.title == "t-0")
+            #expect(server.requests.filter { $0.path == "/oauth/token" }.isEmpty)
+            #expect(auth.token?.accessToken == "t-0")
+        }
+        let renewable = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(20))
+        try await self.setUp(kind, token: renewable, events: events) { client, auth, oauth, _ in
+            auth.tokenReceived(ago: 3600)
+            oauth.state.withLock { $0.refreshAnswer = .text("busy", status: 503) }
+            let article = try await client.send(Endpoint<Article>(path: "/api/2"))
+            #expect(article.title == "t-0")
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+            #expect(auth.token?.refreshToken == "r-0")
+            // Once the endpoint answers, the next request refreshes early and uses the new token.
+            oauth.state.withLock { $0.refreshAnswer = nil }
+            let renewed = try await client.send(Endpoint<Article>(path: "/api/3"))
+            #expect(renewed.title == "t-1")
+        }
+        #expect(events.current == 0)
+    }
+
+    /// RFC 6749 Appendix A.12 and A.17: tokens are 1*VSCHAR. An empty refresh token in a refresh
+    /// answer is none, so the one held is kept (§6: a new one replaces it only when issued); it
+    /// used to replace it, and every later refresh sent `refresh_token=` and failed. An empty
+    /// access token, or one with a line break or DEL, is refused as a decoding error.
+    @Test(arguments: TransportKind.allCases)
+    func anEmptyRefreshTokenInAnAnswerKeepsTheOneHeld(_ kind: TransportKind) async throws {
+        try await self.setUp(kind, token: Self.expired) { client, auth, oauth, _ in
+            oauth.state.withLock {
+                $0.refreshAnswer = .json(#"{"access_token":"t-0","token_type":"Bearer","expires_in":3600,"refresh_token":""}"#)
+            }
+            let article = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(article.title == "t-0")
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+            #expect(auth.token?.refreshToken == "r-0")
+        }
+        for token in ["", #"a\r\nX-Injected: 1"#, #"t\u007F"#] {
+            do {
+                _ = try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"\#(token)","refresh_token":""}"#.utf8))
+                Issue.record("an access token \(token.debugDescription) was accepted")
+            } catch let error as CourierError {
+                #expect(error.kind == .decoding)
+            }
+        }
+        #expect(try OAuth2TokenEndpoint.decodeToken(Data(#"{"access_token":"a b","refresh_token":""}"#.utf8)).refreshToken == nil)
+    }
 }
 
 /// A credential store that loads, saves tokens, and fails to delete them, as a locked keychain may.

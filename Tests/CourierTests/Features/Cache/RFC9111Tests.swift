@@ -402,6 +402,30 @@ struct RFC9111Tests {
         #expect(stored.map(\.name.canonicalName).sorted() == ["cache-control", "x-kept"])
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aConnectionFieldCannotDropTheCachingFieldsOfTheStoredCopy(_ kind: TransportKind) async throws {
+        // RFC 9110 §7.6.1: Cache-Control is never a connection option. A careless server naming
+        // it (and Expires) in Connection must not leave the stored copy without its `no-cache`,
+        // where a month-old Last-Modified would make it heuristically fresh (RFC 9111 §4.2.2):
+        // the second request is revalidated (RFC 9111 §5.2.2.4), not answered from the cache.
+        let store = RecordingStore()
+        let headers = [
+            ("Cache-Control", "no-cache"), ("Connection", "cache-control, expires, x-hop"), ("Expires", "0"), ("X-Hop", "h"),
+            ("ETag", "\"v1\""), ("Last-Modified", imfDate(TestClock().now.addingTimeInterval(-30 * 86_400))),
+        ]
+        try await withCache(kind, store: store, handler: { _ in .text("body", headers: headers) }) { client, server, _ in
+            _ = try await client.response(Self.get("/c"))
+            let entry = try #require(store.stored.withLock { $0.last })
+            #expect(entry.headers[.cacheControl] == "no-cache")
+            #expect(entry.headers[.expires] == "0")
+            #expect(entry.headers[HTTPField.Name("X-Hop")!] == nil)
+            let second = try await client.response(Self.get("/c"))
+            #expect(second.source != .cache)
+            #expect(server.requests.count == 2)
+            #expect(server.requests.last?.header("if-none-match") == "\"v1\"")
+        }
+    }
+
     // MARK: - RFC 5861 stale-while-revalidate
 
     @Test(arguments: TransportKind.allCases)
@@ -720,6 +744,43 @@ struct RFC9111Tests {
                 #expect(error?.kind == .httpStatus, "streamed: \(streamed)")
                 #expect(error?.status?.code == (answer == 303 ? 404 : answer), "streamed: \(streamed)")
                 #expect(server.requests.count == sent + (answer == 303 ? 2 : 1), "streamed: \(streamed)")
+                let after = try await client.response(Self.get("/items"))
+                #expect(after.source == .network, "streamed: \(streamed)")
+                #expect(after.value != stored, "streamed: \(streamed)")
+            }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func anUnsafeMethodRedirectedToAnAcceptedErrorStillInvalidates(_ kind: TransportKind) async throws {
+        // RFC 9111 §4.4: the 303 is a non-error answer to the POST, so the stored GET goes even
+        // when the redirect ends at a 404 the endpoint accepts (no error is thrown then, and the
+        // final status alone invalidates nothing). Sent, then streamed.
+        let counter = Locked(0)
+        try await withCache(
+            kind,
+            handler: { request in
+                switch (request.method, request.path) {
+                case ("GET", "/items"): return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
+                case ("GET", _): return .text("no receipt", status: 404)
+                default: return .text("done", status: 303, headers: [("Location", "/receipt")])
+                }
+            }
+        ) { client, server, _ in
+            let post = Endpoint<Data>(method: .post, path: "/items", acceptedStatuses: 200..<500, decoding: .data)
+            for streamed in [false, true] {
+                let stored = try await client.send(Self.get("/items"))
+                #expect(try await client.response(Self.get("/items")).source == .cache)
+                let sent = server.requests.count
+                if streamed {
+                    let stream = try await client.stream(post)
+                    #expect(stream.status.code == 404)
+                    for try await _ in stream.body {}
+                } else {
+                    let answer = try await client.response(post)
+                    #expect(answer.status.code == 404)
+                }
+                #expect(server.requests.count == sent + 2, "streamed: \(streamed)")
                 let after = try await client.response(Self.get("/items"))
                 #expect(after.source == .network, "streamed: \(streamed)")
                 #expect(after.value != stored, "streamed: \(streamed)")

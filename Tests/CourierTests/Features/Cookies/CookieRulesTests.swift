@@ -282,6 +282,40 @@ struct CookieRulesTests {
     }
 
     @Test
+    func aStoreOverTheLimitsIsTrimmedAtLoadAndTheNextCookieDoesNotTrap() throws {
+        // §6.1 limits (50 per domain, 3000 in all) hold for a store another program wrote, or an
+        // older one: loaded over both, a Secure cookie that evicted one of its domain's then
+        // looked past the end of the jar for itself, and trapped.
+        let clock = TestClock(start: Self.now)
+        let expires = Self.now.addingTimeInterval(3600)
+        let crowded = (0..<60).map {
+            Cookie(
+                name: "c\($0)", value: "v", domain: "example.com", expires: expires, secure: true,
+                created: Self.now.addingTimeInterval(Double($0)))
+        }
+        let others = (0..<2990).map {
+            Cookie(
+                name: "o", value: "v", domain: "d\($0).example.net", expires: expires, secure: true,
+                created: Self.now.addingTimeInterval(-1000))
+        }
+        let directory = temporaryDirectory("cookies")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = FileCookieStore(file: directory.appendingPathComponent("cookies.json"))
+        store.save(crowded + others)
+        #expect(store.load().count == 3050)
+        let jar = CookieJar(store: store, now: { clock.now })
+        // The most recently created are kept: c10…c59, then 2950 of the others.
+        #expect(jar.allCookies.count == 3000)
+        #expect(jar.allCookies.filter { $0.domain == "example.com" }.map(\.name) == (10..<60).map { "c\($0)" })
+        clock.advance(100)
+        jar.set(Cookie(name: "new", value: "1", domain: "example.com", expires: expires, secure: true, created: clock.now))
+        #expect(jar.allCookies.count == 3000)
+        #expect(jar.allCookies.filter { $0.domain == "example.com" }.count == 50)
+        #expect(jar.allCookies.contains { $0.name == "new" })
+    }
+
+    @Test
     func namesThatDifferInBytesAreTwoCookiesEvenWhenCanonicallyEquivalent() throws {
         // §5.3 step 11 replaces a cookie with "the same name" as the server sent it: names are
         // octets. "é" as one code point (C3 A9) and as "e" + combining acute (65 CC 81) are equal
