@@ -9,7 +9,10 @@ import HTTPTypes
 ///   authenticator received it — by a refresh, a sign-in, ``supply(_:)``, or from the store at
 ///   creation — to its expiry): a 20-second token with the 30-second default margin is
 ///   refreshed 10 seconds before it expires, not on every request. The requests that waited for
-///   a refresh use the token it brought, whatever its lifetime.
+///   a refresh use the token it brought, whatever its lifetime. Until it expires, the current
+///   token is still used when it cannot be renewed (no refresh token and no client-credentials
+///   grant), when such an early refresh fails for any reason but a refused grant (which signs
+///   out), and when failed refreshes have used up ``Configuration/maxRefreshes``.
 /// - On a 401, it checks whether the request was sent with the current token. If not (another
 ///   request refreshed meanwhile), it retries with the current token, without a new refresh.
 ///   If so, it refreshes and retries once. A one-shot body is not retried: the 401 is returned.
@@ -125,6 +128,16 @@ public final class OAuth2Authenticator: Middleware {
     /// How many refreshes are still running, including ones whose result no longer counts
     /// because credentials changed meanwhile (for tests).
     package var runningRefreshes: Int { self.state.withLock { $0.runningRefreshes } }
+
+    /// `token` when it is still the current token, not expired, and the user has not signed out.
+    private func stillCurrent(_ token: OAuth2Token) -> OAuth2Token? {
+        self.state.withLock { state in
+            guard !state.signedOut, let current = state.token, current.accessToken == token.accessToken,
+                !current.expires(within: .zero)
+            else { return nil }
+            return current
+        }
+    }
 
     /// Sets when the current token was received to `interval` ago (for tests: a token that has
     /// lived most of its lifetime, and so is inside its refresh margin, without waiting for it).
@@ -397,6 +410,8 @@ public final class OAuth2Authenticator: Middleware {
                 let now = ContinuousClock.now
                 state.refreshTimes.removeAll { now - $0 > self.configuration.refreshWindow }
                 guard state.refreshTimes.count < self.configuration.maxRefreshes else {
+                    // Refreshes that failed used up the limit: a token that still works is used.
+                    if unexpired { return .use(token) }
                     return .fail(
                         CourierError(
                             .authenticationRequired,
@@ -430,7 +445,13 @@ public final class OAuth2Authenticator: Middleware {
                 case .failed(let error):
                     // An early refresh that failed on the way (offline, a 5xx): the token it was
                     // to replace still works. A refused grant signed out: nothing is used then.
-                    if let early, error.kind != .authenticationRequired { return early }
+                    // Looked up again: credentials replaced or signed out, or the token expired
+                    // during the wait, and the state decides anew.
+                    if let early, error.kind != .authenticationRequired {
+                        if let token = self.stillCurrent(early) { return token }
+                        stale = nil
+                        continue
+                    }
                     // Held requests wait for a sign-in after a refusal; a refresh that failed
                     // for any other reason (offline, a 5xx) fails them with its own error, as
                     // it fails the others: asking again at once would fail alike.

@@ -187,12 +187,16 @@ public final class CookieJar: Sendable {
     }
 
     /// `cookies` within the limits of §6.1 (a store written by another program, or by hand, may
-    /// hold more): per domain and in all, the most recently created are kept, in their order.
+    /// hold more): per domain and in all, Secure cookies before others (as eviction prefers,
+    /// RFC 6265bis §5.8.3), then the most recently created, are kept, in their order.
     static func withinLimits(_ cookies: [Cookie]) -> [Cookie] {
         guard cookies.count > Self.perDomainLimit else { return cookies }
         var perDomain: [[UInt8]: Int] = [:]
         var kept = Set<Int>()
-        for index in cookies.indices.sorted(by: { cookies[$0].created > cookies[$1].created }) where kept.count < Self.totalLimit {
+        let ranked = cookies.indices.sorted {
+            cookies[$0].secure != cookies[$1].secure ? cookies[$0].secure : cookies[$0].created > cookies[$1].created
+        }
+        for index in ranked where kept.count < Self.totalLimit {
             let domain = Array(cookies[index].domain.utf8)
             guard perDomain[domain, default: 0] < Self.perDomainLimit else { continue }
             perDomain[domain, default: 0] += 1

@@ -46,7 +46,7 @@ struct CacheStoreStage: PipelineStage {
         }
         // A redirect was an answer too: after it, an unsafe method's final answer may be an error
         // status the endpoint accepts (a 303 to a 404), which alone would invalidate nothing.
-        if let redirect = exchange.record.followedRedirect {
+        if !CacheRules.isSafe(exchange.request.head.method), let redirect = exchange.record.followedRedirect {
             cache.invalidateAfter(exchange.request, answer: HTTPResponse(status: .init(code: redirect)), policy: run.policy)
         }
         guard self.events.isActive else { return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) }

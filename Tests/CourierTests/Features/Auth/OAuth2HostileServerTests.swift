@@ -270,6 +270,22 @@ extension OAuth2Tests {
             let renewed = try await client.send(Endpoint<Article>(path: "/api/3"))
             #expect(renewed.title == "t-1")
         }
+        // Refreshes that failed for a reason counted against the limit (an error page) used it
+        // up: the token, still good, is used without asking again, not failed as "stopped".
+        var configuration = OAuth2Authenticator.Configuration()
+        configuration.maxRefreshes = 1
+        try await self.setUp(kind, token: renewable, configuration: configuration, events: events) { client, auth, oauth, _ in
+            auth.tokenReceived(ago: 3600)
+            oauth.state.withLock {
+                $0.refreshAnswer = .text("<html>Bad Request</html>", status: 400, headers: [("Content-Type", "text/html")])
+            }
+            for index in 1...3 {
+                let article = try await client.send(Endpoint<Article>(path: "/api/\(index)"))
+                #expect(article.title == "t-0")
+            }
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+            #expect(auth.token?.accessToken == "t-0")
+        }
         #expect(events.current == 0)
     }
 

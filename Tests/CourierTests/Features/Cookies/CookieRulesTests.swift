@@ -285,7 +285,8 @@ struct CookieRulesTests {
     func aStoreOverTheLimitsIsTrimmedAtLoadAndTheNextCookieDoesNotTrap() throws {
         // §6.1 limits (50 per domain, 3000 in all) hold for a store another program wrote, or an
         // older one: loaded over both, a Secure cookie that evicted one of its domain's then
-        // looked past the end of the jar for itself, and trapped.
+        // looked past the end of the jar for itself, and trapped. Trimmed, Secure cookies stay
+        // before newer ones that are not (RFC 6265bis §5.8.3, as eviction does).
         let clock = TestClock(start: Self.now)
         let expires = Self.now.addingTimeInterval(3600)
         let crowded = (0..<60).map {
@@ -302,10 +303,14 @@ struct CookieRulesTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = FileCookieStore(file: directory.appendingPathComponent("cookies.json"))
-        store.save(crowded + others)
-        #expect(store.load().count == 3050)
+        let insecure = (0..<10).map {
+            Cookie(
+                name: "i\($0)", value: "v", domain: "example.com", expires: expires, created: Self.now.addingTimeInterval(Double(100 + $0)))
+        }
+        store.save(crowded + insecure + others)
+        #expect(store.load().count == 3060)
         let jar = CookieJar(store: store, now: { clock.now })
-        // The most recently created are kept: c10…c59, then 2950 of the others.
+        // Secure first, then the most recently created: c10…c59, then 2950 of the others.
         #expect(jar.allCookies.count == 3000)
         #expect(jar.allCookies.filter { $0.domain == "example.com" }.map(\.name) == (10..<60).map { "c\($0)" })
         clock.advance(100)
