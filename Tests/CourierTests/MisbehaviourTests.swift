@@ -69,6 +69,23 @@ struct MisbehaviourTests {
         }
     }
 
+    /// An answer that is no HTTP at all (another protocol's greeting on the port) is a malformed
+    /// answer from the server, kind `transport`, on both transports; URLSession called it an
+    /// invalid request and blamed the URL (libcurl reads it as HTTP/0.9, which it refuses).
+    @Test(arguments: TransportKind.allCases, ["SSH-2.0-OpenSSH_9.6\r\n", "hello\r\n\r\n"])
+    func anAnswerThatIsNoHTTPIsATransportError(kind: TransportKind, answer: String) async throws {
+        let server = try await http1Server { request in
+            guard request.path == "/other" else { return await Routes.standard(request) }
+            return ScriptedResponse(behaviour: .rawResponse(answer))
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/other", decoding: .data)) }
+            #expect(error?.kind == .transport, "\(String(describing: error))")
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+        }
+    }
+
     /// A `Content-Length` past what a signed 64-bit count holds is an oversized answer; one that
     /// is not a number (`2x`, `+2`), or past even an unsigned 64-bit count (which AsyncHTTPClient's
     /// parser refuses), is a malformed one (RFC 9110 §8.6, RFC 9112 §6.3 ¶5), alike on both

@@ -125,10 +125,11 @@ extension URLSessionTransport {
     }
 
     /// Whether libcurl's text says the response could not be read: a status code or an HTTP
-    /// version it does not take (the wording differs between libcurl versions).
+    /// version it does not take, or no status line at all (an answer that is not HTTP, which
+    /// libcurl calls HTTP/0.9; the wording differs between libcurl versions).
     static func isMalformedResponseText(_ error: NSError) -> Bool {
         let text = Self.texts(of: error).lowercased()
-        return ["in http response", "unsupported http version", "http/1 subversion"].contains { text.contains($0) }
+        return ["in http response", "unsupported http version", "http/1 subversion", "http/0.9"].contains { text.contains($0) }
     }
 
     /// The error's description and those of the errors and strings in its user info.

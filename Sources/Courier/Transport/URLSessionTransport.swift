@@ -192,7 +192,21 @@ public final class URLSessionTransport: Transport {
         sealed.urlCache = nil
         sealed.urlCredentialStorage = nil
         sealed.requestCachePolicy = .reloadIgnoringLocalCacheData
+        #if canImport(FoundationNetworking)
+        // FoundationNetworking turns the idle timeout into whole milliseconds through an Int
+        // of seconds: an infinite or huge one traps, and one under a second becomes none at
+        // all and fails every request at once. Courier's deadlines bound a request's time, so
+        // the idle timeout is kept between 1 s and 10^9 s (about 31 years).
+        sealed.timeoutIntervalForRequest = Self.idleTimeout(sealed.timeoutIntervalForRequest)
+        #endif
         return sealed
+    }
+
+    /// `seconds` as an idle timeout FoundationNetworking can take: 1…10^9 when positive (not a
+    /// number and infinity are 10^9); zero and below as they are.
+    static func idleTimeout(_ seconds: TimeInterval) -> TimeInterval {
+        if seconds.isNaN || seconds > 1e9 { return 1e9 }
+        return seconds > 0 ? max(seconds, 1) : seconds
     }
 
     /// Sends the request with a data task of the session.

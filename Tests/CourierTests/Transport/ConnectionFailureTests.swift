@@ -51,4 +51,24 @@ struct ConnectionFailureTests {
         #expect(!mapped(NSURLErrorBadURL).couldNotConnect)
         #expect(mapped(NSURLErrorBadURL).kind == .invalidRequest)
     }
+
+    /// URLSession only (the setting is `URLSessionConfiguration`'s; AsyncHTTPClientTransport has
+    /// none): an idle timeout FoundationNetworking cannot take in whole milliseconds of an Int —
+    /// infinite, huge, or under a second — is kept in its range, so the request is sent and
+    /// answered instead of trapping or timing out at once.
+    @Test(arguments: [TimeInterval.infinity, .greatestFiniteMagnitude, 1e17, 0.5])
+    func anIdleTimeoutOutsideThePlatformsRangeStillSends(_ seconds: TimeInterval) async throws {
+        let server = try await http1Server { _ in .text("ok") }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = seconds
+        let transport = URLSessionTransport(configuration: configuration)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
+        let answer = try await client.send(Endpoint<String>(path: "/a", decoding: .string))
+        #expect(answer == "ok")
+        transport.shutdown()
+        try await server.stop()
+        #expect(URLSessionTransport.idleTimeout(.nan) == 1e9)
+        #expect(URLSessionTransport.idleTimeout(0) == 0)
+        #expect(URLSessionTransport.idleTimeout(30) == 30)
+    }
 }
