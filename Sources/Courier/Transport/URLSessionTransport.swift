@@ -224,6 +224,12 @@ public final class URLSessionTransport: Transport {
         // Courier's own cache decides; the platform's cache must neither answer nor revalidate.
         urlRequest.cachePolicy = .reloadIgnoringLocalCacheData
         try TransportRules.wireFields(of: request) { name, value in urlRequest.addValue(value, forHTTPHeaderField: name) }
+        // The platform asks for the codings it decodes, and decodes the answer itself, when the
+        // request names none: Courier names them whenever it decodes, so a request without one
+        // (decompression off) asks for none, and gets the body as the server sent it.
+        if !request.head.headerFields.contains(.acceptEncoding) {
+            urlRequest.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        }
         // The pipeline's deadline stage ends the exchange at the request's deadline (head and
         // body); the session's own timeout stays an idle timeout, so a long stream is not cut.
         // A body in memory (or a short stream) is sent from memory; a longer stream is written

@@ -62,6 +62,21 @@ struct StreamingAndCompressionTests {
         }
     }
 
+    /// With decompression off (`nil` neither asks nor decodes), no content coding but identity
+    /// is asked for, on both transports (RFC 9110 §12.5.3: without `Accept-Encoding` any coding
+    /// is acceptable). URLSession's platform asked for its own codings and decoded the body
+    /// itself, so the caller got bytes no limit had watched. An endpoint's own field is kept.
+    @Test(arguments: TransportKind.allCases)
+    func withDecompressionOffNoCodingIsAskedFor(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in .text(request.header("accept-encoding") ?? "none") }
+        try await withClient(kind, server: server, configure: { $0.decompression = nil }) { client in
+            let asked = try await client.send(Endpoint<String>(path: "/plain", decoding: .string))
+            #expect(asked == "none" || asked == "identity", "\(asked)")
+            let own = try await client.send(Endpoint<String>(path: "/own", headers: [.acceptEncoding: "identity;q=1"], decoding: .string))
+            #expect(own == "identity;q=1")
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func serverSentEventsAreParsedAsTheyArrive(_ kind: TransportKind) async throws {
         let server = try await http1Server(Self.origin)
