@@ -443,10 +443,10 @@ public final class OAuth2Authenticator: Middleware {
                 case .superseded:
                     continue
                 case .failed(let error):
-                    // An early refresh that failed on the way (offline, a 5xx): the token it was
-                    // to replace still works. A refused grant signed out: nothing is used then.
-                    // Looked up again: credentials replaced or signed out, or the token expired
-                    // during the wait, and the state decides anew.
+                    // An early refresh that failed for any reason but a refused grant (which signed
+                    // out): the token it was to replace still works. It is looked up again: when
+                    // credentials were replaced or signed out, or the token expired during the
+                    // wait, the state decides anew.
                     if let early, error.kind != .authenticationRequired {
                         if let token = self.stillCurrent(early) { return token }
                         stale = nil

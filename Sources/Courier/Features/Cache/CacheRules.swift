@@ -386,9 +386,9 @@ package enum CacheRules {
         for value in responseHeaders[values: .vary] {
             for part in FieldText.split(value, at: ",") {
                 let name = FieldText.token(part)
-                if name == "*" { return nil }
-                if !name.isEmpty, HTTPField.Name(name) == nil { return nil }
-                if !name.isEmpty, !names.contains(name) { names.append(name) }
+                if name.isEmpty { continue }
+                if name == "*" || HTTPField.Name(name) == nil { return nil }
+                if !names.contains(name) { names.append(name) }
             }
         }
         return names
