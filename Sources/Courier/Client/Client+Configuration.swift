@@ -18,6 +18,12 @@ extension Client {
         public var baseURL: URL?
         /// Header fields sent with every request; an endpoint's fields replace ones with the same name.
         ///
+        /// A default `Content-Type` labels bodies that name no type and JSON bodies (so a vendor
+        /// type such as `application/vnd.api+json` can refine them); a body with a type of its
+        /// own (a multipart form, whose type carries its boundary, a URL-encoded form, data given
+        /// a type) keeps it. `Content-Length` and `Transfer-Encoding` are never sent as written:
+        /// the transport frames the body.
+        ///
         /// The ones that carry credentials (``RedirectPolicy/sensitiveFields``: `Authorization`,
         /// `Cookie`, …, and those the ``redactor`` hides as secrets) are not sent to an endpoint whose path is an absolute URL of another origin
         /// than the base URL (or its service's), such as a presigned download URL an API handed out.

@@ -35,7 +35,7 @@ enum RequestBuilder {
         // the default fields that carry credentials stay home then (as on a redirect, RFC 9110 §15.4).
         var elsewhere = false
         if Self.isAbsoluteHTTP(endpoint.path) {
-            guard let url = URL(string: endpoint.path), let target = BaseURL(url),
+            guard let url = URL(string: Self.escapingTarget(ofAbsolute: endpoint.path)), let target = BaseURL(url),
                 let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
             else {
                 let shown = Redactor.standard.redactFreeText(Redactor.standard.redact(urlString: endpoint.path))
@@ -100,7 +100,7 @@ enum RequestBuilder {
             } catch {
                 throw CourierError.wrap(error)
             }
-            if let contentType = body?.contentType, !head.headerFields.contains(.contentType) {
+            if let contentType = body?.contentType, Self.bodyNamesType(contentType, endpoint: endpoint, fields: head.headerFields) {
                 try TransportRules.checkContentType(contentType)
                 head.headerFields[.contentType] = contentType
             }
@@ -112,6 +112,36 @@ enum RequestBuilder {
         var request = Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)
         if !endpoint.hasOwnName { request.hasOwnName = false }
         return request
+    }
+
+    /// An absolute URL with its path, query and fragment percent-encoded as a relative path is
+    /// (``PercentEncoding/isTargetByte(_:)``; the `#` of a fragment kept), the scheme and authority
+    /// as written: Foundation encodes a URL that holds a space again whole, `%20` as `%2520`.
+    static func escapingTarget(ofAbsolute text: String) -> String {
+        let utf8 = text.utf8
+        guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")),
+            let authority = utf8.index(colon, offsetBy: 3, limitedBy: utf8.endIndex),
+            let start = utf8[authority...].firstIndex(where: {
+                $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+            })
+        else { return text }
+        let target = text[start...]
+        let escaped = PercentEncoding.escape(String(target)) { PercentEncoding.isTargetByte($0) || $0 == UInt8(ascii: "#") }
+        return String(text[..<start]) + escaped
+    }
+
+    /// Whether a body's own `contentType` labels the request: always when no field names one;
+    /// never when the endpoint names one; over a client-wide default unless the body is plain JSON,
+    /// which a default may refine (`application/vnd.api+json`). A multipart form's type carries
+    /// its boundary and a URL-encoded form's says how its bytes read: a default such as
+    /// `application/json` left the server unable to read either.
+    static func bodyNamesType(_ contentType: String, endpoint: EndpointDescription, fields: HTTPFields) -> Bool {
+        guard fields.contains(.contentType) else { return true }
+        if endpoint.headers.contains(.contentType) || endpoint.rawHeaders.contains(where: { HTTPField.Name($0.name) == .contentType }) {
+            return false
+        }
+        let mediaType = FieldText.trimmed(String(contentType.prefix { $0 != ";" })).lowercased()
+        return mediaType != "application/json"
     }
 
     /// The body gzipped and `gzip` added to `Content-Encoding`, for an endpoint that asks for

@@ -36,6 +36,7 @@ struct BaseURL: Sendable {
         // would hide the query items appended after it.
         var relative = relative
         if let hash = relative.utf8.firstIndex(of: UInt8(ascii: "#")) { relative = String(relative[..<hash]) }
+        relative = PercentEncoding.escape(relative, keeping: PercentEncoding.isTargetByte)
         var path: String
         if relative.isEmpty {
             path = self.basePath.isEmpty ? "/" : self.basePath
@@ -87,6 +88,25 @@ enum PercentEncoding {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// RFC 3986 §3.3–3.4: what a path or query may hold as it is — unreserved characters,
+    /// sub-delimiters, `:`, `@`, `/`, `?` — and `%`, so bytes already percent-encoded stay as
+    /// written. Anything else (a space, a double quote, angle brackets, a backslash, braces, square
+    /// brackets, a control byte, any byte of a non-ASCII character) goes encoded: a request target
+    /// is ASCII (RFC 9112 §3.2), and the same text in two Unicode forms is two different byte
+    /// strings to the server.
+    @inline(__always)
+    static func isTargetByte(_ byte: UInt8) -> Bool {
+        if Self.isUnreserved(byte) { return true }
+        switch byte {
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"),
+            UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "%"):
             return true
         default:
             return false

@@ -102,6 +102,9 @@ public struct MultipartForm: Sendable {
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": escaped += "%22"
+            // A parser that reads backslash escapes in quoted strings (RFC 9110 §5.6.4) saw a name
+            // ending in `\` run on into the next parameter: percent-encoded, as the quote is.
+            case "\\": escaped += "%5C"
             case "\r": escaped += "%0D"
             case "\n": escaped += "%0A"
             // No field value may hold NUL (RFC 9110 §5.5): percent-encoded as CR and LF are.

@@ -10,7 +10,8 @@ package enum TransportRules {
         ECONNREFUSED, ECONNRESET, ECONNABORTED, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EHOSTDOWN, EPIPE,
     ]
 
-    /// Hands `add` the header fields to send, in order: every field but `Cookie`, then the
+    /// Hands `add` the header fields to send, in order: every field but `Cookie` and the framing
+    /// ones (`Content-Length`, `Transfer-Encoding`: the transport frames the body), then the
     /// request's cookies as one `Cookie` field joined by "; " (RFC 6265 §5.4: never more than
     /// one; `HTTPFields` keeps each cookie as a field of its own, for HTTP/2's compression), then
     /// the body's content type when the request sets none. A body's content type with CR, LF or
@@ -23,7 +24,12 @@ package enum TransportRules {
             throw CourierError.invalidRequest("the request body's announced length is negative (\(length))")
         }
         let fields = request.head.headerFields
-        for field in fields where field.name != .cookie {
+        // The body frames itself (RFC 9112 §6.1–6.3): a `Content-Length` or `Transfer-Encoding` a
+        // caller or middleware wrote is not sent, and the transport announces the bytes it sends.
+        // URLSession sent a caller's length as given: stale once the body was gzipped, or on a
+        // request without a body, it left the server waiting; a short one made the rest of the
+        // body read as the next request on the connection.
+        for field in fields where field.name != .cookie && field.name != .contentLength && field.name != .transferEncoding {
             add(field.name.rawName, field.value)
         }
         if let cookie = fields.combinedValue(.cookie) {

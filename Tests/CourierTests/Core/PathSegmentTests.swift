@@ -80,4 +80,33 @@ struct PathSegmentTests {
             #expect(server.requests.map(\.uri) == ["/a/%2E%2E%2E", "/a/x%2E", "/a?p=%2E%2E"])
         }
     }
+
+    /// RFC 9112 §3.2 and RFC 3986 §2.1, §3.3: a request target is ASCII, and a byte no path or
+    /// query may hold goes percent-encoded. A path written with such bytes (`/u/café`, a space)
+    /// went out raw over AsyncHTTPClient and encoded over URLSession; and the same text in two
+    /// Unicode forms (NFC `é`, NFD `e` + U+0301), different bytes to the server, was one request
+    /// to deduplication and one entry to the cache. Bytes already percent-encoded stay as written.
+    @Test(arguments: TransportKind.allCases)
+    func aPathWithBytesNoTargetMayHoldIsPercentEncodedAlike(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in .text(request.uri) }
+        let written = [
+            ("/u/caf\u{E9}", "/u/caf%C3%A9"), ("/u/cafe\u{301}", "/u/cafe%CC%81"), ("/a b/c%20d", "/a%20b/c%20d"),
+            ("/q?x=a b&y=\u{E9}|\"<>", "/q?x=a%20b&y=%C3%A9%7C%22%3C%3E"), ("/k/a:b@c!$&'()*+,;=", "/k/a:b@c!$&'()*+,;="),
+        ]
+        let paths = written + [(server.baseURL.absoluteString + "/abs/\u{E9} x%20y?q=a b", "/abs/%C3%A9%20x%20y?q=a%20b")]
+        try await withClient(kind, server: server) { client in
+            for (path, _) in paths {
+                _ = try await client.send(Endpoint<String>(path: path, decoding: .string))
+            }
+            #expect(server.requests.map(\.uri) == paths.map(\.1))
+        }
+        let cached = try await http1Server { request in .text(request.uri, headers: [("Cache-Control", "max-age=60")]) }
+        try await withClient(kind, server: cached, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            let composed = try await client.send(Endpoint<String>(path: "/u/caf\u{E9}", decoding: .string))
+            let decomposed = try await client.send(Endpoint<String>(path: "/u/cafe\u{301}", decoding: .string))
+            #expect(composed == "/u/caf%C3%A9")
+            #expect(decomposed == "/u/cafe%CC%81")
+            #expect(cached.requests.count == 2)
+        }
+    }
 }

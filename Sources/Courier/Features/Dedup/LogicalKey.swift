@@ -119,9 +119,12 @@ struct LogicalKey: Hashable, Sendable {
         // changes nothing.
         var headers = request.head.headerFields
         for name in ignoredHeaders { headers[name] = nil }
-        // `/a?` and `/a` name the same resource: an empty query is dropped.
+        // `/a?` and `/a` name the same resource: an empty query is dropped. A `?` that ends a
+        // query (`/search?q=what?`: RFC 3986 §3.4 lets a query hold one) is part of it.
         var path = Substring(request.head.path ?? "/")
-        if path.utf8.last == UInt8(ascii: "?") { path = path.dropLast() }
+        if path.utf8.last == UInt8(ascii: "?"), path.utf8.firstIndex(of: UInt8(ascii: "?")) == path.utf8.index(before: path.utf8.endIndex) {
+            path = path.dropLast()
+        }
         let custom: String?
         if case .key(let key) = endpoint.deduplication.mode { custom = key } else { custom = nil }
         let scheme = Self.scheme(of: request.head)

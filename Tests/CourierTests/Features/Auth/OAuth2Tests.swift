@@ -89,13 +89,14 @@ struct OAuth2Tests {
         token: OAuth2Token?,
         configuration: OAuth2Authenticator.Configuration = .init(),
         events: Locked<Int> = Locked(0),
+        tokenClient configureTokenClient: (inout Client.Configuration) -> Void = { _ in },
         _ body: (Client, OAuth2Authenticator, OAuthServer, TestServer) async throws -> Void
     ) async throws {
         let oauth = OAuthServer()
         let server = try await http1Server(oauth.respond)
         if let token { oauth.state.withLock { $0.valid = [token.accessToken] } }
         let (transport, shutdown) = makeTransport(kind)
-        let tokenClient = Client(configuration: .init(transport: transport))
+        let tokenClient = Client(configuration: .init(transport: transport, configure: configureTokenClient))
         let auth = OAuth2Authenticator(
             tokenEndpoint: OAuth2TokenEndpoint(
                 url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
@@ -135,6 +136,20 @@ struct OAuth2Tests {
             #expect(oauth.state.withLock { $0.refreshCalls } == 1)
             #expect(auth.refreshCount == 1)
             #expect(auth.token?.accessToken == "t-1")
+        }
+    }
+
+    /// RFC 6749 §6 (and §4.1.3, by reference to Appendix B): the token request is
+    /// `application/x-www-form-urlencoded`, also when the token client's default `Content-Type`
+    /// is JSON, an app's usual default: the form's own type wins over a client-wide default.
+    @Test(arguments: TransportKind.allCases)
+    func theTokenRequestStaysAFormUnderAJSONDefault(_ kind: TransportKind) async throws {
+        try await self.setUp(kind, token: Self.expired, tokenClient: { $0.defaultHeaders[.contentType] = "application/json" }) {
+            client, _, oauth, server in
+            _ = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+            let tokenRequest = try #require(server.requests.first { $0.path == "/oauth/token" })
+            #expect(tokenRequest.header("Content-Type") == "application/x-www-form-urlencoded")
         }
     }
 

@@ -31,6 +31,11 @@ struct LogicalKeyTests {
     func schemeAndHostInAnyCaseAndAnEmptyQueryAreTheSameRequest() {
         #expect(self.same(self.key("https", "api.example.com"), self.key("HTTPS", "API.Example.COM")))
         #expect(self.same(self.key(path: "/items"), self.key(path: "/items?")))
+        // RFC 3986 §3.4: a query may end in `?`; only an empty query is none. `q=what?` and
+        // `q=what` were one request, and the second caller got the first one's answer.
+        #expect(self.key(path: "/search?q=what?") != self.key(path: "/search?q=what"))
+        #expect(self.key(path: "/search??") != self.key(path: "/search?"))
+        #expect(self.same(self.key(path: "/search?q=what?"), self.key(path: "/search?q=what?")))
         #expect(self.key(path: "/Items") != self.key(path: "/items"))
         #expect(self.key(path: "/items?a=1&b=2") != self.key(path: "/items?b=2&a=1"))
         #expect(self.key("http") != self.key("https"))

@@ -532,6 +532,48 @@ struct StreamingAndCompressionTests {
         }
     }
 
+    /// The body frames itself (RFC 9112 §6.3, RFC 9110 §8.6): a `Content-Length` the caller
+    /// wrote is not what the server reads by. URLSession sent it as given: a short one made the
+    /// rest of the body read as the next request on the connection, one left stale by gzip or one
+    /// on a request without a body left the server waiting for bytes that never came.
+    @Test(arguments: TransportKind.allCases, ["short", "gzipped", "no body"])
+    func aCallersContentLengthNeverFramesTheBody(_ kind: TransportKind, _ lie: String) async throws {
+        let server = try await http1Server { request in .text("\(request.body.count) \(sha256(request.body))") }
+        let plain = Data(String(repeating: "compress me ", count: 100).utf8)
+        try await withClient(kind, server: server, configure: { $0.timeout = .seconds(20) }) { client in
+            var endpoint: Endpoint<String>
+            switch lie {
+            case "short":
+                endpoint = Endpoint(
+                    method: .post, path: "/a", headers: [.contentLength: "3"], body: .data(plain, contentType: "text/plain"),
+                    decoding: .string)
+            case "gzipped":
+                endpoint = Endpoint(
+                    method: .post, path: "/a", headers: [.contentLength: "\(plain.count)"], body: .data(plain, contentType: "text/plain"),
+                    decoding: .string)
+                endpoint.compressesRequestBody = true
+            default:
+                endpoint = Endpoint(method: .get, path: "/a", headers: [.contentLength: "5"], decoding: .string)
+            }
+            let answer = try await client.send(endpoint.retry(.never))
+            let received = try #require(server.requests.first)
+            #expect(answer == "\(received.body.count) \(sha256(received.body))")
+            switch lie {
+            case "short":
+                #expect(received.body == plain)
+                #expect(received.header("Content-Length") == "\(plain.count)")
+            case "gzipped":
+                #expect(received.header("Content-Encoding") == "gzip")
+                #expect(received.header("Content-Length") == "\(received.body.count)")
+                #expect(try await runTool(["gzip", "-dc"], input: received.body) == plain)
+            default:
+                #expect(received.body.isEmpty)
+                #expect(received.header("Content-Length") == nil || received.header("Content-Length") == "0")
+            }
+        }
+        #expect(server.requests.count == 1)
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aRequestBodyIsGzippedWhenTheEndpointAsks(_ kind: TransportKind) async throws {
         let server = try await http1Server(Self.origin)

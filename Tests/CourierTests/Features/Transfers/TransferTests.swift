@@ -866,4 +866,55 @@ struct TransferTests {
         var bad = MultipartForm()
         #expect(throws: CourierError.self) { try bad.addData(Data(), name: "x", fileName: "x", contentType: "text/plain\r\nX-Evil: 1") }
     }
+
+    /// A parser that reads backslash escapes in quoted strings (RFC 9110 §5.6.4) read a name
+    /// ending in `\` as running on past its closing quote, into the parameters after it: the
+    /// backslash is percent-encoded as the quote is (RFC 7578 §4.2), and a file name full of them
+    /// stays one parameter.
+    @Test(arguments: TransportKind.allCases)
+    func aBackslashCannotCarryAPartNameIntoTheNextParameter(_ kind: TransportKind) async throws {
+        var form = MultipartForm()
+        try form.addData(Data("x".utf8), name: "dir\\", fileName: "C:\\evil\\\"; name=\"admin", contentType: "text/plain")
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(kind, server: server) { client in
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/upload", body: .body(form.body()), decoding: .string))
+            let received = try #require(server.requests.first)
+            let text = String(decoding: received.body, as: UTF8.self)
+            #expect(
+                text.contains("Content-Disposition: form-data; name=\"dir%5C\"; filename=\"C:%5Cevil%5C%22; name=%22admin\"\r\n"), "\(text)"
+            )
+            #expect(!text.contains("\\"))
+        }
+    }
+
+    /// A multipart form's type carries its boundary and a URL-encoded form's type says how its
+    /// bytes read: a client-wide default `Content-Type` (often `application/json`) replaced both,
+    /// so the server could find no part. A body's own type now wins over a default, except plain
+    /// JSON, which a default may refine; an endpoint's own `Content-Type` still wins over all.
+    @Test(arguments: TransportKind.allCases)
+    func aBodysOwnContentTypeWinsOverAClientDefault(_ kind: TransportKind) async throws {
+        var form = MultipartForm()
+        form.add(name: "title", value: "x")
+        let server = try await http1Server { _ in .text("ok") }
+        let vendorJSON = "application/vnd.api+json"
+        try await withClient(kind, server: server, configure: { $0.defaultHeaders[.contentType] = vendorJSON }) { client in
+            let bodies: [(HTTPFields, EndpointBody)] = [
+                ([:], .body(form.body())),
+                ([:], .form(["a": "1"])),
+                ([:], .data(Data("a,b".utf8), contentType: "text/csv")),
+                ([:], .json(["k": 1])),
+                ([:], .body(.data(Data("raw".utf8)))),
+                ([.contentType: "text/plain"], .data(Data("a,b".utf8), contentType: "text/csv")),
+            ]
+            for (headers, body) in bodies {
+                _ = try await client.send(Endpoint<String>(method: .post, path: "/b", headers: headers, body: body, decoding: .string))
+            }
+        }
+        let types = server.requests.map { $0.header("Content-Type") }
+        #expect(
+            types == [
+                "multipart/form-data; boundary=\(form.boundary)", "application/x-www-form-urlencoded", "text/csv", vendorJSON, vendorJSON,
+                "text/plain",
+            ])
+    }
 }
