@@ -35,6 +35,7 @@ over_tls=(
     'StreamIdleTests/aStalledHTTP2StreamEndsWhileItsConnectionStaysBusy'
     'PipelineTests/aStalledHTTP2StreamTimesOutWhileTheConnectionCarriesOtherTraffic'
     'RefusedStreamTests/aRefusedStreamIsRetriedEvenForAPostAndOtherResetsAreNot'
+    'RefusedStreamTests/aRefusedRedirectHopDoesNotSendThePostAgain'
     'NginxInteropTests/cancellingAnHTTP2RequestReachesNginxAndItsUpstream'
 )
 filter=$(IFS='|'; echo "${over_tls[*]}")

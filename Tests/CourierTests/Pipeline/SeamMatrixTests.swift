@@ -728,6 +728,40 @@ struct SeamMatrixTests {
         }
     }
 
+    /// A → B → A: once a hop has left the origin, where it comes back to is the other server's
+    /// choice (RFC 9110 §15.4), so the hop back is not signed; signing it let B have any path of A
+    /// signed, with the original method and body. The hop to B was already sent unsigned.
+    @Test(arguments: TransportKind.allCases)
+    func middlewareAndRedirects_aHopBackFromAnotherOriginIsNotSigned(_ kind: TransportKind) async throws {
+        let key = SymmetricKey(data: Data("seam-key".utf8))
+        let verifier = SignatureVerifier(key: key, maxSkew: 60)
+        let verdicts = Locked<[String]>([])
+        let otherURL = Locked<String>("")
+        let server = try await http1Server { request in
+            verdicts.withLock { $0.append("\(signatureVerdict(verifier, request)) \(request.path)") }
+            return request.path == "/start"
+                ? ScriptedResponse(status: 307, headers: [("Location", otherURL.current)]) : .json(#"{"id":14,"title":"back"}"#)
+        }
+        let other = try await http1Server { request in
+            #expect(request.header("x-signature") == nil)
+            return ScriptedResponse(
+                status: 307, headers: [("Location", server.baseURL.appendingPathComponent("admin/purge").absoluteString)])
+        }
+        otherURL.withLock { $0 = other.baseURL.appendingPathComponent("bounce").absoluteString }
+        try await withClient(kind, server: server, configure: { $0.middleware = [RequestSigner(key: key)] }) { client in
+            let article = try await client.send(Endpoint<Article>(method: .put, path: "/start", body: .json(["a": 1])))
+            #expect(article.title == "back")
+            #expect(verdicts.current.first == "ok /start")
+            #expect(verdicts.current.count == 2)
+            let back = try #require(server.requests.last)
+            #expect(back.path == "/admin/purge")
+            #expect(back.header("x-signature") == nil)
+            #expect(back.header("x-signature-nonce") == nil)
+        }
+        #expect(other.requests.count == 1)
+        try await other.stop()
+    }
+
     @Test(arguments: TransportKind.allCases)
     func middlewareAndTransfers_downloadsAndStreamsPassTheMiddleware(_ kind: TransportKind) async throws {
         let server = try await http1Server()

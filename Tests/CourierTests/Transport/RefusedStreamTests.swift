@@ -62,4 +62,36 @@ struct RefusedStreamTests {
             #expect(counter["/internal"] == 1)
         }
     }
+
+    /// RFC 9110 §15.4.4: a 303 says the server acted on the POST; a refused stream (RFC 9113
+    /// §8.7) proves only the hop it refused unprocessed. The retry stage, which sends the POST
+    /// again, took the refused GET hop for the POST unprocessed and sent the order twice.
+    @Test(arguments: TransportKind.overTLS)
+    func aRefusedRedirectHopDoesNotSendThePostAgain(_ kind: TransportKind) async throws {
+        let counter = PathCounter()
+        let server = try await tlsServer { request in
+            let n = counter.hit(request.path)
+            if request.path == "/orders" { return ScriptedResponse(status: 303, headers: [("Location", "/orders/42")]) }
+            return n == 1 ? ScriptedResponse(behaviour: .resetStream(errorCode: 0x7)) : .json(#"{"id":42,"title":"placed"}"#)
+        }
+        try await withClient(kind, server: server) { client in
+            var placed: Article?
+            var failure: CourierError?
+            do {
+                placed = try await client.send(Endpoint<Article>(method: .post, path: "/orders", body: .json(["item": 1])))
+            } catch let error as CourierError {
+                failure = error
+            }
+            #expect(counter["/orders"] == 1)
+            switch kind {
+            case .asyncHTTPClient:
+                // The order was placed; its answer was lost with the refused hop.
+                #expect(failure?.kind == .transport)
+                #expect(counter["/orders/42"] == 1)
+            case .urlSession:
+                // libcurl sends the refused GET again on a new connection by itself (see above).
+                #expect(placed?.title == "placed", "\(String(describing: failure))")
+            }
+        }
+    }
 }

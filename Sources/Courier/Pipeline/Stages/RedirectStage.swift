@@ -83,11 +83,21 @@ struct RedirectStage: PipelineStage {
                     try await ScheduleStage.moveSlot(
                         hop, to: host, scheduler: self.scheduler, events: self.events, spokeHTTP2: response.version.major >= 2)
                 }
-                // URLs are parsed only once a redirect happens: most requests have none.
-                if let origin = exchange.request.url, let url = request.url, Self.sameOrigin(origin, url) {
-                    response = try await MiddlewareChain.sendAgain(hop, clientMiddleware: self.clientMiddleware, next: next)
-                } else {
-                    response = try await next.outOfLine(hop).response
+                // URLs are parsed only once a redirect happens: most requests have none. Once a hop
+                // has left the origin, the way back is the other server's choice: not signed again.
+                do {
+                    if !leftOrigin, let origin = exchange.request.url, let url = request.url, Self.sameOrigin(origin, url) {
+                        response = try await MiddlewareChain.sendAgain(hop, clientMiddleware: self.clientMiddleware, next: next)
+                    } else {
+                        response = try await next.outOfLine(hop).response
+                    }
+                } catch var failure as CourierError where failure.wasNotProcessed {
+                    // A hop the server refused unprocessed (REFUSED_STREAM) says nothing of the
+                    // request that got the redirect, which was answered, so acted on: the retry
+                    // stage, which sends that one again, must not take it for unprocessed (a POST
+                    // answered 303 whose GET was refused was sent twice).
+                    failure.wasNotProcessed = false
+                    throw failure
                 }
             }
             guard self.policy.maxRedirects > 0,
