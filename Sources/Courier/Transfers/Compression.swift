@@ -228,7 +228,8 @@ struct Inflater: ChunkTransformer {
             let (status, consumed, produced) = self.progress.input.withUnsafeBytes {
                 (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
                 output!.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) -> (Int32, Int, Int) in
-                    let available = inBuffer.count - offset
+                    // zlib's counts are 32-bit: at most 4 GiB − 1 a call, the rest on the next.
+                    let available = min(inBuffer.count - offset, Int(UInt32.max))
                     stream.pointee.next_in = UnsafeMutablePointer(
                         mutating: inBuffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: Bytef.self))
                     stream.pointee.avail_in = uInt(available)
@@ -278,9 +279,13 @@ struct Deflater: ChunkTransformer {
     private var input = Data()
     private var inputOffset = 0
     private var finished = false
+    /// The most input handed to zlib in one call: its counts are 32-bit (`uInt`), and a piece of
+    /// 4 GiB or more (a large body in memory) trapped converting to one.
+    private let pieceLimit: Int
 
     /// Creates a compressor; when zlib cannot start (out of memory), the first use throws.
-    init() {
+    init(pieceLimit: Int = Int(UInt32.max)) {
+        self.pieceLimit = max(pieceLimit, 1)
         do {
             self.zstream = .success(try ZStream(inflating: false, windowBits: 15 + 16))
         } catch {
@@ -294,9 +299,12 @@ struct Deflater: ChunkTransformer {
     }
 
     mutating func produce() throws -> Data? {
-        guard self.inputOffset < self.input.count else { return nil }
-        let output = try self.run(flush: Z_NO_FLUSH)
-        return output.isEmpty ? try self.produce() : output
+        // A loop, not a call of its own per round: zlib may take many pieces before it writes.
+        while self.inputOffset < self.input.count {
+            let output = try self.run(flush: Z_NO_FLUSH)
+            if !output.isEmpty { return output }
+        }
+        return nil
     }
 
     mutating func finish() throws -> Data? {
@@ -310,9 +318,10 @@ struct Deflater: ChunkTransformer {
         var output = Data(count: 64 * 1024)
         let stream = try self.zstream.get().stream
         let offset = self.inputOffset
+        let limit = self.pieceLimit
         let (status, consumed, produced) = self.input.withUnsafeBytes { (inBuffer: UnsafeRawBufferPointer) -> (Int32, Int, Int) in
             output.withUnsafeMutableBytes { (outBuffer: UnsafeMutableRawBufferPointer) -> (Int32, Int, Int) in
-                let available = inBuffer.count - offset
+                let available = min(inBuffer.count - offset, limit)
                 stream.pointee.next_in =
                     available > 0
                     ? UnsafeMutablePointer(mutating: inBuffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: Bytef.self)) : nil
@@ -333,8 +342,8 @@ struct Deflater: ChunkTransformer {
     }
 
     /// `data` compressed with gzip in one go.
-    static func gzip(_ data: Data) throws -> Data {
-        var deflater = Deflater()
+    static func gzip(_ data: Data, pieceLimit: Int = Int(UInt32.max)) throws -> Data {
+        var deflater = Deflater(pieceLimit: pieceLimit)
         var result = Data()
         try deflater.feed(data)
         while let piece = try deflater.produce() { result.append(piece) }

@@ -58,6 +58,19 @@ struct InflaterTests {
         #expect(try Self.decode(split, coding: .deflate) == body)
     }
 
+    /// zlib counts input in 32 bits: a piece of 4 GiB or more (a large request body in memory,
+    /// compressed) trapped converting to one. Input now goes to zlib at most a piece limit at a
+    /// time, the rest on the next round; shown with a small limit (4 GiB would not fit a test),
+    /// whose output an independent decoder reads back whole.
+    @Test(arguments: [1, 7, 65_537])
+    func gzipFeedsZlibAtMostAPieceLimitAtATime(_ limit: Int) async throws {
+        let original = payload(300_000, seed: 9) + Data(repeating: 0x61, count: 200_000)
+        let compressed = try Deflater.gzip(original, pieceLimit: limit)
+        #expect(compressed.count < original.count)
+        #expect(try await runTool(["gzip", "-dc"], input: compressed) == original)
+        #expect(try Self.decode([compressed], coding: .gzip) == original)
+    }
+
     @Test
     func manyEmptyGzipMembersDecodeToNothingWithoutRecursion() throws {
         // RFC 1952 §2.2: members may be concatenated. Fifty thousand empty ones (20 bytes each,
