@@ -28,7 +28,9 @@ extension Client {
 
     /// Stops taking requests (new ones fail with kind `cancelled`, "the client is shut down"),
     /// lets the running ones finish for up to `gracePeriod`, then cancels the rest. Returns how
-    /// many were cancelled. The transport is the app's to shut down afterwards.
+    /// many were cancelled. It returns once their work has ended (a shared request whose callers
+    /// all left included, for up to five seconds more): the transport is the app's to shut down
+    /// afterwards, and the cache no request writes to any more.
     ///
     /// Prefetches deferred while the client is constrained (`ConstrainedPolicy.defer`) fail at
     /// once, as cancelled: they cannot run without spending the data they wait to save. A caller
@@ -36,8 +38,13 @@ extension Client {
     @discardableResult
     public func shutdown(gracePeriod: Duration) async -> Int {
         let constrained = self.parts.constrained
-        return await self.parts.lifecycle.shutdown(grace: gracePeriod) { cancel in
+        let cancelled = await self.parts.lifecycle.shutdown(grace: gracePeriod) { cancel in
             constrained.close(with: CourierError(.cancelled, "the client is shut down"), before: cancel)
         }
+        // A shared request whose callers all left runs on until it notices its cancellation (it
+        // may be storing its answer in the cache): waited for too, up to five seconds, as the
+        // cancelled requests are given to unwind.
+        await self.parts.deduplicator.waitForRunningTasks(until: ContinuousClock.now + .seconds(5))
+        return cancelled
     }
 }

@@ -226,6 +226,35 @@ struct LifecycleTests {
         }
     }
 
+    /// A shared request whose only caller left (cancelled) runs on until it notices. `shutdown`
+    /// returned while it still ran — after which the app may shut the transport down or clear the
+    /// cache, which it could still write to — as its work was no caller's. Now it returns once
+    /// that work has ended.
+    @Test(arguments: TransportKind.allCases)
+    func shutdownReturnsOnceASharedRequestItsCallersLeftHasEnded(_ kind: TransportKind) async throws {
+        let gate = Gate()
+        let entered = Locked(false)
+        let exited = Locked(false)
+        let hold = ClosureMiddleware { request, next in
+            entered.withLock { $0 = true }
+            await gate.wait()
+            defer { exited.withLock { $0 = true } }
+            return try await next(request)
+        }
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.middleware = [hold] }) { client in
+            let caller = client.start(Endpoint<Article>(path: "/json"))
+            #expect(await eventually { entered.current })
+            caller.cancel()
+            let error = await expectCourierError { _ = try await caller.value }
+            #expect(error?.kind == .cancelled)
+            #expect(!exited.current)
+            await gate.open()
+            _ = await client.shutdown(gracePeriod: .seconds(10))
+            #expect(exited.current)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func theOutboxFollowsTheClientsSuspendAndCancelAll(_ kind: TransportKind) async throws {
         let gate = Gate()

@@ -95,6 +95,8 @@ final class Deduplicator: Sendable {
         var entries: [LogicalKey: Entry] = [:]
         var sharedCount = 0
         var wireCount = 0
+        /// Shared requests whose work has not ended: one may outlive every caller (all left).
+        var runningTasks = 0
     }
 
     private let state = Locked(State())
@@ -112,6 +114,16 @@ final class Deduplicator: Sendable {
     /// Counts of requests that joined another and requests that started one.
     var counts: (coalesced: Int, started: Int) {
         self.state.withLock { ($0.sharedCount, $0.wireCount) }
+    }
+
+    /// Waits until every shared request's work has ended, or `deadline` passes, or the caller is
+    /// cancelled. A shared request whose callers all left is cancelled and runs on until it
+    /// notices; its work is no caller's, so ``Lifecycle`` does not count it.
+    func waitForRunningTasks(until deadline: ContinuousClock.Instant) async {
+        // (A sleep in a cancelled task throws at once: the wait ends then.)
+        while self.state.withLock({ $0.runningTasks }) > 0, ContinuousClock.now < deadline {
+            do { try await Task.sleep(for: .milliseconds(10)) } catch { return }
+        }
     }
 
     /// A scheduler ticket for a request that may go on the wire (see ``run(key:ticket:priority:deadline:control:requestID:lifecycle:lifecycleTicket:onJoin:fetch:)``).
@@ -189,6 +201,7 @@ final class Deduplicator: Sendable {
                         state.sharedCount += 1
                     } else {
                         state.wireCount += 1
+                        state.runningTasks += 1
                     }
                     return (outcome.0, outcome.1, false)
                 }
@@ -347,6 +360,7 @@ final class Deduplicator: Sendable {
 
     private func finish(key: LogicalKey, ticket: UInt64, with result: Result<Outcome, any Error>) {
         let waiters: Waiters = self.state.withLock { state in
+            state.runningTasks -= 1
             guard let index = state.entries.index(forKey: key), state.entries.values[index].ticket == ticket else { return Waiters() }
             var waiters = state.entries.remove(at: index).value.waiters
             for waiter in waiters where !waiter.seat.isSettled {
