@@ -212,7 +212,7 @@ final class Deduplicator: Sendable {
                 if let leader { onJoin?(leader) }
                 // Someone else (the client's `cancelAll`) may end this wait.
                 lifecycle?.attach(lifecycleTicket) { error in seat.leave(with: error) }
-                if let (ticket, newPriority) = raised { self.reprioritize(ticket, newPriority) }
+                if let (ticket, newPriority) = raised { self.publish(key: key, ticket, newPriority) }
                 // Watched only once the waiter is in place, so a deadline that fires at once finds it.
                 if let deadline {
                     watch = DeadlineWatch.shared.watch(until: deadline) { seat.leave(with: CourierError.timeout()) }
@@ -303,21 +303,25 @@ final class Deduplicator: Sendable {
         // waits in the scheduler's queue. (Its cancellation handlers run on this thread: the
         // transports' never block, a middleware's that does holds the waiter.)
         task?.cancel()
-        if var (ticket, priority) = lowered {
-            // Sent after the lock, as a join's raise is: one that raised it meanwhile may have been
-            // overtaken by this lower value, so the entry's priority is read again and sent again
-            // until the scheduler has the last one.
-            while true {
-                self.reprioritize(ticket, priority)
-                let current: (UInt64, RequestPriority)? = self.state.withLock { state in
-                    guard let entry = state.entries[key], !entry.onWire, entry.priority != priority else { return nil }
-                    return (entry.wireTicket, entry.priority)
-                }
-                guard let current else { break }
-                (ticket, priority) = current
-            }
-        }
+        if let (ticket, priority) = lowered { self.publish(key: key, ticket, priority) }
         continuation?.resume(throwing: error)
+    }
+
+    /// Tells the scheduler a shared request's new priority. Sent after the lock, as every change
+    /// is (a join's raise, a leave's lowering, a waiter's own change): one sent meanwhile may have
+    /// been overtaken by this one, so the entry's priority is read again and sent again until the
+    /// scheduler has the last one.
+    private func publish(key: LogicalKey, _ ticket: UInt64, _ priority: RequestPriority) {
+        var (ticket, priority) = (ticket, priority)
+        while true {
+            self.reprioritize(ticket, priority)
+            let current: (UInt64, RequestPriority)? = self.state.withLock { state in
+                guard let entry = state.entries[key], !entry.onWire, entry.priority != priority else { return nil }
+                return (entry.wireTicket, entry.priority)
+            }
+            guard let current else { return }
+            (ticket, priority) = current
+        }
     }
 
     private func change(key: LogicalKey, waiterID: UInt64, to priority: RequestPriority) {
@@ -332,7 +336,7 @@ final class Deduplicator: Sendable {
                 return entry.onWire ? nil : (entry.wireTicket, highest)
             }
         }
-        if let (ticket, priority) = update { self.reprioritize(ticket, priority) }
+        if let (ticket, priority) = update { self.publish(key: key, ticket, priority) }
     }
 
     /// The shared request `key` names went to another host's queue with a new scheduler ticket
