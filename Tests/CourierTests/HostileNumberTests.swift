@@ -200,6 +200,15 @@ struct HostileNumberTests {
         #expect(error?.kind == .responseTooLarge)
     }
 
+    /// A limit as large as the announced length (`maxResponseSize = .max`, the command line's
+    /// `--max-size 9223372036854775807`): the buffer was sized from the server's word, 2^63 − 1
+    /// bytes (or a terabyte) at once, and the process trapped. The bytes that come are collected.
+    @Test(arguments: [Int.max, Int.max - 1, 1 << 40])
+    func aHugeAnnouncedLengthUnderAHugeLimitIsNoAllocation(_ announced: Int) async throws {
+        let body = ResponseBody.stream(ByteStream(chunks: [Data("ab".utf8), Data("cd".utf8)]), expectedLength: announced)
+        #expect(try await body.collect(upTo: .max) == Data("abcd".utf8))
+    }
+
     /// The transport's `Content-Length` parser (RFC 9110 §8.6 `1*DIGIT`, with the optional
     /// whitespace of §5.5 around it): digits only, saturating; a sign, a list, a fraction, other
     /// whitespace or nothing at all is no length.

@@ -107,7 +107,10 @@ public struct ResponseBody: AsyncSequence, Sendable {
         upTo limit: Int, expected: Int?, deadline: ContinuousClock.Instant?
     ) async throws -> Data {
         var collected = Data()
-        collected.reserveCapacity(Swift.min(limit, expected ?? (first.count + second.count)))
+        // The announced length sizes the buffer, up to 8 MiB: past that it grows as bytes come. A
+        // server's `Content-Length` of 2^63 − 1 under a limit as large (`maxResponseSize = .max`)
+        // asked for that much memory at once, and trapped.
+        collected.reserveCapacity(Swift.min(limit, expected ?? (first.count + second.count), 8 << 20))
         collected.append(first)
         var chunk: Data? = second
         while let next = chunk {
