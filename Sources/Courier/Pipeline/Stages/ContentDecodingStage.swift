@@ -37,7 +37,10 @@ struct ContentDecodingStage: PipelineStage {
         do {
             outcome.response = try self.decoded(outcome.response, maxSize: mode.isStream ? nil : self.maxResponseSize, strict: accepted)
         } catch {
-            // A coding this client cannot remove: the server answered all the same.
+            // A coding this client cannot remove: the server answered all the same. Nobody reads
+            // the body now; it is ended here (URLSession went on downloading it, into memory and
+            // then a spill file, with its scheduler slot already free).
+            outcome.response.body.cancel()
             throw CollectBodyStage.withHead(error, of: outcome.response)
         }
         return outcome

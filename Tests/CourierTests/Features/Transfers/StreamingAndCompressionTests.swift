@@ -517,6 +517,23 @@ struct StreamingAndCompressionTests {
         }
     }
 
+    /// A body in a coding this client cannot remove is refused (kind `decoding`) and ended: the
+    /// connection goes. URLSession went on downloading it, into memory and then a spill file,
+    /// with the request's scheduler slot already free for the next.
+    @Test(arguments: TransportKind.allCases)
+    func aBodyInACodingRefusedIsNotDownloadedOn(_ kind: TransportKind) async throws {
+        let server = try await http1Server { _ in
+            ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/json"), ("Content-Encoding", "compress")],
+                body: Data(repeating: 0x41, count: 1 << 20), behaviour: .stallMidBody(afterBytes: 1024, .seconds(120)))
+        }
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/a")) }
+            #expect(error?.kind == .decoding)
+            #expect(await eventually { server.openConnectionCount == 0 }, "\(server.openConnectionCount) connection(s) still open")
+        }
+    }
+
     /// `identity` beside a coding changes nothing (RFC 9110 §8.4.1: it is the coding that does
     /// nothing): the body is decoded once, on both transports. URLSession's platform decoded it
     /// and Courier, seeing the field still there, decoded it again and failed.
