@@ -91,6 +91,9 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     public package(set) var presentation: ErrorPresentation = .alert
     /// Which request, attempt and pipeline stage failed; set for every error a ``Client`` throws.
     public package(set) var context: ErrorContext?
+    /// The client's own redactor (when not the standard one), which ``bodyExcerpt(limit:)`` and
+    /// ``description`` hide secrets with; set as the error leaves the client.
+    package var redactor: Redactor?
     /// Set by a transport when the server provably did not process the request (an HTTP/2
     /// stream it refused with REFUSED_STREAM): the retry stage may then send any method again.
     package var wasNotProcessed = false
@@ -159,8 +162,9 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
         return String(decoding: kept, as: UTF8.self) + (bytes.count > limit ? "..." : "")
     }
 
-    /// The body as text for logs and error messages: secrets hidden (as ``Redactor/standard``
-    /// hides them in free text: tokens, passwords, secret header lines), cut to `limit` characters.
+    /// The body as text for logs and error messages: secrets hidden (as the client's
+    /// ``Client/Configuration/redactor`` hides them in free text: tokens, passwords, secret header
+    /// lines, the names it was given), cut to `limit` characters.
     ///
     /// ``body`` itself is the bytes as they came: a token response that failed to decode still
     /// holds its tokens there.
@@ -170,13 +174,20 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
         // Redacted before the cut, so the cut never leaves half a quoted secret unrecognised.
         // (A limit past the body takes all of it: `limit * 4` could overflow.)
         let window = limit >= body.count ? body.count : limit * 4 + 4096
-        let text = Redactor.standard.redactFreeText(String(decoding: body.prefix(window), as: UTF8.self))
+        let text = (self.redactor ?? .standard).redactFreeText(String(decoding: body.prefix(window), as: UTF8.self))
         return text.count > limit ? String(text.prefix(limit)) + "…" : text
     }
 
-    /// The error as one line of text.
+    /// The error as one line of text: its message with secrets hidden (as in the body excerpt),
+    /// control characters as spaces and at most 500 characters (a message may hold the server's
+    /// words: a content type, an envelope's or a JSON-RPC error's message).
     public var description: String {
-        var text = "CourierError.\(self.kind.description): \(self.message)"
+        var message = (self.redactor ?? .standard).redactFreeText(self.message)
+        if message.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            message = String(String.UnicodeScalarView(message.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : $0 }))
+        }
+        if message.count > 500 { message = String(message.prefix(500)) + "…" }
+        var text = "CourierError.\(self.kind.description): \(message)"
         if let excerpt = self.bodyExcerpt(limit: 120) {
             text += " — body: \(excerpt)"
         }

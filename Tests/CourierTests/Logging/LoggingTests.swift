@@ -115,6 +115,42 @@ struct LoggingTests {
         }
     }
 
+    /// An error's text — its body excerpt and its message, which may be the server's words (a
+    /// content type, an envelope's message) — is hidden with the client's own redactor: the
+    /// names it was given showed in `"\(error)"` and in crash reports. A message is one line of
+    /// at most 500 characters, so a server cannot write lines or a megabyte into a log through it.
+    @Test(arguments: TransportKind.allCases)
+    func anErrorsTextIsHiddenWithTheClientsOwnRedactorAndKeptToOneLine(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            switch request.path {
+            case "/rejected": return .json(#"{"sid":"S3CRET","note":"kept"}"#, status: 400)
+            case "/typed": return .text("x", headers: [("Content-Type", #"text/html; note="Bearer t0ken-value""#)])
+            default: return .text("x", headers: [("Content-Type", "text/html; x=" + String(repeating: "y", count: 4000))])
+            }
+        }
+        var redactor = Redactor.standard
+        redactor.queryNames.insert("sid")
+        redactor.replacement = "HIDDEN"
+        try await withClient(kind, server: server, configure: { $0.redactor = redactor }) { client in
+            let rejected = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/rejected", decoding: .data)) }
+            let shown = String(describing: try #require(rejected))
+            #expect(rejected?.kind == .httpStatus)
+            #expect(!shown.contains("S3CRET"), "\(shown)")
+            #expect(shown.contains("HIDDEN") && shown.contains("kept"), "\(shown)")
+            #expect(rejected?.bodyExcerpt()?.contains("S3CRET") == false)
+            let typed = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/typed")) }
+            let typedText = String(describing: try #require(typed))
+            #expect(typed?.kind == .decoding)
+            #expect(!typedText.contains("t0ken-value"), "\(typedText)")
+            let long = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/long")) }
+            let longText = String(describing: try #require(long))
+            #expect(longText.count < 1000, "\(longText.count) characters")
+        }
+        let written = String(describing: CourierError(.invalidRequest, "first line\r\nsecond\u{1B}[31m line\u{7}"))
+        #expect(!written.contains(where: { $0.isNewline || $0 == "\u{1B}" || $0 == "\u{7}" }), "\(written.debugDescription)")
+        #expect(written.contains("first line"))
+    }
+
     /// A replacement of the app's own that a query cannot hold as it is (`[hidden value]`) is
     /// percent-encoded in a URL's query: written raw, Foundation stopped the process while the
     /// request's line was logged. A query name whose last word is `key` is a secret too.

@@ -43,6 +43,7 @@ struct ObserveStage: PipelineStage {
         {
             context.url = redactor.redact(urlString: context.url)
             failure.context = context
+            failure.redactor = redactor
             error = failure
         }
         if reports { self.events.failed(exchange.request, failure: Self.failure(error), start: exchange.start, record: exchange.record) }
