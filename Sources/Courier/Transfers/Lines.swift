@@ -77,6 +77,15 @@ public struct LineSequence: AsyncSequence, Sendable {
         /// A failure that comes after the lines in `ready`.
         var failure: CourierError?
 
+        /// Ends the lines here: no more are read, and the body's producer is told to stop.
+        mutating func end() {
+            self.ready = []
+            self.index = 0
+            self.failure = nil
+            self.ended = true
+            self.base.cancel()
+        }
+
         /// The next line, or `nil` at the end of the body.
         public mutating func next() async throws -> String? {
             while true {
@@ -150,7 +159,11 @@ public struct ServerSentEvent: Sendable, Hashable {
 /// kind `responseTooLarge` instead of growing memory.
 package struct ServerSentEventParser: Sendable {
     package let maxEventSize: Int
-    private var data: [String] = []
+    /// The data lines so far, joined by line feeds as they come (one buffer: as many lines of
+    /// strings took 16 bytes each for a line that is empty, past the limit's bytes many times over).
+    private var data = ""
+    /// Whether a `data` line came (an empty one included).
+    private var hasData = false
     private var dataBytes = 0
     private var event = ""
     private var lastID: String?
@@ -172,14 +185,13 @@ package struct ServerSentEventParser: Sendable {
         }
         if line.isEmpty {
             defer {
-                self.data = []
+                self.data = ""
+                self.hasData = false
                 self.dataBytes = 0
                 self.event = ""
             }
-            guard !self.data.isEmpty else { return nil }
-            return ServerSentEvent(
-                event: self.event.isEmpty ? "message" : self.event, data: self.data.joined(separator: "\n"), id: self.lastID,
-                retry: self.retry)
+            guard self.hasData else { return nil }
+            return ServerSentEvent(event: self.event.isEmpty ? "message" : self.event, data: self.data, id: self.lastID, retry: self.retry)
         }
         if line.first == ":" { return nil }
         let field: Substring
@@ -203,7 +215,9 @@ package struct ServerSentEventParser: Sendable {
                 error.limit = self.maxEventSize
                 throw error
             }
-            self.data.append(String(value))
+            if self.hasData { self.data.append("\n") }
+            self.data.append(contentsOf: value)
+            self.hasData = true
         case "event": self.event = String(value)
         case "id" where !value.contains("\0"): self.lastID = String(value)
         // Only ASCII digits set the reconnection time (a sign, a space or nothing is ignored);
@@ -226,11 +240,21 @@ public struct ServerSentEventSequence: AsyncSequence, Sendable {
     public struct AsyncIterator: AsyncIteratorProtocol {
         var lines: LineSequence.AsyncIterator
         var parser: ServerSentEventParser
+        var failed = false
 
         /// The next complete event, or `nil` at the end of the stream (an unfinished event is dropped).
+        /// After an event too large, the stream is over: the rest of that event would have come
+        /// as an event of its own, cut short.
         public mutating func next() async throws -> ServerSentEvent? {
+            if self.failed { return nil }
             while let line = try await self.lines.next() {
-                if let event = try self.parser.feed(line) { return event }
+                do {
+                    if let event = try self.parser.feed(line) { return event }
+                } catch {
+                    self.failed = true
+                    self.lines.end()
+                    throw error
+                }
             }
             return nil
         }

@@ -158,6 +158,37 @@ struct StreamingAndCompressionTests {
         }
     }
 
+    /// After an event too large, the events are over (WHATWG HTML §9.2.6 dispatches an event's
+    /// data whole): an iterator asked again went on, and the blank line after the refused line
+    /// dispatched the lines before it as if they were the event.
+    @Test(arguments: TransportKind.allCases)
+    func anIteratorAskedAgainAfterAnEventTooLargeEndsInsteadOfACutEvent(_ kind: TransportKind) async throws {
+        let stream = "data: one\n\ndata: head\ndata: \(String(repeating: "x", count: 300))\n\ndata: after\n\n"
+        let server = try await http1Server { _ in .text(stream, headers: [("Content-Type", "text/event-stream")]) }
+        try await withClient(kind, server: server) { client in
+            var events = try await client.stream(Endpoint<Data>(path: "/events", decoding: .data)).events(maxEventSize: 100)
+                .makeAsyncIterator()
+            #expect(try await events.next()?.data == "one")
+            let error = await expectCourierError { _ = try await events.next() }
+            #expect(error?.kind == .responseTooLarge)
+            #expect(try await events.next() == nil)
+            #expect(try await events.next() == nil)
+        }
+    }
+
+    /// Empty `data` lines are lines of the event all the same (WHATWG HTML §9.2.6: each appends
+    /// its value and a line feed, the last line feed dropped).
+    @Test
+    func emptyDataLinesAreLinesOfTheEvent() throws {
+        var parser = ServerSentEventParser(maxEventSize: 10)
+        for line in ["data", "data:", "data: x", "data"] { #expect(try parser.feed(line) == nil) }
+        #expect(try parser.feed("")?.data == "\n\nx\n")
+        #expect(try parser.feed("event: e") == nil)
+        #expect(try parser.feed("") == nil)
+        #expect(try parser.feed("data") == nil)
+        #expect(try parser.feed("")?.data == "")
+    }
+
     @Test(arguments: TransportKind.allCases)
     func anEventLargerThanTheLimitFailsTypedAfterTheEventsBeforeIt(_ kind: TransportKind) async throws {
         let server = try await http1Server(Self.origin)
