@@ -273,6 +273,31 @@ struct MisbehaviourTests {
         }
     }
 
+    /// A status the endpoint does not accept is the answer whatever the size of its body (an
+    /// error page past the maximum response size): kind `httpStatus` with the status and fields,
+    /// without the body. It was `responseTooLarge`, so a 401 did not ask for a new sign-in and a
+    /// 503 was counted as a size failure. An accepted status with such a body still is one.
+    @Test(arguments: TransportKind.allCases)
+    func aRejectedStatusWithABodyTooLargeIsStillThatStatus(_ kind: TransportKind) async throws {
+        let page = String(repeating: "<p>unavailable</p>", count: 200)
+        let server = try await http1Server { request in
+            .text(page, status: request.path == "/ok" ? 200 : Int(request.path.dropFirst()) ?? 500, headers: [("X-Trace", "page")])
+        }
+        try await withClient(kind, server: server, configure: { $0.maxResponseSize = 1000 }) { client in
+            for status in [401, 503] {
+                let error = await expectCourierError {
+                    _ = try await client.send(Endpoint<Data>(path: "/\(status)", decoding: .data).retry(.never))
+                }
+                #expect(error?.kind == .httpStatus, "\(status)")
+                #expect(error?.status?.code == status)
+                #expect(error?.headers?[HTTPField.Name("X-Trace")!] == "page")
+                #expect(error?.body == nil)
+            }
+            let accepted = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/ok", decoding: .data)) }
+            #expect(accepted?.kind == .responseTooLarge)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aBodyLostAfterTheHeadCarriesTheStatusAndFieldsOfItsResponse(kind: TransportKind) async throws {
         // A caller (the outbox, say) must tell a request the server answered from one it may
