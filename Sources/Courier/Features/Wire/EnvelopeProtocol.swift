@@ -52,9 +52,10 @@ public struct EnvelopeProtocol: WireProtocol {
 
     /// Returns `data` for a success code, or throws the business error.
     public func unbox(_ body: Data, head: HTTPResponse, call: WireCall) throws -> Data {
-        // RFC 9110 §15.3.5, §15.3.6: a 204 or 205 has no content, so no envelope: nothing to
-        // unbox (what the endpoint decodes from nothing decides, as for REST).
-        if body.isEmpty, head.status.code == 204 || head.status.code == 205 { return body }
+        // No content is no envelope: nothing to unbox (what the endpoint decodes from nothing
+        // decides, as for REST). A 204 or 205 never has content (RFC 9110 §15.3.5, §15.3.6); a
+        // 202 (§15.3.3), or any other success, may come without.
+        if body.isEmpty { return body }
         let root: JSONValue
         do {
             root = try JSONDecoder().decode(JSONValue.self, from: body)

@@ -424,6 +424,24 @@ struct WireProtocolTests {
         }
     }
 
+    /// RFC 9110 §15.3.3: a 202 may come without content (the job is accepted, nothing to say
+    /// yet), as may a 200 or 201: no content is no envelope either, and what the endpoint decodes
+    /// from nothing decides. An endpoint that expects nothing failed with "the envelope is not JSON".
+    @Test(arguments: TransportKind.allCases)
+    func anEnvelopeServiceAnswersWithoutContentForAnyStatus(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            ScriptedResponse(status: Int(request.path.split(separator: "/").last ?? "") ?? 500)
+        }
+        try await self.client(kind, server) { client in
+            for status in [200, 201, 202] {
+                try await client.send(Endpoint<Void>(method: .post, path: "/jobs/\(status)", decoding: .none).service("shop"))
+            }
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Profile>(path: "/jobs/200").service("shop")) }
+            #expect(error?.kind == .decoding)
+            #expect(server.requests.count == 4)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aServersBusinessCodeCannotWriteALineIntoTheLog(_ kind: TransportKind) async throws {
         let server = try await apiServer(JSONRPCTestServer())
