@@ -424,6 +424,32 @@ struct WireProtocolTests {
         }
     }
 
+    /// The type of an unboxed payload is the wire protocol's business: a JSON-RPC server that
+    /// labels its answers `application/json-rpc` (as the JSON-RPC over HTTP note has it), or an
+    /// envelope served as `text/plain`, had every call fail with "expected a JSON response". A
+    /// REST endpoint still refuses a body that says it is not JSON; so does a JSON-RPC answer
+    /// that is not JSON at all (the protocol reads it).
+    @Test(arguments: TransportKind.allCases)
+    func anUnboxedPayloadIsDecodedWhateverTheOuterContentType(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            let id = (try? JSONSerialization.jsonObject(with: request.body) as? [String: Any])?["id"] as? Int ?? 0
+            switch request.path {
+            case "/rpc": return .text(#"{"jsonrpc":"2.0","result":7,"id":\#(id)}"#, headers: [("Content-Type", "application/json-rpc")])
+            case "/env/profile": return .text(#"{"code":0,"msg":"ok","data":{"name":"Ada","level":3}}"#)
+            default: return .text(#"{"id":1,"title":"t"}"#)
+            }
+        }
+        try await self.client(kind, server) { client in
+            let sum = try await client.send(Endpoint<Int>.rpc("sum", params: [3, 4], service: "rpc"))
+            #expect(sum == 7)
+            let profile = try await client.send(Endpoint<Profile>(path: "/profile").service("shop"))
+            #expect(profile.name == "Ada")
+            let rest = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/plain")) }
+            #expect(rest?.kind == .decoding)
+            #expect(rest?.message.contains("Content-Type") == true)
+        }
+    }
+
     /// RFC 9110 §15.3.3: a 202 may come without content (the job is accepted, nothing to say
     /// yet), as may a 200 or 201: no content is no envelope either, and what the endpoint decodes
     /// from nothing decides. An endpoint that expects nothing failed with "the envelope is not JSON".
