@@ -285,6 +285,15 @@ public struct EndpointBody: Sendable {
         EndpointBody(storage: .raw(body))
     }
 
+    /// The content type the body will have once encoded, known without encoding it.
+    var declaredContentType: String? {
+        switch self.storage {
+        case .json: return "application/json"
+        case .form: return "application/x-www-form-urlencoded"
+        case .raw(let body): return body.contentType
+        }
+    }
+
     /// Encodes the body into a ``RequestBody``.
     func encoded(with encoder: JSONEncoder) throws -> RequestBody {
         switch self.storage {

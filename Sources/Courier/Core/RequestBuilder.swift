@@ -93,6 +93,9 @@ enum RequestBuilder {
             fields[fieldName] = value
         }
         head.headerFields = fields
+        if fields.contains(where: { TransportRules.isFraming($0.name) }) {
+            TransportRules.dropCallersFraming(&head.headerFields, hasBody: endpoint.body != nil)
+        }
         var body: RequestBody?
         if let endpointBody = endpoint.body {
             do {
@@ -125,23 +128,29 @@ enum RequestBuilder {
                 $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
             })
         else { return text }
-        let target = text[start...]
-        let escaped = PercentEncoding.escape(String(target)) { PercentEncoding.isTargetByte($0) || $0 == UInt8(ascii: "#") }
-        return String(text[..<start]) + escaped
+        let target = String(text[start...])
+        let escaped = PercentEncoding.escapeTarget(target, keepingFragment: true)
+        return escaped == target ? text : String(text[..<start]) + escaped
     }
 
     /// Whether a body's own `contentType` labels the request: always when no field names one;
-    /// never when the endpoint names one; over a client-wide default unless the body is plain JSON,
-    /// which a default may refine (`application/vnd.api+json`). A multipart form's type carries
-    /// its boundary and a URL-encoded form's says how its bytes read: a default such as
-    /// `application/json` left the server unable to read either.
+    /// never when the endpoint names one; over a default (the client's, or its service's) as
+    /// ``bodyTypeWins(_:over:)`` says. A multipart form's type carries its boundary and a
+    /// URL-encoded form's says how its bytes read: a default such as `application/json` left the
+    /// server unable to read either.
     static func bodyNamesType(_ contentType: String, endpoint: EndpointDescription, fields: HTTPFields) -> Bool {
-        guard fields.contains(.contentType) else { return true }
+        guard let current = fields[.contentType] else { return true }
         if endpoint.headers.contains(.contentType) || endpoint.rawHeaders.contains(where: { HTTPField.Name($0.name) == .contentType }) {
             return false
         }
-        let mediaType = FieldText.trimmed(String(contentType.prefix { $0 != ";" })).lowercased()
-        return mediaType != "application/json"
+        return Self.bodyTypeWins(contentType, over: current)
+    }
+
+    /// Whether a body's own content type wins over a default one: always, unless the body is
+    /// plain JSON and the default a JSON type too, which refines it (`application/vnd.api+json`).
+    static func bodyTypeWins(_ bodyType: String, over defaultType: String) -> Bool {
+        let mediaType = FieldText.trimmed(String(bodyType.prefix { $0 != ";" })).lowercased()
+        return mediaType != "application/json" || !isJSONContentType(defaultType)
     }
 
     /// The body gzipped and `gzip` added to `Content-Encoding`, for an endpoint that asks for

@@ -36,7 +36,7 @@ struct BaseURL: Sendable {
         // would hide the query items appended after it.
         var relative = relative
         if let hash = relative.utf8.firstIndex(of: UInt8(ascii: "#")) { relative = String(relative[..<hash]) }
-        relative = PercentEncoding.escape(relative, keeping: PercentEncoding.isTargetByte)
+        relative = PercentEncoding.escapeTarget(relative)
         var path: String
         if relative.isEmpty {
             path = self.basePath.isEmpty ? "/" : self.basePath
@@ -94,9 +94,57 @@ enum PercentEncoding {
         }
     }
 
+    /// A path and query (and, with `keepingFragment`, a fragment after `#`) with every byte
+    /// ``isTargetByte(_:)`` refuses percent-encoded, and a `%` that starts no `%XY` as `%25`:
+    /// bytes already percent-encoded stay as written. Returned as it is when nothing needs it.
+    static func escapeTarget(_ text: String, keepingFragment: Bool = false) -> String {
+        var text = text
+        // The bytes in place (a native string's own storage: nothing is allocated to look).
+        let first = text.withUTF8 { utf8 in utf8.indices.first { !Self.keeps(utf8, at: $0, fragment: keepingFragment) } }
+        guard let first else { return text }
+        return text.withUTF8 { utf8 -> String in
+            let hex: StaticString = "0123456789ABCDEF"
+            var bytes: [UInt8] = Array(utf8[..<first])
+            bytes.reserveCapacity(utf8.count + 16)
+            hex.withUTF8Buffer { digits in
+                for index in first..<utf8.count {
+                    let byte = utf8[index]
+                    if Self.keeps(utf8, at: index, fragment: keepingFragment) {
+                        bytes.append(byte)
+                    } else {
+                        bytes.append(UInt8(ascii: "%"))
+                        bytes.append(digits[Int(byte >> 4)])
+                        bytes.append(digits[Int(byte & 0xF)])
+                    }
+                }
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
+    /// Whether the byte at `index` stays as it is in a request target: a `%` only where it
+    /// starts `%XY`.
+    @inline(__always)
+    private static func keeps(_ utf8: UnsafeBufferPointer<UInt8>, at index: Int, fragment: Bool) -> Bool {
+        let byte = utf8[index]
+        if byte == UInt8(ascii: "%") {
+            return index + 2 < utf8.count && Self.isHexDigit(utf8[index + 1]) && Self.isHexDigit(utf8[index + 2])
+        }
+        return Self.isTargetByte(byte) || (fragment && byte == UInt8(ascii: "#"))
+    }
+
+    @inline(__always)
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "F"), UInt8(ascii: "a")...UInt8(ascii: "f"):
+            return true
+        default: return false
+        }
+    }
+
     /// RFC 3986 §3.3–3.4: what a path or query may hold as it is — unreserved characters,
-    /// sub-delimiters, `:`, `@`, `/`, `?` — and `%`, so bytes already percent-encoded stay as
-    /// written. Anything else (a space, a double quote, angle brackets, a backslash, braces, square
+    /// sub-delimiters, `:`, `@`, `/`, `?` — and `%` (``escapeTarget(_:keepingFragment:)`` keeps one
+    /// only where it starts `%XY`, so bytes already percent-encoded stay as written). Anything else (a space, a double quote, angle brackets, a backslash, braces, square
     /// brackets, a control byte, any byte of a non-ASCII character) goes encoded: a request target
     /// is ASCII (RFC 9112 §3.2), and the same text in two Unicode forms is two different byte
     /// strings to the server.

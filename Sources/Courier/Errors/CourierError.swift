@@ -178,20 +178,30 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
         return text.count > limit ? String(text.prefix(limit)) + "…" : text
     }
 
-    /// The error as one line of text: its message with secrets hidden (as in the body excerpt),
-    /// control characters as spaces and at most 500 characters (a message may hold the server's
-    /// words: a content type, an envelope's or a JSON-RPC error's message).
+    /// The error as one line of text: its message with secrets hidden (as in the body excerpt)
+    /// and at most 500 characters, then the body excerpt; control characters, line and paragraph
+    /// separators and bidirectional controls as spaces (a message or a body may hold the server's
+    /// words: a content type, an envelope's or a JSON-RPC error's message, an error page).
     public var description: String {
         var message = (self.redactor ?? .standard).redactFreeText(self.message)
-        if message.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-            message = String(String.UnicodeScalarView(message.unicodeScalars.map { $0.properties.generalCategory == .control ? " " : $0 }))
-        }
         if message.count > 500 { message = String(message.prefix(500)) + "…" }
         var text = "CourierError.\(self.kind.description): \(message)"
         if let excerpt = self.bodyExcerpt(limit: 120) {
             text += " — body: \(excerpt)"
         }
-        return text
+        return Self.oneLine(text)
+    }
+
+    /// `text` with every scalar that breaks or reorders a line of a log written as a space.
+    static func oneLine(_ text: String) -> String {
+        func breaks(_ scalar: Unicode.Scalar) -> Bool {
+            switch scalar.value {
+            case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true
+            default: return false
+            }
+        }
+        guard text.unicodeScalars.contains(where: breaks) else { return text }
+        return String(String.UnicodeScalarView(text.unicodeScalars.map { breaks($0) ? " " : $0 }))
     }
 }
 

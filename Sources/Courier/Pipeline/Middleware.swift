@@ -95,8 +95,8 @@ enum MiddlewareChain {
 }
 
 /// Middleware that must see every request that goes on the wire: it runs in its place in the
-/// chain, and again on each retry attempt and on each redirect hop to the same origin, just
-/// before the transport. ``RequestSigner`` is one, so a retried or redirected request carries a
+/// chain, and again on each retry attempt and on each redirect hop to the same origin (until a
+/// hop has left it), just before the transport. ``RequestSigner`` is one, so a retried or redirected request carries a
 /// fresh signature over what is actually sent.
 public protocol PerHopMiddleware: Middleware {}
 

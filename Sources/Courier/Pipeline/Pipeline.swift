@@ -42,8 +42,7 @@ final class Pipeline: Sendable {
             Fused(LifecycleStage(lifecycle: client.lifecycle),
             Fused(DeadlineStage(bodyIdleTimeout: configuration.bodyIdleTimeout, deduplication: configuration.deduplication,
                                 lifecycle: client.lifecycle),
-            Fused(DecodeStage(decoder: configuration.decoder, values: client.decodedValues, events: events,
-                              configuration: configuration),
+            Fused(DecodeStage(decoder: configuration.decoder, values: client.decodedValues, events: events),
             Fused(ConstrainedStage(gate: client.constrained, policy: configuration.constrainedPolicy),
             PipelineStageNext.link(CacheLookupStage(cache: client.cache, events: events, lifecycle: client.lifecycle), above:
             .link(DeduplicationStage(deduplicator: client.deduplicator, configuration: configuration.deduplication, events: events,

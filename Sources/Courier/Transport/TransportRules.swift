@@ -29,7 +29,8 @@ package enum TransportRules {
         // URLSession sent a caller's length as given: stale once the body was gzipped, or on a
         // request without a body, it left the server waiting; a short one made the rest of the
         // body read as the next request on the connection.
-        for field in fields where field.name != .cookie && field.name != .contentLength && field.name != .transferEncoding {
+        let hasBody = request.body != nil
+        for field in fields where field.name != .cookie && !(Self.isFraming(field.name) && !Self.keeps(field, hasBody: hasBody)) {
             add(field.name.rawName, field.value)
         }
         if let cookie = fields.combinedValue(.cookie) {
@@ -39,6 +40,26 @@ package enum TransportRules {
             try self.checkContentType(contentType)
             add("Content-Type", contentType)
         }
+    }
+
+    /// Whether a field frames the message (`Content-Length`, `Transfer-Encoding`): the transport's
+    /// to write, from the body it sends.
+    @inline(__always)
+    package static func isFraming(_ name: HTTPField.Name) -> Bool {
+        name == .contentLength || name == .transferEncoding
+    }
+
+    /// Whether a framing field a caller wrote is kept: only `Content-Length: 0` on a request
+    /// without a body (what a server that wants a length, 411, asks of an empty POST).
+    private static func keeps(_ field: HTTPField, hasBody: Bool) -> Bool {
+        !hasBody && field.name == .contentLength && FieldText.trimmed(field.value) == "0"
+    }
+
+    /// Removes the framing fields a caller wrote (but `Content-Length: 0` without a body), so
+    /// that the request's fields — in logs, HAR files, a cURL command, the deduplication key —
+    /// are the ones sent.
+    package static func dropCallersFraming(_ fields: inout HTTPFields, hasBody: Bool) {
+        fields = HTTPFields(fields.filter { !Self.isFraming($0.name) || Self.keeps($0, hasBody: hasBody) })
     }
 
     /// Refuses a body's content type that holds CR, LF or NUL, which no field value may

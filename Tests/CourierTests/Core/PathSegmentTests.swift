@@ -92,6 +92,7 @@ struct PathSegmentTests {
         let written = [
             ("/u/caf\u{E9}", "/u/caf%C3%A9"), ("/u/cafe\u{301}", "/u/cafe%CC%81"), ("/a b/c%20d", "/a%20b/c%20d"),
             ("/q?x=a b&y=\u{E9}|\"<>", "/q?x=a%20b&y=%C3%A9%7C%22%3C%3E"), ("/k/a:b@c!$&'()*+,;=", "/k/a:b@c!$&'()*+,;="),
+            ("/d?off=100%&x=%2f%zz", "/d?off=100%25&x=%2f%25zz"),
         ]
         let paths = written + [(server.baseURL.absoluteString + "/abs/\u{E9} x%20y?q=a b", "/abs/%C3%A9%20x%20y?q=a%20b")]
         try await withClient(kind, server: server) { client in

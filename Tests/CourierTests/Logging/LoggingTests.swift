@@ -124,6 +124,7 @@ struct LoggingTests {
         let server = try await http1Server { request in
             switch request.path {
             case "/rejected": return .json(#"{"sid":"S3CRET","note":"kept"}"#, status: 400)
+            case "/page": return .text("<h1>Down</h1>\r\n<p>line\u{2028}two \u{202E}desrever</p>\n", status: 503)
             case "/typed": return .text("x", headers: [("Content-Type", #"text/html; note="Bearer t0ken-value""#)])
             default: return .text("x", headers: [("Content-Type", "text/html; x=" + String(repeating: "y", count: 4000))])
             }
@@ -142,6 +143,10 @@ struct LoggingTests {
             let typedText = String(describing: try #require(typed))
             #expect(typed?.kind == .decoding)
             #expect(!typedText.contains("t0ken-value"), "\(typedText)")
+            let page = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/page", decoding: .data).retry(.never)) }
+            let pageText = String(describing: try #require(page))
+            #expect(pageText.contains("Down") && pageText.contains("desrever"), "\(pageText)")
+            #expect(!pageText.unicodeScalars.contains { [0x0A, 0x0D, 0x2028, 0x202E].contains($0.value) }, "\(pageText.debugDescription)")
             let long = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/long")) }
             let longText = String(describing: try #require(long))
             #expect(longText.count < 1000, "\(longText.count) characters")

@@ -45,6 +45,13 @@ extension EndpointDescription {
     func applying(_ defaults: ServiceDefaults) -> EndpointDescription {
         var headers = defaults.headers
         for field in self.headers { headers[field.name] = nil }
+        // A service's `Content-Type` is a default, as the client's is: a body's own type wins
+        // over it (``RequestBuilder/bodyTypeWins(_:over:)``).
+        if let serviceType = headers[.contentType], let bodyType = self.body?.declaredContentType,
+            RequestBuilder.bodyTypeWins(bodyType, over: serviceType)
+        {
+            headers[.contentType] = nil
+        }
         headers.append(contentsOf: self.headers)
         return EndpointDescription(
             copying: self, headers: headers, middleware: defaults.middleware + self.middleware,
@@ -66,7 +73,8 @@ extension Client.Configuration {
         // whose base cannot be told (not in the active environment) has none, and anywhere is
         // elsewhere; a client with neither a directory nor a base URL has no home for anything,
         // and its defaults go, as the app set them.
-        if RequestBuilder.isAbsoluteHTTP(endpoint.path), let url = URL(string: endpoint.path), let target = BaseURL(url),
+        if RequestBuilder.isAbsoluteHTTP(endpoint.path), let url = URL(string: RequestBuilder.escapingTarget(ofAbsolute: endpoint.path)),
+            let target = BaseURL(url),
             RequestBuilder.home(of: service, in: self.servers, clientBase: self.baseURL.flatMap(BaseURL.init)).isElsewhere(target)
         {
             defaults.headers = self.redirects.withoutSecrets(defaults.headers, redactor: self.redactor)

@@ -11,20 +11,7 @@ struct DecodeStage: PipelineStage {
     let decoder: JSONDecoder
     let values: DecodedValues
     let events: EventHub
-    /// The client's wire protocols, to tell an unboxed payload from a body as it came.
-    let defaultWire: any WireProtocol
-    let defaultIsREST: Bool
-    let wireProtocols: [ServiceID: any WireProtocol]
     var name: String { "decode" }
-
-    init(decoder: JSONDecoder, values: DecodedValues, events: EventHub, configuration: Client.Configuration) {
-        self.decoder = decoder
-        self.values = values
-        self.events = events
-        self.defaultWire = configuration.defaultWireProtocol
-        self.defaultIsREST = configuration.defaultWireProtocol is RESTProtocol
-        self.wireProtocols = configuration.wireProtocols
-    }
 
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
@@ -41,9 +28,8 @@ struct DecodeStage: PipelineStage {
         // A cache hit's stored payload is already unboxed, whatever the wire protocol.
         let reuse = outcome.cacheKey.map { (key: $0, values: self.values) }
         let value: any Sendable
-        if WireStage.isREST(
-            exchange.endpoint, defaultWire: self.defaultWire, defaultIsREST: self.defaultIsREST, wireProtocols: self.wireProtocols)
-        {
+        // (The build stage worked out the endpoint's wire protocol: none is REST.)
+        if exchange.wireIdentity.isEmpty {
             value = try exchange.endpoint.decoding.run(payload, outcome.response.head, self.decoder, reuse)
         } else {
             // A payload a wire protocol unboxed is not what the response's `Content-Type` describes

@@ -5,7 +5,9 @@ import HTTPTypes
 /// ``RedirectPolicy``: at most `maxRedirects`, loops detected, 303 (and 301/302 after a POST) become
 /// GET, https → http refused, `Authorization`, `Cookie`, `Proxy-Authorization` and the
 /// signature fields dropped when the origin changes. A hop to the same origin as the request
-/// passes the per-hop middleware again (it is signed again); a hop to another origin does not.
+/// passes the per-hop middleware again (it is signed again); a hop to another origin does not,
+/// nor does any hop after one did (where it comes back to is the other server's choice). A hop
+/// refused unprocessed (REFUSED_STREAM) does not make the request that got the redirect one.
 /// A one-shot body is never resent: a 307/308 for one is handed back as it is. A hop to another
 /// host gives the first host's scheduler slot back and takes one of the new host's, so per-host
 /// limits hold for the host the request is talking to; a request sent again from the top after

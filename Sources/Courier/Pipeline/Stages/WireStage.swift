@@ -34,16 +34,9 @@ struct WireStage: PipelineStage {
     /// thread's stack, and the async frame every request allocates from its task stays small.
     @inline(never)
     private func passesThrough(_ exchange: RequestExchange) -> Bool {
-        Self.isREST(exchange.endpoint, defaultWire: self.defaultWire, defaultIsREST: self.defaultIsREST, wireProtocols: self.wireProtocols)
-    }
-
-    /// Whether the endpoint's requests go to the wire as they are (REST): its own wire protocol,
-    /// else its service's, else the client's default.
-    static func isREST(
-        _ endpoint: EndpointDescription, defaultWire: any WireProtocol, defaultIsREST: Bool, wireProtocols: [ServiceID: any WireProtocol]
-    ) -> Bool {
-        if endpoint.wire == nil, endpoint.service == nil, defaultIsREST { return true }
-        return (endpoint.wire ?? endpoint.service.flatMap { wireProtocols[$0] } ?? defaultWire) is RESTProtocol
+        let endpoint = exchange.endpoint
+        if endpoint.wire == nil, endpoint.service == nil, self.defaultIsREST { return true }
+        return self.wire(for: endpoint) is RESTProtocol
     }
 
     private func wire(for endpoint: EndpointDescription) -> any WireProtocol {

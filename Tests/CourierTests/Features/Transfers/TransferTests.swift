@@ -916,5 +916,28 @@ struct TransferTests {
                 "multipart/form-data; boundary=\(form.boundary)", "application/x-www-form-urlencoded", "text/csv", vendorJSON, vendorJSON,
                 "text/plain",
             ])
+        // A service's default is a default too; one that is no JSON type does not relabel JSON.
+        let second = try await http1Server { _ in .text("ok") }
+        let servers = ServerDirectory(
+            urls: ["api": [.develop: second.baseURL]], buildDefault: .develop, isReleaseBuild: false, store: InMemoryEnvironmentStore())
+        try await withClient(
+            kind, server: second,
+            configure: {
+                $0.servers = servers
+                $0.serviceDefaults["api"] = ServiceDefaults(headers: [.contentType: "application/json"])
+                $0.defaultHeaders[.contentType] = "text/plain"
+            }
+        ) { client in
+            _ = try await client.send(
+                Endpoint<String>(method: .post, path: "/b", body: .body(form.body()), decoding: .string).service("api"))
+            _ = try await client.send(
+                Endpoint<String>(method: .post, path: "/b", body: .form(["a": "1"]), decoding: .string).service("api"))
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/b", body: .json(["k": 1]), decoding: .string))
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/b", body: .body(.data(Data("raw".utf8))), decoding: .string))
+        }
+        #expect(
+            second.requests.map { $0.header("Content-Type") } == [
+                "multipart/form-data; boundary=\(form.boundary)", "application/x-www-form-urlencoded", "application/json", "text/plain",
+            ])
     }
 }
