@@ -88,14 +88,19 @@ extension ResponseDecoding where Value == Data {
 }
 
 extension ResponseDecoding where Value == String {
-    /// The body as UTF-8 text; invalid UTF-8 is a decoding error.
+    /// The body as text, in the charset its byte order mark or its `Content-Type` names (UTF-8
+    /// when neither does); the byte order mark is not part of the text.
+    ///
+    /// UTF-8 (US-ASCII read as UTF-8), ISO-8859-1 and UTF-16 are read; bytes that are not valid
+    /// in the charset, or a charset outside these, are a decoding error that says which.
     public static var string: ResponseDecoding {
         ResponseDecoding { input in
-            guard let text = String(data: input.body, encoding: .utf8) else {
-                throw CourierError.decoding(
-                    type: String.self, codingPath: nil, reason: "the body is not valid UTF-8", body: input.body, underlying: nil)
+            switch TextCharset.decode(input.body, contentType: input.head.headerFields.combinedValue(.contentType)) {
+            case .success(let text):
+                return text
+            case .failure(let failure):
+                throw CourierError.decoding(type: String.self, codingPath: nil, reason: failure.reason, body: input.body, underlying: nil)
             }
-            return text
         }
     }
 }

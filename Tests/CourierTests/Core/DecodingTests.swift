@@ -1,4 +1,5 @@
 import Courier
+import CourierTestServer
 import Foundation
 import Testing
 
@@ -58,6 +59,44 @@ struct DecodingTests {
         try await withClient(kind, server: server, configure: { $0.decoder.keyDecodingStrategy = .convertFromSnakeCase }) { client in
             let value = try await client.send(Endpoint<Snake>(path: "/anything"))
             #expect(value.userName == "ada")
+        }
+    }
+
+    /// RFC 9110 §8.3.2 (the charset parameter names the text's encoding; names are
+    /// case-insensitive) and the WHATWG Encoding Standard §6 "decode" (a byte order mark wins over
+    /// the label and is not part of the text; `utf-16` without one is little-endian).
+    @Test(arguments: TransportKind.allCases)
+    func aStringBodyIsReadInTheCharsetItsHeadOrItsByteOrderMarkNames(_ kind: TransportKind) async throws {
+        let bodies: [String: ([(String, String)], [UInt8])] = [
+            "/latin1": ([("Content-Type", "text/plain; charset=ISO-8859-1")], [0x63, 0x61, 0x66, 0xE9]),
+            "/utf16be": ([("Content-Type", "text/plain; charset=\"UTF-16BE\"")], [0x00, 0x68, 0x00, 0xE9]),
+            "/utf16-bom": ([("Content-Type", "text/plain")], [0xFF, 0xFE, 0x68, 0x00, 0xE9, 0x00]),
+            "/utf8-bom-beats-label": ([("Content-Type", "text/plain; charset=iso-8859-1")], [0xEF, 0xBB, 0xBF, 0x68, 0xC3, 0xA9]),
+            "/no-type": ([], Array("hé".utf8)),
+            "/cyrillic": ([("Content-Type", "text/plain; charset=windows-1251")], [0xEF, 0xF0, 0xE8]),
+            "/bad-utf8": ([("Content-Type", "text/plain; charset=utf-8")], [0x68, 0xFF, 0x41]),
+            "/odd-utf16": ([("Content-Type", "text/plain; charset=utf-16le")], [0x68, 0x00, 0xE9]),
+        ]
+        let server = try await http1Server { request in
+            guard let (headers, bytes) = bodies[request.path] else { return .text("not found", status: 404) }
+            return ScriptedResponse(status: 200, headers: headers, body: Data(bytes))
+        }
+        try await withClient(kind, server: server) { client in
+            func text(_ path: String) async throws -> String { try await client.send(Endpoint<String>(path: path, decoding: .string)) }
+            let latin1 = try await text("/latin1")
+            #expect(latin1 == "café")
+            for path in ["/utf16be", "/utf16-bom", "/utf8-bom-beats-label", "/no-type"] {
+                let read = try await text(path)
+                #expect(read == "hé", "\(path)")
+            }
+            let unsupported = await expectCourierError { _ = try await text("/cyrillic") }
+            #expect(unsupported?.kind == .decoding)
+            #expect(unsupported?.message.contains("charset 'windows-1251' is not supported") == true)
+            let invalid = await expectCourierError { _ = try await text("/bad-utf8") }
+            #expect(invalid?.kind == .decoding)
+            #expect(invalid?.message.contains("not valid UTF-8") == true)
+            let odd = await expectCourierError { _ = try await text("/odd-utf16") }
+            #expect(odd?.message.contains("not valid UTF-16LE") == true)
         }
     }
 }
