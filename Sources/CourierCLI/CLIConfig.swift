@@ -107,7 +107,7 @@ struct EnvCommand: AsyncParsableCommand {
                     }
                 }
             } catch let error as CourierError {
-                FileHandle.standardError.write(Data("courier: \(error.message)\n".utf8))
+                Output.standardError("courier: \(error.message)\n")
                 throw ExitCode(3)
             }
         }

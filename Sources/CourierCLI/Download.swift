@@ -15,18 +15,18 @@ extension RequestCommand {
             let result = try await transfer.value
             await printer.value
             let resumed = result.resumedFrom > 0 ? " (resumed at \(result.resumedFrom))" : ""
-            FileHandle.standardError.write(Data("saved \(result.byteCount) bytes to \(result.url.path)\(resumed)\n".utf8))
+            Output.standardError("saved \(result.byteCount) bytes to \(result.url.path)\(resumed)\n")
             return 0
         } catch let error as CourierError {
             await printer.value
             let hint =
                 error.kind == .transport || error.kind == .cancelled || error.kind == .timeout
                 ? "; run again with --continue to resume" : ""
-            FileHandle.standardError.write(Data("courier: \(error.description)\(hint)\n".utf8))
+            Output.standardError("courier: \(error.description)\(hint)\n")
             return Self.exitCode(for: error)
         } catch {
             await printer.value
-            FileHandle.standardError.write(Data("courier: \(error)\n".utf8))
+            Output.standardError("courier: \(error)\n")
             return 1
         }
     }
@@ -47,21 +47,21 @@ struct ProgressPrinter {
             if terminal {
                 if ContinuousClock.now - lastDraw >= .milliseconds(100) {
                     lastDraw = .now
-                    FileHandle.standardError.write(Data("\r\(Self.bar(update)) \(self.label)".utf8))
+                    Output.standardError("\r\(Self.bar(update)) \(self.label)")
                 }
             } else if let fraction = update.fraction {
                 let decile = Int(fraction * 10)
                 if decile > lastDecile {
                     lastDecile = decile
-                    FileHandle.standardError.write(
-                        Data("\(self.label): \(Int(fraction * 100))% (\(update.completedBytes)/\(update.expectedBytes ?? 0) bytes)\n".utf8))
+                    Output.standardError(
+                        "\(self.label): \(Int(fraction * 100))% (\(update.completedBytes)/\(update.expectedBytes ?? 0) bytes)\n")
                 }
             }
         }
         if terminal, let latest {
-            FileHandle.standardError.write(Data("\r\(Self.bar(latest)) \(self.label)\n".utf8))
+            Output.standardError("\r\(Self.bar(latest)) \(self.label)\n")
         } else if !terminal, let latest, latest.fraction == nil {
-            FileHandle.standardError.write(Data("\(self.label): \(latest.completedBytes) bytes\n".utf8))
+            Output.standardError("\(self.label): \(latest.completedBytes) bytes\n")
         }
     }
 

@@ -19,7 +19,7 @@ struct PlainLogHandler: LogHandler {
         let line = "\(self.prefix)\(event.message)\n"
         switch self.stream {
         case .standardOutput: print(line, terminator: "")
-        case .standardError: FileHandle.standardError.write(Data(line.utf8))
+        case .standardError: Output.standardError(line)
         }
     }
 }

@@ -30,6 +30,8 @@ struct RequestCommand: AsyncParsableCommand {
               14  authentication required
               15  TLS pin mismatch (nothing was sent)
               16  a middleware failed with an error of its own
+              17  the response could not be written to standard output (a closed pipe, a full disk)
+              64  a command-line option is not valid (checked before anything is sent)
 
             Load mode: with --repeat N the same request is sent N times through one client, \
             --concurrency C at a time, and one summary line is printed instead of the body: requests \
@@ -225,7 +227,7 @@ struct RequestCommand: AsyncParsableCommand {
     }
 
     private func fail(_ message: String, code: Int32) -> Int32 {
-        FileHandle.standardError.write(Data("courier: \(message)\n".utf8))
+        Output.standardError("courier: \(message)\n")
         return code
     }
 
@@ -440,7 +442,7 @@ struct RequestCommand: AsyncParsableCommand {
         let code: Int32
         do {
             if verbose, let request = try? client.makeRequest(for: endpoint) {
-                FileHandle.standardError.write(Data("* \(request.cURLDescription())\n".utf8))
+                Output.standardError("* \(request.cURLDescription())\n")
             }
             let response: Response<Data>
             if self.upload != nil || !self.form.isEmpty {
@@ -453,16 +455,19 @@ struct RequestCommand: AsyncParsableCommand {
             }
             if verbose {
                 let age = response.age.map { " (age \(Int($0.inSeconds))s)" } ?? ""
-                FileHandle.standardError.write(Data("* source: \(response.source.rawValue)\(age)\n".utf8))
+                Output.standardError("* source: \(response.source.rawValue)\(age)\n")
             }
+            var failure: (any Error)?
             if self.include {
                 var head = "\(response.version) \(response.status.code) \(response.status.reasonPhrase)\r\n"
                 for field in response.headers { head += "\(field.name.rawName): \(field.value)\r\n" }
                 head += "\r\n"
-                FileHandle.standardOutput.write(Data(head.utf8))
+                failure = Output.standardOutput(Data(head.utf8))
             }
-            FileHandle.standardOutput.write(response.value)
-            if response.status.code >= 400 {
+            if failure == nil { failure = Output.standardOutput(response.value) }
+            if let failure {
+                code = self.fail("the response could not be written to standard output: \(failure.localizedDescription)", code: 17)
+            } else if response.status.code >= 400 {
                 code = self.fail("the server answered \(response.status.code) \(response.status.reasonPhrase)", code: 4)
             } else {
                 code = 0
@@ -566,7 +571,7 @@ extension RequestCommand {
             "requests=\(total) wire=\(wire.count) errors=\(errors) p50=\(String(format: "%.1f", percentile(0.5)))ms p99=\(String(format: "%.1f", percentile(0.99)))ms version=\(versions.sorted().joined(separator: ",").nonEmpty ?? "-")"
         print(line)
         if let firstError {
-            FileHandle.standardError.write(Data("courier: first error: \(firstError)\n".utf8))
+            Output.standardError("courier: first error: \(firstError)\n")
         }
         return errors == 0 ? 0 : (firstError.map(Self.exitCode(for:)) ?? 4)
     }

@@ -19,6 +19,7 @@ final class OutboxStore: Sendable {
             try db.execute(sql: "PRAGMA synchronous = FULL")
             for pragma in extra { try db.execute(sql: pragma) }
         }
+        Self.createOwnerOnly(path)
         do {
             self.pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(self.pool)
@@ -44,6 +45,15 @@ final class OutboxStore: Sendable {
         } catch {
             throw Self.map(error, "opening the outbox at \(path)")
         }
+    }
+
+    /// Creates the database file, if it is not there, readable and writable by its owner only
+    /// (0600): it holds request bodies, headers and answers. SQLite makes the `-wal` and `-shm`
+    /// files with the database file's permissions; a file that exists keeps its own.
+    private static func createOwnerOnly(_ path: String) {
+        guard !path.isEmpty, path != ":memory:", !path.hasPrefix("file:") else { return }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if descriptor >= 0 { close(descriptor) }
     }
 
     /// The schema, one versioned migration at a time (GRDB's migrator records which have run).

@@ -58,7 +58,7 @@ final class ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler {
                 httpVersion: version,
                 connectionID: self.connectionID
             )
-            self.state.locked.withLockedValue { $0.requests.append(request) }
+            if self.state.recordsRequests { self.state.locked.withLockedValue { $0.requests.append(request) } }
             self.responding = true
             let handler = self.state.handler
             let keepAlive = head.isKeepAlive

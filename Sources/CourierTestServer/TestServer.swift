@@ -73,6 +73,8 @@ public final class TestServer: Sendable {
     ///
     /// - Parameter keepsRequestBodies: when false, request bodies are counted
     ///   (``RecordedRequest/bodyLength``) but not kept, so bulk uploads use no memory.
+    /// - Parameter recordsRequests: when false, ``requests`` stays empty (a long-running server
+    ///   keeps no memory per request; connections are still counted).
     /// - Parameter host: the loopback address to listen on (`127.0.0.1`, or `::1` for IPv6).
     /// - Parameter http2: the settings the server announces on HTTP/2 connections.
     /// - Parameter group: the event loops to run on (default: NIO's shared singleton).
@@ -80,10 +82,10 @@ public final class TestServer: Sendable {
     ///   network namespace), used instead of binding `host` and `port`.
     public static func start(
         _ mode: Mode, host: String = "127.0.0.1", port: Int = 0, listeningSocket: CInt? = nil, keepsRequestBodies: Bool = true,
-        http2: HTTP2Options = HTTP2Options(), group: (any EventLoopGroup)? = nil,
+        recordsRequests: Bool = true, http2: HTTP2Options = HTTP2Options(), group: (any EventLoopGroup)? = nil,
         handler: @escaping Handler
     ) async throws -> TestServer {
-        let state = ServerState(handler: handler, keepsRequestBodies: keepsRequestBodies)
+        let state = ServerState(handler: handler, keepsRequestBodies: keepsRequestBodies, recordsRequests: recordsRequests)
         let tls: NIOSSLContext?
         if case .tls(let certificates) = mode {
             tls = try NIOSSLContext(configuration: certificates.serverTLSConfiguration())
@@ -225,13 +227,15 @@ final class ServerState: Sendable {
 
     let handler: TestServer.Handler
     let keepsRequestBodies: Bool
+    let recordsRequests: Bool
     let locked = NIOLockedValueBox(Counters())
     /// The accepted connections still open, closed by ``TestServer/stop()``, and whether it has
     /// been called.
     let connections = NIOLockedValueBox((open: [ObjectIdentifier: any Channel](), stopped: false))
 
-    init(handler: @escaping TestServer.Handler, keepsRequestBodies: Bool) {
+    init(handler: @escaping TestServer.Handler, keepsRequestBodies: Bool, recordsRequests: Bool) {
         self.handler = handler
         self.keepsRequestBodies = keepsRequestBodies
+        self.recordsRequests = recordsRequests
     }
 }

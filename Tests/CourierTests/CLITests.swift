@@ -49,6 +49,47 @@ struct CLITests {
         #expect(try Data(contentsOf: ca) == Data("the running server's CA".utf8))
     }
 
+    /// `courier serve` runs for as long as it is left running: it kept every request, and every
+    /// upload's whole body, in memory (three 100 MB uploads: 39 → 334 MB, never given back).
+    @Test
+    func aServerThatRecordsNoRequestsAnswersAndKeepsNone() async throws {
+        let server = try await TestServer.start(.http1, keepsRequestBodies: false, recordsRequests: false, handler: Routes.standard)
+        let (transport, shutdown) = makeTransport(.asyncHTTPClient)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
+        let echoed = try await client.send(
+            Endpoint<Data>(
+                method: .post, path: "/echo", body: .data(Data(count: 100_000), contentType: "application/octet-stream"),
+                decoding: .data))
+        #expect(!echoed.isEmpty)
+        #expect(server.connectionCount == 1)
+        #expect(server.requests.isEmpty)
+        try await shutdown()
+        try await server.stop()
+    }
+
+    /// Once SwiftNIO has opened a socket the process ignores SIGPIPE, and Foundation's
+    /// `FileHandle.write(_:)` traps on the failed write: `courier request URL | head -c 10` ended
+    /// in a crash and a backtrace. Now it is exit code 17 and one line.
+    @Test
+    func anOutputThatCannotBeWrittenIsAnExitCodeNotACrash() async throws {
+        let server = try await http1Server { _ in .text(String(repeating: "x", count: 300_000)) }
+        let out = makePipe()
+        close(out.read)  // No reader: every write to the pipe fails (EPIPE).
+        let err = makePipe()
+        let child = try ChildProcess(
+            executable: courierExecutable().path, arguments: ["request", server.baseURL.absoluteString + "/big"], stdout: out.write,
+            stderr: err.write, environment: nil)
+        close(out.write)
+        close(err.write)
+        let stderrHandle = FileHandle(fileDescriptor: err.read, closeOnDealloc: true)
+        let stderr = String(decoding: try await onOwnThread { readToEnd(stderrHandle) }, as: UTF8.self)
+        while child.isRunning { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(child.terminationStatus == 17, "\(stderr.prefix(300))")
+        #expect(stderr.contains("could not be written to standard output"))
+        #expect(!stderr.contains("Fatal error"))
+        try await server.stop()
+    }
+
     @Test
     func downloadsWithProgressAndResumesWithContinue() async throws {
         let origin = FileOrigin(cutFirstAfter: 300_000)

@@ -26,17 +26,19 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let server: TestServer
         if self.plain {
-            server = try await TestServer.start(.http1, port: self.port, handler: DemoServer.respond)
+            server = try await TestServer.start(
+                .http1, port: self.port, keepsRequestBodies: false, recordsRequests: false, handler: DemoServer.respond)
         } else {
             let certificates = try TestCertificates.generate()
             // Listening first: a port already taken (another `serve` running) fails before the
             // CA file that other server's clients trust is replaced. Written whole or not at all.
-            server = try await TestServer.start(.tls(certificates), port: self.port, handler: DemoServer.respond)
+            server = try await TestServer.start(
+                .tls(certificates), port: self.port, keepsRequestBodies: false, recordsRequests: false, handler: DemoServer.respond)
             try Data(certificates.caPEM.utf8).write(to: URL(fileURLWithPath: self.caOut), options: .atomic)
             say("CA certificate written to \(self.caOut) (use it with --cacert)")
         }
         say(
-            "Demo API at \(server.baseURL) — try: swift run courier request -i \(server.baseURL)/news?page=1\(self.plain ? "" : " --cacert \(self.caOut)")"
+            "Demo API at \(server.baseURL) — try: swift run courier request -i '\(server.baseURL)/news?page=1'\(self.plain ? "" : " --cacert \(self.caOut)")"
         )
         while true {
             try await Task.sleep(for: .seconds(3600))
@@ -45,5 +47,5 @@ struct ServeCommand: AsyncParsableCommand {
 }
 
 private func say(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    _ = Output.standardOutput(Data((line + "\n").utf8))
 }

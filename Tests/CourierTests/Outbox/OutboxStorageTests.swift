@@ -18,6 +18,21 @@ struct OutboxStorageTests {
             body: .data(Data(#"{"x":1}"#.utf8), contentType: "application/json"), decoding: .data)
     }
 
+    /// The file holds request bodies, headers and answers: readable by every user of the machine
+    /// (0644 under the usual umask) it gave them away.
+    @Test
+    func aNewOutboxAndItsJournalAreReadableByTheirOwnerOnly() throws {
+        let path = OutboxTests.databasePath()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let outbox = try Outbox(path: path, client: Self.client)
+        try outbox.enqueue(Self.post())
+        for suffix in ["", "-wal"] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: path + suffix)
+            let permissions = try #require(attributes[.posixPermissions] as? NSNumber).intValue
+            #expect(permissions & 0o077 == 0, "\(suffix): \(String(permissions, radix: 8))")
+        }
+    }
+
     @Test
     func aFileThatIsNotADatabaseIsCorrupt() throws {
         let path = OutboxTests.databasePath()

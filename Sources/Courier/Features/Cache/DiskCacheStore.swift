@@ -14,7 +14,9 @@ import Darwin
 /// survives restarts.
 ///
 /// Each entry is one file named by the SHA-256 of its key, readable only by its owner (0600, in a
-/// 0700 directory). A file is written under a temporary name and renamed into place, so a crash
+/// directory created 0700; a directory that exists keeps its permissions). Files named as entries
+/// are (64 hexadecimal digits) and the store's own temporary files are the store's: give it a
+/// directory of its own, as other files there are left alone but one of those names is not. A file is written under a temporary name and renamed into place, so a crash
 /// leaves either the old entry or the new one; the file carries a digest of its body, so a
 /// corrupt or truncated entry is detected on reading, treated as a miss and removed. Recency is
 /// kept in each file's modification time, so eviction order survives restarts too.
@@ -184,8 +186,10 @@ public final class DiskCacheStore: CacheStore {
             // Not followed (lstat): a link is judged as a link, and never an entry.
             var status = stat()
             guard lstat(path, &status) == 0, Self.isOwnPlainFile(status) else { continue }
+            // Only a leftover of this store's own writing (the prefix and a UUID) is removed: a
+            // user's `.tmp-notes` in a directory the cache was pointed at is not its to delete.
             if name.hasPrefix(OwnerOnlyFile.temporaryPrefix) {
-                unlink(path)
+                if UUID(uuidString: String(name.dropFirst(OwnerOnlyFile.temporaryPrefix.count))) != nil { unlink(path) }
                 continue
             }
             guard name.count == 64, name.allSatisfy(\.isHexDigit) else { continue }

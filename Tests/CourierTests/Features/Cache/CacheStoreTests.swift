@@ -129,6 +129,23 @@ struct CacheStoreTests {
         #expect(!FileManager.default.fileExists(atPath: leftover.path))
     }
 
+    /// A store pointed at a directory that holds other files (`courier request --cache ~/notes`)
+    /// removed a user's `.tmp-notes` as its own leftover.
+    @Test
+    func aUsersFilesThatLookLikeLeftoversAreNotRemoved() throws {
+        let directory = temporaryDirectory("users")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let names = [".tmp-notes", ".tmp-", "notes.txt", ".tmp-\(UUID().uuidString).bak"]
+        for name in names { try Data("mine".utf8).write(to: directory.appendingPathComponent(name)) }
+        let store = DiskCacheStore(directory: directory)
+        store.setEntry(Self.entry("https://a/x"), forKey: "k")
+        #expect(DiskCacheStore(directory: directory).entry(forKey: "k")?.url == "https://a/x")
+        for name in names {
+            #expect(try Data(contentsOf: directory.appendingPathComponent(name)) == Data("mine".utf8), "\(name)")
+        }
+    }
+
     @Test
     func diskStoreEvictsTheLeastRecentlyUsedByBytesAcrossRestarts() throws {
         let directory = temporaryDirectory("evict")
