@@ -41,6 +41,9 @@ public final class TracingMonitor: EventMonitor, Sendable {
     private let state = Locked(State())
 
     /// Creates a monitor that starts spans with `tracer` (the bootstrapped one by default).
+    ///
+    /// `redactor` hides secrets in the URLs the spans carry (`url.full`); it is not the client's
+    /// unless you pass the client's (as when you added names to it).
     public init(tracer: any Tracer = InstrumentationSystem.tracer, redactor: Redactor = .standard) {
         self.tracer = tracer
         self.redactor = redactor

@@ -66,10 +66,14 @@ public struct Redactor: Sendable {
     }
 
     /// Whether the value of a query parameter should be hidden (also the signatures and
-    /// credentials of pre-signed URLs: `X-Amz-Signature`, `X-Goog-Credential`, …).
+    /// credentials of pre-signed URLs: `X-Amz-Signature`, `X-Goog-Credential`, …, any name with
+    /// `token` in it but a token's type — OpenID Connect's `id_token_hint` carries an ID token — and
+    /// the device flow's `device_code`, RFC 8628 §3.4).
     public func isSecret(queryName: String) -> Bool {
         let name = queryName.lowercased()
-        return self.queryNames.contains(name) || name.hasSuffix("token") || name.contains("secret") || name.contains("password")
+        let namesAToken = name.contains("token") && name != "token_type" && name != "token_type_hint"
+        return self.queryNames.contains(name) || namesAToken || name.contains("secret") || name.contains("password")
+            || name == "device_code" || name.contains("authorization")
             || name.contains("signature") || name.contains("credential") || name.hasSuffix("_key") || name.hasSuffix("-key")
             || name.contains("passphrase") || Self.isCredentialKey(queryName, lowercased: name)
     }
@@ -168,7 +172,9 @@ public struct Redactor: Sendable {
         // A secret header written out as a line of text: its value to the end of the line.
         let headerPattern = headers.sorted().map(NSRegularExpression.escapedPattern(for:)).joined(separator: "|")
         replace(#"(?<![A-Za-z0-9_-])((?:"# + headerPattern + #")[ \t]*:[ \t]*)[^\r\n]+"#, "$1" + replacement)
-        replace(#"(bearer|basic)\s+[A-Za-z0-9._~+/=-]+"#, "$1 " + replacement)
+        // A credential up to white space, a quote, a comma or a backslash (a JSON escape): token68
+        // (RFC 9110 §11.2) and the characters real tokens carry beyond it (`7|Xk9s…`).
+        replace(#"(bearer|basic)\s+[^\s"',\\]+"#, "$1 " + replacement)
         let names = self.queryNames.union(headers).union(["access_token", "refresh_token", "password"])
             .sorted().map(NSRegularExpression.escapedPattern(for:)).joined(separator: "|")
         // The name, quoted or not (a quote may be escaped: JSON inside a JSON string), then `=` or `:`.
@@ -176,8 +182,10 @@ public struct Redactor: Sendable {
         // A quoted value up to its closing quote (escaped quotes inside it are part of it), or to
         // the end of the text when it has none there (text cut from a longer body) ...
         replace(key + #"(\\?")(?:[^"\\]|\\[^"]|\\")*?(?:\2|$)"#, "$1$2" + replacement + "$2")
-        // ... or an unquoted one up to a separator.
-        replace(key + #"(?![\\"])([^"&,;\s}\\]+)"#, "$1" + replacement)
+        // ... or an unquoted one up to the end of the line, a `&` or a quote: a secret may hold
+        // spaces, `;` and `,` (`password=correct horse battery`), so what follows on the line
+        // is hidden with it rather than the rest of the secret shown.
+        replace(key + #"(?![\\"])([^"&\r\n}\\]+)"#, "$1" + replacement)
         return result
     }
 

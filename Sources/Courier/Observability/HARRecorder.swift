@@ -7,7 +7,8 @@ import HTTPTypes
 /// attempt, after redirects), the response with its body up to `bodyLimit` bytes, timings, the
 /// HTTP version, and Courier's own facts as the custom field `_courier` (request id, endpoint,
 /// source — network, cache, revalidated, stale, coalesced — attempts, error). Secrets are hidden
-/// with the client's ``Redactor``, as in the log lines: header values, query values, and
+/// with the ``Redactor`` it is given (``Redactor/standard`` unless you pass one: pass the
+/// client's when you added names to it), as in the log lines: header values, query values, and
 /// secret-named keys of JSON and form bodies. The file opens in a browser's developer tools
 /// (Network → Import HAR).
 ///
@@ -34,12 +35,15 @@ public final class HARRecorder: EventMonitor, Sendable {
     /// write one file (``shared(writingTo:redactor:)``).
     private let log: Log
 
-    /// The entries of one HAR document. Held while the file is written: each write takes the
-    /// entries as they are then, so the last write has them all (two requests ending at once
-    /// could write in the other order).
+    /// The entries of one HAR document, and who writes its file. One request ending writes it;
+    /// one ending meanwhile leaves a note instead of queueing, and the writer writes again, with
+    /// every entry, before it returns. So requests do not wait in line for a file that holds
+    /// everything (each write is the whole document), and once the requests in flight have
+    /// returned, the file holds all of their entries.
     final class Log: Sendable {
         let entries = Locked<[HAR.Entry]>([])
-        let writing = NSLock()
+        /// Whether a write is under way, and whether entries came after it began.
+        let writing = Locked((active: false, stale: false))
     }
 
     /// Creates a recorder that keeps the newest 1,000 entries; with `file`, the HAR file is
@@ -119,7 +123,29 @@ public final class HARRecorder: EventMonitor, Sendable {
             entries.append(entry)
             if entries.count > limit { entries.removeFirst(entries.count - limit) }
         }
-        if let file = self.file { self.log.writing.withLock { try? self.write(to: file) } }
+        if let file = self.file { self.writeCoalesced(to: file) }
+    }
+
+    private func writeCoalesced(to file: URL) {
+        let writes = self.log.writing.withLock { state -> Bool in
+            if state.active {
+                state.stale = true
+                return false
+            }
+            state.active = true
+            return true
+        }
+        guard writes else { return }
+        repeat {
+            try? self.write(to: file)
+        } while self.log.writing.withLock { state -> Bool in
+            if state.stale {
+                state.stale = false
+                return true
+            }
+            state.active = false
+            return false
+        }
     }
 
     private func entry(_ event: RequestEvent, result: RequestResult, error: CourierError?) -> HAR.Entry {

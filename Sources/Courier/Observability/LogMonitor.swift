@@ -113,12 +113,38 @@ public struct LogMonitor: EventMonitor {
         guard self.logsBodies, self.logger.logLevel <= .trace else { return }
         if let sent = result.sentBody ?? request.request.body?.bytes {
             let type = result.sentFields?[.contentType] ?? request.request.body?.contentType
-            self.logger.trace("⇡ \(request.id) \(self.redactor.redact(body: sent, contentType: type, limit: self.bodyLimit))")
+            self.logger.trace("⇡ \(request.id) \(Self.escaped(self.redactor.redact(body: sent, contentType: type, limit: self.bodyLimit)))")
         }
         if let body = result.body {
             self.logger.trace(
-                "⇣ \(request.id) \(self.redactor.redact(body: body, contentType: result.response?.headerFields[.contentType], limit: self.bodyLimit))"
+                "⇣ \(request.id) \(Self.escaped(self.redactor.redact(body: body, contentType: result.response?.headerFields[.contentType], limit: self.bodyLimit)))"
             )
+        }
+    }
+
+    /// A body's text as one log line: line breaks and tabs as `\n`, `\r`, `\t`, other control,
+    /// line-separator and bidirectional-override characters as `\u{…}` — a server's body cannot
+    /// forge a line of its own in the log or send escape sequences to a terminal that shows it.
+    static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: Self.needsEscape) else { return text }
+        var result = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": result.append(contentsOf: #"\n"#.unicodeScalars)
+            case "\r": result.append(contentsOf: #"\r"#.unicodeScalars)
+            case "\t": result.append(contentsOf: #"\t"#.unicodeScalars)
+            case _ where Self.needsEscape(scalar):
+                result.append(contentsOf: "\\u{\(String(scalar.value, radix: 16, uppercase: true))}".unicodeScalars)
+            default: result.append(scalar)
+            }
+        }
+        return String(result)
+    }
+
+    private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
         }
     }
 

@@ -290,6 +290,10 @@ struct LoggingTests {
         ("Set-Cookie: sid=abc123; Path=/", "abc123"),
         ("Authorization: Token abc123", "abc123"),
         ("refresh_token=r-t-1, next", "r-t-1"),
+        // Unquoted secrets hold spaces, `;` and `,`; tokens carry more than token68.
+        ("password=correct horse battery", "battery"),
+        ("token=ab;cd,ef", "cd,ef"),
+        ("invalid: Bearer 7|Xk9sQ2pLm", "Xk9sQ2pLm"),
     ])
     func freeTextLosesWholeSecrets(_ text: String, _ secret: String) {
         // A quoted value is hidden whole (spaces, commas, escaped quotes), JSON escaped inside a
@@ -297,6 +301,46 @@ struct LoggingTests {
         let redacted = Redactor.standard.redactFreeText(text)
         #expect(!redacted.contains(secret), "\(redacted)")
         #expect(redacted.contains("REDACTED"))
+    }
+
+    /// OpenID Connect RP-Initiated Logout §2 sends the ID token as `id_token_hint`; RFC 8628
+    /// §3.4 polls with the secret `device_code`: both were shown in URLs, log lines and form bodies.
+    @Test
+    func tokenHintsAndDeviceCodesAreHiddenAndATokensTypeIsNot() {
+        let url = Redactor.standard.redact(
+            urlString: "https://id.example/logout?id_token_hint=eyJ.ID.TOKEN&state=s1&token_type_hint=refresh_token")
+        #expect(!url.contains("eyJ.ID.TOKEN"), "\(url)")
+        #expect(url.contains("state=s1") && url.contains("token_type_hint=refresh_token"), "\(url)")
+        let form = Redactor.standard.redact(
+            body: Data("grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Adevice_code&device_code=GmRh-DEVICE&client_id=app".utf8),
+            contentType: "application/x-www-form-urlencoded", limit: 1000)
+        #expect(!form.contains("GmRh-DEVICE"), "\(form)")
+        #expect(form.contains("client_id=app"), "\(form)")
+    }
+
+    /// A text body's line breaks and escape sequences would forge log lines of their own or
+    /// reach the terminal that shows the log.
+    @Test(arguments: TransportKind.allCases)
+    func aBodyLogLineIsOneLineWhateverTheBodyHolds(_ kind: TransportKind) async throws {
+        let forged = "ok\n← 1A2B login POST https://evil/ 200\r\u{1B}[31m\u{2028}x\u{202E}"
+        let server = try await http1Server { _ in .text(forged) }
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test") { _ in handler }
+        logger.logLevel = .trace
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.logger = logger
+                $0.logsBodies = true
+            }
+        ) { client in
+            let text = try await client.send(Endpoint<String>(path: "/text", decoding: .string))
+            #expect(text == forged)
+            let received = try #require(handler.entries.map { "\($0.message)" }.first { $0.hasPrefix("⇣") })
+            #expect(!received.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x2028 || $0.value == 0x202E }, "\(received)")
+            #expect(received.contains(#"ok\n← 1A2B"#), "\(received)")
+            #expect(received.contains(#"\u{1B}[31m"#), "\(received)")
+        }
     }
 
     @Test

@@ -123,6 +123,28 @@ struct EventMonitorTests {
         }
     }
 
+    /// W3C Trace Context §3: `traceparent` and `tracestate` are one context. A caller forwarding
+    /// its own had it replaced by the monitor's, and the monitor's `tracestate` sent beside the
+    /// caller's `traceparent` when only one of them was set.
+    @Test(arguments: TransportKind.allCases)
+    func aCallersOwnTraceContextIsSentAsItIs(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let monitor = RecordingMonitor(extraFields: [
+            HTTPField.Name("traceparent")!: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            HTTPField.Name("tracestate")!: "monitor=1",
+        ])
+        let callers = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [monitor] }) { client in
+            let echo = try await client.send(Endpoint<Echo>(path: "/echo", headers: [HTTPField.Name("traceparent")!: callers]))
+            #expect(echo.headers["traceparent"] == callers)
+            #expect(echo.headers["tracestate"] == nil)
+            // Without one of its own, the request carries the monitor's fields.
+            let plain = try await client.send(Endpoint<Echo>(path: "/echo"))
+            #expect(plain.headers["traceparent"] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+            #expect(plain.headers["tracestate"] == "monitor=1")
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func retriesAreAttemptsWithTheirNumbers(_ kind: TransportKind) async throws {
         let server = try await http1Server(numbering: { _, call in

@@ -62,7 +62,12 @@ struct TransportStage: PipelineStage {
         let started = AttemptEvent(request: request, attempt: request.attempt, hop: exchange.hop)
         self.events.emit { $0.attemptStarted(started) }
         for monitor in self.events.monitors {
-            for field in monitor.fieldsToSend(with: started) { request.head.headerFields[field.name] = field.value }
+            // A field the request has already (a caller forwarding its own `traceparent`) is the
+            // caller's: none of this monitor's fields go with it, as they belong together (W3C
+            // Trace Context §3: `tracestate` goes with its `traceparent`).
+            let fields = monitor.fieldsToSend(with: started)
+            guard !fields.contains(where: { request.head.headerFields[$0.name] != nil }) else { continue }
+            for field in fields { request.head.headerFields[field.name] = field.value }
         }
         let attempt = AttemptEvent(sending: request, of: started)
         exchange.record.sent(request, observed: true)
