@@ -246,7 +246,9 @@ struct RequestCommand: AsyncParsableCommand {
             } catch {
                 return self.fail("\(error)", code: 3)
             }
-            if !urlText.hasPrefix("http://") && !urlText.hasPrefix("https://"), let colon = urlText.firstIndex(of: ":") {
+            // A scheme is case-insensitive (RFC 3986 §3.1): `HTTP://host/x` is a URL, not a service named `HTTP`.
+            let lowered = urlText.lowercased()
+            if !lowered.hasPrefix("http://") && !lowered.hasPrefix("https://"), let colon = urlText.firstIndex(of: ":") {
                 target = (ServiceID(String(urlText[..<colon])), String(urlText[urlText.index(after: colon)...]))
             }
         } else if self.env != nil {
@@ -296,7 +298,8 @@ struct RequestCommand: AsyncParsableCommand {
             var multipart = MultipartForm()
             for item in self.form {
                 guard let equals = item.firstIndex(of: "="), equals != item.startIndex else {
-                    return self.fail("'\(item)' is not a form field ('name=value' or 'name=@file')", code: 3)
+                    // Never echoed, as a -H argument: a mistyped `token:abc` holds a secret.
+                    return self.fail("a -F argument is not a form field ('name=value' or 'name=@file'); its text is not shown", code: 3)
                 }
                 let name = String(item[..<equals])
                 let value = String(item[item.index(after: equals)...])
@@ -315,7 +318,9 @@ struct RequestCommand: AsyncParsableCommand {
         let method: HTTPRequest.Method
         if self.arguments.count == 2 {
             guard let parsed = HTTPRequest.Method(self.arguments[0].uppercased()) else {
-                return self.fail("'\(self.arguments[0])' is not an HTTP method", code: 3)
+                // Shown redacted: it may be a URL given twice, with a key in its query.
+                let shown = CourierError.oneLine(Redactor.standard.redactFreeText(Redactor.standard.redact(urlString: self.arguments[0])))
+                return self.fail("'\(shown)' is not an HTTP method", code: 3)
             }
             method = parsed
         } else {
@@ -324,17 +329,24 @@ struct RequestCommand: AsyncParsableCommand {
 
         var transportConfiguration = AsyncHTTPClientTransport.Configuration()
         transportConfiguration.httpVersion = self.http1 ? .http1Only : self.http2 ? .http2Only : .automatic
+        let resolvedBase = target.flatMap { try? servers?.baseURL(for: $0.service) }
         for entry in self.resolve {
             // HOST:PORT:ADDRESS (an IPv6 address may hold colons: the first two split).
             let parts = entry.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3, !parts[0].isEmpty, UntrustedNumber.digits(parts[1], limit: 65_535) != nil, !parts[2].isEmpty else {
+            // A port is at most five digits and at most 65535 (`99999` is no port, not 65535).
+            let portText = parts.count == 3 ? parts[1] : ""
+            guard parts.count == 3, !parts[0].isEmpty, (1...5).contains(portText.count), portText.allSatisfy({ $0.isASCII && $0.isNumber }),
+                let number = Int(portText), number <= 65_535, !parts[2].isEmpty
+            else {
                 return self.fail("--resolve takes HOST:PORT:ADDRESS, got '\(entry)'", code: 3)
             }
             // As curl: the entry is for HOST at PORT only; a request to the same host on another
             // port resolves the name as usual. (The override itself is per host, so an entry for
             // the URL's host at another port is not applied.)
-            let port = Authority(url)?.port
-            if url.host?.lowercased() == parts[0].lowercased(), Int(parts[1]) != port { continue }
+            // With SERVICE:PATH, the host and port are the service's base URL's.
+            let target = resolvedBase ?? url
+            let port = Authority(target)?.port
+            if target.host?.lowercased() == parts[0].lowercased(), number != port { continue }
             transportConfiguration.resolvedHosts[String(parts[0])] = String(parts[2]).trimmingCharacters(
                 in: CharacterSet(charactersIn: "[]"))
         }
@@ -473,9 +485,12 @@ struct RequestCommand: AsyncParsableCommand {
                 code = 0
             }
         } catch let error as CourierError where error.kind == .pinMismatch {
-            code = self.fail("TLS pin mismatch: \(error.message); nothing was sent", code: Self.exitCode(for: error))
+            code = self.fail("TLS pin mismatch: \(Self.shown(error.message)); nothing was sent", code: Self.exitCode(for: error))
         } catch let error as CourierError where error.kind == .tls {
-            code = self.fail("TLS failure (\(error.tlsReason?.name ?? "unknown")): \(error.message)", code: Self.exitCode(for: error))
+            // The message may quote a certificate's subject, which its issuer wrote: one line,
+            // control characters as spaces, as an error's description is.
+            code = self.fail(
+                "TLS failure (\(error.tlsReason?.name ?? "unknown")): \(Self.shown(error.message))", code: Self.exitCode(for: error))
         } catch let error as CourierError {
             code = self.fail(error.description, code: Self.exitCode(for: error))
         } catch {
@@ -495,6 +510,11 @@ struct RequestCommand: AsyncParsableCommand {
             return self.fail("the HAR file '\(har)' could not be written: \(error)", code: code == 0 ? 3 : code)
         }
         return code
+    }
+
+    /// Text from elsewhere (a server, a certificate) as one line for the terminal, secrets hidden.
+    static func shown(_ text: String) -> String {
+        CourierError.oneLine(Redactor.standard.redactFreeText(text))
     }
 
     static func exitCode(for error: CourierError) -> Int32 {

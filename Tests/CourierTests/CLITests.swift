@@ -152,6 +152,14 @@ struct CLITests {
         let badURL = try await runCourier(["request", "ftp://files.invalid/x?api_key=k-123"])
         #expect(badURL.status == 3)
         #expect(!badURL.stderr.contains("k-123"), "\(badURL.stderr)")
+        // A URL given where the method goes, and a mistyped -F item.
+        let twoURLs = try await runCourier(["request", "https://a.invalid/x?api_key=k-456", server.baseURL.absoluteString + "/json"])
+        #expect(twoURLs.status == 3)
+        #expect(twoURLs.stderr.contains("is not an HTTP method"), "\(twoURLs.stderr)")
+        #expect(!twoURLs.stderr.contains("k-456"), "\(twoURLs.stderr)")
+        let form = try await runCourier(["request", server.baseURL.absoluteString + "/echo", "-F", "token:abc-789"])
+        #expect(form.status == 3)
+        #expect(!form.stderr.contains("abc-789"), "\(form.stderr)")
         // An empty value is a header field all the same.
         let empty = try await runCourier(["request", server.baseURL.absoluteString + "/json", "-H", "X-Empty:"])
         #expect(empty.status == 0, "\(empty.stderr)")
@@ -387,6 +395,26 @@ struct CLITests {
         ])
         #expect(otherPort.status == 5)
         #expect(server.requests.count == 1)
+        // A port past 65535 is no port (it was taken as 65535), nor is a signed number.
+        for bad in ["\(host):99999:127.0.0.1", "\(host):+\(port):127.0.0.1"] {
+            let refused = try await runCourier(["request", url, "--resolve", bad])
+            #expect(refused.status == 3, "\(bad): \(refused.stderr)")
+        }
+        // With SERVICE:PATH the entry is for the service's host and port: one for another port
+        // is not applied (every entry was, as the URL compared was a placeholder).
+        let config = """
+            {"defaultEnvironment": "develop", "services": {"shop": {"urls": {"develop": "http://\(host):\(port)"}}}}
+            """
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-\(UUID().uuidString).json")
+        try Data(config.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let viaService = try await runCourier(["request", "--config", file.path, "shop:/json", "--resolve", "\(host):\(port):127.0.0.1"])
+        #expect(viaService.status == 0, "\(viaService.stderr)")
+        let serviceOtherPort = try await runCourier([
+            "request", "--config", file.path, "shop:/json", "--retry", "0", "--resolve", "\(host):\(port == 1 ? 2 : port - 1):127.0.0.1",
+        ])
+        #expect(serviceOtherPort.status == 5, "\(serviceOtherPort.stderr)")
+        #expect(server.requests.count == 2)
         try await server.stop()
     }
 

@@ -193,7 +193,7 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     }
 
     /// `text` with every scalar that breaks or reorders a line of a log written as a space.
-    static func oneLine(_ text: String) -> String {
+    package static func oneLine(_ text: String) -> String {
         func breaks(_ scalar: Unicode.Scalar) -> Bool {
             switch scalar.value {
             case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true
