@@ -469,12 +469,8 @@ public final class Outbox: Sendable {
     /// exponential backoff with jitter; never more than ``Configuration/maxDelay``.
     func delay(attempt: Int, retryAfter: String?) -> Duration {
         let cap = self.configuration.maxDelay
-        if let retryAfter {
-            let text = retryAfter.trimmingCharacters(in: .whitespaces)
-            if let seconds = UInt64(text) { return min(.seconds(Int64(min(seconds, 1 << 32))), cap) }
-            // Clamped before converting: a date centuries away must not overflow the conversion.
-            if let date = HTTPDate.parse(text) { return .milliseconds(Int64(min(max(0, date.timeIntervalSinceNow), cap.inSeconds) * 1000)) }
-        }
+        // Read as the retry stage reads it (a repeated field, a date, a huge number).
+        if let retryAfter, let wait = RetryPolicy.retryAfter(retryAfter, now: Date()) { return min(wait, cap) }
         let exponent = min(max(0, attempt - 1), 20)
         let base = self.configuration.baseDelay * (1 << exponent)
         return min(base * Double.random(in: 0.5...1.0), cap)

@@ -61,8 +61,9 @@ public final class Client: Sendable {
 
     /// Starts the endpoint's request in a new task and returns a handle to await, cancel or re-prioritise it.
     public func start<Value: Sendable>(_ endpoint: Endpoint<Value>, priority: RequestPriority? = nil) -> RequestHandle<Value> {
-        // Numbered now, in the caller: requests started one after the other queue in that order,
-        // whichever of their tasks reaches the scheduler first.
+        // Numbered now, in the caller: requests started one after the other that queue do so in
+        // that order, whichever of their tasks reaches the scheduler first. (A free slot goes to
+        // the first task to ask for it.)
         let control = RequestControl(priority: priority ?? endpoint.priority, order: self.parts.scheduler.makeOrder())
         return RequestHandle(
             task: Task { () async throws -> Response<Value> in

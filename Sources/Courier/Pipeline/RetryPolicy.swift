@@ -162,7 +162,25 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// The wait a `Retry-After` value asks for (RFC 9110 §10.2.3): delay-seconds or an HTTP date;
     /// `nil` when it is neither. A date in the past is no wait; a huge number saturates.
-    static func retryAfter(_ value: String, now: Date) -> Duration? {
+    ///
+    /// The field sent more than once arrives joined (`3600, 3600`: both transports join repeated
+    /// fields with ", "): the same value each time is that value, different ones are none (a
+    /// singleton field with several values is invalid, RFC 9110 §5.3).
+    package static func retryAfter(_ value: String, now: Date) -> Duration? {
+        if let wait = Self.oneRetryAfter(value, now: now) { return wait }
+        let pieces = FieldText.split(value, at: ",").map(FieldText.trimmed)
+        guard pieces.count > 1 else { return nil }
+        // An HTTP date holds a comma itself: the repeated value may be more than one piece.
+        for size in 1...(pieces.count / 2) where pieces.count % size == 0 {
+            let first = pieces[0..<size]
+            if stride(from: size, to: pieces.count, by: size).allSatisfy({ pieces[$0..<($0 + size)].elementsEqual(first) }) {
+                return Self.oneRetryAfter(first.joined(separator: ", "), now: now)
+            }
+        }
+        return nil
+    }
+
+    private static func oneRetryAfter(_ value: String, now: Date) -> Duration? {
         let text = value.trimmingCharacters(in: .whitespaces)
         // Digits only (leading zeros included: `0000000030` is 30 s); a huge value saturates.
         if let seconds = UntrustedNumber.digits(text, limit: 999_999_999) { return .seconds(Int64(seconds)) }

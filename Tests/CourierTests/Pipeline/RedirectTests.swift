@@ -17,6 +17,42 @@ struct RedirectTests {
         }
     }
 
+    /// RFC 9110 §10.2.2: `Location` is a singleton. Sent twice it reached the redirect stage as
+    /// one value joined with ", " and was followed as one URL; two different targets are refused,
+    /// the same one twice is that target.
+    @Test(arguments: TransportKind.allCases)
+    func twoDifferentLocationsAreRefusedAndTheSameOneTwiceIsFollowed(kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            switch request.path {
+            case "/two": return ScriptedResponse(status: 302, headers: [("Location", "/echo"), ("Location", "/other")])
+            case "/same": return ScriptedResponse(status: 302, headers: [("Location", "/echo"), ("Location", "/echo")])
+            default: return await Routes.standard(request)
+            }
+        }
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/two")) }
+            #expect(error?.kind == .redirect)
+            #expect(error?.message.contains("2 different Location targets") == true, "\(String(describing: error))")
+            #expect(server.requests.map(\.path) == ["/two"])
+            let echo = try await client.send(Endpoint<Echo>(path: "/same"))
+            #expect(echo.uri == "/echo")
+        }
+    }
+
+    /// RFC 9110 §10.2.3 and §5.3: `Retry-After: 3600` sent twice arrived as "3600, 3600", which
+    /// is neither seconds nor a date, so the retry came after a short backoff instead of the
+    /// policy stopping at a wait past its `maxRetryAfter`.
+    @Test(arguments: TransportKind.allCases)
+    func aRetryAfterSentTwiceIsReadAsItsOneValue(kind: TransportKind) async throws {
+        let server = try await http1Server { _ in .text("busy", status: 503, headers: [("Retry-After", "3600"), ("Retry-After", "3600")]) }
+        try await withClient(kind, server: server, configure: { $0.retry = RetryPolicy(maxAttempts: 3) }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/busy")) }
+            #expect(error?.kind == .httpStatus)
+            #expect(error?.status?.code == 503)
+            #expect(server.requests.count == 1)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func stopsAtTheConfiguredLimit(kind: TransportKind) async throws {
         let server = try await http1Server()

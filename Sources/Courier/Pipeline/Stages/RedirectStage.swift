@@ -104,7 +104,7 @@ struct RedirectStage: PipelineStage {
             }
             guard self.policy.maxRedirects > 0,
                 Self.isRedirect(response.statusCode),
-                let location = response.head.headerFields[.location],
+                let locationField = response.head.headerFields[.location],
                 let current = request.url
             else {
                 if hops > 0, response.url == nil { response.url = request.url }
@@ -112,6 +112,15 @@ struct RedirectStage: PipelineStage {
                 return Outcome(response: response)
             }
             if hops == 0 { visited.insert("\(request.head.method.rawValue) \(current.absoluteString)") }
+            // `Location` is a singleton field (RFC 9110 §10.2.2): sent more than once it arrives
+            // joined with ", " (by both transports), which no URI reference holds (RFC 3986 §2
+            // has no space). The same target each time is that target; different ones are
+            // refused, not guessed between (a response-splitting attack's second `Location`).
+            let targets = Set(locationField.components(separatedBy: ", ").map { FieldText.trimmed($0) })
+            guard targets.count == 1, let location = targets.first else {
+                await response.body.discard()
+                throw CourierError(.redirect, "the redirect has \(targets.count) different Location targets")
+            }
 
             // RFC 9110 §4.2.1, §4.2.2: an http(s) URI with an empty host is invalid (`http:next`
             // resolves to no host, and its path is no host to go to either).
