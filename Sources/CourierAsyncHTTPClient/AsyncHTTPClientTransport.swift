@@ -59,7 +59,11 @@ public final class AsyncHTTPClientTransport: Transport {
         /// one copy of the bytes (measured: `Benchmarks/README.md`, "Performance choices in the code").
         public var http2ReadCoalescing: Int?
         /// The event loops the transport's connections run on; `nil` (the default) shares
-        /// AsyncHTTPClient's default group. A server application passes its own group here.
+        /// SwiftNIO's `MultiThreadedEventLoopGroup.singleton` on every platform, so TLS runs in
+        /// SwiftNIO's own handler, where pins and TLS failures are checked and named as on Linux.
+        /// (AsyncHTTPClient's own default on Apple platforms is a Network.framework group, whose
+        /// TLS the transport cannot see: with public-key pins, every request over it is refused.)
+        /// A server application passes its own group here.
         public var eventLoopGroup: (any EventLoopGroup)?
 
         /// Creates a configuration; `configure` may change any default.
@@ -157,9 +161,17 @@ public final class AsyncHTTPClientTransport: Transport {
         // the Common Name, and the public-key pins (see PinVerifier). Off only when the caller
         // turned certificate verification off.
         let verifies = configuration.tlsConfiguration?.certificateVerification ?? .fullVerification == .fullVerification
+        // Only Apple platforms have event loops that run TLS out of sight (Network.framework's).
+        #if canImport(Darwin)
+        let tlsMayBeHidden = !(configuration.eventLoopGroup.map { $0 is MultiThreadedEventLoopGroup } ?? true)
+        #else
+        let tlsMayBeHidden = false
+        #endif
         let verifier =
             verifies || configuration.pinning.hasPublicKeyPins
-            ? PinVerifier(policy: configuration.pinning, requiresSubjectAlternativeName: verifies, hostnameVerified: verifies) : nil
+            ? PinVerifier(
+                policy: configuration.pinning, requiresSubjectAlternativeName: verifies, hostnameVerified: verifies,
+                tlsMayBeHidden: tlsMayBeHidden) : nil
         // RFC 9113 §6.5.2: a value outside 2^14...2^24-1 is a connection error for the peer, and
         // one that does not fit a setting's 32 bits stops the process in the HTTP/2 library.
         let maxFrameSize = configuration.http2MaxFrameSize.map { min(max($0, 1 << 14), (1 << 24) - 1) }
@@ -243,7 +255,7 @@ public final class AsyncHTTPClientTransport: Transport {
         // Fail fast on refused or failed connections: retries are the pipeline's decision, not the pool's.
         config.connectionPool.retryConnectionEstablishment = false
         self.httpClient = HTTPClient(
-            eventLoopGroup: configuration.eventLoopGroup ?? HTTPClient.defaultEventLoopGroup, configuration: config)
+            eventLoopGroup: configuration.eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton, configuration: config)
     }
 
     deinit {

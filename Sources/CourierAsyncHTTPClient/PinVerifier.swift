@@ -32,6 +32,9 @@ struct PinVerifier: Sendable {
     let requiresSubjectAlternativeName: Bool
     /// Whether the TLS library checked that the leaf is valid for the host connected to.
     let hostnameVerified: Bool
+    /// Whether the event loops may run TLS inside the channel, out of sight (a group other than
+    /// SwiftNIO's POSIX one: Network.framework's, on Apple platforms).
+    var tlsMayBeHidden = false
 
     func verify(_ channel: any Channel) -> EventLoopFuture<Void> {
         let port = channel.remoteAddress?.port
@@ -44,14 +47,13 @@ struct PinVerifier: Sendable {
             }
         }.flatMapError { error in
             if let pipelineError = error as? ChannelPipelineError, pipelineError == .notFound {
-                #if canImport(Darwin)
                 // With Network.framework event loops TLS runs inside the channel, without a
                 // NIOSSL handler, and no certificate can be read here: fail closed when keys are
-                // pinned (not compiled or tested on Linux).
-                if self.policy.hasPublicKeyPins {
+                // pinned. (SwiftNIO's POSIX loops, the default everywhere, are not such loops: a
+                // connection without the handler there is clear text.)
+                if self.tlsMayBeHidden, self.policy.hasPublicKeyPins {
                     return channel.eventLoop.makeFailedFuture(error)
                 }
-                #endif
                 return channel.eventLoop.makeSucceededVoidFuture()
             }
             return channel.eventLoop.makeFailedFuture(error)

@@ -30,6 +30,9 @@ public final class TracingMonitor: EventMonitor, Sendable {
         var network: [InstrumentationContext] = []
         /// The spans of the requests that joined this one.
         var joiners: [any Span] = []
+        /// How many attempts have started: every one after the first is a resend (a retry, a
+        /// redirect hop, a middleware's own resend after a 401).
+        var started = 0
     }
 
     private struct State {
@@ -64,13 +67,17 @@ public final class TracingMonitor: EventMonitor, Sendable {
     }
 
     public func attemptStarted(_ attempt: AttemptEvent) {
-        let parent = self.state.withLock { $0.entries[attempt.id]?.request?.context }
+        let (parent, resends) = self.state.withLock { state -> (InstrumentationContext?, Int) in
+            state.entries[attempt.id, default: Entry()].started += 1
+            return (state.entries[attempt.id]?.request?.context, (state.entries[attempt.id]?.started ?? 1) - 1)
+        }
         let span = self.tracer.startSpan(
             attempt.request.head.method.rawValue, context: parent ?? InstrumentationContext.current ?? .topLevel, ofKind: .client
         )
         let recording = span.isRecording
         self.describe(span, attempt.request)
-        let resends = attempt.attempt - 1 + attempt.hop
+        // OpenTelemetry's HTTP client conventions count every resend, redirects and resends for
+        // authorization included; the attempt number and the hop restart at each other's change.
         if recording, resends > 0 { span.attributes["http.request.resend_count"] = resends }
         let joiners = self.state.withLock { state -> [any Span] in
             state.entries[attempt.id, default: Entry()].attempts[attempt.serial] = span

@@ -91,8 +91,9 @@ extension ResponseDecoding where Value == String {
     /// The body as text, in the charset its byte order mark or its `Content-Type` names (UTF-8
     /// when neither does); the byte order mark is not part of the text.
     ///
-    /// UTF-8 (US-ASCII read as UTF-8), ISO-8859-1 and UTF-16 are read; bytes that are not valid
-    /// in the charset, or a charset outside these, are a decoding error that says which.
+    /// UTF-8 (US-ASCII read as UTF-8), ISO-8859-1 and windows-1252 (read as windows-1252, as
+    /// browsers do) and UTF-16 are read. Another charset is read as UTF-8 when the bytes are
+    /// UTF-8; bytes that are not valid in the charset are a decoding error that names it.
     public static var string: ResponseDecoding {
         ResponseDecoding { input in
             switch TextCharset.decode(input.body, contentType: input.head.headerFields.combinedValue(.contentType)) {

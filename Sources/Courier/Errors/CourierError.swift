@@ -194,14 +194,17 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
 
     /// `text` with every scalar that breaks or reorders a line of a log written as a space.
     package static func oneLine(_ text: String) -> String {
-        func breaks(_ scalar: Unicode.Scalar) -> Bool {
-            switch scalar.value {
-            case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true
-            default: return false
-            }
+        guard text.unicodeScalars.contains(where: Self.breaksALine) else { return text }
+        return String(String.UnicodeScalarView(text.unicodeScalars.map { Self.breaksALine($0) ? " " : $0 }))
+    }
+
+    /// Whether a scalar breaks or reorders a line of a log: control characters, line and
+    /// paragraph separators, and bidirectional marks and overrides.
+    package static func breaksALine(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
         }
-        guard text.unicodeScalars.contains(where: breaks) else { return text }
-        return String(String.UnicodeScalarView(text.unicodeScalars.map { breaks($0) ? " " : $0 }))
     }
 }
 

@@ -71,9 +71,12 @@ public struct Redactor: Sendable {
     /// the device flow's `device_code`, RFC 8628 §3.4).
     public func isSecret(queryName: String) -> Bool {
         let name = queryName.lowercased()
-        let namesAToken = name.contains("token") && name != "token_type" && name != "token_type_hint"
+        // A token's type (RFC 8693's `subject_token_type`, RFC 7009's `token_type_hint`) and a
+        // count of tokens (`max_tokens`) are no tokens.
+        let namesAToken =
+            name.contains("token") && !name.hasSuffix("token_type") && !name.hasSuffix("token_type_hint") && !name.hasSuffix("tokens")
         return self.queryNames.contains(name) || namesAToken || name.contains("secret") || name.contains("password")
-            || name == "device_code" || name.contains("authorization")
+            || name == "device_code" || name == "authorization" || name.hasSuffix("_authorization") || name.hasSuffix("-authorization")
             || name.contains("signature") || name.contains("credential") || name.hasSuffix("_key") || name.hasSuffix("-key")
             || name.contains("passphrase") || Self.isCredentialKey(queryName, lowercased: name)
     }
@@ -175,17 +178,21 @@ public struct Redactor: Sendable {
         // A credential up to white space, a quote, a comma or a backslash (a JSON escape): token68
         // (RFC 9110 §11.2) and the characters real tokens carry beyond it (`7|Xk9s…`).
         replace(#"(bearer|basic)\s+[^\s"',\\]+"#, "$1 " + replacement)
-        let names = self.queryNames.union(headers).union(["access_token", "refresh_token", "password"])
+        let names = self.queryNames.union(headers)
+            .union(["access_token", "refresh_token", "password", "id_token_hint", "device_code", "subject_token", "actor_token"])
             .sorted().map(NSRegularExpression.escapedPattern(for:)).joined(separator: "|")
         // The name, quoted or not (a quote may be escaped: JSON inside a JSON string), then `=` or `:`.
         let key = #"((?:\\?")?(?:"# + names + #")(?:\\?")?\s*[=:]\s*)"#
         // A quoted value up to its closing quote (escaped quotes inside it are part of it), or to
         // the end of the text when it has none there (text cut from a longer body) ...
         replace(key + #"(\\?")(?:[^"\\]|\\[^"]|\\")*?(?:\2|$)"#, "$1$2" + replacement + "$2")
-        // ... or an unquoted one up to the end of the line, a `&` or a quote: a secret may hold
-        // spaces, `;` and `,` (`password=correct horse battery`), so what follows on the line
-        // is hidden with it rather than the rest of the secret shown.
-        replace(key + #"(?![\\"])([^"&\r\n}\\]+)"#, "$1" + replacement)
+        // ... or an unquoted one up to the end of the line, a `&`, a quote, a `>` (a URL in `<…>`)
+        // or a comma before white space or a quote (a list, JSON): a secret may hold spaces, `;`
+        // and other commas (`password=correct horse battery`), so what follows on the line is
+        // hidden with it rather than the rest of the secret shown. A value redacted already (a
+        // URL's, in a message) is left as it is, with the text after it.
+        let redacted = NSRegularExpression.escapedPattern(for: self.replacement)
+        replace(key + #"(?![\\"])(?!"# + redacted + #"(?:[^A-Za-z0-9_-]|$))((?:[^"&\r\n}\\>,]|,(?![\s"]))+)"#, "$1" + replacement)
         return result
     }
 
@@ -193,7 +200,8 @@ public struct Redactor: Sendable {
     ///
     /// JSON has the values of secret-named keys replaced (at any depth), a form body
     /// (`application/x-www-form-urlencoded`) its secret-named fields, other text its bearer tokens
-    /// and `name=value` secrets; bytes that are not UTF-8 text are shown as a byte count only.
+    /// and `name=value` secrets. Text is read in its charset (UTF-8 when none is named); bytes
+    /// that are not text in it are shown as a byte count only.
     public func redact(body: Data, contentType: String?, limit: Int) -> String {
         if body.isEmpty { return "(empty)" }
         let type = contentType?.lowercased() ?? ""
@@ -204,9 +212,11 @@ public struct Redactor: Sendable {
             let json = String(data: data, encoding: .utf8)
         {
             text = json
-        } else if type.contains("x-www-form-urlencoded"), let form = String(data: body, encoding: .utf8) {
+        } else if type.contains("x-www-form-urlencoded"), case .success(let form) = TextCharset.decode(body, contentType: contentType) {
             text = self.redact(pairs: form, replacement: self.replacement)
-        } else if !Self.looksBinary(type), let plain = String(data: body, encoding: .utf8) {
+        } else if !Self.looksBinary(type), case .success(let plain) = TextCharset.decode(body, contentType: contentType) {
+            // Read in its charset: UTF-16 read as UTF-8 is text with a NUL between letters, which
+            // no pattern matches (`p\0a\0s\0s…`), so its secrets were shown.
             text = self.redactFreeText(plain)
         } else {
             return "(\(body.count) bytes, binary)"

@@ -37,8 +37,8 @@ public protocol EventMonitor: Sendable {
     /// One request is handed to the transport: each retry and each redirect hop is an attempt.
     func attemptStarted(_ attempt: AttemptEvent)
     /// Header fields this monitor adds to the attempt (trace context propagation); asked right
-    /// after ``attemptStarted(_:)``. The default adds none. When the request has any of them
-    /// already (set by the caller), none of them is added: the caller's fields are sent as they are.
+    /// after ``attemptStarted(_:)``. The default adds none. A field the caller set is sent as the
+    /// caller set it, and with the caller's `traceparent` no monitor's `tracestate` is added.
     func fieldsToSend(with attempt: AttemptEvent) -> HTTPFields
     /// The response head of an attempt arrived (its body may still be arriving).
     func responseReceived(_ attempt: AttemptEvent, response: HTTPResponse, version: HTTPVersion)

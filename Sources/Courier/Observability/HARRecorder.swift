@@ -211,12 +211,12 @@ public final class HARRecorder: EventMonitor, Sendable {
         let subtype = mediaType.split(separator: "/", maxSplits: 1).last.map(String.init) ?? ""
         let isJSON = subtype == "json" || subtype.hasPrefix("json+") || subtype.hasSuffix("+json")
         let isBinary = !isJSON && Self.binaryTypes.contains(where: { mediaType.contains($0) })
-        if !isBinary, String(data: body, encoding: .utf8) != nil {
+        if !isBinary, case .success = TextCharset.decode(body, contentType: contentType) {
             // Redacted as in the logs; the limit is applied by the redactor (it marks the cut).
             return (self.redactor.redact(body: body, contentType: contentType, limit: self.bodyLimit), nil, cut)
         }
         guard isBinary else {
-            return ("(\(body.count) bytes, not UTF-8 text: not recorded, as they cannot be redacted)", nil, cut)
+            return ("(\(body.count) bytes, not text in its charset: not recorded, as they cannot be redacted)", nil, cut)
         }
         return (body.prefix(self.bodyLimit).base64EncodedString(), "base64", cut)
     }

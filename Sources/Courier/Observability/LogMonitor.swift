@@ -126,26 +126,19 @@ public struct LogMonitor: EventMonitor {
     /// line-separator and bidirectional-override characters as `\u{…}` — a server's body cannot
     /// forge a line of its own in the log or send escape sequences to a terminal that shows it.
     static func escaped(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: Self.needsEscape) else { return text }
+        guard text.unicodeScalars.contains(where: CourierError.breaksALine) else { return text }
         var result = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\n": result.append(contentsOf: #"\n"#.unicodeScalars)
             case "\r": result.append(contentsOf: #"\r"#.unicodeScalars)
             case "\t": result.append(contentsOf: #"\t"#.unicodeScalars)
-            case _ where Self.needsEscape(scalar):
+            case _ where CourierError.breaksALine(scalar):
                 result.append(contentsOf: "\\u{\(String(scalar.value, radix: 16, uppercase: true))}".unicodeScalars)
             default: result.append(scalar)
             }
         }
         return String(result)
-    }
-
-    private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
-        default: false
-        }
     }
 
     /// The module name swift-log would work out from the file of each call.

@@ -224,10 +224,16 @@ extension PipelineStage {
 enum TaskFrames {
     /// Makes the current task's allocator hold one slab of about 16 KiB for the frames that follow.
     static func reserve() async {
+        // `InlineArray` takes an integer generic argument, which a compiler before Swift 6.2
+        // (Xcode 16) cannot parse, whatever the availability check says.
+        #if compiler(>=6.2)
         if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
             await self.reserveRoom()
         }
+        #endif
     }
+
+    #if compiler(>=6.2)
 
     @available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *)
     @inline(never)
@@ -244,4 +250,5 @@ enum TaskFrames {
     private static func hold(_ room: inout InlineArray<16_384, UInt8>) async {
         room[room.count - 1] = 0
     }
+    #endif
 }

@@ -74,6 +74,8 @@ struct DecodingTests {
             "/utf8-bom-beats-label": ([("Content-Type", "text/plain; charset=iso-8859-1")], [0xEF, 0xBB, 0xBF, 0x68, 0xC3, 0xA9]),
             "/no-type": ([], Array("hé".utf8)),
             "/cyrillic": ([("Content-Type", "text/plain; charset=windows-1251")], [0xEF, 0xF0, 0xE8]),
+            "/ascii-other-label": ([("Content-Type", "text/plain; charset=iso-8859-15")], Array("hé".utf8)),
+            "/cp1252": ([("Content-Type", "text/plain; charset=windows-1252")], [0x80, 0x20, 0x93, 0x68, 0x94]),
             "/bad-utf8": ([("Content-Type", "text/plain; charset=utf-8")], [0x68, 0xFF, 0x41]),
             "/odd-utf16": ([("Content-Type", "text/plain; charset=utf-16le")], [0x68, 0x00, 0xE9]),
         ]
@@ -85,7 +87,9 @@ struct DecodingTests {
             func text(_ path: String) async throws -> String { try await client.send(Endpoint<String>(path: path, decoding: .string)) }
             let latin1 = try await text("/latin1")
             #expect(latin1 == "café")
-            for path in ["/utf16be", "/utf16-bom", "/utf8-bom-beats-label", "/no-type"] {
+            let cp1252 = try await text("/cp1252")
+            #expect(cp1252 == "€ “h”")
+            for path in ["/utf16be", "/utf16-bom", "/utf8-bom-beats-label", "/no-type", "/ascii-other-label"] {
                 let read = try await text(path)
                 #expect(read == "hé", "\(path)")
             }

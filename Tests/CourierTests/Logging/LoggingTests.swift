@@ -316,6 +316,37 @@ struct LoggingTests {
             contentType: "application/x-www-form-urlencoded", limit: 1000)
         #expect(!form.contains("GmRh-DEVICE"), "\(form)")
         #expect(form.contains("client_id=app"), "\(form)")
+        // Names of a token's type, and counts of tokens, are no secrets.
+        let exchange = Redactor.standard.redact(urlString: "https://a/t?subject_token_type=urn:jwt&max_tokens=50&subject_token=s3cr3t")
+        #expect(exchange.contains("subject_token_type=urn:jwt") && exchange.contains("max_tokens=50"), "\(exchange)")
+        #expect(!exchange.contains("s3cr3t"), "\(exchange)")
+        // In free text too (a Referer, a Link, an error's excerpt).
+        let text = Redactor.standard.redactFreeText("from https://id.example/logout?id_token_hint=eyJ.ID.TOKEN")
+        #expect(!text.contains("eyJ.ID.TOKEN"), "\(text)")
+    }
+
+    /// Hiding an unquoted secret to the end of its line must not take what follows a value
+    /// hidden already, a URL's closing `>` or a JSON comma with it.
+    @Test
+    func freeTextKeepsWhatFollowsAHiddenValue() {
+        let redactor = Redactor.standard
+        let message = redactor.redactFreeText("refused a redirect to (https://idp/cb?code=REDACTED for a request whose body is its own")
+        #expect(message.hasSuffix("for a request whose body is its own"), "\(message)")
+        let link = redactor.redactFreeText(#"<https://a/p?access_token=abc123>; rel="next""#)
+        #expect(!link.contains("abc123") && link.hasSuffix(#">; rel="next""#), "\(link)")
+        let json = redactor.redactFreeText(#"{code:401,"message":"expired"}"#)
+        #expect(json.contains(#""message":"expired""#), "\(json)")
+    }
+
+    /// A UTF-16 body read as UTF-8 is valid text with a NUL between its letters, which no
+    /// pattern matches: its secrets went into the log.
+    @Test
+    func aBodyIsRedactedInItsCharset() {
+        var utf16 = Data()
+        for unit in "password=hunter2&user=ann".utf16 { utf16.append(contentsOf: [UInt8(unit & 0xFF), UInt8(unit >> 8)]) }
+        let shown = Redactor.standard.redact(body: utf16, contentType: "text/plain; charset=utf-16le", limit: 1000)
+        #expect(!shown.contains("hunter2") && !shown.contains("h\0u"), "\(shown)")
+        #expect(shown.contains("user=ann") || shown.contains("REDACTED"), "\(shown)")
     }
 
     /// A text body's line breaks and escape sequences would forge log lines of their own or

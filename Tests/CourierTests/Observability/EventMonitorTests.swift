@@ -145,6 +145,25 @@ struct EventMonitorTests {
         }
     }
 
+    /// A caller's field of another name (its own `baggage`) does not stop a monitor's trace
+    /// context, and one monitor's fields do not stop another's.
+    @Test(arguments: TransportKind.allCases)
+    func aCallersOtherFieldAndAnotherMonitorLeaveTheTraceContextOn(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let tracing = RecordingMonitor(extraFields: [
+            HTTPField.Name("traceparent")!: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            HTTPField.Name("baggage")!: "monitor=1",
+        ])
+        let other = RecordingMonitor(extraFields: [
+            HTTPField.Name("traceparent")!: "00-ffffffffffffffffffffffffffffffff-ffffffffffffffff-01"
+        ])
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [tracing, other] }) { client in
+            let echo = try await client.send(Endpoint<Echo>(path: "/echo", headers: [HTTPField.Name("baggage")!: "caller=1"]))
+            #expect(echo.headers["baggage"] == "caller=1")
+            #expect(echo.headers["traceparent"]?.hasPrefix("00-") == true)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func retriesAreAttemptsWithTheirNumbers(_ kind: TransportKind) async throws {
         let server = try await http1Server(numbering: { _, call in

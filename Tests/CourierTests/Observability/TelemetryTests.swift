@@ -207,6 +207,33 @@ struct TelemetryTests {
         #expect(sent.allSatisfy { ($0 ?? "").range(of: "^00-[0-9a-f]{32}-[0-9a-f]{16}-01$", options: .regularExpression) != nil })
     }
 
+    /// OpenTelemetry's HTTP client conventions: `http.request.resend_count` counts every resend,
+    /// redirects included. It was the attempt number plus the hop, and the hop starts again at 0
+    /// on a retry, so two attempt spans of one request both said 1.
+    @Test(arguments: TransportKind.allCases)
+    func eachAttemptSpanCountsTheResendsBeforeIt(_ kind: TransportKind) async throws {
+        let nextCalls = Locked(0)
+        let server = try await http1Server { request in
+            if request.path == "/start" { return ScriptedResponse(status: 302, headers: [("Location", "/next")]) }
+            let call = nextCalls.withLock {
+                $0 += 1
+                return $0
+            }
+            return call == 1 ? .text("busy", status: 503, headers: [("Retry-After", "0")]) : .json(#"{"id":1,"title":"x"}"#)
+        }
+        let tracer = W3CInMemoryTracer()
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [TracingMonitor(tracer: tracer)] }) { client in
+            _ = try await client.send(Endpoint<Article>(name: "article", path: "/start"))
+        }
+        #expect(server.requests.map(\.path) == ["/start", "/next", "/start", "/next"])
+        let attempts = tracer.finishedSpans.filter { $0.operationName == "GET" }
+        let counts = attempts.map { span -> Int64 in
+            guard case .int64(let count) = span.attributes.get("http.request.resend_count")?.toSpanAttribute() else { return 0 }
+            return count
+        }
+        #expect(counts.sorted() == [0, 1, 2, 3])
+    }
+
     /// OpenTelemetry's HTTP client conventions: `server.address` is the host without an IPv6
     /// literal's brackets, `server.port` the port; `url.full` keeps the brackets (a URL needs them).
     @Test(arguments: TransportKind.allCases)

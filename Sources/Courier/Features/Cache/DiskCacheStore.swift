@@ -14,9 +14,9 @@ import Darwin
 /// survives restarts.
 ///
 /// Each entry is one file named by the SHA-256 of its key, readable only by its owner (0600, in a
-/// directory created 0700; a directory that exists keeps its permissions). Files named as entries
-/// are (64 hexadecimal digits) and the store's own temporary files are the store's: give it a
-/// directory of its own, as other files there are left alone but one of those names is not. A file is written under a temporary name and renamed into place, so a crash
+/// directory created 0700; a directory that exists keeps its permissions). A file named as an
+/// entry is (64 hexadecimal digits) is taken for one, and removed when it is not a valid entry;
+/// other files are left alone. Give the store a directory of its own. A file is written under a temporary name and renamed into place, so a crash
 /// leaves either the old entry or the new one; the file carries a digest of its body, so a
 /// corrupt or truncated entry is detected on reading, treated as a miss and removed. Recency is
 /// kept in each file's modification time, so eviction order survives restarts too.

@@ -7,6 +7,8 @@ struct TransportStage: PipelineStage {
     let transport: any Transport
     let events: EventHub
     var name: String { "transport" }
+    private static let traceparent = HTTPField.Name("traceparent")!
+    private static let tracestate = HTTPField.Name("tracestate")!
 
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
@@ -61,13 +63,17 @@ struct TransportStage: PipelineStage {
         var request = exchange.request
         let started = AttemptEvent(request: request, attempt: request.attempt, hop: exchange.hop)
         self.events.emit { $0.attemptStarted(started) }
+        // A field the caller set (forwarding its own trace context) is the caller's, and a
+        // `tracestate` goes only with its own `traceparent` (W3C Trace Context §3): with the
+        // caller's `traceparent`, no monitor's `tracestate` is added either. Judged against the
+        // request as the caller made it, so one monitor's fields do not stop another's.
+        let callers = request.head.headerFields
+        let callerHasTraceContext = callers[Self.traceparent] != nil
         for monitor in self.events.monitors {
-            // A field the request has already (a caller forwarding its own `traceparent`) is the
-            // caller's: none of this monitor's fields go with it, as they belong together (W3C
-            // Trace Context §3: `tracestate` goes with its `traceparent`).
-            let fields = monitor.fieldsToSend(with: started)
-            guard !fields.contains(where: { request.head.headerFields[$0.name] != nil }) else { continue }
-            for field in fields { request.head.headerFields[field.name] = field.value }
+            for field in monitor.fieldsToSend(with: started)
+            where callers[field.name] == nil && !(callerHasTraceContext && field.name == Self.tracestate) {
+                request.head.headerFields[field.name] = field.value
+            }
         }
         let attempt = AttemptEvent(sending: request, of: started)
         exchange.record.sent(request, observed: true)
