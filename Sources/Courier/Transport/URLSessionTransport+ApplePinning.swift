@@ -26,17 +26,25 @@ enum ApplePinning {
 
     static func check(_ trust: SecTrust, host: String, port: Int, policy: PinningPolicy) -> Outcome {
         let chain = (SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []
-        var concerned: [(host: String, pins: Set<TLSPin>)] = []
-        if let pins = policy.pins(for: host, port: port) { concerned.append((host, pins)) }
+        // Ranked as the AsyncHTTPClient transport's verifier ranks them (host and this port, host,
+        // wildcard and this port, wildcard): only the most specific rank is enforced, so a pin
+        // for this port takes the place of the host's pin, an exact host the place of a wildcard.
+        func rank(_ key: String) -> Int {
+            let (pattern, keyPort) = PinningPolicy.split(key)
+            return (pattern.hasPrefix("*.") ? 2 : 0) + (keyPort == nil ? 1 : 0)
+        }
+        var found: [(rank: Int, host: String, pins: Set<TLSPin>)] = []
         let challenged = policy.matchingKey(for: host, port: port)
+        if let challenged, let pins = policy.pins[challenged] { found.append((rank(challenged), host, pins)) }
         for (key, pins) in policy.pins where key != challenged {
             let (pattern, keyPort) = PinningPolicy.split(key)
             guard keyPort == nil || keyPort == port else { continue }
             // A wildcard pin concerns the certificate if it is valid for a name the wildcard covers.
             let name = pattern.hasPrefix("*.") ? "courier-pin-probe" + pattern.dropFirst(1) : pattern
-            if Self.evaluate(chain, for: name, anchors: nil) == nil { concerned.append((name, pins)) }
+            if Self.evaluate(chain, for: name, anchors: nil) == nil { found.append((rank(key), name, pins)) }
         }
-        guard !concerned.isEmpty else { return .unpinned }
+        guard let best = found.map(\.rank).min() else { return .unpinned }
+        let concerned = found.filter { $0.rank == best }.map { (host: $0.host, pins: $0.pins) }
         for (name, pins) in concerned {
             let anchorTexts = PinningPolicy.anchors(in: pins)
             let anchors =
