@@ -232,6 +232,10 @@ struct TelemetryTests {
             return count
         }
         #expect(counts.sorted() == [0, 1, 2, 3])
+        // Each hop and retry carried its own span's context, not one a previous hop was sent with.
+        let sent = server.requests.compactMap { $0.header("traceparent") }
+        #expect(Set(sent) == Set(attempts.map { "00-\($0.traceID)-\($0.spanID)-01" }))
+        #expect(Set(sent).count == 4)
     }
 
     /// OpenTelemetry's HTTP client conventions: `server.address` is the host without an IPv6

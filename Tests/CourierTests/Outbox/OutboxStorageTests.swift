@@ -306,4 +306,18 @@ struct OutboxStorageTests {
         #expect(outbox.delay(attempt: 1, retryAfter: "7") == .seconds(7))
         #expect(outbox.delay(attempt: 60, retryAfter: "-5") <= .seconds(300))
     }
+
+    /// RFC 9110 §5.3: a `Retry-After` sent twice arrives joined ("7, 7"); the outbox reads it as
+    /// the retry stage does, the repeated value being that value (a date holds a comma itself).
+    @Test
+    func aRetryAfterSentTwiceIsItsOneValueAndTwoDifferentOnesAreNone() throws {
+        var configuration = Outbox.Configuration()
+        configuration.baseDelay = .seconds(1)
+        configuration.maxDelay = .seconds(300)
+        let outbox = try Outbox(path: OutboxTests.databasePath(), client: Self.client, configuration: configuration)
+        #expect(outbox.delay(attempt: 1, retryAfter: "7, 7") == .seconds(7))
+        #expect(outbox.delay(attempt: 1, retryAfter: "Fri, 31 Dec 9999 23:59:59 GMT, Fri, 31 Dec 9999 23:59:59 GMT") == .seconds(300))
+        // Different values: no value, so the backoff (at most the base delay on a first attempt).
+        #expect(outbox.delay(attempt: 1, retryAfter: "7, 200") <= .seconds(1))
+    }
 }
