@@ -1,3 +1,5 @@
+import Foundation
+
 /// The live settings of one started request: its priority, which may change while it waits.
 final class RequestControl: Sendable {
     private struct State {
@@ -7,6 +9,11 @@ final class RequestControl: Sendable {
     }
 
     private let state: Locked<State>
+    /// Held while a change is handed to the observers: two callers setting the priority at
+    /// once hand theirs over one after the other, so the last change made is the last each
+    /// observer hears (else the scheduler could keep the older value). Observers do not set a
+    /// priority themselves.
+    private let delivery = NSLock()
     /// The request's place in line, taken when it was started (``RequestScheduler/makeOrder()``).
     let order: UInt64?
 
@@ -36,6 +43,8 @@ final class RequestControl: Sendable {
     }
 
     func setPriority(_ priority: RequestPriority) {
+        self.delivery.lock()
+        defer { self.delivery.unlock() }
         let observers = self.state.withLock { state -> [@Sendable (RequestPriority) -> Void] in
             guard state.priority != priority else { return [] }
             state.priority = priority

@@ -21,6 +21,47 @@ struct SchedulerTests {
         #expect(scheduler.pendingPriorityChanges == 0)
     }
 
+    /// No transport: a handle's priority set from two threads at once. The scheduler must end on
+    /// the value set last, which is the request's priority: changes reach the observers in the
+    /// order they were made. The first change's delivery is held until the second caller has had
+    /// the time to deliver its own; before, the second went through, then the first's older value
+    /// overwrote it in the queue.
+    @Test
+    func twoThreadsSettingAPriorityLeaveTheSchedulerOnTheLastValue() {
+        let scheduler = RequestScheduler(configuration: .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)))
+        #expect(scheduler.tryAcquire(ticket: scheduler.makeTicket(), host: "h", priority: .normal))
+        let queued = scheduler.makeTicket()
+        #expect(!scheduler.tryAcquire(ticket: queued, host: "h", priority: .normal))
+        let control = RequestControl(priority: .normal)
+        let firstInObserver = DispatchSemaphore(value: 0)
+        let releaseFirst = DispatchSemaphore(value: 0)
+        control.onPriorityChange { priority in
+            if priority == .veryHigh {
+                firstInObserver.signal()
+                releaseFirst.wait()
+            }
+            scheduler.reprioritize(ticket: queued, to: priority)
+        }
+        let firstDone = DispatchSemaphore(value: 0)
+        let secondDone = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            control.setPriority(.veryHigh)
+            firstDone.signal()
+        }
+        firstInObserver.wait()
+        Thread.detachNewThread {
+            control.setPriority(.low)
+            secondDone.signal()
+        }
+        // The second setter either delivers now (the old behaviour) or waits for the first.
+        let secondEndedFirst = secondDone.wait(timeout: .now() + 1) == .success
+        releaseFirst.signal()
+        firstDone.wait()
+        if !secondEndedFirst { secondDone.wait() }
+        #expect(control.priority == .low)
+        #expect(scheduler.snapshot.queuedByPriority == [.low: 1])
+    }
+
     @Test(arguments: TransportKind.allCases)
     func withOneSlotTheServerSeesRequestsInPriorityOrder(_ kind: TransportKind) async throws {
         let gate = Gate()
