@@ -337,8 +337,13 @@ enum FormEncoding {
 /// The name of an endpoint that was given none.
 package enum EndpointNaming {
     /// `METHOD path`: the path without its query or fragment (where secrets and ids travel), an
-    /// absolute URL's user and password hidden.
+    /// absolute URL's user and password hidden, on one line (a value interpolated into the path
+    /// may hold a line break, which the wire target encodes but a log line would not).
     package static func defaultName(method: HTTPRequest.Method, path: String) -> String {
+        CourierError.oneLine(Self.shown(method: method, path: path))
+    }
+
+    private static func shown(method: HTTPRequest.Method, path: String) -> String {
         var shown = Substring(path)
         if let cut = shown.utf8.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) { shown = shown[..<cut] }
         if shown.utf8.contains(UInt8(ascii: "@")), let url = URL(string: String(shown)), url.user != nil || url.password != nil,

@@ -41,6 +41,11 @@ enum RequestBuilder {
                 let shown = Redactor.standard.redactFreeText(Redactor.standard.redact(urlString: endpoint.path))
                 throw CourierError.invalidRequest("'\(shown)' is not a valid absolute URL")
             }
+            // An encoded dot-segment (what `pathSegment:` makes of `.` or `..`) is refused here as
+            // in a relative path; a literal one is the URL's own (a link a server gave).
+            if PathSegment.holdsEncodedDotSegment(components.percentEncodedPath) {
+                throw CourierError.invalidRequest("the endpoint's URL holds a '.' or '..' segment written percent-encoded")
+            }
             // An absolute URL's path is kept as written: `/items/` and `/items` are different resources.
             var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
             if let query = components.percentEncodedQuery { path += "?" + query }
@@ -56,6 +61,10 @@ enum RequestBuilder {
             // it would reach another resource than the path names.
             if PathSegment.holdsEncodedDotSegment(endpoint.path) {
                 throw CourierError.invalidRequest("the endpoint's path holds a '.' or '..' segment written percent-encoded")
+            }
+            // A `..` written as it is would leave the base's path (`/v1` + `../admin`).
+            if PathSegment.holdsDotDotSegment(endpoint.path) {
+                throw CourierError.invalidRequest("the endpoint's path holds a '..' segment, which would leave the base URL's path")
             }
             let base: BaseURL
             if let service = endpoint.service {

@@ -8,6 +8,9 @@ struct BaseURL: Sendable {
     let authority: String
     /// The base's path without trailing slashes.
     let basePath: String
+    /// The base's path as written (`/` when empty): the target of an endpoint whose path is empty
+    /// or a query alone (RFC 3986 §5.2.2 keeps the base's path then, its trailing `/` included).
+    let ownPath: String
     /// The base's own query (`key=abc` of `https://api.example/v1?key=abc`), kept on every
     /// request's target after the endpoint's path and before its query items.
     let baseQuery: String?
@@ -15,11 +18,14 @@ struct BaseURL: Sendable {
     init?(_ url: URL) {
         guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
             let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            let host = components.percentEncodedHost, !host.isEmpty
+            // The host as DNS, TLS and the `Host` field need it: a name in Unicode (or written as
+            // punycode) in its IDNA `xn--` form (RFC 3986 §3.2.2), not percent-encoded UTF-8.
+            let host = components.encodedHost, !host.isEmpty
         else { return nil }
         self.scheme = scheme
         self.authority = components.port.map { "\(host):\($0)" } ?? host
         var path = components.percentEncodedPath
+        self.ownPath = path.isEmpty ? "/" : path
         while path.hasSuffix("/") { path.removeLast() }
         self.basePath = path
         if let query = components.percentEncodedQuery, !query.isEmpty {
@@ -39,11 +45,12 @@ struct BaseURL: Sendable {
         relative = PercentEncoding.escapeTarget(relative)
         var path: String
         if relative.isEmpty {
-            path = self.basePath.isEmpty ? "/" : self.basePath
+            // An empty path names the base itself (RFC 3986 §5.2.2): `https://h/rpc/` is `/rpc/`.
+            path = self.ownPath
         } else if relative.hasPrefix("?") {
-            // A query alone names the base's own path with that query (RFC 3986 §5.2.2), not a
-            // path below it ending in `/`.
-            path = (self.basePath.isEmpty ? "/" : self.basePath) + relative
+            // A query alone names the base's own path with that query (RFC 3986 §5.2.2), as
+            // written, its trailing `/` included.
+            path = self.ownPath + relative
         } else {
             path = self.basePath + (relative.hasPrefix("/") ? relative : "/" + relative)
         }

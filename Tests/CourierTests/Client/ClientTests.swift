@@ -62,9 +62,16 @@ struct ClientTests {
         #expect(
             try await client.send(Endpoint<String>(path: "users/7", query: ["page": "2"], decoding: .string))
                 == "/v1/users/7?key=a%2Bb&page=2")
-        #expect(try await client.send(Endpoint<String>(path: "", decoding: .string)) == "/v1?key=a%2Bb")
-        // A query alone keeps the base's path (§5.2.2), with no `/` added below it.
-        #expect(try await client.send(Endpoint<String>(path: "?q=x", decoding: .string)) == "/v1?q=x&key=a%2Bb")
+        // An empty path, or a query alone, keeps the base's path as written (§5.2.2), its
+        // trailing `/` included: a JSON-RPC endpoint (`path: ""`) at `…/rpc/` went to `…/rpc`.
+        #expect(try await client.send(Endpoint<String>(path: "", decoding: .string)) == "/v1/?key=a%2Bb")
+        #expect(try await client.send(Endpoint<String>(path: "?q=x", decoding: .string)) == "/v1/?q=x&key=a%2Bb")
+        // Without a trailing `/`, none is added.
+        let bare = Client(
+            configuration: .init(transport: transport, baseURL: try #require(URL(string: "\(server.baseURL.absoluteString)/v1"))))
+        #expect(try await bare.send(Endpoint<String>(path: "", decoding: .string)) == "/v1")
+        #expect(try await bare.send(Endpoint<String>(path: "?q=x", decoding: .string)) == "/v1?q=x")
+        #expect(try await bare.send(Endpoint<String>(path: "users", decoding: .string)) == "/v1/users")
         // A fragment is no part of the target (RFC 9110 §7.1), and it must not hide the query.
         #expect(
             try await client.send(Endpoint<String>(path: "/items#top", query: ["page": "2"], decoding: .string))

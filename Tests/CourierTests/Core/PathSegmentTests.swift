@@ -73,11 +73,20 @@ struct PathSegmentTests {
                 let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: path, decoding: .string)) }
                 #expect(error?.kind == .invalidRequest, "\(path)")
             }
-            // Encoded dots inside a longer segment, or only in the query, are no dot-segment.
-            for path in ["/a/%2E%2E%2E", "/a/x%2E", "/a?p=%2E%2E"] {
+            // A `..` written as it is (a value interpolated without `pathSegment:`) would leave the
+            // base's path (RFC 3986 §5.2.4: `/v1` + `../admin` is `/admin`); and an absolute URL
+            // made with `pathSegment:` is refused as a relative path is.
+            let absolute = "\(server.baseURL.absoluteString)/u/\(pathSegment: "..")/secret"
+            for path in ["../admin", "/a/../b", "/a/..", "/a/..?q=1", absolute] {
+                let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: path, decoding: .string)) }
+                #expect(error?.kind == .invalidRequest, "\(path)")
+            }
+            // Encoded dots inside a longer segment, or only in the query, are no dot-segment; nor
+            // are dots that are part of a name, or a `..` only in the query.
+            for path in ["/a/%2E%2E%2E", "/a/x%2E", "/a?p=%2E%2E", "/a/.../b", "/a/..b/c..", "/a?p=../x"] {
                 _ = try await client.send(Endpoint<String>(path: path, decoding: .string))
             }
-            #expect(server.requests.map(\.uri) == ["/a/%2E%2E%2E", "/a/x%2E", "/a?p=%2E%2E"])
+            #expect(server.requests.map(\.uri) == ["/a/%2E%2E%2E", "/a/x%2E", "/a?p=%2E%2E", "/a/.../b", "/a/..b/c..", "/a?p=../x"])
         }
     }
 

@@ -55,6 +55,24 @@ struct LoggingTests {
         ) { client in try await body(client, handler) }
     }
 
+    /// A value interpolated into a path with a line break in it goes out percent-encoded, but the
+    /// endpoint's default name (`GET /users/…`) took it as it was, and every log line that names
+    /// the endpoint carried the break: the value could forge a log line of its own.
+    @Test(arguments: TransportKind.allCases)
+    func aLineBreakInAPathForgesNoLogLine(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in .text(request.uri) }
+        let value = "x\r\n→ 00000000 GET /admin"
+        let endpoint = Endpoint<String>(path: "/users/\(value)", decoding: .string)
+        #expect(!endpoint.name.contains("\n") && !endpoint.name.contains("\r"), "\(endpoint.name)")
+        try await Self.withDebugLog(kind, server: server, redactor: .standard) { client, handler in
+            let target = try await client.send(endpoint)
+            #expect(target.hasPrefix("/users/x%0D%0A"), "\(target)")
+            let lines = handler.entries.map { "\($0.message)" }
+            #expect(lines.count >= 2)
+            for line in lines { #expect(!line.contains("\n") && !line.contains("\r"), "\(line)") }
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aRedirectsLocationIsHiddenWithTheClientsOwnRedactor(_ kind: TransportKind) async throws {
         // The `⤷` line used the standard redactor: a query name the app made secret showed.

@@ -339,7 +339,7 @@ struct ResponseCache: Sendable {
             let target = URLComponents(url: resolved, resolvingAgainstBaseURL: false),
             let origin = Authority(base), Authority(resolved) == origin
         else { return nil }
-        let authority = (target.percentEncodedHost ?? "") + (target.port.map { ":\($0)" } ?? "")
+        let authority = (target.encodedHost ?? "") + (target.port.map { ":\($0)" } ?? "")
         let path =
             (target.percentEncodedPath.isEmpty ? "/" : target.percentEncodedPath) + (target.percentEncodedQuery.map { "?\($0)" } ?? "")
         return LogicalKey.normalise(scheme: target.scheme, authority: authority, path: path)

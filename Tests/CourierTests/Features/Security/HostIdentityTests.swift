@@ -34,6 +34,28 @@ struct HostIdentityTests {
         try await shuttingDown(transport, server) { try await body(client, server) }
     }
 
+    /// RFC 3986 §3.2.2, RFC 5890: a base URL with an internationalised host name goes to its
+    /// IDNA (`xn--`) form — what DNS, the TLS server name and the certificate name — and `Host`
+    /// carry, whether it is written in Unicode or as punycode. It went out percent-encoded
+    /// (`b%C3%BCcher.test`), a name no resolver or certificate holds.
+    // AsyncHTTPClient only: the name must reach the loopback server, and `resolvedHosts` is its
+    // setting (URLSession has no host override; a DNS lookup of the name is no test's to make).
+    @Test(arguments: ["bücher.test", "xn--bcher-kva.test"])
+    func anInternationalisedHostGoesOutInItsIDNAForm(_ written: String) async throws {
+        let certificates = try TestCertificates.generate(dnsNames: ["xn--bcher-kva.test"], ipv4Addresses: [])
+        try await self.withServer(
+            certificates, urlHost: written,
+            configure: { configuration, _ in
+                configuration.resolvedHosts["xn--bcher-kva.test"] = "127.0.0.1"
+            }
+        ) { client, server in
+            let article = try await client.send(Endpoint<Article>(path: "/json"))
+            #expect(article.id == 1)
+            let hosts = server.requests.flatMap { $0.headers.filter { $0.0.lowercased() == "host" || $0.0 == ":authority" }.map(\.1) }
+            #expect(hosts == ["xn--bcher-kva.test:\(server.port)"], "\(hosts)")
+        }
+    }
+
     /// The reason of a certificate failure comes from a second handshake with the same server:
     /// the one `resolvedHosts` routes the host to, not whatever the name resolves to elsewhere.
     // AsyncHTTPClient only: `resolvedHosts` is its setting (URLSession has no host override).
