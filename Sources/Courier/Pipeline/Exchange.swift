@@ -222,6 +222,9 @@ final class ExchangeRecord: @unchecked Sendable {
     /// Apart from `fields` (under the same lock), so that reading it copies nothing else: the
     /// schedule and redirect stages read it for every request.
     private var heldSlot: SlotHold?
+    /// The wait for another host's slot that failed (cancelled) and left the exchange holding
+    /// none: the next attempt sent (a middleware's own resend) takes a slot again.
+    private var lostSlot: SlotHold?
     /// Attempts inside the redirect stage now (more than one when a middleware sends two at once).
     private var attemptsUnderWay = 0
 
@@ -319,7 +322,23 @@ final class ExchangeRecord: @unchecked Sendable {
         self.lock.lock()
         defer { self.lock.unlock() }
         self.attemptsUnderWay += 1
-        return self.attemptsUnderWay == 1 && self.heldSlot?.moved == true
+        return self.attemptsUnderWay == 1 && (self.heldSlot?.moved == true || (self.heldSlot == nil && self.lostSlot != nil))
+    }
+
+    /// Notes that a wait for `slot` failed, so the exchange holds no slot now.
+    func loseSlot(_ slot: SlotHold) {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        if self.heldSlot == nil { self.lostSlot = slot }
+    }
+
+    /// The slot whose wait failed, taken once (by the attempt that then takes a slot again).
+    func takeLostSlot() -> SlotHold? {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        guard self.heldSlot == nil, let lost = self.lostSlot else { return nil }
+        self.lostSlot = nil
+        return lost
     }
 
     /// Counts an attempt out of the redirect stage (``attemptStarts()``).
@@ -333,6 +352,7 @@ final class ExchangeRecord: @unchecked Sendable {
         self.lock.lock()
         defer { self.lock.unlock() }
         self.heldSlot = slot
+        self.lostSlot = nil
     }
 
     /// Takes the slot away if it is still the one held at `host` (`nil` when another hop took it

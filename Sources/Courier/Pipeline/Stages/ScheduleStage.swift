@@ -63,14 +63,23 @@ struct ScheduleStage: PipelineStage {
     /// came from it), then takes one of `host`'s, waiting in the queue in the exchange's place in
     /// line at its priority (a shared request's: the highest among its waiters, whose changes
     /// follow it to the new ticket). A wait that fails (cancelled, timed out) leaves the exchange
-    /// holding no slot.
+    /// holding no slot; an attempt sent after that (a middleware's resend) takes one again here.
     static func moveSlot(
         _ exchange: RequestExchange, to host: String, scheduler: RequestScheduler, events: EventHub, spokeHTTP2: Bool
     ) async throws {
         let record = exchange.record
-        guard let held = record.slot, held.host != host, let taken = record.takeSlot(heldAt: held.host) else { return }
-        scheduler.release(host: taken.host, spokeHTTP2: spokeHTTP2)
-        events.emit(exchange.request) { $0.slotReleased($1, host: taken.host) }
+        let taken: ExchangeRecord.SlotHold
+        if let held = record.slot {
+            guard held.host != host, let given = record.takeSlot(heldAt: held.host) else { return }
+            scheduler.release(host: given.host, spokeHTTP2: spokeHTTP2)
+            events.emit(exchange.request) { $0.slotReleased($1, host: given.host) }
+            taken = given
+        } else {
+            // An earlier attempt's wait for a slot failed: this one holds none, and waits for one
+            // (nothing to give back; the ticket is what a shared request's waiters knew it by).
+            guard let lost = record.takeLostSlot() else { return }
+            taken = lost
+        }
         let ticket = scheduler.makeTicket()
         var priority = exchange.priorityOverride ?? exchange.priority
         if let deduplicator = exchange.sharedBy, let key = exchange.key,
@@ -87,6 +96,7 @@ struct ScheduleStage: PipelineStage {
             do {
                 try await scheduler.waitForSlot(ticket: ticket)
             } catch {
+                record.loseSlot(.init(host: host, ticket: ticket, moved: true))
                 events.emit(exchange.request) { $0.requestDequeued($1, host: host) }
                 throw error
             }

@@ -155,6 +155,49 @@ struct SlotAcrossHostsTests {
         }
     }
 
+    /// A middleware that gives up on an attempt while it waits for the other host's slot (the
+    /// attempt's task cancelled) and sends the request again: the new attempt takes the origin's
+    /// slot, then waits for the other host's as the first did. It held none: it went out to both
+    /// hosts past their limits (the other host got a second request while its one slot was busy).
+    @Test(arguments: TransportKind.allCases)
+    func anAttemptSentAfterOneGaveUpWaitingForTheOtherHostsSlotWaitsForOneToo(_ kind: TransportKind) async throws {
+        let (origin, other, gate) = try await Self.servers()
+        let target = other.baseURL.appendingPathComponent("slow/blocker-2").absoluteString
+        let queued = SlotLog()
+        let giveUpOnce = ClosureMiddleware { request, next in
+            do {
+                // Cancelled, and waited for, when the scope ends.
+                async let _ = next(request)
+                _ = await eventually { queued.queuedAt.contains(Self.host(other)) }
+            }
+            return try await next(request)
+        }
+        try await withClient(
+            kind, server: origin,
+            configure: {
+                Self.onePerHost(&$0)
+                $0.eventMonitors = [queued]
+            }
+        ) { client in
+            let holder = client.start(Endpoint<Article>(path: other.baseURL.appendingPathComponent("slow/blocker-1").absoluteString))
+            #expect(await eventually { other.requests.count == 1 })
+            var endpoint = Endpoint<Article>(path: "/to", query: ["url": target])
+            endpoint.middleware = [giveUpOnce]
+            let redirected = client.start(endpoint)
+            // The first attempt queued for the other host and gave up; the second queues there too.
+            #expect(await eventually { queued.queuedAt.count == 2 && client.traffic.queued == 1 }, "\(queued.queuedAt)")
+            #expect(origin.requests.count == 2)
+            #expect(other.requests.count == 1)
+            #expect(client.traffic.inFlightByHost == [Self.host(other): 1])
+            await gate.open()
+            _ = try await holder.value
+            _ = try await redirected.value
+            #expect(other.requests.count == 2)
+            #expect(client.traffic.inFlightByHost.isEmpty)
+        }
+        try await other.stop()
+    }
+
     /// The origin redirects to the other host, which answers its first request 503 and the next
     /// one 200; `sendAgain` configures what sends the request again after the 503. Each attempt
     /// takes the origin's slot, then the other host's.
@@ -405,4 +448,8 @@ final class SlotLog: EventMonitor, Sendable {
     var events: [String] { self.log.current }
     func slotAcquired(_ request: RequestEvent, host: String) { self.log.withLock { $0.append("+\(host)") } }
     func slotReleased(_ request: RequestEvent, host: String) { self.log.withLock { $0.append("-\(host)") } }
+    private let queues = Locked<[String]>([])
+    /// The hosts a request queued for, in order.
+    var queuedAt: [String] { self.queues.current }
+    func requestQueued(_ request: RequestEvent, host: String) { self.queues.withLock { $0.append(host) } }
 }
