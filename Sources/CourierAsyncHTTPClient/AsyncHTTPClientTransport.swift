@@ -168,7 +168,7 @@ public final class AsyncHTTPClientTransport: Transport {
         let tlsMayBeHidden = false
         #endif
         let verifier =
-            verifies || configuration.pinning.hasPublicKeyPins
+            verifies || configuration.pinning.checksPublicKeys
             ? PinVerifier(
                 policy: configuration.pinning, requiresSubjectAlternativeName: verifies, hostnameVerified: verifies,
                 tlsMayBeHidden: tlsMayBeHidden) : nil

@@ -51,7 +51,7 @@ struct PinVerifier: Sendable {
                 // NIOSSL handler, and no certificate can be read here: fail closed when keys are
                 // pinned. (SwiftNIO's POSIX loops, the default everywhere, are not such loops: a
                 // connection without the handler there is clear text.)
-                if self.tlsMayBeHidden, self.policy.hasPublicKeyPins {
+                if self.tlsMayBeHidden, self.policy.checksPublicKeys {
                     return channel.eventLoop.makeFailedFuture(error)
                 }
                 return channel.eventLoop.makeSucceededVoidFuture()
@@ -66,7 +66,7 @@ struct PinVerifier: Sendable {
         if self.requiresSubjectAlternativeName, names.isEmpty {
             throw NoSubjectAlternativeName(subject: certificate.subject.description)
         }
-        guard self.policy.hasPublicKeyPins else { return }
+        guard self.policy.checksPublicKeys else { return }
         let digest = Data(SHA256.hash(data: try leaf.extractPublicKey().toSPKIBytes()))
         // The pins that apply to a host the leaf is valid for, ranked as the transport picks a
         // host's pins: host and this port, host, wildcard and this port, wildcard. Only the most
@@ -90,7 +90,8 @@ struct PinVerifier: Sendable {
         }
         for entry in applicable where entry.rank == best {
             let pinned = PinningPolicy.publicKeyDigests(in: entry.pins)
-            guard pinned.isEmpty || pinned.contains(digest) else {
+            // A host pinned to nothing accepts no key; one with only authority pins, any key.
+            guard (pinned.isEmpty && !entry.pins.isEmpty) || pinned.contains(digest) else {
                 throw PinMismatch(host: entry.key, presented: "sha256/" + digest.base64EncodedString())
             }
         }

@@ -63,7 +63,8 @@ package enum ServerTrustPinning {
     /// and TLS reason `pinMismatch`, naming the key presented).
     package static func verdict(pins: Set<TLSPin>, host: String, leafCertificate: Data?) -> CourierError? {
         let digests = PinningPolicy.publicKeyDigests(in: pins)
-        guard !digests.isEmpty else { return nil }
+        // A host pinned to nothing accepts no key (the pins that were meant failed to load).
+        guard !digests.isEmpty || pins.isEmpty else { return nil }
         guard let leaf = leafCertificate, let spki = Self.subjectPublicKeyInfo(ofCertificate: leaf) else {
             return Self.mismatch("the certificate presented for \(host) could not be read, so its public key cannot match a pin")
         }

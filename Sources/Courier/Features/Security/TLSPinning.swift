@@ -58,6 +58,9 @@ public struct PinningPolicy: Sendable, Hashable {
     public init() {}
 
     /// Adds pins for a host (`host`, `host:port`, `*.domain`, an IPv4 or IPv6 address).
+    ///
+    /// A host pinned to an empty list (pins that all failed to load, say) is pinned to nothing:
+    /// no certificate is accepted for it, rather than any.
     public mutating func pin(_ host: String, to pins: [TLSPin]) {
         let (name, port) = Self.split(host)
         self.pins[Self.key(name, port: port), default: []].formUnion(pins)
@@ -69,6 +72,12 @@ public struct PinningPolicy: Sendable, Hashable {
     /// Whether some host has a public-key pin.
     public var hasPublicKeyPins: Bool {
         self.pins.values.contains { pins in pins.contains { if case .publicKeySHA256 = $0.kind { return true } else { return false } } }
+    }
+
+    /// Whether a certificate's public key must be checked: some host has a public-key pin, or is
+    /// pinned to nothing (which no key matches).
+    package var checksPublicKeys: Bool {
+        self.hasPublicKeyPins || self.pins.values.contains { $0.isEmpty }
     }
 
     /// The pins that apply to `host` on `port` (any port when `nil`), if it is pinned.

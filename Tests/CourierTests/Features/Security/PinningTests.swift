@@ -30,6 +30,20 @@ struct PinningTests {
         }
     }
 
+    /// A host pinned to an empty list (`compactMap { try? .publicKey($0) }` over pins that all
+    /// failed to parse) accepted every certificate: it now accepts none, and nothing is sent.
+    @Test(arguments: [false, true])
+    func aHostPinnedToNoKeyAcceptsNoCertificate(http1: Bool) async throws {
+        let server = try await tlsServer()
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: self.pinned([], http1: http1)) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .pinMismatch)
+            #expect(server.requests.isEmpty)
+        }
+        // The verdict the Apple-platform transport uses says the same.
+        #expect(ServerTrustPinning.verdict(pins: [], host: "localhost", leafCertificate: nil)?.kind == .pinMismatch)
+    }
+
     @Test(arguments: [false, true])
     func matchingPinOrBackupPinPasses(http1: Bool) async throws {
         let server = try await tlsServer()
