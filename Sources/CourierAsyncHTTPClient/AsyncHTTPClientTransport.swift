@@ -153,7 +153,9 @@ public final class AsyncHTTPClientTransport: Transport {
         config.redirectConfiguration = .disallow
         config.tlsConfiguration = configuration.tlsConfiguration
         config.httpVersion = configuration.httpVersion == .http1Only ? .http1Only : .automatic
-        config.dnsOverride = Dictionary(configuration.resolvedHosts.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { $1 })
+        // Keyed as requests name hosts: lower-cased, a Unicode name in its IDNA form.
+        config.dnsOverride = Dictionary(
+            configuration.resolvedHosts.map { (PinningPolicy.asciiHost($0.key).lowercased(), $0.value) }, uniquingKeysWith: { $1 })
         self.resolvedHosts = config.dnsOverride
         config.timeout.connect = Self.timeAmount(configuration.connectTimeout)
         let readTimeout = configuration.readTimeout.map(Self.timeAmount)

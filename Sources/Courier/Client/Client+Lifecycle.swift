@@ -30,7 +30,9 @@ extension Client {
     /// lets the running ones finish for up to `gracePeriod`, then cancels the rest. Returns how
     /// many were cancelled. It returns once their work has ended (a shared request whose callers
     /// all left included, for up to five seconds more): the transport is the app's to shut down
-    /// afterwards, and the cache no request writes to any more.
+    /// afterwards, and the cache no request writes to any more. A streamed body (``stream(_:)``,
+    /// a download) counts until its response head has arrived, not while it is read: one still
+    /// being read goes on until its reader stops or the transport is shut down.
     ///
     /// Prefetches deferred while the client is constrained (`ConstrainedPolicy.defer`) fail at
     /// once, as cancelled: they cannot run without spending the data they wait to save. A caller

@@ -15,8 +15,9 @@ import Foundation
 /// Two kinds of value no encoding can keep in place, and the caller must refuse or avoid:
 /// - `.` and `..` are dot-segments, which servers remove or resolve (§5.2.4) even when
 ///   percent-encoded (`%2E` is `.`, §6.2.2.2). They are written `%2E` and `%2E%2E`, and a
-///   relative path holding such a segment fails with kind `invalidRequest` when the request is
-///   built, before anything is sent.
+///   path holding such a segment (relative, or an absolute URL) fails with kind
+///   `invalidRequest` when the request is built, before anything is sent; so does a relative
+///   path with a `..` written as it is.
 /// - An empty value leaves an empty segment (`/users//profile`, or `/users/` — the collection —
 ///   at the end of the path).
 extension DefaultStringInterpolation {

@@ -315,9 +315,10 @@ final class ExchangeRecord: @unchecked Sendable {
     }
 
     /// Counts an attempt into the redirect stage, and says whether it takes its first host's slot
-    /// back: when a redirect has moved the slot and no other attempt is under way, it is a request
-    /// sent again from the top (a retry, a middleware's). One sent beside another that is still
-    /// under way (hedging) shares the slot where that one has it.
+    /// back: when a redirect has moved the slot, or an earlier attempt's wait for another host's
+    /// slot failed and left none, and no other attempt is under way, it is a request sent again
+    /// from the top (a retry, a middleware's). One sent beside another that is still under way
+    /// (hedging) shares the slot where that one has it.
     func attemptStarts() -> Bool {
         self.lock.lock()
         defer { self.lock.unlock() }

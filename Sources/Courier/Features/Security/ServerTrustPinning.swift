@@ -59,7 +59,7 @@ package enum ServerTrustPinning {
     }
 
     /// Whether the public-key pins among `pins` accept a leaf certificate: `nil` when they do
-    /// (or when `pins` holds no public-key pin), else the error to fail the request with (kind
+    /// (or when `pins` holds other pins but no public-key pin; an empty `pins` accepts none), else the error to fail the request with (kind
     /// and TLS reason `pinMismatch`, naming the key presented).
     package static func verdict(pins: Set<TLSPin>, host: String, leafCertificate: Data?) -> CourierError? {
         let digests = PinningPolicy.publicKeyDigests(in: pins)

@@ -60,7 +60,9 @@ public struct PinningPolicy: Sendable, Hashable {
     /// Adds pins for a host (`host`, `host:port`, `*.domain`, an IPv4 or IPv6 address).
     ///
     /// A host pinned to an empty list (pins that all failed to load, say) is pinned to nothing:
-    /// no certificate is accepted for it, rather than any.
+    /// no certificate is accepted for it, rather than any — nor, on AsyncHTTPClient, a
+    /// certificate that also names it when another host presents it (a wildcard certificate
+    /// shared with an unpinned sibling host).
     public mutating func pin(_ host: String, to pins: [TLSPin]) {
         let (name, port) = Self.split(host)
         self.pins[Self.key(name, port: port), default: []].formUnion(pins)
@@ -146,10 +148,12 @@ public struct PinningPolicy: Sendable, Hashable {
     }
 
     /// A host name lower-cased and without a trailing dot (`api.example.com.` is the same host
-    /// written as an absolute name, RFC 1034 §3.1), or an IPv6 address (with or without
-    /// brackets) in its canonical text form (RFC 5952: `::1`, not `0:0:0:0:0:0:0:1`).
+    /// written as an absolute name, RFC 1034 §3.1), in its IDNA form when written in Unicode
+    /// (`bücher.example` is `xn--bcher-kva.example`, the name requests go to), or an IPv6
+    /// address (with or without brackets) in its canonical text form (RFC 5952: `::1`, not
+    /// `0:0:0:0:0:0:0:1`).
     package static func canonicalHost(_ host: String) -> String {
-        var host = host.lowercased()
+        var host = Self.asciiHost(host).lowercased()
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         guard host.contains(":") else {
             if host.utf8.count > 1, host.utf8.last == UInt8(ascii: ".") { host.removeLast() }
@@ -158,6 +162,15 @@ public struct PinningPolicy: Sendable, Hashable {
         var address = in6_addr()
         guard inet_pton(AF_INET6, host, &address) == 1 else { return host }
         return Self.ipv6Text(withUnsafeBytes(of: &address) { Array($0) }) ?? host
+    }
+
+    /// A host name written in Unicode in its IDNA (`xn--`) form, as a base URL's host goes on the
+    /// wire (RFC 3986 §3.2.2); any other name as it is.
+    package static func asciiHost(_ host: String) -> String {
+        guard host.utf8.contains(where: { $0 >= 0x80 }) else { return host }
+        var components = URLComponents()
+        components.host = host
+        return components.encodedHost ?? host
     }
 
     /// The canonical text of a 16-byte IPv6 address.

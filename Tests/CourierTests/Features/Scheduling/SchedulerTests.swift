@@ -21,11 +21,11 @@ struct SchedulerTests {
         #expect(scheduler.pendingPriorityChanges == 0)
     }
 
-    /// No transport: a handle's priority set from two threads at once. The scheduler must end on
-    /// the value set last, which is the request's priority: changes reach the observers in the
-    /// order they were made. The first change's delivery is held until the second caller has had
-    /// the time to deliver its own; before, the second went through, then the first's older value
-    /// overwrote it in the queue.
+    /// No transport: a handle's priority set from two threads at once. Changes reach the
+    /// observers one at a time, in the order they were made, so the scheduler ends on the value
+    /// set last, which is the request's priority. The first change's delivery waits (up to a
+    /// second) for the second's to come in beside it: before, it did, and the first's older value
+    /// then overwrote the second's in the queue.
     @Test
     func twoThreadsSettingAPriorityLeaveTheSchedulerOnTheLastValue() {
         let scheduler = RequestScheduler(configuration: .init(maxConcurrentRequests: 1, agingInterval: .seconds(3600)))
@@ -34,30 +34,36 @@ struct SchedulerTests {
         #expect(!scheduler.tryAcquire(ticket: queued, host: "h", priority: .normal))
         let control = RequestControl(priority: .normal)
         let firstInObserver = DispatchSemaphore(value: 0)
-        let releaseFirst = DispatchSemaphore(value: 0)
+        let secondInObserver = DispatchSemaphore(value: 0)
+        let delivering = Locked((now: 0, most: 0))
         control.onPriorityChange { priority in
+            delivering.withLock {
+                $0.now += 1
+                $0.most = max($0.most, $0.now)
+            }
             if priority == .veryHigh {
                 firstInObserver.signal()
-                releaseFirst.wait()
+                _ = secondInObserver.wait(timeout: .now() + 1)
+            } else {
+                secondInObserver.signal()
             }
             scheduler.reprioritize(ticket: queued, to: priority)
+            delivering.withLock { $0.now -= 1 }
         }
-        let firstDone = DispatchSemaphore(value: 0)
-        let secondDone = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
+        done.enter()
         Thread.detachNewThread {
             control.setPriority(.veryHigh)
-            firstDone.signal()
+            done.leave()
         }
         firstInObserver.wait()
+        done.enter()
         Thread.detachNewThread {
             control.setPriority(.low)
-            secondDone.signal()
+            done.leave()
         }
-        // The second setter either delivers now (the old behaviour) or waits for the first.
-        let secondEndedFirst = secondDone.wait(timeout: .now() + 1) == .success
-        releaseFirst.signal()
-        firstDone.wait()
-        if !secondEndedFirst { secondDone.wait() }
+        done.wait()
+        #expect(delivering.current.most == 1)
         #expect(control.priority == .low)
         #expect(scheduler.snapshot.queuedByPriority == [.low: 1])
     }

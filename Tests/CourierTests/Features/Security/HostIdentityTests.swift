@@ -56,6 +56,35 @@ struct HostIdentityTests {
         }
     }
 
+    /// A pin and a `resolvedHosts` entry written with the Unicode name hold for the host requests
+    /// go to in its IDNA form: pinned to another key, nothing is sent; to the server's, it is
+    /// reached. (A pin kept under the Unicode name matched no request, so none was checked.)
+    // AsyncHTTPClient only: pins are checked by its TLS stack (URLSession's are Apple's), and
+    // `resolvedHosts` is its setting.
+    @Test
+    func aPinForAUnicodeHostNameHoldsForItsIDNAForm() async throws {
+        let certificates = try TestCertificates.generate(dnsNames: ["xn--bcher-kva.test"], ipv4Addresses: [])
+        let other = try TestCertificates.generate(commonName: "Other")
+        for (pin, reached) in [(other.leafSPKIDER, false), (certificates.leafSPKIDER, true)] {
+            try await self.withServer(
+                certificates, urlHost: "bücher.test",
+                configure: { configuration, _ in
+                    configuration.resolvedHosts["Bücher.test"] = "127.0.0.1"
+                    configuration.pinning.pin("bücher.test", to: [try .publicKey(TLSPin.publicKeyPinText(spkiDER: pin))])
+                }
+            ) { client, server in
+                if reached {
+                    let article = try await client.send(Endpoint<Article>(path: "/json"))
+                    #expect(article.id == 1)
+                } else {
+                    let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+                    #expect(error?.kind == .pinMismatch, "\(error?.message ?? "")")
+                    #expect(server.requests.isEmpty)
+                }
+            }
+        }
+    }
+
     /// The reason of a certificate failure comes from a second handshake with the same server:
     /// the one `resolvedHosts` routes the host to, not whatever the name resolves to elsewhere.
     // AsyncHTTPClient only: `resolvedHosts` is its setting (URLSession has no host override).

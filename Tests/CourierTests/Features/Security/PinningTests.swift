@@ -40,8 +40,12 @@ struct PinningTests {
             #expect(error?.kind == .pinMismatch)
             #expect(server.requests.isEmpty)
         }
-        // The verdict the Apple-platform transport uses says the same.
-        #expect(ServerTrustPinning.verdict(pins: [], host: "localhost", leafCertificate: nil)?.kind == .pinMismatch)
+        // The verdict the Apple-platform transport uses says the same of a readable certificate
+        // (one it would accept with its own key pinned).
+        let base64 = Certificates.shared.leafPEM.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        let leaf = try #require(Data(base64Encoded: base64))
+        #expect(ServerTrustPinning.verdict(pins: [], host: "localhost", leafCertificate: leaf)?.kind == .pinMismatch)
+        #expect(ServerTrustPinning.verdict(pins: [try .publicKey(Self.rightPin)], host: "localhost", leafCertificate: leaf) == nil)
     }
 
     @Test(arguments: [false, true])
