@@ -90,9 +90,11 @@ extension URLSessionTransport {
         .contains { text.contains($0) }
     }
 
-    /// The `Set-Cookie` values the platform joined with ",": split at a comma followed by a new
-    /// `name=value` (not at the comma inside an `Expires` date such as `Wed, 09 Jun 2021`).
-    /// Read byte by byte (``FieldText``): a comma followed by a combining mark still separates.
+    /// The `Set-Cookie` values the platform joined with ", ": split at a comma and a space followed
+    /// by a new `name=value` (not at the comma inside an `Expires` date such as `Wed, 09 Jun 2021`,
+    /// nor at a comma the server wrote inside one field's value, `b=2,c=3`: one cookie, as
+    /// AsyncHTTPClient reads it — RFC 6265 §3, a server sends one cookie per field). Read byte by
+    /// byte (``FieldText``).
     static func splitSetCookie(_ joined: String) -> [String] {
         var values: [String] = []
         var current = ""
@@ -101,7 +103,7 @@ extension URLSessionTransport {
                 // A new cookie starts when the piece opens with a `name=` (no space or `;` in the name).
                 let nextToken = FieldText.split(FieldText.split(piece, at: ";", maxSplits: 1)[0], at: "=", maxSplits: 1)
                 let name = nextToken.count == 2 ? FieldText.trimmed(nextToken[0]) : ""
-                if !name.isEmpty, !name.utf8.contains(0x20) {
+                if piece.utf8.first == 0x20, !name.isEmpty, !name.utf8.contains(0x20) {
                     values.append(FieldText.trimmed(current))
                     current = ""
                 } else {

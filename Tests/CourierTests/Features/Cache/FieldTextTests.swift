@@ -65,7 +65,9 @@ struct FieldTextTests {
     @Test func mediaTypesCodingsAndJoinedCookiesSplitAtTheByte() throws {
         #expect(isJSONContentType("application/json;" + "\u{301}charset=utf-8"))
         #expect(throws: CourierError.self) { _ = try ContentCoding.of("gzip" + Self.commaAndMark + "br") }
-        #expect(URLSessionTransport.splitSetCookie("a=1" + Self.commaAndMark + "b=2") == ["a=1", "\u{301}b=2"])
+        #expect(URLSessionTransport.splitSetCookie("a=1, \u{301}b=2") == ["a=1", "\u{301}b=2"])
+        // The platform joins with ", ": a comma without the space is inside one field's value.
+        #expect(URLSessionTransport.splitSetCookie("a=1" + Self.commaAndMark + "b=2") == ["a=1" + Self.commaAndMark + "b=2"])
         #expect(
             URLSessionTransport.splitSetCookie("a=1; Expires=Wed, 09 Jun 2031 10:18:14 GMT, b=2") == [
                 "a=1; Expires=Wed, 09 Jun 2031 10:18:14 GMT", "b=2",

@@ -37,6 +37,9 @@ struct CookieJarTests {
         case "/squeeze":
             // One cookie to fill a domain of Secure ones, then the session cookie they shadow.
             return .text("squeezed", headers: [("Set-Cookie", "x=1; Path=/"), ("Set-Cookie", "session=evil; Path=/")])
+        case "/reflect":
+            // A value the server reflects, with a comma in it: one field, one cookie.
+            return .text("reflected", headers: [("Set-Cookie", "prefs=a,admin=1; Path=/"), ("Set-Cookie", "z=9; Path=/")])
         case "/flaky":
             let attempts = request.query["n"] ?? "0"
             return attempts == "0" && !received.contains("retry=1")
@@ -80,6 +83,20 @@ struct CookieJarTests {
             let url = server.baseURL.appendingPathComponent("home")
             #expect(jar.cookies(for: url).map(\.name) == ["theme"])
             #expect(Set(jar.allCookies.map(\.name)) == ["session", "theme", "api"])
+        }
+    }
+
+    /// RFC 6265 §3: one `Set-Cookie` field is one cookie. URLSession's platform joins repeated
+    /// fields with ", ", and Courier split them at any comma before a `name=`: a reflected value
+    /// `prefs=a,admin=1` made an `admin` cookie there, and not on AsyncHTTPClient.
+    @Test(arguments: TransportKind.allCases)
+    func aCommaInsideOneSetCookieValueMakesNoSecondCookie(_ kind: TransportKind) async throws {
+        try await withJar(kind) { client, server, jar in
+            let first = try await client.send(Self.get("/reflect"))
+            #expect(first == "reflected")
+            #expect(Set(jar.allCookies.map(\.name)) == ["prefs", "z"])
+            let sent = try await client.send(Self.get("/home"))
+            #expect(sent == "prefs=a,admin=1; z=9")
         }
     }
 
