@@ -159,12 +159,15 @@ struct SlotAcrossHostsTests {
     /// attempt's task cancelled) and sends the request again: the new attempt takes the origin's
     /// slot, then waits for the other host's as the first did. It held none: it went out to both
     /// hosts past their limits (the other host got a second request while its one slot was busy).
-    @Test(arguments: TransportKind.allCases)
-    func anAttemptSentAfterOneGaveUpWaitingForTheOtherHostsSlotWaitsForOneToo(_ kind: TransportKind) async throws {
+    /// `shared`: the middleware is the client's, so the request is one deduplication shares (an
+    /// endpoint's closure middleware keeps it apart), and the shared request's ticket follows.
+    @Test(arguments: TransportKind.allCases, [false, true])
+    func anAttemptSentAfterOneGaveUpWaitingForTheOtherHostsSlotWaitsForOneToo(_ kind: TransportKind, shared: Bool) async throws {
         let (origin, other, gate) = try await Self.servers()
         let target = other.baseURL.appendingPathComponent("slow/blocker-2").absoluteString
         let queued = SlotLog()
         let giveUpOnce = ClosureMiddleware { request, next in
+            guard request.head.path?.hasPrefix("/to") == true else { return try await next(request) }
             do {
                 // Cancelled, and waited for, when the scope ends.
                 async let _ = next(request)
@@ -177,12 +180,13 @@ struct SlotAcrossHostsTests {
             configure: {
                 Self.onePerHost(&$0)
                 $0.eventMonitors = [queued]
+                if shared { $0.middleware = [giveUpOnce] }
             }
         ) { client in
             let holder = client.start(Endpoint<Article>(path: other.baseURL.appendingPathComponent("slow/blocker-1").absoluteString))
             #expect(await eventually { other.requests.count == 1 })
             var endpoint = Endpoint<Article>(path: "/to", query: ["url": target])
-            endpoint.middleware = [giveUpOnce]
+            if !shared { endpoint.middleware = [giveUpOnce] }
             let redirected = client.start(endpoint)
             // The first attempt queued for the other host and gave up; the second queues there too.
             #expect(await eventually { queued.queuedAt.count == 2 && client.traffic.queued == 1 }, "\(queued.queuedAt)")
