@@ -54,9 +54,9 @@ struct ConnectionFailureTests {
 
     /// URLSession only (the setting is `URLSessionConfiguration`'s; AsyncHTTPClientTransport has
     /// none): an idle timeout FoundationNetworking cannot take in whole milliseconds of an Int —
-    /// infinite, huge, or under a second — is kept in its range, so the request is sent and
-    /// answered instead of trapping or timing out at once.
-    @Test(arguments: [TimeInterval.infinity, .greatestFiniteMagnitude, 1e17, 0.5])
+    /// infinite or huge — is kept in its range, so the request is sent and answered instead of
+    /// trapping.
+    @Test(arguments: [TimeInterval.infinity, .greatestFiniteMagnitude, 1e17])
     func anIdleTimeoutOutsideThePlatformsRangeStillSends(_ seconds: TimeInterval) async throws {
         let server = try await http1Server { _ in .text("ok") }
         let configuration = URLSessionConfiguration.ephemeral
@@ -70,5 +70,22 @@ struct ConnectionFailureTests {
         #expect(URLSessionTransport.idleTimeout(.nan) == 1e9)
         #expect(URLSessionTransport.idleTimeout(0) == 0)
         #expect(URLSessionTransport.idleTimeout(30) == 30)
+    }
+
+    /// URLSession only (as above): an idle timeout under a second, which FoundationNetworking
+    /// would turn into none at all (every request failing at once), goes to the session as one
+    /// second. The configuration is checked rather than a request timed: a request answered
+    /// within one second is a race on a loaded machine.
+    @Test(arguments: [0.5, 0.001, 0.999])
+    func anIdleTimeoutUnderASecondBecomesOneSecond(_ seconds: TimeInterval) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = seconds
+        let sealed = URLSessionTransport.sealed(configuration)
+        #if canImport(FoundationNetworking)
+        #expect(sealed.timeoutIntervalForRequest == 1)
+        #else
+        #expect(sealed.timeoutIntervalForRequest == seconds)
+        #endif
+        #expect(configuration.timeoutIntervalForRequest == seconds, "the app's configuration is left as it was")
     }
 }
