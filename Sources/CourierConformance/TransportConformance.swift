@@ -151,7 +151,7 @@ public struct TransportConformance: Sendable {
     }
 
     private static func request(
-        _ method: HTTPRequest.Method, _ server: TestServer, _ path: String, body: RequestBody? = nil, timeout: Duration = .seconds(20)
+        _ method: HTTPRequest.Method, _ server: TestServer, _ path: String, body: RequestBody? = nil, timeout: Duration = .seconds(45)
     ) -> Request {
         let scheme = server.baseURL.scheme ?? "http"
         let head = HTTPRequest(
@@ -202,7 +202,7 @@ public struct TransportConformance: Sendable {
             (HTTPRequest.Method.head, "/head"), (.get, "/204"), (.get, "/304"), (.get, "/304-length"), (.get, "/204-length"),
         ] {
             let response = try await transport.send(Self.request(method, server, path))
-            let body = try await response.body.collect(upTo: 1 << 20, deadline: .now + .seconds(10))
+            let body = try await response.body.collect(upTo: 1 << 20, deadline: .now + .seconds(30))
             if !body.isEmpty { failures.append("\(method) \(path): \(body.count) body bytes, expected none") }
         }
         return failures
@@ -226,7 +226,8 @@ public struct TransportConformance: Sendable {
     private static func streamedResponseBody(_ transport: any Transport, _ servers: Servers) async throws -> [String] {
         // The head and 1 KiB, then nothing for 60 s: the first bytes must be readable while the
         // rest is held back. A transport that waits for the whole body does not hand them over
-        // within the 10 s this check allows (on loopback they take milliseconds).
+        // within the 30 s this check allows (on loopback they take milliseconds; the rest is room
+        // for a loaded machine).
         let server = try await servers.start(.http1) { _ in
             ScriptedResponse(status: 200, body: Data(count: 64 * 1024)).with(.stallMidBody(afterBytes: 1024, .seconds(60)))
         }
@@ -251,7 +252,7 @@ public struct TransportConformance: Sendable {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: .seconds(10))
+                try? await Task.sleep(for: .seconds(30))
                 return .tooLate
             }
             let first = await group.next() ?? .tooLate

@@ -353,7 +353,8 @@ struct MisbehaviourTests {
         let server = try await tlsServer()
         try await withClient(
             .asyncHTTPClient, server: server, configure: { $0.retry = .never },
-            transportConfiguration: { $0.readTimeout = .milliseconds(300) }
+            // Seconds, not less: the handshake and the request's write must not be cut by it.
+            transportConfiguration: { $0.readTimeout = .seconds(3) }
         ) { client in
             let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: path)) }
             #expect(error?.kind == .timeout, "\(error?.description ?? "")")
@@ -368,16 +369,16 @@ struct MisbehaviourTests {
         // has none of its own). A reader that pauses makes the transport stop reading the socket
         // (back-pressure); the server's silence then was taken for a stalled server, and the
         // body failed with kind `timeout` blaming it.
-        // (A read timeout of 2 s, not less: this path must succeed, and a loaded machine can hold
-        // the event loop for a few hundred milliseconds while a read is pending.)
+        // (A read timeout of 5 s, not less: this path must succeed, and a loaded machine can hold
+        // the event loop for seconds while a read is pending.)
         let server = try await http1Server()
-        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.readTimeout = .seconds(2) }) { client in
+        try await withClient(.asyncHTTPClient, server: server, transportConfiguration: { $0.readTimeout = .seconds(5) }) { client in
             let response = try await client.stream(Endpoint<Data>(path: "/big-announced", decoding: .data))
             var iterator = response.body.makeAsyncIterator()
             var received = try await iterator.next()?.count ?? 0
             // Two read timeouts and more, with the body unread: the timeout would have fired by
             // now (its check runs four times per timeout).
-            try await Task.sleep(for: .seconds(5))
+            try await Task.sleep(for: .seconds(11))
             while let chunk = try await iterator.next() { received += chunk.count }
             #expect(received == 4 << 20)
             // A stalled server still times out.

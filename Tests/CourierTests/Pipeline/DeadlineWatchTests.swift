@@ -69,7 +69,7 @@ struct DeadlineWatchTests {
         try await withClient(kind, server: server, configure: { $0.deduplication.isEnabled = false }) { client in
             let first = Task {
                 try await client.send(
-                    Endpoint<Data>(path: "/json", timeout: .milliseconds(100), middleware: [gate.blocking], decoding: .data))
+                    Endpoint<Data>(path: "/json", timeout: .seconds(1), middleware: [gate.blocking], decoding: .data))
             }
             // The first deadline has fired and its handler is blocked before the second starts.
             #expect(await eventually { gate.cancelled.withLock { $0 } })
@@ -96,7 +96,8 @@ struct DeadlineWatchTests {
         let gate = BlockingCancellation()
         try await withClient(kind, server: server, configure: { $0.deduplication.isEnabled = false }) { client in
             // One deadline for all five, so one scan of the watch finds them passed together.
-            let timeout = Duration.milliseconds(400)
+            // (Seconds, so the first request is in its middleware before the deadline passes.)
+            let timeout = Duration.seconds(2)
             let first = Task {
                 try await client.send(Endpoint<Data>(path: "/json", timeout: timeout, middleware: [gate.blocking], decoding: .data))
             }

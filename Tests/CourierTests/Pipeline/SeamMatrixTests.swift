@@ -993,7 +993,9 @@ struct SeamMatrixTests {
         let server = try await http1Server { _ in
             ScriptedResponse(status: 200, body: Data(repeating: 65, count: 120)).with(.stallMidBody(afterBytes: 10, .seconds(24)))
         }
-        try await withClient(kind, server: server) { client in
+        // The body idle timeout (30 s by default) is not what this test is about: set well past
+        // the stall, so late bytes on a loaded machine are not cut by it.
+        try await withClient(kind, server: server, configure: { $0.bodyIdleTimeout = .seconds(120) }) { client in
             // The head comes at once, the rest of the body 24 s later: past the 20-second timeout.
             // (A generous timeout: the head must arrive in time even while the whole suite runs.)
             let stream = try await client.stream(Endpoint<Data>(path: "/long", timeout: .seconds(20), decoding: .data))

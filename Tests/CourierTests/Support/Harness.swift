@@ -122,6 +122,9 @@ func withClient(
     switch kind {
     case .asyncHTTPClient:
         var configuration = AsyncHTTPClientTransport.Configuration()
+        // A TLS handshake has taken over 10 s (the default connect timeout) under the
+        // ThreadSanitizer run's load; the servers here are on loopback and never drop a connect.
+        configuration.connectTimeout = .seconds(60)
         if case .tls = server.mode {
             try configuration.trust(pemCertificates: Certificates.shared.caPEMBytes)
         }

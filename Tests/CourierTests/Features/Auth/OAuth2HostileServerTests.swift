@@ -249,16 +249,20 @@ extension OAuth2Tests {
     @Test(arguments: TransportKind.allCases)
     func aTokenInsideItsRefreshMarginIsUsedWhileItCannotBeRenewed(_ kind: TransportKind) async throws {
         let events = Locked(0)
-        let unrenewable = OAuth2Token(accessToken: "t-0", expiresAt: Date().addingTimeInterval(20))
-        try await self.setUp(kind, token: unrenewable, events: events) { client, auth, oauth, server in
+        // Tokens ten minutes from expiry, inside a fifteen-minute margin (half of a lifetime that
+        // began an hour ago is more): still good however slowly the machine runs the test.
+        var inMargin = OAuth2Authenticator.Configuration()
+        inMargin.refreshMargin = .seconds(900)
+        let unrenewable = OAuth2Token(accessToken: "t-0", expiresAt: Date().addingTimeInterval(600))
+        try await self.setUp(kind, token: unrenewable, configuration: inMargin, events: events) { client, auth, oauth, server in
             auth.tokenReceived(ago: 3600)
             let article = try await client.send(Endpoint<Article>(path: "/api/1"))
             #expect(article.title == "t-0")
             #expect(server.requests.filter { $0.path == "/oauth/token" }.isEmpty)
             #expect(auth.token?.accessToken == "t-0")
         }
-        let renewable = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(20))
-        try await self.setUp(kind, token: renewable, events: events) { client, auth, oauth, _ in
+        let renewable = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(600))
+        try await self.setUp(kind, token: renewable, configuration: inMargin, events: events) { client, auth, oauth, _ in
             auth.tokenReceived(ago: 3600)
             oauth.state.withLock { $0.refreshAnswer = .text("busy", status: 503) }
             let article = try await client.send(Endpoint<Article>(path: "/api/2"))
@@ -272,7 +276,7 @@ extension OAuth2Tests {
         }
         // Refreshes that failed for a reason counted against the limit (an error page) used it
         // up: the token, still good, is used without asking again, not failed as "stopped".
-        var configuration = OAuth2Authenticator.Configuration()
+        var configuration = inMargin
         configuration.maxRefreshes = 1
         try await self.setUp(kind, token: renewable, configuration: configuration, events: events) { client, auth, oauth, _ in
             auth.tokenReceived(ago: 3600)
