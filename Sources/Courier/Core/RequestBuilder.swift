@@ -38,7 +38,8 @@ enum RequestBuilder {
             guard let url = URL(string: Self.escapingTarget(ofAbsolute: endpoint.path)), let target = BaseURL(url),
                 let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
             else {
-                let shown = Redactor.standard.redactFreeText(Redactor.standard.redact(urlString: endpoint.path))
+                let redactor = configuration.redactor
+                let shown = redactor.redactFreeText(redactor.redact(urlString: endpoint.path))
                 throw CourierError.invalidRequest("'\(shown)' is not a valid absolute URL")
             }
             // An encoded dot-segment (what `pathSegment:` makes of `.` or `..`) is refused here as
@@ -75,7 +76,8 @@ enum RequestBuilder {
             } else if let clientBase {
                 base = clientBase
             } else {
-                throw CourierError.invalidRequest("the endpoint path '\(endpoint.path)' is relative and the client has no base URL")
+                let shown = configuration.redactor.redact(urlString: endpoint.path)
+                throw CourierError.invalidRequest("the endpoint path '\(shown)' is relative and the client has no base URL")
             }
             head = HTTPRequest(
                 method: endpoint.method, scheme: base.scheme, authority: base.authority,
@@ -93,7 +95,7 @@ enum RequestBuilder {
             let forbidden: Set<Unicode.Scalar> = ["\r", "\n", "\0"]
             if name.unicodeScalars.contains(where: forbidden.contains) || value.unicodeScalars.contains(where: forbidden.contains) {
                 throw CourierError.invalidRequest(
-                    "the header field '\(Redactor.standard.isSecret(headerName: name) ? "REDACTED" : name.debugDescription)' contains CR, LF or NUL"
+                    "the header field '\(configuration.redactor.isSecret(headerName: name) ? configuration.redactor.replacement : name.debugDescription)' contains CR, LF or NUL"
                 )
             }
             guard let fieldName = HTTPField.Name(name) else {

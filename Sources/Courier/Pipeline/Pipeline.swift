@@ -36,7 +36,8 @@ final class Pipeline: Sendable {
         // one above it.)
         // swift-format-ignore
         self.entry = .segment(
-            Fused(ClassifyStage(classifier: configuration.errorClassifier, onEvent: configuration.onEvent),
+            Fused(ClassifyStage(classifier: configuration.errorClassifier, onEvent: configuration.onEvent,
+                                redactor: configuration.redactor),
             Fused(BuildStage(parts: client),
             Fused(ObserveStage(events: events, redactor: configuration.redactor),
             Fused(LifecycleStage(lifecycle: client.lifecycle),

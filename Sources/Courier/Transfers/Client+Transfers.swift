@@ -61,7 +61,8 @@ extension Client {
             do {
                 return try await self.performDownload(endpoint, to: destination, resume: resume, reporter: reporter)
             } catch {
-                throw ClassifyStage(classifier: self.configuration.errorClassifier, onEvent: nil).classified(error)
+                throw ClassifyStage(classifier: self.configuration.errorClassifier, onEvent: nil, redactor: self.configuration.redactor)
+                    .classified(error)
             }
         }
         return TransferTask(progress: reporter.stream, task: task)

@@ -174,6 +174,37 @@ struct LoggingTests {
         #expect(written.contains("first line"))
     }
 
+    /// An error made before the request exists (the build stage: an endpoint URL that is not
+    /// one, a relative path on a client without a base URL) is hidden with the client's own
+    /// redactor too: the stages that set it on errors sit below the build stage, and a query name
+    /// the app made secret showed in the message and in `"\(error)"`.
+    @Test(arguments: TransportKind.allCases)
+    func anErrorOfTheBuildStageIsHiddenWithTheClientsOwnRedactor(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        var redactor = Redactor.standard
+        redactor.queryNames.insert("sid")
+        redactor.replacement = "HIDDEN"
+        try await withClient(kind, server: server, configure: { $0.redactor = redactor }) { client in
+            let failure = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(path: "http://[::1/x?sid=S3CRET&page=1", decoding: .data))
+            }
+            let shown = String(describing: try #require(failure))
+            #expect(failure?.kind == .invalidRequest)
+            #expect(!shown.contains("S3CRET") && !(failure?.message.contains("S3CRET") ?? true), "\(shown)")
+            #expect(shown.contains("HIDDEN") && shown.contains("page=1"), "\(shown)")
+            // The server was never asked.
+            #expect(server.requests.isEmpty)
+        }
+        let transport = makeTransport(kind)
+        let unbased = Client(configuration: .init(transport: transport.transport) { $0.redactor = redactor })
+        let relative = await expectCourierError { _ = try await unbased.send(Endpoint<Data>(path: "/x?sid=S3CRET", decoding: .data)) }
+        try await transport.shutdown()
+        let relativeText = String(describing: try #require(relative))
+        #expect(relative?.kind == .invalidRequest)
+        #expect(!relativeText.contains("S3CRET"), "\(relativeText)")
+        #expect(relativeText.contains("HIDDEN"), "\(relativeText)")
+    }
+
     /// A replacement of the app's own that a query cannot hold as it is (`[hidden value]`) is
     /// percent-encoded in a URL's query: written raw, Foundation stopped the process while the
     /// request's line was logged. A query name whose last word is `key` is a secret too.
