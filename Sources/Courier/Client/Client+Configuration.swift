@@ -30,7 +30,8 @@ extension Client {
         public var defaultHeaders: HTTPFields
         /// Middleware for every request, in order, before the endpoint's own.
         public var middleware: [any Middleware]
-        /// Where the start and end of each request are logged; `nil` logs nothing.
+        /// Where the start and end of each request are logged; `nil` logs nothing, unless the
+        /// process's debug options set a log level (see ``debugOptions``).
         public var logger: Logger?
         /// Encodes JSON request bodies.
         public var encoder: JSONEncoder
@@ -61,8 +62,9 @@ extension Client {
         public var defaultWireProtocol: any WireProtocol
         /// Decides how each error should be presented (``CourierError/presentation``).
         public var errorClassifier: ErrorClassifier
-        /// Limits for decoding gzip and deflate responses, which the client asks for
-        /// (`Accept-Encoding`) and decodes itself; `nil` neither asks nor decodes.
+        /// Limits for decoding the content codings the client asks for (`Accept-Encoding`) and
+        /// decodes itself: gzip and deflate, on Linux also br and zstd; `nil` neither asks nor
+        /// decodes.
         public var decompression: DecompressionLimits?
         /// The response cache: its store (none by default, so nothing is cached), default policy and partition.
         public var cache: CacheConfiguration

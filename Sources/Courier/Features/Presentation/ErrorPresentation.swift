@@ -53,7 +53,7 @@ public struct CourierEvent: Sendable {
 
 /// Shows errors without flooding the user: identical presentations are coalesced.
 ///
-/// Ten concurrent requests failing with the same business error produce one alert, not ten: an
+/// Ten concurrent requests failing with the same business error produce one toast, not ten: an
 /// error whose presentation, kind, code and message match one on screen is dropped until that one
 /// is dismissed. A re-login presentation is raised once until ``resolveReLogin()`` is called.
 /// Silent errors are never shown. The `show` closure runs on `queue`.
