@@ -155,9 +155,13 @@ public final class Outbox: Sendable {
             body = bytes
         }
         // The fields the client's and the service's defaults gave are not stored: they apply when
-        // the item is sent, as they are then (a credential rotated meanwhile, none on disk).
+        // the item is sent, as they are then (a credential rotated meanwhile, none on disk). The
+        // body's `Content-Type` is stored whatever gave it: it labels the stored bytes, and a
+        // default left out would have the body sent as `application/octet-stream`.
         let defaults = self.client.defaultFields(for: endpoint)
-        var headers = request.head.headerFields.filter { !defaults.contains($0) }.map { [$0.name.canonicalName, $0.value] }
+        var headers = request.head.headerFields.filter { $0.name == .contentType || !defaults.contains($0) }.map {
+            [$0.name.canonicalName, $0.value]
+        }
         if let type = request.body?.contentType, request.head.headerFields[.contentType] == nil { headers.append(["content-type", type]) }
         let now = Date()
         let id = try self.store.insert(
@@ -200,7 +204,8 @@ public final class Outbox: Sendable {
     }
 
     /// Marks a completed item as seen by the app: ``completions()`` does not yield it again, and
-    /// it may be pruned.
+    /// it may be pruned. Fails with kind `notFound` for an item that is not delivered or dead
+    /// (one sent again by ``retry(_:)`` is unacknowledged until its new completion is).
     public func acknowledge(_ id: OutboxItemID) throws(OutboxError) {
         try self.store.acknowledge(id)
     }

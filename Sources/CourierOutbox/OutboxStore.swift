@@ -236,7 +236,8 @@ final class OutboxStore: Sendable {
                 try db.execute(
                     sql:
                         """
-                        UPDATE item SET state = 'pending', attempts = 0, next_attempt_at = ?, finished_at = NULL, expires_at = NULL
+                        UPDATE item SET state = 'pending', attempts = 0, next_attempt_at = ?, finished_at = NULL, expires_at = NULL,
+                            acknowledged = 0
                         WHERE state = 'dead' AND (id = ? OR batch = (SELECT batch FROM item WHERE id = ? AND state = 'dead'))
                         """,
                     arguments: [now.timeIntervalSince1970, id.rawValue, id.rawValue]
@@ -249,12 +250,19 @@ final class OutboxStore: Sendable {
         if changed == 0 { throw OutboxError(.notFound, "no dead item with id \(id)") }
     }
 
+    /// Marks a completed (delivered or dead) item acknowledged; `notFound` for any other.
     func acknowledge(_ id: OutboxItemID) throws(OutboxError) {
+        let changed: Int
         do {
-            try self.pool.write { db in try db.execute(sql: "UPDATE item SET acknowledged = 1 WHERE id = ?", arguments: [id.rawValue]) }
+            changed = try self.pool.write { db in
+                try db.execute(
+                    sql: "UPDATE item SET acknowledged = 1 WHERE id = ? AND state IN ('delivered', 'dead')", arguments: [id.rawValue])
+                return db.changesCount
+            }
         } catch {
             throw Self.map(error, "acknowledging item \(id)")
         }
+        if changed == 0 { throw OutboxError(.notFound, "no delivered or dead item with id \(id)") }
     }
 
     /// Deletes finished items the app acknowledged: delivered ones finished before

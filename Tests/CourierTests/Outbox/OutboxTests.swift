@@ -472,6 +472,44 @@ struct OutboxTests {
         }
     }
 
+    /// A JSON body goes out labelled as it was when stored, also when the client's or the
+    /// service's default fields name JSON too: the default was left out of what is stored (it
+    /// applies at delivery), the body's own type was then not stored either, and the body went as
+    /// `application/octet-stream`, which won over the default (a strict API answers 415, and a
+    /// 4xx makes the item dead).
+    @Test(arguments: TransportKind.allCases)
+    func aJSONBodyKeepsItsTypeWhenTheDefaultFieldsNameJSONToo(_ kind: TransportKind) async throws {
+        let types = Locked<[String: String]>([:])
+        let server = try await http1Server { request in
+            types.withLock { $0[request.path] = request.header("Content-Type") ?? "none" }
+            return .text("ok", status: 201)
+        }
+        let servers = ServerDirectory(
+            urls: [.main: [.develop: server.baseURL], "payments": [.develop: server.baseURL]], buildDefault: .develop,
+            isReleaseBuild: false, store: InMemoryEnvironmentStore())
+        try await Self.withOutbox(
+            kind, server: server,
+            configure: {
+                $0.servers = servers
+                $0.defaultHeaders[.contentType] = "application/json; charset=utf-8"
+                $0.serviceDefaults["payments"] = ServiceDefaults(headers: [.contentType: "application/json"])
+            }
+        ) { outbox, _, _ in
+            let ids = [
+                try outbox.enqueue(Self.post("/client")),
+                try outbox.enqueue(Self.post("/service").service("payments")),
+                try outbox.enqueue(
+                    Endpoint<Data>(method: .post, path: "/encoded", body: .json(["text": "hi"]), decoding: .data), queue: "other"),
+            ]
+            await outbox.deliverAll()
+            for id in ids { #expect(try outbox.item(id)?.state == .delivered) }
+            let seen = types.current
+            #expect(seen["/client"] == "application/json; charset=utf-8", "\(seen)")
+            #expect(seen["/service"] == "application/json", "\(seen)")
+            #expect(seen["/encoded"]?.hasPrefix("application/json") == true, "\(seen)")
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func anEndpointsOwnIdempotencyKeyIsKept(_ kind: TransportKind) async throws {
         // An app that sent the request itself, timed out after the server applied it, and then
@@ -521,6 +559,49 @@ struct OutboxTests {
             let pruning = try Outbox(path: path, client: client, configuration: keepNothing)
             #expect(try pruning.item(id) == nil)
         }
+    }
+
+    /// An item the app acknowledged dead and then sent again (``Outbox/retry(_:)``) has a new
+    /// completion to report: it is unacknowledged again, so ``Outbox/completions()`` yields it
+    /// after a restart and pruning keeps it until the app acknowledges that one (it stayed
+    /// acknowledged, and its new outcome went unseen). Only a completed item can be acknowledged:
+    /// a pending one would otherwise complete already acknowledged.
+    @Test(arguments: TransportKind.allCases)
+    func aRetriedItemIsUnacknowledgedUntilItsNewCompletionIsSeen(_ kind: TransportKind) async throws {
+        let answers = Locked(0)
+        let server = try await http1Server { request in
+            let count = answers.withLock {
+                $0 += 1
+                return $0
+            }
+            return count == 1 ? .text("no", status: 400) : .text("ok", status: 201)
+        }
+        let path = Self.databasePath()
+        try await Self.withOutbox(kind, server: server, path: path) { outbox, client, _ in
+            let id = try outbox.enqueue(Self.post("/flaky"))
+            await outbox.deliverAll()
+            #expect(try outbox.item(id)?.state == .dead)
+            try outbox.acknowledge(id)
+            try outbox.retry(id)
+            #expect(try outbox.item(id)?.acknowledged == false)
+            do {
+                try outbox.acknowledge(id)
+                Issue.record("a pending item was acknowledged")
+            } catch {
+                #expect((error as? OutboxError)?.kind == .notFound, "\(error)")
+            }
+            await outbox.deliverAll()
+            #expect(try outbox.item(id)?.state == .delivered)
+            #expect(try outbox.item(id)?.acknowledged == false)
+            var keepNothing = Outbox.Configuration()
+            keepNothing.deliveredRetention = .zero
+            try await Self.untilTheClockPasses(outbox.item(id)?.finishedAt)
+            let reopened = try Outbox(path: path, client: client, configuration: keepNothing)
+            try #require(try reopened.item(id)?.state == .delivered)
+            var completions = reopened.completions().makeAsyncIterator()
+            #expect(await completions.next()?.id == id)
+        }
+        #expect(answers.current == 2)
     }
 
     @Test(arguments: TransportKind.allCases)
