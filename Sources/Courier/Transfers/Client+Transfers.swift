@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 
@@ -95,7 +96,7 @@ extension Client {
         var validator: String?
         var length: Int64?
         let size = try partial.size()
-        if resume, size > 0, let state = PartialDownload.load(record), state.url == urlString {
+        if resume, size > 0, let state = PartialDownload.load(record), state.names(urlString) {
             offset = size
             validator = state.validator
             length = state.length
@@ -270,7 +271,8 @@ extension Client {
             do {
                 try partial.prepare(from: offset)
                 if let newValidator {
-                    try? PartialDownload(url: urlString, validator: newValidator, length: knownLength).save(to: record)
+                    try? PartialDownload(url: PartialDownload.digest(of: urlString), validator: newValidator, length: knownLength)
+                        .save(to: record)
                 }
                 written = try await partial.write(raw.body, from: offset, reporter: reporter, expected: total, end: end)
                 if let end, written != end {
@@ -341,6 +343,8 @@ extension Client {
 
 /// What is remembered about an unfinished download, to resume it.
 struct PartialDownload: Codable {
+    /// The URL's ``digest(of:)``: a pre-signed URL's signature and token stay out of the file.
+    /// (Records written before hold the URL itself.)
     var url: String
     var validator: String
     /// The complete length the bytes so far were sent with, when known (absent from records
@@ -349,6 +353,16 @@ struct PartialDownload: Codable {
 
     /// The largest record read: a URL and a validator take far less.
     static let sizeLimit = 64 * 1024
+
+    /// How a record names a download's URL: `sha256:` and the hex SHA-256 of its text.
+    static func digest(of url: String) -> String {
+        "sha256:" + SHA256.hash(data: Data(url.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Whether the record is of `url` (by its digest, or, written before, by the URL itself).
+    func names(_ url: String) -> Bool {
+        self.url == Self.digest(of: url) || self.url == url
+    }
 
     /// The record in `file`, when it is a plain file of this user's, not larger than
     /// ``sizeLimit``; `nil` otherwise. Opened without following links and without waiting:

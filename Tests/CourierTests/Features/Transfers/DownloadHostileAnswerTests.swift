@@ -28,6 +28,30 @@ extension TransferTests {
         try JSONSerialization.data(withJSONObject: fields).write(to: url)
     }
 
+    /// The record kept beside an unfinished download names its URL by a digest, not by the URL:
+    /// a pre-signed URL's signature and token stayed in a hidden file in the user's folder (the
+    /// redactor hides them everywhere else), for as long as the download stayed unfinished. The
+    /// download still resumes from it, and from a record written before, which held the URL.
+    @Test(arguments: TransportKind.allCases)
+    func theResumeRecordHoldsNoSecretOfTheURL(_ kind: TransportKind) async throws {
+        let origin = FileOrigin(cutFirstAfter: 400_000)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "signed.bin")
+            let endpoint = Endpoint<Data>(path: "/file?X-Amz-Signature=s3cr3t&X-Amz-Security-Token=t0ken", decoding: .data)
+            let failure = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            #expect(failure?.kind == .transport)
+            let recordURL = folder.appendingPathComponent(".courier-signed.bin.partial.json")
+            let record = String(decoding: try Data(contentsOf: recordURL), as: UTF8.self)
+            #expect(!record.contains("s3cr3t") && !record.contains("t0ken") && !record.contains("/file"), "\(record)")
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(result.resumedFrom > 0)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
+        }
+    }
+
     /// RFC 9110 §15.3.3 (202: processing not finished) and §15.3.5 (204: no content): neither
     /// is the file. The download fails with the status, and the partial file and its record
     /// are left as they were, so a later download still resumes.
