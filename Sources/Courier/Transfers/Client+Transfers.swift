@@ -115,6 +115,12 @@ extension Client {
                 destination: destination, offset: offset, validator: validator, length: length, start: start, reporter: reporter,
                 records: &rounds)
         } catch {
+            // Nothing of the file came and nothing remembers a part of it (a 404, a refused
+            // connection): the empty partial file could resume nothing, and goes (while still
+            // locked: a download waiting for it finds the path gone and makes its own).
+            if (try? partial.size()) == 0, !FileManager.default.fileExists(atPath: record.path) {
+                unlink(partialURL.path)
+            }
             events.failed(announced, failure: ObserveStage.failure(error), start: start, record: .summary(of: rounds))
             throw error
         }

@@ -28,6 +28,44 @@ extension TransferTests {
         try JSONSerialization.data(withJSONObject: fields).write(to: url)
     }
 
+    /// A download that got no byte of the file and keeps no record to resume from (a `404`, a
+    /// `204` on a fresh download, a port where nothing listens) leaves no hidden file behind: an
+    /// empty partial file stayed in the user's folder, with nothing that could resume from it.
+    @Test(arguments: TransportKind.allCases)
+    func aDownloadThatGotNothingLeavesNoHiddenFile(_ kind: TransportKind) async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server { request in
+            request.path == "/empty" ? ScriptedResponse(status: 204) : .text("no such file", status: 404)
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            for (path, status) in [("/missing", 404), ("/empty", 204)] {
+                let destination = DownloadDestination(directory: folder, fileName: "got-nothing.bin")
+                let failure = await expectCourierError {
+                    _ = try await client.download(Endpoint<Data>(path: path, decoding: .data), to: destination).value
+                }
+                #expect(failure?.status?.code == status)
+                #expect(self.hiddenFiles(folder).isEmpty, "\(path): \(self.hiddenFiles(folder))")
+                #expect(self.visibleFiles(folder).isEmpty)
+            }
+        }
+        let refusing = try RefusingPort()
+        let transport = makeTransport(kind)
+        let client = Client(
+            configuration: .init(transport: transport.transport, baseURL: URL(string: "http://127.0.0.1:\(refusing.port)")!) {
+                $0.retry = .never
+            })
+        let failure = await expectCourierError {
+            _ = try await client.download(
+                Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "refused.bin")
+            ).value
+        }
+        try await transport.shutdown()
+        withExtendedLifetime(refusing) {}
+        #expect(failure?.couldNotConnect == true)
+        #expect(self.hiddenFiles(folder).isEmpty, "\(self.hiddenFiles(folder))")
+    }
+
     /// The record kept beside an unfinished download names its URL by a digest, not by the URL:
     /// a pre-signed URL's signature and token stayed in a hidden file in the user's folder (the
     /// redactor hides them everywhere else), for as long as the download stayed unfinished. The
