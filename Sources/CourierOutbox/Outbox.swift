@@ -396,6 +396,9 @@ public final class Outbox: Sendable {
             chosen.map { OutboxBatchItem(id: $0.id, body: $0.body ?? Data(), idempotencyKey: $0.idempotencyKey) })
         endpoint.headers[Self.idempotencyKey] = key
         endpoint.acceptedStatuses = 100..<600
+        // Sent as made, as its items are (unless the rule names a protocol itself): a protocol
+        // that boxes each call would give every attempt a new envelope and id.
+        if endpoint.wire == nil { endpoint.wire = RESTProtocol() }
         let attempts = chosen.map(\.attempts).max() ?? 0
         await self.send(endpoint, ids: chosen.map(\.id), attempts: attempts + 1, maxAttempts: chosen.map(\.maxAttempts).min() ?? 1)
     }
@@ -548,7 +551,9 @@ public struct OutboxBatching: Sendable {
     public var maxBytes: Int
     /// How long the oldest item waits for others.
     public var maxAge: Duration
-    /// Builds the request for a batch (an analytics endpoint taking a JSON array, say).
+    /// Builds the request for a batch (an analytics endpoint taking a JSON array, say). It is sent
+    /// as made (``RESTProtocol``), whatever the client's default wire protocol, unless it sets
+    /// its own `wire`.
     public var makeRequest: @Sendable ([OutboxBatchItem]) -> Endpoint<Data>
 
     /// Creates a batching rule.

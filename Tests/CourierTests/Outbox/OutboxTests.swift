@@ -721,6 +721,35 @@ struct OutboxTests {
         }
     }
 
+    /// A batch is sent as the outbox makes it, as its items would be: not boxed by a client whose
+    /// default wire protocol boxes calls (JSON-RPC). It went out as a JSON-RPC envelope with a
+    /// fresh id at each attempt, its REST answer could not be unboxed, and the batch died though
+    /// the server had applied it.
+    @Test(arguments: TransportKind.allCases)
+    func aBatchIsNotBoxedByTheClientsDefaultWireProtocol(_ kind: TransportKind) async throws {
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        var configuration = Self.fast
+        configuration.batches["analytics"] = .jsonArray(
+            maxCount: 2, maxAge: .milliseconds(100), url: server.baseURL.absoluteString + "/events")
+        try await Self.withOutbox(
+            kind, server: server, configuration: configuration, configure: { $0.defaultWireProtocol = JSONRPCProtocol() }
+        ) { outbox, _, _ in
+            let ids = try (0..<2).map {
+                var item = Self.post("/events", #"{"e":\#($0)}"#)
+                item.wire = RESTProtocol()
+                return try outbox.enqueue(item, queue: "analytics")
+            }
+            await outbox.deliverAll()
+            for id in ids {
+                let item = try outbox.item(id)
+                #expect(item?.state == .delivered, "\(String(describing: item?.lastError))")
+            }
+            let bodies = api.state.current.bodies.map { String(decoding: $0, as: UTF8.self) }
+            #expect(bodies == [#"[{"e":0},{"e":1}]"#])
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aBatchIsFlushedWhenItsBodiesReachTheByteLimit(_ kind: TransportKind) async throws {
         let api = IdempotentServer()
