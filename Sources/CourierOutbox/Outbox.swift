@@ -341,7 +341,20 @@ public final class Outbox: Sendable {
                 if !stored { await self.wakeup.wait(upTo: .seconds(1)) }
                 return
             }
-            await self.deliverBatch(members, sentBefore: batch, batching: batching)
+            await self.deliverBatch(members, sentBefore: batch, batching: batching, expired: expired)
+            return
+        }
+        if let batch = head.batch {
+            // A batch sent before, and no rule for this queue now (removed in an update, or a
+            // program that knows none): its items are not sent one by one under new keys, which
+            // the server would apply again if it applied the batch. They are dead, for the app
+            // to see (and retry once the rule is back).
+            let members = (try? self.store.pendingItems(inBatch: batch)) ?? []
+            let stored = self.finish(
+                (members.isEmpty ? [head] : members).map(\.id), state: .dead,
+                error: "sent before in a batch, and the outbox has no batch rule for queue '\(queue)' now: not sent again alone",
+                result: nil, retryAt: nil)
+            if !stored { await self.wakeup.wait(upTo: .seconds(1)) }
             return
         }
         if expired(head) {
@@ -350,7 +363,7 @@ public final class Outbox: Sendable {
             return
         }
         if let batching = self.configuration.batches[queue] {
-            await self.deliverBatch(items, sentBefore: nil, batching: batching)
+            await self.deliverBatch(items, sentBefore: nil, batching: batching, expired: expired)
         } else {
             await self.deliverOne(head)
         }
@@ -373,21 +386,36 @@ public final class Outbox: Sendable {
     }
 
     /// Sends a batch: `items` as they are when they were sent before under the key `sentBefore`,
-    /// else as many of them as the rule takes, under a key made from theirs.
-    private func deliverBatch(_ items: [OutboxStore.StoredRequest], sentBefore: String?, batching: OutboxBatching) async {
+    /// else as many of them as the rule takes, under a key made from theirs, leaving out (dead)
+    /// those that have expired.
+    private func deliverBatch(
+        _ items: [OutboxStore.StoredRequest], sentBefore: String?, batching: OutboxBatching,
+        expired: (OutboxStore.StoredRequest) -> Bool
+    ) async {
         var chosen: [OutboxStore.StoredRequest] = []
         if sentBefore != nil {
             chosen = items
         } else {
             var bytes = 0
+            var lapsed: [OutboxItemID] = []
             for item in items {
                 if !chosen.isEmpty, chosen.count >= batching.maxCount || bytes + (item.body?.count ?? 0) > batching.maxBytes { break }
                 // An item of a batch sent before (behind a revived one) goes only with that
                 // batch, under its key: the server may have applied it.
                 if item.batch != nil { break }
+                if expired(item) {
+                    lapsed.append(item.id)
+                    continue
+                }
                 chosen.append(item)
                 bytes += item.body?.count ?? 0
             }
+            // Not sent any more; if this cannot be stored now, they are left out all the same,
+            // and their turn at the head of the queue marks them.
+            if !lapsed.isEmpty {
+                _ = self.finish(lapsed, state: .dead, error: "expired before it could be delivered", result: nil, retryAt: nil)
+            }
+            guard !chosen.isEmpty else { return }
         }
         // The same items make the same key; a batch sent before keeps the key it was sent with.
         let key = sentBefore ?? "batch-" + chosen.map(\.idempotencyKey).joined(separator: ",").sha256Prefix

@@ -910,6 +910,52 @@ struct OutboxTests {
         try database.close()
     }
 
+    /// A batch sent before, found by an outbox that has no batch rule for its queue (the rule
+    /// removed or renamed in an update, or the command-line tool, which knows none): its items
+    /// are not sent one by one under new keys (the server may have applied the batch, and would
+    /// apply each again); they are dead, with the reason, for the app to see and retry once the
+    /// rule is back.
+    @Test(arguments: TransportKind.allCases)
+    func aBatchSentBeforeIsNotSplitWhenTheRuleIsGone(_ kind: TransportKind) async throws {
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        let path = Self.databasePath()
+        let ids = try await Self.batchSentBefore(at: path, baseURL: server.baseURL, expired: nil)
+        try await Self.withOutbox(kind, server: server, path: path, configuration: Self.fast) { outbox, _, _ in
+            await outbox.deliverAll()
+            #expect(api.state.current.seen.isEmpty, "\(api.state.current.seen)")
+            for id in ids {
+                let item = try outbox.item(id)
+                #expect(item?.state == .dead)
+                #expect(item?.lastError?.contains("batch") == true, "\(String(describing: item?.lastError))")
+            }
+        }
+    }
+
+    /// An item that expired while it waited for its batch is not sent in it (its `expiresAfter`
+    /// says it is not sent any more); it is dead, and the others go. It was sent and delivered.
+    @Test(arguments: TransportKind.allCases)
+    func anExpiredItemIsLeftOutOfANewBatch(_ kind: TransportKind) async throws {
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        let path = Self.databasePath()
+        try await Self.withOutbox(kind, server: server, path: path, configuration: Self.analyticsBatches(to: server)) { outbox, _, _ in
+            let kept = try outbox.enqueue(Self.post("/events", #"{"e":0}"#), queue: "analytics")
+            let lapsed = try outbox.enqueue(Self.post("/events", #"{"e":1}"#), queue: "analytics", expiresAfter: .seconds(3600))
+            let last = try outbox.enqueue(Self.post("/events", #"{"e":2}"#), queue: "analytics")
+            // Expired since it was enqueued, as another program (or time) would have it.
+            try await Self.alter(path, "UPDATE item SET expires_at = 1 WHERE id = ?", item: lapsed)
+            await outbox.deliverAll()
+            #expect(try outbox.item(kept)?.state == .delivered)
+            #expect(try outbox.item(last)?.state == .delivered)
+            let dead = try outbox.item(lapsed)
+            #expect(dead?.state == .dead)
+            #expect(dead?.lastError?.contains("expired") == true, "\(String(describing: dead?.lastError))")
+            let bodies = api.state.current.bodies.map { String(decoding: $0, as: UTF8.self) }
+            #expect(bodies == [#"[{"e":0},{"e":2}]"#])
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aBatchSentBeforeKeepsItsItemsAndKeyWhenTheRuleNowAllowsFewer(_ kind: TransportKind) async throws {
         // An update lowered `maxCount` from 3 to 2 while a batch of 3 waited for its retry: it
