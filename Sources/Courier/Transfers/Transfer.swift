@@ -203,7 +203,10 @@ extension RequestBody {
         var body = RequestBody(
             storage: .stream({
                 reporter.start(completed: 0, expected: length.map(Int64.init))
-                return source().observed { reporter.add($0.count) }
+                // The length is checked below the report: a chunk that overflows it fails the
+                // body before it is counted, so progress never passes the expected bytes.
+                let stream = length.map { RequestBody.enforcing(length: $0, on: source()) } ?? source()
+                return stream.observed { reporter.add($0.count) }
             }), contentType: self.contentType, length: length, isReplayable: self.isReplayable)
         body.shareSendCount(with: self)
         // The chunks are the same bytes: a signer can still hash them.

@@ -812,6 +812,26 @@ struct TransferTests {
         }
     }
 
+    /// A streamed body that brings more than the length it announced (a file that grew) fails
+    /// with kind `invalidRequest`, and its progress never passes the expected bytes: the chunk
+    /// that overflowed was counted before the length check refused it.
+    @Test(arguments: TransportKind.allCases)
+    func uploadProgressNeverPassesTheAnnouncedLength(_ kind: TransportKind) async throws {
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let body = RequestBody.stream(length: 100, contentType: "application/octet-stream") {
+                ByteStream(chunks: [Data(count: 60), Data(count: 41)])
+            }
+            let transfer = client.upload(Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string))
+            let progress = self.lastProgress(transfer)
+            let failure = await expectCourierError { _ = try await transfer.value }
+            #expect(failure?.kind == .invalidRequest, "\(String(describing: failure))")
+            let seen = await progress.value
+            #expect(!seen.isEmpty)
+            #expect(seen.allSatisfy { $0.completedBytes <= 100 && $0.expectedBytes == 100 }, "\(seen)")
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aSliceOfDataIsUploadedWithProgressFromItsOwnStart(_ kind: TransportKind) async throws {
         // A `Data` slice starts at its own index, not at 0: cutting it into progress-sized pieces
