@@ -227,7 +227,9 @@ extension Client {
                 // §15.3.7.3): a 206 that names another version — another ETag for an ETag, another
                 // Last-Modified for a date (a server that ignored If-Range) — is refused.
                 let otherVersion = Self.namesAnotherVersion(raw.head.headerFields, than: validator)
-                guard offset > 0, let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""),
+                // Only bytes at the offset asked for join the file. At offset 0 no range was
+                // asked, and a part from the first byte (a careless server's) is the file's start.
+                guard let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""),
                     Int64(range.range.lowerBound) == offset,
                     !otherVersion,
                     range.completeLength.map({ complete in knownLength.map { $0 == Int64(complete) } ?? true }) ?? true,

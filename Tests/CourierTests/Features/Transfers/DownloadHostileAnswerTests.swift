@@ -28,6 +28,42 @@ extension TransferTests {
         try JSONSerialization.data(withJSONObject: fields).write(to: url)
     }
 
+    /// A careless server (or cache) that answers every `GET` with a `206` from byte 0, no
+    /// `Range` asked: bytes from 0 are the start of the file, so the download takes them (it
+    /// refused them, asked again, got the same, and failed). A `206` of a range starting
+    /// elsewhere is still refused (RFC 9110 §15.3.7: only bytes at the offset asked for join
+    /// the file).
+    @Test(arguments: TransportKind.allCases)
+    func anUnaskedPartialAnswerFromTheFirstByteIsTheFile(_ kind: TransportKind) async throws {
+        let content = payload(100_000, seed: 21)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server { request in
+            let start = request.path == "/elsewhere" ? 500 : 0
+            return ScriptedResponse(
+                status: 206,
+                headers: [("ETag", "\"v1\""), ("Content-Range", "bytes \(start)-\(content.count - 1)/\(content.count)")],
+                body: content.subdata(in: start..<content.count))
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let result = try await client.download(
+                Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "whole.bin")
+            ).value
+            #expect(result.byteCount == Int64(content.count))
+            #expect(result.resumedFrom == 0)
+            #expect(try Data(contentsOf: result.url) == content)
+            #expect(server.requests.count == 1)
+            #expect(server.requests.first?.header("Range") == nil)
+            let failure = await expectCourierError {
+                _ = try await client.download(
+                    Endpoint<Data>(path: "/elsewhere", decoding: .data), to: DownloadDestination(directory: folder, fileName: "part.bin")
+                ).value
+            }
+            #expect(failure?.kind == .transport)
+            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("part.bin").path))
+        }
+    }
+
     /// A download that got no byte of the file and keeps no record to resume from (a `404`, a
     /// `204` on a fresh download, a port where nothing listens) leaves no hidden file behind: an
     /// empty partial file stayed in the user's folder, with nothing that could resume from it.
