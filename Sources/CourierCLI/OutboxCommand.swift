@@ -175,7 +175,13 @@ struct OutboxCommand: AsyncParsableCommand {
         func run() async throws {
             try await self.options.withOutbox(keepSeconds: self.keepSeconds, prunesOnOpen: false) { outbox in
                 if self.acknowledgeAll {
-                    for item in try outbox.items() where item.state == .delivered || item.state == .dead { try outbox.acknowledge(item.id) }
+                    for item in try outbox.items() where item.state == .delivered || item.state == .dead {
+                        do {
+                            try outbox.acknowledge(item.id)
+                        } catch let error as OutboxError where error.kind == .notFound {
+                            // Sent again (`retry`) or pruned by the app since it was listed.
+                        }
+                    }
                 }
                 print("\(try outbox.prune()) items deleted")
             }

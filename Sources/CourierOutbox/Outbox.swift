@@ -159,7 +159,7 @@ public final class Outbox: Sendable {
         // body's `Content-Type` is stored whatever gave it: it labels the stored bytes, and a
         // default left out would have the body sent as `application/octet-stream`.
         let defaults = self.client.defaultFields(for: endpoint)
-        var headers = request.head.headerFields.filter { $0.name == .contentType || !defaults.contains($0) }.map {
+        var headers = request.head.headerFields.filter { ($0.name == .contentType && body != nil) || !defaults.contains($0) }.map {
             [$0.name.canonicalName, $0.value]
         }
         if let type = request.body?.contentType, request.head.headerFields[.contentType] == nil { headers.append(["content-type", type]) }
@@ -349,9 +349,13 @@ public final class Outbox: Sendable {
             // program that knows none): its items are not sent one by one under new keys, which
             // the server would apply again if it applied the batch. They are dead, for the app
             // to see (and retry once the rule is back).
-            let members = (try? self.store.pendingItems(inBatch: batch)) ?? []
+            guard let members = try? self.store.pendingItems(inBatch: batch), !members.isEmpty else {
+                // Unreadable just now: look again in a while (nor decide for part of the batch).
+                await self.wakeup.wait(upTo: .seconds(1))
+                return
+            }
             let stored = self.finish(
-                (members.isEmpty ? [head] : members).map(\.id), state: .dead,
+                members.map(\.id), state: .dead,
                 error: "sent before in a batch, and the outbox has no batch rule for queue '\(queue)' now: not sent again alone",
                 result: nil, retryAt: nil)
             if !stored { await self.wakeup.wait(upTo: .seconds(1)) }
@@ -424,9 +428,12 @@ public final class Outbox: Sendable {
             chosen.map { OutboxBatchItem(id: $0.id, body: $0.body ?? Data(), idempotencyKey: $0.idempotencyKey) })
         endpoint.headers[Self.idempotencyKey] = key
         endpoint.acceptedStatuses = 100..<600
-        // Sent as made, as its items are (unless the rule names a protocol itself): a protocol
-        // that boxes each call would give every attempt a new envelope and id.
-        if endpoint.wire == nil { endpoint.wire = RESTProtocol() }
+        // Sent as made, as its items are, rather than boxed by the client's default protocol
+        // (which would give every attempt a new envelope and id). A protocol the rule names, for
+        // the endpoint or for its service, is the rule's choice and applies.
+        if endpoint.wire == nil, endpoint.service.map({ self.client.configuration.wireProtocols[$0] == nil }) ?? true {
+            endpoint.wire = RESTProtocol()
+        }
         let attempts = chosen.map(\.attempts).max() ?? 0
         await self.send(endpoint, ids: chosen.map(\.id), attempts: attempts + 1, maxAttempts: chosen.map(\.maxAttempts).min() ?? 1)
     }
@@ -558,7 +565,9 @@ public final class Outbox: Sendable {
     static func endpoint(name: String?, method: String, url: String, fields: HTTPFields, body: Data?) -> Endpoint<Data> {
         var endpoint = Endpoint<Data>(
             name: name, method: HTTPRequest.Method(method) ?? .post, path: url, headers: fields,
-            body: body.map { .data($0, contentType: fields[.contentType] ?? "application/octet-stream") },
+            // The type stored with the body; none (an item stored before types always were)
+            // lets the day's default fields name it, as they did when it was stored.
+            body: body.map { .body(.data($0, contentType: fields[.contentType])) },
             acceptedStatuses: 100..<600, decoding: .data
         )
         // Sent as stored, whatever wire protocol the client applies by default.
@@ -580,8 +589,8 @@ public struct OutboxBatching: Sendable {
     /// How long the oldest item waits for others.
     public var maxAge: Duration
     /// Builds the request for a batch (an analytics endpoint taking a JSON array, say). It is sent
-    /// as made (``RESTProtocol``), whatever the client's default wire protocol, unless it sets
-    /// its own `wire`.
+    /// as made (`RESTProtocol`), whatever the client's default wire protocol, unless it sets
+    /// its own `wire` or names a service the client has a wire protocol for.
     public var makeRequest: @Sendable ([OutboxBatchItem]) -> Endpoint<Data>
 
     /// Creates a batching rule.

@@ -38,7 +38,8 @@ extension Client {
     ///
     /// The bytes go to a hidden partial file beside the destination, which is renamed into place
     /// only when the body is complete, so a partial file never sits at the final path. When a
-    /// download fails or is cancelled, the partial file and the response's validator (a strong
+    /// download fails or is cancelled after bytes of the file came, the partial file and the
+    /// response's validator (a strong
     /// `ETag`, else a `Last-Modified` at least 60 seconds older than the response's `Date`) are
     /// kept; the next `download` of the same URL to the same destination with `resume` asks for
     /// the rest with `Range` and `If-Range`. A server that ignores the range, answers with
@@ -115,11 +116,14 @@ extension Client {
                 destination: destination, offset: offset, validator: validator, length: length, start: start, reporter: reporter,
                 records: &rounds)
         } catch {
-            // Nothing of the file came and nothing remembers a part of it (a 404, a refused
-            // connection): the empty partial file could resume nothing, and goes (while still
-            // locked: a download waiting for it finds the path gone and makes its own).
-            if (try? partial.size()) == 0, !FileManager.default.fileExists(atPath: record.path) {
-                unlink(partialURL.path)
+            // Nothing of the file came (a 404, a refused connection, a reset before the first
+            // byte): the empty partial file could resume nothing (a record of it neither: resuming
+            // needs bytes), and both go. The file goes while still locked, and only if it is
+            // still the one at the path: a download waiting for it finds the path gone and makes
+            // its own.
+            if (try? partial.size()) == 0 {
+                try? FileManager.default.removeItem(at: record)
+                partial.unlinkIfStill(at: partialURL)
             }
             events.failed(announced, failure: ObserveStage.failure(error), start: start, record: .summary(of: rounds))
             throw error
@@ -300,6 +304,14 @@ extension Client {
                     throw CourierError(
                         .transport,
                         "the server sent the file up to byte \(written) of \(total) without a validator to ask for the rest with")
+                }
+                if total == nil, raw.status.code == 206 {
+                    // A part whose complete length is unknown (`*`), and no validator to ask for
+                    // the rest with: it may not be the whole file, so it is not put in place as one.
+                    throw CourierError(
+                        .transport,
+                        "the server sent a part up to byte \(written) of a file of unknown length without a validator to ask for the rest with"
+                    )
                 }
                 try Self.moveIntoPlace(partialURL, to: target, overwrite: destination.overwrite)
             } catch {
@@ -497,6 +509,17 @@ package final class PartialFile {
                 throw CourierError.invalidRequest("another download to \(destination.path) is in progress")
             }
         }
+    }
+
+    /// Removes the file's name at `url` if the name is still this open file's (the same device
+    /// and inode): never another download's file that took the name meanwhile.
+    func unlinkIfStill(at url: URL) {
+        var opened = stat()
+        var current = stat()
+        guard fstat(self.handle.fileDescriptor, &opened) == 0, lstat(url.path, &current) == 0, opened.st_dev == current.st_dev,
+            opened.st_ino == current.st_ino
+        else { return }
+        unlink(url.path)
     }
 
     /// The file's size in bytes.

@@ -176,7 +176,8 @@ public struct DownloadResult: Sendable {
     public var byteCount: Int64
     /// The offset the transfer resumed from (0 when it started from the beginning).
     public var resumedFrom: Int64
-    /// The final response's status (200, or 206 when resumed).
+    /// The final response's status (200, or 206 for a part: when resumed, or from a server that
+    /// answered with one from the first byte).
     public var status: HTTPResponse.Status
     /// The final response's header fields.
     public var headers: HTTPFields

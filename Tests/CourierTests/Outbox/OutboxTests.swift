@@ -487,8 +487,9 @@ struct OutboxTests {
         let servers = ServerDirectory(
             urls: [.main: [.develop: server.baseURL], "payments": [.develop: server.baseURL]], buildDefault: .develop,
             isReleaseBuild: false, store: InMemoryEnvironmentStore())
+        let path = Self.databasePath()
         try await Self.withOutbox(
-            kind, server: server,
+            kind, server: server, path: path,
             configure: {
                 $0.servers = servers
                 $0.defaultHeaders[.contentType] = "application/json; charset=utf-8"
@@ -500,13 +501,18 @@ struct OutboxTests {
                 try outbox.enqueue(Self.post("/service").service("payments")),
                 try outbox.enqueue(
                     Endpoint<Data>(method: .post, path: "/encoded", body: .json(["text": "hi"]), decoding: .data), queue: "other"),
+                try outbox.enqueue(Self.post("/stored-before"), queue: "old"),
             ]
+            // As an item stored before the type was always kept: no fields of its own. The day's
+            // default names its type, not `application/octet-stream`.
+            try await Self.alter(path, "UPDATE item SET headers = '[]' WHERE id = ?", item: ids[3])
             await outbox.deliverAll()
             for id in ids { #expect(try outbox.item(id)?.state == .delivered) }
             let seen = types.current
             #expect(seen["/client"] == "application/json; charset=utf-8", "\(seen)")
             #expect(seen["/service"] == "application/json", "\(seen)")
             #expect(seen["/encoded"]?.hasPrefix("application/json") == true, "\(seen)")
+            #expect(seen["/stored-before"] == "application/json; charset=utf-8", "\(seen)")
         }
     }
 

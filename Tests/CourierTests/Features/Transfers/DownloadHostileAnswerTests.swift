@@ -64,6 +64,27 @@ extension TransferTests {
         }
     }
 
+    /// RFC 9110 §14.4: a part of unknown complete length (`bytes 0-499/*`) may not be the whole
+    /// file. With no validator to ask for the rest with, the download fails rather than put the
+    /// part in place as the file (it did, once a part from byte 0 was taken).
+    @Test(arguments: TransportKind.allCases)
+    func aPartOfUnknownLengthWithoutAValidatorIsNotTheFile(_ kind: TransportKind) async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server { _ in
+            ScriptedResponse(status: 206, headers: [("Content-Range", "bytes 0-499/*")], body: Data(count: 500))
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let failure = await expectCourierError {
+                _ = try await client.download(
+                    Endpoint<Data>(path: "/file", decoding: .data), to: DownloadDestination(directory: folder, fileName: "unknown.bin")
+                ).value
+            }
+            #expect(failure?.kind == .transport)
+            #expect(self.visibleFiles(folder).isEmpty)
+        }
+    }
+
     /// A download that got no byte of the file and keeps no record to resume from (a `404`, a
     /// `204` on a fresh download, a port where nothing listens) leaves no hidden file behind: an
     /// empty partial file stayed in the user's folder, with nothing that could resume from it.
@@ -72,15 +93,23 @@ extension TransferTests {
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server { request in
-            request.path == "/empty" ? ScriptedResponse(status: 204) : .text("no such file", status: 404)
+            switch request.path {
+            case "/empty": return ScriptedResponse(status: 204)
+            // A validator, then the connection closes before the first byte of the body: the
+            // record this answer wrote resumes nothing (resuming needs bytes), and goes too.
+            case "/reset":
+                return ScriptedResponse(status: 200, headers: [("ETag", "\"r1\"")], body: Data(count: 1000)).with(
+                    .closeMidBody(afterBytes: 0))
+            default: return .text("no such file", status: 404)
+            }
         }
         try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
-            for (path, status) in [("/missing", 404), ("/empty", 204)] {
+            for (path, status) in [("/missing", 404), ("/empty", 204), ("/reset", nil)] as [(String, Int?)] {
                 let destination = DownloadDestination(directory: folder, fileName: "got-nothing.bin")
                 let failure = await expectCourierError {
                     _ = try await client.download(Endpoint<Data>(path: path, decoding: .data), to: destination).value
                 }
-                #expect(failure?.status?.code == status)
+                if let status { #expect(failure?.status?.code == status) } else { #expect(failure?.kind == .transport) }
                 #expect(self.hiddenFiles(folder).isEmpty, "\(path): \(self.hiddenFiles(folder))")
                 #expect(self.visibleFiles(folder).isEmpty)
             }
