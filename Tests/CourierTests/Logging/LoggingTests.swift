@@ -97,6 +97,15 @@ struct LoggingTests {
         }
     }
 
+    /// The standard redactor that also hides the query value `sid`, shown as `HIDDEN`: a secret
+    /// of the app's own, which the standard redactor leaves visible.
+    static var sidHidden: Redactor {
+        var redactor = Redactor.standard
+        redactor.queryNames.insert("sid")
+        redactor.replacement = "HIDDEN"
+        return redactor
+    }
+
     /// An error's context names the request's URL with the client's own redactor, for the
     /// caller and for the monitors: a query name the app made secret is hidden there as in the
     /// log lines (it showed with the standard one), for a failure in any stage, and for a
@@ -104,9 +113,7 @@ struct LoggingTests {
     @Test(arguments: TransportKind.allCases)
     func anErrorsURLIsHiddenWithTheClientsOwnRedactor(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        var redactor = Redactor.standard
-        redactor.queryNames.insert("sid")
-        redactor.replacement = "HIDDEN"
+        let redactor = Self.sidHidden
         let monitor = FailureURLs()
         try await withClient(
             kind, server: server,
@@ -147,9 +154,7 @@ struct LoggingTests {
             default: return .text("x", headers: [("Content-Type", "text/html; x=" + String(repeating: "y", count: 4000))])
             }
         }
-        var redactor = Redactor.standard
-        redactor.queryNames.insert("sid")
-        redactor.replacement = "HIDDEN"
+        let redactor = Self.sidHidden
         try await withClient(kind, server: server, configure: { $0.redactor = redactor }) { client in
             let rejected = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/rejected", decoding: .data)) }
             let shown = String(describing: try #require(rejected))
@@ -181,9 +186,7 @@ struct LoggingTests {
     @Test(arguments: TransportKind.allCases)
     func anErrorOfTheBuildStageIsHiddenWithTheClientsOwnRedactor(_ kind: TransportKind) async throws {
         let server = try await http1Server()
-        var redactor = Redactor.standard
-        redactor.queryNames.insert("sid")
-        redactor.replacement = "HIDDEN"
+        let redactor = Self.sidHidden
         try await withClient(kind, server: server, configure: { $0.redactor = redactor }) { client in
             let failure = await expectCourierError {
                 _ = try await client.send(Endpoint<Data>(path: "http://[::1/x?sid=S3CRET&page=1", decoding: .data))

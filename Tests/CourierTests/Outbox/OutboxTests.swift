@@ -574,14 +574,9 @@ struct OutboxTests {
     /// a pending one would otherwise complete already acknowledged.
     @Test(arguments: TransportKind.allCases)
     func aRetriedItemIsUnacknowledgedUntilItsNewCompletionIsSeen(_ kind: TransportKind) async throws {
-        let answers = Locked(0)
-        let server = try await http1Server { request in
-            let count = answers.withLock {
-                $0 += 1
-                return $0
-            }
-            return count == 1 ? .text("no", status: 400) : .text("ok", status: 201)
-        }
+        // Refused at the first attempt of the item's key, applied at the second.
+        let api = IdempotentServer { _, count in count == 1 ? .text("no", status: 400) : nil }
+        let server = try await http1Server(api.respond)
         let path = Self.databasePath()
         try await Self.withOutbox(kind, server: server, path: path) { outbox, client, _ in
             let id = try outbox.enqueue(Self.post("/flaky"))
@@ -607,7 +602,7 @@ struct OutboxTests {
             var completions = reopened.completions().makeAsyncIterator()
             #expect(await completions.next()?.id == id)
         }
-        #expect(answers.current == 2)
+        #expect(api.state.current.seen.count == 2)
     }
 
     @Test(arguments: TransportKind.allCases)
