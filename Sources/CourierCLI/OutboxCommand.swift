@@ -21,14 +21,20 @@ struct OutboxCommand: AsyncParsableCommand {
         var cacert: String?
 
         /// Opens the outbox with a client of its own; `body` runs, then the transport shuts down.
-        func withOutbox<T>(keepSeconds: Int? = nil, prunesOnOpen: Bool = true, _ body: (Outbox) async throws -> T) async throws -> T {
+        ///
+        /// Only a command that delivers (`delivers`) opens it as its deliverer: it prunes, and
+        /// puts items found in flight back in line. Any other may be looking at the file of an app
+        /// that is delivering from it, whose items in flight are its own (put back in line, they
+        /// would be sent a second time, or marked dead on their last attempt).
+        func withOutbox<T>(keepSeconds: Int? = nil, delivers: Bool = false, _ body: (Outbox) async throws -> T) async throws -> T {
             var configuration = AsyncHTTPClientTransport.Configuration()
             if let cacert { try configuration.trust(pemCertificates: Array(Data(contentsOf: URL(fileURLWithPath: cacert)))) }
             let transport = AsyncHTTPClientTransport(configuration: configuration)
             let client = Client(configuration: .init(transport: transport) { $0.defaultHeaders[.userAgent] = "courier/1.0" })
             do {
                 var outboxConfiguration = Outbox.Configuration()
-                outboxConfiguration.prunesOnOpen = prunesOnOpen
+                outboxConfiguration.prunesOnOpen = delivers
+                outboxConfiguration.recoversOnOpen = delivers
                 if let keepSeconds {
                     outboxConfiguration.deliveredRetention = .seconds(keepSeconds)
                     outboxConfiguration.deadRetention = .seconds(keepSeconds)
@@ -134,7 +140,7 @@ struct OutboxCommand: AsyncParsableCommand {
         @OptionGroup var options: Options
 
         func run() async throws {
-            try await self.options.withOutbox { outbox in
+            try await self.options.withOutbox(delivers: true) { outbox in
                 await outbox.deliverAll()
                 let items = try outbox.items()
                 let delivered = items.filter { $0.state == .delivered }.count
@@ -173,7 +179,7 @@ struct OutboxCommand: AsyncParsableCommand {
         var keepSeconds: Int?
 
         func run() async throws {
-            try await self.options.withOutbox(keepSeconds: self.keepSeconds, prunesOnOpen: false) { outbox in
+            try await self.options.withOutbox(keepSeconds: self.keepSeconds) { outbox in
                 if self.acknowledgeAll {
                     for item in try outbox.items() where item.state == .delivered || item.state == .dead {
                         do {

@@ -39,9 +39,9 @@ import HTTPTypes
 /// response — never silently dropped; ``retry(_:)`` revives it.
 ///
 /// **Results and pruning.** A delivered item keeps its status, header fields and body (up to
-/// ``Configuration/resultBodyLimit``). ``prune()`` (run when the outbox opens) deletes delivered
-/// items the app acknowledged more than ``Configuration/deliveredRetention`` ago, and acknowledged
-/// dead items older than ``Configuration/deadRetention``; nothing unacknowledged is pruned.
+/// ``Configuration/resultBodyLimit``). ``prune()`` (run when the outbox opens) deletes the items
+/// the app has acknowledged: delivered ones delivered more than ``Configuration/deliveredRetention``
+/// ago, dead ones dead for more than ``Configuration/deadRetention``; nothing unacknowledged is pruned.
 ///
 /// Everything goes through the client: authentication, signing, pinning, metrics and logs apply.
 /// Bodies must be in memory (a streamed body is refused with kind `invalidRequest`).
@@ -62,9 +62,9 @@ public final class Outbox: Sendable {
         public var maxDelay: Duration = .seconds(300)
         /// The most body bytes kept with a result.
         public var resultBodyLimit = 64 * 1024
-        /// How long a delivered, acknowledged item is kept.
+        /// How long a delivered item is kept after its delivery (pruned only once acknowledged).
         public var deliveredRetention: Duration = .seconds(7 * 86400)
-        /// How long a dead item is kept once the app has acknowledged it.
+        /// How long a dead item is kept after it died (pruned only once acknowledged).
         public var deadRetention: Duration = .seconds(30 * 86400)
         /// How long a write waits for a database another connection holds before failing with kind `locked`.
         public var busyTimeout: Duration = .seconds(2)
@@ -74,6 +74,10 @@ public final class Outbox: Sendable {
         public var prunesOnOpen = true
         /// Statements run on each connection when it opens (tests use it to cap the file's size).
         package var pragmas: [String] = []
+        /// Whether opening the outbox puts items found in flight back in line (see "Exactly-once
+        /// effect"); off for a program that only looks at or adds to the file of an app that may
+        /// be delivering from it (the command-line tool but for `run`).
+        package var recoversOnOpen = true
 
         /// The defaults.
         public init() {}
@@ -114,7 +118,9 @@ public final class Outbox: Sendable {
         let configuration = configuration.validated
         self.configuration = configuration
         self.client = client
-        self.store = try OutboxStore(path: path, busyTimeout: configuration.busyTimeout.inSeconds, pragmas: configuration.pragmas)
+        self.store = try OutboxStore(
+            path: path, busyTimeout: configuration.busyTimeout.inSeconds, pragmas: configuration.pragmas,
+            recovers: configuration.recoversOnOpen)
         if configuration.prunesOnOpen { _ = try self.prune() }
     }
 
@@ -444,14 +450,14 @@ public final class Outbox: Sendable {
             let result = OutboxItem.Result(
                 status: response.status.code, headers: response.headers,
                 body: Data(response.value.prefix(self.configuration.resultBodyLimit)))
-            self.answered(ids, result: result, bodyError: nil, attempts: attempts, maxAttempts: maxAttempts)
+            await self.answered(ids, result: result, bodyError: nil, attempts: attempts, maxAttempts: maxAttempts)
         } catch let failure as CourierError where failure.bodyLostAfterHead {
             // The server answered, and the body was lost (too large, cut short, undecodable,
             // stalled past the deadline, or cancelled while it came): the status decides, as for
             // a whole response — a 2xx was delivered and is not sent again.
             let status = failure.status?.code ?? 0
             let result = OutboxItem.Result(status: status, headers: failure.headers ?? [:], body: Data())
-            self.answered(
+            await self.answered(
                 ids, result: result, bodyError: "the response body was lost: \(failure.message)", attempts: attempts,
                 maxAttempts: maxAttempts)
         } catch {
@@ -465,45 +471,48 @@ public final class Outbox: Sendable {
             if failure.kind == .cancelled {
                 // The client cancelled it (`cancelAll`, a shutdown): not the item's failure. It
                 // stays in line, after a pause so a shut-down client is not asked in a loop.
-                self.finish(
+                await self.record(
                     ids, state: .pending, error: failure.message, result: nil,
                     retryAt: Date().addingTimeInterval(self.configuration.baseDelay.inSeconds), uncounted: true)
             } else if failure.kind == .invalidRequest {
-                self.finish(ids, state: .dead, error: failure.description, result: nil, retryAt: nil)
+                await self.record(ids, state: .dead, error: failure.description, result: nil, retryAt: nil)
             } else {
-                self.failed(ids, error: failure.description, result: nil, attempts: attempts, maxAttempts: maxAttempts, retryAfter: nil)
+                await self.failed(
+                    ids, error: failure.description, result: nil, attempts: attempts, maxAttempts: maxAttempts, retryAfter: nil)
             }
         }
     }
 
     /// Finishes the items of a response with `result`'s status: a 2xx delivers; a 408, 429 or
     /// 5xx is tried again; any other status is dead. `bodyError` says why the body is missing.
-    private func answered(_ ids: [OutboxItemID], result: OutboxItem.Result, bodyError: String?, attempts: Int, maxAttempts: Int) {
+    private func answered(
+        _ ids: [OutboxItemID], result: OutboxItem.Result, bodyError: String?, attempts: Int, maxAttempts: Int
+    ) async {
         let statusError = "status \(result.status)" + (bodyError.map { "; \($0)" } ?? "")
         switch result.status {
         case 200..<300:
-            self.finish(ids, state: .delivered, error: bodyError, result: result, retryAt: nil)
+            await self.record(ids, state: .delivered, error: bodyError, result: result, retryAt: nil)
         // A 409 to an attempt after the first: the server still processes the first one under
         // the same Idempotency-Key (draft-ietf-httpapi-idempotency-key-header §2.6, "the
         // resource server MUST reply with an HTTP 409"), so it is tried again later. To a first
         // attempt it is the server's answer, and the item is dead.
         case 409 where attempts > 1, 408, 429, 500..<600:
-            self.failed(
+            await self.failed(
                 ids, error: statusError, result: result, attempts: attempts, maxAttempts: maxAttempts,
                 retryAfter: result.headers[.retryAfter])
         default:
-            self.finish(ids, state: .dead, error: statusError, result: result, retryAt: nil)
+            await self.record(ids, state: .dead, error: statusError, result: result, retryAt: nil)
         }
     }
 
     private func failed(
         _ ids: [OutboxItemID], error: String, result: OutboxItem.Result?, attempts: Int, maxAttempts: Int, retryAfter: String?
-    ) {
+    ) async {
         guard attempts < maxAttempts else {
-            self.finish(ids, state: .dead, error: "\(error) (after \(attempts) attempts)", result: result, retryAt: nil)
+            await self.record(ids, state: .dead, error: "\(error) (after \(attempts) attempts)", result: result, retryAt: nil)
             return
         }
-        self.finish(
+        await self.record(
             ids, state: .pending, error: error, result: nil,
             retryAt: Date().addingTimeInterval(self.delay(attempt: attempts, retryAfter: retryAfter).inSeconds))
     }
@@ -533,6 +542,19 @@ public final class Outbox: Sendable {
 
     private func failedWrite() {
         self.writeFailures.withLock { $0 = Array(($0 + [ContinuousClock.now]).suffix(8)) }
+    }
+
+    /// Records how the attempt of items in flight ended, trying the write again, a second apart,
+    /// while it fails (a full disk, a lock held past the busy timeout): items left in flight would
+    /// hold their queue until the outbox is opened again, and be sent again then. It gives up only
+    /// when the delivery is stopped; the next opening then finds them interrupted.
+    private func record(
+        _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool = false
+    ) async {
+        while !self.finish(ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted) {
+            if Task.isCancelled { return }
+            try? await Task.sleep(for: .seconds(1))
+        }
     }
 
     /// Records how the items' attempt ended; `false` when the write failed.

@@ -7,8 +7,9 @@ import HTTPTypes
 final class OutboxStore: Sendable {
     let pool: DatabasePool
 
-    /// Opens (creating if needed) and migrates the database at `path`.
-    init(path: String, busyTimeout: TimeInterval, pragmas: [String]) throws(OutboxError) {
+    /// Opens (creating if needed) and migrates the database at `path`; with `recovers`, items
+    /// found in flight are put back in line (see below).
+    init(path: String, busyTimeout: TimeInterval, pragmas: [String], recovers: Bool = true) throws(OutboxError) {
         var configuration = GRDB.Configuration()
         configuration.busyMode = .timeout(busyTimeout)
         configuration.label = "courier.outbox"
@@ -23,6 +24,7 @@ final class OutboxStore: Sendable {
         do {
             self.pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(self.pool)
+            guard recovers else { return }
             // An item in flight when the process died was interrupted: it is sent again, unless
             // that was its last attempt (counted when it began). An item whose sending ends the
             // process every time (a watchdog's kill mid-upload) then stops at its `maxAttempts`

@@ -1,4 +1,5 @@
 import Courier
+import CourierOutbox
 import CourierTestServer
 import Foundation
 import Testing
@@ -539,6 +540,36 @@ extension CLITests {
         #expect(purged.stdout == "1 items deleted\n")
         let after = try await runCourier(["outbox", "list", "--db", path])
         #expect(after.stdout.contains("total 1: pending 1, inFlight 0, delivered 0, dead 0"))
+        try await server.stop()
+    }
+
+    /// The tool may be pointed at the file of an app that is delivering from it: listing,
+    /// storing, retrying and purging leave the app's deliveries alone. Opening for them ran the
+    /// crash recovery, which put the app's item in flight back in line (to be sent again by the
+    /// app's next pass, or marked dead on its last attempt). Only `run`, which delivers, recovers.
+    @Test
+    func outboxCommandsOtherThanRunLeaveAnItemInFlightAlone() async throws {
+        let server = try await http1Server()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-outbox-\(UUID().uuidString).sqlite").path
+        let base = server.baseURL.absoluteString
+        let first = try await runCourier(["outbox", "enqueue", "--db", path, "POST", base + "/echo", "--json", #"{"text":"hi"}"#])
+        #expect(first.stdout == "1\n")
+        try await OutboxTests.alter(path, "UPDATE item SET state = 'inFlight', attempts = 1 WHERE id = ?", item: OutboxItemID(rawValue: 1))
+        let listed = try await runCourier(["outbox", "list", "--db", path])
+        #expect(listed.stdout.contains("1\tinFlight\t1/10\tdefault\tPOST"))
+        let stored = try await runCourier(["outbox", "enqueue", "--db", path, "POST", base + "/echo", "--queue", "other"])
+        #expect(stored.stdout == "2\n")
+        let purged = try await runCourier(["outbox", "purge", "--db", path])
+        #expect(purged.stdout == "0 items deleted\n")
+        let missing = try await runCourier(["outbox", "retry", "--db", path, "1"])
+        #expect(missing.status != 0)
+        let again = try await runCourier(["outbox", "list", "--db", path])
+        #expect(again.stdout.contains("total 2: pending 1, inFlight 1, delivered 0, dead 0"))
+        #expect(server.requests.isEmpty)
+        // `run` delivers, so nothing else does meanwhile: the item was interrupted and goes again.
+        let run = try await runCourier(["outbox", "run", "--db", path])
+        #expect(run.stdout == "delivered 2, dead 0, pending 0\n")
+        #expect(server.requests.count == 2)
         try await server.stop()
     }
 }

@@ -1074,4 +1074,35 @@ struct OutboxTests {
             #expect(try first.allSatisfy { try outbox.item($0)?.state == .delivered })
         }
     }
+
+    /// The write that records a delivery fails (a full disk, a lock held past the busy timeout):
+    /// the item is not left in flight, holding its queue until the outbox is opened again (and
+    /// sent again then); the write is tried again, and once the file takes it the item is
+    /// delivered, once, and the next item of its queue goes.
+    @Test(arguments: TransportKind.allCases)
+    func aDeliveryWhoseRecordFailsIsRecordedOnceTheFileTakesIt(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await Self.withOutbox(kind, server: server) { outbox, _, path in
+            let first = try outbox.enqueue(Self.post("/echo"), queue: "q")
+            let other = try DatabaseQueue(path: path)
+            try await other.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER refuse BEFORE UPDATE OF state ON item WHEN NEW.state = 'delivered'
+                        BEGIN SELECT RAISE(ABORT, 'disk full'); END
+                        """)
+            }
+            outbox.start()
+            #expect(await eventually { outbox.writeFailures.current.count >= 2 })
+            #expect(server.requests.count == 1)
+            #expect(try outbox.item(first)?.state == .inFlight)
+            try await other.write { db in try db.execute(sql: "DROP TRIGGER refuse") }
+            try other.close()
+            let second = try outbox.enqueue(Self.post("/echo"), queue: "q")
+            #expect(await eventually { (try? outbox.item(second))??.state == .delivered })
+            #expect(try outbox.item(first)?.state == .delivered)
+            #expect(try outbox.item(first)?.result?.status == 200)
+            #expect(server.requests.count == 2)
+        }
+    }
 }
