@@ -381,7 +381,7 @@ public final class Outbox: Sendable {
 
     private func deliverOne(_ item: OutboxStore.StoredRequest) async {
         // Taken by this loop, or by none: another loop that took it first sends it.
-        guard await self.take([item.id], batch: nil) else { return }
+        guard await self.take([item], batch: nil) else { return }
         var fields = HTTPFields()
         for pair in item.headers where pair.count == 2 {
             if let name = HTTPField.Name(pair[0]) { fields.append(HTTPField(name: name, value: pair[1])) }
@@ -429,7 +429,7 @@ public final class Outbox: Sendable {
         }
         // The same items make the same key; a batch sent before keeps the key it was sent with.
         let key = sentBefore ?? "batch-" + chosen.map(\.idempotencyKey).joined(separator: ",").sha256Prefix
-        guard await self.take(chosen.map(\.id), batch: key) else { return }
+        guard await self.take(chosen, batch: key) else { return }
         var endpoint = batching.makeRequest(
             chosen.map { OutboxBatchItem(id: $0.id, body: $0.body ?? Data(), idempotencyKey: $0.idempotencyKey) })
         endpoint.headers[Self.idempotencyKey] = key
@@ -530,9 +530,9 @@ public final class Outbox: Sendable {
 
     /// Marks the items in flight: `true` when this loop took them, `false` when another loop
     /// did, or the write failed (then after a wait, so a failing disk is not asked again at once).
-    private func take(_ ids: [OutboxItemID], batch: String?) async -> Bool {
+    private func take(_ items: [OutboxStore.StoredRequest], batch: String?) async -> Bool {
         do {
-            return try self.store.begin(ids, batch: batch)
+            return try self.store.begin(items.map { ($0.id, $0.attempts, $0.batch) }, batch: batch)
         } catch {
             self.failedWrite()
             await self.wakeup.wait(upTo: .seconds(1))

@@ -167,18 +167,23 @@ final class OutboxStore: Sendable {
     }
 
     /// Marks the items as being sent (one more attempt each), durably, before anything goes on
-    /// the wire — all of them, or none when any is no longer pending (another delivery loop took
-    /// it first: `start()` and `deliverAll()` at once). Returns whether they were taken.
+    /// the wire — all of them, or none when any is no longer pending as it was read, with the
+    /// attempts and batch given (another delivery loop took it first: `start()` and
+    /// `deliverAll()` at once; or took it, sent it in a batch and put it back in line meanwhile,
+    /// when it may go only with that batch). Returns whether they were taken.
     @discardableResult
-    func begin(_ ids: [OutboxItemID], batch: String?) throws(OutboxError) -> Bool {
+    func begin(_ items: [(id: OutboxItemID, attempts: Int, batch: String?)], batch: String?) throws(OutboxError) -> Bool {
         do {
             return try self.pool.write { db -> Bool in
-                for id in ids {
+                for item in items {
                     try db.execute(
-                        sql: "UPDATE item SET state = 'inFlight', attempts = attempts + 1, batch = ? WHERE id = ? AND state = 'pending'",
-                        arguments: [batch, id.rawValue]
+                        sql: """
+                            UPDATE item SET state = 'inFlight', attempts = attempts + 1, batch = ?
+                            WHERE id = ? AND state = 'pending' AND attempts = ? AND batch IS ?
+                            """,
+                        arguments: [batch, item.id.rawValue, item.attempts, item.batch]
                     )
-                    // Not pending: roll the whole transaction back, so no item of it is taken.
+                    // Not as read: roll the whole transaction back, so no item of it is taken.
                     guard db.changesCount == 1 else { throw NotTaken() }
                 }
                 return true

@@ -199,6 +199,30 @@ struct OutboxStorageTests {
         #expect(stub.requests.isEmpty)
     }
 
+    /// Two delivery loops (`start()` and `deliverAll()`) read the same head. The first takes
+    /// its items, sends them as a batch, and puts them back in line after a failure; the second,
+    /// going on from what it read before, must not take them into a batch of its own under
+    /// another key (the server may have applied the first): they may go only with their batch.
+    @Test
+    func itemsChangedSinceTheyWereReadAreNotTaken() throws {
+        let path = OutboxTests.databasePath()
+        let outbox = try Outbox(path: path, client: Self.client)
+        for _ in 0..<2 { try outbox.enqueue(Self.post(), queue: "q") }
+        let read = try #require(try outbox.store.heads { _ in 2 }["q"])
+        #expect(read.map(\.attempts) == [0, 0])
+        let asRead = read.map { ($0.id, $0.attempts, $0.batch) }
+        #expect(try outbox.store.begin(asRead, batch: "batch-first"))
+        try outbox.store.finish(read.map(\.id), state: .pending, error: "status 503", result: nil, retryAt: Date(), now: Date())
+        #expect(try outbox.store.begin(asRead, batch: "batch-second") == false)
+        #expect(try outbox.items().map(\.state) == [.pending, .pending])
+        #expect(try outbox.items().map(\.attempts) == [1, 1])
+        let now = try #require(try outbox.store.heads { _ in 2 }["q"])
+        #expect(now.map(\.batch) == ["batch-first", "batch-first"])
+        // Read again, as they are now, they are taken (with their batch).
+        #expect(try outbox.store.begin(now.map { ($0.id, $0.attempts, $0.batch) }, batch: "batch-first"))
+        #expect(try outbox.items().map(\.state) == [.inFlight, .inFlight])
+    }
+
     @Test
     func oneUnreadableCompletionHidesNoOther() async throws {
         // Completions left from before a restart are read row by row: one written by something

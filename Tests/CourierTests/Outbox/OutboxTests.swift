@@ -639,7 +639,7 @@ struct OutboxTests {
         try await Self.withOutbox(kind, server: server, path: path) { outbox, client, _ in
             let id = try outbox.enqueue(Self.post("/m"), reference: "draft-1")
             // As if the process died after marking it in flight and sending it.
-            try outbox.store.begin([id], batch: nil)
+            try outbox.store.begin([(id, 0, nil)], batch: nil)
             #expect(try outbox.item(id)?.state == .inFlight)
             let reopened = try Outbox(path: path, client: client)
             #expect(try reopened.item(id)?.state == .pending)
