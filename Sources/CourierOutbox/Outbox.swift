@@ -291,7 +291,7 @@ public final class Outbox: Sendable {
             var due: [(String, [OutboxStore.StoredRequest])] = []
             var earliest: Date?
             for (queue, items) in heads {
-                let ready = self.readyAt(queue: queue, items: items, now: now)
+                let ready = self.readyAt(items, batching: self.configuration.batches[queue], now: now)
                 if ready <= now { due.append((queue, items)) } else { earliest = min(earliest ?? ready, ready) }
             }
             if due.isEmpty {
@@ -311,12 +311,16 @@ public final class Outbox: Sendable {
     /// when the batch is full or old enough. The times are stored as dates: a next attempt
     /// further off than the longest wait the outbox sets (`maxDelay`), or an item created after
     /// `now`, was stored before the clock went back (by hand, or a device's clock corrected),
-    /// and is due now rather than when the clock comes round again.
-    private func readyAt(queue: String, items: [OutboxStore.StoredRequest], now: Date) -> Date {
+    /// and is due now rather than when the clock comes round again. A new batch with an expired
+    /// item is due now, for that item to be marked dead; the items left are then looked at anew
+    /// (expired items do not make a batch full).
+    private func readyAt(_ items: [OutboxStore.StoredRequest], batching: OutboxBatching?, now: Date) -> Date {
         guard let head = items.first else { return .distantFuture }
         let longest = max(self.configuration.maxDelay, self.configuration.baseDelay).inSeconds
         let next = head.nextAttemptAt > now.addingTimeInterval(longest) ? now : head.nextAttemptAt
-        guard let batching = self.configuration.batches[queue], head.attempts == 0 else { return next }
+        guard let batching, head.attempts == 0 else { return next }
+        // (Those a new batch can take: the items before one of a batch sent before.)
+        if items.prefix(while: { $0.batch == nil }).contains(where: { $0.expiresAt.map { $0 <= now } ?? false }) { return now }
         let bytes = items.reduce(0) { $0 + ($1.body?.count ?? 0) }
         if items.count >= batching.maxCount || bytes >= batching.maxBytes || head.createdAt > now { return next }
         return max(next, head.createdAt.addingTimeInterval(batching.maxAge.inSeconds))
@@ -423,7 +427,13 @@ public final class Outbox: Sendable {
             // Not sent any more; if this cannot be stored now, they are left out all the same,
             // and their turn at the head of the queue marks them.
             if !lapsed.isEmpty {
-                _ = self.finish(lapsed, state: .dead, error: "expired before it could be delivered", result: nil, retryAt: nil)
+                let stored = self.finish(lapsed, state: .dead, error: "expired before it could be delivered", result: nil, retryAt: nil)
+                // Without them the batch may not be due yet (not full, and not old enough): it
+                // waits as if they had never been enqueued.
+                if chosen.isEmpty || self.readyAt(chosen, batching: batching, now: Date()) > Date() {
+                    if !stored { await self.wakeup.wait(upTo: .seconds(1)) }
+                    return
+                }
             }
             guard !chosen.isEmpty else { return }
         }

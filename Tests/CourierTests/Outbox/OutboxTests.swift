@@ -957,6 +957,32 @@ struct OutboxTests {
         }
     }
 
+    /// Expired items do not make a batch full: they are dead, and the live items wait for a
+    /// full batch (or their age) as if the expired ones had never been enqueued, rather than
+    /// go at once in a batch of one.
+    @Test(arguments: TransportKind.allCases)
+    func expiredItemsDoNotFillABatch(_ kind: TransportKind) async throws {
+        let api = IdempotentServer()
+        let server = try await http1Server(api.respond)
+        let path = Self.databasePath()
+        var configuration = Self.fast
+        configuration.batches["analytics"] = .jsonArray(maxCount: 3, maxAge: .seconds(3600), url: server.baseURL.absoluteString + "/events")
+        try await Self.withOutbox(kind, server: server, path: path, configuration: configuration) { outbox, _, _ in
+            let kept = try outbox.enqueue(Self.post("/events", #"{"e":0}"#), queue: "analytics")
+            let lapsed = try (1...2).map {
+                try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics", expiresAfter: .seconds(3600))
+            }
+            for id in lapsed { try await Self.alter(path, "UPDATE item SET expires_at = 1 WHERE id = ?", item: id) }
+            outbox.start()
+            #expect(await eventually { lapsed.allSatisfy { (try? outbox.item($0))??.state == .dead } })
+            let more = try (3...4).map { try outbox.enqueue(Self.post("/events", #"{"e":\#($0)}"#), queue: "analytics") }
+            #expect(await eventually { (try? outbox.item(more[1]))??.state == .delivered })
+            #expect(try outbox.item(kept)?.state == .delivered)
+            let bodies = api.state.current.bodies.map { String(decoding: $0, as: UTF8.self) }
+            #expect(bodies == [#"[{"e":0},{"e":3},{"e":4}]"#])
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aBatchSentBeforeKeepsItsItemsAndKeyWhenTheRuleNowAllowsFewer(_ kind: TransportKind) async throws {
         // An update lowered `maxCount` from 3 to 2 while a batch of 3 waited for its retry: it
