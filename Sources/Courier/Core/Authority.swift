@@ -91,6 +91,21 @@ package struct Authority: Hashable, Sendable {
         return key
     }
 
+    /// The scheduler's per-host key (its limits, and whether the host speaks HTTP/2) for a
+    /// ``hostKey(scheme:authority:)``: the key itself, except that a cleartext `http` origin on
+    /// its default port keeps `:80`. `http://example.com` and `https://example.com` are two
+    /// origins (RFC 6454 §4) on two ports, with connections of their own: the HTTPS one speaking
+    /// HTTP/2 says nothing of the other, which must keep its HTTP/1.1 limit. (An explicit port
+    /// already tells them apart: the keys of the test servers, `127.0.0.1:PORT`, are unchanged.)
+    package static func slotKey(hostKey key: String, scheme: String?) -> String {
+        guard scheme == "http" else { return key }
+        // The port follows the last `:` that is not inside an IPv6 literal's brackets.
+        let colon = key.utf8.lastIndex(of: UInt8(ascii: ":"))
+        let bracket = key.utf8.lastIndex(of: UInt8(ascii: "]"))
+        if let colon, bracket.map({ colon > $0 }) ?? true { return key }
+        return key + ":80"
+    }
+
     /// Whether `text` has an ASCII capital letter; read from contiguous storage when it has one.
     private static func hasUpperCaseLetter(_ text: String) -> Bool {
         let isCapital = { (byte: UInt8) in byte &- UInt8(ascii: "A") < 26 }

@@ -80,13 +80,14 @@ struct LogicalKey: Hashable, Sendable {
 
     private let parts: Parts
 
-    /// The scheduler's per-host key of the request (``Authority/hostKey(scheme:authority:)``,
-    /// the scheme lower-cased, `https` when there is none): made once, for both.
-    var hostKey: String { self.parts.authority }
+    /// The scheduler's per-host key of the request (``Authority/slotKey(hostKey:scheme:)``,
+    /// the scheme lower-cased, `https` when there is none): the host key is made once, for both.
+    var hostKey: String { Authority.slotKey(hostKey: self.parts.authority, scheme: self.parts.scheme) }
 
     /// The per-host key of a request's head, as ``hostKey`` makes it.
     static func hostKey(of head: HTTPRequest) -> String {
-        Authority.hostKey(scheme: Self.scheme(of: head), authority: head.authority ?? "")
+        let scheme = Self.scheme(of: head)
+        return Authority.slotKey(hostKey: Authority.hostKey(scheme: scheme, authority: head.authority ?? ""), scheme: scheme)
     }
 
     /// The request's scheme, lower-cased (`https` when it has none).

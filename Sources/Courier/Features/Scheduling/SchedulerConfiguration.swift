@@ -43,7 +43,9 @@ public struct SchedulerConfiguration: Sendable, Equatable {
 public struct TrafficSnapshot: Sendable, Equatable {
     /// Requests waiting for a slot, by priority.
     public var queuedByPriority: [RequestPriority: Int]
-    /// Requests on the wire, by host.
+    /// Requests on the wire, by host: the authority in lower case without the default port of
+    /// `https` (`example.com`, `127.0.0.1:8080`); a cleartext `http` origin on its default port
+    /// keeps `:80` (`example.com:80`), as it is another host to the limits.
     public var inFlightByHost: [String: Int]
 
     /// Requests waiting for a slot.

@@ -127,7 +127,8 @@ struct ScheduleStage: PipelineStage {
         guard let authority = Authority(url) else { return false }
         let port = authority.port.map { ":\($0)" } ?? ""
         let written = authority.host.contains(":") ? "[\(authority.host)]\(port)" : "\(authority.host)\(port)"
-        return Authority.hostKey(scheme: authority.scheme, authority: written) == host
+        let scheme = authority.scheme
+        return Authority.slotKey(hostKey: Authority.hostKey(scheme: scheme, authority: written), scheme: scheme) == host
     }
 
     /// Frees the slot.
