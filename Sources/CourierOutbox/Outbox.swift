@@ -110,6 +110,8 @@ public final class Outbox: Sendable {
     /// When the last few writes that mark or finish an item failed (a full disk, a file made
     /// read-only): each failure makes its loop wait before it looks again, never spin.
     package let writeFailures = Locked<[ContinuousClock.Instant]>([])
+    /// Outcomes of attempts whose write failed, oldest first, tried again at every delivery pass.
+    private let unrecorded = Locked<[Unrecorded]>([])
 
     /// Opens (or creates) the outbox at `path`, migrates its schema, puts interrupted items back
     /// in line and prunes old ones. Fails with a typed ``OutboxError`` for a corrupt, locked,
@@ -262,7 +264,14 @@ public final class Outbox: Sendable {
     }
 
     private func deliver(untilIdle: Bool) async {
+        // Passes in a row in which outcomes left unrecorded could still not be recorded.
+        var refusedPasses = 0
         while !Task.isCancelled {
+            // Outcomes whose write failed go first: their items hold their queues. The other
+            // queues go on meanwhile; every wait of the loop is a second at most until then.
+            let recorded = self.recordLeftOver()
+            refusedPasses = recorded ? 0 : refusedPasses + 1
+            let longestWait: Duration = recorded ? .seconds(60) : .seconds(1)
             let heads: [String: [OutboxStore.StoredRequest]]
             do {
                 // A batching queue's head is as many items as one batch takes; any other queue's
@@ -279,12 +288,15 @@ public final class Outbox: Sendable {
                 // that one to finish (it signals), rather than return with them pending.
                 // (Only while another loop of this outbox is delivering: an item left in flight by
                 // a write that failed holds nothing up.)
+                // Outcomes the file still refuses are tried for a few passes more; then `deliverAll`
+                // returns, and a later pass of this outbox (or its next opening) takes them up.
                 if untilIdle {
-                    guard self.delivering.withLock({ $0 }) > 0, (try? self.store.hasPendingBehindInFlight()) == true else { return }
+                    let waitsForOthers = self.delivering.withLock({ $0 }) > 0 && (try? self.store.hasPendingBehindInFlight()) == true
+                    guard waitsForOthers || (!recorded && refusedPasses < 4) else { return }
                     await self.wakeup.wait(upTo: .seconds(1))
                     continue
                 }
-                await self.wakeup.wait(upTo: .seconds(60))
+                await self.wakeup.wait(upTo: longestWait)
                 continue
             }
             let now = Date()
@@ -296,7 +308,7 @@ public final class Outbox: Sendable {
             }
             if due.isEmpty {
                 let wait = max(0.001, (earliest ?? now.addingTimeInterval(1)).timeIntervalSince(now))
-                await self.wakeup.wait(upTo: .milliseconds(Int64(min(wait, 60) * 1000)))
+                await self.wakeup.wait(upTo: min(.milliseconds(Int64(min(wait, 60) * 1000)), longestWait))
                 continue
             }
             await withTaskGroup(of: Void.self) { group in
@@ -460,34 +472,35 @@ public final class Outbox: Sendable {
             let result = OutboxItem.Result(
                 status: response.status.code, headers: response.headers,
                 body: Data(response.value.prefix(self.configuration.resultBodyLimit)))
-            await self.answered(ids, result: result, bodyError: nil, attempts: attempts, maxAttempts: maxAttempts)
+            self.answered(ids, result: result, bodyError: nil, attempts: attempts, maxAttempts: maxAttempts)
         } catch let failure as CourierError where failure.bodyLostAfterHead {
             // The server answered, and the body was lost (too large, cut short, undecodable,
             // stalled past the deadline, or cancelled while it came): the status decides, as for
             // a whole response — a 2xx was delivered and is not sent again.
             let status = failure.status?.code ?? 0
             let result = OutboxItem.Result(status: status, headers: failure.headers ?? [:], body: Data())
-            await self.answered(
+            self.answered(
                 ids, result: result, bodyError: "the response body was lost: \(failure.message)", attempts: attempts,
                 maxAttempts: maxAttempts)
         } catch {
             if Task.isCancelled {
                 // Stopped, not failed: the item stays in line for the next run, and the attempt
-                // does not count against its `maxAttempts`.
-                self.finish(ids, state: .pending, error: nil, result: nil, retryAt: Date(), uncounted: true)
+                // does not count against its `maxAttempts`. (Recorded by the next run if the
+                // write fails now.)
+                self.record(ids, state: .pending, error: nil, result: nil, retryAt: Date(), uncounted: true)
                 return
             }
             let failure = CourierError.wrap(error)
             if failure.kind == .cancelled {
                 // The client cancelled it (`cancelAll`, a shutdown): not the item's failure. It
                 // stays in line, after a pause so a shut-down client is not asked in a loop.
-                await self.record(
+                self.record(
                     ids, state: .pending, error: failure.message, result: nil,
                     retryAt: Date().addingTimeInterval(self.configuration.baseDelay.inSeconds), uncounted: true)
             } else if failure.kind == .invalidRequest {
-                await self.record(ids, state: .dead, error: failure.description, result: nil, retryAt: nil)
+                self.record(ids, state: .dead, error: failure.description, result: nil, retryAt: nil)
             } else {
-                await self.failed(
+                self.failed(
                     ids, error: failure.description, result: nil, attempts: attempts, maxAttempts: maxAttempts, retryAfter: nil)
             }
         }
@@ -497,32 +510,32 @@ public final class Outbox: Sendable {
     /// 5xx is tried again; any other status is dead. `bodyError` says why the body is missing.
     private func answered(
         _ ids: [OutboxItemID], result: OutboxItem.Result, bodyError: String?, attempts: Int, maxAttempts: Int
-    ) async {
+    ) {
         let statusError = "status \(result.status)" + (bodyError.map { "; \($0)" } ?? "")
         switch result.status {
         case 200..<300:
-            await self.record(ids, state: .delivered, error: bodyError, result: result, retryAt: nil)
+            self.record(ids, state: .delivered, error: bodyError, result: result, retryAt: nil)
         // A 409 to an attempt after the first: the server still processes the first one under
         // the same Idempotency-Key (draft-ietf-httpapi-idempotency-key-header §2.6, "the
         // resource server MUST reply with an HTTP 409"), so it is tried again later. To a first
         // attempt it is the server's answer, and the item is dead.
         case 409 where attempts > 1, 408, 429, 500..<600:
-            await self.failed(
+            self.failed(
                 ids, error: statusError, result: result, attempts: attempts, maxAttempts: maxAttempts,
                 retryAfter: result.headers[.retryAfter])
         default:
-            await self.record(ids, state: .dead, error: statusError, result: result, retryAt: nil)
+            self.record(ids, state: .dead, error: statusError, result: result, retryAt: nil)
         }
     }
 
     private func failed(
         _ ids: [OutboxItemID], error: String, result: OutboxItem.Result?, attempts: Int, maxAttempts: Int, retryAfter: String?
-    ) async {
+    ) {
         guard attempts < maxAttempts else {
-            await self.record(ids, state: .dead, error: "\(error) (after \(attempts) attempts)", result: result, retryAt: nil)
+            self.record(ids, state: .dead, error: "\(error) (after \(attempts) attempts)", result: result, retryAt: nil)
             return
         }
-        await self.record(
+        self.record(
             ids, state: .pending, error: error, result: nil,
             retryAt: Date().addingTimeInterval(self.delay(attempt: attempts, retryAfter: retryAfter).inSeconds))
     }
@@ -554,17 +567,54 @@ public final class Outbox: Sendable {
         self.writeFailures.withLock { $0 = Array(($0 + [ContinuousClock.now]).suffix(8)) }
     }
 
-    /// Records how the attempt of items in flight ended, trying the write again, a second apart,
-    /// while it fails (a full disk, a lock held past the busy timeout): items left in flight would
-    /// hold their queue until the outbox is opened again, and be sent again then. It gives up only
-    /// when the delivery is stopped; the next opening then finds them interrupted.
+    /// Records how the attempt of items in flight ended. When the write fails (a full disk, a
+    /// file locked past the busy timeout or made unwritable), the outcome is kept in memory and
+    /// every delivery pass of this outbox tries it again (``recordLeftOver()``): items left in
+    /// flight hold their queue, and would be sent again at the next opening.
     private func record(
         _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool = false
-    ) async {
-        while !self.finish(ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted) {
-            if Task.isCancelled { return }
-            try? await Task.sleep(for: .seconds(1))
+    ) {
+        guard !self.finish(ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted) else { return }
+        let outcome = Unrecorded(ids: ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted)
+        self.unrecorded.withLock { $0.append(outcome) }
+    }
+
+    /// Tries again to record the outcomes whose write failed; returns whether none is left. From
+    /// the third write of one on, its result is kept without the response body: a file with no
+    /// room for the body (full, or over a quota) would refuse it for ever, and hold its queue.
+    private func recordLeftOver() -> Bool {
+        let left = self.unrecorded.withLock { list -> [Unrecorded] in
+            defer { list.removeAll() }
+            return list
         }
+        guard !left.isEmpty else { return true }
+        var still: [Unrecorded] = []
+        for var outcome in left {
+            outcome.writes += 1
+            if outcome.writes >= 3, var result = outcome.result, !result.body.isEmpty {
+                result.body = Data()
+                outcome.result = result
+                outcome.error = (outcome.error.map { "\($0); " } ?? "") + "the response body could not be stored"
+            }
+            let stored = self.finish(
+                outcome.ids, state: outcome.state, error: outcome.error, result: outcome.result, retryAt: outcome.retryAt,
+                uncounted: outcome.uncounted)
+            if !stored { still.append(outcome) }
+        }
+        if !still.isEmpty { self.unrecorded.withLock { $0.insert(contentsOf: still, at: 0) } }
+        return still.isEmpty
+    }
+
+    /// How an attempt of items in flight ended, as ``finish(_:state:error:result:retryAt:uncounted:)`` records it.
+    private struct Unrecorded: Sendable {
+        var ids: [OutboxItemID]
+        var state: OutboxItem.State
+        var error: String?
+        var result: OutboxItem.Result?
+        var retryAt: Date?
+        var uncounted: Bool
+        /// The writes tried so far.
+        var writes = 1
     }
 
     /// Records how the items' attempt ended; `false` when the write failed.

@@ -429,11 +429,26 @@ final class OutboxStore: Sendable {
         (Self.value(row, column) as Double?).flatMap { $0.isFinite && abs($0) < 1e12 ? Date(timeIntervalSince1970: $0) : nil }
     }
 
-    /// An attempt count: 0 up to `Int32.max` (a larger one could overflow the next attempt's number).
+    /// An attempt count: an integer (`1.5` would be read as 1, and never match the stored value
+    /// when the item is taken), 0 up to `Int32.max` (a larger one could overflow the next
+    /// attempt's number).
     private static func count(_ row: Row, _ column: String) throws(OutboxError) -> Int {
+        guard case .int64 = (row[column] as DatabaseValue).storage else {
+            throw OutboxError(.corrupt, "item has an impossible \(column): not an integer")
+        }
         let count: Int = try Self.required(row, column)
         guard (0...Int(Int32.max)).contains(count) else { throw OutboxError(.corrupt, "item has an impossible \(column): \(count)") }
         return count
+    }
+
+    /// The batch an item was sent in: none, or its key as text (anything else could not be told
+    /// from none, and the item is taken only as it was read).
+    private static func batch(_ row: Row) throws(OutboxError) -> String? {
+        switch (row["batch"] as DatabaseValue).storage {
+        case .null: return nil
+        case .string(let key): return key
+        default: throw OutboxError(.corrupt, "item has an impossible batch")
+        }
     }
 
     /// A stored method, which must be a method token: sent as something else, it would be
@@ -465,7 +480,7 @@ final class OutboxStore: Sendable {
             expiresAt: Self.optionalDate(row, "expires_at"),
             nextAttemptAt: try Self.date(row, "next_attempt_at"),
             createdAt: try Self.date(row, "created_at"),
-            batch: Self.value(row, "batch"),
+            batch: try Self.batch(row),
             service: Self.value(row, "service"),
             hasOwnName: (Self.value(row, "has_own_name") as Int?).map { $0 != 0 } ?? true
         )

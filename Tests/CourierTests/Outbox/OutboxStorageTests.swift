@@ -144,7 +144,7 @@ struct OutboxStorageTests {
     }
 
     @Test(arguments: [
-        ("attempts", "'x'"), ("attempts", "1e30"), ("attempts", "9223372036854775807"), ("attempts", "-1"),
+        ("attempts", "'x'"), ("attempts", "1e30"), ("attempts", "1.5"), ("attempts", "9223372036854775807"), ("attempts", "-1"),
         ("created_at", "'soon'"), ("next_attempt_at", "X'FF'"), ("max_attempts", "'many'"), ("queue", "X'FF'"),
         // Sent without its fields, or as another method, it would be another request than the one stored.
         ("headers", "'x'"), ("method", "'GE T'"), ("state", "'flying'"),
@@ -216,11 +216,36 @@ struct OutboxStorageTests {
         #expect(try outbox.store.begin(asRead, batch: "batch-second") == false)
         #expect(try outbox.items().map(\.state) == [.pending, .pending])
         #expect(try outbox.items().map(\.attempts) == [1, 1])
+        #expect(try outbox.store.heads { _ in 2 }["q"]?.map(\.batch) == ["batch-first", "batch-first"])
+        // Only the batch differs (a delivery the client cancelled takes its attempt back, and
+        // leaves the batch it was sent in): not taken either.
+        try outbox.store.finish(read.map(\.id), state: .pending, error: nil, result: nil, retryAt: Date(), now: Date(), uncounted: true)
+        #expect(try outbox.store.heads { _ in 2 }["q"]?.map(\.attempts) == [0, 0])
+        #expect(try outbox.store.begin(asRead, batch: "batch-second") == false)
+        // Read again, as they are now, they are taken (with their batch).
         let now = try #require(try outbox.store.heads { _ in 2 }["q"])
         #expect(now.map(\.batch) == ["batch-first", "batch-first"])
-        // Read again, as they are now, they are taken (with their batch).
+        #expect(now.map(\.attempts) == [0, 0])
         #expect(try outbox.store.begin(now.map { ($0.id, $0.attempts, $0.batch) }, batch: "batch-first"))
         #expect(try outbox.items().map(\.state) == [.inFlight, .inFlight])
+    }
+
+    /// A batch key that is not text (a file written by something else) cannot be told from
+    /// none: the item is corrupt, held in its queue, never sent as an item of no batch (under a
+    /// new key) and never a loop that tries to take it for ever.
+    @Test
+    func aBatchKeyThatIsNotTextHoldsItsQueue() async throws {
+        let path = OutboxTests.databasePath()
+        let stub = StubTransport { _ in .status(.ok) }
+        let client = Client(configuration: .init(transport: stub) { $0.debugOptions = .off })
+        let outbox = try Outbox(path: path, client: client)
+        let id = try outbox.enqueue(Self.post(), queue: "q")
+        let kept = try outbox.enqueue(Self.post(), queue: "other")
+        try await OutboxTests.alter(path, "UPDATE item SET batch = X'FF', attempts = 1 WHERE id = ?", item: id)
+        await outbox.deliverAll()
+        #expect(stub.requests.count == 1)
+        #expect(try outbox.item(kept)?.state == .delivered)
+        #expect(try outbox.item(id)?.state == .pending)
     }
 
     @Test

@@ -957,6 +957,33 @@ struct OutboxTests {
         }
     }
 
+    /// A file with no room for a response body (full, or over a quota) refuses the write that
+    /// records the delivery every time: the item is recorded delivered without the body (its
+    /// status and fields kept, the reason in its error), rather than left in flight; the other
+    /// queues go on meanwhile, and `deliverAll` returns.
+    @Test(arguments: TransportKind.allCases)
+    func aResultBodyTheFileHasNoRoomForIsLeftOutNotTheDelivery(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            request.path == "/big" ? ScriptedResponse(status: 200, body: Data(repeating: 0x61, count: 200 << 10)) : .json("{}")
+        }
+        var configuration = Self.fast
+        configuration.pragmas = ["PRAGMA max_page_count = 16"]
+        try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, _, _ in
+            let big = try outbox.enqueue(Self.post("/big"), queue: "a")
+            let small = try outbox.enqueue(Self.post("/small"), queue: "b")
+            await outbox.deliverAll()
+            let item = try #require(try outbox.item(big))
+            #expect(item.state == .delivered)
+            #expect(item.result?.status == 200)
+            #expect(item.result?.body.isEmpty == true)
+            #expect(item.lastError?.contains("could not be stored") == true, "\(String(describing: item.lastError))")
+            #expect(try outbox.item(small)?.state == .delivered)
+            #expect(try outbox.item(small)?.result?.body == Data("{}".utf8))
+            #expect(outbox.writeFailures.current.count >= 2)
+            #expect(server.requests.filter { $0.path == "/big" }.count == 1)
+        }
+    }
+
     /// Expired items do not make a batch full: they are dead, and the live items wait for a
     /// full batch (or their age) as if the expired ones had never been enqueued, rather than
     /// go at once in a batch of one.
@@ -1101,16 +1128,19 @@ struct OutboxTests {
         }
     }
 
-    /// The write that records a delivery fails (a full disk, a lock held past the busy timeout):
-    /// the item is not left in flight, holding its queue until the outbox is opened again (and
-    /// sent again then); the write is tried again, and once the file takes it the item is
-    /// delivered, once, and the next item of its queue goes.
+    /// The write that records a delivery fails (a full disk, a lock held past the busy timeout,
+    /// a file the device's lock made unwritable): the item is not left in flight, holding its
+    /// queue until the outbox is opened again (and sent again then); the write is tried again —
+    /// after the delivery was stopped and started again too — and once the file takes it the
+    /// item is delivered, once, and the next item of its queue goes.
     @Test(arguments: TransportKind.allCases)
     func aDeliveryWhoseRecordFailsIsRecordedOnceTheFileTakesIt(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         try await Self.withOutbox(kind, server: server) { outbox, _, path in
             let first = try outbox.enqueue(Self.post("/echo"), queue: "q")
-            let other = try DatabaseQueue(path: path)
+            var waiting = GRDB.Configuration()
+            waiting.busyMode = .timeout(30)
+            let other = try DatabaseQueue(path: path, configuration: waiting)
             try await other.write { db in
                 try db.execute(
                     sql: """
@@ -1122,9 +1152,11 @@ struct OutboxTests {
             #expect(await eventually { outbox.writeFailures.current.count >= 2 })
             #expect(server.requests.count == 1)
             #expect(try outbox.item(first)?.state == .inFlight)
+            await outbox.stop()
             try await other.write { db in try db.execute(sql: "DROP TRIGGER refuse") }
             try other.close()
             let second = try outbox.enqueue(Self.post("/echo"), queue: "q")
+            outbox.start()
             #expect(await eventually { (try? outbox.item(second))??.state == .delivered })
             #expect(try outbox.item(first)?.state == .delivered)
             #expect(try outbox.item(first)?.result?.status == 200)
