@@ -256,7 +256,12 @@ struct ResponseCache: Sendable {
             } else if self.stillHolds(entry, under: entryKey) {
                 self.store.setEntry(refreshed, forKey: entryKey)
             }
-            guard var result = Self.stored(refreshed, age: CacheRules.age(of: refreshed, now: now), source: .revalidated, key: entryKey)
+            // The caller's range, cut from the confirmed response (RFC 9111 §4.3.4 with §3.4), or
+            // the whole response where the range cannot be cut from it.
+            let age = CacheRules.age(of: refreshed, now: now)
+            guard
+                var result = Self.stored(refreshed, age: age, source: .revalidated, key: entryKey, wanted: run.wantedRange)
+                    ?? Self.stored(refreshed, age: age, source: .revalidated, key: entryKey)
             else { return outcome }
             result.response.version = outcome.response.version
             result.response.url = outcome.response.url
