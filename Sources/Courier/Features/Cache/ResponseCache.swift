@@ -267,7 +267,8 @@ struct ResponseCache: Sendable {
             result.response.url = outcome.response.url
             return result
         }
-        if run.method == .head, (200..<300).contains(status) {
+        // (Under `.networkOnly` the cache is not written: a HEAD refreshes nothing.)
+        if run.method == .head, run.policy.mode != .networkOnly, (200..<300).contains(status) {
             self.updateStoredGET(run, headResponse: head.headerFields, now: now)
         }
         let payload = outcome.payload ?? outcome.body

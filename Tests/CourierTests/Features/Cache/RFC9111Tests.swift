@@ -1268,6 +1268,34 @@ struct RFC9111Tests {
         }
     }
 
+    /// A HEAD request under `.networkOnly` leaves the cache alone, as the policy says ("neither
+    /// read nor written"): its answer's fields did not refresh the stored GET response.
+    @Test(arguments: TransportKind.allCases)
+    func aHEADResponseUnderNetworkOnlyRefreshesNothing(_ kind: TransportKind) async throws {
+        let counter = Locked(0)
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.method == "HEAD" {
+                    return ScriptedResponse(
+                        status: 200, headers: [("ETag", "\"a\""), ("Cache-Control", "max-age=60"), ("X-Seen", "head")],
+                        body: Data("answer 0".utf8))
+                }
+                return .text(Self.counted(counter), headers: [("ETag", "\"a\""), ("Cache-Control", "max-age=60")])
+            }
+        ) { client, server, _ in
+            _ = try await client.send(Self.get("/r"))
+            var head = Endpoint<String>(method: .head, path: "/r", decoding: .string)
+            head.cachePolicy = .networkOnly
+            _ = try await client.response(head)
+            #expect(server.requests.count == 2)
+            let stored = try await client.response(Self.get("/r"))
+            #expect(stored.source == .cache)
+            #expect(stored.value == "answer 1")
+            #expect(stored.headers[HTTPField.Name("X-Seen")!] == nil)
+        }
+    }
+
     // MARK: - §4.3.1 Validators
 
     @Test(
