@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 
@@ -423,9 +424,12 @@ package enum CacheRules {
         return true
     }
 
-    /// The value the cache compares for a field a response varies on (``VaryValues``).
+    /// What the cache keeps and compares of a field a response varies on: the SHA-256 digest of
+    /// its value as ``VaryValues`` normalises it, never the value itself. A response may vary on
+    /// a credential (`Vary: Authorization`, `Cookie`), which would otherwise sit in clear in
+    /// every stored variant's key and entry, on disk for a disk store (RFC 9111 §7).
     private static func value(of name: String, in fields: HTTPFields) -> String? {
-        VaryValues.value(of: name, in: fields)
+        VaryValues.value(of: name, in: fields).map { "sha256:" + SHA256.hex(Data($0.utf8)) }
     }
 
     /// The stored entry after a `304 Not Modified` (RFC 9111 §4.3.4), or a HEAD answer that

@@ -19,8 +19,9 @@ public struct CacheEntry: Sendable, Equatable {
     public var requestDate: Date
     /// When its response arrived.
     public var responseDate: Date
-    /// The request's values of the header fields the response's `Vary` names (lower-cased
-    /// names; an absent field is stored as `nil`).
+    /// What the request had in the header fields the response's `Vary` names (lower-cased
+    /// names): the SHA-256 digest of each value (`sha256:` and hexadecimal digits), never the
+    /// value, which may be a credential; an absent field is stored as `nil`.
     public var varyingFields: [String: String?]
 
     /// Creates an entry.

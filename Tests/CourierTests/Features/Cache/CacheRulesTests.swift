@@ -300,7 +300,10 @@ struct CacheRulesTests {
     func varyMatchesOnlyTheSameFieldValues() {
         let response = fields([("Vary", "Accept-Language, Accept-Encoding")])
         let varying = CacheRules.varyingFields(responseHeaders: response, requestHeaders: fields([("Accept-Language", "en")]))
-        let expected: [String: String?] = ["accept-language": "en", "accept-encoding": String?.none]
+        // The value's SHA-256 digest, never the value (which may be a credential, RFC 9111 §7).
+        let expected: [String: String?] = [
+            "accept-language": "sha256:dbd3a49d0d906b4ed9216b73330d2fb080ef2f758c12f3885068222e5e17151c", "accept-encoding": String?.none,
+        ]
         #expect(varying == expected)
         let entry = CacheEntry(
             url: "u", method: "GET", partition: "", status: 200, headers: response, body: Data(), requestDate: Self.now,

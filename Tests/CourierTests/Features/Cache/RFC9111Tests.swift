@@ -1268,6 +1268,36 @@ struct RFC9111Tests {
         }
     }
 
+    /// RFC 9111 §7: a response that varies on a credential (`Vary: Authorization`) is stored
+    /// per credential, and the credential is not written with it: on a disk store its file held
+    /// the bearer token in clear (in the variant's key and its varying fields), across restarts.
+    @Test(arguments: TransportKind.allCases)
+    func aCredentialAResponseVariesOnIsNotWrittenToTheStore(_ kind: TransportKind) async throws {
+        let directory = temporaryDirectory("vary-credential")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let counter = Locked(0)
+        try await withCache(
+            kind, store: DiskCacheStore(directory: directory),
+            handler: { _ in .text(Self.counted(counter), headers: [("Vary", "Authorization"), ("Cache-Control", "private, max-age=60")]) }
+        ) { client, server, _ in
+            let token = "Bearer s3cret-T0ken with spaces"
+            let first = try await client.response(Self.get("/me", [.authorization: token]))
+            #expect(first.source == .network)
+            let again = try await client.response(Self.get("/me", [.authorization: token]))
+            #expect(again.source == .cache)
+            #expect(again.value == first.value)
+            let other = try await client.response(Self.get("/me", [.authorization: "Bearer another"]))
+            #expect(other.source == .network)
+            #expect(server.requests.count == 2)
+            var written = Data()
+            let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)
+            while let file = files?.nextObject() as? URL { written += (try? Data(contentsOf: file)) ?? Data() }
+            #expect(!written.isEmpty)
+            #expect(written.range(of: Data("s3cret-T0ken".utf8)) == nil)
+            #expect(written.range(of: Data("another".utf8)) == nil)
+        }
+    }
+
     /// A HEAD request under `.networkOnly` leaves the cache alone, as the policy says ("neither
     /// read nor written"): its answer's fields did not refresh the stored GET response.
     @Test(arguments: TransportKind.allCases)
