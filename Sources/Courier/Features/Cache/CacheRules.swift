@@ -467,7 +467,8 @@ package enum CacheRules {
 
     /// Whether a `304` identifies the stored response for an update (RFC 9111 §4.3.4): a strong
     /// `ETag` must be the stored one's, strong too; a weak one must match it by weak comparison
-    /// (RFC 9110 §8.8.3.2); without an `ETag`, a `Last-Modified` must equal the stored one. A 304
+    /// (RFC 9110 §8.8.3.2); without an `ETag`, a `Last-Modified` must equal the stored one (one
+    /// with a `Last-Modified` identifies no stored response without one). A 304
     /// that carries no validator identifies the one stored response it answers.
     package static func notModified(_ fields: HTTPFields, identifies entry: CacheEntry) -> Bool {
         if let tag = fields[values: .eTag].first {
@@ -477,7 +478,9 @@ package enum CacheRules {
             let opaque = { (text: String) in text.hasPrefix(weak) ? String(text.dropFirst(weak.count)) : text }
             return opaque(tag).utf8.elementsEqual(opaque(stored).utf8)
         }
-        if let modified = fields[values: .lastModified].first, let stored = entry.headers[values: .lastModified].first {
+        if let modified = fields[values: .lastModified].first {
+            // A date the stored response does not carry identifies another response.
+            guard let stored = entry.headers[values: .lastModified].first else { return false }
             return modified.utf8.elementsEqual(stored.utf8)
         }
         return true

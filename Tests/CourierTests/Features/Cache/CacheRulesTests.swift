@@ -296,6 +296,22 @@ struct CacheRulesTests {
         #expect(stored == row.stored)
     }
 
+    /// RFC 9111 §4.3.4: a 304 selects the stored response whose validator it carries. One with
+    /// only a `Last-Modified` that the stored response (validated by its `ETag`) lacks selects
+    /// none; it refreshed the stored response with another's fields. A 304 with no validator at
+    /// all still answers the one stored response it was asked about (a careless server's).
+    @Test
+    func a304WithADateTheStoredResponseLacksIdentifiesNothing() {
+        let tagged = Self.entry([("ETag", #""v1""#), ("Cache-Control", "max-age=0")], receivedAgo: 10)
+        let dated = Self.entry([("Last-Modified", Self.httpDate(-3600)), ("Cache-Control", "max-age=0")], receivedAgo: 10)
+        #expect(!CacheRules.notModified(fields([("Last-Modified", Self.httpDate(-60))]), identifies: tagged))
+        #expect(CacheRules.notModified(fields([("Last-Modified", Self.httpDate(-3600))]), identifies: dated))
+        #expect(!CacheRules.notModified(fields([("Last-Modified", Self.httpDate(-60))]), identifies: dated))
+        #expect(CacheRules.notModified(fields([("ETag", #""v1""#)]), identifies: tagged))
+        #expect(!CacheRules.notModified(fields([("ETag", #""v2""#)]), identifies: tagged))
+        #expect(CacheRules.notModified(fields([("Cache-Control", "max-age=60")]), identifies: tagged))
+    }
+
     @Test
     func varyMatchesOnlyTheSameFieldValues() {
         let response = fields([("Vary", "Accept-Language, Accept-Encoding")])
