@@ -574,14 +574,19 @@ public final class Outbox: Sendable {
     private func record(
         _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool = false
     ) {
-        guard !self.finish(ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted) else { return }
-        let outcome = Unrecorded(ids: ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted)
+        let failure = self.write(
+            ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted, inFlightOnly: true)
+        guard let failure else { return }
+        let outcome = Unrecorded(
+            ids: ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted, lastFailure: failure)
         self.unrecorded.withLock { $0.append(outcome) }
     }
 
-    /// Tries again to record the outcomes whose write failed; returns whether none is left. From
-    /// the third write of one on, its result is kept without the response body: a file with no
-    /// room for the body (full, or over a quota) would refuse it for ever, and hold its queue.
+    /// Tries again to record the outcomes whose write failed, oldest first, up to the first the
+    /// file still refuses; returns whether none is left. An outcome refused because the file is
+    /// full is tried without the response body (its status and fields kept): a file with no room
+    /// for the body would refuse it for ever, and hold its queue. An outcome whose items are no
+    /// longer in flight (another `Outbox` on the file took them up meanwhile) is dropped.
     private func recordLeftOver() -> Bool {
         let left = self.unrecorded.withLock { list -> [Unrecorded] in
             defer { list.removeAll() }
@@ -590,16 +595,23 @@ public final class Outbox: Sendable {
         guard !left.isEmpty else { return true }
         var still: [Unrecorded] = []
         for var outcome in left {
-            outcome.writes += 1
-            if outcome.writes >= 3, var result = outcome.result, !result.body.isEmpty {
+            // One refused: the file refuses the rest too (each try may wait the busy timeout).
+            guard still.isEmpty else {
+                still.append(outcome)
+                continue
+            }
+            if outcome.lastFailure == .full, var result = outcome.result, !result.body.isEmpty {
                 result.body = Data()
                 outcome.result = result
-                outcome.error = (outcome.error.map { "\($0); " } ?? "") + "the response body could not be stored"
+                outcome.error = (outcome.error.map { "\($0); " } ?? "") + "the response body could not be stored (the file is full)"
             }
-            let stored = self.finish(
+            let failure = self.write(
                 outcome.ids, state: outcome.state, error: outcome.error, result: outcome.result, retryAt: outcome.retryAt,
-                uncounted: outcome.uncounted)
-            if !stored { still.append(outcome) }
+                uncounted: outcome.uncounted, inFlightOnly: true)
+            if let failure {
+                outcome.lastFailure = failure
+                still.append(outcome)
+            }
         }
         if !still.isEmpty { self.unrecorded.withLock { $0.insert(contentsOf: still, at: 0) } }
         return still.isEmpty
@@ -613,8 +625,8 @@ public final class Outbox: Sendable {
         var result: OutboxItem.Result?
         var retryAt: Date?
         var uncounted: Bool
-        /// The writes tried so far.
-        var writes = 1
+        /// Why the file refused it last.
+        var lastFailure: OutboxError.Kind
     }
 
     /// Records how the items' attempt ended; `false` when the write failed.
@@ -622,22 +634,34 @@ public final class Outbox: Sendable {
     private func finish(
         _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool = false
     ) -> Bool {
+        self.write(ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted, inFlightOnly: false) == nil
+    }
+
+    /// Records how the items' attempt ended — with `inFlightOnly`, of those still in flight
+    /// only — and yields the completed ones; the kind of failure when the write failed.
+    private func write(
+        _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool,
+        inFlightOnly: Bool
+    ) -> OutboxError.Kind? {
+        let changed: [OutboxItemID]
         do {
-            try self.store.finish(ids, state: state, error: error, result: result, retryAt: retryAt, now: Date(), uncounted: uncounted)
+            changed = try self.store.finish(
+                ids, state: state, error: error, result: result, retryAt: retryAt, now: Date(), uncounted: uncounted,
+                inFlightOnly: inFlightOnly)
         } catch {
             self.failedWrite()
-            return false
+            return error.kind
         }
         // A loop waiting for this queue's item in flight looks again.
         self.wakeup.signal()
-        guard state == .delivered || state == .dead else { return true }
+        guard state == .delivered || state == .dead else { return nil }
         let subscribers = self.completionsHub.withLock { Array($0.values) }
-        guard !subscribers.isEmpty else { return true }
-        for id in ids {
+        guard !subscribers.isEmpty else { return nil }
+        for id in changed {
             guard let item = try? self.store.item(id) else { continue }
             for subscriber in subscribers { subscriber.yield(item) }
         }
-        return true
+        return nil
     }
 
     static let idempotencyKey = HTTPField.Name("Idempotency-Key")!

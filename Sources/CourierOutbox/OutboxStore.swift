@@ -202,12 +202,16 @@ final class OutboxStore: Sendable {
     ///
     /// `uncounted`: the attempt ``begin(_:batch:)`` counted did not happen as far as the item is
     /// concerned (its delivery was stopped or cancelled on the way), so it is taken back.
+    /// `inFlightOnly`: only items still in flight are changed (an outcome recorded late must not
+    /// undo what happened to an item since). Returns the items changed.
+    @discardableResult
     func finish(
         _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, now: Date,
-        uncounted: Bool = false
-    ) throws(OutboxError) {
+        uncounted: Bool = false, inFlightOnly: Bool = false
+    ) throws(OutboxError) -> [OutboxItemID] {
         do {
-            try self.pool.write { db in
+            return try self.pool.write { db -> [OutboxItemID] in
+                var changed: [OutboxItemID] = []
                 for id in ids {
                     let headers = try result.map { result in
                         String(decoding: try JSONEncoder().encode(result.headers.map { [$0.name.canonicalName, $0.value] }), as: UTF8.self)
@@ -217,14 +221,17 @@ final class OutboxStore: Sendable {
                             UPDATE item SET state = ?, last_error = COALESCE(?, last_error), result_status = COALESCE(?, result_status),
                                 result_headers = COALESCE(?, result_headers), result_body = COALESCE(?, result_body),
                                 next_attempt_at = COALESCE(?, next_attempt_at), finished_at = ?, attempts = MAX(0, attempts - ?)
-                            WHERE id = ?
+                            WHERE id = ? AND (? = 0 OR state = 'inFlight')
                             """,
                         arguments: [
                             state.rawValue, error, result?.status, headers, result?.body, retryAt?.timeIntervalSince1970,
                             state == .delivered || state == .dead ? now.timeIntervalSince1970 : nil, uncounted ? 1 : 0, id.rawValue,
+                            inFlightOnly ? 1 : 0,
                         ]
                     )
+                    if db.changesCount == 1 { changed.append(id) }
                 }
+                return changed
             }
         } catch {
             throw Self.map(error, "recording a delivery")

@@ -193,7 +193,11 @@ public final class DiskCacheStore: CacheStore {
                 continue
             }
             guard name.count == 64, name.allSatisfy(\.isHexDigit) else { continue }
-            guard let record = Self.readRecord(atPath: path) else {
+            // A variant written before only digests of the varying values were kept holds them
+            // in clear (a credential, for `Vary: Authorization`); it is never looked up again
+            // (its key is not made any more), so it goes now rather than at its eviction.
+            guard let record = Self.readRecord(atPath: path), !record.varying.contains(where: { $0.value.map(Self.isClear) ?? false })
+            else {
                 unlink(path)
                 continue
             }
@@ -217,6 +221,15 @@ public final class DiskCacheStore: CacheStore {
 
     static func fileName(for key: String) -> String {
         SHA256.hex(Data(key.utf8))
+    }
+
+    /// Whether a stored varying value is the value itself, not its digest (`sha256:` and 64
+    /// hexadecimal digits, as the cache makes it).
+    private static func isClear(_ value: String) -> Bool {
+        let prefix = "sha256:"
+        guard value.hasPrefix(prefix) else { return true }
+        let digits = value.dropFirst(prefix.count)
+        return digits.count != 64 || !digits.allSatisfy(\.isHexDigit)
     }
 
     /// Whether a file's status is that of a plain file the current user owns.

@@ -14,14 +14,42 @@ func posixPermissions(_ url: URL) -> Int? {
 
 @Suite("Cache stores")
 struct CacheStoreTests {
-    static func entry(_ url: String, partition: String = "", bodySize: Int = 100) -> CacheEntry {
+    /// The digest the cache keeps of the varying value "en".
+    static let en = "sha256:dbd3a49d0d906b4ed9216b73330d2fb080ef2f758c12f3885068222e5e17151c"
+
+    static func entry(_ url: String, partition: String = "", bodySize: Int = 100, language: String = Self.en) -> CacheEntry {
         CacheEntry(
             url: url, method: "GET", partition: partition, status: 200,
             headers: fields([("Cache-Control", "max-age=60"), ("ETag", "\"e\"")]),
             body: Data((0..<bodySize).map { UInt8($0 % 251) }), requestDate: Date(timeIntervalSince1970: 1000),
             responseDate: Date(timeIntervalSince1970: 1001),
-            varyingFields: ["accept-language": "en", "accept-encoding": String?.none]
+            varyingFields: ["accept-language": language, "accept-encoding": String?.none]
         )
+    }
+
+    /// A variant written by a version that kept the varying values in clear (a credential, for
+    /// `Vary: Authorization`) is never looked up again; a disk store deletes it when it opens
+    /// rather than keep the value on disk until eviction. Digests stay.
+    @Test
+    func aVariantWithItsValuesInClearIsDeletedWhenTheDiskStoreOpens() throws {
+        let directory = temporaryDirectory("disk-clear")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Written as by the earlier version, whose store is gone by the next launch.
+        do {
+            let old = DiskCacheStore(directory: directory)
+            old.setEntry(Self.entry("https://a/me", language: "Bearer s3cret"), forKey: "clear")
+            old.setEntry(Self.entry("https://a/me", language: "sha256:not-a-digest"), forKey: "half")
+            old.setEntry(Self.entry("https://a/me"), forKey: "digest")
+        }
+        #expect(self.entryFiles(directory).count == 3)
+        let reopened = DiskCacheStore(directory: directory)
+        #expect(reopened.entry(forKey: "clear") == nil)
+        #expect(reopened.entry(forKey: "half") == nil)
+        #expect(reopened.entry(forKey: "digest") == Self.entry("https://a/me"))
+        #expect(self.entryFiles(directory).count == 1)
+        var written = Data()
+        for file in self.entryFiles(directory) { written += (try? Data(contentsOf: file)) ?? Data() }
+        #expect(written.range(of: Data("s3cret".utf8)) == nil)
     }
 
     func entryFiles(_ directory: URL) -> [URL] {
