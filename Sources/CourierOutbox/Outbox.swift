@@ -332,7 +332,7 @@ public final class Outbox: Sendable {
         let next = head.nextAttemptAt > now.addingTimeInterval(longest) ? now : head.nextAttemptAt
         guard let batching, head.attempts == 0 else { return next }
         // (Those a new batch can take: the items before one of a batch sent before.)
-        if items.prefix(while: { $0.batch == nil }).contains(where: { $0.expiresAt.map { $0 <= now } ?? false }) { return now }
+        if items.prefix(while: { $0.batch == nil }).contains(where: { $0.hasExpired(at: now) }) { return now }
         let bytes = items.reduce(0) { $0 + ($1.body?.count ?? 0) }
         if items.count >= batching.maxCount || bytes >= batching.maxBytes || head.createdAt > now { return next }
         return max(next, head.createdAt.addingTimeInterval(batching.maxAge.inSeconds))
@@ -343,7 +343,7 @@ public final class Outbox: Sendable {
         self.delivering.withLock { $0 += 1 }
         defer { self.delivering.withLock { $0 -= 1 } }
         let now = Date()
-        let expired = { (item: OutboxStore.StoredRequest) in item.expiresAt.map { $0 <= now } ?? false }
+        let expired = { (item: OutboxStore.StoredRequest) in item.hasExpired(at: now) }
         if let batch = head.batch, let batching = self.configuration.batches[queue] {
             // A batch sent before (a retry, or one a crash interrupted) goes again whole, with
             // exactly its items and its key, whatever was enqueued since and whatever the rule
@@ -442,7 +442,8 @@ public final class Outbox: Sendable {
                 let stored = self.finish(lapsed, state: .dead, error: "expired before it could be delivered", result: nil, retryAt: nil)
                 // Without them the batch may not be due yet (not full, and not old enough): it
                 // waits as if they had never been enqueued.
-                if chosen.isEmpty || self.readyAt(chosen, batching: batching, now: Date()) > Date() {
+                let now = Date()
+                if chosen.isEmpty || self.readyAt(chosen, batching: batching, now: now) > now {
                     if !stored { await self.wakeup.wait(upTo: .seconds(1)) }
                     return
                 }
@@ -574,11 +575,9 @@ public final class Outbox: Sendable {
     private func record(
         _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool = false
     ) {
-        let failure = self.write(
-            ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted, inFlightOnly: true)
-        guard let failure else { return }
-        let outcome = Unrecorded(
-            ids: ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted, lastFailure: failure)
+        var outcome = Unrecorded(ids: ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted)
+        guard let failure = self.write(outcome) else { return }
+        outcome.lastFailure = failure
         self.unrecorded.withLock { $0.append(outcome) }
     }
 
@@ -605,10 +604,7 @@ public final class Outbox: Sendable {
                 outcome.result = result
                 outcome.error = (outcome.error.map { "\($0); " } ?? "") + "the response body could not be stored (the file is full)"
             }
-            let failure = self.write(
-                outcome.ids, state: outcome.state, error: outcome.error, result: outcome.result, retryAt: outcome.retryAt,
-                uncounted: outcome.uncounted, inFlightOnly: true)
-            if let failure {
+            if let failure = self.write(outcome) {
                 outcome.lastFailure = failure
                 still.append(outcome)
             }
@@ -626,7 +622,15 @@ public final class Outbox: Sendable {
         var retryAt: Date?
         var uncounted: Bool
         /// Why the file refused it last.
-        var lastFailure: OutboxError.Kind
+        var lastFailure: OutboxError.Kind?
+    }
+
+    /// Writes an outcome of items in flight (of those still in flight only); the kind of
+    /// failure when the file refused it.
+    private func write(_ outcome: Unrecorded) -> OutboxError.Kind? {
+        self.write(
+            outcome.ids, state: outcome.state, error: outcome.error, result: outcome.result, retryAt: outcome.retryAt,
+            uncounted: outcome.uncounted, inFlightOnly: true)
     }
 
     /// Records how the items' attempt ended; `false` when the write failed.

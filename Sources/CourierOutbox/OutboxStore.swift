@@ -400,6 +400,9 @@ final class OutboxStore: Sendable {
         var service: String?
         /// Whether `name` was the endpoint's own.
         var hasOwnName = true
+
+        /// Whether its `expiresAfter` has passed at `now`.
+        func hasExpired(at now: Date) -> Bool { self.expiresAt.map { $0 <= now } ?? false }
     }
 
     private func read<T>(_ body: (Database) throws -> T) throws(OutboxError) -> T {

@@ -904,6 +904,23 @@ struct OutboxTests {
         return configuration
     }
 
+    /// Another connection to the outbox file at `path` with a trigger (`refuse`, dropped by the
+    /// caller) that makes every write marking an item delivered fail, as a full disk would. It
+    /// waits for the outbox's own writes rather than fail beside them.
+    static func refusingDeliveredRecords(at path: String) async throws -> DatabaseQueue {
+        var waiting = GRDB.Configuration()
+        waiting.busyMode = .timeout(30)
+        let other = try DatabaseQueue(path: path, configuration: waiting)
+        try await other.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER refuse BEFORE UPDATE OF state ON item WHEN NEW.state = 'delivered'
+                    BEGIN SELECT RAISE(ABORT, 'disk full'); END
+                    """)
+        }
+        return other
+    }
+
     /// Runs one statement on the outbox file at `path` about item `id`, as another program would.
     static func alter(_ path: String, _ sql: String, item id: OutboxItemID) async throws {
         let database = try DatabaseQueue(path: path)
@@ -965,16 +982,7 @@ struct OutboxTests {
         let server = try await http1Server()
         try await Self.withOutbox(kind, server: server) { outbox, _, path in
             let id = try outbox.enqueue(Self.post("/echo"), queue: "q")
-            var waiting = GRDB.Configuration()
-            waiting.busyMode = .timeout(30)
-            let other = try DatabaseQueue(path: path, configuration: waiting)
-            try await other.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TRIGGER refuse BEFORE UPDATE OF state ON item WHEN NEW.state = 'delivered'
-                        BEGIN SELECT RAISE(ABORT, 'disk full'); END
-                        """)
-            }
+            let other = try await Self.refusingDeliveredRecords(at: path)
             outbox.start()
             #expect(await eventually { outbox.writeFailures.current.count >= 1 })
             await outbox.stop()
@@ -1176,16 +1184,7 @@ struct OutboxTests {
         let server = try await http1Server()
         try await Self.withOutbox(kind, server: server) { outbox, _, path in
             let first = try outbox.enqueue(Self.post("/echo"), queue: "q")
-            var waiting = GRDB.Configuration()
-            waiting.busyMode = .timeout(30)
-            let other = try DatabaseQueue(path: path, configuration: waiting)
-            try await other.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TRIGGER refuse BEFORE UPDATE OF state ON item WHEN NEW.state = 'delivered'
-                        BEGIN SELECT RAISE(ABORT, 'disk full'); END
-                        """)
-            }
+            let other = try await Self.refusingDeliveredRecords(at: path)
             outbox.start()
             #expect(await eventually { outbox.writeFailures.current.count >= 2 })
             #expect(server.requests.count == 1)
