@@ -47,6 +47,13 @@ struct HostileNumberTests {
         #expect(lifetime("max-age=99999999999999999999") == Self.cap)
         #expect(lifetime("max-age=\"99999999999999999999\"") == Self.cap)
         #expect(lifetime("max-age=60") == 60)
+        // A redirect's limit (a cache file is input too): the smaller wins; not a number, or
+        // below zero, allows nothing.
+        var limited = Self.entry([("Cache-Control", "max-age=60")])
+        for (limit, expected) in [(30.0, 30.0), (90, 60), (-5, 0), (.nan, 0), (.infinity, 60), (-.infinity, 0)] {
+            limited.freshnessLimit = limit
+            #expect(CacheRules.freshnessLifetime(of: limited) == expected, "\(limit)")
+        }
         for invalid in ["max-age=-5", "max-age=", "max-age", "max-age=nan", "max-age=inf", "max-age=1e9", "max-age=+5", "max-age=abc"] {
             #expect(lifetime(invalid) == 0, "\(invalid)")
         }

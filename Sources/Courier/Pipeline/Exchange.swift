@@ -207,6 +207,8 @@ final class ExchangeRecord: @unchecked Sendable {
         var wait: Duration?
         var sentAt: ContinuousClock.Instant?
         var followedRedirect: Int?
+        /// The redirects followed, with only the fields that say how long they may be reused.
+        var redirects: [HTTPResponse] = []
     }
 
     /// The scheduler slot an exchange holds: whose host, under which ticket, and whether a
@@ -286,6 +288,19 @@ final class ExchangeRecord: @unchecked Sendable {
         self.write { fields in
             if fields.followedRedirect == nil { fields.followedRedirect = status }
         }
+    }
+
+    /// The redirects followed for the exchange (by every attempt), each with only its status and
+    /// the fields that say how long it may be reused: the cache limits the final response's
+    /// freshness by them.
+    var redirects: [HTTPResponse] { self.read(\.redirects) }
+
+    func followed(_ redirect: HTTPResponse) {
+        var kept = HTTPResponse(status: redirect.status)
+        for name in [HTTPField.Name.cacheControl, .expires, .date, .age] {
+            if let value = redirect.headerFields[name] { kept.headerFields[name] = value }
+        }
+        self.write { $0.redirects.append(kept) }
     }
 
     func setAttempt(_ attempt: Int) {

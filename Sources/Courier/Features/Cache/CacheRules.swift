@@ -296,8 +296,41 @@ package enum CacheRules {
     /// How long a response stays fresh (RFC 9111 §4.2.1): `max-age`, else `Expires` − `Date`,
     /// else the policy's heuristic (by default 10% of `Date` − `Last-Modified`, capped at a day)
     /// for a status that allows it, else 0. `s-maxage` is ignored: this is a private cache.
+    /// An entry reached through a redirect lives at most as long as the redirect allowed
+    /// (``CacheEntry/freshnessLimit``; a limit that is not a number allows nothing).
     package static func freshnessLifetime(of entry: CacheEntry, heuristic: HeuristicFreshness = .standard) -> TimeInterval {
-        self.freshnessLifetime(status: entry.status, headers: entry.headers, received: entry.responseDate, heuristic: heuristic)
+        let own = self.freshnessLifetime(status: entry.status, headers: entry.headers, received: entry.responseDate, heuristic: heuristic)
+        guard let limit = entry.freshnessLimit else { return own }
+        return limit.isNaN ? 0 : min(own, max(0, limit))
+    }
+
+    /// How long a response reached through these redirects may be served for the URL asked
+    /// for, at most; `nil` when they set no limit.
+    ///
+    /// A stored response is reused only for its own target URI (RFC 9111 §4); the cache sits
+    /// above the redirects and keeps the final response for the URL asked for, so it is the
+    /// redirects that say how long that holds: a redirect's own freshness (RFC 9111 §4.2.1, less
+    /// its `Age`), 0 for one with `no-cache` or `no-store`, and for one without explicit
+    /// freshness none for a temporary redirect (`302`, `303`, `307`: cacheable only with explicit
+    /// freshness, RFC 9110 §15.4.3, §15.4.4, §15.4.8) and no limit for a permanent one (`301`,
+    /// `308`: heuristically cacheable, RFC 9110 §15.4.2, §15.4.9).
+    package static func freshnessLimit(afterRedirects redirects: [HTTPResponse], received: Date) -> TimeInterval? {
+        var limit: TimeInterval?
+        for redirect in redirects {
+            let headers = redirect.headerFields
+            let control = CacheControl(headers)
+            let allowed: TimeInterval?
+            if control.has("no-store") || control.has("no-cache") {
+                allowed = 0
+            } else if control.seconds("max-age") != nil || headers[.expires] != nil {
+                let lifetime = self.freshnessLifetime(status: redirect.status.code, headers: headers, received: received)
+                allowed = max(0, lifetime - (self.ageField(headers) ?? 0))
+            } else {
+                allowed = self.heuristicallyCacheable.contains(redirect.status.code) ? nil : 0
+            }
+            if let allowed { limit = min(limit ?? allowed, allowed) }
+        }
+        return limit
     }
 
     /// The freshness lifetime of a response with this status and these fields, received at `received`

@@ -23,11 +23,16 @@ public struct CacheEntry: Sendable, Equatable {
     /// names): the SHA-256 digest of each value (`sha256:` and hexadecimal digits), never the
     /// value, which may be a credential; an absent field is stored as `nil`.
     public var varyingFields: [String: String?]
+    /// At most how long, in seconds, the response may be served for ``url`` without asking the
+    /// server again, whatever its own freshness: set when it was reached through a redirect that
+    /// allowed less (a `302` without freshness of its own allows none); `nil`: no limit but the
+    /// response's own. Applies under ``CachePolicy/http``.
+    public var freshnessLimit: TimeInterval?
 
     /// Creates an entry.
     public init(
         url: String, method: String, partition: String, status: Int, headers: HTTPFields, body: Data,
-        requestDate: Date, responseDate: Date, varyingFields: [String: String?] = [:]
+        requestDate: Date, responseDate: Date, varyingFields: [String: String?] = [:], freshnessLimit: TimeInterval? = nil
     ) {
         self.url = url
         self.method = method
@@ -38,6 +43,7 @@ public struct CacheEntry: Sendable, Equatable {
         self.requestDate = requestDate
         self.responseDate = responseDate
         self.varyingFields = varyingFields
+        self.freshnessLimit = freshnessLimit
     }
 
     /// The status of an index entry: a response that varies is stored once per variant, and the

@@ -49,6 +49,8 @@ public final class DiskCacheStore: CacheStore {
         var varying: [Varying]
         var bodyLength: Int
         var bodyDigest: String
+        /// Absent from files written before it was kept (no limit then).
+        var freshnessLimit: Double?
     }
 
     private struct Varying: Codable {
@@ -279,7 +281,7 @@ public final class DiskCacheStore: CacheStore {
             headers: entry.headers.map { [$0.name.rawName, $0.value] },
             requestDate: entry.requestDate.timeIntervalSince1970, responseDate: entry.responseDate.timeIntervalSince1970,
             varying: entry.varyingFields.sorted { $0.key < $1.key }.map { Varying(name: $0.key, value: $0.value) },
-            bodyLength: entry.body.count, bodyDigest: SHA256.hex(entry.body)
+            bodyLength: entry.body.count, bodyDigest: SHA256.hex(entry.body), freshnessLimit: entry.freshnessLimit
         )
         guard let json = try? JSONEncoder().encode(record) else { return nil }
         var data = Self.magic
@@ -316,7 +318,8 @@ public final class DiskCacheStore: CacheStore {
         return CacheEntry(
             url: record.url, method: record.method, partition: record.partition, status: record.status, headers: headers,
             body: body, requestDate: Date(timeIntervalSince1970: record.requestDate),
-            responseDate: Date(timeIntervalSince1970: record.responseDate), varyingFields: varying
+            responseDate: Date(timeIntervalSince1970: record.responseDate), varyingFields: varying,
+            freshnessLimit: record.freshnessLimit
         )
     }
 }

@@ -228,10 +228,16 @@ struct ResponseCache: Sendable {
     /// answering a revalidation becomes the refreshed stored response; a storable response is
     /// stored (its payload); an unsafe method's success invalidates the URL.
     ///
-    /// - Parameter sentHeaders: the header fields of the request as sent; a response that varies
-    ///   on a field whose sent value differs from the logical request's is not stored.
-    func finish(_ run: CacheRun, outcome: Outcome, sentHeaders: HTTPFields?, didStore: (() -> Void)? = nil) -> Outcome {
+    /// - Parameters:
+    ///   - sentHeaders: the header fields of the request as sent; a response that varies
+    ///     on a field whose sent value differs from the logical request's is not stored.
+    ///   - redirects: the redirects followed to the response, which limit how long it is fresh
+    ///     for the URL asked for (``CacheRules/freshnessLimit(afterRedirects:received:)``).
+    func finish(
+        _ run: CacheRun, outcome: Outcome, sentHeaders: HTTPFields?, redirects: [HTTPResponse] = [], didStore: (() -> Void)? = nil
+    ) -> Outcome {
         let now = self.configuration.now()
+        let freshnessLimit = redirects.isEmpty ? nil : CacheRules.freshnessLimit(afterRedirects: redirects, received: now)
         let head = outcome.response.head
         let status = head.status.code
         if CacheRules.invalidates(method: run.method, status: status, policy: run.policy) {
@@ -244,7 +250,9 @@ struct ResponseCache: Sendable {
             // A 304 whose validator is not the stored response's updates nothing (RFC 9111
             // §4.3.4 MUST NOT); the lookup stage then asks without conditions.
             guard CacheRules.notModified(head.headerFields, identifies: entry) else { return outcome }
-            let refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
+            var refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
+            // The redirects of this exchange say how long it holds for the URL asked for now.
+            refreshed.freshnessLimit = freshnessLimit
             if CacheRules.forbidsStoring(requestHeaders: run.requestHeaders, responseHeaders: head.headerFields, status: entry.status)
                 || CacheRules.changesVary(head.headerFields, of: entry)
             {
@@ -282,7 +290,7 @@ struct ResponseCache: Sendable {
             {
                 let template = CacheEntry(
                     url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
-                    headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now
+                    headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now, freshnessLimit: freshnessLimit
                 )
                 let stored = self.entry(forKey: key)
                 if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template) {
@@ -310,7 +318,8 @@ struct ResponseCache: Sendable {
             let entry = CacheEntry(
                 url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
                 headers: CacheRules.storable(head.headerFields), body: payload, requestDate: run.requestDate, responseDate: now,
-                varyingFields: CacheRules.varyingFields(responseHeaders: head.headerFields, requestHeaders: run.requestHeaders)
+                varyingFields: CacheRules.varyingFields(responseHeaders: head.headerFields, requestHeaders: run.requestHeaders),
+                freshnessLimit: freshnessLimit
             )
             let names = CacheRules.varyNames(head.headerFields) ?? []
             if names.isEmpty {

@@ -49,9 +49,12 @@ struct CacheStoreStage: PipelineStage {
         if !CacheRules.isSafe(exchange.request.head.method), let redirect = exchange.record.followedRedirect {
             cache.invalidateAfter(exchange.request, answer: HTTPResponse(status: .init(code: redirect)), policy: run.policy)
         }
-        guard self.events.isActive else { return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) }
+        let redirects = exchange.record.followedRedirect == nil ? [] : exchange.record.redirects
+        guard self.events.isActive else {
+            return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders, redirects: redirects)
+        }
         let events = self.events
-        return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders) {
+        return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders, redirects: redirects) {
             events.emit(exchange.request) { $0.cacheStored($1) }
         }
     }

@@ -188,6 +188,7 @@ struct RedirectStage: PipelineStage {
                 let location = self.redactor.redact(url: target)
                 self.events.emit(exchange.request) { $0.redirected($1, status: status, location: location) }
             }
+            exchange.record.followed(response.head)
             hops += 1
             left = request.head
             request = following

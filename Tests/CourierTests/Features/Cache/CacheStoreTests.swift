@@ -81,7 +81,8 @@ struct CacheStoreTests {
     func diskStoreSurvivesARestartWithEverythingIntactAndOwnerOnlyFiles() throws {
         let directory = temporaryDirectory("disk")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let entry = Self.entry("https://a/x", partition: "alice")
+        var entry = Self.entry("https://a/x", partition: "alice")
+        entry.freshnessLimit = 30
         DiskCacheStore(directory: directory).setEntry(entry, forKey: "key-x")
         let reopened = DiskCacheStore(directory: directory)
         #expect(reopened.entry(forKey: "key-x") == entry)

@@ -1138,6 +1138,79 @@ struct RFC9111Tests {
         try await other.stop()
     }
 
+    @Test(arguments: TransportKind.allCases, [302, 303, 307])
+    func aResponseReachedThroughATemporaryRedirectIsNotFreshForTheURLAskedFor(_ kind: TransportKind, status: Int) async throws {
+        // RFC 9111 §4: a stored response is reused for its own target URI. The cache keeps the
+        // final response of a redirect chain for the URL asked for, and a temporary redirect
+        // without freshness of its own may not be reused (RFC 9110 §15.4.3, §15.4.4, §15.4.8):
+        // the origin may send elsewhere next time. So every later request asks the origin again;
+        // the target's 304 (§4.3.4) still confirms the stored response, and the answer after it
+        // is no fresher for the URL asked for.
+        let counter = Locked(0)
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.path == "/old" { return ScriptedResponse(status: status, headers: [("Location", "/new")]) }
+                if request.header("If-None-Match") == "\"v1\"" { return ScriptedResponse(status: 304, headers: [("ETag", "\"v1\"")]) }
+                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600"), ("ETag", "\"v1\"")])
+            }
+        ) { client, server, clock in
+            #expect(try await client.send(Self.get("/old")) == "answer 1")
+            clock.advance(5)
+            let second = try await client.response(Self.get("/old"))
+            #expect(second.value == "answer 1")
+            #expect(second.source == .revalidated)
+            let third = try await client.response(Self.get("/old"))
+            #expect(third.source == .revalidated)
+            #expect(server.requests.map(\.path) == ["/old", "/new", "/old", "/new", "/old", "/new"])
+            #expect(counter.current == 1)
+        }
+    }
+
+    /// A redirect, the freshness it declares, and whether the response it led to is served from
+    /// the cache 10 and 40 seconds later (the response itself is fresh for 600).
+    struct RedirectFreshnessCase: Sendable, CustomTestStringConvertible {
+        var status: Int
+        var fields: [(String, String)]
+        var freshAt10: Bool
+        var freshAt40: Bool
+        var testDescription: String { "\(self.status) \(self.fields.map { "\($0.0): \($0.1)" }.joined(separator: ", "))" }
+
+        static let all: [RedirectFreshnessCase] = [
+            .init(status: 301, fields: [], freshAt10: true, freshAt40: true),
+            .init(status: 308, fields: [], freshAt10: true, freshAt40: true),
+            .init(status: 302, fields: [("Cache-Control", "max-age=30")], freshAt10: true, freshAt40: false),
+            .init(status: 307, fields: [("Cache-Control", "max-age=30"), ("Age", "25")], freshAt10: false, freshAt40: false),
+            .init(status: 301, fields: [("Cache-Control", "max-age=30")], freshAt10: true, freshAt40: false),
+            .init(status: 308, fields: [("Cache-Control", "no-cache")], freshAt10: false, freshAt40: false),
+            .init(status: 301, fields: [("Cache-Control", "no-store")], freshAt10: false, freshAt40: false),
+        ]
+    }
+
+    @Test(arguments: TransportKind.allCases, RedirectFreshnessCase.all)
+    func aRedirectsOwnFreshnessLimitsTheResponseItLedTo(_ kind: TransportKind, redirect: RedirectFreshnessCase) async throws {
+        // RFC 9111 §4.2.1 (the redirect's max-age, less its Age), §5.2.2.4 (no-cache: reused
+        // only after asking), §5.2.2.5 (no-store); a permanent redirect without freshness is
+        // heuristically cacheable (RFC 9110 §15.4.2, §15.4.9) and limits nothing.
+        let counter = Locked(0)
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.path == "/old" {
+                    return ScriptedResponse(status: redirect.status, headers: [("Location", "/new")] + redirect.fields)
+                }
+                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
+            }
+        ) { client, _, clock in
+            _ = try await client.send(Self.get("/old"))
+            clock.advance(10)
+            #expect(try await client.response(Self.get("/old")).source == (redirect.freshAt10 ? .cache : .network))
+            guard redirect.freshAt10 else { return }
+            clock.advance(30)
+            #expect(try await client.response(Self.get("/old")).source == (redirect.freshAt40 ? .cache : .network))
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func cacheThenNetworkDropsAStoredAnswerTheServerNowForbidsStoring(_ kind: TransportKind) async throws {
         // RFC 9111 §5.2.2.5: an answer with `no-store` is not stored, and the older answer it
