@@ -32,7 +32,7 @@ public struct CacheEntry: Sendable, Equatable {
     /// Creates an entry.
     public init(
         url: String, method: String, partition: String, status: Int, headers: HTTPFields, body: Data,
-        requestDate: Date, responseDate: Date, varyingFields: [String: String?] = [:], freshnessLimit: TimeInterval? = nil
+        requestDate: Date, responseDate: Date, varyingFields: [String: String?] = [:]
     ) {
         self.url = url
         self.method = method
@@ -43,7 +43,6 @@ public struct CacheEntry: Sendable, Equatable {
         self.requestDate = requestDate
         self.responseDate = responseDate
         self.varyingFields = varyingFields
-        self.freshnessLimit = freshnessLimit
     }
 
     /// The status of an index entry: a response that varies is stored once per variant, and the

@@ -315,11 +315,12 @@ public final class DiskCacheStore: CacheStore {
         }
         var varying: [String: String?] = [:]
         for field in record.varying { varying[field.name] = field.value }
-        return CacheEntry(
+        var entry = CacheEntry(
             url: record.url, method: record.method, partition: record.partition, status: record.status, headers: headers,
             body: body, requestDate: Date(timeIntervalSince1970: record.requestDate),
-            responseDate: Date(timeIntervalSince1970: record.responseDate), varyingFields: varying,
-            freshnessLimit: record.freshnessLimit
+            responseDate: Date(timeIntervalSince1970: record.responseDate), varyingFields: varying
         )
+        entry.freshnessLimit = record.freshnessLimit
+        return entry
     }
 }

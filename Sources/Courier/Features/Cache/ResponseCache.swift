@@ -288,10 +288,11 @@ struct ResponseCache: Sendable {
                     responseHeaders: head.headerFields, received: now),
                 Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders)
             {
-                let template = CacheEntry(
+                var template = CacheEntry(
                     url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
-                    headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now, freshnessLimit: freshnessLimit
+                    headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now
                 )
+                template.freshnessLimit = freshnessLimit
                 let stored = self.entry(forKey: key)
                 if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template) {
                     if entry.body.count <= self.maxBodySize {
@@ -315,12 +316,12 @@ struct ResponseCache: Sendable {
                 responseHeaders: head.headerFields, received: now),
             Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders)
         {
-            let entry = CacheEntry(
+            var entry = CacheEntry(
                 url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
                 headers: CacheRules.storable(head.headerFields), body: payload, requestDate: run.requestDate, responseDate: now,
-                varyingFields: CacheRules.varyingFields(responseHeaders: head.headerFields, requestHeaders: run.requestHeaders),
-                freshnessLimit: freshnessLimit
+                varyingFields: CacheRules.varyingFields(responseHeaders: head.headerFields, requestHeaders: run.requestHeaders)
             )
+            entry.freshnessLimit = freshnessLimit
             let names = CacheRules.varyNames(head.headerFields) ?? []
             if names.isEmpty {
                 self.store.setEntry(entry, forKey: key)
