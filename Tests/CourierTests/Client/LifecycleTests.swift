@@ -49,6 +49,30 @@ struct LifecycleTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aRequestCancelledAfterItsAnswerArrivedFailsAsCounted(_ kind: TransportKind) async throws {
+        // `cancelAll` counts every request it cancels, and each of them fails with the reason:
+        // one whose answer arrived but is still being decoded is no exception (it used to
+        // succeed though counted, so an app signing out applied an answer it had cancelled).
+        let server = try await http1Server()
+        let counted = Locked<Int?>(nil)
+        try await withClient(kind, server: server) { client in
+            let endpoint = Endpoint<String>(
+                path: "/text",
+                decoding: .reform { body, _ in
+                    counted.withLock { $0 = client.cancelAll(reason: "signing out") }
+                    return String(decoding: body, as: UTF8.self)
+                })
+            let error = await expectCourierError { _ = try await client.send(endpoint) }
+            #expect(counted.current == 1)
+            #expect(error?.kind == .cancelled)
+            #expect(error?.message == "signing out")
+            // The next request is not affected.
+            let next = try await client.send(Endpoint<String>(path: "/text", decoding: .string))
+            #expect(!next.isEmpty)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func suspendHoldsNetworkRequestsWithoutFailingThemUntilResume(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         let events = CountingMonitor()

@@ -13,13 +13,22 @@ struct LifecycleStage: PipelineStage {
         let ticket = try self.lifecycle.begin()
         var exchange = exchange
         exchange.lifecycleTicket = ticket
+        let outcome: Outcome
         do {
-            let outcome = try await next(exchange)
-            self.lifecycle.end(ticket)
-            return outcome
+            outcome = try await next(exchange)
         } catch {
             throw self.ended(ticket, error)
         }
+        // Cancelled after its work was done (while it was decoded, say): `cancelAll` counted it,
+        // so it fails as the others do, and the app never sees an answer it cancelled.
+        if let reason = self.lifecycle.end(ticket) { throw Self.cancelled(outcome, reason: reason) }
+        return outcome
+    }
+
+    @inline(never)
+    private static func cancelled(_ outcome: Outcome, reason: String) -> CourierError {
+        outcome.response.body.cancel()
+        return CourierError(.cancelled, reason)
     }
 
     /// The error the request fails with once its ticket has ended: `cancelled` with the reason
