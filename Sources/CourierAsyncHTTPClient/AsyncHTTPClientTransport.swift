@@ -387,6 +387,7 @@ public final class AsyncHTTPClientTransport: Transport {
             }
         }
         let reader = BodyReader(response.body)
+        let isShutDown = self.isShutDown
         let stream = ByteStream.readOnce(onCancel: { reader.cancel() }) {
             // The body can be iterated once: when that iterator goes (a loop left early), the body
             // is given up, as when AsyncHTTPClient's own iterator goes (after the end, a no-op).
@@ -401,6 +402,10 @@ public final class AsyncHTTPClientTransport: Transport {
                     // (a reset, a close) is no failure to connect.
                     var mapped = Self.mapError(error)
                     mapped.couldNotConnect = false
+                    if mapped.kind == .transport || mapped.kind == .cancelled, !Task.isCancelled, isShutDown.withLock({ $0 }) {
+                        // Nobody cancelled the read: the transport's shutdown ended it (as `failure` says of a head).
+                        throw CourierError.transportShutDown(underlying: error)
+                    }
                     throw mapped
                 }
             }

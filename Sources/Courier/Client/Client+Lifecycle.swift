@@ -37,6 +37,11 @@ extension Client {
     /// Prefetches deferred while the client is constrained (`ConstrainedPolicy.defer`) fail at
     /// once, as cancelled: they cannot run without spending the data they wait to save. A caller
     /// cancelled while it waits cancels the running requests at once.
+    ///
+    /// Do not await it from a request's own work (a middleware, a decoding closure): it waits
+    /// for that request too, which cannot end before it returns, so the request holds it for the
+    /// whole grace period and is then cancelled (and should its deadline pass first, every
+    /// running request is cancelled at once). Start it in a task of its own there.
     @discardableResult
     public func shutdown(gracePeriod: Duration) async -> Int {
         let constrained = self.parts.constrained

@@ -91,6 +91,31 @@ struct URLSessionParityTests {
         try await server.stop()
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aBodyBeingReadWhenTheTransportShutsDownFailsAlike(_ kind: TransportKind) async throws {
+        // A streamed body outlives its head: when the transport shuts down under its reader, the
+        // reader gets what a request in flight gets, on both transports (AsyncHTTPClient's said
+        // the connection had closed under the exchange, which reads as the server's doing).
+        let server = try await http1Server()
+        let (transport, shutdown) = makeTransport(kind)
+        let client = Client(configuration: .init(transport: transport, baseURL: server.baseURL))
+        let response = try await client.stream(Endpoint<Data>(path: "/slow-body", decoding: .data))
+        let received = Locked(0)
+        let body = response.body
+        let reader = Task {
+            await expectCourierError { for try await chunk in body { received.withLock { $0 += chunk.count } } }
+        }
+        // The reader waits on the stalled body.
+        #expect(await eventually { received.current == 5 })
+        try await shutdown()
+        let error = await reader.value
+        #expect(error?.kind == .transport, "\(String(describing: error))")
+        #expect(error?.message == "the transport is shut down", "\(String(describing: error))")
+        #expect(error?.couldNotConnect == false)
+        withExtendedLifetime(response) {}
+        try await server.stop()
+    }
+
     @Test(arguments: TransportKind.allCases, ["Basic realm=\"api\"", "Digest realm=\"api\", qop=\"auth\", nonce=\"abc\", opaque=\"xyz\""])
     func aChallengeWithoutACredentialComesBackAsThe401(_ kind: TransportKind, _ challenge: String) async throws {
         // Without an answer to the platform's authentication challenge the task waited forever.
