@@ -290,9 +290,9 @@ final class ExchangeRecord: @unchecked Sendable {
         }
     }
 
-    /// The redirects followed for the exchange (by every attempt), each with only its status and
-    /// the fields that say how long it may be reused: the cache limits the final response's
-    /// freshness by them.
+    /// The redirects followed for the exchange's latest attempt (a middleware's own resends
+    /// included), each with only its status and the fields that say how long it may be reused:
+    /// the cache limits the final response's freshness by them.
     var redirects: [HTTPResponse] { self.read(\.redirects) }
 
     func followed(_ redirect: HTTPResponse) {
@@ -303,8 +303,13 @@ final class ExchangeRecord: @unchecked Sendable {
         self.write { $0.redirects.append(kept) }
     }
 
+    /// Numbers the attempt starting now; the redirects an earlier attempt followed are
+    /// forgotten (the cache judges the response by the chain that brought it).
     func setAttempt(_ attempt: Int) {
-        self.write { $0.attempt = attempt }
+        self.write { fields in
+            fields.attempt = attempt
+            if !fields.redirects.isEmpty { fields.redirects.removeAll() }
+        }
     }
 
     /// The records of a download's rounds as one request's: the latest round's, with the

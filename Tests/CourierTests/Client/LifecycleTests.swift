@@ -66,6 +66,8 @@ struct LifecycleTests {
             #expect(counted.current == 1)
             #expect(error?.kind == .cancelled)
             #expect(error?.message == "signing out")
+            // It keeps the answer that came: the server did take the request.
+            #expect(error?.status == .ok)
             // The next request is not affected.
             let next = try await client.send(Endpoint<String>(path: "/text", decoding: .string))
             #expect(!next.isEmpty)

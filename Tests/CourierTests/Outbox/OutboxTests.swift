@@ -168,6 +168,31 @@ struct OutboxTests {
         }
     }
 
+    /// Outbox × `cancelAll`: a delivery the server answered, cancelled before the answer reached
+    /// the outbox (an app signing out as it came), was delivered: it is not sent again.
+    @Test(arguments: TransportKind.allCases)
+    func aDeliveryCancelledAfterItsAnswerCameIsDelivered(_ kind: TransportKind) async throws {
+        let api = IdempotentServer { _, _ in nil }
+        let server = try await http1Server(api.respond)
+        let box = Locked<Client?>(nil)
+        let cancelled = Locked<Int?>(nil)
+        let signingOut = ClosureMiddleware { request, next in
+            let response = try await next(request)
+            if cancelled.current == nil { cancelled.withLock { $0 = box.current?.cancelAll(reason: "signing out") } }
+            return response
+        }
+        try await Self.withOutbox(kind, server: server, configure: { $0.middleware = [signingOut] }) { outbox, client, _ in
+            box.withLock { $0 = client }
+            let id = try outbox.enqueue(Self.post("/a"))
+            await outbox.deliverAll()
+            #expect(cancelled.current == 1)
+            let item = try #require(try outbox.item(id))
+            #expect(item.state == .delivered)
+            #expect(item.result?.status == 201)
+            #expect(server.requests.count == 1)
+        }
+    }
+
     /// draft-ietf-httpapi-idempotency-key-header §2.6: a request sent again while the server
     /// still processes the first under the same key gets 409 — the item is tried again later,
     /// not dead (the server may well apply it). A 409 to a first attempt is the server's answer.

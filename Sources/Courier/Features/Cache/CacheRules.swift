@@ -147,7 +147,8 @@ package enum CacheRules {
 
     /// How long past its freshness lifetime the entry may be served under `directive`
     /// (`stale-while-revalidate` or `stale-if-error`, RFC 5861): the policy's override, else the
-    /// response's directive (and for `stale-if-error` the request's too, the larger); 0 when the
+    /// response's directive (and for `stale-if-error` the request's too, the larger), unless a
+    /// redirect limited the entry's freshness (``CacheEntry/freshnessLimit``); 0 when the
     /// response says `must-revalidate` or `no-cache` or the request says `no-cache` (RFC 9111 §4.2.4).
     package static func staleWindow(_ directive: String, override: Duration?, entry: CacheEntry, requestHeaders: HTTPFields) -> TimeInterval
     {
@@ -157,6 +158,9 @@ package enum CacheRules {
             return -1
         }
         if let override { return override.inSeconds }
+        // Reached through a redirect that limited it: the response's own directives speak of its
+        // own URL, not of the one it is kept for (the redirect granted no staleness).
+        if entry.freshnessLimit != nil { return -1 }
         var window = response.has(directive) ? response.seconds(directive) ?? 0 : -1
         if directive == "stale-if-error", request.has(directive) { window = max(window, request.seconds(directive) ?? 0) }
         return window
@@ -304,17 +308,17 @@ package enum CacheRules {
         return limit.isNaN ? 0 : min(own, max(0, limit))
     }
 
-    /// How long a response reached through these redirects may be served for the URL asked
-    /// for, at most; `nil` when they set no limit.
+    /// How much longer a response reached through these redirects may be served for the URL
+    /// asked for, from `now`, at most; `nil` when they set no limit.
     ///
     /// A stored response is reused only for its own target URI (RFC 9111 §4); the cache sits
     /// above the redirects and keeps the final response for the URL asked for, so it is the
     /// redirects that say how long that holds: a redirect's own freshness (RFC 9111 §4.2.1, less
-    /// its `Age`), 0 for one with `no-cache` or `no-store`, and for one without explicit
+    /// its current age from its `Date` and `Age`, §4.2.3), 0 for one with `no-cache` or `no-store`, and for one without explicit
     /// freshness none for a temporary redirect (`302`, `303`, `307`: cacheable only with explicit
     /// freshness, RFC 9110 §15.4.3, §15.4.4, §15.4.8) and no limit for a permanent one (`301`,
     /// `308`: heuristically cacheable, RFC 9110 §15.4.2, §15.4.9).
-    package static func freshnessLimit(afterRedirects redirects: [HTTPResponse], received: Date) -> TimeInterval? {
+    package static func freshnessLimit(afterRedirects redirects: [HTTPResponse], now: Date) -> TimeInterval? {
         var limit: TimeInterval?
         for redirect in redirects {
             let headers = redirect.headerFields
@@ -323,8 +327,11 @@ package enum CacheRules {
             if control.has("no-store") || control.has("no-cache") {
                 allowed = 0
             } else if control.seconds("max-age") != nil || headers[.expires] != nil {
-                let lifetime = self.freshnessLifetime(status: redirect.status.code, headers: headers, received: received)
-                allowed = max(0, lifetime - (self.ageField(headers) ?? 0))
+                let lifetime = self.freshnessLifetime(status: redirect.status.code, headers: headers, received: now)
+                let standIn = CacheEntry(
+                    url: "", method: "GET", partition: "", status: redirect.status.code, headers: headers, body: Data(),
+                    requestDate: now, responseDate: now)
+                allowed = max(0, lifetime - self.age(of: standIn, now: now))
             } else {
                 allowed = self.heuristicallyCacheable.contains(redirect.status.code) ? nil : 0
             }

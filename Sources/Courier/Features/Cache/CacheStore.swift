@@ -73,7 +73,9 @@ public enum CacheScope: Sendable, Hashable {
 /// Methods are synchronous and are called from any task; they must be safe to call
 /// concurrently. A store never throws: an entry it cannot read is a miss, one it cannot write is
 /// not stored. An entry it hands back with a status no response can have (outside 100...999) is
-/// taken for a miss.
+/// taken for a miss. A store keeps every field of an entry: one that drops
+/// ``CacheEntry/freshnessLimit`` serves a response reached through a redirect for as long as
+/// the response's own freshness.
 public protocol CacheStore: Sendable {
     /// The entry stored under `key`, or `nil`.
     func entry(forKey key: String) -> CacheEntry?

@@ -281,7 +281,7 @@ public final class DiskCacheStore: CacheStore {
             headers: entry.headers.map { [$0.name.rawName, $0.value] },
             requestDate: entry.requestDate.timeIntervalSince1970, responseDate: entry.responseDate.timeIntervalSince1970,
             varying: entry.varyingFields.sorted { $0.key < $1.key }.map { Varying(name: $0.key, value: $0.value) },
-            bodyLength: entry.body.count, bodyDigest: SHA256.hex(entry.body), freshnessLimit: entry.freshnessLimit
+            bodyLength: entry.body.count, bodyDigest: SHA256.hex(entry.body), freshnessLimit: Self.storable(entry.freshnessLimit)
         )
         guard let json = try? JSONEncoder().encode(record) else { return nil }
         var data = Self.magic
@@ -290,6 +290,13 @@ public final class DiskCacheStore: CacheStore {
         data.append(json)
         data.append(entry.body)
         return data
+    }
+
+    /// A limit as JSON can hold it, meaning what it meant: none for `+infinity`, 0 for what is
+    /// not a number or below 0.
+    private static func storable(_ limit: TimeInterval?) -> TimeInterval? {
+        guard let limit, limit != .infinity else { return nil }
+        return limit.isNaN ? 0 : max(0, limit)
     }
 
     /// The entry in a file's bytes, or `nil` when they are not a complete, intact entry for `key`.

@@ -232,12 +232,15 @@ struct ResponseCache: Sendable {
     ///   - sentHeaders: the header fields of the request as sent; a response that varies
     ///     on a field whose sent value differs from the logical request's is not stored.
     ///   - redirects: the redirects followed to the response, which limit how long it is fresh
-    ///     for the URL asked for (``CacheRules/freshnessLimit(afterRedirects:received:)``).
+    ///     for the URL asked for (``CacheRules/freshnessLimit(afterRedirects:now:)``).
     func finish(
         _ run: CacheRun, outcome: Outcome, sentHeaders: HTTPFields?, redirects: [HTTPResponse] = [], didStore: (() -> Void)? = nil
     ) -> Outcome {
         let now = self.configuration.now()
-        let freshnessLimit = redirects.isEmpty ? nil : CacheRules.freshnessLimit(afterRedirects: redirects, received: now)
+        // How much longer the redirects allow, from now; each entry keeps it counted on its own
+        // age (``CacheEntry/freshnessLimit`` is compared with the entry's age).
+        let allowed = redirects.isEmpty ? nil : CacheRules.freshnessLimit(afterRedirects: redirects, now: now)
+        func limit(_ entry: CacheEntry) -> TimeInterval? { allowed.map { $0 + CacheRules.age(of: entry, now: now) } }
         let head = outcome.response.head
         let status = head.status.code
         if CacheRules.invalidates(method: run.method, status: status, policy: run.policy) {
@@ -252,7 +255,7 @@ struct ResponseCache: Sendable {
             guard CacheRules.notModified(head.headerFields, identifies: entry) else { return outcome }
             var refreshed = CacheRules.refreshed(entry, notModified: head.headerFields, requestDate: run.requestDate, responseDate: now)
             // The redirects of this exchange say how long it holds for the URL asked for now.
-            refreshed.freshnessLimit = freshnessLimit
+            refreshed.freshnessLimit = limit(refreshed)
             if CacheRules.forbidsStoring(requestHeaders: run.requestHeaders, responseHeaders: head.headerFields, status: entry.status)
                 || CacheRules.changesVary(head.headerFields, of: entry)
             {
@@ -277,7 +280,7 @@ struct ResponseCache: Sendable {
         }
         // (Under `.networkOnly` the cache is not written: a HEAD refreshes nothing.)
         if run.method == .head, run.policy.mode != .networkOnly, (200..<300).contains(status) {
-            self.updateStoredGET(run, headResponse: head.headerFields, now: now)
+            self.updateStoredGET(run, headResponse: head.headerFields, now: now, redirectsAllow: allowed)
         }
         let payload = outcome.payload ?? outcome.body
         if status == 206 {
@@ -292,7 +295,7 @@ struct ResponseCache: Sendable {
                     url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
                     headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now
                 )
-                template.freshnessLimit = freshnessLimit
+                template.freshnessLimit = limit(template)
                 let stored = self.entry(forKey: key)
                 if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template) {
                     if entry.body.count <= self.maxBodySize {
@@ -321,7 +324,7 @@ struct ResponseCache: Sendable {
                 headers: CacheRules.storable(head.headerFields), body: payload, requestDate: run.requestDate, responseDate: now,
                 varyingFields: CacheRules.varyingFields(responseHeaders: head.headerFields, requestHeaders: run.requestHeaders)
             )
-            entry.freshnessLimit = freshnessLimit
+            entry.freshnessLimit = limit(entry)
             let names = CacheRules.varyNames(head.headerFields) ?? []
             if names.isEmpty {
                 self.store.setEntry(entry, forKey: key)
@@ -404,7 +407,7 @@ struct ResponseCache: Sendable {
     /// A successful HEAD response updates the stored GET response of the URL (RFC 9111 §4.3.5):
     /// with the same validator its fields replace the stored ones; with a different validator or
     /// length the stored response is outdated and removed.
-    private func updateStoredGET(_ run: CacheRun, headResponse: HTTPFields, now: Date) {
+    private func updateStoredGET(_ run: CacheRun, headResponse: HTTPFields, now: Date, redirectsAllow allowed: TimeInterval?) {
         guard let getKey = Self.key(method: .get, url: run.url, partition: run.partition, wire: run.wire, bodyDigest: nil),
             let entry = self.entry(forKey: getKey), !entry.isVariantIndex
         else { return }
@@ -425,8 +428,10 @@ struct ResponseCache: Sendable {
             // describe; or they vary on fields whose stored values are unknown (§4.1).
             self.store.removeEntry(forKey: getKey)
         } else if sameValidator, sameLength {
-            self.store.setEntry(
-                CacheRules.refreshed(entry, notModified: headResponse, requestDate: run.requestDate, responseDate: now), forKey: getKey)
+            // The HEAD's redirects say how long it holds for the URL now, as a 304's do.
+            var refreshed = CacheRules.refreshed(entry, notModified: headResponse, requestDate: run.requestDate, responseDate: now)
+            refreshed.freshnessLimit = allowed.map { $0 + CacheRules.age(of: refreshed, now: now) }
+            self.store.setEntry(refreshed, forKey: getKey)
         } else if etag != nil || modified != nil || !sameLength {
             self.store.removeEntry(forKey: getKey)
         }

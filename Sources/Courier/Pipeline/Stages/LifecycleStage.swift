@@ -25,10 +25,16 @@ struct LifecycleStage: PipelineStage {
         return outcome
     }
 
+    /// The error of a request cancelled after its answer came: it keeps the answer's status and
+    /// fields (an outbox then knows the server took its request).
     @inline(never)
     private static func cancelled(_ outcome: Outcome, reason: String) -> CourierError {
         outcome.response.body.cancel()
-        return CourierError(.cancelled, reason)
+        var error = CourierError(.cancelled, reason)
+        error.status = outcome.response.head.status
+        error.headers = outcome.response.head.headerFields
+        error.bodyLostAfterHead = true
+        return error
     }
 
     /// The error the request fails with once its ticket has ended: `cancelled` with the reason

@@ -95,6 +95,27 @@ struct CacheStoreTests {
     }
 
     @Test
+    func aFreshnessLimitJSONCannotHoldIsStoredAsWhatItMeans() throws {
+        // JSON holds no infinity and no NaN: an entry with either was silently not stored.
+        let directory = temporaryDirectory("disk-limit")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let cases: [(String, TimeInterval, TimeInterval?)] = [("inf", .infinity, nil), ("nan", .nan, 0), ("minus", -.infinity, 0)]
+        do {
+            let store = DiskCacheStore(directory: directory)
+            for (key, limit, _) in cases {
+                var entry = Self.entry("https://a/\(key)")
+                entry.freshnessLimit = limit
+                store.setEntry(entry, forKey: key)
+            }
+        }
+        let reopened = DiskCacheStore(directory: directory)
+        for (key, _, expected) in cases {
+            let read = try #require(reopened.entry(forKey: key), "\(key)")
+            #expect(read.freshnessLimit == expected, "\(key)")
+        }
+    }
+
+    @Test
     func aLinkPlantedUnderAnEntrysNameIsNeitherFollowedNorCounted() throws {
         // Someone who can write to the cache directory links an entry's name to a valid entry
         // elsewhere (theirs): the store must not serve it, count it, or remove what it points at.

@@ -1174,7 +1174,10 @@ struct RFC9111Tests {
         var fields: [(String, String)]
         var freshAt10: Bool
         var freshAt40: Bool
-        var testDescription: String { "\(self.status) \(self.fields.map { "\($0.0): \($0.1)" }.joined(separator: ", "))" }
+        var target: [(String, String)] = [("Cache-Control", "max-age=600")]
+        var testDescription: String {
+            "\(self.status) \(self.fields.map { "\($0.0): \($0.1)" }.joined(separator: ", ")) to \(self.target.map { "\($0.0): \($0.1)" }.joined(separator: ", "))"
+        }
 
         static let all: [RedirectFreshnessCase] = [
             .init(status: 301, fields: [], freshAt10: true, freshAt40: true),
@@ -1184,6 +1187,16 @@ struct RFC9111Tests {
             .init(status: 301, fields: [("Cache-Control", "max-age=30")], freshAt10: true, freshAt40: false),
             .init(status: 308, fields: [("Cache-Control", "no-cache")], freshAt10: false, freshAt40: false),
             .init(status: 301, fields: [("Cache-Control", "no-store")], freshAt10: false, freshAt40: false),
+            // The limit counts from when the response was stored, not from the response's own
+            // age (an object a shared cache has held for 1000 s).
+            .init(
+                status: 301, fields: [("Cache-Control", "max-age=30")], freshAt10: true, freshAt40: false,
+                target: [("Cache-Control", "max-age=3600"), ("Age", "1000")]),
+            // A redirect that allows no reuse grants no staleness either (RFC 5861 §3 speaks of
+            // the response's own URL).
+            .init(
+                status: 302, fields: [("Cache-Control", "no-store")], freshAt10: false, freshAt40: false,
+                target: [("Cache-Control", "max-age=600, stale-while-revalidate=86400")]),
         ]
     }
 
@@ -1199,7 +1212,7 @@ struct RFC9111Tests {
                 if request.path == "/old" {
                     return ScriptedResponse(status: redirect.status, headers: [("Location", "/new")] + redirect.fields)
                 }
-                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
+                return .text(Self.counted(counter), headers: redirect.target)
             }
         ) { client, _, clock in
             _ = try await client.send(Self.get("/old"))
@@ -1208,6 +1221,62 @@ struct RFC9111Tests {
             guard redirect.freshAt10 else { return }
             clock.advance(30)
             #expect(try await client.response(Self.get("/old")).source == (redirect.freshAt40 ? .cache : .network))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func onlyTheRedirectsOfTheAttemptThatAnsweredLimitTheResponse(_ kind: TransportKind) async throws {
+        // The first attempt went through a redirect that allows no reuse and met a 503; the
+        // retry was answered directly, fresh for 600 s: the first chain does not speak for it.
+        let clock = TestClock()
+        let hits = Locked(0)
+        let server = try await http1Server { request in
+            let hit = hits.withLock {
+                $0 += 1
+                return $0
+            }
+            if hit == 1 { return ScriptedResponse(status: 302, headers: [("Location", "/new"), ("Cache-Control", "no-store")]) }
+            if hit == 2 { return .text("busy", status: 503, headers: [("Retry-After", "0")]) }
+            return .text("direct", headers: [("Cache-Control", "max-age=600")])
+        }
+        try await withClient(
+            kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now }) }
+        ) {
+            client in
+            let first = try await client.send(Self.get("/old"))
+            #expect(first == "direct")
+            #expect(server.requests.map(\.path) == ["/old", "/new", "/old"])
+            clock.advance(10)
+            let second = try await client.response(Self.get("/old"))
+            #expect(second.source == .cache)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aHEADThroughARedirectLimitsTheStoredGETItRefreshes(_ kind: TransportKind) async throws {
+        // RFC 9111 §4.3.5: a HEAD's answer updates the stored GET response it matches; reached
+        // through a redirect that allows no reuse, it leaves that response no fresher for the
+        // URL than the redirect allows (§4).
+        let redirecting = Locked(false)
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.path == "/doc", redirecting.current {
+                    return ScriptedResponse(status: 302, headers: [("Location", "/mirror")])
+                }
+                let fields = [("Cache-Control", "max-age=600"), ("ETag", "\"v1\"")]
+                if request.method == "HEAD" { return ScriptedResponse(status: 200, headers: fields + [("Content-Length", "8")]) }
+                return .text("document", headers: fields)
+            }
+        ) { client, server, clock in
+            _ = try await client.send(Self.get("/doc"))
+            redirecting.withLock { $0 = true }
+            var head = Self.get("/doc")
+            head.method = .head
+            _ = try await client.response(head)
+            #expect(server.requests.map(\.path) == ["/doc", "/doc", "/mirror"])
+            clock.advance(10)
+            #expect(try await client.response(Self.get("/doc")).source != .cache)
         }
     }
 
