@@ -66,10 +66,11 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The error that caused this one, when there is one.
     public var underlying: (any Error)?
-    /// The status of the response, for `httpStatus` errors, and for errors of a response's body
-    /// (too large, cut short, undecodable) once its head had arrived.
+    /// The status of the response, for `httpStatus` errors, for errors of a response's body
+    /// (too large, cut short, undecodable) once its head had arrived, and for a request
+    /// cancelled (`cancelled`) after the server's answer came.
     public package(set) var status: HTTPResponse.Status?
-    /// The header fields of the response, for `httpStatus` errors and errors of a response's body.
+    /// The header fields of the response, whenever ``status`` is set.
     public package(set) var headers: HTTPFields?
     /// The body of the response (up to the maximum response size), for `httpStatus` and `decoding` errors.
     public package(set) var body: Data?

@@ -295,12 +295,21 @@ final class ExchangeRecord: @unchecked Sendable {
     /// the cache limits the final response's freshness by them.
     var redirects: [HTTPResponse] { self.read(\.redirects) }
 
-    func followed(_ redirect: HTTPResponse) {
+    /// Notes the redirects an attempt followed to the response it returns, in place of any an
+    /// attempt noted before (written once, when it has its response: an attempt sent beside it
+    /// and starting meanwhile cannot wipe out part of the chain).
+    func answered(throughRedirects chain: [HTTPResponse]) {
+        self.write { $0.redirects = chain }
+    }
+
+    /// A redirect as ``redirects`` keeps it: its status and the fields that say how long it may
+    /// be reused.
+    static func reuseFields(of redirect: HTTPResponse) -> HTTPResponse {
         var kept = HTTPResponse(status: redirect.status)
         for name in [HTTPField.Name.cacheControl, .expires, .date, .age] {
             if let value = redirect.headerFields[name] { kept.headerFields[name] = value }
         }
-        self.write { $0.redirects.append(kept) }
+        return kept
     }
 
     /// Numbers the attempt starting now; the redirects an earlier attempt followed are

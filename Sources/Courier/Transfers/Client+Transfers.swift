@@ -171,7 +171,9 @@ extension Client {
                         request.head.headerFields[.ifRange] = ifRange
                     }
                 }
-            } catch let error as CourierError where error.status?.code == 416 && rangeStart > 0 && ifRange != nil {
+            } catch let error as CourierError
+                where error.kind == .httpStatus && error.status?.code == 416 && rangeStart > 0 && ifRange != nil
+            {
                 // A server evaluates If-Range before Range (RFC 9110 §13.2.2), so a 416 means the
                 // validator still matched; when its unsatisfied range states exactly the partial
                 // file's length (§14.4), the file already holds the whole body.

@@ -147,8 +147,8 @@ package enum CacheRules {
 
     /// How long past its freshness lifetime the entry may be served under `directive`
     /// (`stale-while-revalidate` or `stale-if-error`, RFC 5861): the policy's override, else the
-    /// response's directive (and for `stale-if-error` the request's too, the larger), unless a
-    /// redirect limited the entry's freshness (``CacheEntry/freshnessLimit``); 0 when the
+    /// response's directive (and for `stale-if-error` the request's too, the larger), no further
+    /// than the redirects that led to the entry allow (``CacheEntry/freshnessLimit``); 0 when the
     /// response says `must-revalidate` or `no-cache` or the request says `no-cache` (RFC 9111 §4.2.4).
     package static func staleWindow(_ directive: String, override: Duration?, entry: CacheEntry, requestHeaders: HTTPFields) -> TimeInterval
     {
@@ -158,11 +158,16 @@ package enum CacheRules {
             return -1
         }
         if let override { return override.inSeconds }
-        // Reached through a redirect that limited it: the response's own directives speak of its
-        // own URL, not of the one it is kept for (the redirect granted no staleness).
-        if entry.freshnessLimit != nil { return -1 }
         var window = response.has(directive) ? response.seconds(directive) ?? 0 : -1
         if directive == "stale-if-error", request.has(directive) { window = max(window, request.seconds(directive) ?? 0) }
+        // Reached through redirects that limit it: its own window speaks of its own URL, and
+        // holds for the one it is kept for only as far as the redirects still allow; none when
+        // they allow less than its own freshness (they granted no staleness).
+        if window >= 0, let limit = entry.freshnessLimit {
+            let own = self.freshnessLifetime(status: entry.status, headers: entry.headers, received: entry.responseDate)
+            guard !limit.isNaN, limit >= own else { return -1 }
+            window = min(window, limit - own)
+        }
         return window
     }
 

@@ -291,13 +291,14 @@ struct ResponseCache: Sendable {
                     responseHeaders: head.headerFields, received: now),
                 Self.varyMatchesSent(responseHeaders: head.headerFields, logical: run.requestHeaders, sent: sentHeaders)
             {
-                var template = CacheEntry(
+                let template = CacheEntry(
                     url: run.url, method: run.method.rawValue, partition: run.partition, status: status,
                     headers: [:], body: Data(), requestDate: run.requestDate, responseDate: now
                 )
-                template.freshnessLimit = limit(template)
                 let stored = self.entry(forKey: key)
-                if let entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template) {
+                if var entry = CacheRules.combined(stored: stored, partial: head.headerFields, body: payload, template: template) {
+                    // Counted on the combined entry's own age (its fields are the part's).
+                    entry.freshnessLimit = limit(entry)
                     if entry.body.count <= self.maxBodySize {
                         self.store.setEntry(entry, forKey: key)
                         didStore?()

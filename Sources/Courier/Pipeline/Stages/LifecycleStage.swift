@@ -31,6 +31,8 @@ struct LifecycleStage: PipelineStage {
     private static func cancelled(_ outcome: Outcome, reason: String) -> CourierError {
         outcome.response.body.cancel()
         var error = CourierError(.cancelled, reason)
+        // (A stored answer is not the server's: nothing to keep.)
+        guard outcome.source != .cache, outcome.source != .stale else { return error }
         error.status = outcome.response.head.status
         error.headers = outcome.response.head.headerFields
         error.bodyLostAfterHead = true

@@ -72,6 +72,8 @@ struct RedirectStage: PipelineStage {
         var left = exchange.request.head
         // Whether a hop went to another origin (and so without the credentials).
         var leftOrigin = false
+        // The redirects followed, as the cache reads them.
+        var chain: [HTTPResponse] = []
         while true {
             if hops > 0 {
                 var hopExchange = exchange
@@ -109,6 +111,7 @@ struct RedirectStage: PipelineStage {
             else {
                 if hops > 0, response.url == nil { response.url = request.url }
                 response.leftOrigin = leftOrigin
+                exchange.record.answered(throughRedirects: chain)
                 return Outcome(response: response)
             }
             if hops == 0 { visited.insert("\(request.head.method.rawValue) \(current.absoluteString)") }
@@ -155,6 +158,7 @@ struct RedirectStage: PipelineStage {
                 // 307/308 must resend the body; a one-shot body cannot be, so hand back the 3xx.
                 if response.url == nil { response.url = current }
                 response.leftOrigin = leftOrigin
+                exchange.record.answered(throughRedirects: chain)
                 return Outcome(response: response)
             }
             if !Self.sameOrigin(current, target) {
@@ -188,7 +192,7 @@ struct RedirectStage: PipelineStage {
                 let location = self.redactor.redact(url: target)
                 self.events.emit(exchange.request) { $0.redirected($1, status: status, location: location) }
             }
-            exchange.record.followed(response.head)
+            chain.append(ExchangeRecord.reuseFields(of: response.head))
             hops += 1
             left = request.head
             request = following

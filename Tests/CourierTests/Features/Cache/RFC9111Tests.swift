@@ -1270,13 +1270,38 @@ struct RFC9111Tests {
             }
         ) { client, server, clock in
             _ = try await client.send(Self.get("/doc"))
-            redirecting.withLock { $0 = true }
             var head = Self.get("/doc")
             head.method = .head
+            redirecting.withLock { $0 = true }
             _ = try await client.response(head)
             #expect(server.requests.map(\.path) == ["/doc", "/doc", "/mirror"])
             clock.advance(10)
-            #expect(try await client.response(Self.get("/doc")).source != .cache)
+            // Still stored (its validator is sent to be confirmed), no longer fresh.
+            let after = try await client.response(Self.get("/doc"))
+            #expect(after.source == .network)
+            #expect(server.requests.last?.header("If-None-Match") == "\"v1\"")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aRedirectThatAllowsLongerKeepsTheResponsesOwnStaleWindow(_ kind: TransportKind) async throws {
+        // RFC 5861 §3 with RFC 9111 §4: a permanent redirect fresh for a year limits nothing the
+        // response's own 60 s and its stale-while-revalidate window allow.
+        let counter = Locked(0)
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.path == "/old" {
+                    return ScriptedResponse(status: 301, headers: [("Location", "/new"), ("Cache-Control", "max-age=31536000")])
+                }
+                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=60, stale-while-revalidate=60")])
+            }
+        ) { client, _, clock in
+            _ = try await client.send(Self.get("/old"))
+            clock.advance(90)
+            let stale = try await client.response(Self.get("/old"))
+            #expect(stale.source == .stale)
+            #expect(stale.value == "answer 1")
         }
     }
 
