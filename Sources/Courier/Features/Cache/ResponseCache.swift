@@ -280,7 +280,7 @@ struct ResponseCache: Sendable {
         }
         // (Under `.networkOnly` the cache is not written: a HEAD refreshes nothing.)
         if run.method == .head, run.policy.mode != .networkOnly, (200..<300).contains(status) {
-            self.updateStoredGET(run, headResponse: head.headerFields, now: now, redirectsAllow: allowed)
+            self.updateStoredGET(run, headResponse: head.headerFields, now: now, limit: limit)
         }
         let payload = outcome.payload ?? outcome.body
         if status == 206 {
@@ -407,8 +407,9 @@ struct ResponseCache: Sendable {
 
     /// A successful HEAD response updates the stored GET response of the URL (RFC 9111 §4.3.5):
     /// with the same validator its fields replace the stored ones; with a different validator or
-    /// length the stored response is outdated and removed.
-    private func updateStoredGET(_ run: CacheRun, headResponse: HTTPFields, now: Date, redirectsAllow allowed: TimeInterval?) {
+    /// length the stored response is outdated and removed. `limit` gives the refreshed
+    /// response's ``CacheEntry/freshnessLimit`` (from the HEAD's redirects).
+    private func updateStoredGET(_ run: CacheRun, headResponse: HTTPFields, now: Date, limit: (CacheEntry) -> TimeInterval?) {
         guard let getKey = Self.key(method: .get, url: run.url, partition: run.partition, wire: run.wire, bodyDigest: nil),
             let entry = self.entry(forKey: getKey), !entry.isVariantIndex
         else { return }
@@ -431,7 +432,7 @@ struct ResponseCache: Sendable {
         } else if sameValidator, sameLength {
             // The HEAD's redirects say how long it holds for the URL now, as a 304's do.
             var refreshed = CacheRules.refreshed(entry, notModified: headResponse, requestDate: run.requestDate, responseDate: now)
-            refreshed.freshnessLimit = allowed.map { $0 + CacheRules.age(of: refreshed, now: now) }
+            refreshed.freshnessLimit = limit(refreshed)
             self.store.setEntry(refreshed, forKey: getKey)
         } else if etag != nil || modified != nil || !sameLength {
             self.store.removeEntry(forKey: getKey)

@@ -49,7 +49,7 @@ struct CacheStoreStage: PipelineStage {
         if !CacheRules.isSafe(exchange.request.head.method), let redirect = exchange.record.followedRedirect {
             cache.invalidateAfter(exchange.request, answer: HTTPResponse(status: .init(code: redirect)), policy: run.policy)
         }
-        let redirects = exchange.record.followedRedirect == nil ? [] : exchange.record.redirects
+        let redirects = exchange.record.redirects
         guard self.events.isActive else {
             return cache.finish(run, outcome: outcome, sentHeaders: exchange.record.sentHeaders, redirects: redirects)
         }
