@@ -9,8 +9,8 @@ import Testing
 ///
 /// | scenario | transport | expected error | bound |
 /// |---|---|---|---|
-/// | connect to a black-holed address (SYNs dropped) | both, HTTP/1.1 (connecting comes before ALPN) | `timeout` at the 2 s deadline; URLSession shuts down at once, AsyncHTTPClient once its connect timeout ends the attempt | 10 s; shutdown 5 s / 30 s |
-/// | the same with a 1 s connect timeout and a 60 s deadline | AsyncHTTPClient | `timeout` ("connecting timed out") from the connect timeout, before the deadline | 60 s; shutdown 3 s |
+/// | connect to a black-holed address (SYNs dropped) | both, HTTP/1.1 (connecting comes before ALPN) | `timeout` at the 2 s deadline; URLSession shuts down at once, AsyncHTTPClient once its connect timeout ends the attempt | 50 s; shutdown 40 s / 60 s |
+/// | the same with a 1 s connect timeout and a 60 s deadline | AsyncHTTPClient | `timeout` ("connecting timed out") from the connect timeout, before the deadline | 60 s; shutdown 40 s |
 /// | 10% of packets lost both ways, 20 × 20 KB | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 (10 streams at once, then 10 in turn) | none: every response arrives whole | 60 s each |
 /// | 64 kbit/s link, 100 KB with a 2 s deadline | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `timeout` (a 2 KB response on the same link arrives) | 30 s |
 /// | the server vanishes mid-body (every packet dropped) | both, HTTP/1.1; AsyncHTTPClient, HTTP/2 | `timeout` at the 10 s deadline (a first request sets the connection up) | 50 s (the transports' own timeouts: 60 s, 120 s) |
@@ -118,7 +118,7 @@ struct NetworkFaultTests {
             throw error
         }
         // The slot of a request that failed is released when its exchange has wound down.
-        #expect(await eventually(seconds: 10) { client.traffic.queued == 0 && client.traffic.inFlight == 0 })
+        #expect(await eventually(seconds: 30) { client.traffic.queued == 0 && client.traffic.inFlight == 0 })
         let started = ContinuousClock.now
         try await shutdown()
         let took = ContinuousClock.now - started
@@ -126,7 +126,7 @@ struct NetworkFaultTests {
         // on a 64 kbit/s link under ThreadSanitizer took over 5 s: a leak check, so a generous bound.
         if let host = baseURL.host, let port = baseURL.port, HeldSockets.isReadable {
             #expect(
-                await eventually(seconds: 20) { HeldSockets.to(host, port: port).count <= stale },
+                await eventually(seconds: 40) { HeldSockets.to(host, port: port).count <= stale },
                 "sockets to \(host):\(port) still held: \(HeldSockets.to(host, port: port))")
         }
         return took
@@ -164,7 +164,7 @@ struct NetworkFaultTests {
                 throw error
             }
             if connectionsClose {
-                #expect(await eventually(seconds: 15) { server.openConnectionCount == 0 })
+                #expect(await eventually(seconds: 30) { server.openConnectionCount == 0 })
             }
             try await server.stop()
         } catch {
@@ -209,16 +209,18 @@ struct NetworkFaultTests {
                 let started = ContinuousClock.now
                 let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/small", decoding: .data)) }
                 #expect(error?.kind == .timeout)
-                // Well before URLSession's 60 s idle timeout; deadline timers have fired up to
-                // 8 s late under the full suite's load, so not much closer to the 2 s than that.
-                #expect(ContinuousClock.now - started < .seconds(25))
+                // Before URLSession's 60 s idle timeout and the kernel's own end of a connect
+                // (about two minutes of SYN retries); roomy, as under ThreadSanitizer with the
+                // suites in parallel a deadline has ended a request 15 s late.
+                #expect(ContinuousClock.now - started < .seconds(50))
             }
             // URLSession's shutdown cancels the attempt at once. AsyncHTTPClient's pool waits for
             // a connection attempt still under way until its connect timeout (10 s by default,
             // about 8 s left here) ends it: bounded by `connectTimeout`, prompt once that has
             // fired (next test). That timer runs on a shared event loop and has fired up to 8 s
-            // late under load, so the bound only shows the wait is bounded.
-            #expect(shutdown < (kind == .urlSession ? .seconds(15) : .seconds(30)), "shutdown took \(shutdown)")
+            // late under load, so the bound only shows the wait is bounded (below the kernel's
+            // own end of the attempt; URLSession's below its 60 s idle timeout).
+            #expect(shutdown < (kind == .urlSession ? .seconds(40) : .seconds(60)), "shutdown took \(shutdown)")
             #expect(server.requests.isEmpty)
         }
     }
@@ -326,7 +328,7 @@ struct NetworkFaultTests {
             }
             // Nothing is under way any more, so shutting down does not wait (for the 60 s
             // deadline; the bound leaves room for a loaded machine).
-            #expect(shutdown < .seconds(15), "shutdown took \(shutdown)")
+            #expect(shutdown < .seconds(40), "shutdown took \(shutdown)")
             #expect(server.requests.isEmpty)
         }
     }

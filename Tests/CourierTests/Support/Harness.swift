@@ -213,11 +213,15 @@ func expectCourierError(_ body: () async throws -> Void, sourceLocation: SourceL
     }
 }
 
-/// Waits until `condition` holds, polling, for at most `seconds`.
+/// Waits until `condition` holds, polling every 10 ms, for at most `seconds` — and for at least
+/// 50 polls after they have passed, so a stall of the whole process (seen under ThreadSanitizer)
+/// that outlasts the wait leaves what it waits for time to happen before it gives up.
 func eventually(seconds: Double = 30, _ condition: () -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    var pollsAfterDeadline = 0
+    while pollsAfterDeadline < 50 {
         if condition() { return true }
+        if ContinuousClock.now >= deadline { pollsAfterDeadline += 1 }
         try? await Task.sleep(for: .milliseconds(10))
     }
     return condition()

@@ -52,18 +52,18 @@ struct URLSessionParityTests {
         _ = try await client.send(Endpoint<Echo>(path: "/echo"))
         if HeldSockets.isReadable {
             // The measurement sees the connection in use, so its later drop means something.
-            #expect(await eventually(seconds: 5) { HeldSockets.to("127.0.0.1", port: server.port).count > stale })
+            #expect(await eventually(seconds: 30) { HeldSockets.to("127.0.0.1", port: server.port).count > stale })
         }
         try await shutdown()
         try await shutdown()
         if HeldSockets.isReadable {
-            #expect(await eventually(seconds: 10) { HeldSockets.to("127.0.0.1", port: server.port).count <= stale })
+            #expect(await eventually(seconds: 30) { HeldSockets.to("127.0.0.1", port: server.port).count <= stale })
         }
         let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/echo")) }
         #expect(error?.kind == .transport)
         #expect(error?.message == "the transport is shut down")
         #expect(error?.context?.attempt == 1)
-        #expect(await eventually(seconds: 10) { server.openConnectionCount == 0 })
+        #expect(await eventually(seconds: 30) { server.openConnectionCount == 0 })
         try await server.stop()
     }
 

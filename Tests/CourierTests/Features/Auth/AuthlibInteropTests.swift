@@ -41,6 +41,9 @@ struct AuthlibInteropTests {
             try await auth.signIn(username: "ada", password: "lovelace")
             let first = try await api.send(Endpoint<Article>(path: "/api/me").deduplication(.disabled))
             #expect(first.title == "hello from authlib")
+            // Counted from here: a machine that stalls between the sign-in and the first request
+            // may refresh there already, which is right too.
+            let before = try await plain.send(Endpoint<AuthlibStats>(path: "/stats"))
             try await Task.sleep(for: .milliseconds(10_100))
             try await withThrowingTaskGroup(of: Article.self) { group in
                 for _ in 0..<20 { group.addTask { try await api.send(Endpoint<Article>(path: "/api/me").deduplication(.disabled)) } }
@@ -50,7 +53,8 @@ struct AuthlibInteropTests {
             }
             let stats = try await plain.send(Endpoint<AuthlibStats>(path: "/stats"))
             #expect(stats.password == 1)
-            #expect(stats.refresh == 1)
+            // One refresh for the twenty requests after the token's margin began.
+            #expect(stats.refresh - before.refresh == 1)
         }
     }
 
