@@ -30,6 +30,10 @@ public struct Request: Sendable {
     /// Whether the endpoint was given its ``name`` (else it is `METHOD path`, which metrics and
     /// traces do not use as a label).
     package var hasOwnName = true
+    /// Whether the endpoint's absolute URL leads away from the origin of its client's (or its
+    /// service's) base URL: the credentials the client adds by default stay home then, the
+    /// client's default fields that carry them and an ``OAuth2Authenticator`` without an audience alike.
+    package var leavesHome = false
     /// A short identifier of this request, shared by its log lines.
     public let id: RequestID
     /// Which attempt this is: 1, then 2, 3, … when the retry stage sends the request again.

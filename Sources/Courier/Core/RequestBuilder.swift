@@ -125,6 +125,7 @@ enum RequestBuilder {
         }
         var request = Request(head: head, body: body, timeout: endpoint.timeout ?? configuration.timeout, name: endpoint.name, id: id)
         if !endpoint.hasOwnName { request.hasOwnName = false }
+        if elsewhere { request.leavesHome = true }
         return request
     }
 

@@ -15,9 +15,10 @@ enum OwnerOnlyFile {
     /// The prefix of temporary files, so a directory scan can recognise (and remove) leftovers.
     static let temporaryPrefix = ".tmp-"
 
-    static func write(_ data: Data, to url: URL) throws {
+    /// Writes `data` to `url`; the temporary file's name is `temporaryPrefix` and a UUID.
+    static func write(_ data: Data, to url: URL, temporaryPrefix: String = Self.temporaryPrefix) throws {
         let directory = url.deletingLastPathComponent()
-        let temporary = directory.appendingPathComponent("\(Self.temporaryPrefix)\(UUID().uuidString)")
+        let temporary = directory.appendingPathComponent("\(temporaryPrefix)\(UUID().uuidString)")
         let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
         guard descriptor >= 0 else {
             throw CourierError.invalidRequest("could not create \(temporary.path): \(String(cString: strerror(errno)))")

@@ -55,9 +55,14 @@ public final class OAuth2Authenticator: Middleware {
         /// The origins the token is for: the scheme, host and port of each URL (its path is
         /// ignored). A request to any other origin — a presigned download URL an API handed out,
         /// a third party's API — goes through this middleware untouched, without the token and
-        /// without waiting for one. `nil` (the default) sends the token to every origin the client
-        /// reaches over https (or to this machine's loopback): set it when one client reaches
-        /// more than the API, so the token never reaches a party it was not meant for (RFC 6750 §5.3).
+        /// without waiting for one. `nil` (the default): the origin of the client's base URL (or
+        /// of the endpoint's service), where the client's own default credential fields go too;
+        /// an endpoint with an absolute URL to another origin goes without the token, and a client
+        /// without a base URL sends it to every origin it reaches over https (or to this machine's
+        /// loopback). Where a request goes is decided when it is built from its endpoint, so a
+        /// middleware that moves a request to another origin before this one decides for it. Set
+        /// it when the token is for more origins than that, or fewer, so it never reaches a party
+        /// it was not meant for (RFC 6750 §5.3).
         public var audience: [URL]?
 
         /// Creates the default configuration.
@@ -279,6 +284,8 @@ public final class OAuth2Authenticator: Middleware {
             guard let target = Authority(scheme: request.head.scheme, authority: request.head.authority), audience.contains(target) else {
                 return try await next(request)
             }
+        } else if request.leavesHome {
+            return try await next(request)
         }
         try Self.refuseCleartext(request)
         // A token that is still good is taken without the (large) async frame of the wait for one.

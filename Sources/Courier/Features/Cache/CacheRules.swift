@@ -111,7 +111,11 @@ package enum CacheRules {
             let request = CacheControl(requestHeaders)
             if request.has("no-store") { return .fetch }
             let response = CacheControl(entry.headers)
-            if request.has("no-cache") || self.pragmaNoCache(requestHeaders) || response.has("no-cache") {
+            // A redirect's no-cache or no-store holds for where it led, as the response's own
+            // no-cache does: not even a request's max-stale uses it without asking (§5.2.2.4).
+            if request.has("no-cache") || self.pragmaNoCache(requestHeaders) || response.has("no-cache")
+                || self.forbidsReuse(entry.freshnessLimit)
+            {
                 return self.refetch(entry)
             }
             let age = self.age(of: entry, now: now)
@@ -148,13 +152,16 @@ package enum CacheRules {
     /// How long past its freshness lifetime the entry may be served under `directive`
     /// (`stale-while-revalidate` or `stale-if-error`, RFC 5861): the policy's override, else the
     /// response's directive (and for `stale-if-error` the request's too, the larger), no further
-    /// than the redirects that led to the entry allow (``CacheEntry/freshnessLimit``); 0 when the
-    /// response says `must-revalidate` or `no-cache` or the request says `no-cache` (RFC 9111 §4.2.4).
+    /// than the redirects that led to the entry allow (``CacheEntry/freshnessLimit``); none (-1),
+    /// the policy's override too, when the response says `must-revalidate` or `no-cache`, a
+    /// redirect that led to it forbade reuse, or the request says `no-cache` (RFC 9111 §4.2.4).
     package static func staleWindow(_ directive: String, override: Duration?, entry: CacheEntry, requestHeaders: HTTPFields) -> TimeInterval
     {
         let response = CacheControl(entry.headers)
         let request = CacheControl(requestHeaders)
-        if response.has("must-revalidate") || response.has("no-cache") || request.has("no-cache") || self.pragmaNoCache(requestHeaders) {
+        if response.has("must-revalidate") || response.has("no-cache") || request.has("no-cache") || self.pragmaNoCache(requestHeaders)
+            || self.forbidsReuse(entry.freshnessLimit)
+        {
             return -1
         }
         if let override { return override.inSeconds }
@@ -218,8 +225,9 @@ package enum CacheRules {
         case .http:
             let response = CacheControl(entry.headers)
             // RFC 9111 §5.2.2.2 (must-revalidate) and §5.2.2.4 (no-cache): never without a
-            // successful validation, disconnected or not.
-            if response.has("must-revalidate") || response.has("no-cache") { return nil }
+            // successful validation, disconnected or not; nor when a redirect that led to the
+            // response said so for the URL asked for.
+            if response.has("must-revalidate") || response.has("no-cache") || self.forbidsReuse(entry.freshnessLimit) { return nil }
             let age = self.age(of: entry, now: now)
             let staleness = age - self.freshnessLifetime(of: entry, heuristic: policy.heuristic)
             if request.has("max-stale") {
@@ -313,24 +321,38 @@ package enum CacheRules {
         return limit.isNaN ? 0 : min(own, max(0, limit))
     }
 
+    /// The ``CacheEntry/freshnessLimit`` of a response reached through a redirect that said
+    /// `no-cache` or `no-store`: below zero, so neither fresh nor served stale (any limit that is
+    /// below zero or not a number means the same).
+    package static let reuseForbidden: TimeInterval = -1
+
+    /// Whether a limit forbids every reuse without asking the origin, stale answers included.
+    package static func forbidsReuse(_ limit: TimeInterval?) -> Bool {
+        guard let limit else { return false }
+        return !(limit >= 0)
+    }
+
     /// How much longer a response reached through these redirects may be served for the URL
     /// asked for, from `now`, at most; `nil` when they set no limit.
     ///
     /// A stored response is reused only for its own target URI (RFC 9111 §4); the cache sits
     /// above the redirects and keeps the final response for the URL asked for, so it is the
     /// redirects that say how long that holds: a redirect's own freshness (RFC 9111 §4.2.1, less
-    /// its current age from its `Date` and `Age`, §4.2.3), 0 for one with `no-cache` or `no-store`, and for one without explicit
-    /// freshness none for a temporary redirect (`302`, `303`, `307`: cacheable only with explicit
+    /// its current age from its `Date` and `Age`, §4.2.3); ``reuseForbidden`` for one with
+    /// `no-cache` or `no-store` (no freshness, and no stale answer either, §4.2.4: the origin
+    /// said never to reuse where it leads without asking); for one without explicit freshness 0
+    /// for a temporary redirect (`302`, `303`, `307`: cacheable only with explicit
     /// freshness, RFC 9110 §15.4.3, §15.4.4, §15.4.8) and no limit for a permanent one (`301`,
     /// `308`: heuristically cacheable, RFC 9110 §15.4.2, §15.4.9).
     package static func freshnessLimit(afterRedirects redirects: [HTTPResponse], now: Date) -> TimeInterval? {
+        // (The smallest wins, so one redirect that forbids reuse forbids it for the chain.)
         var limit: TimeInterval?
         for redirect in redirects {
             let headers = redirect.headerFields
             let control = CacheControl(headers)
             let allowed: TimeInterval?
             if control.has("no-store") || control.has("no-cache") {
-                allowed = 0
+                allowed = Self.reuseForbidden
             } else if control.seconds("max-age") != nil || headers[.expires] != nil {
                 let lifetime = self.freshnessLifetime(status: redirect.status.code, headers: headers, received: now)
                 let standIn = CacheEntry(

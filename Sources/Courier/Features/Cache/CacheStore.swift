@@ -25,8 +25,10 @@ public struct CacheEntry: Sendable, Equatable {
     public var varyingFields: [String: String?]
     /// At most how long, in seconds, the response may be served for ``url`` without asking the
     /// server again, whatever its own freshness: set when it was reached through a redirect that
-    /// allowed less (a `302` without freshness of its own allows none); `nil`: no limit but the
-    /// response's own. Applies under ``CachePolicy/http``.
+    /// allowed less (a `302` without freshness of its own allows none); below zero (or not a
+    /// number): none, and no stale answer either, not even when the origin cannot be reached (a
+    /// redirect said `no-cache` or `no-store`); `nil`: no limit but the response's own. Applies
+    /// under ``CachePolicy/http``.
     public var freshnessLimit: TimeInterval?
 
     /// Creates an entry.

@@ -292,11 +292,11 @@ public final class DiskCacheStore: CacheStore {
         return data
     }
 
-    /// A limit as JSON can hold it, meaning what it meant: none for `+infinity`, 0 for what is
-    /// not a number or below 0.
+    /// A limit as JSON can hold it, meaning what it meant: none for `+infinity`, the limit that
+    /// forbids reuse for what is not a number or below 0.
     private static func storable(_ limit: TimeInterval?) -> TimeInterval? {
         guard let limit, limit != .infinity else { return nil }
-        return limit.isNaN ? 0 : max(0, limit)
+        return CacheRules.forbidsReuse(limit) ? CacheRules.reuseForbidden : limit
     }
 
     /// The entry in a file's bytes, or `nil` when they are not a complete, intact entry for `key`.

@@ -240,7 +240,10 @@ struct ResponseCache: Sendable {
         // How much longer the redirects allow, from now; each entry keeps it counted on its own
         // age (``CacheEntry/freshnessLimit`` is compared with the entry's age).
         let allowed = redirects.isEmpty ? nil : CacheRules.freshnessLimit(afterRedirects: redirects, now: now)
-        func limit(_ entry: CacheEntry) -> TimeInterval? { allowed.map { $0 + CacheRules.age(of: entry, now: now) } }
+        // A limit that forbids reuse stays one, whatever the entry's age.
+        func limit(_ entry: CacheEntry) -> TimeInterval? {
+            allowed.map { CacheRules.forbidsReuse($0) ? $0 : $0 + CacheRules.age(of: entry, now: now) }
+        }
         let head = outcome.response.head
         let status = head.status.code
         if CacheRules.invalidates(method: run.method, status: status, policy: run.policy) {

@@ -19,6 +19,12 @@ import Foundation
 /// public-suffix list, so `Domain=co.uk` from `a.co.uk` is accepted (documented limit). All
 /// requests of an app are treated as same-site: `SameSite` is kept and reported, not enforced.
 ///
+/// Over ``URLSessionTransport`` the platform hands over a response's `Set-Cookie` fields joined
+/// with ", ", which is split again where a new `name=value` follows: a server that writes `, `
+/// and a `name=` inside one cookie's value (user input echoed unencoded) makes two cookies there,
+/// the field's attributes going to the second. AsyncHTTPClient keeps the fields apart;
+/// prefer it where such a server sets the cookies of a session.
+///
 /// With ``storesResponseCookies`` off, `Set-Cookie` is ignored but the cookies the app puts in
 /// the jar with ``set(_:)`` are still sent.
 public final class CookieJar: Sendable {
@@ -27,9 +33,13 @@ public final class CookieJar: Sendable {
         var storesResponseCookies: Bool
         /// When each cookie (by name, domain and path) was last sent (§5.4 step 3), in memory.
         var accessed: [Identity: Date] = [:]
+        /// How many snapshots of the persistent cookies were made for the store.
+        var version = 0
     }
 
     private let state: Locked<State>
+    /// The version of the last snapshot the store was given.
+    private let saved = Locked(0)
     private let store: (any CookieStore)?
     private let now: @Sendable () -> Date
 
@@ -37,8 +47,8 @@ public final class CookieJar: Sendable {
     static let perDomainLimit = 50
     static let totalLimit = 3000
 
-    /// Creates a jar; with a `store`, persistent cookies are loaded from it now and saved to it on
-    /// every change (session cookies never are).
+    /// Creates a jar; with a `store`, persistent cookies are loaded from it now and saved to it
+    /// whenever they change (session cookies never are).
     public init(store: (any CookieStore)? = nil, storesResponseCookies: Bool = true, now: @escaping @Sendable () -> Date = { Date() }) {
         let loaded = store?.load() ?? []
         let current = now()
@@ -91,13 +101,13 @@ public final class CookieJar: Sendable {
 
     /// Removes every cookie (call it at sign-out), in memory and in the store.
     public func removeAll() {
-        self.change { cookies, _ in cookies.removeAll() }
+        self.change(saving: true) { cookies, _ in cookies.removeAll() }
     }
 
     /// Removes the cookies of one domain and its subdomains.
     public func remove(domain: String) {
         let domain = Cookie.canonical(domain)
-        self.change { cookies, _ in cookies.removeAll { CookieRules.domainMatches($0.domain, domain) } }
+        self.change(saving: true) { cookies, _ in cookies.removeAll { CookieRules.domainMatches($0.domain, domain) } }
     }
 
     // MARK: - Used by the pipeline
@@ -159,16 +169,32 @@ public final class CookieJar: Sendable {
         return path.isEmpty ? "/" : path
     }
 
-    /// Changes the cookies and saves the persistent ones, under the lock: two changes never reach
-    /// the store out of order (a sign-out's empty jar is never overwritten by an older snapshot).
-    private func change(_ body: (inout [Cookie], [Identity: Date]) -> Void) {
-        self.state.withLock { state in
+    /// Changes the cookies, then saves the persistent ones when they changed (or when `saving`,
+    /// as a removal asks: the store may hold what the jar dropped on loading). The file is
+    /// written outside the jar's lock, so requests reading the jar never wait for it, and never
+    /// out of order: a snapshot older than one already saved is dropped (a sign-out's empty jar
+    /// is never overwritten by an older one).
+    private func change(saving: Bool = false, _ body: (inout [Cookie], [Identity: Date]) -> Void) {
+        let hasStore = self.store != nil
+        let snapshot: (version: Int, cookies: [Cookie])? = self.state.withLock { state in
+            let before = hasStore ? state.cookies.filter { $0.expires != nil } : []
             body(&state.cookies, state.accessed)
             if state.accessed.count > state.cookies.count * 2 + 16 {
                 let live = Set(state.cookies.map(Self.key))
                 state.accessed = state.accessed.filter { live.contains($0.key) }
             }
-            self.store?.save(state.cookies.filter { $0.expires != nil })
+            guard hasStore else { return nil }
+            let after = state.cookies.filter { $0.expires != nil }
+            // As sets: a cookie replaced by an equal one moves to the end of the list.
+            guard saving || Set(after) != Set(before) else { return nil }
+            state.version += 1
+            return (state.version, after)
+        }
+        guard let snapshot, let store = self.store else { return }
+        self.saved.withLock { saved in
+            guard snapshot.version > saved else { return }
+            store.save(snapshot.cookies)
+            saved = snapshot.version
         }
     }
 
@@ -266,18 +292,12 @@ public struct FileCookieStore: CookieStore {
         return (try? JSONDecoder().decode([Cookie].self, from: data)) ?? []
     }
 
-    /// Writes the cookies, owner-only.
+    /// Writes the cookies, owner-only: to a temporary file created owner-only from the start (no
+    /// moment at the umask's permissions), written whole, then renamed into place; a write that
+    /// fails leaves the file as it was.
     public func save(_ cookies: [Cookie]) {
         guard let data = try? JSONEncoder().encode(cookies) else { return }
-        let temporary = self.file.deletingLastPathComponent().appendingPathComponent(
-            ".\(self.file.lastPathComponent).\(UUID().uuidString).tmp")
-        // Created owner-only from the start (no moment at the umask's permissions), then renamed.
-        let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-        guard descriptor >= 0 else { return }
-        let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        close(descriptor)
-        if written != data.count || rename(temporary.path, self.file.path) != 0 {
-            unlink(temporary.path)
-        }
+        // Named after the file, so no other owner's scan for leftovers (the disk cache's) takes it.
+        try? OwnerOnlyFile.write(data, to: self.file, temporaryPrefix: ".\(self.file.lastPathComponent).tmp-")
     }
 }

@@ -186,10 +186,15 @@ struct OAuth2Tests {
     func aBearerTokenIsNeverSentInClearTextBeyondLoopback(_ kind: TransportKind) async throws {
         // RFC 6750 §5.3: clients MUST use TLS when they send bearer tokens. Plain http to this
         // machine's loopback (the test server) stays allowed (RFC 8252 §7.3).
-        try await self.setUp(kind, token: Self.fresh) { client, _, oauth, server in
-            let error = await expectCourierError {
-                _ = try await client.send(Endpoint<Article>(path: "http://api.courier-test.invalid/api/1"))
-            }
+        try await self.setUp(kind, token: Self.fresh) { client, auth, oauth, server in
+            // A client whose home is a clear-text origin: its requests are the token's to go with.
+            let (transport, shutdown) = makeTransport(kind)
+            let remote = Client(
+                configuration: .init(transport: transport, baseURL: URL(string: "http://api.courier-test.invalid")!) {
+                    $0.middleware = [auth]
+                })
+            let error = await expectCourierError { _ = try await remote.send(Endpoint<Article>(path: "/api/1")) }
+            try await shutdown()
             #expect(error?.kind == .invalidRequest)
             #expect(error?.message.contains("RFC 6750") == true)
             #expect(server.requests.isEmpty)
@@ -232,6 +237,38 @@ struct OAuth2Tests {
         _ = try await client.send(
             Endpoint<String>(path: storage.baseURL.absoluteString + "/b", headers: [.authorization: "AWS4 x"], decoding: .string))
         #expect(storage.requests.last?.header("authorization") == "AWS4 x")
+        try await shutdown()
+        try await api.stop()
+        try await storage.stop()
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func withoutAnAudienceTheTokenStaysAtTheClientsOrigin(_ kind: TransportKind) async throws {
+        // RFC 6750 §5.3 (no leak to unintended parties): with no audience named, the token goes
+        // where the client's own default credential fields go, its base URL's origin; an absolute
+        // URL to another origin goes without it, and without refreshing an expired one.
+        let oauth = OAuthServer()
+        oauth.state.withLock { $0.valid = ["t-0"] }
+        let api = try await http1Server(oauth.respond)
+        let storage = try await http1Server { _ in .text("file") }
+        let (transport, shutdown) = makeTransport(kind)
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(url: api.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests"),
+            tokenClient: Client(configuration: .init(transport: transport)), store: InMemoryCredentialStore(Self.expired))
+        let client = Client(configuration: .init(transport: transport, baseURL: api.baseURL) { $0.middleware = [auth] })
+        let file = try await client.send(Endpoint<String>(path: storage.baseURL.absoluteString + "/bucket/a?sig=abc", decoding: .string))
+        #expect(file == "file")
+        #expect(storage.requests.count == 1)
+        #expect(storage.requests.first?.header("authorization") == nil)
+        #expect(oauth.state.withLock { $0.refreshCalls } == 0)
+        // An absolute URL of the client's own origin is home: it gets the token (refreshed).
+        let article = try await client.send(Endpoint<Article>(path: api.baseURL.absoluteString + "/api/1"))
+        #expect(article.title == "t-1")
+        #expect(api.requests.last?.header("authorization") == "Bearer t-1")
+        // A client without a base URL has no home to keep it to: it goes where the app sends it.
+        let unbased = Client(configuration: .init(transport: transport) { $0.middleware = [auth] })
+        _ = try await unbased.send(Endpoint<String>(path: storage.baseURL.absoluteString + "/c", decoding: .string))
+        #expect(storage.requests.last?.header("authorization") == "Bearer t-1")
         try await shutdown()
         try await api.stop()
         try await storage.stop()

@@ -96,10 +96,13 @@ struct CacheStoreTests {
 
     @Test
     func aFreshnessLimitJSONCannotHoldIsStoredAsWhatItMeans() throws {
-        // JSON holds no infinity and no NaN: an entry with either was silently not stored.
+        // JSON holds no infinity and no NaN: an entry with either was silently not stored. Below
+        // zero or not a number, a limit forbids reuse, stale answers included: it stays one.
         let directory = temporaryDirectory("disk-limit")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let cases: [(String, TimeInterval, TimeInterval?)] = [("inf", .infinity, nil), ("nan", .nan, 0), ("minus", -.infinity, 0)]
+        let cases: [(String, TimeInterval, TimeInterval?)] = [
+            ("inf", .infinity, nil), ("nan", .nan, -1), ("minus", -.infinity, -1), ("minus five", -5, -1), ("zero", 0, 0),
+        ]
         do {
             let store = DiskCacheStore(directory: directory)
             for (key, limit, _) in cases {

@@ -593,4 +593,75 @@ struct DisconnectedStaleTests {
             #expect(server.requests.count == 1)
         }
     }
+
+    /// A redirect on the way to the stored response, and whether that response may answer stale
+    /// once the origin cannot be reached.
+    struct RedirectCase: Sendable, CustomTestStringConvertible {
+        var status: Int
+        var cacheControl: String?
+        var allowed: Bool
+        var testDescription: String { "\(self.status)\(self.cacheControl.map { " \($0)" } ?? "")" }
+
+        static let all: [RedirectCase] = [
+            // RFC 9111 §5.2.2.4: no-cache — never used without successful validation, which holds
+            // for what the redirect led to (kept for the URL asked for); §5.2.2.5: no-store — the
+            // redirect may not be kept at all, so nothing says where the URL leads now.
+            .init(status: 302, cacheControl: "no-cache", allowed: false),
+            .init(status: 308, cacheControl: "no-cache", allowed: false),
+            .init(status: 301, cacheControl: "no-store", allowed: false),
+            // Controls: no directive forbids it (§4.2.4), whatever the redirect's freshness.
+            .init(status: 301, cacheControl: nil, allowed: true),
+            .init(status: 302, cacheControl: nil, allowed: true),
+            .init(status: 307, cacheControl: "max-age=30", allowed: true),
+        ]
+    }
+
+    /// The origin closes every connection without answering once the response is stored; one
+    /// way of being gone is enough here: which way decides only whether the failure counts as
+    /// disconnected, shown by the tests above.
+    @Test(arguments: TransportKind.allCases, RedirectCase.all)
+    func aRedirectThatForbidsReuseForbidsStaleAnswersWhenDisconnected(_ kind: TransportKind, _ redirect: RedirectCase) async throws {
+        let clock = TestClock()
+        let gone = Locked(false)
+        let server = try await http1Server { request in
+            if gone.current { return ScriptedResponse(behaviour: .closeBeforeResponding) }
+            if request.path == "/item" {
+                let fields = [("Location", "/target")] + (redirect.cacheControl.map { [("Cache-Control", $0)] } ?? [])
+                return ScriptedResponse(status: redirect.status, headers: fields)
+            }
+            return .text("stored", headers: [("Cache-Control", "max-age=60")])
+        }
+        let monitor = StaleMonitor()
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), now: { clock.now })
+                $0.retry = .never
+                $0.eventMonitors = [monitor]
+            }
+        ) { client in
+            #expect(try await client.send(Self.item()) == "stored")
+            #expect(server.requests.map(\.path) == ["/item", "/target"])
+            gone.withLock { $0 = true }
+            clock.advance(120)
+            if redirect.allowed {
+                let stale = try await client.response(Self.item())
+                #expect(stale.source == .stale)
+                #expect(stale.staleReason == .disconnected)
+                #expect(stale.value == "stored")
+            } else {
+                let error = await expectCourierError { _ = try await client.send(Self.item()) }
+                #expect(error?.kind == .transport)
+                // Nor does a policy's own stale-if-error window override it, as it does not
+                // override the response's own no-cache.
+                var lenient = Self.item()
+                lenient.cachePolicy = CachePolicy.http.servingStale(ifError: .seconds(300))
+                let overridden = await expectCourierError { _ = try await client.send(lenient) }
+                #expect(overridden?.kind == .transport)
+                #expect(monitor.staleHits == 0)
+            }
+            // Either way the origin was tried first.
+            #expect(server.requests.count > 2)
+        }
+    }
 }

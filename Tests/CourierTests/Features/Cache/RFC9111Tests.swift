@@ -1284,6 +1284,30 @@ struct RFC9111Tests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aRequestsMaxStaleDoesNotOverrideARedirectsNoCache(_ kind: TransportKind) async throws {
+        // RFC 9111 §5.2.2.4: a response with no-cache is not used without successful validation,
+        // whatever staleness the request accepts (§5.2.1.2); a redirect's no-cache holds for the
+        // response it led to, kept for the URL asked for.
+        let counter = Locked(0)
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.path == "/old" {
+                    return ScriptedResponse(status: 301, headers: [("Location", "/new"), ("Cache-Control", "no-cache")])
+                }
+                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=60")])
+            }
+        ) { client, server, clock in
+            #expect(try await client.send(Self.get("/old")) == "answer 1")
+            clock.advance(120)
+            let answer = try await client.response(Self.get("/old", [.cacheControl: "max-stale"]))
+            #expect(answer.source == .network)
+            #expect(answer.value == "answer 2")
+            #expect(server.requests.map(\.path) == ["/old", "/new", "/old", "/new"])
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func aRedirectThatAllowsLongerKeepsTheResponsesOwnStaleWindow(_ kind: TransportKind) async throws {
         // RFC 5861 §3 with RFC 9111 §4: a permanent redirect fresh for a year limits nothing the
         // response's own 60 s and its stale-while-revalidate window allow.

@@ -115,6 +115,49 @@ struct CookieRulesTests {
         #expect(CookieJar(store: store).allCookies.map(\.name) == ["sid"])
     }
 
+    /// A cookie store that counts its saves and keeps what it was given last.
+    final class CountingCookieStore: CookieStore {
+        private let state = Locked<(saves: Int, last: [Cookie])>((0, []))
+        var saves: Int { self.state.withLock { $0.saves } }
+        var last: [Cookie] { self.state.withLock { $0.last } }
+        func load() -> [Cookie] { [] }
+        func save(_ cookies: [Cookie]) { self.state.withLock { $0 = ($0.saves + 1, cookies) } }
+    }
+
+    @Test
+    func theStoreIsWrittenWhenThePersistentCookiesChangeAndOnlyThen() {
+        // A session cookie, a refused one, or one that changed nothing wrote the whole file (up to
+        // 3000 cookies) for each response, with every request waiting for the jar. (A cookie
+        // renewed with a new expiry is a change, and is written.)
+        let store = CountingCookieStore()
+        let jar = CookieJar(store: store, now: { Self.now })
+        let url = URL(string: "https://api.example.com/")!
+        jar.receive(["session=1; Path=/"], from: url)
+        #expect(store.saves == 0)  // session cookies are never stored
+        jar.receive(["lasting=1; Path=/; Max-Age=3600"], from: url)
+        #expect(store.saves == 1)
+        #expect(store.last.map(\.value) == ["1"])
+        jar.receive(["lasting=1; Path=/; Max-Age=3600"], from: url)
+        #expect(store.saves == 1)  // the same cookie at the same time: nothing changed
+        // An http origin may not shadow a Secure cookie (RFC 6265bis §5.7): refused, not written.
+        jar.receive(["guarded=1; Path=/; Max-Age=3600; Secure"], from: url)
+        #expect(store.saves == 2)
+        jar.receive(["guarded=2; Path=/; Max-Age=3600"], from: URL(string: "http://api.example.com/")!)
+        #expect(store.saves == 2)
+        // The same cookie again, now not the last in the jar: still nothing changed.
+        jar.receive(["lasting=1; Path=/; Max-Age=3600"], from: url)
+        #expect(store.saves == 2)
+        jar.receive(["lasting=2; Path=/; Max-Age=3600"], from: url)
+        #expect(store.saves == 3)
+        #expect(Set(store.last.map(\.value)) == ["2", "1"])
+        // A removal is always written, even of nothing the jar holds: the store may hold more.
+        jar.remove(domain: "other.example")
+        #expect(store.saves == 4)
+        jar.removeAll()
+        #expect(store.saves == 5)
+        #expect(store.last.isEmpty)
+    }
+
     @Test(arguments: ["a=1; Max-Age=0", "a=1; Max-Age=-5", "a=1; Expires=Thu, 01 Jan 1970 00:00:00 GMT"])
     func zeroOrNegativeMaxAgeAndPastExpiresExpireAtOnce(_ header: String) throws {
         // §5.2.2: delta-seconds ≤ 0 means the earliest representable time.
