@@ -52,8 +52,9 @@ public enum Fixtures {
 
 /// An event monitor that writes each exchange a client completes to a fixtures folder.
 ///
-/// Header values, query values and secret-named JSON keys are redacted with the `Redactor`
-/// before anything is written; `Content-Encoding` and `Content-Length` are dropped (the body is
+/// Header values, query values, secret-named JSON keys and form fields, and the secrets the
+/// `Redactor` finds in other text (XML, plain text) are redacted before anything is written;
+/// bytes of a binary media type are stored as they came; `Content-Encoding` and `Content-Length` are dropped (the body is
 /// stored decoded). Answers from the cache and from a shared request are not recorded again.
 public struct FixtureRecorder: EventMonitor, RecordsLogicalRequests {
     /// Where the files go.
@@ -103,9 +104,12 @@ public struct FixtureRecorder: EventMonitor, RecordsLogicalRequests {
         try? data.write(to: Fixtures.file(for: event.request, in: self.directory), options: .atomic)
     }
 
-    /// A JSON body with secret-named keys redacted (kept as valid JSON); other bodies as they are.
+    /// A text body with its secrets redacted as in the logs (JSON kept valid JSON, a form a
+    /// form); bytes of another media type as they are (an image replays as it came).
     private func redacted(_ body: Data, contentType: String?) -> Data {
-        guard (contentType ?? "").lowercased().contains("json") else { return body }
+        let type = (contentType ?? "").lowercased()
+        let isText = ["json", "x-www-form-urlencoded", "xml", "text/", "javascript"].contains { type.contains($0) }
+        guard isText else { return body }
         let text = self.redactor.redact(body: body, contentType: contentType, limit: Int.max)
         return Data(text.utf8)
     }

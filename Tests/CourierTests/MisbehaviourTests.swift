@@ -69,6 +69,23 @@ struct MisbehaviourTests {
         }
     }
 
+    /// The message of a malformed answer quotes what the platform said, never the URL asked for,
+    /// whose query may hold a key or a signature (URLSession put the failing URL among its texts).
+    @Test(arguments: TransportKind.allCases)
+    func aMalformedAnswersMessageHoldsNothingOfTheURL(kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            guard request.path.hasPrefix("/version") else { return await Routes.standard(request) }
+            return ScriptedResponse(behaviour: .rawResponse("HTTP/1.2 200 OK\r\nContent-Length: 1\r\n\r\nx"))
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(path: "/version?api_key=SECRETK&X-Amz-Credential=SECRETC", decoding: .data))
+            }
+            #expect(error?.kind == .transport)
+            #expect(error?.message.contains("SECRET") == false, "\(error?.message ?? "")")
+        }
+    }
+
     /// An answer that is no HTTP at all (another protocol's greeting on the port) is a malformed
     /// answer from the server, kind `transport`, on both transports; URLSession called it an
     /// invalid request and blamed the URL (libcurl reads it as HTTP/0.9, which it refuses).

@@ -193,6 +193,12 @@ public struct Redactor: Sendable {
         // URL's, in a message) is left as it is, with the text after it.
         let redacted = NSRegularExpression.escapedPattern(for: self.replacement)
         replace(key + #"(?![\\"])(?!"# + redacted + #"(?:[^A-Za-z0-9_-]|$))((?:[^"&\r\n}\\>,]|,(?![\s"]))+)"#, "$1" + replacement)
+        // An XML element whose name says it holds a credential (`<SecretAccessKey>`,
+        // `<SessionToken>`, `<Password>`): its text up to the next tag. (Not names that merely
+        // equal a secret query name: S3's `<Key>` and `<Code>` name objects and errors.)
+        replace(
+            #"(<(?:[\w.-]+:)?[\w.-]*(?:token|secret|passw(?:or)?d|passphrase|credential|signature|private_?key|api_?key)[\w.-]*(?:\s[^>]*)?>)[^<]+"#,
+            "$1" + replacement)
         return result
     }
 
@@ -231,7 +237,9 @@ public struct Redactor: Sendable {
     private func redact(pairs text: String, replacement: String) -> String {
         text.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+            var name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+            // A hash route with a query of its own (`#/callback?code=…`): the name follows its `?`.
+            if let question = name.lastIndex(of: "?") { name = String(name[name.index(after: question)...]) }
             return parts.count == 2 && self.isSecret(queryName: name) ? "\(parts[0])=\(replacement)" : String(pair)
         }.joined(separator: "&")
     }

@@ -235,9 +235,16 @@ extension Client {
                 let otherVersion = Self.namesAnotherVersion(raw.head.headerFields, than: validator)
                 // Only bytes at the offset asked for join the file. At offset 0 no range was
                 // asked, and a part from the first byte (a careless server's) is the file's start.
+                // A single range is never answered with `multipart/byteranges` (RFC 9110 §14.6
+                // MUST NOT): such a body holds boundaries and part headers, no bytes of the file.
+                let multipart =
+                    raw.head.headerFields[.contentType].map {
+                        FieldText.token(FieldText.split($0, at: ";", maxSplits: 1)[0]) == "multipart/byteranges"
+                    } ?? false
                 guard let range = ContentRangeHeader.parse(raw.head.headerFields[.contentRange] ?? ""),
                     Int64(range.range.lowerBound) == offset,
                     !otherVersion,
+                    !multipart,
                     range.completeLength.map({ complete in knownLength.map { $0 == Int64(complete) } ?? true }) ?? true,
                     // A part of unknown complete length (`*`) still ends inside the length known:
                     // every part of one representation has one (RFC 9110 §14.4).
@@ -258,6 +265,17 @@ extension Client {
                 end = Int64(range.range.upperBound) + 1
                 total = range.completeLength.map(Int64.init) ?? knownLength
                 knownLength = total
+                // A body announced longer than its range (RFC 9110 §14.4: the Content-Range is
+                // what the body holds) is not this range: a proxy that sent the whole file under
+                // the part's header fields. Nothing of it joins the file, which stays resumable.
+                let rangeLength = Int64(range.range.count)
+                if let announced = raw.body.expectedLength, Int64(announced) > rangeLength {
+                    raw.body.byteStream.cancel()
+                    throw CourierError(
+                        .transport,
+                        "the server sent more than the \(rangeLength) bytes of the range it announced (\(announced)); none of them is kept and the download can be resumed"
+                    )
+                }
             } else {
                 // The whole body: the server ignored the range or the resource changed. This
                 // call's bytes now begin at zero, whatever parts came before.
@@ -542,7 +560,8 @@ package final class PartialFile {
 
     /// Streams a body into the file at `offset` (where ``prepare(from:)`` left it); returns the
     /// file's size. Never writes past `end`: a body longer than the server announced (a 206
-    /// longer than its range) fails after the announced bytes, which stay a resumable part.
+    /// longer than its range) is no part the file can trust, so the file is cut back to `offset`
+    /// (what came before stays resumable) and the download fails.
     func write(_ body: ResponseBody, from offset: Int64, reporter: ProgressReporter, expected: Int64?, end: Int64?) async throws -> Int64 {
         reporter.start(completed: offset, expected: expected)
         var written = offset
@@ -550,13 +569,11 @@ package final class PartialFile {
         for try await chunk in stream {
             try Task.checkCancellation()
             if let end, Int64(chunk.count) > end - written {
-                let room = Int(end - written)
-                try self.handle.write(contentsOf: chunk.prefix(room))
-                reporter.add(room)
                 stream.cancel()
+                try self.handle.truncate(atOffset: UInt64(offset))
                 throw CourierError(
                     .transport,
-                    "the server sent more than the \(end - offset) bytes it announced; the first \(end) bytes are kept and the download can be resumed"
+                    "the server sent more than the \(end - offset) bytes it announced; none of them is kept and the download can be resumed"
                 )
             }
             try self.handle.write(contentsOf: chunk)

@@ -134,15 +134,19 @@ extension URLSessionTransport {
         return ["in http response", "unsupported http version", "http/1 subversion", "http/0.9"].contains { text.contains($0) }
     }
 
-    /// The error's description and those of the errors and strings in its user info.
+    /// The error's description and those of the errors and strings in its user info, but for
+    /// the failing URL (whose query may hold a key or a signature: a message is free of secrets).
     private static func texts(of error: NSError) -> String {
         var texts = [error.localizedDescription]
-        for value in error.userInfo.values {
+        for (key, value) in error.userInfo where !Self.failingURLKeys.contains(key) {
             if let text = value as? String { texts.append(text) }
             if let inner = value as? NSError { texts.append(inner.localizedDescription) }
         }
         return texts.joined(separator: " ")
     }
+
+    /// The user-info keys under which the platform puts the URL of the request that failed.
+    private static let failingURLKeys: Set<String> = ["NSErrorFailingURLStringKey", "NSErrorFailingURLKey"]
 
     static func tlsReason(_ error: NSError) -> TLSFailureReason? {
         switch error.code {

@@ -445,6 +445,20 @@ struct LoggingTests {
     }
 
     @Test
+    func credentialsInXMLElementsAreHidden() {
+        // An STS-style answer in XML: the secret key and the session token are hidden in a body
+        // line (and so in a HAR file); the key's id, an error code and an object's key are not.
+        let xml = """
+            <AssumeRoleResponse><Credentials><AccessKeyId>ASIAEXAMPLE</AccessKeyId>\
+            <SecretAccessKey>SECRET5</SecretAccessKey><SessionToken>SECRET6</SessionToken></Credentials>\
+            <sts:Password xmlns:sts="x">SECRET7</sts:Password><Code>NoSuchKey</Code><Key>photos/a.jpg</Key></AssumeRoleResponse>
+            """
+        let shown = Redactor.standard.redact(body: Data(xml.utf8), contentType: "text/xml", limit: 10_000)
+        for secret in ["SECRET5", "SECRET6", "SECRET7"] { #expect(!shown.contains(secret), "\(shown)") }
+        for kept in ["ASIAEXAMPLE", "NoSuchKey", "photos/a.jpg", "</SessionToken>"] { #expect(shown.contains(kept), "\(shown)") }
+    }
+
+    @Test
     func tokensInAFragmentOrAUserNameAndOAuthSecretsInBodiesAreHidden() {
         // RFC 6749 §4.2.2: the implicit grant returns its token in the fragment; a user name
         // alone can be a token (`https://TOKEN@host/`); RFC 7636 §7.1: the PKCE verifier is a
@@ -453,6 +467,10 @@ struct LoggingTests {
         let shown = Redactor.standard.value(of: location)
         #expect(!shown.contains("SECRET1"), "\(shown)")
         #expect(shown.contains("state=s"))
+        // A single-page app's hash route carries its own query: its first name follows the `?`.
+        let routed = Redactor.standard.value(of: HTTPField(name: .location, value: "https://app.example/#/callback?code=SECRET4&state=s"))
+        #expect(!routed.contains("SECRET4"), "\(routed)")
+        #expect(routed.contains("state=s"))
         #expect(!Redactor.standard.redact(urlString: "https://SECRET2@github.com/x").contains("SECRET2"))
         #expect(!Redactor.standard.redact(url: URL(string: "https://user:SECRET3@example.com/#section")!).contains("SECRET3"))
         // A fragment that is no list of parameters stays as it was.

@@ -16,6 +16,15 @@ struct FixtureTests {
         case "/articles/1":
             return .json(#"{"id":1,"title":"first"}"#, headers: [("Set-Cookie", "session=s-secret"), ("X-Request-Id", "r-1")])
         case "/login": return .json(#"{"id":9,"title":"signed in","access_token":"a-secret"}"#)
+        case "/token":
+            // GitHub's default token answer: a form, not JSON.
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                body: Data("access_token=f-secret&token_type=bearer".utf8))
+        case "/sts":
+            return ScriptedResponse(
+                status: 200, headers: [("Content-Type", "text/xml")],
+                body: Data("<R><SessionToken>x-secret</SessionToken><Code>ok</Code></R>".utf8))
         default: return await Routes.standard(request)
         }
     }
@@ -65,6 +74,26 @@ struct FixtureTests {
         #expect(try await replay.send(login).title == "signed in")
         let notFound = await expectCourierError { _ = try await replay.send(missing) }
         #expect(notFound?.status == .notFound)
+    }
+
+    /// Recording goes through a real transport, so it runs on both.
+    @Test(arguments: TransportKind.allCases)
+    func secretsInFormAndXMLBodiesAreNotWrittenToFixtures(_ kind: TransportKind) async throws {
+        let folder = Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(Self.routes)
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [FixtureRecorder(directory: folder)] }) { client in
+            _ = try await client.send(Endpoint<Data>(name: "token", path: "/token", decoding: .data))
+            _ = try await client.send(Endpoint<Data>(name: "sts", path: "/sts", decoding: .data))
+        }
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(files.count == 2)
+        let everything = try files.map { try String(contentsOf: folder.appendingPathComponent($0), encoding: .utf8) }.joined()
+        #expect(!everything.contains("f-secret"))
+        #expect(!everything.contains("x-secret"))
+        // What is no secret is kept, to replay.
+        #expect(everything.contains("token_type=bearer"))
+        #expect(everything.contains("<Code>ok</Code>"))
     }
 
     // Replay is a transport itself (no socket involved), so this runs once.

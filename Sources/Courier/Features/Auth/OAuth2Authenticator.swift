@@ -96,6 +96,9 @@ public final class OAuth2Authenticator: Middleware {
         var runningRefreshes = 0
         var usesClientCredentials = false
         var scope: String?
+        /// Whether the current token came from a refresh the store failed to save (a locked
+        /// keychain, say): it is saved again before a request uses it, until a save succeeds.
+        var unsaved = false
     }
 
     private let tokenEndpoint: OAuth2TokenEndpoint
@@ -203,6 +206,7 @@ public final class OAuth2Authenticator: Middleware {
                 state.refreshTimes.removeAll()
                 state.usesClientCredentials = clientCredentialsScope != nil
                 state.scope = clientCredentialsScope ?? nil
+                state.unsaved = false
                 defer {
                     state.refresh = nil
                     state.signedIn = nil
@@ -224,6 +228,7 @@ public final class OAuth2Authenticator: Middleware {
         let superseded = self.persisting.withLock {
             let superseded = self.state.withLock { state -> SharedOutcome<RefreshOutcome>? in
                 state.token = nil
+                state.unsaved = false
                 state.generation += 1
                 defer { state.refresh = nil }
                 return state.refresh
@@ -290,8 +295,9 @@ public final class OAuth2Authenticator: Middleware {
         try Self.refuseCleartext(request)
         // A token that is still good is taken without the (large) async frame of the wait for one.
         let token: OAuth2Token
-        if let current = self.usableToken() {
-            token = current
+        if let usable = self.usableToken() {
+            token = usable.token
+            if usable.unsaved { self.saveAgain() }
         } else {
             token = try await self.validToken(replacing: nil, deadline: request.deadline)
         }
@@ -378,12 +384,26 @@ public final class OAuth2Authenticator: Middleware {
     /// The current token when it is good beyond the refresh margin; `nil` when the caller must
     /// go through ``validToken(replacing:deadline:)`` (signed out, none yet, or about to expire).
     @inline(never)
-    private func usableToken() -> OAuth2Token? {
+    /// The current token while it is good, and whether the store still lacks it.
+    private func usableToken() -> (token: OAuth2Token, unsaved: Bool)? {
         self.state.withLock { state in
             guard !state.signedOut, let token = state.token,
                 !token.expires(within: self.refreshMargin(for: token, receivedAt: state.receivedAt))
             else { return nil }
-            return token
+            return (token, state.unsaved)
+        }
+    }
+
+    /// Saves the current token again after a refresh whose save failed: a server that rotates
+    /// refresh tokens has revoked the one the store holds (RFC 6749 §6), so the app would have
+    /// to sign in again at its next launch. The request goes on whether or not this save works.
+    private func saveAgain() {
+        self.persisting.withLock {
+            guard let token = self.state.withLock({ $0.unsaved ? $0.token : nil }) else { return }
+            guard (try? self.store.save(token)) != nil else { return }
+            self.state.withLock { state in
+                if state.token == token { state.unsaved = false }
+            }
         }
     }
 
@@ -496,9 +516,14 @@ public final class OAuth2Authenticator: Middleware {
                     state.token = token
                     state.receivedAt = Date()
                     state.refresh = nil
+                    state.unsaved = false
                     return true
                 }
-                if current { try? self.store.save(token) }
+                // Kept in memory either way (the server may have revoked the old refresh token);
+                // one the store failed to take is saved again before the next request uses it.
+                if current, (try? self.store.save(token)) == nil {
+                    self.state.withLock { $0.unsaved = true }
+                }
                 return current
             }
             outcome.complete(.success(installed ? .refreshed(token) : .superseded))
@@ -520,6 +545,7 @@ public final class OAuth2Authenticator: Middleware {
                         state.refresh = nil
                         state.signedOut = true
                         state.token = nil
+                        state.unsaved = false
                         defer { state.eventRaised = true }
                         return !state.eventRaised
                     }

@@ -88,6 +88,7 @@ struct OAuth2Tests {
         _ kind: TransportKind,
         token: OAuth2Token?,
         configuration: OAuth2Authenticator.Configuration = .init(),
+        store: (any CredentialStore)? = nil,
         events: Locked<Int> = Locked(0),
         tokenClient configureTokenClient: (inout Client.Configuration) -> Void = { _ in },
         _ body: (Client, OAuth2Authenticator, OAuthServer, TestServer) async throws -> Void
@@ -101,7 +102,7 @@ struct OAuth2Tests {
             tokenEndpoint: OAuth2TokenEndpoint(
                 url: server.baseURL.appendingPathComponent("oauth/token"), clientID: "courier-tests", clientSecret: "client-secret"),
             tokenClient: tokenClient,
-            store: InMemoryCredentialStore(token),
+            store: store ?? InMemoryCredentialStore(token),
             configuration: configuration
         ) { _ in events.withLock { $0 += 1 } }
         let client = Client(
@@ -179,6 +180,45 @@ struct OAuth2Tests {
             #expect(auth.token?.refreshToken == "r-t-1")
             let lifetime = try #require(auth.token?.expiresAt).timeIntervalSinceNow
             #expect(lifetime > 3000 && lifetime <= 3600)
+        }
+    }
+
+    /// A credential store whose saves fail while it is told to (a locked keychain).
+    final class FailingSaveStore: CredentialStore {
+        struct Refused: Error {}
+        private let state: Locked<(token: OAuth2Token?, failing: Bool)>
+        init(_ token: OAuth2Token?) { self.state = Locked((token, false)) }
+        var stored: OAuth2Token? { self.state.withLock { $0.token } }
+        func fail(_ failing: Bool) { self.state.withLock { $0.failing = failing } }
+        func load() throws -> OAuth2Token? { self.state.withLock { $0.token } }
+        func save(_ token: OAuth2Token?) throws {
+            try self.state.withLock { state in
+                if state.failing { throw Refused() }
+                state.token = token
+            }
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aRotatedTokenTheStoreFailedToSaveIsSavedBeforeTheNextRequest(_ kind: TransportKind) async throws {
+        // RFC 6749 §6: the server may issue a new refresh token and revoke the old one; a store
+        // left with the old one makes the next launch present a revoked token (and sign in again).
+        let store = FailingSaveStore(Self.expired)
+        store.fail(true)
+        try await self.setUp(kind, token: Self.expired, store: store) { client, auth, oauth, _ in
+            let first = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(first.title == "t-1")
+            #expect(auth.token?.refreshToken == "r-t-1")
+            #expect(store.stored?.refreshToken == "r-0")  // the save failed
+            // Still failing: the request goes on with the token it has.
+            let second = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(second.title == "t-1")
+            #expect(store.stored?.refreshToken == "r-0")
+            store.fail(false)
+            _ = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(store.stored == auth.token)
+            #expect(store.stored?.refreshToken == "r-t-1")
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
         }
     }
 

@@ -68,6 +68,8 @@ final class FileOrigin: Sendable {
     let overlongRanges: Locked<Bool>
     /// Sends `*` as a part's complete length (RFC 9110 §14.4: the length is unknown).
     let unknownLength: Bool
+    /// Sends parts chunked, without a `Content-Length`.
+    let chunkedRanges: Bool
     /// The answer to a range request while set, instead of a part (a 202, a 204).
     let rangeAnswer = Locked<ScriptedResponse?>(nil)
     private let served = Locked(0)
@@ -76,9 +78,10 @@ final class FileOrigin: Sendable {
         rangesSupported: Bool = true, cutFirstAfter: Int? = nil, dates: (lastModified: String, date: String)? = nil,
         answersAnotherRange: Bool = false,
         rangeCap: Int? = nil, overlongRanges: Bool = false, ignoresIfRange: Bool = false, bareRanges: Bool = false,
-        unknownLength: Bool = false
+        unknownLength: Bool = false, chunkedRanges: Bool = false
     ) {
         self.unknownLength = unknownLength
+        self.chunkedRanges = chunkedRanges
         self.rangesSupported = rangesSupported
         self.cutFirstAfter = cutFirstAfter
         self.dates = Locked(dates)
@@ -112,7 +115,7 @@ final class FileOrigin: Sendable {
                 if self.answersAnotherRange { start = 0 }
                 let end = self.rangeCap.map { min(body.count, start + $0) } ?? body.count
                 let announcedEnd = self.overlongRanges.withLock { $0 } ? min(end, start + 100) : end
-                return ScriptedResponse(
+                var part = ScriptedResponse(
                     status: 206,
                     headers: [
                         ("Content-Type", "application/octet-stream"),
@@ -123,6 +126,8 @@ final class FileOrigin: Sendable {
                     ] + (self.bareRanges ? [] : validators),
                     body: body.subdata(in: start..<end)
                 )
+                if self.chunkedRanges { part.behaviour = .chunked(chunkSize: 16_384, delay: .zero) }
+                return part
             }
             var response = ScriptedResponse(status: 200, headers: [("Content-Type", "application/octet-stream")] + validators, body: body)
             if count == 1, let cut = self.cutFirstAfter { response.behaviour = .closeMidBody(afterBytes: cut) }
@@ -310,12 +315,14 @@ struct TransferTests {
         }
     }
 
-    @Test(arguments: TransportKind.allCases)
-    func aPartLongerThanItsRangeKeepsOnlyTheAnnouncedBytes(_ kind: TransportKind) async throws {
-        // A 206 that sends more than its Content-Range announces: the bytes past the range are
-        // not written (they would sit where the next part belongs), the error says so, and the
-        // file resumes correctly from a server that behaves.
-        let origin = FileOrigin(cutFirstAfter: 300_000, overlongRanges: true)
+    @Test(arguments: TransportKind.allCases, [false, true])
+    func aPartLongerThanItsRangeKeepsNoneOfItsBytes(_ kind: TransportKind, chunked: Bool) async throws {
+        // A 206 that sends more than its Content-Range announces (RFC 9110 §14.4): its body is
+        // not the range (a proxy that sent the whole file under a part's fields), so none of it
+        // joins the file — refused at its head when its Content-Length says so, cut back when it
+        // runs past the range (chunked) — the error says so, and the file resumes correctly from
+        // a server that behaves.
+        let origin = FileOrigin(cutFirstAfter: 300_000, overlongRanges: true, chunkedRanges: chunked)
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server(origin.handle)
@@ -328,16 +335,51 @@ struct TransferTests {
             let failure = await expectCourierError { _ = try await transfer.value }
             #expect(failure?.kind == .transport)
             #expect(failure?.message.contains("more than the 100 bytes") == true)
+            #expect(failure?.message.contains("none of them is kept") == true)
             let seen = await progress.value
             #expect(seen.allSatisfy { $0.completedBytes <= ($0.expectedBytes ?? .max) })
             let partial = try Data(contentsOf: folder.appendingPathComponent(".courier-overlong.bin.partial"))
             let content = origin.content.withLock { $0 }
-            #expect(partial.count <= 300_100)
+            #expect(partial.count > 0 && partial.count <= 300_000)
             #expect(partial == content.prefix(partial.count))
             // The same partial file, resumed once the server sends what it announces.
             origin.overlongRanges.withLock { $0 = false }
             let result = try await client.download(endpoint, to: destination).value
             #expect(result.resumedFrom == Int64(partial.count))
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(content))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aPartSentAsMultipartByterangesIsNotSplicedIntoTheFile(_ kind: TransportKind) async throws {
+        // RFC 9110 §14.6: a single range MUST NOT be answered with multipart/byteranges, whose
+        // body holds boundaries and part headers. None of it joins the file: the download starts
+        // again without a range, and the file is whole.
+        let origin = FileOrigin(cutFirstAfter: 400_000)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "parts.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            let offset = try Data(contentsOf: folder.appendingPathComponent(".courier-parts.bin.partial")).count
+            #expect(offset > 0)
+            let content = origin.content.withLock { $0 }
+            let range = "bytes \(offset)-\(content.count - 1)/\(content.count)"
+            var body = Data("--b\r\nContent-Type: application/octet-stream\r\nContent-Range: \(range)\r\n\r\n".utf8)
+            body.append(content.subdata(in: offset..<content.count))
+            body.append(Data("\r\n--b--\r\n".utf8))
+            origin.rangeAnswer.withLock {
+                $0 = ScriptedResponse(
+                    status: 206,
+                    headers: [("Content-Type", "multipart/byteranges; boundary=b"), ("Content-Range", range), ("ETag", "\"v1\"")],
+                    body: body)
+            }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(server.requests.dropFirst().first?.header("Range") == "bytes=\(offset)-")  // it did ask
+            #expect(result.resumedFrom == 0)
+            #expect(result.status.code == 200)
             #expect(sha256(try Data(contentsOf: result.url)) == sha256(content))
         }
     }
