@@ -104,14 +104,25 @@ public struct FixtureRecorder: EventMonitor, RecordsLogicalRequests {
         try? data.write(to: Fixtures.file(for: event.request, in: self.directory), options: .atomic)
     }
 
-    /// A text body with its secrets redacted as in the logs (JSON kept valid JSON, a form a
-    /// form); bytes of another media type as they are (an image replays as it came).
+    /// A UTF-8 text body with its secrets redacted as in the logs (JSON kept valid JSON, a form a
+    /// form; other text by the log's rules, which may hide more than secrets); any other body
+    /// as it came: bytes of a binary media type (an SVG image, an Office file), and text in
+    /// another charset, which written back as UTF-8 would no longer be what its
+    /// `Content-Type` says.
     private func redacted(_ body: Data, contentType: String?) -> Data {
         let type = (contentType ?? "").lowercased()
-        let isText = ["json", "x-www-form-urlencoded", "xml", "text/", "javascript"].contains { type.contains($0) }
-        guard isText else { return body }
+        let mediaType = FieldText.trimmed(type.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "")
+        let isText =
+            !mediaType.hasPrefix("image/")
+            && (mediaType.hasPrefix("text/") || mediaType.hasSuffix("/json") || mediaType.hasSuffix("+json")
+                || mediaType.hasSuffix("/xml") || mediaType.hasSuffix("+xml") || mediaType == "application/x-www-form-urlencoded"
+                || mediaType.hasSuffix("/javascript"))
+        let charset = type.range(of: "charset=").map { FieldText.token(type[$0.upperBound...].prefix { $0 != ";" }) }
+        guard isText, charset.map({ ["utf-8", "\"utf-8\"", "utf8"].contains($0) }) ?? true,
+            let original = String(data: body, encoding: .utf8)
+        else { return body }
         let text = self.redactor.redact(body: body, contentType: contentType, limit: Int.max)
-        return Data(text.utf8)
+        return text == original ? body : Data(text.utf8)
     }
 }
 

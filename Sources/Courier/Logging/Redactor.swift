@@ -194,10 +194,12 @@ public struct Redactor: Sendable {
         let redacted = NSRegularExpression.escapedPattern(for: self.replacement)
         replace(key + #"(?![\\"])(?!"# + redacted + #"(?:[^A-Za-z0-9_-]|$))((?:[^"&\r\n}\\>,]|,(?![\s"]))+)"#, "$1" + replacement)
         // An XML element whose name says it holds a credential (`<SecretAccessKey>`,
-        // `<SessionToken>`, `<Password>`): its text up to the next tag. (Not names that merely
-        // equal a secret query name: S3's `<Key>` and `<Code>` name objects and errors.)
+        // `<SessionToken>`, `<Password>`): its text, when its closing tag follows (so a type
+        // named in a message, `Page<SessionToken>`, is left alone). Not names that merely equal
+        // a secret query name: S3's `<Key>` and `<Code>` name objects and errors. Bounded and
+        // possessive, so hostile text cannot make the match backtrack.
         replace(
-            #"(<(?:[\w.-]+:)?[\w.-]*(?:token|secret|passw(?:or)?d|passphrase|credential|signature|private_?key|api_?key)[\w.-]*(?:\s[^>]*)?>)[^<]+"#,
+            #"(<((?:[\w.-]{1,64}:)?(?=[\w.-]{0,64}?(?:token|secret|passw(?:or)?d|passphrase|credential|signature|private_?key|api_?key))[\w.-]{1,128}+)(?:\s[^<>]{0,2048}+)?>)[^<]++(?=</\2>)"#,
             "$1" + replacement)
         return result
     }

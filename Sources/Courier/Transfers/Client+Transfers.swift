@@ -266,15 +266,16 @@ extension Client {
                 total = range.completeLength.map(Int64.init) ?? knownLength
                 knownLength = total
                 // A body announced longer than its range (RFC 9110 §14.4: the Content-Range is
-                // what the body holds) is not this range: a proxy that sent the whole file under
-                // the part's header fields. Nothing of it joins the file, which stays resumable.
-                let rangeLength = Int64(range.range.count)
-                if let announced = raw.body.expectedLength, Int64(announced) > rangeLength {
+                // what the body holds) is not this range: a proxy that sends the whole file under
+                // the part's header fields. Nothing of it joins the file: start again from zero
+                // without a range, as for a range not asked for.
+                if let announced = raw.body.expectedLength, Int64(announced) > Int64(range.range.count) {
                     raw.body.byteStream.cancel()
-                    throw CourierError(
-                        .transport,
-                        "the server sent more than the \(rangeLength) bytes of the range it announced (\(announced)); none of them is kept and the download can be resumed"
-                    )
+                    offset = 0
+                    validator = nil
+                    knownLength = nil
+                    continuing = false
+                    continue
                 }
             } else {
                 // The whole body: the server ignored the range or the resource changed. This

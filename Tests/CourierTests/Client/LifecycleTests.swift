@@ -235,8 +235,9 @@ struct LifecycleTests {
             #expect(await eventually { server.requests.count == 2 })
             // The quick one ends during the grace period; the other is still waiting at its end.
             // (A long grace period: the quick one must finish within it even on a loaded machine,
-            // where a whole process was seen to stall for 15 s.)
-            let shutdown = Task { await client.shutdown(gracePeriod: .seconds(30)) }
+            // where a whole process was seen to stall for 15 s; and shorter than AsyncHTTPClient's
+            // 30 s read timeout, which would otherwise end the other one first.)
+            let shutdown = Task { await client.shutdown(gracePeriod: .seconds(20)) }
             #expect(await eventually { client.parts.lifecycle.isShutDown })
             await quickGate.open()
             let cancelled = await shutdown.value

@@ -456,6 +456,12 @@ struct LoggingTests {
         let shown = Redactor.standard.redact(body: Data(xml.utf8), contentType: "text/xml", limit: 10_000)
         for secret in ["SECRET5", "SECRET6", "SECRET7"] { #expect(!shown.contains(secret), "\(shown)") }
         for kept in ["ASIAEXAMPLE", "NoSuchKey", "photos/a.jpg", "</SessionToken>"] { #expect(shown.contains(kept), "\(shown)") }
+        // Only an element with its closing tag: a generic type named in a message, or what
+        // follows an empty element, is no secret.
+        let message = "could not decode Page<SessionToken>.items[0]: the data is missing"
+        #expect(Redactor.standard.redactFreeText(message) == message)
+        let empty = "<R><SessionToken/>visible<Other>kept</Other></R>"
+        #expect(Redactor.standard.redactFreeText(empty) == empty)
     }
 
     @Test

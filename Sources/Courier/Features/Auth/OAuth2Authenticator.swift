@@ -300,6 +300,7 @@ public final class OAuth2Authenticator: Middleware {
             if usable.unsaved { self.saveAgain() }
         } else {
             token = try await self.validToken(replacing: nil, deadline: request.deadline)
+            if self.state.withLock({ $0.unsaved }) { self.saveAgain() }
         }
         var authorized = request
         authorized.head.headerFields[.authorization] = "Bearer \(token.accessToken)"
@@ -381,10 +382,10 @@ public final class OAuth2Authenticator: Middleware {
         return min(self.configuration.refreshMargin, .milliseconds(Int64(halfLifetime * 1000)))
     }
 
-    /// The current token when it is good beyond the refresh margin; `nil` when the caller must
-    /// go through ``validToken(replacing:deadline:)`` (signed out, none yet, or about to expire).
+    /// The current token when it is good beyond the refresh margin, and whether the store still
+    /// lacks it; `nil` when the caller must go through ``validToken(replacing:deadline:)``
+    /// (signed out, none yet, or about to expire).
     @inline(never)
-    /// The current token while it is good, and whether the store still lacks it.
     private func usableToken() -> (token: OAuth2Token, unsaved: Bool)? {
         self.state.withLock { state in
             guard !state.signedOut, let token = state.token,
@@ -396,14 +397,16 @@ public final class OAuth2Authenticator: Middleware {
 
     /// Saves the current token again after a refresh whose save failed: a server that rotates
     /// refresh tokens has revoked the one the store holds (RFC 6749 §6), so the app would have
-    /// to sign in again at its next launch. The request goes on whether or not this save works.
+    /// to sign in again at its next launch. The request goes on whether or not this save works,
+    /// and does not wait for a change of the credentials or another request's save (it then
+    /// leaves the save to them).
     private func saveAgain() {
-        self.persisting.withLock {
-            guard let token = self.state.withLock({ $0.unsaved ? $0.token : nil }) else { return }
-            guard (try? self.store.save(token)) != nil else { return }
-            self.state.withLock { state in
-                if state.token == token { state.unsaved = false }
-            }
+        guard self.persisting.try() else { return }
+        defer { self.persisting.unlock() }
+        guard let token = self.state.withLock({ $0.unsaved ? $0.token : nil }) else { return }
+        guard (try? self.store.save(token)) != nil else { return }
+        self.state.withLock { state in
+            if state.token == token { state.unsaved = false }
         }
     }
 

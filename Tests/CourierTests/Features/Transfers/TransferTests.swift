@@ -315,14 +315,13 @@ struct TransferTests {
         }
     }
 
-    @Test(arguments: TransportKind.allCases, [false, true])
-    func aPartLongerThanItsRangeKeepsNoneOfItsBytes(_ kind: TransportKind, chunked: Bool) async throws {
-        // A 206 that sends more than its Content-Range announces (RFC 9110 §14.4): its body is
-        // not the range (a proxy that sent the whole file under a part's fields), so none of it
-        // joins the file — refused at its head when its Content-Length says so, cut back when it
-        // runs past the range (chunked) — the error says so, and the file resumes correctly from
-        // a server that behaves.
-        let origin = FileOrigin(cutFirstAfter: 300_000, overlongRanges: true, chunkedRanges: chunked)
+    @Test(arguments: TransportKind.allCases)
+    func aPartLongerThanItsRangeKeepsNoneOfItsBytes(_ kind: TransportKind) async throws {
+        // A 206 that sends more than its Content-Range announces (RFC 9110 §14.4), chunked, so
+        // only the bytes show it: its body is not the range (a proxy that sent the whole file
+        // under a part's fields), so none of it joins the file — cut back to where the part
+        // began — the error says so, and the file resumes correctly from a server that behaves.
+        let origin = FileOrigin(cutFirstAfter: 300_000, overlongRanges: true, chunkedRanges: true)
         let folder = try self.directory()
         defer { try? FileManager.default.removeItem(at: folder) }
         let server = try await http1Server(origin.handle)
@@ -347,6 +346,27 @@ struct TransferTests {
             let result = try await client.download(endpoint, to: destination).value
             #expect(result.resumedFrom == Int64(partial.count))
             #expect(sha256(try Data(contentsOf: result.url)) == sha256(content))
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aPartAnnouncedLongerThanItsRangeStartsTheDownloadAgain(_ kind: TransportKind) async throws {
+        // The same, with a Content-Length that says so at the head: nothing of it is written,
+        // and the download starts again without a range (a proxy that does this to every range
+        // would otherwise fail every resume), so the file is whole.
+        let origin = FileOrigin(cutFirstAfter: 300_000, overlongRanges: true)
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await http1Server(origin.handle)
+        try await withClient(kind, server: server) { client in
+            let destination = DownloadDestination(directory: folder, fileName: "announced.bin")
+            let endpoint = Endpoint<Data>(path: "/file", decoding: .data)
+            _ = await expectCourierError { _ = try await client.download(endpoint, to: destination).value }
+            let result = try await client.download(endpoint, to: destination).value
+            #expect(server.requests.dropFirst().first?.header("Range") != nil)  // it did ask
+            #expect(result.resumedFrom == 0)
+            #expect(result.status.code == 200)
+            #expect(sha256(try Data(contentsOf: result.url)) == sha256(origin.content.withLock { $0 }))
         }
     }
 
