@@ -248,10 +248,14 @@ extension Client {
                     range.completeLength.map({ complete in knownLength.map { $0 == Int64(complete) } ?? true }) ?? true,
                     // A part of unknown complete length (`*`) still ends inside the length known:
                     // every part of one representation has one (RFC 9110 §14.4).
-                    knownLength.map({ Int64(range.range.upperBound) < $0 }) ?? true
+                    knownLength.map({ Int64(range.range.upperBound) < $0 }) ?? true,
+                    // A body announced longer than its range is not this range (§14.4: the
+                    // Content-Range is what the body holds): a proxy that sends the whole file
+                    // under the part's header fields.
+                    raw.body.expectedLength.map({ Int64($0) <= Int64(range.range.count) }) ?? true
                 else {
-                    // A range we did not ask for, or of another version: start again from zero
-                    // without one.
+                    // A range we did not ask for, of another version, or not what the body holds:
+                    // start again from zero without one.
                     raw.body.byteStream.cancel()
                     offset = 0
                     validator = nil
@@ -265,18 +269,6 @@ extension Client {
                 end = Int64(range.range.upperBound) + 1
                 total = range.completeLength.map(Int64.init) ?? knownLength
                 knownLength = total
-                // A body announced longer than its range (RFC 9110 §14.4: the Content-Range is
-                // what the body holds) is not this range: a proxy that sends the whole file under
-                // the part's header fields. Nothing of it joins the file: start again from zero
-                // without a range, as for a range not asked for.
-                if let announced = raw.body.expectedLength, Int64(announced) > Int64(range.range.count) {
-                    raw.body.byteStream.cancel()
-                    offset = 0
-                    validator = nil
-                    knownLength = nil
-                    continuing = false
-                    continue
-                }
             } else {
                 // The whole body: the server ignored the range or the resource changed. This
                 // call's bytes now begin at zero, whatever parts came before.
