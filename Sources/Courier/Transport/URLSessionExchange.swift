@@ -174,7 +174,9 @@ final class URLSessionExchange: Sendable {
         self.trustRejection.withLock { $0 = error }
     }
 
-    func completed(error: (any Error)?) {
+    /// The task ended, with `error` or without; `platformHead` is the head the task holds, which
+    /// the platform may not have handed to the delegate (see below).
+    func completed(error: (any Error)?, platformHead: HTTPURLResponse? = nil) {
         self.hasCompleted.withLock { $0 = true }
         // The task holds its request, and with it the stream of a spooled body, open on the
         // file `onComplete` removes: let go of it, so the file's space is freed now.
@@ -211,6 +213,11 @@ final class URLSessionExchange: Sendable {
             bodyFailure.couldNotConnect = false
             self.chunks.finish(throwing: bodyFailure)
         } else {
+            // FoundationNetworking keeps the head (and body) of a 301–308 from the delegate until
+            // it has asked about the redirect, and never asks when there is no `Location`: the
+            // task ends with the head only in its `response`. That 3xx is the answer (RFC 9110
+            // §10.2.2: there is nothing to follow), its body withheld by the platform.
+            if let platformHead { self.received(response: platformHead) }
             self.resumeHead(.failure(CourierError.transport("the response ended without a head")))
             self.chunks.finish()
         }
@@ -349,7 +356,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let exchange = self.exchanges.withLock { $0.removeValue(forKey: task.taskIdentifier) }
-        exchange?.completed(error: error)
+        exchange?.completed(error: error, platformHead: task.response as? HTTPURLResponse)
     }
 }
 

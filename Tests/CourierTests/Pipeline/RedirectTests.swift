@@ -39,6 +39,28 @@ struct RedirectTests {
         }
     }
 
+    /// RFC 9110 §10.2.2: a 3xx without `Location` names nothing to follow, so it is the answer:
+    /// kind `httpStatus` with its status, sent once. On Linux FoundationNetworking keeps a
+    /// redirect's head from the delegate and, with no `Location`, ends the task without it: the
+    /// response "ended without a head", kind `transport`, and the retry stage sent it again as a
+    /// connection failure.
+    @Test(arguments: TransportKind.allCases)
+    func aRedirectWithoutALocationIsTheAnswerAndIsSentOnce(kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            let status = Int(request.path.dropFirst()) ?? 500
+            return .text("moved, but not saying where", status: status)
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = RetryPolicy(maxAttempts: 3) }) { client in
+            for status in [301, 302, 303, 307, 308] {
+                let before = server.requests.count
+                let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/\(status)")) }
+                #expect(error?.kind == .httpStatus, "\(status): \(String(describing: error))")
+                #expect(error?.status?.code == status)
+                #expect(server.requests.count == before + 1, "\(status) was sent \(server.requests.count - before) times")
+            }
+        }
+    }
+
     /// RFC 9110 §10.2.3 and §5.3: `Retry-After: 3600` sent twice arrived as "3600, 3600", which
     /// is neither seconds nor a date, so the retry came after a short backoff instead of the
     /// policy stopping at a wait past its `maxRetryAfter`.
