@@ -214,6 +214,12 @@ public final class URLSessionTransport: Transport {
         guard let url = request.url else {
             throw CourierError.invalidRequest("the request has no valid URL")
         }
+        // FoundationNetworking refuses a GET with a body (`NSURLErrorDataLengthExceedsMaximum`,
+        // nothing sent), which would read as a failed connection and be retried: refused here,
+        // on every platform alike, as what it is.
+        if request.head.method == .get, let body = request.body, body.length != 0 {
+            throw CourierError.invalidRequest("URLSessionTransport cannot send a GET with a body; AsyncHTTPClientTransport can")
+        }
         if !self.pinning.isEmpty, let host = url.host, url.scheme?.lowercased() != "https",
             self.pinning.pins(for: host, port: url.port ?? 80) != nil
         {

@@ -57,6 +57,16 @@ struct RedirectTests {
                 #expect(error?.kind == .httpStatus, "\(status): \(String(describing: error))")
                 #expect(error?.status?.code == status)
                 #expect(server.requests.count == before + 1, "\(status) was sent \(server.requests.count - before) times")
+                let body = error?.body.map { String(decoding: $0, as: UTF8.self) } ?? ""
+                switch kind {
+                case .asyncHTTPClient:
+                    #expect(body == "moved, but not saying where")
+                case .urlSession:
+                    // FoundationNetworking keeps the body of a redirect it did not ask about.
+                    #if !canImport(Darwin)
+                    #expect(body.isEmpty)
+                    #endif
+                }
             }
         }
     }

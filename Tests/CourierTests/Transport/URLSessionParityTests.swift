@@ -215,3 +215,30 @@ struct URLSessionParityTests {
         }
     }
 }
+
+/// A GET with a body: RFC 9110 §9.3.1 gives it no meaning, yet an app may send one.
+@Suite("A GET with a body")
+struct GETWithABodyTests {
+    /// AsyncHTTPClient sends it. URLSession refuses it (FoundationNetworking with
+    /// `NSURLErrorDataLengthExceedsMaximum`, before anything is sent): that was kind `transport`,
+    /// which the retry stage took for a connection failure and sent again, each time refused
+    /// the same way. It is kind `invalidRequest` now, sent nowhere and never retried.
+    @Test(arguments: TransportKind.allCases)
+    func isSentByAsyncHTTPClientAndRefusedOnceByURLSession(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.retry = RetryPolicy(maxAttempts: 3) }) { client in
+            let endpoint = Endpoint<Echo>(path: "/echo", body: .json(["q": 1]))
+            switch kind {
+            case .asyncHTTPClient:
+                let echo = try await client.send(endpoint)
+                #expect(echo.method == "GET")
+                #expect(echo.body == #"{"q":1}"#)
+                #expect(server.requests.count == 1)
+            case .urlSession:
+                let error = await expectCourierError { _ = try await client.send(endpoint) }
+                #expect(error?.kind == .invalidRequest, "\(String(describing: error))")
+                #expect(server.requests.isEmpty)
+            }
+        }
+    }
+}
