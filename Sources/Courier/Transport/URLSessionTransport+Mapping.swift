@@ -31,6 +31,11 @@ extension URLSessionTransport {
                 underlying: error)
             mapped.couldNotConnect = true
             return mapped
+        case NSURLErrorCannotDecodeContentData, NSURLErrorCannotDecodeRawData:
+            // Apple platforms decode gzip, deflate and br themselves and fail a body they cannot
+            // decode with these codes: the same failure as on the other transport.
+            return CourierError(
+                .decoding, "the response's content coding could not be decoded (\(nsError.localizedDescription))", underlying: error)
         case NSURLErrorBadServerResponse where Self.texts(of: nsError).contains("Empty reply from server"):
             // libcurl's "empty reply" (FoundationNetworking's bad server response): the server
             // closed the connection before any byte of a response.

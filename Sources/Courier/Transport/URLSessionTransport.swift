@@ -221,7 +221,9 @@ public final class URLSessionTransport: Transport {
             throw CourierError.invalidRequest("URLSessionTransport cannot send a GET with a body; AsyncHTTPClientTransport can")
         }
         if !self.pinning.isEmpty, let host = url.host, url.scheme?.lowercased() != "https",
-            self.pinning.pins(for: host, port: url.port ?? 80) != nil
+            // As on AsyncHTTPClient: a pin for `host:443` covers `http://host/` too (the host is
+            // pinned where it speaks TLS, and must not be reached in clear text).
+            self.pinning.pins(for: host, port: url.port ?? 443) != nil
         {
             try TransportRules.refuseCleartext(toPinnedHost: host, scheme: url.scheme)
         }

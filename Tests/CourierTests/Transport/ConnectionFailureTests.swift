@@ -17,6 +17,18 @@ import FoundationNetworking
 /// was tried.
 @Suite("Transports say when the connection failed before any byte of a response")
 struct ConnectionFailureTests {
+    /// A body the platform cannot decode is kind `decoding` on both transports. On Linux libcurl
+    /// reports it in words (`StreamingAndCompressionTests.badCompressedDataFailsTyped`, on the
+    /// wire); Apple platforms report it with their own codes, which were kind `transport`.
+    @Test
+    func theURLLoadingSystemsCodesForAnUndecodableBodyAreDecodingFailures() {
+        for code in [NSURLErrorCannotDecodeContentData, NSURLErrorCannotDecodeRawData] {
+            let mapped = URLSessionTransport.mapError(NSError(domain: NSURLErrorDomain, code: code))
+            #expect(mapped.kind == .decoding, "code \(code)")
+            #expect(!mapped.couldNotConnect)
+        }
+    }
+
     @Test
     func asyncHTTPClientsConnectionFailures() {
         for errno in [ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENETUNREACH] {
