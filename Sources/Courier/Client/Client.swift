@@ -64,10 +64,17 @@ public final class Client: Sendable {
         // Numbered now, in the caller: requests started one after the other that queue do so in
         // that order, whichever of their tasks reaches the scheduler first. (A free slot goes to
         // the first task to ask for it.)
-        let control = RequestControl(priority: priority ?? endpoint.priority, order: self.parts.scheduler.makeOrder())
+        // Its lifecycle ticket is taken now too: `cancelAll` right after `start` reaches it,
+        // although its task may not have run yet.
+        let lifecycle = self.parts.lifecycle
+        let control = RequestControl(
+            priority: priority ?? endpoint.priority, order: self.parts.scheduler.makeOrder(), lifecycleTicket: try? lifecycle.begin())
         return RequestHandle(
             task: Task { () async throws -> Response<Value> in
-                try await self.response(endpoint, control: control)
+                // The lifecycle stage ends the ticket; a request that fails before it (an
+                // endpoint that cannot be built) must not leave it behind.
+                defer { if let ticket = control.lifecycleTicket { lifecycle.end(ticket) } }
+                return try await self.response(endpoint, control: control)
             }, control: control)
     }
 

@@ -48,6 +48,45 @@ struct LifecycleTests {
         }
     }
 
+    /// `cancelAll` cancels "every request … queued or in flight": a request `start` returned
+    /// just before is one, although its task may not have run yet. It used to take its ticket
+    /// only when its task reached the lifecycle stage, so `cancelAll` returned 0 and the request
+    /// went out and succeeded.
+    @Test(arguments: TransportKind.allCases)
+    func cancelAllReachesARequestStartedJustBefore(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            for round in 0..<20 {
+                let handle = client.start(Endpoint<Echo>(path: "/echo"))
+                let cancelled = client.cancelAll(reason: "signing out \(round)")
+                #expect(cancelled == 1)
+                let error = await expectCourierError { _ = try await handle.value }
+                #expect(error?.kind == .cancelled)
+                #expect(error?.message == "signing out \(round)")
+            }
+            // Nothing was sent, and no ticket was left behind.
+            #expect(server.requests.isEmpty)
+            #expect(client.parts.lifecycle.runningCount == 0)
+            let fresh = try await client.send(Endpoint<Echo>(path: "/echo"))
+            #expect(fresh.uri == "/echo")
+        }
+    }
+
+    /// A started request that fails before the lifecycle stage (its body cannot be encoded: the
+    /// build stage is above it) gives back the ticket it took when started.
+    @Test(arguments: TransportKind.allCases)
+    func aStartedRequestThatFailsBeforeTheLifecycleStageLeavesNoTicket(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            let handle = client.start(Endpoint<Echo>(method: .post, path: "/echo", body: .json(["x": Double.nan])))
+            let error = await expectCourierError { _ = try await handle.value }
+            #expect(error != nil)
+            #expect(client.parts.lifecycle.runningCount == 0)
+            #expect(client.cancelAll() == 0)
+            #expect(server.requests.isEmpty)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aRequestCancelledAfterItsAnswerArrivedFailsAsCounted(_ kind: TransportKind) async throws {
         // `cancelAll` counts every request it cancels, and each of them fails with the reason:

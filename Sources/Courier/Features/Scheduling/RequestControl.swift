@@ -16,10 +16,15 @@ final class RequestControl: Sendable {
     private let delivery = NSLock()
     /// The request's place in line, taken when it was started (``RequestScheduler/makeOrder()``).
     let order: UInt64?
+    /// The lifecycle ticket taken when it was started (``Client/start(_:priority:)``), so that
+    /// ``Client/cancelAll(reason:)`` reaches it before its task has run; `nil` when the client
+    /// was shut down by then (its lifecycle stage then refuses it) or it was not started that way.
+    let lifecycleTicket: UInt64?
 
-    init(priority: RequestPriority, order: UInt64? = nil) {
+    init(priority: RequestPriority, order: UInt64? = nil, lifecycleTicket: UInt64? = nil) {
         self.state = Locked(State(priority: priority))
         self.order = order
+        self.lifecycleTicket = lifecycleTicket
     }
 
     var priority: RequestPriority { self.state.withLock { $0.priority } }

@@ -10,7 +10,17 @@ struct LifecycleStage: PipelineStage {
 
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
-        let ticket = try self.lifecycle.begin()
+        let ticket: UInt64
+        if let started = exchange.control?.lifecycleTicket {
+            // Taken when the request was started; `cancelAll` may have cancelled it since.
+            if let reason = self.lifecycle.reason(started) {
+                self.lifecycle.end(started)
+                throw CourierError(.cancelled, reason)
+            }
+            ticket = started
+        } else {
+            ticket = try self.lifecycle.begin()
+        }
         var exchange = exchange
         exchange.lifecycleTicket = ticket
         let outcome: Outcome
