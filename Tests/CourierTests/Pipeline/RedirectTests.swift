@@ -71,6 +71,44 @@ struct RedirectTests {
         }
     }
 
+    /// RFC 3986 §3.2.2: a host holds no URI delimiter. `Location: https://pinned.test%23/x` was
+    /// followed with the host decoded, `pinned.test#`: the pins, the cookie jar and the per-host
+    /// slots looked up that name while the transport, parsing the URL again, connected to
+    /// `pinned.test` — past a CA pin and its refusal of clear text. Such a target is refused.
+    @Test(arguments: TransportKind.allCases)
+    func aLocationWhoseHostHidesADelimiterIsRefused(kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            let host = String(request.path.dropFirst(3))
+            return ScriptedResponse(status: 302, headers: [("Location", "http://\(host)/echo")])
+        }
+        try await withClient(kind, server: server) { client in
+            for host in ["127.0.0.1%23", "127.0.0.1%2F", "127.0.0.1%3F", "127.0.0.1%40", "127.0.0.1%20"] {
+                let before = server.requests.count
+                let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/h/\(host)")) }
+                #expect(error?.kind == .redirect, "\(host): \(String(describing: error))")
+                #expect(server.requests.count == before + 1)
+            }
+        }
+    }
+
+    /// RFC 9110 §4.2.4: userinfo in a URI that came from elsewhere is treated as an error. A
+    /// `Location` of `http://user:secret@host/` was followed to `host`, the userinfo dropped
+    /// without a word; `https://bank.test@evil.test/` reads as bank.test and goes to evil.test.
+    @Test(arguments: TransportKind.allCases)
+    func aLocationWithUserinfoIsRefusedWithoutShowingIt(kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            guard request.path == "/userinfo" else { return await Routes.standard(request) }
+            let port = request.header("host")?.split(separator: ":").last.map(String.init) ?? "80"
+            return ScriptedResponse(status: 302, headers: [("Location", "http://user:s3cr3t@127.0.0.1:\(port)/echo")])
+        }
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Echo>(path: "/userinfo")) }
+            #expect(error?.kind == .redirect, "\(String(describing: error))")
+            #expect(error.map { !"\($0)".contains("s3cr3t") } == true)
+            #expect(server.requests.map(\.path) == ["/userinfo"])
+        }
+    }
+
     /// RFC 9110 §10.2.3 and §5.3: `Retry-After: 3600` sent twice arrived as "3600, 3600", which
     /// is neither seconds nor a date, so the retry came after a short backoff instead of the
     /// policy stopping at a wait past its `maxRetryAfter`.

@@ -135,6 +135,12 @@ struct RedirectStage: PipelineStage {
                 let shown = self.redactor.redactFreeText(self.redactor.redact(urlString: location))
                 throw CourierError(.redirect, "the redirect target '\(shown)' is not an http(s) URL")
             }
+            // RFC 9110 §4.2.4: userinfo in a URI from elsewhere is to be treated as an error
+            // (`https://bank.test@evil.test/` goes to evil.test).
+            if target.user != nil || target.password != nil {
+                await response.body.discard()
+                throw CourierError(.redirect, "refused a redirect target with userinfo (\(self.redactor.redact(url: target)))")
+            }
             if hops >= self.policy.maxRedirects {
                 await response.body.discard()
                 throw CourierError(.redirect, "stopped after \(self.policy.maxRedirects) redirects")
@@ -207,10 +213,31 @@ struct RedirectStage: PipelineStage {
 
     /// `host[:port]` of a URL, an IPv6 literal in brackets (RFC 3986 §3.2.2: `URL.host` gives
     /// it without them, and `::1:8080` is no authority).
+    /// `nil` too when the host, its percent-escapes decoded (as `URL.host` gives it), holds a
+    /// byte no host name or address holds: `pinned.test%23` is `pinned.test#`, which the
+    /// transport would parse again as `pinned.test` while the pins, cookies and slots looked up
+    /// the other name.
     static func authority(of url: URL) -> String? {
-        guard var host = url.host else { return nil }
+        guard var host = url.host, Self.isPlainHost(host) else { return nil }
         if host.utf8.contains(UInt8(ascii: ":")), !host.hasPrefix("[") { host = "[\(host)]" }
         return url.port.map { "\(host):\($0)" } ?? host
+    }
+
+    /// Whether a decoded host is a name or an address and nothing else: not empty, no delimiter
+    /// of a URI (`/ ? # @ \`, a bracket but around an IPv6 literal), no `%`, no space or
+    /// control character (RFC 3986 §3.2.2).
+    static func isPlainHost(_ host: String) -> Bool {
+        var bytes = Substring(host).utf8
+        if bytes.first == UInt8(ascii: "["), bytes.last == UInt8(ascii: "]") { bytes = bytes.dropFirst().dropLast() }
+        return !bytes.isEmpty
+            && !bytes.contains { byte in
+                switch byte {
+                case 0...0x20, 0x7F, UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "@"),
+                    UInt8(ascii: "\\"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "%"):
+                    true
+                default: false
+                }
+            }
     }
 
     /// Whether two URLs have the same origin (``Authority``); never for a URL without a host.
