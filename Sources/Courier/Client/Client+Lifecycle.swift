@@ -4,8 +4,10 @@ extension Client {
     /// Cancels every request of this client, queued or in flight; each caller gets a
     /// ``CourierError`` of kind `cancelled` whose message is `reason`. Returns how many were cancelled.
     ///
-    /// A stream or download is covered until its response head has arrived; its body is the
-    /// caller's to cancel. New requests are not affected.
+    /// A request that returns at once and runs in a task of its own (``start(_:priority:)``,
+    /// ``upload(_:)``, ``download(_:to:resume:)``, ``updates(_:)``) is reached from the call on,
+    /// before its task has run. A stream or download is covered until its response head has
+    /// arrived; its body is the caller's to cancel. New requests are not affected.
     @discardableResult
     public func cancelAll(reason: String = "all requests were cancelled") -> Int {
         self.parts.lifecycle.cancelAll(reason: reason)

@@ -9,8 +9,12 @@ extension Client {
     /// sequence with the error, after the cached value. Cancelling the iterating task cancels
     /// the request.
     public func updates<Value: Sendable>(_ endpoint: Endpoint<Value>) -> AsyncThrowingStream<Response<Value>, any Error> {
-        AsyncThrowingStream { continuation in
+        // Numbered and holding its lifecycle ticket from now, as a started request does.
+        let control = self.startedControl(priority: endpoint.priority)
+        let lifecycle = self.parts.lifecycle
+        return AsyncThrowingStream { continuation in
             let task = Task {
+                defer { control.endTicket(in: lifecycle) }
                 if let cached = self.cachedResponse(endpoint) {
                     continuation.yield(cached)
                 }
@@ -18,7 +22,7 @@ extension Client {
                     var reload = CachePolicy(mode: .reload)
                     let policy = self.configuration.withServiceDefaults(EndpointDescription.erasing(endpoint)).cachePolicy
                     if (policy ?? self.configuration.cache.policy).cachesAnyMethod { reload = reload.allowingAnyMethod() }
-                    continuation.yield(try await self.response(endpoint, control: nil, policyOverride: reload))
+                    continuation.yield(try await self.response(endpoint, control: control, policyOverride: reload))
                     continuation.finish()
                 } catch {
                     continuation.finish(throwing: error)

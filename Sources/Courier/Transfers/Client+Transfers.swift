@@ -27,9 +27,15 @@ extension Client {
     /// redirected with a replayable body, it starts again from zero.
     public func upload<Value: Sendable>(_ endpoint: Endpoint<Value>) -> TransferTask<Response<Value>> {
         let reporter = ProgressReporter()
+        // Numbered and holding its lifecycle ticket from now, as a started request does.
+        let control = self.startedControl(priority: endpoint.priority)
+        let lifecycle = self.parts.lifecycle
         let task = Task { () async throws -> Response<Value> in
-            defer { reporter.finish() }
-            return try await self.response(endpoint, control: nil, uploadReporter: reporter)
+            defer {
+                control.endTicket(in: lifecycle)
+                reporter.finish()
+            }
+            return try await self.response(endpoint, control: control, uploadReporter: reporter)
         }
         return TransferTask(progress: reporter.stream, task: task)
     }
@@ -58,10 +64,18 @@ extension Client {
         _ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool = true
     ) -> TransferTask<DownloadResult> {
         let reporter = ProgressReporter()
+        // Numbered and holding its lifecycle ticket from now, as a started request does: the
+        // first round uses the ticket (and its place in line), and a `cancelAll` before that
+        // round fails the download with the reason, with nothing sent.
+        let control = self.startedControl(priority: endpoint.priority)
+        let lifecycle = self.parts.lifecycle
         let task = Task { () async throws -> DownloadResult in
-            defer { reporter.finish() }
+            defer {
+                control.endTicket(in: lifecycle)
+                reporter.finish()
+            }
             do {
-                return try await self.performDownload(endpoint, to: destination, resume: resume, reporter: reporter)
+                return try await self.performDownload(endpoint, to: destination, resume: resume, control: control, reporter: reporter)
             } catch {
                 throw ClassifyStage(classifier: self.configuration.errorClassifier, onEvent: nil, redactor: self.configuration.redactor)
                     .classified(error)
@@ -71,7 +85,7 @@ extension Client {
     }
 
     private func performDownload<Value>(
-        _ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool, reporter: ProgressReporter
+        _ endpoint: Endpoint<Value>, to destination: DownloadDestination, resume: Bool, control: RequestControl, reporter: ProgressReporter
     ) async throws -> DownloadResult {
         // RFC 9110 §9.3.2: the answer to a HEAD has no content; it is never the file (an empty
         // one would be moved into place, over a real file when overwriting).
@@ -113,8 +127,8 @@ extension Client {
         do {
             return try await self.downloadRounds(
                 description, announced: announced, partial: partial, partialURL: partialURL, record: record, target: target,
-                destination: destination, offset: offset, validator: validator, length: length, start: start, reporter: reporter,
-                records: &rounds)
+                destination: destination, offset: offset, validator: validator, length: length, start: start, control: control,
+                reporter: reporter, records: &rounds)
         } catch {
             // Nothing of the file came (a 404, a refused connection, a reset before the first
             // byte): the empty partial file could resume nothing (a record of it neither: resuming
@@ -137,7 +151,7 @@ extension Client {
     private func downloadRounds(
         _ description: EndpointDescription, announced: Request, partial: PartialFile, partialURL: URL, record: URL, target: URL,
         destination: DownloadDestination, offset: Int64, validator: String?, length: Int64?, start: ContinuousClock.Instant,
-        reporter: ProgressReporter, records: inout [ExchangeRecord]
+        control: RequestControl, reporter: ProgressReporter, records: inout [ExchangeRecord]
     ) async throws -> DownloadResult {
         let urlString = announced.urlString
         var offset = offset
@@ -163,7 +177,7 @@ extension Client {
             if records.count >= 8 { records = [.summary(of: records)] }
             records.append(round)
             do {
-                outcome = try await self.run(description, mode: .download, id: announced.id, record: round) { request in
+                outcome = try await self.run(description, mode: .download, control: control, id: announced.id, record: round) { request in
                     // Ranges count bytes of the representation as sent: never content-coded here.
                     request.head.headerFields[.acceptEncoding] = "identity"
                     if rangeStart > 0, let ifRange {

@@ -72,6 +72,79 @@ struct LifecycleTests {
         }
     }
 
+    /// An upload, a download and `updates` return at once and run in a task of their own, as
+    /// `start` does: `cancelAll` right after the call reaches them too (before, each took its
+    /// ticket only when its task reached the lifecycle stage, so `cancelAll` returned 0 and the
+    /// request went out).
+    @Test(arguments: TransportKind.allCases)
+    func cancelAllReachesAnUploadStartedJustBefore(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            for round in 0..<10 {
+                let upload = client.upload(Endpoint<Echo>(method: .post, path: "/echo", body: .json(["round": round])))
+                let cancelled = client.cancelAll(reason: "signing out \(round)")
+                #expect(cancelled == 1)
+                let error = await expectCourierError { _ = try await upload.value }
+                #expect(error?.kind == .cancelled)
+                #expect(error?.message == "signing out \(round)")
+            }
+            #expect(server.requests.isEmpty)
+            #expect(client.parts.lifecycle.runningCount == 0)
+            let fresh = try await client.upload(Endpoint<Echo>(method: .post, path: "/echo", body: .json(["round": 10]))).value
+            #expect(fresh.value.method == "POST")
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func cancelAllReachesADownloadStartedJustBefore(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        let directory = temporaryDirectory("lifecycle-download")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await withClient(kind, server: server) { client in
+            for round in 0..<10 {
+                let download = client.download(
+                    Endpoint<Data>(path: "/json", decoding: .data),
+                    to: DownloadDestination(directory: directory, fileName: "d\(round).json"))
+                let cancelled = client.cancelAll(reason: "signing out \(round)")
+                #expect(cancelled == 1)
+                let error = await expectCourierError { _ = try await download.value }
+                #expect(error?.kind == .cancelled)
+                #expect(error?.message == "signing out \(round)")
+            }
+            #expect(server.requests.isEmpty)
+            #expect(client.parts.lifecycle.runningCount == 0)
+            // Nothing of any file came: neither a file nor a partial one is left.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+            let fresh = try await client.download(
+                Endpoint<Data>(path: "/json", decoding: .data), to: DownloadDestination(directory: directory, fileName: "fresh.json")
+            ).value
+            #expect(fresh.byteCount > 0)
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func cancelAllReachesUpdatesStartedJustBefore(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server) { client in
+            for round in 0..<10 {
+                let updates = client.updates(Endpoint<Echo>(path: "/echo"))
+                let cancelled = client.cancelAll(reason: "signing out \(round)")
+                #expect(cancelled == 1)
+                var values = 0
+                let error = await expectCourierError {
+                    for try await _ in updates { values += 1 }
+                }
+                #expect(error?.kind == .cancelled)
+                #expect(error?.message == "signing out \(round)")
+                #expect(values == 0)
+            }
+            #expect(server.requests.isEmpty)
+            #expect(client.parts.lifecycle.runningCount == 0)
+        }
+    }
+
     /// A started request that fails before the lifecycle stage (its body cannot be encoded: the
     /// build stage is above it) gives back the ticket it took when started.
     @Test(arguments: TransportKind.allCases)

@@ -67,9 +67,19 @@ final class Lifecycle: Sendable {
         return removed?.reason
     }
 
-    /// The reason a running ticket was cancelled with, if it was.
-    func reason(_ ticket: UInt64) -> String? {
-        self.state.withLock { $0.running[ticket]?.reason }
+    /// Where a ticket stands: still held (and whether ``cancelAll(reason:)`` cancelled it), or ended.
+    enum TicketState: Equatable {
+        case running
+        case cancelled(reason: String)
+        case ended
+    }
+
+    /// Where `ticket` stands now.
+    func state(of ticket: UInt64) -> TicketState {
+        self.state.withLock { state in
+            guard let entry = state.running[ticket] else { return .ended }
+            return entry.reason.map { .cancelled(reason: $0) } ?? .running
+        }
     }
 
     /// Adds a way to cancel the ticket's work; called at once if the ticket is already cancelled.

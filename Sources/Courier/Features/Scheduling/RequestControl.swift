@@ -29,6 +29,12 @@ final class RequestControl: Sendable {
 
     var priority: RequestPriority { self.state.withLock { $0.priority } }
 
+    /// Ends the lifecycle ticket taken when the request was started, if the lifecycle stage has
+    /// not (a request that failed before reaching it must not leave it behind).
+    func endTicket(in lifecycle: Lifecycle) {
+        if let ticket = self.lifecycleTicket { lifecycle.end(ticket) }
+    }
+
     /// How many observers are registered (for tests: none should stay once a request ended).
     var observerCount: Int { self.state.withLock { $0.observers.count } }
 

@@ -11,14 +11,16 @@ struct LifecycleStage: PipelineStage {
     @inline(__always)
     func run<Next: PipelineNext>(_ exchange: RequestExchange, next: Next) async throws -> Outcome {
         let ticket: UInt64
-        if let started = exchange.control?.lifecycleTicket {
+        if let started = exchange.control?.lifecycleTicket, case let state = self.lifecycle.state(of: started), state != .ended {
             // Taken when the request was started; `cancelAll` may have cancelled it since.
-            if let reason = self.lifecycle.reason(started) {
+            if case .cancelled(let reason) = state {
                 self.lifecycle.end(started)
                 throw CourierError(.cancelled, reason)
             }
             ticket = started
         } else {
+            // (A download's later rounds find its ticket ended by the first round, as a new
+            // request of its own would: each takes one.)
             ticket = try self.lifecycle.begin()
         }
         var exchange = exchange
