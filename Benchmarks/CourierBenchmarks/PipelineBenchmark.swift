@@ -167,6 +167,8 @@ struct URLSessionSides: BenchmarkSides {
 /// `COURIER_BENCH_HOST_LIMIT=N` sets the scheduler's limits; `COURIER_BENCH_PROTOCOL` = `h1` | `h2` | `urlsession`
 /// measures one row only; `COURIER_BENCH_PROFILE` = `raw` | `courier` runs one side alone
 /// (at `COURIER_BENCH_CONCURRENCY`, default 8) and prints its rate, for profilers.
+/// `COURIER_BENCH_AA=1` puts a second raw client in Courier's place (an A/A check of the harness);
+/// `COURIER_BENCH_AA=delegate` makes that client use AsyncHTTPClient's delegate API.
 struct PipelineSides: BenchmarkSides {
     let url: String
     let raw: HTTPClient
@@ -220,7 +222,13 @@ struct PipelineSides: BenchmarkSides {
     }
 
     var rawWork: @Sendable () async throws -> Void { Self.fetch(with: self.raw, url: self.url) }
-    var rawWork2: @Sendable () async throws -> Void { Self.fetch(with: self.raw2, url: self.url) }
+    var rawWork2: @Sendable () async throws -> Void {
+        // COURIER_BENCH_AA=delegate: the second raw side uses AsyncHTTPClient's delegate API.
+        if ProcessInfo.processInfo.environment["COURIER_BENCH_AA"] == "delegate" {
+            return Self.fetchByDelegate(with: self.raw2, url: self.url)
+        }
+        return Self.fetch(with: self.raw2, url: self.url)
+    }
 
     /// One GET of the item through raw AsyncHTTPClient, collected and decoded.
     static func fetch(with raw: HTTPClient, url: String) -> @Sendable () async throws -> Void {
