@@ -67,7 +67,7 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
     }
 
     mutating func feed(_ input: Data) throws {
-        self.progress.feed(input)
+        try self.progress.feed(input)
     }
 
     /// The next piece of decoded bytes, or `nil` when the input fed so far gives none. One
@@ -86,10 +86,7 @@ struct BrotliOrZstdDecoder: ChunkTransformer {
             self.mayHaveMore = state == .needsOutput
             if state == .ended { self.atEnd = true } else if consumed > 0 || produced > 0 { self.atEnd = false }
             try self.progress.advance(consumed: consumed, produced: produced)
-            if produced > 0 {
-                output!.count = produced
-                return output
-            }
+            if produced > 0 { return Inflater.piece(of: output!, produced: produced) }
             if consumed == 0 && state != .needsOutput { return nil }
         }
     }

@@ -33,6 +33,26 @@ extension DecompressionLimits {
                 "the response body expands more than \(self.maxRatio) times when decompressed (a decompression bomb?)")
         }
     }
+
+    /// Throws kind `responseTooLarge` when `compressed` bytes are more than any body within
+    /// ``maxSize`` can take on the wire. Bytes that decode to nothing — zero padding after the
+    /// stream, empty gzip members, empty zstd frames — count here, or a small body followed by
+    /// endless padding would hold the connection until the deadline, and then succeed.
+    func checkCompressed(_ compressed: Int) throws {
+        guard let maxSize = self.maxSize, compressed > Self.compressedLimit(for: maxSize) else { return }
+        var error = CourierError(
+            .responseTooLarge, "the compressed response body is longer than any body of at most \(maxSize) bytes can be")
+        error.limit = maxSize
+        throw error
+    }
+
+    /// The most compressed bytes a body of `maxSize` decoded bytes may take: itself, and room
+    /// for a coding's framing of bytes it could not compress (a stored deflate block costs 5
+    /// bytes in 64 KiB; zstd's and brotli's raw blocks less).
+    static func compressedLimit(for maxSize: Int) -> Int {
+        let (limit, overflow) = maxSize.addingReportingOverflow(maxSize / 256 + 4096)
+        return overflow ? .max : limit
+    }
 }
 
 /// What every streaming decoder of a content coding keeps: the compressed piece being worked
@@ -55,9 +75,11 @@ struct DecodeProgress {
     /// Whether some of the piece fed last is still to be decoded.
     var hasInput: Bool { self.inputOffset < self.input.count }
 
-    /// Takes the next compressed piece.
-    mutating func feed(_ input: Data) {
+    /// Takes the next compressed piece; throws kind `responseTooLarge` once the compressed bytes
+    /// pass what a body within the size limit can take.
+    mutating func feed(_ input: Data) throws {
         self.compressedTotal += input.count
+        try self.limits.checkCompressed(self.compressedTotal)
         self.input = input
         self.inputOffset = 0
     }
@@ -176,6 +198,14 @@ struct Inflater: ChunkTransformer {
     /// The most output produced per call.
     static let pieceSize = 256 * 1024
 
+    /// The first `produced` bytes of `buffer`, as a piece of their own size: a short piece is
+    /// copied out, so it does not keep the whole buffer alive where it goes (a collected body, the
+    /// cache, a stream reader's hands: a 1 KB body held 256 KiB).
+    static func piece(of buffer: Data, produced: Int) -> Data {
+        guard produced < buffer.count else { return buffer }
+        return buffer.withUnsafeBytes { Data(bytes: $0.baseAddress!, count: produced) }
+    }
+
     init(coding: ContentCoding, limits: DecompressionLimits) {
         self.progress = DecodeProgress(coding: coding, limits: limits)
         do {
@@ -187,7 +217,7 @@ struct Inflater: ChunkTransformer {
     }
 
     mutating func feed(_ input: Data) throws {
-        self.progress.feed(input)
+        try self.progress.feed(input)
         // The first chunk is kept whatever its size (it is in memory anyway, and one read of a
         // stream can bring far more than the limit); later ones while the total stays within it.
         let first = self.replay?.isEmpty == true
@@ -262,8 +292,7 @@ struct Inflater: ChunkTransformer {
             if produced > 0 { self.replay = nil }
             try self.progress.advance(consumed: consumed, produced: produced)
             guard produced > 0 else { continue }
-            output!.count = produced
-            return output
+            return Self.piece(of: output!, produced: produced)
         }
     }
 

@@ -1,6 +1,7 @@
 import Courier
 import CourierTestServer
 import Foundation
+import HTTPTypes
 import Testing
 
 struct OptionalTitle: Codable, Sendable {
@@ -101,6 +102,27 @@ struct DecodingTests {
             #expect(invalid?.message.contains("not valid UTF-8") == true)
             let odd = await expectCourierError { _ = try await text("/odd-utf16") }
             #expect(odd?.message.contains("not valid UTF-16LE") == true)
+        }
+    }
+}
+
+extension DecodingTests {
+    /// A body that does not decode still came with an answer: the error carries the response's
+    /// status and header fields, as `CourierError.status` promises for an undecodable body (an
+    /// endpoint that accepts a 422 can tell which answer it could not read).
+    @Test(arguments: TransportKind.allCases)
+    func anUndecodableBodyCarriesTheStatusItCameWith(_ kind: TransportKind) async throws {
+        let server = try await http1Server { _ in
+            .json(#"{"problem":"no title"}"#, status: 422, headers: [("X-Trace", "t-1")])
+        }
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Article>(path: "/article", acceptedStatuses: 200..<500))
+            }
+            #expect(error?.kind == .decoding)
+            #expect(error?.status?.code == 422)
+            #expect(error?.headers?[HTTPField.Name("X-Trace")!] == "t-1")
+            #expect(error?.body.map { String(decoding: $0, as: UTF8.self) } == #"{"problem":"no title"}"#)
         }
     }
 }

@@ -15,7 +15,8 @@ struct ContentDecodingStage: PipelineStage {
         let mode = exchange.mode
         let endpoint = exchange.endpoint
         let isHead = exchange.request.head.method == .head
-        return try self.finished(try await next(exchange), mode: mode, endpoint: endpoint, isHead: isHead)
+        let readsBody = exchange.readsBody
+        return try self.finished(try await next(exchange), mode: mode, endpoint: endpoint, isHead: isHead, readsBody: readsBody)
     }
 
     /// The outcome with its body's content coding removed (apart from `run`, so that the decoded
@@ -28,14 +29,18 @@ struct ContentDecodingStage: PipelineStage {
     /// status check reports the status, not the coding.
     @inline(never)
     private func finished(
-        _ outcome: consuming Outcome, mode: ExchangeMode, endpoint: EndpointDescription, isHead: Bool
+        _ outcome: consuming Outcome, mode: ExchangeMode, endpoint: EndpointDescription, isHead: Bool, readsBody: Bool
     ) throws -> Outcome {
         guard mode != .download, self.limits != nil, outcome.response.head.headerFields.contains(.contentEncoding) else { return outcome }
         let status = outcome.response.statusCode
         if status < 200 || status == 204 || status == 304 || isHead { return outcome }
         let accepted = endpoint.acceptedStatuses.contains(status)
+        // A body nobody reads (`decoding: .none` and an accepted status: the body stage discards
+        // it) may be in any coding: one this client cannot remove fails no request that never
+        // looks at it.
+        let strict = accepted && (readsBody || mode != .collect)
         do {
-            outcome.response = try self.decoded(outcome.response, maxSize: mode.isStream ? nil : self.maxResponseSize, strict: accepted)
+            outcome.response = try self.decoded(outcome.response, maxSize: mode.isStream ? nil : self.maxResponseSize, strict: strict)
         } catch {
             // A coding this client cannot remove: the server answered all the same. Nobody reads
             // the body now; it is ended here (URLSession went on downloading it, into memory and

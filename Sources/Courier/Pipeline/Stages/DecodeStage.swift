@@ -28,16 +28,20 @@ struct DecodeStage: PipelineStage {
         // A cache hit's stored payload is already unboxed, whatever the wire protocol.
         let reuse = outcome.cacheKey.map { (key: $0, values: self.values) }
         let value: any Sendable
-        // (The build stage worked out the endpoint's wire protocol: none is REST.)
-        if exchange.wireIdentity.isEmpty {
-            value = try exchange.endpoint.decoding.run(payload, outcome.response.head, self.decoder, reuse)
-        } else {
-            // A payload a wire protocol unboxed is not what the response's `Content-Type` describes
-            // (`application/json-rpc`, an envelope served as `text/plain`): the protocol read
-            // the response as it came, and the endpoint's decoding sees no type.
-            var head = outcome.response.head
-            head.headerFields[.contentType] = nil
-            value = try exchange.endpoint.decoding.run(payload, head, self.decoder, reuse)
+        do {
+            // (The build stage worked out the endpoint's wire protocol: none is REST.)
+            if exchange.wireIdentity.isEmpty {
+                value = try exchange.endpoint.decoding.run(payload, outcome.response.head, self.decoder, reuse)
+            } else {
+                // A payload a wire protocol unboxed is not what the response's `Content-Type` describes
+                // (`application/json-rpc`, an envelope served as `text/plain`): the protocol read
+                // the response as it came, and the endpoint's decoding sees no type.
+                var head = outcome.response.head
+                head.headerFields[.contentType] = nil
+                value = try exchange.endpoint.decoding.run(payload, head, self.decoder, reuse)
+            }
+        } catch {
+            throw Self.answered(error, by: outcome.response.head)
         }
         outcome.value = value
         if self.events.isActive {
@@ -45,5 +49,15 @@ struct DecodeStage: PipelineStage {
             self.events.emit(exchange.request) { $0.decoded($1, as: type) }
         }
         return outcome
+    }
+
+    /// A body that does not decode still came with an answer: the error carries its status and
+    /// header fields (an endpoint that accepts a 422 can tell which answer it could not read).
+    @inline(never)
+    private static func answered(_ error: any Error, by head: HTTPResponse) -> any Error {
+        guard var failure = error as? CourierError, failure.kind == .decoding, failure.status == nil else { return error }
+        failure.status = head.status
+        failure.headers = head.headerFields
+        return failure
     }
 }

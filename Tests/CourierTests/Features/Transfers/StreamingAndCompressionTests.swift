@@ -651,3 +651,82 @@ struct StreamingAndCompressionTests {
         }
     }
 }
+
+extension StreamingAndCompressionTests {
+    /// A small compressed body followed by megabytes that decode to nothing (zero padding after
+    /// the gzip stream, empty gzip members, empty zstd frames) fails with kind
+    /// `responseTooLarge` once the compressed bytes pass what a body within the limit can take;
+    /// before, only decoded bytes counted, and the request read until its deadline (or for ever
+    /// without one) and then succeeded.
+    ///
+    /// AsyncHTTPClient only: URLSession removes these codings itself (libcurl on Linux, the URL
+    /// loading system on Apple platforms) and hands Courier the decoded bytes alone, so the
+    /// compressed length is not Courier's to see there.
+    @Test(arguments: ["gzip, zero padding", "gzip, empty members", "zstd, empty frames"])
+    func aCompressedBodyThatGoesOnPastTheSizeLimitFailsTyped(_ variant: String) async throws {
+        let json = Data(#"{"id":1,"title":"padded"}"#.utf8)
+        let coding = variant.hasPrefix("zstd") ? "zstd" : "gzip"
+        var body = try Self.encoded(json, coding)
+        switch variant {
+        case "gzip, zero padding":
+            body += Data(count: 3 << 20)
+        case "gzip, empty members":
+            let empty = try Gzip.compress(Data())
+            body += Data((0..<(3 << 20) / empty.count).flatMap { _ in empty })
+        default:
+            let empty = ContentEncoder.zstd(Data())
+            body += Data((0..<(3 << 20) / empty.count).flatMap { _ in empty })
+        }
+        let padded = body
+        let answer = ScriptedResponse(
+            status: 200, headers: [("Content-Type", "application/json"), ("Content-Encoding", coding)], body: padded)
+        let server = try await http1Server { _ in answer }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.maxResponseSize = 1 << 20 }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/padded")) }
+            #expect(error?.kind == .responseTooLarge)
+            #expect(error?.limit == 1 << 20)
+            #expect(error?.message.contains("compressed response body is longer") == true)
+        }
+        // Within the limit, the same body decodes: what counts is the length, not the padding.
+        let roomier = try await http1Server { _ in answer }
+        try await withClient(.asyncHTTPClient, server: roomier, configure: { $0.maxResponseSize = 4 << 20 }) { client in
+            let article = try await client.send(Endpoint<Article>(path: "/padded"))
+            #expect(article == Article(id: 1, title: "padded"))
+        }
+    }
+
+    /// A body of about the size limit that does not compress still fits: the compressed limit
+    /// leaves room for the coding's framing of stored blocks.
+    @Test(arguments: ["gzip", "zstd"])
+    func anIncompressibleBodyAtTheSizeLimitStillFits(_ coding: String) async throws {
+        var generator = SystemRandomNumberGenerator()
+        let random = Data((0..<(1 << 20)).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let encoded = try Self.encoded(random, coding)
+        #expect(encoded.count > random.count)
+        let server = try await http1Server { _ in
+            ScriptedResponse(
+                status: 200, headers: [("Content-Type", "application/octet-stream"), ("Content-Encoding", coding)], body: encoded)
+        }
+        try await withClient(.asyncHTTPClient, server: server, configure: { $0.maxResponseSize = 1 << 20 }) { client in
+            let data = try await client.send(Endpoint<Data>(path: "/random", decoding: .data))
+            #expect(data == random)
+        }
+    }
+
+    /// A body nobody reads (`decoding: .none`, a status the endpoint accepts) fails no request
+    /// for being in a coding this client cannot remove (RFC 9110 §8.4.1 leaves unknown codings
+    /// to the recipient that reads the content): the successful DELETE succeeds.
+    @Test(arguments: TransportKind.allCases, ["x-custom", "gzip, gzip"])
+    func aBodyNobodyReadsMayBeInACodingThisClientCannotRemove(_ kind: TransportKind, _ coding: String) async throws {
+        let server = try await http1Server { _ in
+            ScriptedResponse(status: 200, headers: [("Content-Type", "text/plain"), ("Content-Encoding", coding)], body: Data("done".utf8))
+        }
+        try await withClient(kind, server: server) { client in
+            try await client.send(Endpoint<Void>(method: .delete, path: "/item/1", decoding: .none))
+            #expect(server.requests.count == 1)
+            // A caller that reads the body still hears that it cannot be read.
+            let read = await expectCourierError { _ = try await client.send(Endpoint<String>(path: "/item/1", decoding: .string)) }
+            #expect(read?.kind == .decoding)
+        }
+    }
+}
