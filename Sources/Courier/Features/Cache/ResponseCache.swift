@@ -201,6 +201,15 @@ struct ResponseCache: Sendable {
         }
     }
 
+    /// Whether the request that got the final answer still had `method`: redirects other than
+    /// a 303, and a 301 or 302 after a POST, send the method again (RFC 9110 §15.4).
+    static func keepsMethod(_ method: HTTPRequest.Method, through redirects: [HTTPResponse]) -> Bool {
+        !redirects.contains { redirect in
+            let code = redirect.status.code
+            return code == 303 || ((code == 301 || code == 302) && method == .post)
+        }
+    }
+
     /// The invalidation of RFC 9111 §4.4 for an exchange the cache otherwise leaves alone (a
     /// streamed body, a download): an unsafe method's non-error answer still invalidates.
     func invalidateAfter(_ request: Request, answer head: HTTPResponse, policy: CachePolicy) {
@@ -247,9 +256,20 @@ struct ResponseCache: Sendable {
         let head = outcome.response.head
         let status = head.status.code
         if CacheRules.invalidates(method: run.method, status: status, policy: run.policy) {
-            let final = outcome.response.url.flatMap { Self.sameOrigin($0.absoluteString, as: $0.absoluteString) }
-            self.invalidate(run.url, answer: head, answeredBy: final)
-            self.storeUnderContentLocation(run, outcome: outcome, now: now)
+            if Self.keepsMethod(run.method, through: redirects) {
+                let final = outcome.response.url.flatMap { Self.sameOrigin($0.absoluteString, as: $0.absoluteString) }
+                self.invalidate(run.url, answer: head, answeredBy: final)
+                self.storeUnderContentLocation(run, outcome: outcome, now: now)
+            } else {
+                // A redirect made the request a GET (a 303; a 301 or 302 after a POST): the
+                // answer is that GET's, which invalidates nothing. The unsafe request's target
+                // URI goes, and the URI it was redirected to only when of the same origin (§4.4:
+                // "MUST NOT trigger an invalidation ... if the origin ... differs").
+                self.store.removeEntries(in: .url(run.url))
+                if let final = outcome.response.url.flatMap({ Self.sameOrigin($0.absoluteString, as: run.url) }), final != run.url {
+                    self.store.removeEntries(in: .url(final))
+                }
+            }
         }
         guard let key = run.key, outcome.source == .network, outcome.payloadMayBeCached else { return outcome }
         if Self.isNotModified(run, status: status), let entry = run.entry, let entryKey = run.entryKey {

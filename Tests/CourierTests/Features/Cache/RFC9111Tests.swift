@@ -1138,6 +1138,36 @@ struct RFC9111Tests {
         try await other.stop()
     }
 
+    /// RFC 9111 §4.4: "a cache MUST NOT trigger an invalidation ... if the origin of the URI to
+    /// be invalidated differs from that of the target URI". A 303 (or a 301 or 302 after a
+    /// POST) makes the request a GET: what answers it there is no unsafe request's answer, and the
+    /// other origin's stored entries stay (before, any origin a POST was redirected to had its
+    /// entries invalidated). The POST's own target URI still goes.
+    @Test(arguments: TransportKind.allCases, [303, 302])
+    func anUnsafeRequestRedirectedToAnotherOriginAsAGETInvalidatesNothingThere(_ kind: TransportKind, status: Int) async throws {
+        let counter = Locked(0)
+        let other = try await http1Server { _ in .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")]) }
+        let elsewhere = other.baseURL.appendingPathComponent("y").absoluteString
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.method == "POST" { return ScriptedResponse(status: status, headers: [("Location", elsewhere)]) }
+                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
+            }
+        ) { client, _, _ in
+            let stored = try await client.send(Self.get(elsewhere))
+            _ = try await client.send(Self.get("/x"))
+            _ = try await client.send(Endpoint<String>(method: .post, path: "/x", decoding: .string))
+            #expect(other.requests.map(\.method) == ["GET", "GET"])
+            let after = try await client.response(Self.get(elsewhere))
+            #expect(after.source == .cache)
+            #expect(after.value == stored)
+            // The POST's own target URI was invalidated.
+            #expect(try await client.response(Self.get("/x")).source == .network)
+        }
+        try await other.stop()
+    }
+
     @Test(arguments: TransportKind.allCases, [302, 303, 307])
     func aResponseReachedThroughATemporaryRedirectIsNotFreshForTheURLAskedFor(_ kind: TransportKind, status: Int) async throws {
         // RFC 9111 §4: a stored response is reused for its own target URI. The cache keeps the
