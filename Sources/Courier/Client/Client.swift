@@ -32,7 +32,10 @@ public final class Client: Sendable {
                 makeTicket: { scheduler.makeTicket() }, reprioritize: { scheduler.reprioritize(ticket: $0, to: $1) }),
             constrained: ConstrainedGate(),
             cache: configuration.cache.store.map {
-                ResponseCache(store: $0, configuration: configuration.cache, maxBodySize: max(0, configuration.maxResponseSize))
+                ResponseCache(
+                    store: $0, configuration: configuration.cache, maxBodySize: max(0, configuration.maxResponseSize),
+                    fieldsSetBelow: ResponseCache.fieldsSetBelow(
+                        hasCookieJar: configuration.cookies != nil, hasMiddleware: !configuration.middleware.isEmpty))
             },
             decodedValues: DecodedValues(),
             retryBudget: RetryBudget(),

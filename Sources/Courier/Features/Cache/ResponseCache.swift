@@ -32,6 +32,18 @@ struct ResponseCache: Sendable {
     /// (a single response that large fails with `responseTooLarge`), and a larger stored body
     /// is not served.
     var maxBodySize = Int.max
+    /// The request fields (lowercased) that stages below the cache may set — `cookie` from the
+    /// cookie jar or a middleware, `authorization` from a middleware — whose values the lookup
+    /// cannot see (``fieldsSetBelow(hasCookieJar:hasMiddleware:)``).
+    var fieldsSetBelow: Set<String> = []
+
+    /// The fields stages below the cache may set on a client with a cookie jar, or middleware.
+    static func fieldsSetBelow(hasCookieJar: Bool, hasMiddleware: Bool) -> Set<String> {
+        var fields: Set<String> = []
+        if hasCookieJar || hasMiddleware { fields.insert("cookie") }
+        if hasMiddleware { fields.insert("authorization") }
+        return fields
+    }
 
     /// The store's entry for `key`, if it can be an answer: a status a response can have (100 to
     /// 999) or a variant index. A store of the app's own that hands back another (a damaged
@@ -82,13 +94,17 @@ struct ResponseCache: Sendable {
     /// - Parameters:
     ///   - partition: the partition, read once for the request.
     ///   - wire: the wire identity (operation) of the request; `""` for REST.
-    func begin(_ request: Request, policy: CachePolicy, partition: String, wire: String) -> CacheRun {
+    ///   - endpointHasMiddleware: whether the endpoint brings middleware of its own (which may
+    ///     set any of ``fieldsSetBelow``).
+    func begin(_ request: Request, policy: CachePolicy, partition: String, wire: String, endpointHasMiddleware: Bool = false) -> CacheRun {
         let url = LogicalKey.normalise(scheme: request.head.scheme, authority: request.head.authority, path: request.head.path)
         let now = self.configuration.now()
         let method = request.head.method
         var key: String?
         var entryKey: String?
         var entry: CacheEntry?
+        // Whether the stored response varies on a field set below the cache (RFC 9111 §4.1).
+        var variesOnHiddenField = false
         if CacheRules.handles(method, policy: policy), let requestKey = Self.key(for: request, url: url, partition: partition, wire: wire) {
             key = requestKey
             if policy.mode != .reload, policy.mode != .networkOnly {
@@ -96,10 +112,12 @@ struct ResponseCache: Sendable {
                 entry = self.entry(forKey: requestKey)
                 if let index = entry, index.isVariantIndex {
                     // The response varies: the request's values of the varying fields pick the variant.
-                    let variantKey = Self.variantKey(
-                        requestKey, names: CacheRules.varyNames(index.headers) ?? [], requestHeaders: request.head.headerFields)
+                    let names = CacheRules.varyNames(index.headers) ?? []
+                    let variantKey = Self.variantKey(requestKey, names: names, requestHeaders: request.head.headerFields)
                     entryKey = variantKey
                     entry = self.entry(forKey: variantKey)
+                    let hidden = endpointHasMiddleware ? self.fieldsSetBelow.union(["cookie", "authorization"]) : self.fieldsSetBelow
+                    variesOnHiddenField = !hidden.isEmpty && names.contains { hidden.contains($0.lowercased()) }
                 }
                 // A body past the client's maximum response size (stored by a client sharing the
                 // store with a larger one) is no answer for this client: from the network it
@@ -114,7 +132,16 @@ struct ResponseCache: Sendable {
                 }
             }
         }
-        let action = CacheRules.action(policy: policy, method: method, requestHeaders: request.head.headerFields, entry: entry, now: now)
+        var deciding = request.head.headerFields
+        if variesOnHiddenField {
+            // RFC 9111 §4.1: a stored response is used without revalidation only when every field
+            // its Vary names matches the request as sent. A cookie or credential set below the cache
+            // (a cookie jar's, a middleware's) is not in the request looked up here, and may have
+            // changed since the response was stored (a sign-in): the response is revalidated,
+            // as a request's `no-cache` asks (§5.2.1.4), and the origin answers for what is sent.
+            deciding.append(HTTPField(name: .cacheControl, value: "no-cache"))
+        }
+        let action = CacheRules.action(policy: policy, method: method, requestHeaders: deciding, entry: entry, now: now)
         return CacheRun(
             policy: policy, key: key, entryKey: entryKey, url: url, partition: partition, wire: wire, method: method,
             requestHeaders: request.head.headerFields, entry: entry, action: action, requestDate: now

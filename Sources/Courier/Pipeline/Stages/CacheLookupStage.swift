@@ -117,7 +117,8 @@ struct CacheLookupStage: PipelineStage {
     ) throws -> CacheDecision {
         var exchange = asked
         var planned = cache.begin(
-            exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity)
+            exchange.request, policy: exchange.cachePolicy, partition: exchange.partition, wire: exchange.wireIdentity,
+            endpointHasMiddleware: !exchange.endpoint.middleware.isEmpty)
         let accepted = exchange.endpoint.acceptedStatuses
         // Completing a partial entry brings a 206, which the endpoint must accept.
         if case .resume = planned.action, !accepted.contains(206) { planned.action = .fetch }

@@ -1138,6 +1138,76 @@ struct RFC9111Tests {
         try await other.stop()
     }
 
+    /// RFC 9111 §4.1: a cache "MUST NOT use that stored response without revalidation unless
+    /// all the presented request header fields nominated by that Vary field value match". The
+    /// cookie jar sets `Cookie` below the cache, out of the lookup's sight: a response that
+    /// varies on it, stored before sign-in (no cookie on either side), was served after sign-in
+    /// as if the cookie still matched. It is now revalidated, and the origin answers for the
+    /// cookie sent. A client with no jar and no middleware has nothing below the cache that sets
+    /// a cookie, and serves it from the cache as before.
+    @Test(arguments: TransportKind.allCases)
+    func aResponseVaryingOnACookieTheJarSetsIsNotServedAfterSignIn(_ kind: TransportKind) async throws {
+        let handler: TestServer.Handler = { request in
+            if request.path == "/login" { return .text("signed in", headers: [("Set-Cookie", "session=abc; Path=/")]) }
+            return .text(request.header("Cookie") ?? "-", headers: [("Cache-Control", "max-age=600"), ("Vary", "Cookie")])
+        }
+        let server = try await http1Server(handler)
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), policy: .http)
+                $0.cookies = CookieJar()
+            }
+        ) { client in
+            #expect(try await client.send(Self.get("/home")) == "-")
+            _ = try await client.send(Endpoint<String>(path: "/login", decoding: .string))
+            let after = try await client.response(Self.get("/home"))
+            #expect(after.value == "session=abc")
+            #expect(after.source == .network)
+            #expect(server.requests.map(\.path) == ["/home", "/login", "/home"])
+        }
+        let plain = try await http1Server(handler)
+        try await withClient(kind, server: plain, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore(), policy: .http) }) {
+            client in
+            #expect(try await client.send(Self.get("/home")) == "-")
+            let again = try await client.response(Self.get("/home"))
+            #expect(again.source == .cache)
+            #expect(plain.requests.count == 1)
+        }
+    }
+
+    /// The same rule for `Authorization`, which a middleware sets below the cache (a client's
+    /// or an endpoint's): an answer that varies on it, stored before sign-in, is revalidated
+    /// once the middleware sends a credential, and the origin answers for it.
+    @Test(arguments: TransportKind.allCases, [false, true])
+    func aResponseVaryingOnACredentialAMiddlewareSetsIsNotServedAfterSignIn(_ kind: TransportKind, onEndpoint: Bool) async throws {
+        let signedIn = Locked(false)
+        let credential = ClosureMiddleware { request, next in
+            var request = request
+            if signedIn.current { request.head.headerFields[.authorization] = "Bearer t" }
+            return try await next(request)
+        }
+        let server = try await http1Server { request in
+            .text(request.header("Authorization") ?? "-", headers: [("Cache-Control", "max-age=600"), ("Vary", "Authorization")])
+        }
+        var endpoint = Self.get("/me")
+        if onEndpoint { endpoint.middleware = [credential] }
+        try await withClient(
+            kind, server: server,
+            configure: {
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), policy: .http)
+                if !onEndpoint { $0.middleware = [credential] }
+            }
+        ) { client in
+            #expect(try await client.send(endpoint) == "-")
+            signedIn.withLock { $0 = true }
+            let after = try await client.response(endpoint)
+            #expect(after.value == "Bearer t")
+            #expect(after.source == .network)
+            #expect(server.requests.count == 2)
+        }
+    }
+
     /// RFC 9111 §4.4: "a cache MUST NOT trigger an invalidation ... if the origin of the URI to
     /// be invalidated differs from that of the target URI". A 303 (or a 301 or 302 after a
     /// POST) makes the request a GET: what answers it there is no unsafe request's answer, and the
