@@ -91,6 +91,15 @@ public struct FieldEncryptionProtocol: WireProtocol {
         }
         // Only a JSON object has top-level fields; an array or a single value is delivered as it is.
         guard var object = parsed as? [String: Any] else { return payload }
+        // A key spelled like a sealed field but not as it (`cardNumber` or `CardNumber` for
+        // `card_number`): a decoder's key strategy (`convertFromSnakeCase`) may read it as that
+        // field, which would then arrive unchecked.
+        let sealed = Set(self.fields.map(Self.folded))
+        if let respelled = object.keys.first(where: { !self.fields.contains($0) && sealed.contains(Self.folded($0)) }) {
+            var failure = CourierError(.decoding, "the response spells an encrypted field another way ('\(respelled)'), unchecked")
+            failure.code = "fieldIntegrity"
+            throw failure
+        }
         var opened = false
         for name in self.fields {
             guard let value = object[name] else { continue }
@@ -109,5 +118,10 @@ public struct FieldEncryptionProtocol: WireProtocol {
             }
         }
         return opened ? try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) : payload
+    }
+
+    /// A key as key strategies may read it: lowercased, without `_` and `-`.
+    private static func folded(_ key: String) -> String {
+        String(key.lowercased().unicodeScalars.filter { $0 != "_" && $0 != "-" })
     }
 }

@@ -22,10 +22,12 @@ struct CollectBodyStage: PipelineStage {
                 outcome.response.body = .data(
                     try await outcome.response.body.collect(upTo: self.maxResponseSize, deadline: exchange.request.deadline))
             } catch let error as CourierError
-                where error.kind == .responseTooLarge && !StatusCheckStage.accepts(exchange, status: outcome.response.statusCode)
+                where (error.kind == .responseTooLarge || error.kind == .decoding)
+                && !StatusCheckStage.accepts(exchange, status: outcome.response.statusCode)
             {
                 // A status the endpoint does not accept is the answer, whatever its body's size
-                // (an error page past the limit): kind `httpStatus`, without the body.
+                // (an error page past the limit) or coding (a page labelled gzip that is not):
+                // kind `httpStatus`, without the body.
                 throw CourierError.httpStatus(outcome.response.head, body: nil)
             } catch {
                 throw Self.withHead(error, of: outcome.response)

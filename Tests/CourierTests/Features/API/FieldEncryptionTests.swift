@@ -100,6 +100,33 @@ struct FieldEncryptionTests {
         }
     }
 
+    struct CardHolder: Codable, Sendable {
+        var amount: Int
+        var cardNumber: String?
+    }
+
+    /// A field sent under another spelling of a sealed field's name (`cardNumber`, `CARD_NUMBER`
+    /// for `card_number`) fails the integrity check: a decoder that converts from snake case
+    /// reads it as the sealed field, which would arrive in clear, unchecked (before, it did).
+    @Test(arguments: TransportKind.allCases, ["cardNumber", "CARD_NUMBER", "card-number"])
+    func aSealedFieldSpelledAnotherWayFailsTyped(_ kind: TransportKind, _ spelling: String) async throws {
+        let server = try await http1Server { _ in .json(#"{"amount":1,"\#(spelling)":"4111"}"#) }
+        try await withClient(
+            kind, server: server,
+            configure: {
+                let decoder = JSONDecoder()
+                decoder.keyDecodingStrategy = .convertFromSnakeCase
+                $0.decoder = decoder
+            }
+        ) { client in
+            let endpoint = Endpoint<CardHolder>(path: "/holder").wire(FieldEncryptionProtocol(fields: ["card_number"], key: Self.key))
+            let error = await expectCourierError { _ = try await client.send(endpoint) }
+            #expect(error?.kind == .decoding)
+            #expect(error?.code == "fieldIntegrity")
+            #expect(error?.message.contains("4111") == false)
+        }
+    }
+
     /// Runs `body` with a caching client against ``origin(_:)``, whose answers say `max-age=600`
     /// (and, with `contentLocation`, name their own path in `Content-Location`).
     func withCachingOrigin(

@@ -139,6 +139,46 @@ struct InflaterTests {
 }
 
 extension InflaterTests {
+    /// Raw deflate (no trailer) whose decoded length is just past a whole number of the decoder's
+    /// 256 KiB pieces: zlib can take the last input byte while the output buffer is full and
+    /// still owe a few decoded bytes. They must come out, and the body end without a
+    /// "truncated" error, fed whole or in two chunks. (A guard: no such case was found failing.)
+    @Test
+    func rawDeflateJustPastAPieceBoundaryDecodesWhole() async throws {
+        let script = """
+            import random, struct, sys, zlib
+            random.seed(7)
+            table = bytes(b"abcdefghijklmnop"[b & 15] for b in range(256))
+            out = []
+            for pieces in (1, 2):
+                for extra in range(1, 25):
+                    plain = random.randbytes(pieces * 262144 + extra).translate(table)
+                    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+                    raw = c.compress(plain) + c.flush()
+                    out += [struct.pack(">I", len(plain)), plain, struct.pack(">I", len(raw)), raw]
+            sys.stdout.buffer.write(b"".join(out))
+            """
+        let data = try await runTool(["python3", "-c", script], input: Data())
+        var offset = data.startIndex
+        func take() -> Data {
+            let length = data[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+            defer { offset += 4 + length }
+            return Data(data[offset + 4..<offset + 4 + length])
+        }
+        var cases = 0
+        while offset < data.endIndex {
+            let plain = take()
+            let raw = take()
+            #expect(try Self.decode([raw], coding: .deflate) == plain, "decoded length \(plain.count), whole")
+            let half = raw.count / 2
+            #expect(try Self.decode([raw.prefix(half), raw.dropFirst(half)].map { Data($0) }, coding: .deflate) == plain)
+            cases += 1
+        }
+        #expect(cases == 48)
+    }
+}
+
+extension InflaterTests {
     #if canImport(Glibc)
     /// A short decoded piece is a buffer of its own size: before, each piece was the decoder's
     /// 256 KiB buffer cut short, which kept all of it allocated (a 1 KB gzip body held 256 KiB in

@@ -729,4 +729,28 @@ extension StreamingAndCompressionTests {
             #expect(read?.kind == .decoding)
         }
     }
+
+    /// A status the endpoint does not accept is the answer even when its body is not in the
+    /// coding it is labelled with (an error page marked gzip that is plain HTML): kind
+    /// `httpStatus`, as for an error page past the size limit. Before, it was kind `decoding`,
+    /// and the status only a field of it.
+    @Test(arguments: TransportKind.allCases)
+    func anUnacceptedStatusWhoseBodyIsNotInItsCodingIsReportedAsTheStatus(_ kind: TransportKind) async throws {
+        let server = try await http1Server { _ in
+            ScriptedResponse(
+                status: 502, headers: [("Content-Type", "text/html"), ("Content-Encoding", "gzip")],
+                body: Data("<html>bad gateway</html>".utf8))
+        }
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "/page", decoding: .data)) }
+            #expect(error?.kind == .httpStatus)
+            #expect(error?.status?.code == 502)
+            // Accepted, the same body is a decoding failure, which keeps the status.
+            let accepted = await expectCourierError {
+                _ = try await client.send(Endpoint<Data>(path: "/page", acceptedStatuses: 200..<600, decoding: .data))
+            }
+            #expect(accepted?.kind == .decoding)
+            #expect(accepted?.status?.code == 502)
+        }
+    }
 }
