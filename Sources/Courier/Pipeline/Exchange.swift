@@ -291,8 +291,9 @@ final class ExchangeRecord: @unchecked Sendable {
     }
 
     /// The redirects followed for the exchange's latest attempt (a middleware's own resends
-    /// included), each with only its status and the fields that say how long it may be reused:
-    /// the cache limits the final response's freshness by them.
+    /// included), each with only its status, the fields that say how long it may be reused, and
+    /// its target resolved in `Location`: the cache limits the final response's freshness by
+    /// them, and invalidates the hops an unsafe request reached.
     var redirects: [HTTPResponse] { self.read(\.redirects) }
 
     /// Notes the redirects an attempt followed to the response it returns, in place of any an

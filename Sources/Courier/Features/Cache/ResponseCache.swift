@@ -237,6 +237,17 @@ struct ResponseCache: Sendable {
         }
     }
 
+    /// The normalised URLs a request with `method` was sent on to through `redirects` (each
+    /// keeps its target in `Location`) while the redirects kept the method.
+    static func hopsReached(by method: HTTPRequest.Method, through redirects: [HTTPResponse]) -> [String] {
+        var hops: [String] = []
+        for redirect in redirects {
+            guard Self.keepsMethod(method, through: [redirect]) else { break }
+            if let target = redirect.headerFields[.location], let hop = Self.sameOrigin(target, as: target) { hops.append(hop) }
+        }
+        return hops
+    }
+
     /// The invalidation of RFC 9111 §4.4 for an exchange the cache otherwise leaves alone (a
     /// streamed body, a download): an unsafe method's non-error answer still invalidates.
     func invalidateAfter(_ request: Request, answer head: HTTPResponse, policy: CachePolicy) {
@@ -283,6 +294,9 @@ struct ResponseCache: Sendable {
         let head = outcome.response.head
         let status = head.status.code
         if CacheRules.invalidates(method: run.method, status: status, policy: run.policy) {
+            // Each hop the unsafe request was sent on to (307, 308) answered it without an error:
+            // its target URI goes too (§4.4).
+            for hop in Self.hopsReached(by: run.method, through: redirects) { self.store.removeEntries(in: .url(hop)) }
             if Self.keepsMethod(run.method, through: redirects) {
                 let final = outcome.response.url.flatMap { Self.sameOrigin($0.absoluteString, as: $0.absoluteString) }
                 self.invalidate(run.url, answer: head, answeredBy: final)

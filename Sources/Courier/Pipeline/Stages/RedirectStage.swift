@@ -198,7 +198,11 @@ struct RedirectStage: PipelineStage {
                 let location = self.redactor.redact(url: target)
                 self.events.emit(exchange.request) { $0.redirected($1, status: status, location: location) }
             }
-            chain.append(ExchangeRecord.reuseFields(of: response.head))
+            // With the target it sent the request on to, resolved (the cache invalidates each hop
+            // an unsafe request reached, RFC 9111 §4.4).
+            var kept = ExchangeRecord.reuseFields(of: response.head)
+            kept.headerFields[.location] = target.absoluteString
+            chain.append(kept)
             hops += 1
             left = request.head
             request = following

@@ -1208,6 +1208,34 @@ struct RFC9111Tests {
         }
     }
 
+    /// RFC 9111 §4.4: a cache "MUST invalidate the target URI" of an unsafe request answered
+    /// without an error. Through a 307/308 chain the POST reaches each hop, and each hop's 307
+    /// is such an answer: `/b` goes, not only the first URL and the last (before, `/b` stayed).
+    @Test(arguments: TransportKind.allCases, [307, 308])
+    func anUnsafeRequestInvalidatesEveryHopOfARedirectChainItReached(_ kind: TransportKind, status: Int) async throws {
+        let counter = Locked(0)
+        try await withCache(
+            kind,
+            handler: { request in
+                if request.method == "POST" {
+                    switch request.path {
+                    case "/a": return ScriptedResponse(status: status, headers: [("Location", "/b")])
+                    case "/b": return ScriptedResponse(status: status, headers: [("Location", "/c")])
+                    default: return .text("done", status: 201)
+                    }
+                }
+                return .text(Self.counted(counter), headers: [("Cache-Control", "max-age=600")])
+            }
+        ) { client, server, _ in
+            _ = try await client.send(Self.get("/b"))
+            #expect(try await client.response(Self.get("/b")).source == .cache)
+            let posted = try await client.send(Endpoint<String>(method: .post, path: "/a", decoding: .string))
+            #expect(posted == "done")
+            #expect(server.requests.filter { $0.method == "POST" }.map(\.path) == ["/a", "/b", "/c"])
+            #expect(try await client.response(Self.get("/b")).source == .network)
+        }
+    }
+
     /// RFC 9111 §4.4: "a cache MUST NOT trigger an invalidation ... if the origin of the URI to
     /// be invalidated differs from that of the target URI". A 303 (or a 301 or 302 after a
     /// POST) makes the request a GET: what answers it there is no unsafe request's answer, and the
