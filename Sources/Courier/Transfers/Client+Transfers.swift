@@ -166,6 +166,9 @@ extension Client {
         // Where this call's bytes began (a later part of the same body keeps it).
         var resumedFrom: Int64 = 0
         var continuing = false
+        // The first round uses the download's control (its ticket, its place in line); a later
+        // round queues as a new request would, numbered when it does.
+        var roundControl: RequestControl? = control
         while rounds < 2 {
             rounds += 1
             let rangeStart = offset
@@ -177,7 +180,9 @@ extension Client {
             if records.count >= 8 { records = [.summary(of: records)] }
             records.append(round)
             do {
-                outcome = try await self.run(description, mode: .download, control: control, id: announced.id, record: round) { request in
+                defer { roundControl = nil }
+                outcome = try await self.run(description, mode: .download, control: roundControl, id: announced.id, record: round) {
+                    request in
                     // Ranges count bytes of the representation as sent: never content-coded here.
                     request.head.headerFields[.acceptEncoding] = "identity"
                     if rangeStart > 0, let ifRange {

@@ -125,4 +125,19 @@ extension DecodingTests {
             #expect(error?.body.map { String(decoding: $0, as: UTF8.self) } == #"{"problem":"no title"}"#)
         }
     }
+
+    /// A stored answer is not the server's: a body from the cache that does not decode carries
+    /// no status (monitors would report a response for a request that never went out).
+    @Test(arguments: TransportKind.allCases)
+    func anUndecodableStoredBodyCarriesNoStatus(_ kind: TransportKind) async throws {
+        let server = try await http1Server { _ in .text("not an article", headers: [("Cache-Control", "max-age=600")]) }
+        try await withClient(kind, server: server, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore()) }) { client in
+            let text = try await client.send(Endpoint<String>(path: "/article", decoding: .string))
+            #expect(text == "not an article")
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/article")) }
+            #expect(error?.kind == .decoding)
+            #expect(error?.status == nil)
+            #expect(server.requests.count == 1)
+        }
+    }
 }

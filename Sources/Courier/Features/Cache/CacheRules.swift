@@ -260,7 +260,7 @@ package enum CacheRules {
     }
 
     /// Revalidation when the entry has a validator, a full fetch otherwise.
-    private static func refetch(_ entry: CacheEntry) -> CacheAction {
+    static func refetch(_ entry: CacheEntry) -> CacheAction {
         let conditions = self.conditions(for: entry)
         return conditions.isEmpty ? .fetch : .revalidate(conditions)
     }

@@ -22,6 +22,9 @@ struct CacheRun: Sendable {
     let entry: CacheEntry?
     var action: CacheAction
     let requestDate: Date
+    /// Whether the entry may answer only once the origin has validated it (it varies on a
+    /// field set below the cache): never served stale, offline or on an error either.
+    var needsValidation = false
 }
 
 /// The client's cache: keys, lookups and storing, over a ``CacheStore`` and the pure ``CacheRules``.
@@ -132,20 +135,26 @@ struct ResponseCache: Sendable {
                 }
             }
         }
-        var deciding = request.head.headerFields
-        if variesOnHiddenField {
+        var action = CacheRules.action(policy: policy, method: method, requestHeaders: request.head.headerFields, entry: entry, now: now)
+        if variesOnHiddenField, let stored = entry {
             // RFC 9111 §4.1: a stored response is used without revalidation only when every field
             // its Vary names matches the request as sent. A cookie or credential set below the cache
             // (a cookie jar's, a middleware's) is not in the request looked up here, and may have
-            // changed since the response was stored (a sign-in): the response is revalidated,
-            // as a request's `no-cache` asks (§5.2.1.4), and the origin answers for what is sent.
-            deciding.append(HTTPField(name: .cacheControl, value: "no-cache"))
+            // changed since the response was stored (a sign-in): whatever the policy, the response
+            // is revalidated, and the origin answers for what is sent.
+            switch action {
+            case .serve, .serveStale:
+                action = CacheControl(request.head.headerFields).has("only-if-cached") ? .unavailable : CacheRules.refetch(stored)
+            case .revalidate, .fetch, .unavailable, .resume:
+                break
+            }
         }
-        let action = CacheRules.action(policy: policy, method: method, requestHeaders: deciding, entry: entry, now: now)
-        return CacheRun(
+        var run = CacheRun(
             policy: policy, key: key, entryKey: entryKey, url: url, partition: partition, wire: wire, method: method,
             requestHeaders: request.head.headerFields, entry: entry, action: action, requestDate: now
         )
+        run.needsValidation = variesOnHiddenField
+        return run
     }
 
     /// The stored response a run decided to serve (fresh, or stale while it is revalidated).
@@ -163,7 +172,7 @@ struct ResponseCache: Sendable {
     /// origin failed (``StaleReason/originError``, `stale-if-error`) or could not be reached at
     /// all (``StaleReason/disconnected``, RFC 9111 §4.2.4); `nil` when the rule forbids it.
     func stale(_ run: CacheRun, because reason: StaleReason) -> Outcome? {
-        guard let entry = run.entry else { return nil }
+        guard let entry = run.entry, !run.needsValidation else { return nil }
         let rule = reason == .disconnected ? CacheRules.servesStaleWhenDisconnected : CacheRules.servesStaleOnError
         guard let age = rule(run.policy, entry, run.requestHeaders, self.configuration.now()) else { return nil }
         return Self.stored(entry, age: age, source: .stale, key: run.entryKey, wanted: run.wantedRange, staleReason: reason)
@@ -262,6 +271,11 @@ struct ResponseCache: Sendable {
     /// or an answer whose body then failed (cut short, too large, not content-decodable). Only
     /// the target URI is invalidated then: the failure kept no `Location` to go by.
     func invalidateAfter(_ request: Request, failure: any Error, record: ExchangeRecord, policy: CachePolicy) {
+        // Each hop of a 307/308 chain the request reached answered it with a redirect: its target
+        // URI goes, whatever the chain brought after (RFC 9111 §4.4).
+        if CacheRules.invalidates(method: request.head.method, status: 307, policy: policy) {
+            for hop in Self.hopsReached(by: request.head.method, through: record.redirects) { self.store.removeEntries(in: .url(hop)) }
+        }
         if let error = failure as? CourierError, error.kind == .httpStatus, let status = error.status,
             CacheRules.invalidates(method: request.head.method, status: status.code, policy: policy)
         {

@@ -41,6 +41,8 @@ struct DecodeStage: PipelineStage {
                 value = try exchange.endpoint.decoding.run(payload, head, self.decoder, reuse)
             }
         } catch {
+            // (A stored answer is not the server's: nothing to keep.)
+            guard outcome.source != .cache, outcome.source != .stale else { throw error }
             throw Self.answered(error, by: outcome.response.head)
         }
         outcome.value = value

@@ -1145,8 +1145,11 @@ struct RFC9111Tests {
     /// as if the cookie still matched. It is now revalidated, and the origin answers for the
     /// cookie sent. A client with no jar and no middleware has nothing below the cache that sets
     /// a cookie, and serves it from the cache as before.
-    @Test(arguments: TransportKind.allCases)
-    func aResponseVaryingOnACookieTheJarSetsIsNotServedAfterSignIn(_ kind: TransportKind) async throws {
+    ///
+    /// It holds whatever the policy (an app-chosen lifetime ignores no `Vary`), and offline too:
+    /// with the origin out of reach, the signed-out answer is not served stale in its place.
+    @Test(arguments: TransportKind.allCases, [false, true])
+    func aResponseVaryingOnACookieTheJarSetsIsNotServedAfterSignIn(_ kind: TransportKind, appLifetime: Bool) async throws {
         let handler: TestServer.Handler = { request in
             if request.path == "/login" { return .text("signed in", headers: [("Set-Cookie", "session=abc; Path=/")]) }
             return .text(request.header("Cookie") ?? "-", headers: [("Cache-Control", "max-age=600"), ("Vary", "Cookie")])
@@ -1155,8 +1158,9 @@ struct RFC9111Tests {
         try await withClient(
             kind, server: server,
             configure: {
-                $0.cache = CacheConfiguration(store: MemoryCacheStore(), policy: .http)
+                $0.cache = CacheConfiguration(store: MemoryCacheStore(), policy: appLifetime ? .cacheFor(.seconds(600)) : .http)
                 $0.cookies = CookieJar()
+                $0.retry = .never
             }
         ) { client in
             #expect(try await client.send(Self.get("/home")) == "-")
@@ -1165,6 +1169,9 @@ struct RFC9111Tests {
             #expect(after.value == "session=abc")
             #expect(after.source == .network)
             #expect(server.requests.map(\.path) == ["/home", "/login", "/home"])
+            try await server.stop()
+            let offline = await expectCourierError { _ = try await client.response(Self.get("/home")) }
+            #expect(offline?.kind == .transport)
         }
         let plain = try await http1Server(handler)
         try await withClient(kind, server: plain, configure: { $0.cache = CacheConfiguration(store: MemoryCacheStore(), policy: .http) }) {
@@ -1232,6 +1239,14 @@ struct RFC9111Tests {
             let posted = try await client.send(Endpoint<String>(method: .post, path: "/a", decoding: .string))
             #expect(posted == "done")
             #expect(server.requests.filter { $0.method == "POST" }.map(\.path) == ["/a", "/b", "/c"])
+            #expect(try await client.response(Self.get("/b")).source == .network)
+            // The same when the chain's answer is one the endpoint does not accept (a 201 where only
+            // 200 is): the request fails, and `/b` still goes.
+            #expect(try await client.response(Self.get("/b")).source == .cache)
+            let refused = await expectCourierError {
+                _ = try await client.send(Endpoint<String>(method: .post, path: "/a", acceptedStatuses: 200..<201, decoding: .string))
+            }
+            #expect(refused?.kind == .httpStatus)
             #expect(try await client.response(Self.get("/b")).source == .network)
         }
     }
