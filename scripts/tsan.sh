@@ -6,7 +6,7 @@
 # time, as ThreadSanitizer slows every thread several times over and, all together, they miss
 # their bounds for that reason alone. Left out: the `courier` executable and crash suites (child
 # processes), the interop suites (third-party servers), and the 10,000-request suite (its size).
-# One suppression, for one class of false positive, with its reasons in tsan-suppressions.txt;
+# Suppressions, one per class of false positive, with their reasons in tsan-suppressions.txt;
 # the reports it matched are printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
