@@ -21,7 +21,10 @@ import NIOHTTP2
 /// traps on the body that follows (`2000` reaches HTTPTypes, which traps outside 0...999): a
 /// hostile server could stop the whole process with one response. A `:status` of 101 is refused
 /// the same way: HTTP/2 has no Switching Protocols (RFC 9113 §8.6), and AsyncHTTPClient takes it
-/// for the final head, then traps on the real head that follows on the stream.
+/// for the final head, then traps on the real head that follows on the stream. An interim status
+/// (1xx) on a HEADERS frame that ends the stream is refused too (RFC 9113 §8.1): swift-nio-http2
+/// ignores END_STREAM on an informational head, and the request would wait for a final head
+/// that cannot come.
 final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
     typealias InboundOut = HTTP2Frame
@@ -39,7 +42,9 @@ final class GoAwayWatcher: ChannelInboundHandler, RemovableChannelHandler {
         case .goAway(let last, _, _):
             self.lastStreamID = min(self.lastStreamID ?? last, last)
         case .headers(let headers):
-            if let status = headers.headers.first(name: ":status"), !Self.isStatusCode(status) || status == "101" {
+            if let status = headers.headers.first(name: ":status"),
+                !Self.isStatusCode(status) || status == "101" || (headers.endStream && status.utf8.first == UInt8(ascii: "1"))
+            {
                 self.refused.insert(frame.streamID)
                 context.writeAndFlush(NIOAny(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.protocolError))), promise: nil)
                 return

@@ -153,7 +153,17 @@ public struct OpenAPIClientTransportAdapter: Transport {
             if !decoded, case .known(let length) = responseBody.length, length >= 0, length <= Int64(Int.max) { expected = Int(length) }
             stream = ByteStream {
                 var iterator = responseBody.makeAsyncIterator()
-                return { try await iterator.next().map { Data($0) } }
+                return {
+                    do {
+                        return try await iterator.next().map { Data($0) }
+                    } catch {
+                        // Mapped as a failure before the head is (a read that timed out is kind
+                        // `timeout`); the head came, so the connection was made.
+                        var mapped = Self.mapped(error)
+                        mapped.couldNotConnect = false
+                        throw mapped
+                    }
+                }
             }
         } else {
             stream = ByteStream(chunks: [])
@@ -164,8 +174,8 @@ public struct OpenAPIClientTransportAdapter: Transport {
         return raw
     }
 
-    /// What the OpenAPI transport threw, as the kind Courier's own transports give for the same
-    /// failure: the error inside OpenAPI's `ClientError`; `cancelled` when the caller's task was
+    /// What the OpenAPI transport threw (for the head, or while the body was read), as the kind
+    /// Courier's own transports give for the same failure: the error inside OpenAPI's `ClientError`; `cancelled` when the caller's task was
     /// cancelled; a URLSession error mapped as ``URLSessionTransport`` maps it (`tls`, `timeout`,
     /// …); a TLS error of swift-nio-ssl (the AsyncHTTPClient transport's) as `tls`; anything
     /// else `transport`.

@@ -15,14 +15,20 @@ final class OutboxStore: Sendable {
         configuration.label = "courier.outbox"
         let extra = pragmas
         configuration.prepareDatabase { db in
-            // Every commit reaches the disk before it returns (the WAL is fsynced): an enqueue
-            // that returned survives a crash and a power cut.
-            try db.execute(sql: "PRAGMA synchronous = FULL")
             for pragma in extra { try db.execute(sql: pragma) }
         }
         Self.createOwnerOnly(path)
         do {
             self.pool = try DatabasePool(path: path, configuration: configuration)
+            // Every commit reaches the disk before it returns (the WAL is fsynced): an enqueue
+            // that returned survives a crash and a power cut. Set on the writer (the one
+            // connection that commits) after the pool is open: GRDB sets `synchronous = NORMAL`
+            // when it turns WAL mode on, after `prepareDatabase` ran. The app's own pragmas are
+            // applied again after it, so one of theirs that sets `synchronous` still wins.
+            try self.pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                for pragma in extra { try db.execute(sql: pragma) }
+            }
             try Self.migrator.migrate(self.pool)
             guard recovers else { return }
             // An item in flight when the process died was interrupted: it is sent again, unless
@@ -216,10 +222,15 @@ final class OutboxStore: Sendable {
                     let headers = try result.map { result in
                         String(decoding: try JSONEncoder().encode(result.headers.map { [$0.name.canonicalName, $0.value] }), as: UTF8.self)
                     }
+                    // A delivery replaces what earlier attempts left: its answer is the result,
+                    // and its error (what became of the body, if anything) the last word.
+                    // Otherwise a field not given keeps the earlier attempt's.
+                    let kept = state == .delivered ? "?" : "COALESCE(?, %@)"
+                    func field(_ name: String) -> String { "\(name) = " + kept.replacingOccurrences(of: "%@", with: name) }
                     try db.execute(
                         sql: """
-                            UPDATE item SET state = ?, last_error = COALESCE(?, last_error), result_status = COALESCE(?, result_status),
-                                result_headers = COALESCE(?, result_headers), result_body = COALESCE(?, result_body),
+                            UPDATE item SET state = ?, \(field("last_error")), \(field("result_status")),
+                                \(field("result_headers")), \(field("result_body")),
                                 next_attempt_at = COALESCE(?, next_attempt_at), finished_at = ?, attempts = MAX(0, attempts - ?)
                             WHERE id = ? AND (? = 0 OR state = 'inFlight')
                             """,
@@ -251,7 +262,7 @@ final class OutboxStore: Sendable {
                     sql:
                         """
                         UPDATE item SET state = 'pending', attempts = 0, next_attempt_at = ?, finished_at = NULL, expires_at = NULL,
-                            acknowledged = 0
+                            acknowledged = 0, result_status = NULL, result_headers = NULL, result_body = NULL
                         WHERE state = 'dead' AND (id = ? OR batch = (SELECT batch FROM item WHERE id = ? AND state = 'dead'))
                         """,
                     arguments: [now.timeIntervalSince1970, id.rawValue, id.rawValue]

@@ -257,6 +257,27 @@ enum FileChunks {
         return Int(status.st_size)
     }
 
+    /// Opens the file at `url` (following a link, as ``regularFileSize(_:)`` measured it) for
+    /// reading, when it is still a regular file. Opened without waiting: whatever now stands at
+    /// the path (a FIFO put there since the size was measured, or for a resend) is refused with
+    /// kind `invalidRequest`, where a plain open would block a thread until a writer came, beyond
+    /// the reach of the deadline and of cancellation.
+    static func openRegularFile(_ url: URL) throws(CourierError) -> FileHandle {
+        let descriptor = open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            let reason = String(cString: strerror(errno))
+            throw CourierError.invalidRequest("cannot read the file \(url.path): \(reason)")
+        }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+            close(descriptor)
+            throw CourierError.invalidRequest("cannot read the file \(url.path): it is no longer a regular file")
+        }
+        // Reads of a regular file never wait on O_NONBLOCK anyway; cleared all the same.
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+        return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+    }
+
     static func stream(_ url: URL) -> ByteStream {
         ByteStream {
             var file: FileHandle?
@@ -264,14 +285,17 @@ enum FileChunks {
             return {
                 if !opened {
                     opened = true
-                    do {
-                        file = try FileHandle(forReadingFrom: url)
-                    } catch {
-                        throw CourierError.invalidRequest("cannot read the file \(url.path): \(error.localizedDescription)")
-                    }
+                    file = try Self.openRegularFile(url)
                 }
                 guard let handle = file else { return nil }
-                let chunk = try handle.read(upToCount: Self.chunkSize) ?? Data()
+                let chunk: Data
+                do {
+                    chunk = try handle.read(upToCount: Self.chunkSize) ?? Data()
+                } catch {
+                    // A local file that fails halfway is no fault of the network: sending again
+                    // would not help.
+                    throw CourierError.invalidRequest("cannot read the file \(url.path): \(error.localizedDescription)")
+                }
                 if chunk.isEmpty {
                     try? handle.close()
                     file = nil

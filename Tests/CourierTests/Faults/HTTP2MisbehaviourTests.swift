@@ -249,7 +249,10 @@ struct HTTP2MisbehaviourTests {
     /// not be made. It is a malformed response (RFC 9113 §8.1.1): kind `transport`, sent once.
     /// AsyncHTTPClient only: the stream's clean close is swift-nio-http2's (libcurl, under
     /// URLSession, has its own HTTP/2 stack; the test above covers both transports' refusal).
-    @Test(arguments: [2000, 99, 101])
+    /// An interim status (100, 103) on a frame that ends the stream is malformed too (RFC 9113
+    /// §8.1: an informational head never ends a stream): swift-nio-http2 leaves the stream open
+    /// and AsyncHTTPClient waits for a final head that cannot come, until the deadline.
+    @Test(arguments: [2000, 99, 101, 100, 103])
     func aStatusThatIsNotThreeDigitsEndingTheStreamIsSentOnce(_ status: Int) async throws {
         let server = try await tlsServer { request in
             request.path == "/odd" ? ScriptedResponse(behaviour: .headOnlyEndingStream(status: status)) : .json(#"{"id":1,"title":"x"}"#)

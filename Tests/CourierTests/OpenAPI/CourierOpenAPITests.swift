@@ -171,6 +171,37 @@ struct CourierOpenAPITests {
         }
     }
 
+    /// ``FoundationClientTransport``, whose response body fails after its first bytes with the
+    /// error URLSession gives a read that timed out.
+    struct TimingOutBodyTransport: ClientTransport {
+        func send(_ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String) async throws -> (HTTPResponse, HTTPBody?) {
+            let (response, whole) = try await FoundationClientTransport().send(
+                request, body: body, baseURL: baseURL, operationID: operationID)
+            let bytes = try await [UInt8](collecting: whole ?? HTTPBody(), upTo: 1 << 20)
+            let cut = AsyncThrowingStream<HTTPBody.ByteChunk, any Error> { continuation in
+                continuation.yield(bytes.prefix(4))
+                continuation.finish(throwing: URLError(.timedOut))
+            }
+            return (response, HTTPBody(cut, length: .unknown))
+        }
+    }
+
+    /// A failure while the body is read is mapped as one before the head is: a read that timed
+    /// out is kind `timeout` (as Courier's own transports give it, and as the adapter's
+    /// documentation promises), not a `transport` error with the platform's text.
+    @Test
+    func aBodyThatFailsHalfwayThroughAnOpenAPITransportKeepsItsKind() async throws {
+        let server = try await http1Server(PetsOrigin.handle)
+        let client = Client(
+            configuration: .init(transport: OpenAPIClientTransportAdapter(TimingOutBodyTransport()), baseURL: server.baseURL) {
+                $0.retry = .never
+            })
+        let error = await expectCourierError { _ = try await client.send(Endpoint<Pet>(path: "/pets/42")) }
+        #expect(error?.kind == .timeout, "\(String(describing: error))")
+        #expect(error?.couldNotConnect == false)
+        try await server.stop()
+    }
+
     struct Pet: Codable, Sendable, Equatable {
         var id: Int
         var name: String

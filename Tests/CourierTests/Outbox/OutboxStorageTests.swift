@@ -18,6 +18,27 @@ struct OutboxStorageTests {
             body: .data(Data(#"{"x":1}"#.utf8), contentType: "application/json"), decoding: .data)
     }
 
+    /// An enqueue that returned survives a power cut only if its commit was fsynced: SQLite's
+    /// `synchronous = FULL` on the connection that commits, in WAL mode. GRDB sets `NORMAL` when it
+    /// turns WAL mode on, after the connection's own preparation, which had set `FULL`: commits
+    /// were not synced (a crash of the process alone loses nothing either way, so the crash
+    /// tests could not see it). An app's own `synchronous` pragma still wins.
+    @Test(arguments: [([String](), 2), (["PRAGMA synchronous = EXTRA"], 3)])
+    func theConnectionThatCommitsSyncsEveryCommit(_ pragmas: [String], _ expected: Int) throws {
+        let path = OutboxTests.databasePath()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        var configuration = Outbox.Configuration()
+        configuration.pragmas = pragmas
+        let outbox = try Outbox(path: path, client: Self.client, configuration: configuration)
+        try outbox.enqueue(Self.post())
+        let (synchronous, journal) = try outbox.store.pool.writeWithoutTransaction { db in
+            (try Int.fetchOne(db, sql: "PRAGMA synchronous"), try String.fetchOne(db, sql: "PRAGMA journal_mode"))
+        }
+        #expect(synchronous == expected)
+        #expect(journal == "wal")
+        #expect(try outbox.items().count == 1)
+    }
+
     /// The file holds request bodies, headers and answers: readable by every user of the machine
     /// (0644 under the usual umask) it gave them away.
     @Test

@@ -321,6 +321,9 @@ struct OutboxTests {
             #expect(items[3].attempts == 2)
             #expect(sent(items[3]) == 2)
             #expect(items[3].result?.status == 201)
+            // Delivered whole on its second attempt: the first attempt's lost body is not its
+            // last word.
+            #expect(items[3].lastError == nil, "\(String(describing: items[3].lastError))")
         }
     }
 
@@ -392,6 +395,9 @@ struct OutboxTests {
             try outbox.retry(bad)
             #expect(try outbox.item(bad)?.state == .pending)
             #expect(try outbox.item(bad)?.attempts == 0)
+            // Its earlier answer goes with its death: were it now to die of a network failure,
+            // the stale 400 would read as that attempt's result.
+            #expect(try outbox.item(bad)?.result == nil)
             let missing = #expect(throws: OutboxError.self) { try outbox.retry(OutboxItemID(rawValue: 999_999)) }
             #expect(missing?.kind == .notFound)
         }

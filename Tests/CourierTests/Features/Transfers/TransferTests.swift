@@ -237,6 +237,50 @@ struct TransferTests {
         }
     }
 
+    /// A file body is measured when it is made and opened when it is sent (and again for a
+    /// resend). A FIFO put at its path in between was opened with a plain `open`, which blocks
+    /// until a writer comes: a thread of the cooperative pool held, beyond the deadline and
+    /// cancellation. It is refused, typed, and the server gets no complete request.
+    @Test(arguments: TransportKind.allCases, [false, true])
+    func aFileBodyReplacedByAFIFOBeforeItIsSentFailsTypedWithoutWaiting(_ kind: TransportKind, multipart: Bool) async throws {
+        let folder = try self.directory()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("photo.bin")
+        try Data(repeating: 7, count: 1000).write(to: file)
+        let body: RequestBody
+        if multipart {
+            var form = MultipartForm()
+            try form.addFile(name: "photo", url: file)
+            body = form.body()
+        } else {
+            body = try .file(file)
+        }
+        try FileManager.default.removeItem(at: file)
+        #expect(mkfifo(file.path, 0o600) == 0)
+        // Should the open block after all, a writer that comes and goes ends it (with an empty
+        // read), so this test fails on the message below instead of hanging the suite. On a
+        // thread of its own: blocked opens can hold every thread of the cooperative pool.
+        let finished = Locked(false)
+        defer { finished.withLock { $0 = true } }
+        Thread.detachNewThread {
+            for _ in 0..<60 where !finished.current { sleep(1) }
+            for _ in 0..<10 {
+                let writer = open(file.path, O_WRONLY | O_NONBLOCK)
+                if writer >= 0 { close(writer) }
+                usleep(100_000)
+            }
+        }
+        let server = try await http1Server(FileOrigin().handle)
+        try await withClient(kind, server: server) { client in
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<String>(method: .post, path: "/upload", body: .body(body), decoding: .string))
+            }
+            #expect(error?.kind == .invalidRequest)
+            #expect(error?.message.contains("no longer a regular file") == true, "\(String(describing: error))")
+            #expect(server.requests.isEmpty)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases, ["../escape.bin", "a/b.bin", "..", ".", "", ".courier-x"])
     func aDestinationOutsideTheDirectoryIsRefused(_ kind: TransportKind, _ name: String) async throws {
         let folder = try self.directory()
