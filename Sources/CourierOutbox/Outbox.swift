@@ -630,28 +630,30 @@ public final class Outbox: Sendable {
     private func write(_ outcome: Unrecorded) -> OutboxError.Kind? {
         self.write(
             outcome.ids, state: outcome.state, error: outcome.error, result: outcome.result, retryAt: outcome.retryAt,
-            uncounted: outcome.uncounted, inFlightOnly: true)
+            uncounted: outcome.uncounted, from: .inFlight)
     }
 
-    /// Records how the items' attempt ended; `false` when the write failed.
+    /// Records the end of pending items (expired, or of a batch that cannot go), of those still
+    /// pending only: another loop may have taken or ended them since they were read. `false`
+    /// when the write failed.
     @discardableResult
     private func finish(
         _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool = false
     ) -> Bool {
-        self.write(ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted, inFlightOnly: false) == nil
+        self.write(ids, state: state, error: error, result: result, retryAt: retryAt, uncounted: uncounted, from: .pending) == nil
     }
 
-    /// Records how the items' attempt ended — with `inFlightOnly`, of those still in flight
-    /// only — and yields the completed ones; the kind of failure when the write failed.
+    /// Records how the items ended, of those still in state `from` only, and yields the
+    /// completed ones; the kind of failure when the write failed.
     private func write(
         _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, uncounted: Bool,
-        inFlightOnly: Bool
+        from: OutboxItem.State
     ) -> OutboxError.Kind? {
         let changed: [OutboxItemID]
         do {
             changed = try self.store.finish(
                 ids, state: state, error: error, result: result, retryAt: retryAt, now: Date(), uncounted: uncounted,
-                inFlightOnly: inFlightOnly)
+                from: from)
         } catch {
             self.failedWrite()
             return error.kind

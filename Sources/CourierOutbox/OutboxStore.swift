@@ -208,12 +208,14 @@ final class OutboxStore: Sendable {
     ///
     /// `uncounted`: the attempt ``begin(_:batch:)`` counted did not happen as far as the item is
     /// concerned (its delivery was stopped or cancelled on the way), so it is taken back.
-    /// `inFlightOnly`: only items still in flight are changed (an outcome recorded late must not
-    /// undo what happened to an item since). Returns the items changed.
+    /// `from`: only items in that state are changed — in flight, for an attempt's outcome (one
+    /// recorded late must not undo what happened to an item since); pending, for one found
+    /// expired on a read that another loop may have acted on since (taken in flight, delivered,
+    /// or marked dead already, which would be reported twice). Returns the items changed.
     @discardableResult
     func finish(
         _ ids: [OutboxItemID], state: OutboxItem.State, error: String?, result: OutboxItem.Result?, retryAt: Date?, now: Date,
-        uncounted: Bool = false, inFlightOnly: Bool = false
+        uncounted: Bool = false, from: OutboxItem.State? = nil
     ) throws(OutboxError) -> [OutboxItemID] {
         do {
             return try self.pool.write { db -> [OutboxItemID] in
@@ -232,12 +234,12 @@ final class OutboxStore: Sendable {
                             UPDATE item SET state = ?, \(field("last_error")), \(field("result_status")),
                                 \(field("result_headers")), \(field("result_body")),
                                 next_attempt_at = COALESCE(?, next_attempt_at), finished_at = ?, attempts = MAX(0, attempts - ?)
-                            WHERE id = ? AND (? = 0 OR state = 'inFlight')
+                            WHERE id = ? AND (? IS NULL OR state = ?)
                             """,
                         arguments: [
                             state.rawValue, error, result?.status, headers, result?.body, retryAt?.timeIntervalSince1970,
                             state == .delivered || state == .dead ? now.timeIntervalSince1970 : nil, uncounted ? 1 : 0, id.rawValue,
-                            inFlightOnly ? 1 : 0,
+                            from?.rawValue, from?.rawValue,
                         ]
                     )
                     if db.changesCount == 1 { changed.append(id) }

@@ -224,6 +224,39 @@ struct OutboxStorageTests {
     /// its items, sends them as a batch, and puts them back in line after a failure; the second,
     /// going on from what it read before, must not take them into a batch of its own under
     /// another key (the server may have applied the first): they may go only with their batch.
+    /// An item found expired (or left without its batch rule) is ended only while still pending:
+    /// `start()` and `deliverAll()` may read it at once. Unguarded, the second loop's mark changed
+    /// it again (reported dead twice to `completions()`), and a loop that found it expired after
+    /// the other took it in flight made it dead under the delivery being made, whose answer was
+    /// then not recorded.
+    @Test
+    func anEndFoundOnAStaleReadChangesOnlyAPendingItem() throws {
+        let path = OutboxTests.databasePath()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let outbox = try Outbox(path: path, client: Self.client)
+        let id = try outbox.enqueue(Self.post(), queue: "q")
+        let read = try #require(try outbox.store.heads { _ in 1 }["q"])
+        #expect(try outbox.store.begin(read.map { ($0.id, $0.attempts, $0.batch) }, batch: nil))
+        func expire() throws -> [OutboxItemID] {
+            try outbox.store.finish([id], state: .dead, error: "expired", result: nil, retryAt: nil, now: Date(), from: .pending)
+        }
+        // Taken in flight by one loop; the other, on its earlier read, finds it expired.
+        #expect(try expire().isEmpty)
+        #expect(try outbox.item(id)?.state == .inFlight)
+        let delivered = try outbox.store.finish(
+            [id], state: .delivered, error: nil, result: nil, retryAt: nil, now: Date(), from: .inFlight)
+        #expect(delivered == [id])
+        #expect(try expire().isEmpty)
+        #expect(try outbox.item(id)?.state == .delivered)
+        // A pending item is ended once: the second mark changes nothing, so nothing is reported twice.
+        let other = try outbox.enqueue(Self.post(), queue: "r")
+        for expected in [[other], []] {
+            let marked = try outbox.store.finish(
+                [other], state: .dead, error: "expired", result: nil, retryAt: nil, now: Date(), from: .pending)
+            #expect(marked == expected)
+        }
+    }
+
     @Test
     func itemsChangedSinceTheyWereReadAreNotTaken() throws {
         let path = OutboxTests.databasePath()

@@ -21,7 +21,8 @@ import HTTPTypes
 /// - Only one refresh is ever in flight; requests arriving meanwhile wait for it and all resume
 ///   with the new token. At most ``Configuration/maxRefreshes`` refreshes per
 ///   ``Configuration/refreshWindow`` stop a refresh loop (a refresh that failed on the way, with
-///   the endpoint down, does not count).
+///   the endpoint down, does not count, and neither does an early one that succeeded: short-lived
+///   tokens renewed on time, six a minute for 20-second tokens, are no loop).
 /// - When the refresh fails (`invalid_grant`, or no refresh token), `onAuthenticationRequired` is
 ///   called once, and waiting requests fail with kind `authenticationRequired` (presented as
 ///   re-login) — or, with ``Configuration/holdWhenSignedOut``, wait until ``supply(_:)`` or
@@ -455,7 +456,7 @@ public final class OAuth2Authenticator: Middleware {
                 let refreshToken = token.refreshToken
                 let generation = state.generation
                 Task {
-                    await self.performRefresh(refreshToken, generation: generation, started: now, outcome: refresh)
+                    await self.performRefresh(refreshToken, generation: generation, started: now, early: unexpired, outcome: refresh)
                     self.state.withLock { $0.runningRefreshes -= 1 }
                 }
                 return .wait(refresh, early: unexpired ? token : nil)
@@ -495,10 +496,12 @@ public final class OAuth2Authenticator: Middleware {
         }
     }
 
-    /// Runs one refresh (started at `started`) and reports it to `outcome`; it changes the
-    /// credentials only if they are still those of `generation`.
+    /// Runs one refresh (started at `started`; `early` when the token it replaces has not
+    /// expired and no 401 asked for it) and reports it to `outcome`; it changes the credentials
+    /// only if they are still those of `generation`.
     private func performRefresh(
-        _ refreshToken: String?, generation: UInt64, started: ContinuousClock.Instant, outcome: SharedOutcome<RefreshOutcome>
+        _ refreshToken: String?, generation: UInt64, started: ContinuousClock.Instant, early: Bool,
+        outcome: SharedOutcome<RefreshOutcome>
     ) async {
         do {
             var token: OAuth2Token
@@ -515,6 +518,9 @@ public final class OAuth2Authenticator: Middleware {
             }
             let installed = self.persisting.withLock {
                 let current = self.state.withLock { state -> Bool in
+                    // An early refresh that worked renewed a token on time: no loop, so it does
+                    // not count against the limit, which a 401 may need later.
+                    if early, let index = state.refreshTimes.firstIndex(of: started) { state.refreshTimes.remove(at: index) }
                     guard state.generation == generation else { return false }
                     state.token = token
                     state.receivedAt = Date()

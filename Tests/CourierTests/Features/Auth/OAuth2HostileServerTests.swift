@@ -54,6 +54,31 @@ extension OAuth2Tests {
         }
     }
 
+    /// The refresh limit stops loops; a token renewed on time before it expires is none. An early
+    /// refresh that worked counted against the limit, so short-lived tokens (20 seconds: six
+    /// refreshes a minute against the default three) ended in "sign in again" once a token
+    /// expired, or, as here, once a 401 asked for a refresh the limit no longer allowed.
+    @Test(arguments: TransportKind.allCases)
+    func anEarlyRefreshThatWorkedDoesNotUseUpTheRefreshLimit(_ kind: TransportKind) async throws {
+        var configuration = OAuth2Authenticator.Configuration()
+        configuration.refreshMargin = .seconds(900)
+        configuration.maxRefreshes = 1
+        let events = Locked(0)
+        let renewable = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(600))
+        try await self.setUp(kind, token: renewable, configuration: configuration, events: events) { client, auth, oauth, _ in
+            // Ten minutes from expiry, inside the fifteen-minute margin: refreshed early.
+            auth.tokenReceived(ago: 3600)
+            let early = try await client.send(Endpoint<Article>(path: "/api/1"))
+            #expect(early.title == "t-1")
+            // The server then refuses that token: the 401 needs a refresh, the first that counts.
+            oauth.revokeAll()
+            let after = try await client.send(Endpoint<Article>(path: "/api/2"))
+            #expect(after.title == "t-2")
+            #expect(oauth.state.withLock { $0.refreshCalls } == 2)
+            #expect(events.current == 0)
+        }
+    }
+
     /// With `holdWhenSignedOut`, a refresh that failed on the way fails the request with its own
     /// error after one refresh: only a refusal of the grant holds requests for a sign-in, and
     /// asking again at once, in a loop, would fail alike.
