@@ -240,7 +240,8 @@ public final class Outbox: Sendable {
 
     // MARK: - Delivering
 
-    /// Starts delivering in the background, until ``stop()``; new items wake it at once.
+    /// Starts delivering in the background, until ``stop()`` or the client's shutdown; new items
+    /// wake it at once.
     public func start() {
         self.worker.withLock { task in
             guard task == nil else { return }
@@ -258,7 +259,9 @@ public final class Outbox: Sendable {
         await task?.value
     }
 
-    /// Delivers until no item is pending (waiting for backoffs as needed), or until the task is cancelled.
+    /// Delivers until no item is pending (waiting for backoffs as needed), until the task is
+    /// cancelled, or until the client is shut down (which refuses every request from then on:
+    /// the items stay pending, for an outbox on a client that runs).
     public func deliverAll() async {
         await self.deliver(untilIdle: true)
     }
@@ -266,7 +269,9 @@ public final class Outbox: Sendable {
     private func deliver(untilIdle: Bool) async {
         // Passes in a row in which outcomes left unrecorded could still not be recorded.
         var refusedPasses = 0
-        while !Task.isCancelled {
+        // A shut-down client refuses every request for good (kind `cancelled`, which is not the
+        // item's failure): asking it again would go on for ever (with no `baseDelay`, in a busy loop).
+        while !Task.isCancelled, !self.client.isShutDown {
             // Outcomes whose write failed go first: their items hold their queues. The other
             // queues go on meanwhile; every wait of the loop is a second at most until then.
             let recorded = self.recordLeftOver()

@@ -44,6 +44,10 @@ extension Client {
     /// for that request too, which cannot end before it returns, so the request holds it for the
     /// whole grace period and is then cancelled (and should its deadline pass first, every
     /// running request is cancelled at once). Start it in a task of its own there.
+    /// Whether ``shutdown(gracePeriod:)`` has begun: every request from then on fails with kind
+    /// `cancelled`, for good.
+    package var isShutDown: Bool { self.parts.lifecycle.isShutDown }
+
     @discardableResult
     public func shutdown(gracePeriod: Duration) async -> Int {
         let constrained = self.parts.constrained

@@ -88,6 +88,33 @@ struct OutboxTests {
         return configuration
     }
 
+    /// A shut-down client refuses every request with kind `cancelled`, which is not the item's
+    /// failure: the item went back in line after `baseDelay` and `deliverAll()` asked again, for
+    /// ever (with a `baseDelay` of zero, in a busy loop). It now returns, the item pending and
+    /// its attempts not counted, for an outbox on a client that runs (`start()`'s loop ends too).
+    @Test(arguments: TransportKind.allCases)
+    func deliveringReturnsOnceTheClientIsShutDown(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        var configuration = Outbox.Configuration()
+        configuration.baseDelay = .zero
+        try await Self.withOutbox(kind, server: server, configuration: configuration) { outbox, client, _ in
+            let id = try outbox.enqueue(Self.post("/messages"))
+            await client.shutdown(gracePeriod: .zero)
+            let returned = Locked(false)
+            let delivering = Task {
+                await outbox.deliverAll()
+                returned.withLock { $0 = true }
+            }
+            #expect(await eventually { returned.current })
+            delivering.cancel()
+            await delivering.value
+            let item = try #require(try outbox.item(id))
+            #expect(item.state == .pending)
+            #expect(item.attempts == 0)
+            #expect(server.requests.isEmpty)
+        }
+    }
+
     /// The client's default fields are not stored with an item: a credential among them is
     /// never on disk, and the one current at delivery is sent (a token rotated since the item was
     /// stored would be refused); the endpoint's own fields are stored and sent.
