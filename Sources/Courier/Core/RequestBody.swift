@@ -3,9 +3,11 @@ import Foundation
 /// The body of an outgoing request: bytes in memory, or a stream.
 ///
 /// A body says whether it can be sent more than once (``isReplayable``). Bytes in memory and
-/// streams built from a factory can be replayed, so retries and 307/308 redirects may resend them;
-/// a stream built from a single sequence is *one-shot*: the pipeline refuses to send it twice and
-/// fails with ``CourierError/Kind/invalidRequest`` instead.
+/// streams built from a factory can be replayed, so retries and 307/308 redirects may resend them.
+/// A stream built from a single sequence is *one-shot* and never goes out twice: a retry stops
+/// with the failure of the attempt that sent it, a 307 or 308 is returned as the answer (kind
+/// `httpStatus` unless the endpoint accepts it), and a middleware that sends it a second time
+/// gets kind ``CourierError/Kind/invalidRequest``.
 public struct RequestBody: Sendable {
     enum Storage: Sendable {
         case bytes(Data)

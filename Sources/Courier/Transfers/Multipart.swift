@@ -9,10 +9,12 @@ import Foundation
 /// let endpoint = Endpoint<Void>(method: .post, path: "/photos", body: .body(try form.body()), decoding: .none)
 /// ```
 ///
-/// Files are read from disk while the body is sent, never held in memory; the body's length is
-/// known in advance and it can be replayed (a retry reads the files again). Names and file names
-/// are escaped as browsers do (`"` → `%22`, CR → `%0D`, LF → `%0A`), so no value can break out of
-/// its header; content types with CR or LF are refused.
+/// Through `AsyncHTTPClientTransport`, files are read from disk while the body is sent, never
+/// held in memory (`URLSessionTransport` collects a body up to 1 MiB in memory and spools a longer
+/// one to a temporary file first, see the Transports article); the body's length is known in
+/// advance and it can be replayed (a retry reads the files again). Names and file names are
+/// escaped as browsers do (`"` → `%22`, CR → `%0D`, LF → `%0A`), and also `\` → `%5C` and NUL →
+/// `%00`, so no value can break out of its header; content types with CR or LF are refused.
 public struct MultipartForm: Sendable {
     enum Content: Sendable {
         case data(Data)

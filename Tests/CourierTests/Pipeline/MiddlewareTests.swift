@@ -148,6 +148,29 @@ struct MiddlewareTests {
         }
     }
 
+    /// RFC 9110 §15.4.8 and §15.4.9: a 307 or 308 must be followed with the same method and
+    /// content, which a one-shot body cannot give twice. The 3xx is the answer (kind
+    /// `httpStatus`, as the endpoint accepts 2xx only), and the body went out once.
+    @Test(arguments: TransportKind.allCases, [307, 308])
+    func aOneShotBodyRedirectedWithItsMethodKeptIsNotSentAgain(_ kind: TransportKind, status: Int) async throws {
+        let server = try await http1Server { request in
+            request.path == "/old" ? ScriptedResponse(status: status, headers: [("Location", "/new")]) : .text("moved")
+        }
+        let chunks = AsyncStream<Data> { continuation in
+            continuation.yield(Data("once".utf8))
+            continuation.finish()
+        }
+        try await withClient(kind, server: server) { client in
+            let endpoint = Endpoint<Data>(
+                method: .post, path: "/old", body: .body(.stream(chunks, length: 4, contentType: "text/plain")), decoding: .data)
+            let error = await expectCourierError { _ = try await client.send(endpoint) }
+            #expect(error?.kind == .httpStatus, "\(String(describing: error))")
+            #expect(error?.status?.code == status)
+            #expect(server.requests.map(\.path) == ["/old"])
+            #expect(server.requests.first?.body == Data("once".utf8))
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aOneShotBodyIsNeverSentTwice(_ kind: TransportKind) async throws {
         let server = try await http1Server { _ in .text("try again", status: 503) }
