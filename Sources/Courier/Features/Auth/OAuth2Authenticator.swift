@@ -9,7 +9,11 @@ import HTTPTypes
 ///   authenticator received it — by a refresh, a sign-in, ``supply(_:)``, or from the store at
 ///   creation — to its expiry): a 20-second token with the 30-second default margin is
 ///   refreshed 10 seconds before it expires, not on every request. The requests that waited for
-///   a refresh use the token it brought, whatever its lifetime. Until it expires, the current
+///   a refresh use the token it brought, whatever its lifetime. Such an early refresh holds up
+///   only the request that started it, and that one for at most 5 seconds (at most half its time
+///   left, and not past the token's expiry), then it goes with the current token; requests arriving while it runs go
+///   with the current token at once (a slow or stalled token endpoint holds no request whose token
+///   still works). Until it expires, the current
 ///   token is still used when it cannot be renewed (no refresh token and no client-credentials
 ///   grant), when such an early refresh fails for any reason but a refused grant (which signs
 ///   out), and when failed refreshes have used up ``Configuration/maxRefreshes``.
@@ -18,8 +22,8 @@ import HTTPTypes
 ///   If so, it refreshes and retries once. A one-shot body is not retried: the 401 is returned.
 ///   A 401 from another origin than the request's (after a redirect) says nothing about this
 ///   token: it is returned as is.
-/// - Only one refresh is ever in flight; requests arriving meanwhile wait for it and all resume
-///   with the new token. At most ``Configuration/maxRefreshes`` refreshes per
+/// - Only one refresh is ever in flight; requests arriving meanwhile that need it (their token
+///   expired, or a 401 refused it) wait for it and all resume with the new token. At most ``Configuration/maxRefreshes`` refreshes per
 ///   ``Configuration/refreshWindow`` stop a refresh loop (a refresh that failed on the way, with
 ///   the endpoint down, does not count, and neither does an early one that succeeded: short-lived
 ///   tokens renewed on time, six a minute for 20-second tokens, are no loop).
@@ -85,6 +89,8 @@ public final class OAuth2Authenticator: Middleware {
         /// When the current token was received, the start of its lifetime.
         var receivedAt = Date()
         var refresh: SharedOutcome<RefreshOutcome>?
+        /// Whether ``refresh`` is early: asked for by no 401, for a token that had not expired.
+        var refreshIsEarly = false
         var refreshTimes: [ContinuousClock.Instant] = []
         var signedOut = false
         var eventRaised = false
@@ -373,6 +379,25 @@ public final class OAuth2Authenticator: Middleware {
         case fail(CourierError)
     }
 
+    /// The longest a request waits for the early refresh it started.
+    static let earlyWaitLongest = Duration.seconds(5)
+
+    /// How long a request waits for the early refresh it started: ``earlyWaitLongest``, at most
+    /// half its time left before `deadline`, and not past `token`'s expiry. (A request that
+    /// deduplication shares has no deadline of its own here: each caller's ends its own wait.)
+    static func earlyWaitLimit(for token: OAuth2Token, deadline: ContinuousClock.Instant?) -> ContinuousClock.Instant {
+        let now = ContinuousClock.now
+        // The token expires within its refresh margin (it is in it), so this stays small; clamped
+        // all the same, never trapping.
+        let untilExpiry =
+            UntrustedNumber.clamp(
+                token.expiresAt?.timeIntervalSinceNow ?? TimeInterval(UntrustedNumber.deltaSecondsLimit),
+                to: TimeInterval(UntrustedNumber.deltaSecondsLimit)) ?? 0
+        var limit = min(now + .milliseconds(Int64(max(0, untilExpiry) * 1000)), now + Self.earlyWaitLongest)
+        if let deadline, deadline - now < Deadline.longest { limit = min(limit, now + (deadline - now) / 2) }
+        return limit
+    }
+
     /// The margin for `token`: the configured one, at most half the token's lifetime.
     private func refreshMargin(for token: OAuth2Token, receivedAt: Date) -> Duration {
         guard let expiresAt = token.expiresAt else { return self.configuration.refreshMargin }
@@ -437,7 +462,13 @@ public final class OAuth2Authenticator: Middleware {
                 // token still works.
                 if unexpired, token.refreshToken == nil, !state.usesClientCredentials { return .use(token) }
                 if let interruption { return .fail(interruption) }
-                if let refresh = state.refresh { return .wait(refresh, early: unexpired ? token : nil) }
+                if let refresh = state.refresh {
+                    // An early refresh runs: a token that has not expired goes as it is (the
+                    // server takes it, RFC 6749 §5.1) rather than wait on a token endpoint that
+                    // may be slow or stalled. One that a 401 refused waits for the new token.
+                    if unexpired, state.refreshIsEarly { return .use(token) }
+                    return .wait(refresh, early: unexpired ? token : nil)
+                }
                 let now = ContinuousClock.now
                 state.refreshTimes.removeAll { now - $0 > self.configuration.refreshWindow }
                 guard state.refreshTimes.count < self.configuration.maxRefreshes else {
@@ -453,6 +484,7 @@ public final class OAuth2Authenticator: Middleware {
                 state.runningRefreshes += 1
                 let refresh = SharedOutcome<RefreshOutcome>()
                 state.refresh = refresh
+                state.refreshIsEarly = unexpired
                 let refreshToken = token.refreshToken
                 let generation = state.generation
                 Task {
@@ -467,7 +499,22 @@ public final class OAuth2Authenticator: Middleware {
             case .fail(let error):
                 throw error
             case .wait(let refresh, let early):
-                switch try await refresh.value(deadline: deadline, waitingFor: "the token refresh") {
+                let outcome: RefreshOutcome
+                do {
+                    // The request that started an early refresh waits for it for at most half its
+                    // time left, and not past the token's expiry: then it goes with the token it
+                    // has, which still works.
+                    outcome = try await refresh.value(
+                        deadline: early.map { Self.earlyWaitLimit(for: $0, deadline: deadline) } ?? deadline,
+                        waitingFor: "the token refresh")
+                } catch let error as CourierError where early != nil && error.kind == .timeout {
+                    if let interruption = SharedOutcome<OAuth2Token>.interruption(deadline: deadline, waitingFor: "the token refresh") {
+                        throw interruption
+                    }
+                    stale = nil
+                    continue
+                }
+                switch outcome {
                 case .refreshed(let token):
                     MonitorScope.authRefreshed()
                     return token

@@ -54,6 +54,35 @@ extension OAuth2Tests {
         }
     }
 
+    /// RFC 6749 §5.1: a token lasts `expires_in`, so one inside its refresh margin still works.
+    /// With the token endpoint stalled, each request made in the margin waited for the early
+    /// refresh until its own deadline and failed with kind `timeout`. The request that started
+    /// the refresh now waits for it for at most 5 seconds (at most half its time left), then goes
+    /// with the token it has; one made while the refresh runs goes at once.
+    @Test(arguments: TransportKind.allCases)
+    func aStalledEarlyRefreshHoldsUpNoRequestWhoseTokenStillWorks(_ kind: TransportKind) async throws {
+        var configuration = OAuth2Authenticator.Configuration()
+        configuration.refreshMargin = .seconds(900)
+        let events = Locked(0)
+        let renewable = OAuth2Token(accessToken: "t-0", refreshToken: "r-0", expiresAt: Date().addingTimeInterval(600))
+        try await self.setUp(kind, token: renewable, configuration: configuration, events: events) { client, auth, oauth, _ in
+            auth.tokenReceived(ago: 3600)
+            // The token endpoint sends its answer's head one byte every 30 seconds.
+            oauth.state.withLock { $0.refreshAnswer = ScriptedResponse(status: 200, behaviour: .slowHead(interval: .seconds(30))) }
+            var first = Endpoint<Article>(path: "/api/1")
+            first.timeout = .seconds(30)
+            let started = try await client.send(first)
+            #expect(started.title == "t-0")
+            var second = Endpoint<Article>(path: "/api/2")
+            second.timeout = .seconds(30)
+            let meanwhile = try await client.send(second)
+            #expect(meanwhile.title == "t-0")
+            #expect(oauth.state.withLock { $0.refreshCalls } == 1)
+            #expect(auth.token?.accessToken == "t-0")
+            #expect(events.current == 0)
+        }
+    }
+
     /// The refresh limit stops loops; a token renewed on time before it expires is none. An early
     /// refresh that worked counted against the limit, so short-lived tokens (20 seconds: six
     /// refreshes a minute against the default three) ended in "sign in again" once a token
