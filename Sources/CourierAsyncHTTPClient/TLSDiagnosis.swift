@@ -42,7 +42,7 @@ enum TLSDiagnosis {
     /// Why `chain` (leaf first) is not trusted by `roots` at `now`; `nil` when it is.
     static func classify(chain: [Certificate], roots: CertificateStore, now: Date) async -> TLSFailureReason? {
         guard let leaf = chain.first else { return nil }
-        var verifier = Verifier(rootCertificates: roots) { ChainOnlyPolicy() }
+        var verifier = Verifier(rootCertificates: roots) { ChainOnlyPolicy(chain: chain) }
         let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore(chain.dropFirst()))
         guard case .validCertificate(let validated) = result else { return .untrustedIssuer }
         if validated.contains(where: { $0.notValidAfter < now }) { return .expired }
@@ -119,14 +119,27 @@ enum TLSDiagnosis {
 }
 
 /// A policy that asks only for a signature path to a root: every critical extension a server
-/// certificate commonly carries counts as handled, and no other check is made (the validity
-/// periods are judged separately, so the path is found whatever the dates are).
+/// certificate commonly carries, and every one the presented chain carries, counts as handled, and
+/// no other check is made (the validity periods are judged separately, so the path is found
+/// whatever the dates are). swift-certificates refuses a certificate with a critical extension no
+/// policy handles: a chain with, say, a critical certificatePolicies extension (some enterprise
+/// PKIs) found no path, and an expired leaf read as `untrustedIssuer` (under pins, `pinMismatch`).
 private struct ChainOnlyPolicy: VerifierPolicy {
-    let verifyingCriticalExtensions: [ASN1ObjectIdentifier] = [
-        .X509ExtensionID.basicConstraints, .X509ExtensionID.keyUsage, .X509ExtensionID.extendedKeyUsage,
-        .X509ExtensionID.subjectAlternativeName, .X509ExtensionID.nameConstraints,
-        .X509ExtensionID.authorityKeyIdentifier, .X509ExtensionID.subjectKeyIdentifier,
-    ]
+    let verifyingCriticalExtensions: [ASN1ObjectIdentifier]
+
+    init(chain: [Certificate]) {
+        var handled: [ASN1ObjectIdentifier] = [
+            .X509ExtensionID.basicConstraints, .X509ExtensionID.keyUsage, .X509ExtensionID.extendedKeyUsage,
+            .X509ExtensionID.subjectAlternativeName, .X509ExtensionID.nameConstraints,
+            .X509ExtensionID.authorityKeyIdentifier, .X509ExtensionID.subjectKeyIdentifier,
+        ]
+        for certificate in chain {
+            for `extension` in certificate.extensions where `extension`.critical && !handled.contains(`extension`.oid) {
+                handled.append(`extension`.oid)
+            }
+        }
+        self.verifyingCriticalExtensions = handled
+    }
 
     func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
         .meetsPolicy

@@ -32,12 +32,15 @@ public struct TestCertificates: Sendable {
     /// Makes a new CA and a leaf certificate for the given DNS names and IPv4 and IPv6 addresses
     /// (4 and 16 bytes); the leaf
     /// has `leafFlaw` when one is given (for a leaf for the wrong host, pass other `dnsNames`).
+    /// With `criticalPolicies`, the leaf carries a critical certificatePolicies extension
+    /// (anyPolicy), as some enterprise and government PKIs issue.
     public static func generate(
         commonName: String = "Courier Test CA",
         dnsNames: [String] = ["localhost"],
         ipv4Addresses: [[UInt8]] = [[127, 0, 0, 1]],
         ipv6Addresses: [[UInt8]] = [],
-        leafFlaw: LeafFlaw? = nil
+        leafFlaw: LeafFlaw? = nil,
+        criticalPolicies: Bool = false
     ) throws -> TestCertificates {
         let now = Date()
         let caKey = P256.Signing.PrivateKey()
@@ -88,6 +91,11 @@ public struct TestCertificates: Sendable {
                 try ExtendedKeyUsage([.serverAuth])
                 if leafFlaw != .noSubjectAlternativeName {
                     SubjectAlternativeNames(names)
+                }
+                if criticalPolicies {
+                    // certificatePolicies (2.5.29.32): SEQUENCE { SEQUENCE { anyPolicy (2.5.29.32.0) } }.
+                    Certificate.Extension(
+                        oid: [2, 5, 29, 32], critical: true, value: [0x30, 0x08, 0x30, 0x06, 0x06, 0x04, 0x55, 0x1D, 0x20, 0x00])
                 }
             },
             issuerPrivateKey: leafFlaw == .selfSigned ? .init(leafKey) : .init(caKey)

@@ -104,6 +104,21 @@ struct HostIdentityTests {
         }
     }
 
+    /// The reason is told for a chain with a critical extension beyond the common ones (a
+    /// certificatePolicies extension, as some enterprise PKIs issue): the diagnosis found no path
+    /// for it and called an expired leaf `untrustedIssuer`.
+    // AsyncHTTPClient only: the diagnosis is its transport's (URLSession's reason is the platform's).
+    @Test(arguments: [false, true])
+    func anExpiredLeafWithACriticalPolicyExtensionIsReportedExpired(http1: Bool) async throws {
+        let certificates = try TestCertificates.generate(dnsNames: ["localhost"], leafFlaw: .expired, criticalPolicies: true)
+        try await self.withServer(certificates, http1: http1) { client, server in
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(error?.kind == .tls)
+            #expect(error?.tlsReason == .expired, "\(error?.message ?? "")")
+            #expect(server.requests.isEmpty)
+        }
+    }
+
     /// RFC 6125 §6.4.4 and RFC 9110 §4.3.4: the identity is checked against subjectAltName; a
     /// Common Name alone does not name the host (the TLS library would accept it).
     // AsyncHTTPClient only: pins and host identity are checked by its TLS stack; URLSession's are the Security framework's (Apple only).
