@@ -98,6 +98,12 @@ enum MiddlewareChain {
 /// chain, and again on each retry attempt and on each redirect hop to the same origin (until a
 /// hop has left it), just before the transport. ``RequestSigner`` is one, so a retried or redirected request carries a
 /// fresh signature over what is actually sent.
+///
+/// A middleware that itself sends the request again by calling its `next` twice (as
+/// ``OAuth2Authenticator`` does after a 401 and a refresh) re-runs only the middleware after it:
+/// put per-hop middleware after such a one, or the second send goes with the first one's
+/// signature and nonce. The client's middleware runs before the endpoint's, so a signer in the
+/// client's list with the authenticator in an endpoint's is the wrong way round.
 public protocol PerHopMiddleware: Middleware {}
 
 extension RequestSigner: PerHopMiddleware {}
