@@ -269,12 +269,14 @@ public final class Outbox: Sendable {
     private func deliver(untilIdle: Bool) async {
         // Passes in a row in which outcomes left unrecorded could still not be recorded.
         var refusedPasses = 0
-        // A shut-down client refuses every request for good (kind `cancelled`, which is not the
-        // item's failure): asking it again would go on for ever (with no `baseDelay`, in a busy loop).
-        while !Task.isCancelled, !self.client.isShutDown {
+        while !Task.isCancelled {
             // Outcomes whose write failed go first: their items hold their queues. The other
             // queues go on meanwhile; every wait of the loop is a second at most until then.
             let recorded = self.recordLeftOver()
+            // A shut-down client refuses every request for good (kind `cancelled`, which is not
+            // the item's failure): asking it again would go on for ever (with no `baseDelay`, in
+            // a busy loop). The outcomes left over were given their try above.
+            if self.client.isShutDown { return }
             refusedPasses = recorded ? 0 : refusedPasses + 1
             let longestWait: Duration = recorded ? .seconds(60) : .seconds(1)
             let heads: [String: [OutboxStore.StoredRequest]]

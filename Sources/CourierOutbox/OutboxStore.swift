@@ -23,8 +23,9 @@ final class OutboxStore: Sendable {
             // Every commit reaches the disk before it returns (the WAL is fsynced): an enqueue
             // that returned survives a crash and a power cut. Set on the writer (the one
             // connection that commits) after the pool is open: GRDB sets `synchronous = NORMAL`
-            // when it turns WAL mode on, after `prepareDatabase` ran. The app's own pragmas are
-            // applied again after it, so one of theirs that sets `synchronous` still wins.
+            // when it turns WAL mode on, after `prepareDatabase` ran. The configured pragmas
+            // (`Outbox.Configuration.pragmas`, set by tests) are applied again after it, so one
+            // that sets `synchronous` still wins.
             try self.pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
                 for pragma in extra { try db.execute(sql: pragma) }

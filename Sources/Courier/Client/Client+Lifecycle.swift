@@ -28,6 +28,10 @@ extension Client {
     /// Whether the client holds its network requests (see ``suspend()``).
     public var isSuspended: Bool { self.parts.lifecycle.isSuspended }
 
+    /// Whether ``shutdown(gracePeriod:)`` has begun: every request from then on fails with kind
+    /// `cancelled`, for good.
+    package var isShutDown: Bool { self.parts.lifecycle.isShutDown }
+
     /// Stops taking requests (new ones fail with kind `cancelled`, "the client is shut down"),
     /// lets the running ones finish for up to `gracePeriod`, then cancels the rest. Returns how
     /// many were cancelled. It returns once their work has ended (a shared request whose callers
@@ -44,10 +48,6 @@ extension Client {
     /// for that request too, which cannot end before it returns, so the request holds it for the
     /// whole grace period and is then cancelled (and should its deadline pass first, every
     /// running request is cancelled at once). Start it in a task of its own there.
-    /// Whether ``shutdown(gracePeriod:)`` has begun: every request from then on fails with kind
-    /// `cancelled`, for good.
-    package var isShutDown: Bool { self.parts.lifecycle.isShutDown }
-
     @discardableResult
     public func shutdown(gracePeriod: Duration) async -> Int {
         let constrained = self.parts.constrained

@@ -27,8 +27,8 @@ extension Client {
     /// redirected with a replayable body, it starts again from zero. `AsyncHTTPClientTransport`
     /// takes them as it writes them to the connection. `URLSessionTransport` takes the whole body
     /// before the platform sends a byte (it collects a body up to 1 MiB, and copies a longer one
-    /// to a temporary file), so there progress shows that local read, complete before the
-    /// upload, even one that then fails, has begun.
+    /// to a temporary file), so there progress shows that local read: it is complete before the
+    /// upload begins, and stays complete when the upload then fails.
     public func upload<Value: Sendable>(_ endpoint: Endpoint<Value>) -> TransferTask<Response<Value>> {
         let reporter = ProgressReporter()
         // Numbered and holding its lifecycle ticket from now, as a started request does.

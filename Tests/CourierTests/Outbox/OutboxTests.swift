@@ -91,7 +91,7 @@ struct OutboxTests {
     /// A shut-down client refuses every request with kind `cancelled`, which is not the item's
     /// failure: the item went back in line after `baseDelay` and `deliverAll()` asked again, for
     /// ever (with a `baseDelay` of zero, in a busy loop). It now returns, the item pending and
-    /// its attempts not counted, for an outbox on a client that runs (`start()`'s loop ends too).
+    /// its attempts not counted, for an outbox on a client that runs.
     @Test(arguments: TransportKind.allCases)
     func deliveringReturnsOnceTheClientIsShutDown(_ kind: TransportKind) async throws {
         let server = try await http1Server()

@@ -11,7 +11,8 @@ import HTTPTypes
 ///   refreshed 10 seconds before it expires, not on every request. The requests that waited for
 ///   a refresh use the token it brought, whatever its lifetime. Such an early refresh holds up
 ///   only the request that started it, and that one for at most 5 seconds (at most half its time
-///   left, and not past the token's expiry), then it goes with the current token; requests arriving while it runs go
+///   left, and not past the token's expiry), then it goes with the current token if that has not
+///   expired meanwhile (else it waits for the refresh like any request whose token expired); requests arriving while it runs go
 ///   with the current token at once (a slow or stalled token endpoint holds no request whose token
 ///   still works). Until it expires, the current
 ///   token is still used when it cannot be renewed (no refresh token and no client-credentials
@@ -25,8 +26,9 @@ import HTTPTypes
 /// - Only one refresh is ever in flight; requests arriving meanwhile that need it (their token
 ///   expired, or a 401 refused it) wait for it and all resume with the new token. At most ``Configuration/maxRefreshes`` refreshes per
 ///   ``Configuration/refreshWindow`` stop a refresh loop (a refresh that failed on the way, with
-///   the endpoint down, does not count, and neither does an early one that succeeded: short-lived
-///   tokens renewed on time, six a minute for 20-second tokens, are no loop).
+///   the endpoint down, does not count, and neither does an early one that succeeded before the
+///   token it replaced expired and that no request needing it joined: short-lived tokens renewed
+///   on time, six a minute for 20-second tokens, are no loop).
 /// - When the refresh fails (`invalid_grant`, or no refresh token), `onAuthenticationRequired` is
 ///   called once, and waiting requests fail with kind `authenticationRequired` (presented as
 ///   re-login) — or, with ``Configuration/holdWhenSignedOut``, wait until ``supply(_:)`` or
@@ -374,7 +376,9 @@ public final class OAuth2Authenticator: Middleware {
         /// Waits for a refresh; `early` is the current token when the refresh is early (no 401 asked
         /// for it) and that token has not expired: a refresh that fails on the way then leaves it
         /// in use, as the server still takes it (RFC 6749 §5.1: it lasts `expires_in`).
-        case wait(SharedOutcome<RefreshOutcome>, early: OAuth2Token?)
+        /// `bounded`: the request started that early refresh, and waits for it for a while only
+        /// (``earlyWaitLimit(for:deadline:)``).
+        case wait(SharedOutcome<RefreshOutcome>, early: OAuth2Token?, bounded: Bool)
         case hold(SharedOutcome<OAuth2Token>)
         case fail(CourierError)
     }
@@ -467,7 +471,10 @@ public final class OAuth2Authenticator: Middleware {
                     // server takes it, RFC 6749 §5.1) rather than wait on a token endpoint that
                     // may be slow or stalled. One that a 401 refused waits for the new token.
                     if unexpired, state.refreshIsEarly { return .use(token) }
-                    return .wait(refresh, early: unexpired ? token : nil)
+                    // A request that needs it (its token expired, or refused) makes it no
+                    // longer early: it counts against the limit.
+                    if !unexpired { state.refreshIsEarly = false }
+                    return .wait(refresh, early: unexpired ? token : nil, bounded: false)
                 }
                 let now = ContinuousClock.now
                 state.refreshTimes.removeAll { now - $0 > self.configuration.refreshWindow }
@@ -488,26 +495,26 @@ public final class OAuth2Authenticator: Middleware {
                 let refreshToken = token.refreshToken
                 let generation = state.generation
                 Task {
-                    await self.performRefresh(refreshToken, generation: generation, started: now, early: unexpired, outcome: refresh)
+                    await self.performRefresh(refreshToken, generation: generation, started: now, outcome: refresh)
                     self.state.withLock { $0.runningRefreshes -= 1 }
                 }
-                return .wait(refresh, early: unexpired ? token : nil)
+                return .wait(refresh, early: unexpired ? token : nil, bounded: unexpired)
             }
             switch step {
             case .use(let token):
                 return token
             case .fail(let error):
                 throw error
-            case .wait(let refresh, let early):
+            case .wait(let refresh, let early, let bounded):
                 let outcome: RefreshOutcome
                 do {
                     // The request that started an early refresh waits for it for at most half its
                     // time left, and not past the token's expiry: then it goes with the token it
                     // has, which still works.
                     outcome = try await refresh.value(
-                        deadline: early.map { Self.earlyWaitLimit(for: $0, deadline: deadline) } ?? deadline,
+                        deadline: bounded ? early.map { Self.earlyWaitLimit(for: $0, deadline: deadline) } ?? deadline : deadline,
                         waitingFor: "the token refresh")
-                } catch let error as CourierError where early != nil && error.kind == .timeout {
+                } catch let error as CourierError where bounded && error.kind == .timeout {
                     if let interruption = SharedOutcome<OAuth2Token>.interruption(deadline: deadline, waitingFor: "the token refresh") {
                         throw interruption
                     }
@@ -543,12 +550,10 @@ public final class OAuth2Authenticator: Middleware {
         }
     }
 
-    /// Runs one refresh (started at `started`; `early` when the token it replaces has not
-    /// expired and no 401 asked for it) and reports it to `outcome`; it changes the credentials
-    /// only if they are still those of `generation`.
+    /// Runs one refresh (started at `started`) and reports it to `outcome`; it changes the
+    /// credentials only if they are still those of `generation`.
     private func performRefresh(
-        _ refreshToken: String?, generation: UInt64, started: ContinuousClock.Instant, early: Bool,
-        outcome: SharedOutcome<RefreshOutcome>
+        _ refreshToken: String?, generation: UInt64, started: ContinuousClock.Instant, outcome: SharedOutcome<RefreshOutcome>
     ) async {
         do {
             var token: OAuth2Token
@@ -565,10 +570,16 @@ public final class OAuth2Authenticator: Middleware {
             }
             let installed = self.persisting.withLock {
                 let current = self.state.withLock { state -> Bool in
-                    // An early refresh that worked renewed a token on time: no loop, so it does
-                    // not count against the limit, which a 401 may need later.
-                    if early, let index = state.refreshTimes.firstIndex(of: started) { state.refreshTimes.remove(at: index) }
                     guard state.generation == generation else { return false }
+                    // An early refresh that worked renewed a token on time: no loop, so it does
+                    // not count against the limit, which a 401 may need later. Early still means
+                    // no request that needed it joined, and the token it replaces has not expired
+                    // meanwhile (a token endpoint slower than the tokens' lifetime is a loop).
+                    if state.refreshIsEarly, state.token.map({ !$0.expires(within: .zero) }) == true,
+                        let index = state.refreshTimes.firstIndex(of: started)
+                    {
+                        state.refreshTimes.remove(at: index)
+                    }
                     state.token = token
                     state.receivedAt = Date()
                     state.refresh = nil
