@@ -175,10 +175,10 @@ public struct OpenAPIClientTransportAdapter: Transport {
     }
 
     /// What the OpenAPI transport threw (for the head, or while the body was read), as the kind
-    /// Courier's own transports give for the same failure: the error inside OpenAPI's `ClientError`; `cancelled` when the caller's task was
-    /// cancelled; a URLSession error mapped as ``URLSessionTransport`` maps it (`tls`, `timeout`,
-    /// …); a TLS error of swift-nio-ssl (the AsyncHTTPClient transport's) as `tls`; anything
-    /// else `transport`.
+    /// Courier's own transports give for the same failure: the error inside OpenAPI's
+    /// `ClientError`; `cancelled` when the caller's task was cancelled; a URLSession error mapped
+    /// as ``URLSessionTransport`` maps it (`tls`, `timeout`, …); a TLS error of swift-nio-ssl (the
+    /// AsyncHTTPClient transport's) as `tls`; anything else `transport`.
     static func mapped(_ error: any Error) -> CourierError {
         let underlying = (error as? ClientError)?.underlyingError ?? error
         if let courier = underlying as? CourierError { return courier }

@@ -219,24 +219,24 @@ final class OutboxStore: Sendable {
         uncounted: Bool = false, from: OutboxItem.State? = nil
     ) throws(OutboxError) -> [OutboxItemID] {
         do {
+            // A delivery replaces what earlier attempts left: its answer is the result, and its
+            // error (what became of the body, if anything) the last word. Otherwise a field not
+            // given keeps the earlier attempt's.
+            func field(_ name: String) -> String { state == .delivered ? "\(name) = ?" : "\(name) = COALESCE(?, \(name))" }
+            let sql = """
+                UPDATE item SET state = ?, \(field("last_error")), \(field("result_status")),
+                    \(field("result_headers")), \(field("result_body")),
+                    next_attempt_at = COALESCE(?, next_attempt_at), finished_at = ?, attempts = MAX(0, attempts - ?)
+                WHERE id = ? AND (? IS NULL OR state = ?)
+                """
+            let headers = try result.map { result in
+                String(decoding: try JSONEncoder().encode(result.headers.map { [$0.name.canonicalName, $0.value] }), as: UTF8.self)
+            }
             return try self.pool.write { db -> [OutboxItemID] in
                 var changed: [OutboxItemID] = []
                 for id in ids {
-                    let headers = try result.map { result in
-                        String(decoding: try JSONEncoder().encode(result.headers.map { [$0.name.canonicalName, $0.value] }), as: UTF8.self)
-                    }
-                    // A delivery replaces what earlier attempts left: its answer is the result,
-                    // and its error (what became of the body, if anything) the last word.
-                    // Otherwise a field not given keeps the earlier attempt's.
-                    let kept = state == .delivered ? "?" : "COALESCE(?, %@)"
-                    func field(_ name: String) -> String { "\(name) = " + kept.replacingOccurrences(of: "%@", with: name) }
                     try db.execute(
-                        sql: """
-                            UPDATE item SET state = ?, \(field("last_error")), \(field("result_status")),
-                                \(field("result_headers")), \(field("result_body")),
-                                next_attempt_at = COALESCE(?, next_attempt_at), finished_at = ?, attempts = MAX(0, attempts - ?)
-                            WHERE id = ? AND (? IS NULL OR state = ?)
-                            """,
+                        sql: sql,
                         arguments: [
                             state.rawValue, error, result?.status, headers, result?.body, retryAt?.timeIntervalSince1970,
                             state == .delivered || state == .dead ? now.timeIntervalSince1970 : nil, uncounted ? 1 : 0, id.rawValue,

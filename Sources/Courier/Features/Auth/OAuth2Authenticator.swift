@@ -12,9 +12,9 @@ import HTTPTypes
 ///   a refresh use the token it brought, whatever its lifetime. Such an early refresh holds up
 ///   only the request that started it, and that one for at most 5 seconds (at most half its time
 ///   left, and not past the token's expiry), then it goes with the current token if that has not
-///   expired meanwhile (else it waits for the refresh like any request whose token expired); requests arriving while it runs go
-///   with the current token at once (a slow or stalled token endpoint holds no request whose token
-///   still works). Until it expires, the current
+///   expired meanwhile (else it waits for the refresh like any request whose token expired);
+///   requests arriving while it runs go with the current token at once (a slow or stalled token
+///   endpoint holds no request whose token still works). Until it expires, the current
 ///   token is still used when it cannot be renewed (no refresh token and no client-credentials
 ///   grant), when such an early refresh fails for any reason but a refused grant (which signs
 ///   out), and when failed refreshes have used up ``Configuration/maxRefreshes``.
@@ -24,11 +24,12 @@ import HTTPTypes
 ///   A 401 from another origin than the request's (after a redirect) says nothing about this
 ///   token: it is returned as is.
 /// - Only one refresh is ever in flight; requests arriving meanwhile that need it (their token
-///   expired, or a 401 refused it) wait for it and all resume with the new token. At most ``Configuration/maxRefreshes`` refreshes per
-///   ``Configuration/refreshWindow`` stop a refresh loop (a refresh that failed on the way, with
-///   the endpoint down, does not count, and neither does an early one that succeeded before the
-///   token it replaced expired and that no request needing it joined: short-lived tokens renewed
-///   on time, six a minute for 20-second tokens, are no loop).
+///   expired, or a 401 refused it) wait for it and all resume with the new token. At most
+///   ``Configuration/maxRefreshes`` refreshes per ``Configuration/refreshWindow`` stop a refresh
+///   loop (a refresh that failed on the way, with the endpoint down, does not count, and neither
+///   does an early one that succeeded before the token it replaced expired and that no request
+///   needing it joined: short-lived tokens renewed on time, six a minute for 20-second tokens,
+///   are no loop).
 /// - When the refresh fails (`invalid_grant`, or no refresh token), `onAuthenticationRequired` is
 ///   called once, and waiting requests fail with kind `authenticationRequired` (presented as
 ///   re-login) — or, with ``Configuration/holdWhenSignedOut``, wait until ``supply(_:)`` or
@@ -508,9 +509,9 @@ public final class OAuth2Authenticator: Middleware {
             case .wait(let refresh, let early, let bounded):
                 let outcome: RefreshOutcome
                 do {
-                    // The request that started an early refresh waits for it for at most half its
-                    // time left, and not past the token's expiry: then it goes with the token it
-                    // has, which still works.
+                    // The request that started an early refresh waits for it for a while only
+                    // (`earlyWaitLimit`); then the loop looks again: it goes with the token it
+                    // has if that still works, else it waits for the refresh in full.
                     outcome = try await refresh.value(
                         deadline: bounded ? early.map { Self.earlyWaitLimit(for: $0, deadline: deadline) } ?? deadline : deadline,
                         waitingFor: "the token refresh")
