@@ -69,23 +69,28 @@ public final class Client: Sendable {
         // the first task to ask for it.)
         // Its lifecycle ticket is taken now too: `cancelAll` right after `start` reaches it,
         // although its task may not have run yet.
-        let control = self.startedControl(priority: priority ?? endpoint.priority)
+        // Its task is the request's own: the deadline stage runs the stages below it there and
+        // cancels it at the deadline or on `cancelAll`, without a second task.
+        let control = self.startedControl(priority: priority ?? endpoint.priority, runsInOwnTask: true)
         let lifecycle = self.parts.lifecycle
-        return RequestHandle(
-            task: Task { () async throws -> Response<Value> in
-                // The lifecycle stage ends the ticket; a request that fails before it (an
-                // endpoint that cannot be built) must not leave it behind.
-                defer { control.endTicket(in: lifecycle) }
-                return try await self.response(endpoint, control: control)
-            }, control: control)
+        let task = Task { () async throws -> Response<Value> in
+            // The lifecycle stage ends the ticket; a request that fails before it (an
+            // endpoint that cannot be built) must not leave it behind.
+            defer { control.endTicket(in: lifecycle) }
+            return try await self.response(endpoint, control: control)
+        }
+        control.adoptTask { task.cancel() }
+        return RequestHandle(task: task, control: control)
     }
 
     /// The control of a request the caller starts now and whose task runs later (``start(_:priority:)``,
     /// an upload, a download, ``updates(_:)``): numbered and holding its lifecycle ticket from
     /// this call, so its place in line and ``cancelAll(reason:)`` reach it before its task has
     /// run. Its task ends the ticket with ``RequestControl/endTicket(in:)`` when it returns.
-    func startedControl(priority: RequestPriority) -> RequestControl {
-        RequestControl(priority: priority, order: self.parts.scheduler.makeOrder(), lifecycleTicket: try? self.parts.lifecycle.begin())
+    func startedControl(priority: RequestPriority, runsInOwnTask: Bool = false) -> RequestControl {
+        RequestControl(
+            priority: priority, order: self.parts.scheduler.makeOrder(), lifecycleTicket: try? self.parts.lifecycle.begin(),
+            runsInOwnTask: runsInOwnTask)
     }
 
     /// Whether the client is constrained (Low Data Mode): prefetch endpoints are then refused or

@@ -11,11 +11,15 @@ public struct RequestHandle<Value: Sendable>: Sendable {
 
     /// Cancels the request; awaiting it then throws kind `cancelled`.
     public func cancel() {
+        self.control.cancelByCaller()
         self.task.cancel()
     }
 
     /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool { self.task.isCancelled }
+    ///
+    /// A request that timed out or was ended by ``Client/cancelAll(reason:)`` was not cancelled
+    /// this way: its task is, but this stays `false`.
+    public var isCancelled: Bool { self.control.isCancelledByCaller }
 
     /// The decoded value, once the request has finished.
     public var value: Value {

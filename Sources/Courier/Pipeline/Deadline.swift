@@ -32,6 +32,14 @@ enum Deadline {
     /// The longest deadline enforced: about 68 years.
     static let longest = Duration.seconds(Int64(1) << 31)
 
+    #if DEBUG
+    /// Counts the tasks ``run(until:attach:_:)`` and ``runCancellable(attach:_:)`` make, for the
+    /// code that sets it (a test: task-local, so tests running at once do not mix their counts).
+    @TaskLocal static var tasksMade: Locked<Int>?
+
+    private static func countTask() { Self.tasksMade?.withLock { $0 += 1 } }
+    #endif
+
     /// Runs `work`, cancelling it when `deadline` passes; throws kind `timeout` then.
     ///
     /// The work runs in a task of its own (it inherits priority and task-local values, and is
@@ -46,6 +54,9 @@ enum Deadline {
         // (it could run a step, say fetch a prerequisite, before the handler fires).
         if Task.isCancelled { throw CourierError.cancelled() }
         if deadline <= ContinuousClock.now { throw CourierError.timeout() }
+        #if DEBUG
+        Self.countTask()
+        #endif
         let task = Task { try await work() }
         attach?(task)
         let watch = DeadlineWatch.shared.watch(until: deadline) { task.cancel() }
@@ -84,6 +95,9 @@ extension Deadline {
         attach: (Task<Result, any Error>) -> Void, _ work: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         if Task.isCancelled { throw CourierError.cancelled() }
+        #if DEBUG
+        Self.countTask()
+        #endif
         let task = Task { try await work() }
         attach(task)
         return try await withTaskCancellationHandler {

@@ -32,7 +32,8 @@ extension Client {
     public func upload<Value: Sendable>(_ endpoint: Endpoint<Value>) -> TransferTask<Response<Value>> {
         let reporter = ProgressReporter()
         // Numbered and holding its lifecycle ticket from now, as a started request does.
-        let control = self.startedControl(priority: endpoint.priority)
+        // Its task is the request's own, as a started request's is.
+        let control = self.startedControl(priority: endpoint.priority, runsInOwnTask: true)
         let lifecycle = self.parts.lifecycle
         let task = Task { () async throws -> Response<Value> in
             defer {
@@ -41,6 +42,7 @@ extension Client {
             }
             return try await self.response(endpoint, control: control, uploadReporter: reporter)
         }
+        control.adoptTask { task.cancel() }
         return TransferTask(progress: reporter.stream, task: task)
     }
 

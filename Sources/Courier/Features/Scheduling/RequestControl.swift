@@ -6,6 +6,13 @@ final class RequestControl: Sendable {
         var priority: RequestPriority
         var observers: [UInt64: @Sendable (RequestPriority) -> Void] = [:]
         var nextObserver: UInt64 = 0
+        /// Cancels the request's own task, once it is known (``adoptTask(cancel:)``).
+        var cancelTask: (@Sendable () -> Void)?
+        /// Whether the deadline or `cancelAll` asked for the task to be cancelled (before it was
+        /// known, the request is then cancelled as soon as it is).
+        var taskCancelRequested = false
+        /// Whether the request's caller cancelled it (its handle's `cancel()`).
+        var cancelledByCaller = false
     }
 
     private let state: Locked<State>
@@ -20,12 +27,48 @@ final class RequestControl: Sendable {
     /// ``Client/cancelAll(reason:)`` reaches it before its task has run; `nil` when the client
     /// was shut down by then (its lifecycle stage then refuses it) or it was not started that way.
     let lifecycleTicket: UInt64?
+    /// Whether the request runs alone in a task Courier made for it (``Client/start(_:priority:)``,
+    /// ``Client/upload(_:)``): the deadline stage then runs the stages below it in that task, and
+    /// ends them at the deadline or on `cancelAll` by cancelling it (``cancelOwnTask()``), instead
+    /// of starting a task of its own. Never set for a control that runs more than one exchange
+    /// (a download's rounds, ``Client/updates(_:)``): a task cancelled by one exchange's deadline
+    /// would end the next.
+    let runsInOwnTask: Bool
 
-    init(priority: RequestPriority, order: UInt64? = nil, lifecycleTicket: UInt64? = nil) {
+    init(priority: RequestPriority, order: UInt64? = nil, lifecycleTicket: UInt64? = nil, runsInOwnTask: Bool = false) {
         self.state = Locked(State(priority: priority))
         self.order = order
         self.lifecycleTicket = lifecycleTicket
+        self.runsInOwnTask = runsInOwnTask
     }
+
+    /// Hands over the way to cancel the request's own task, once it is made; cancels it at once
+    /// when the deadline or `cancelAll` asked for that before (its task may run before this call).
+    func adoptTask(cancel: @escaping @Sendable () -> Void) {
+        let cancelNow = self.state.withLock { state -> Bool in
+            state.cancelTask = cancel
+            return state.taskCancelRequested
+        }
+        if cancelNow { cancel() }
+    }
+
+    /// Cancels the request's own task (for its deadline or `cancelAll`), now or once it is adopted.
+    func cancelOwnTask() {
+        let cancel = self.state.withLock { state -> (@Sendable () -> Void)? in
+            state.taskCancelRequested = true
+            return state.cancelTask
+        }
+        cancel?()
+    }
+
+    /// Records that the caller cancelled the request (the task is cancelled by the handle itself).
+    func cancelByCaller() {
+        self.state.withLock { $0.cancelledByCaller = true }
+    }
+
+    /// Whether the caller cancelled the request: its own task may be cancelled by its deadline
+    /// or `cancelAll` too, which the caller did not ask for.
+    var isCancelledByCaller: Bool { self.state.withLock { $0.cancelledByCaller } }
 
     var priority: RequestPriority { self.state.withLock { $0.priority } }
 

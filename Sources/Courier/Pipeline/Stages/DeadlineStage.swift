@@ -19,8 +19,10 @@ import Foundation
 /// An exchange that deduplication will share (a collected GET or HEAD, by default) has its
 /// deadline enforced where it waits — as a waiter of the shared request, which the
 /// deduplicator resumes with kind `timeout` when the deadline passes — and so runs without a
-/// task of its own; the stages between (decoding, the cache lookup) do not wait. Every other
-/// exchange runs in a task that the deadline cancels.
+/// task of its own; the stages between (decoding, the cache lookup) do not wait. An exchange
+/// that runs alone in a task Courier made for it (``Client/start(_:priority:)``,
+/// ``Client/upload(_:)``) runs the stages below in that task, which the deadline and `cancelAll`
+/// cancel. Every other exchange runs in a task of its own that the deadline cancels.
 struct DeadlineStage: PipelineStage {
     let bodyIdleTimeout: Duration?
     let deduplication: DeduplicationConfiguration
@@ -75,6 +77,9 @@ struct DeadlineStage: PipelineStage {
     ) async throws -> Outcome {
         let lifecycle = self.lifecycle
         let ticket = exchange.lifecycleTicket
+        if let control = exchange.control, control.runsInOwnTask {
+            return try await self.inOwnTask(exchange, control: control, until: deadline, next: next)
+        }
         guard let deadline else {
             // No deadline, but a task of its own all the same, so `cancelAll` can reach the work.
             return try await Deadline.runCancellable(attach: { task in lifecycle.attach(ticket) { _ in task.cancel() } }) {
@@ -84,6 +89,45 @@ struct DeadlineStage: PipelineStage {
         return try await Deadline.run(until: deadline, attach: { task in lifecycle.attach(ticket) { _ in task.cancel() } }) {
             try await next(exchange)
         }
+    }
+
+    /// Runs the exchange in the task the request was started in (``RequestControl/runsInOwnTask``),
+    /// which the deadline (if any) and `cancelAll` cancel: the same ends as ``inTask(_:until:next:)``
+    /// without a second task.
+    @inline(never)
+    private func inOwnTask<Next: PipelineNext>(
+        _ exchange: RequestExchange, control: RequestControl, until deadline: ContinuousClock.Instant?, next: Next
+    ) async throws -> Outcome {
+        // As in a task of its own (``Deadline/run(until:attach:_:)``): a caller cancelled
+        // already starts nothing.
+        if Task.isCancelled { throw CourierError.cancelled() }
+        if let deadline, deadline <= ContinuousClock.now { throw CourierError.timeout() }
+        self.lifecycle.attach(exchange.lifecycleTicket) { _ in control.cancelOwnTask() }
+        let watch = deadline.map { DeadlineWatch.shared.watch(until: $0) { control.cancelOwnTask() } }
+        let outcome: Outcome
+        do {
+            outcome = try await next(exchange)
+        } catch {
+            throw Self.ended(watch, control: control, failure: error)
+        }
+        // Work that ended because the deadline cancelled it is a timeout, never a success —
+        // unless the caller itself cancelled the request.
+        if let watch, DeadlineWatch.shared.end(watch), !control.isCancelledByCaller {
+            outcome.response.body.cancel()
+            throw CourierError.timeout(underlying: nil)
+        }
+        return outcome
+    }
+
+    /// The error work run in the request's own task fails with: a timeout when the deadline had
+    /// fired (and the caller had not cancelled), else the work's own.
+    @inline(never)
+    private static func ended(_ watch: UInt64?, control: RequestControl, failure error: any Error) -> any Error {
+        guard let watch, DeadlineWatch.shared.end(watch), !control.isCancelledByCaller else { return error }
+        if let failure = error as? CourierError, failure.kind == .timeout { return failure }
+        var timeout = CourierError.timeout(underlying: error)
+        timeout.keepAnswer(of: error)
+        return timeout
     }
 
     /// A streamed outcome whose body fails with kind `timeout` when a read brings nothing for
