@@ -36,7 +36,9 @@ struct PipelineBenchmark {
             let http2 = kind == "h2"
             let sides: any BenchmarkSides =
                 kind == "urlsession" ? URLSessionSides(server: server) : try PipelineSides(server: server, http2: http2)
-            let rawWork = sides.rawWork
+            // `COURIER_BENCH_API=start`: each request is started (`Client.start`, awaited through
+            // its handle) as an app starts one it may cancel, and the raw side's in a task of its own.
+            let rawWork = FetchAPI.current == .start ? FetchAPI.started(sides.rawWork) : sides.rawWork
             let courierWork = ProcessInfo.processInfo.environment["COURIER_BENCH_AA"] != nil ? sides.rawWork2 : sides.courierWork
             // Warm up both (connections, code paths).
             _ = try await measure(concurrency: 8, seconds: 0.5, rawWork)
@@ -99,12 +101,27 @@ enum RequestNumbers {
     static func take() -> Int { self.next.add(1, ordering: .relaxed).newValue }
 }
 
+/// How the pipeline benchmark's requests are made (`COURIER_BENCH_API`): awaited in the caller's
+/// task (`send`, the default), or started in a task of their own (`start`).
+enum FetchAPI {
+    case send
+    case start
+
+    static let current: FetchAPI = ProcessInfo.processInfo.environment["COURIER_BENCH_API"] == "start" ? .start : .send
+
+    /// `work` run in a task of its own, awaited.
+    static func started(_ work: @escaping @Sendable () async throws -> Void) -> @Sendable () async throws -> Void {
+        { try await Task { try await work() }.value }
+    }
+}
+
 /// One GET of the item through Courier's `Client`, decoded, at a URL no other request has.
 func fetchItem(through client: Client) -> @Sendable () async throws -> Void {
-    {
+    let started = FetchAPI.current == .start
+    return {
         let endpoint = Endpoint<BenchmarkItem>(
             name: "bench.item", path: "", query: [URLQueryItem(name: "n", value: String(RequestNumbers.take()))])
-        let item = try await client.send(endpoint)
+        let item = started ? try await client.start(endpoint).value : try await client.send(endpoint)
         precondition(item.id == 42)
     }
 }

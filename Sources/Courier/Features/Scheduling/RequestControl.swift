@@ -13,6 +13,8 @@ final class RequestControl: Sendable {
         var taskCancelRequested = false
         /// Whether the request's caller cancelled it (its handle's `cancel()`).
         var cancelledByCaller = false
+        /// Whether the request's own task has returned (its canceller is then not kept).
+        var taskEnded = false
     }
 
     private let state: Locked<State>
@@ -46,6 +48,7 @@ final class RequestControl: Sendable {
     /// when the deadline or `cancelAll` asked for that before (its task may run before this call).
     func adoptTask(cancel: @escaping @Sendable () -> Void) {
         let cancelNow = self.state.withLock { state -> Bool in
+            guard !state.taskEnded else { return false }
             state.cancelTask = cancel
             return state.taskCancelRequested
         }
@@ -73,9 +76,17 @@ final class RequestControl: Sendable {
     var priority: RequestPriority { self.state.withLock { $0.priority } }
 
     /// Ends the lifecycle ticket taken when the request was started, if the lifecycle stage has
-    /// not (a request that failed before reaching it must not leave it behind).
+    /// not (a request that failed before reaching it must not leave it behind), and lets go of
+    /// its task's canceller (which holds the task, whose work holds this control): called by
+    /// the request's task as it returns.
     func endTicket(in lifecycle: Lifecycle) {
         if let ticket = self.lifecycleTicket { lifecycle.end(ticket) }
+        if self.runsInOwnTask {
+            self.state.withLock { state in
+                state.cancelTask = nil
+                state.taskEnded = true
+            }
+        }
     }
 
     /// How many observers are registered (for tests: none should stay once a request ended).
