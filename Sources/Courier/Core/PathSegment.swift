@@ -39,26 +39,30 @@ enum PathSegment {
 
     /// Whether `path` (up to its query) holds a `..` segment written as it is: after the base's
     /// path it climbs out of it (`/tenants/42` + `../43/data`, RFC 3986 §5.2.4), which is what a
-    /// value interpolated without `pathSegment:` can make.
+    /// value interpolated without `pathSegment:` can make. A segment counts up to its first `;`:
+    /// servers that take `;` as the start of a segment's parameters (RFC 3986 §3.3) drop them
+    /// before resolving dot-segments, so `..;` climbs as `..` does.
     static func holdsDotDotSegment(_ path: String) -> Bool {
         // The common path has no `..` at all: one byte scan for a dot first.
         guard path.utf8.contains(UInt8(ascii: ".")) else { return false }
         let target = path.utf8.prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
-        for segment in target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true)
-        where segment.count == 2 && segment.allSatisfy({ $0 == UInt8(ascii: ".") }) {
-            return true
+        for segment in target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
+            let name = segment.prefix { $0 != UInt8(ascii: ";") }
+            if name.count == 2 && name.allSatisfy({ $0 == UInt8(ascii: ".") }) { return true }
         }
         return false
     }
 
     /// Whether `path` (up to its query) holds a dot-segment written with a percent-encoded dot
     /// (`%2E`, `%2E%2E`, `.%2E`, `%2E.`, any letter case): what `pathSegment:` writes for `.` and
-    /// `..`, and what servers resolve as them (RFC 3986 §6.2.2.2, §5.2.4).
+    /// `..`, and what servers resolve as them (RFC 3986 §6.2.2.2, §5.2.4). A segment counts up
+    /// to its first `;`, as in ``holdsDotDotSegment(_:)``.
     static func holdsEncodedDotSegment(_ path: String) -> Bool {
         // The common path has no `%` at all: one byte scan.
         guard path.utf8.contains(UInt8(ascii: "%")) else { return false }
         let target = path.utf8.prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
-        for segment in target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
+        for whole in target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
+            let segment = whole.prefix { $0 != UInt8(ascii: ";") }
             guard segment.count <= 6, segment.contains(UInt8(ascii: "%")) else { continue }
             let decoded = String(decoding: segment, as: UTF8.self).uppercased().replacingOccurrences(of: "%2E", with: ".")
             if decoded == "." || decoded == ".." { return true }

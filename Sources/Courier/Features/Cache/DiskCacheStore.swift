@@ -113,11 +113,12 @@ public final class DiskCacheStore: CacheStore {
         let name = Self.fileName(for: key)
         guard self.withState({ $0.info[name] != nil }) else { return nil }
         let url = self.directory.appendingPathComponent(name)
-        guard let data = Self.readOwnFile(atPath: url.path), let entry = Self.decode(data, key: key) else {
+        // Its modification time (the recency a restart finds) is set through the descriptor it
+        // was read from: a link put under its name since is not followed.
+        guard let data = Self.readOwnFile(atPath: url.path, touching: true), let entry = Self.decode(data, key: key) else {
             self.removeEntry(forKey: key)
             return nil
         }
-        utimes(url.path, nil)
         self.withState { $0.recency.touch(name) }
         return entry
     }
@@ -169,19 +170,20 @@ public final class DiskCacheStore: CacheStore {
 
     private func withState<Result>(_ body: (inout State) -> Result) -> Result {
         self.state.withLock { state in
-            if !state.loaded {
-                state.loaded = true
-                self.load(into: &state)
-            }
+            // A directory that could not be listed is listed again on the next use: else the
+            // files in it would stay out of the index (and of the capacity, and of clearing)
+            // for the life of the process.
+            if !state.loaded { state.loaded = self.load(into: &state) }
             return body(&state)
         }
     }
 
-    /// Builds the index from the directory: entries oldest-used first, leftovers and unreadable files removed.
-    private func load(into state: inout State) {
+    /// Builds the index from the directory: entries oldest-used first, leftovers and unreadable
+    /// files removed. Returns whether the directory could be listed.
+    private func load(into state: inout State) -> Bool {
         let manager = FileManager.default
         Self.createDirectory(self.directory)
-        guard let names = try? manager.contentsOfDirectory(atPath: self.directory.path) else { return }
+        guard let names = try? manager.contentsOfDirectory(atPath: self.directory.path) else { return false }
         var found: [(name: String, used: Date, size: Int, info: Info)] = []
         for name in names {
             let path = self.directory.appendingPathComponent(name).path
@@ -214,6 +216,7 @@ public final class DiskCacheStore: CacheStore {
             state.info[oldest] = nil
             unlink(self.directory.appendingPathComponent(oldest).path)
         }
+        return true
     }
 
     /// Creates `directory` (owner-only) if it is missing; a failure shows when entries are written.
@@ -259,10 +262,12 @@ public final class DiskCacheStore: CacheStore {
         return handle
     }
 
-    /// The whole of a plain file of the current user's (see ``openOwnFile(atPath:)``).
-    private static func readOwnFile(atPath path: String) -> Data? {
-        guard let handle = Self.openOwnFile(atPath: path) else { return nil }
-        return try? handle.readToEnd() ?? Data()
+    /// The whole of a plain file of the current user's (see ``openOwnFile(atPath:)``); when
+    /// `touching`, its modification time is set to now once it was read.
+    private static func readOwnFile(atPath path: String, touching: Bool = false) -> Data? {
+        guard let handle = Self.openOwnFile(atPath: path), let data = try? handle.readToEnd() ?? Data() else { return nil }
+        if touching { futimens(handle.fileDescriptor, nil) }
+        return data
     }
 
     /// Reads only the record at the start of a file, not the body.

@@ -26,7 +26,9 @@ public struct FieldEncryptionProtocol: WireProtocol {
     private let key: SymmetricKey
     private let inner: any WireProtocol
 
-    /// Creates the protocol; the key is 128, 192 or 256 bits (AES-GCM).
+    /// Creates the protocol; the key is 128, 192 or 256 bits (AES-GCM). A key of another size
+    /// fails every call with kind `invalidRequest` before anything is sent (a mistake in the
+    /// app's set-up, never reported as a field that failed its integrity check).
     public init(fields: Set<String>, key: SymmetricKey, inner: any WireProtocol = RESTProtocol()) {
         self.fields = fields
         self.key = key
@@ -42,6 +44,9 @@ public struct FieldEncryptionProtocol: WireProtocol {
 
     /// Seals the listed fields of the JSON body, then lets the inner protocol box the request.
     public func box(_ request: inout Request, call: WireCall) throws {
+        guard [128, 192, 256].contains(self.key.bitCount) else {
+            throw CourierError.invalidRequest("the field encryption key has \(self.key.bitCount) bits; AES-GCM takes 128, 192 or 256")
+        }
         if let body = request.body {
             guard let bytes = body.bytes else {
                 throw CourierError.invalidRequest("field encryption needs a body held in memory, not a stream")

@@ -121,6 +121,11 @@ public struct JSONRPCBatchResults: Sendable {
     /// An error the response carried with a `null` id (JSON-RPC 2.0 §5: about a request whose id
     /// could not be read): what a call without an answer of its own reports.
     var unidentified: CourierError?
+    /// Ids whose answer is not a well-formed response object: the call's outcome is unknown.
+    var malformed: Set<Int> = []
+    /// Whether the response held an item that names no call and is no response object: a call
+    /// without an answer may have had it, so it does not take the `null`-id error for its own.
+    var hasUnreadableItem = false
 
     /// The result of one call: its value, its own error object as kind `rpc`, or a decoding error.
     public subscript<Value>(item: JSONRPCBatchItem<Value>) -> Result<Value, CourierError> {
@@ -131,8 +136,15 @@ public struct JSONRPCBatchResults: Sendable {
                     type: Value.self, codingPath: nil, reason: "the batch response answers id \(item.id) more than once", body: self.body,
                     underlying: nil))
         }
+        if self.malformed.contains(item.id) {
+            return .failure(
+                .decoding(
+                    type: Value.self, codingPath: nil,
+                    reason: "the batch response's answer for id \(item.id) is not a JSON-RPC 2.0 response",
+                    body: self.body, underlying: nil))
+        }
         guard let response = self.responses[item.id] else {
-            if let unidentified { return .failure(unidentified) }
+            if let unidentified, !self.hasUnreadableItem { return .failure(unidentified) }
             return .failure(
                 .decoding(
                     type: Value.self, codingPath: nil, reason: "the batch response has no answer for id \(item.id)", body: self.body,
@@ -174,6 +186,9 @@ extension Client {
         endpoint.wire = RESTProtocol()
         let data = try await self.send(endpoint)
         guard batch.expectsResponse else {
+            // §6: nothing comes back for a batch of notifications alone. An error object that
+            // does (one, or in an array) is the batch refused, as for a notification sent alone.
+            if let refusal = JSONRPCBatchResults.refusal(in: data) { throw refusal }
             return JSONRPCBatchResults(responses: [:], sharedError: nil, body: data, decoder: self.configuration.decoder)
         }
         return try JSONRPCBatchResults(parsing: data, decoder: self.configuration.decoder, ids: batch.ids)
@@ -181,6 +196,24 @@ extension Client {
 }
 
 extension JSONRPCBatchResults {
+    /// The error a reply to a batch of notifications alone carries, if it is a refusal: the
+    /// first error object (kind `rpc`), or kind `decoding` for an error member that is not one.
+    static func refusal(in data: Data) -> CourierError? {
+        guard let root = try? JSONDecoder().decode(JSONValue.self, from: data) else { return nil }
+        let items: [JSONValue]
+        switch root {
+        case .array(let values): items = values
+        default: items = [root]
+        }
+        for item in items {
+            guard let encoded = try? item.encoded() else { continue }
+            if let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: encoded), let error = response.error {
+                return CourierError.rpc(code: error.code, message: error.message, data: error.data)
+            }
+        }
+        return JSONRPCResponse.malformedRefusal(in: data)
+    }
+
     /// The answers in a batch response body: an array of response objects, or one object — for
     /// the whole batch, or, with an id of one of `ids`, for that call alone; throws kind
     /// `decoding` for anything else. (Without `ids`, one object is the whole batch's.)
@@ -203,19 +236,32 @@ extension JSONRPCBatchResults {
             var responses: [Int: JSONRPCResponse] = [:]
             var duplicated: Set<Int> = []
             var unidentified: CourierError?
+            var malformed: Set<Int> = []
+            var hasUnreadableItem = false
             for item in items {
-                guard let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: item.encoded()) else { continue }
+                guard let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: item.encoded()) else {
+                    // Not a response object (no "jsonrpc", an error without a message): the call
+                    // it names has an answer that cannot be read, never another's error.
+                    if let id = JSONRPCResponse.numericID(ofMalformed: item) {
+                        if responses[id] != nil || !malformed.insert(id).inserted { duplicated.insert(id) }
+                    } else {
+                        hasUnreadableItem = true
+                    }
+                    continue
+                }
                 guard let id = response.numericID else {
                     if let error = response.error, response.id == nil || response.id == .null, unidentified == nil {
                         unidentified = CourierError.rpc(code: error.code, message: error.message, data: error.data)
                     }
                     continue
                 }
-                if responses.updateValue(response, forKey: id) != nil { duplicated.insert(id) }
+                if responses.updateValue(response, forKey: id) != nil || malformed.contains(id) { duplicated.insert(id) }
             }
             self = JSONRPCBatchResults(responses: responses, sharedError: nil, body: data, decoder: decoder)
             self.duplicated = duplicated
             self.unidentified = unidentified
+            self.malformed = malformed
+            self.hasUnreadableItem = hasUnreadableItem
         case .object:
             let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: data)
             // One answer with one call's id is that call's alone (JSON-RPC 2.0 §6: a rejection of

@@ -53,6 +53,9 @@ public struct JSONRPCProtocol: WireProtocol {
             if let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: body), let error = response.error {
                 throw CourierError.rpc(code: error.code, message: error.message, data: error.data)
             }
+            // An object with an error member that is not a well-formed error object (no message, a
+            // code that is no number) is a refusal all the same: never taken for success.
+            if let error = JSONRPCResponse.malformedRefusal(in: body) { throw error }
             return Data("null".utf8)
         }
         let response: JSONRPCResponse
@@ -73,10 +76,36 @@ extension WireProtocol where Self == JSONRPCProtocol {
 
 /// One JSON-RPC 2.0 response object.
 struct JSONRPCResponse: Decodable, Sendable {
+    /// JSON-RPC 2.0 §5.1's error object, read leniently: a careless server's code written as
+    /// text (`"-32601"`) or as an integral number with a fraction (`-32601.0`), or a message left
+    /// out, still makes a refusal (kind `rpc`), never an unreadable answer. A code that is no
+    /// integer at all fails it.
     struct ErrorObject: Decodable, Sendable {
         var code: Int
         var message: String
         var data: JSONValue?
+
+        private enum CodingKeys: String, CodingKey { case code, message, data }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            guard let code = Self.integer(try container.decode(JSONValue.self, forKey: .code)) else {
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: [CodingKeys.code], debugDescription: "the error code is not an integer"))
+            }
+            self.code = code
+            self.message = (try? container.decodeIfPresent(String.self, forKey: .message)) ?? ""
+            self.data = try container.decodeIfPresent(JSONValue.self, forKey: .data)
+        }
+
+        static func integer(_ value: JSONValue) -> Int? {
+            switch value {
+            case .integer(let number): return number
+            case .number(let number): return Int(exactly: number)
+            case .string(let text): return Int(text.trimmingCharacters(in: .whitespaces))
+            default: return nil
+            }
+        }
     }
 
     var jsonrpc: String?
@@ -138,6 +167,35 @@ struct JSONRPCResponse: Decodable, Sendable {
     /// The response's id as the integer Courier's requests use (`7.0` is the number 7; `"7"` is
     /// a string, not this number); `nil` for anything else.
     var numericID: Int? { Self.number(self.id) }
+
+    /// The error for a reply to notifications that carries an error member which is not a
+    /// JSON-RPC error object (no integer code, not an object): a refusal all the same, kind
+    /// `rpc` without a code, with the server's message when it gave one as text; or `nil` when
+    /// the reply has no error member. The reply may be one object or an array of them.
+    static func malformedRefusal(in body: Data) -> CourierError? {
+        guard let root = try? JSONDecoder().decode(JSONValue.self, from: body) else { return nil }
+        let objects: [JSONValue]
+        switch root {
+        case .array(let items): objects = items
+        default: objects = [root]
+        }
+        for object in objects {
+            guard case .object(let members) = object, let error = members["error"], error != .null else { continue }
+            var message = "the server refused the notification with an error that is not a JSON-RPC 2.0 error object"
+            if case .object(let fields) = error, case .string(let text)? = fields["message"], !text.isEmpty { message = text }
+            var refusal = CourierError(.rpc, message)
+            if case .object(let fields) = error { refusal.rpcData = fields["data"] }
+            return refusal
+        }
+        return nil
+    }
+
+    /// The id of a batch response item that is not a well-formed response object, when it has
+    /// one that names a call (an integer).
+    static func numericID(ofMalformed item: JSONValue) -> Int? {
+        guard case .object(let members) = item else { return nil }
+        return Self.number(members["id"])
+    }
 
     private static func number(_ id: JSONValue?) -> Int? {
         switch id {

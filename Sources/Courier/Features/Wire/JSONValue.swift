@@ -7,6 +7,11 @@ import Foundation
 /// `.number` when a `Double` holds them as written, else as `.decimal` (more significant digits
 /// than a `Double` has, such as an amount of money, or an integer beyond `Int`). Beyond that, a
 /// number is the nearest `Double`. Wire protocols hand a call's result on through this type.
+///
+/// Decoding refuses JSON nested more than 64 levels deep (counted from the outermost value
+/// decoded, so an envelope's or a JSON-RPC answer's own levels count), with a `DecodingError`
+/// (kind `decoding` from a request): each level is a call of its own, and a hostile answer nested
+/// a few hundred levels deep would otherwise overflow the stack of the thread decoding it.
 public enum JSONValue: Sendable, Hashable, Codable {
     /// `null`.
     case null
@@ -27,6 +32,10 @@ public enum JSONValue: Sendable, Hashable, Codable {
 
     /// Decodes any JSON value.
     public init(from decoder: any Decoder) throws {
+        guard decoder.codingPath.count < Self.maxDepth else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "JSON nested more than \(Self.maxDepth) levels deep"))
+        }
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
@@ -53,6 +62,9 @@ public enum JSONValue: Sendable, Hashable, Codable {
             self = .object(try container.decode([String: JSONValue].self))
         }
     }
+
+    /// The deepest nesting decoded (see the type's documentation).
+    static let maxDepth = 64
 
     /// Encodes the value as JSON.
     public func encode(to encoder: any Encoder) throws {

@@ -49,6 +49,25 @@ struct FieldEncryptionTests {
         }
     }
 
+    /// A key AES-GCM cannot use is the app's mistake: kind `invalidRequest` before anything is
+    /// sent, for a call with a body and one without (whose sealed answer would otherwise fail as
+    /// a field that was tampered with, code `fieldIntegrity`).
+    @Test(arguments: TransportKind.allCases)
+    func aKeyOfAWrongSizeIsAnInvalidRequestNotATamperedField(_ kind: TransportKind) async throws {
+        let server = try await http1Server(Self.origin)
+        try await withClient(kind, server: server, configure: { $0.retry = .never }) { client in
+            let short = SymmetricKey(size: SymmetricKeySize(bitCount: 64))
+            let posted = await expectCourierError { _ = try await client.send(Self.pay("/echo", key: short)) }
+            #expect(posted?.kind == .invalidRequest)
+            let fetched = await expectCourierError {
+                _ = try await client.send(Endpoint<Payment>(path: "/plain").wire(FieldEncryptionProtocol(fields: ["card"], key: short)))
+            }
+            #expect(fetched?.kind == .invalidRequest)
+            #expect(fetched?.code != "fieldIntegrity")
+            #expect(server.requests.isEmpty)
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aResponseThatIsNoJSONObjectPassesAsItIs(_ kind: TransportKind) async throws {
         // Text, or an image, has no fields to open: only a JSON object the parser refuses fails.

@@ -31,6 +31,39 @@ struct JSONValueAndCompletionTests {
         var big: UInt64
     }
 
+    /// An answer nested a few hundred levels deep (under the 512 levels Foundation's parser
+    /// allows) fails to decode with kind `decoding` instead of recursing once per level: on a
+    /// thread with a small stack (512 KiB on Apple platforms' concurrency pool) that overflows.
+    /// Nesting up to the limit still decodes, through the envelope protocol's own levels too.
+    @Test(arguments: TransportKind.allCases)
+    func jsonNestedTooDeepFailsTypedAndJSONWithinTheLimitDecodes(_ kind: TransportKind) async throws {
+        @Sendable func nested(_ depth: Int) -> String { String(repeating: "[", count: depth) + "1" + String(repeating: "]", count: depth) }
+        let server = try await http1Server { request in
+            let depth = Int(request.path.split(separator: "/").last ?? "") ?? 1
+            return request.path.hasPrefix("/envelope") ? .json(#"{"code":0,"data":\#(nested(depth))}"#) : .json(nested(depth))
+        }
+        try await withClient(kind, server: server) { client in
+            let deepest = try await client.send(Endpoint<JSONValue>(path: "/plain/63"))
+            var levels = 0
+            var value = deepest
+            while case .array(let inner) = value, let first = inner.first {
+                levels += 1
+                value = first
+            }
+            #expect(levels == 63)
+            #expect(value == .integer(1))
+            for path in ["/plain/64", "/plain/300", "/plain/500", "/envelope/63", "/envelope/400"] {
+                let error = await expectCourierError { _ = try await client.send(Endpoint<JSONValue>(path: path)) }
+                #expect(error?.kind == .decoding, "\(path)")
+            }
+            let enveloped = EnvelopeProtocol()
+            let inEnvelope = try await client.send(Endpoint<JSONValue>(path: "/envelope/62").wire(enveloped))
+            #expect(inEnvelope != .null)
+            let tooDeep = await expectCourierError { _ = try await client.send(Endpoint<JSONValue>(path: "/envelope/400").wire(enveloped)) }
+            #expect(tooDeep?.kind == .decoding)
+        }
+    }
+
     @Test
     func numbersAreKeptAsWritten() throws {
         let text = #"[0.1234567890123456789,12345678901234567891,0.1,-5.5,1e300,7]"#

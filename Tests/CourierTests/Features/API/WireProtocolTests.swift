@@ -312,6 +312,104 @@ struct WireProtocolTests {
         }
     }
 
+    /// JSON-RPC 2.0 §5: a response object has "jsonrpc", and an error object an integer code
+    /// and a message. A batch answer item that is not one, but names a call's id, is that call's
+    /// answer that cannot be read: its outcome is unknown (it may have been carried out), never
+    /// the null-id error of another item. An item that names no call may be any call's answer,
+    /// so no call without an answer takes the null-id error for its own.
+    @Test(arguments: TransportKind.allCases)
+    func aBatchAnswerThatIsNoResponseObjectLeavesItsCallUnknown(_ kind: TransportKind) async throws {
+        let answer = Locked("")
+        let server = try await http1Server { _ in .json(answer.current) }
+        try await withClient(kind, server: server) { client in
+            let batch = JSONRPCBatch()
+            let transfer = batch.call("transfer", as: JSONValue.self)
+            let log = batch.call("log", as: JSONValue.self)
+            let invalid = #"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}"#
+            answer.withLock { $0 = #"[{"id":1,"result":{"ok":true}},"# + invalid + "]" }
+            let results = try await client.send(batch)
+            guard case .failure(let unread) = results[transfer], case .failure(let other) = results[log] else {
+                Issue.record("a call succeeded without a readable answer")
+                return
+            }
+            #expect(unread.kind == .decoding, "\(unread)")
+            #expect(unread.code != "-32600")
+            #expect(other.kind == .rpc)
+            #expect(other.code == "-32600")
+            // An error object without a code, for id 2: that call's answer, unreadable. One with
+            // its code as text and no message is still that call's refusal (§5.1, read leniently).
+            answer.withLock { $0 = #"[{"jsonrpc":"2.0","id":1,"result":7},{"jsonrpc":"2.0","id":2,"error":{"message":"no code"}}]"# }
+            let second = try await client.send(batch)
+            #expect(try second[transfer].get() == .integer(7))
+            guard case .failure(let noCode) = second[log] else {
+                Issue.record("an error without a code was taken for a result")
+                return
+            }
+            #expect(noCode.kind == .decoding)
+            answer.withLock { $0 = #"[{"jsonrpc":"2.0","id":1,"result":7},{"jsonrpc":"2.0","id":2,"error":{"code":"-32000"}}]"# }
+            guard case .failure(let textCode) = try await client.send(batch)[log] else {
+                Issue.record("an error with its code as text was taken for a result")
+                return
+            }
+            #expect(textCode.kind == .rpc)
+            #expect(textCode.code == "-32000")
+            // An item that names no call: neither call without an answer takes the null-id error.
+            answer.withLock { $0 = #"[{"result":5},"# + invalid + "]" }
+            let third = try await client.send(batch)
+            for result in [third[transfer], third[log]] {
+                guard case .failure(let error) = result else {
+                    Issue.record("a call succeeded without an answer")
+                    continue
+                }
+                #expect(error.kind == .decoding, "\(error)")
+            }
+        }
+    }
+
+    /// JSON-RPC 2.0 §6: nothing comes back for a batch of notifications alone; an error that
+    /// does is the batch refused (as §4.1 and §5 make it for one notification), and an error
+    /// member that is no error object (no message, a code that is no number) is never success.
+    @Test(arguments: TransportKind.allCases)
+    func aRefusalOfNotificationsIsNeverSuccessWhateverItsShape(_ kind: TransportKind) async throws {
+        let answer = Locked("")
+        let server = try await http1Server { _ in answer.current.isEmpty ? ScriptedResponse(status: 204) : .json(answer.current) }
+        try await withClient(kind, server: server) { client in
+            let batch = JSONRPCBatch()
+            batch.notify("opened", params: ["screen": "home"])
+            batch.notify("closed", params: ["screen": "home"])
+            // Nothing back: sent.
+            _ = try await client.send(batch)
+            answer.withLock { $0 = #"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"},"id":null}"# }
+            let whole = await expectCourierError { _ = try await client.send(batch) }
+            #expect(whole?.kind == .rpc)
+            #expect(whole?.code == "-32700")
+            answer.withLock { $0 = #"[{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request"},"id":null}]"# }
+            let inArray = await expectCourierError { _ = try await client.send(batch) }
+            #expect(inArray?.kind == .rpc)
+            #expect(inArray?.code == "-32600")
+            // A code written as text and no message: a refusal still, for the batch and for one
+            // notification; an error member that is no error object at all, too.
+            answer.withLock { $0 = #"{"jsonrpc":"2.0","error":{"code":"-32601"},"id":null}"# }
+            let textCode = await expectCourierError { _ = try await client.send(batch) }
+            #expect(textCode?.kind == .rpc)
+            #expect(textCode?.code == "-32601")
+            let single = await expectCourierError { try await client.send(Endpoint<Void>.rpcNotification("record", params: ["opened"])) }
+            #expect(single?.kind == .rpc)
+            #expect(single?.code == "-32601")
+            answer.withLock { $0 = #"{"jsonrpc":"2.0","error":"denied","id":null}"# }
+            let notAnObject = await expectCourierError { _ = try await client.send(batch) }
+            #expect(notAnObject?.kind == .rpc)
+            let notAnObjectAlone = await expectCourierError {
+                try await client.send(Endpoint<Void>.rpcNotification("record", params: ["opened"]))
+            }
+            #expect(notAnObjectAlone?.kind == .rpc)
+            // A reply that is no error is still ignored.
+            answer.withLock { $0 = #"{"jsonrpc":"2.0","result":"unexpected","id":null}"# }
+            _ = try await client.send(batch)
+            try await client.send(Endpoint<Void>.rpcNotification("record", params: ["opened"]))
+        }
+    }
+
     @Test(arguments: TransportKind.allCases)
     func aLoneAnswerWithOneCallsIDIsThatCallsAlone(_ kind: TransportKind) async throws {
         // JSON-RPC 2.0 §6: an answer to the whole batch has a null id. One error object naming

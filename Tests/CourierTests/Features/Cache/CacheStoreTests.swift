@@ -94,6 +94,35 @@ struct CacheStoreTests {
         #expect(files.allSatisfy { posixPermissions($0) == 0o600 })
     }
 
+    /// A directory that cannot be listed when the store first uses it (here a file stands at its
+    /// path) is listed again on the next use. It was marked loaded all the same, so entries put
+    /// there later were never found, counted against the capacity, nor removed by clearing.
+    @Test
+    func aDirectoryThatCouldNotBeListedIsListedAgainOnTheNextUse() throws {
+        let directory = temporaryDirectory("unlisted")
+        let writer = temporaryDirectory("writer")
+        defer {
+            try? FileManager.default.removeItem(at: directory)
+            try? FileManager.default.removeItem(at: writer)
+        }
+        #expect(FileManager.default.createFile(atPath: directory.path, contents: Data("not a directory".utf8)))
+        let store = DiskCacheStore(directory: directory)
+        #expect(store.count == 0)
+        #expect(store.entry(forKey: "key-x") == nil)
+        // The file goes; the directory comes, with an entry in it.
+        try FileManager.default.removeItem(at: directory)
+        let entry = Self.entry("https://a/x")
+        DiskCacheStore(directory: writer).setEntry(entry, forKey: "key-x")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+        for file in self.entryFiles(writer) {
+            try FileManager.default.copyItem(at: file, to: directory.appendingPathComponent(file.lastPathComponent))
+        }
+        #expect(store.entry(forKey: "key-x") == entry)
+        #expect(store.count == 1)
+        store.removeEntries(in: .all)
+        #expect(self.entryFiles(directory).isEmpty)
+    }
+
     @Test
     func aFreshnessLimitJSONCannotHoldIsStoredAsWhatItMeans() throws {
         // JSON holds no infinity and no NaN: an entry with either was silently not stored. Below
