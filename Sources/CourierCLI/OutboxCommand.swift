@@ -79,6 +79,13 @@ struct OutboxCommand: AsyncParsableCommand {
         @Option(name: .long, help: "With --count: wait this many milliseconds between items, as an app producing them over time.")
         var intervalMs = 0
 
+        func validate() throws {
+            // Checked before the outbox is opened: `--count 0` stored one item, silently.
+            guard self.count >= 1 else { throw ValidationError("--count must be at least 1") }
+            guard self.queues >= 1 else { throw ValidationError("--queues must be at least 1") }
+            guard self.intervalMs >= 0 else { throw ValidationError("--interval-ms must not be negative") }
+        }
+
         func run() async throws {
             guard let method = HTTPRequest.Method(self.method.uppercased()) else {
                 throw ValidationError("'\(self.method)' is not a method")

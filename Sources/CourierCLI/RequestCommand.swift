@@ -88,10 +88,11 @@ struct RequestCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Pin the URL's host to a certificate or CA (PEM file): only chains ending there are trusted.")
     var pinCert: [String] = []
 
-    @Option(name: .long, help: "Seconds the whole exchange may take.")
+    @Option(
+        name: .long, help: "Seconds the whole exchange may take (with -o: until the response head; the body then fails only if it stalls).")
     var timeout: Double = 30
 
-    @Option(name: .long, help: "The largest response body accepted, in bytes.")
+    @Option(name: .long, help: "The largest response body accepted, in bytes (not applied with -o, which streams the body to the file).")
     var maxSize: Int = 100 * 1024 * 1024
 
     @Flag(name: .customShort("i"), help: "Print the status line and header fields before the body.")

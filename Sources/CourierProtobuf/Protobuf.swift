@@ -36,13 +36,24 @@ extension ResponseDecoding where Value: SwiftProtobuf.Message {
     /// A response whose `Content-Type` names something else (JSON, HTML from a proxy) fails with
     /// kind `decoding` naming that type; bytes that are not a valid encoding of the message fail
     /// with kind `decoding` too. Unknown fields are kept, as protobuf wants.
+    ///
+    /// No bytes at all are a valid encoding of a message whose fields all have their defaults,
+    /// but a response that says it has no content (204, 205) or names no type is no message: it
+    /// fails with kind `decoding` rather than give a message of defaults an app may store over
+    /// real data. An empty body labelled as protobuf is that message of defaults.
     public static var protobuf: ResponseDecoding {
         ResponseDecoding { input in
-            if let type = Protobuf.mediaType(of: input.head), !Protobuf.acceptedMediaTypes.contains(type) {
+            let type = Protobuf.mediaType(of: input.head)
+            if let type, !Protobuf.acceptedMediaTypes.contains(type) {
                 throw CourierError.decoding(
                     type: Value.self, codingPath: nil, reason: "expected a protobuf response, got Content-Type \(type)", body: input.body,
                     underlying: nil
                 )
+            }
+            if input.body.isEmpty, type == nil || input.head.status.code == 204 || input.head.status.code == 205 {
+                throw CourierError.decoding(
+                    type: Value.self, codingPath: nil, reason: "the response has no content: no \(Value.protoMessageName) to decode",
+                    body: input.body, underlying: nil)
             }
             do {
                 return try Value(serializedBytes: input.body)

@@ -427,6 +427,14 @@ struct HostileNumberTests {
             let serve = try await runCourier(["serve", "--plain", "--port=\(port)"])
             #expect(serve.status == 64, "--port \(port): \(serve.stderr)")
         }
+        // `outbox enqueue --count 0` stored one item and printed nothing; a count, queues or an
+        // interval that cannot be used stores nothing (the file is not even made).
+        let outbox = FileManager.default.temporaryDirectory.appendingPathComponent("courier-cli-count-\(UUID().uuidString).sqlite")
+        for arguments in [["--count", "0"], ["--count=-5"], ["--queues", "0"], ["--interval-ms=-1"]] {
+            let enqueue = try await runCourier(["outbox", "enqueue", "--db", outbox.path, "POST", url] + arguments)
+            #expect(enqueue.status == 64, "\(arguments): \(enqueue.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: outbox.path))
         #expect(server.requests.count == 1)
         try await server.stop()
     }

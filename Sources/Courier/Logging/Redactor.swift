@@ -34,8 +34,8 @@ public struct Redactor: Sendable {
         ],
         queryNames: [
             "token", "access_token", "refresh_token", "id_token", "api_key", "apikey", "key", "password", "passwd", "secret",
-            "client_secret", "signature", "sig", "auth", "session", "sessionid", "code", "code_verifier", "client_assertion",
-            "assertion", "private_key",
+            "client_secret", "signature", "sig", "auth", "session", "sessionid", "session_id", "code", "code_verifier",
+            "client_assertion", "assertion", "private_key", "jwt", "pwd",
         ]
     )
 
@@ -49,8 +49,10 @@ public struct Redactor: Sendable {
     public func isSecret(headerName: String) -> Bool {
         let name = headerName.lowercased()
         // Any name with `authorization` in it (`X-Authorization`, `X-Forwarded-Authorization`,
-        // `X-Amzn-Remapped-Authorization`) carries what `Authorization` does.
-        return self.headerNames.contains(name) || name.contains("token") || name.contains("secret") || name.contains("password")
+        // `X-Amzn-Remapped-Authorization`) carries what `Authorization` does. Cookies are
+        // sessions, whatever lists a redactor of one's own was made with.
+        return self.headerNames.contains(name) || name == "cookie" || name == "set-cookie" || name.contains("token")
+            || name.contains("secret") || name.contains("password")
             || name.contains("signature") || name.contains("api-key") || name.contains("apikey") || name.contains("credential")
             || name.contains("authorization") || name.contains("passphrase") || Self.endsInKeyOrAuth(name)
     }
@@ -70,6 +72,14 @@ public struct Redactor: Sendable {
     /// `token` in it but a token's type — OpenID Connect's `id_token_hint` carries an ID token — and
     /// the device flow's `device_code`, RFC 8628 §3.4).
     public func isSecret(queryName: String) -> Bool {
+        // A nested name (`user[api_key]`, `oauth[code]`, as Rails and PHP forms write them) is
+        // judged by its innermost part as well.
+        if queryName.hasSuffix("]"), let open = queryName.lastIndex(of: "["),
+            case let inner = String(queryName[queryName.index(after: open)..<queryName.index(before: queryName.endIndex)]),
+            !inner.isEmpty, self.isSecret(queryName: inner)
+        {
+            return true
+        }
         let name = queryName.lowercased()
         // A token's type (RFC 8693's `subject_token_type`, RFC 7009's `token_type_hint`) and a
         // count of tokens (`max_tokens`) are no tokens.
@@ -178,8 +188,13 @@ public struct Redactor: Sendable {
         // A credential up to white space, a quote, a comma or a backslash (a JSON escape): token68
         // (RFC 9110 §11.2) and the characters real tokens carry beyond it (`7|Xk9s…`).
         replace(#"(bearer|basic)\s+[^\s"',\\]+"#, "$1 " + replacement)
+        // A URL's user info (`postgres://app:hunter2@db/prod` in a message or a body).
+        replace(#"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^\s/?#@"'<>\\]+@"#, "$1" + replacement + "@")
         let names = self.queryNames.union(headers)
-            .union(["access_token", "refresh_token", "password", "id_token_hint", "device_code", "subject_token", "actor_token"])
+            .union([
+                "access_token", "refresh_token", "password", "id_token_hint", "device_code", "subject_token", "actor_token", "passphrase",
+                "credential",
+            ])
             .sorted().map(NSRegularExpression.escapedPattern(for:)).joined(separator: "|")
         // The name, quoted or not (a quote may be escaped: JSON inside a JSON string), then `=` or `:`.
         let key = #"((?:\\?")?(?:"# + names + #")(?:\\?")?\s*[=:]\s*)"#
@@ -221,7 +236,13 @@ public struct Redactor: Sendable {
         {
             text = json
         } else if type.contains("x-www-form-urlencoded"), case .success(let form) = TextCharset.decode(body, contentType: contentType) {
-            text = self.redact(pairs: form, replacement: self.replacement)
+            // As free text too: a body labelled a form may be JSON or text that is none (what a
+            // command line's `-d` sends), whose secrets no `name=value` pair holds.
+            text = self.redactFreeText(self.redact(pairs: form, replacement: self.replacement))
+        } else if type.hasPrefix("multipart/"), let boundary = Self.parameter("boundary", in: contentType ?? ""),
+            let parts = self.redact(multipart: body, boundary: boundary)
+        {
+            text = parts
         } else if !Self.looksBinary(type), case .success(let plain) = TextCharset.decode(body, contentType: contentType) {
             // Read in its charset: UTF-16 read as UTF-8 is text with a NUL between letters, which
             // no pattern matches (`p\0a\0s\0s…`), so its secrets were shown.
@@ -233,6 +254,72 @@ public struct Redactor: Sendable {
         guard utf8.count > limit else { return text }
         let shown = String(decoding: utf8.prefix(max(0, limit)), as: UTF8.self)
         return "\(shown)… (\(body.count) bytes)"
+    }
+
+    /// A multipart body (RFC 7578) as text: each part's header lines, then its content hidden
+    /// whole when the part's name is a secret one (`password`, `client_secret`), else redacted
+    /// as a body of the part's own type (a file's bytes shown as a count); `nil` when the
+    /// boundary is not in the body.
+    private func redact(multipart body: Data, boundary: String) -> String? {
+        let delimiter = Data("--\(boundary)".utf8)
+        let blankLine = Data("\r\n\r\n".utf8)
+        var pieces: [Data] = []
+        var rest = body
+        while let found = rest.range(of: delimiter) {
+            pieces.append(rest[rest.startIndex..<found.lowerBound])
+            rest = rest[found.upperBound...]
+        }
+        guard !pieces.isEmpty else { return nil }
+        pieces.append(rest)
+        var text = self.redactFreeText(String(decoding: pieces[0], as: UTF8.self))
+        for piece in pieces.dropFirst() {
+            text += "--" + boundary
+            guard let headerEnd = piece.range(of: blankLine) else {
+                // The closing delimiter's `--` and what follows it, or a part cut short.
+                text += self.redactFreeText(String(decoding: piece, as: UTF8.self))
+                continue
+            }
+            let headers = String(decoding: piece[piece.startIndex..<headerEnd.lowerBound], as: UTF8.self)
+            var content = Data(piece[headerEnd.upperBound...])
+            // The line break before the next delimiter belongs to it (RFC 2046 §5.1.1).
+            let lineBreak = content.suffix(2) == Data("\r\n".utf8)
+            if lineBreak { content.removeLast(2) }
+            let shown: String
+            if let name = Self.parameter("name", in: headers), self.isSecret(queryName: name) || self.isSecret(headerName: name) {
+                shown = self.replacement
+            } else if content.isEmpty {
+                shown = ""
+            } else {
+                shown = self.redact(body: content, contentType: Self.headerValue("content-type", in: headers) ?? "text/plain", limit: .max)
+            }
+            text += self.redactFreeText(headers) + "\r\n\r\n" + shown + (lineBreak ? "\r\n" : "")
+        }
+        return text
+    }
+
+    /// The value of a `name=value` parameter (quoted or not) in a header's text: a media type's
+    /// `boundary`, a part's `name` (never the `name` inside `filename`).
+    static func parameter(_ name: String, in text: String) -> String? {
+        let pattern = #"(?:^|[;\s])"# + NSRegularExpression.escapedPattern(for: name) + #"\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^;\s"]+))"#
+        guard let expression = try? NSRegularExpression(pattern: pattern, options: [.caseInsensitive]),
+            let match = expression.firstMatch(in: text, range: NSRange(text.startIndex..., in: text))
+        else { return nil }
+        for group in [1, 2] {
+            if let range = Range(match.range(at: group), in: text) { return String(text[range]) }
+        }
+        return nil
+    }
+
+    /// The value of a header line (`Content-Type: …`) in a block of header lines.
+    private static func headerValue(_ name: String, in headers: String) -> String? {
+        // (`\r\n` is one `Character`: split on any line break.)
+        for line in headers.split(whereSeparator: \.isNewline) {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == name {
+                return parts[1].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return nil
     }
 
     /// `name=value&…` text (a form body, a URL's fragment) with the values of secret names replaced.

@@ -55,7 +55,8 @@ public struct LogMonitor: EventMonitor {
 
     public func redirected(_ request: RequestEvent, status: Int, location: String) {
         guard self.logger.logLevel <= .debug else { return }
-        self.logger.debug("⤷ \(request.id) \(request.name) \(status) to \(location)")
+        // Hidden with this monitor's redactor too: the client's may hide less.
+        self.logger.debug("⤷ \(request.id) \(request.name) \(status) to \(self.redactor.redact(urlString: location))")
     }
 
     public func deduplicationJoined(_ request: RequestEvent, sharing: RequestID) {

@@ -89,6 +89,26 @@ struct LoggingTests {
         }
     }
 
+    /// A log monitor installed with a redactor of its own hides a redirect's location with it
+    /// too; the `⤷` line used the client's (here the standard one), and the app's secret showed.
+    @Test(arguments: TransportKind.allCases)
+    func aRedirectsLocationIsHiddenWithTheMonitorsOwnRedactor(_ kind: TransportKind) async throws {
+        let server = try await http1Server { request in
+            request.path == "/go" ? .text("", status: 302, headers: [("Location", "/next?sid=S3CRET")]) : .json(#"{"id":1,"title":"x"}"#)
+        }
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test") { _ in handler }
+        logger.logLevel = .debug
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [LogMonitor(logger: logger, redactor: Self.sidHidden)] })
+        {
+            client in
+            _ = try await client.send(Endpoint<Article>(path: "/go"))
+            let lines = handler.entries.map { "\($0.message)" }
+            #expect(lines.contains { $0.hasPrefix("⤷ ") && $0.contains("sid=HIDDEN") }, "\(lines)")
+            #expect(!lines.joined().contains("S3CRET"), "\(lines)")
+        }
+    }
+
     /// The failures a monitor is told of, as the URLs of their contexts.
     final class FailureURLs: EventMonitor {
         let urls = Locked<[String]>([])
@@ -608,6 +628,59 @@ struct LoggingTests {
         let notJSON = redactor.redact(body: Data("{not json".utf8), contentType: "application/json", limit: 3)
         #expect(notJSON == "{no… (9 bytes)")
         #expect(redactor.redact(body: Data(), contentType: nil, limit: 10) == "(empty)")
+    }
+
+    /// A multipart form held in memory (an OpenAPI client's, say) had its parts shown as free
+    /// text, where `name="password"` then a blank line matches no `name=value` pattern: the
+    /// password showed in the logs, the HAR file and the cURL rendering. A secret-named part is
+    /// hidden whole (RFC 7578 §4.2: the part's name is its field's); other parts are redacted as
+    /// bodies of their own type, a file's bytes shown as a count.
+    @Test
+    func aMultipartFormsSecretPartsAreHiddenAndItsOtherPartsRedactedByType() {
+        var parts: [String] = []
+        parts.append("preamble\r\n--XyZ\r\nContent-Disposition: form-data; name=\"user\"\r\n\r\nann\r\n")
+        parts.append("--XyZ\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\ncorrect horse\r\nbattery\r\n")
+        parts.append("--XyZ\r\nContent-Disposition: form-data; name=\"user[api_key]\"\r\n\r\nK3Y\r\n")
+        parts.append("--XyZ\r\nContent-Disposition: form-data; name=\"meta\"\r\nContent-Type: application/json\r\n\r\n")
+        parts.append(#"{"client_secret":"S3","note":"hi"}"# + "\r\n")
+        parts.append("--XyZ\r\nContent-Disposition: form-data; name=\"avatar\"; filename=\"password\"\r\n")
+        parts.append("Content-Type: image/png\r\n\r\n\u{89}PNG\r\n--XyZ--\r\n")
+        let body = Data(parts.joined().utf8)
+        let shown = Redactor.standard.redact(body: body, contentType: "multipart/form-data; boundary=\"XyZ\"", limit: 10_000)
+        for secret in ["correct horse", "battery", "K3Y", "S3"] { #expect(!shown.contains(secret), "\(shown)") }
+        #expect(shown.contains("name=\"user\"\r\n\r\nann\r\n"), "\(shown)")
+        #expect(shown.contains("name=\"password\"\r\n\r\nREDACTED\r\n"), "\(shown)")
+        #expect(shown.contains(#""note":"hi""#), "\(shown)")
+        // A file named "password" is no password field; its bytes are a count.
+        #expect(shown.contains("(5 bytes, binary)"), "\(shown)")
+        #expect(shown.hasSuffix("--XyZ--\r\n"), "\(shown)")
+        // A boundary the body does not hold: free text, as before.
+        let other = Redactor.standard.redact(body: Data("password=x".utf8), contentType: "multipart/form-data; boundary=nope", limit: 100)
+        #expect(other == "password=REDACTED")
+    }
+
+    /// Secrets the redactor missed: a URL's user info inside text (a connection string in a body
+    /// or an error), `passphrase` and `credential` in text, a JSON body sent labelled as a form
+    /// (a command line's `-d`), `session_id`, `jwt` and `pwd`, and nested form names
+    /// (`user[api_key]`); and a redactor made with `init` showed cookies.
+    @Test
+    func userInfoInTextJSONSentAsAFormNestedNamesAndCookiesAreHidden() {
+        let redactor = Redactor.standard
+        let text = redactor.redactFreeText(#"cannot reach postgres://app:hunter2@db:5432/prod; {"passphrase":"S3","credential":"C4"}"#)
+        for secret in ["hunter2", "app:", "S3", "C4"] { #expect(!text.contains(secret), "\(text)") }
+        #expect(text.contains("postgres://REDACTED@db:5432/prod"), "\(text)")
+        #expect(
+            redactor.redactFreeText("see https://example.com/a?mail=ann@example.com") == "see https://example.com/a?mail=ann@example.com")
+        let form = redactor.redact(
+            body: Data(#"{"user":"a","password":"hunter2"}"#.utf8), contentType: "application/x-www-form-urlencoded", limit: 1000)
+        #expect(!form.contains("hunter2"), "\(form)")
+        for name in ["session_id", "jwt", "pwd", "user[api_key]", "oauth[code]", "user%5Bpassword%5D"] {
+            let url = redactor.redact(urlString: "https://h/p?\(name)=V4LUE&page=2")
+            #expect(!url.contains("V4LUE") && url.contains("page=2"), "\(url)")
+        }
+        #expect(!redactor.isSecret(queryName: "user[name]"))
+        let own = Redactor(headerNames: ["x-session"], queryNames: ["token"])
+        #expect(own.isSecret(headerName: "Cookie") && own.isSecret(headerName: "set-cookie"))
     }
 
     @Test

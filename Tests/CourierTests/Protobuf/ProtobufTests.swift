@@ -36,6 +36,12 @@ struct ProtobufTests {
         case "/garbage":
             return ScriptedResponse(
                 status: 200, headers: [("Content-Type", "application/x-protobuf")], body: Data([0x0a, 0xff, 0xff, 0xff]))
+        case "/no-content":
+            return ScriptedResponse(status: 204)
+        case "/empty-untyped":
+            return ScriptedResponse(status: 200)
+        case "/empty-defaults":
+            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/x-protobuf")])
         case "/html":
             return ScriptedResponse(status: 200, headers: [("Content-Type", "text/html")], body: Data("<html>login</html>".utf8))
         default:
@@ -72,6 +78,24 @@ struct ProtobufTests {
             #expect(article.id == 9)
             #expect(article.title == "as json")
             #expect(article.tags == ["a"])
+        }
+    }
+
+    /// A 204 (RFC 9110 §15.3.5: no content), or an empty 200 that names no type, is no message:
+    /// decoding it gave a message of defaults as a success, which an app could store over real
+    /// data. An empty body labelled as protobuf is still the message whose fields are defaults.
+    @Test(arguments: TransportKind.allCases)
+    func aResponseWithoutContentIsNoMessageOfDefaults(_ kind: TransportKind) async throws {
+        let server = try await http1Server(Self.routes)
+        try await withClient(kind, server: server) { client in
+            for path in ["/no-content", "/empty-untyped"] {
+                let error = await expectCourierError {
+                    _ = try await client.send(Endpoint<Courier_Tests_Article>(method: .put, path: path, decoding: .protobuf))
+                }
+                #expect(error?.kind == .decoding, "\(path)")
+            }
+            let defaults = try await client.send(Endpoint<Courier_Tests_Article>(path: "/empty-defaults", decoding: .protobuf))
+            #expect(defaults == Courier_Tests_Article())
         }
     }
 
