@@ -188,7 +188,7 @@ extension Client {
         guard batch.expectsResponse else {
             // §6: nothing comes back for a batch of notifications alone. An error object that
             // does (one, or in an array) is the batch refused, as for a notification sent alone.
-            if let refusal = JSONRPCBatchResults.refusal(in: data) { throw refusal }
+            if let refusal = JSONRPCResponse.refusal(in: data) { throw refusal }
             return JSONRPCBatchResults(responses: [:], sharedError: nil, body: data, decoder: self.configuration.decoder)
         }
         return try JSONRPCBatchResults(parsing: data, decoder: self.configuration.decoder, ids: batch.ids)
@@ -196,24 +196,6 @@ extension Client {
 }
 
 extension JSONRPCBatchResults {
-    /// The error a reply to a batch of notifications alone carries, if it is a refusal: the
-    /// first error object (kind `rpc`), or kind `decoding` for an error member that is not one.
-    static func refusal(in data: Data) -> CourierError? {
-        guard let root = try? JSONDecoder().decode(JSONValue.self, from: data) else { return nil }
-        let items: [JSONValue]
-        switch root {
-        case .array(let values): items = values
-        default: items = [root]
-        }
-        for item in items {
-            guard let encoded = try? item.encoded() else { continue }
-            if let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: encoded), let error = response.error {
-                return CourierError.rpc(code: error.code, message: error.message, data: error.data)
-            }
-        }
-        return JSONRPCResponse.malformedRefusal(in: data)
-    }
-
     /// The answers in a batch response body: an array of response objects, or one object — for
     /// the whole batch, or, with an id of one of `ids`, for that call alone; throws kind
     /// `decoding` for anything else. (Without `ids`, one object is the whole batch's.)

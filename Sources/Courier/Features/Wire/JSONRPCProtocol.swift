@@ -50,12 +50,7 @@ public struct JSONRPCProtocol: WireProtocol {
             // §4.1: the server must not reply to a notification. A reply that is an error object
             // (§5: with a null id, the request could not be parsed or was invalid) says the
             // notification was refused; anything else is ignored, as no reply is expected.
-            if let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: body), let error = response.error {
-                throw CourierError.rpc(code: error.code, message: error.message, data: error.data)
-            }
-            // An object with an error member that is not a well-formed error object (no message, a
-            // code that is no number) is a refusal all the same: never taken for success.
-            if let error = JSONRPCResponse.malformedRefusal(in: body) { throw error }
+            if let refusal = JSONRPCResponse.refusal(in: body) { throw refusal }
             return Data("null".utf8)
         }
         let response: JSONRPCResponse
@@ -168,11 +163,12 @@ struct JSONRPCResponse: Decodable, Sendable {
     /// a string, not this number); `nil` for anything else.
     var numericID: Int? { Self.number(self.id) }
 
-    /// The error for a reply to notifications that carries an error member which is not a
-    /// JSON-RPC error object (no integer code, not an object): a refusal all the same, kind
-    /// `rpc` without a code, with the server's message when it gave one as text; or `nil` when
-    /// the reply has no error member. The reply may be one object or an array of them.
-    static func malformedRefusal(in body: Data) -> CourierError? {
+    /// The refusal a reply to notifications carries (§4.1: none is expected; §5: an error
+    /// object says they were refused), or `nil` when it carries none. The reply may be one object
+    /// or an array of them (§6); the first with an error member counts: a JSON-RPC error object
+    /// as kind `rpc` with its code, and an error member that is none (no integer code, not an
+    /// object) as a refusal all the same, kind `rpc` without a code.
+    static func refusal(in body: Data) -> CourierError? {
         guard let root = try? JSONDecoder().decode(JSONValue.self, from: body) else { return nil }
         let objects: [JSONValue]
         switch root {
@@ -181,6 +177,11 @@ struct JSONRPCResponse: Decodable, Sendable {
         }
         for object in objects {
             guard case .object(let members) = object, let error = members["error"], error != .null else { continue }
+            if let encoded = try? object.encoded(), let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: encoded),
+                let error = response.error
+            {
+                return CourierError.rpc(code: error.code, message: error.message, data: error.data)
+            }
             var message = "the server refused the notification with an error that is not a JSON-RPC 2.0 error object"
             if case .object(let fields) = error, case .string(let text)? = fields["message"], !text.isEmpty { message = text }
             var refusal = CourierError(.rpc, message)
