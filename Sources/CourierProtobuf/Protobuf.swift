@@ -38,19 +38,21 @@ extension ResponseDecoding where Value: SwiftProtobuf.Message {
     /// with kind `decoding` too. Unknown fields are kept, as protobuf wants.
     ///
     /// No bytes at all are a valid encoding of a message whose fields all have their defaults,
-    /// but a response that says it has no content (204, 205) or names no type is no message: it
-    /// fails with kind `decoding` rather than give a message of defaults an app may store over
-    /// real data. An empty body labelled as protobuf is that message of defaults.
+    /// but a response that says it has no content (204, 205) is no message: it fails with kind
+    /// `decoding` rather than give a message of defaults an app may store over real data —
+    /// unless the message is `google.protobuf.Empty`, which is nothing but that. An empty 200 is
+    /// the message of defaults.
     public static var protobuf: ResponseDecoding {
         ResponseDecoding { input in
-            let type = Protobuf.mediaType(of: input.head)
-            if let type, !Protobuf.acceptedMediaTypes.contains(type) {
+            if let type = Protobuf.mediaType(of: input.head), !Protobuf.acceptedMediaTypes.contains(type) {
                 throw CourierError.decoding(
                     type: Value.self, codingPath: nil, reason: "expected a protobuf response, got Content-Type \(type)", body: input.body,
                     underlying: nil
                 )
             }
-            if input.body.isEmpty, type == nil || input.head.status.code == 204 || input.head.status.code == 205 {
+            if input.body.isEmpty, input.head.status.code == 204 || input.head.status.code == 205,
+                Value.protoMessageName != Google_Protobuf_Empty.protoMessageName
+            {
                 throw CourierError.decoding(
                     type: Value.self, codingPath: nil, reason: "the response has no content: no \(Value.protoMessageName) to decode",
                     body: input.body, underlying: nil)

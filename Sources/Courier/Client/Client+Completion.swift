@@ -17,19 +17,26 @@ extension Client {
         queue: DispatchQueue = .main,
         completion: @escaping @Sendable (Result<Value, CourierError>) -> Void
     ) -> RequestHandle<Value> {
-        let handle = self.start(endpoint)
-        Task {
-            let result: Result<Value, CourierError>
+        // One task, as `start` makes: the request runs in it, and it hands the result to
+        // `completion` (no second task awaiting the first).
+        let control = self.startedControl(priority: endpoint.priority, runsInOwnTask: true)
+        let lifecycle = self.parts.lifecycle
+        let task = Task { () async throws -> Response<Value> in
+            let result: Result<Response<Value>, CourierError>
             do {
-                result = .success(try await handle.value)
+                result = .success(try await self.response(endpoint, control: control))
             } catch {
                 result = .failure(CourierError.wrap(error))
             }
+            // Ended before `completion` runs, as when it awaited the started request.
+            control.endTicket(in: lifecycle)
             queue.async {
-                guard !handle.isCancelled else { return }
-                completion(result)
+                guard !control.isCancelledByCaller else { return }
+                completion(result.map(\.value))
             }
+            return try result.get()
         }
-        return handle
+        control.adoptTask { task.cancel() }
+        return RequestHandle(task: task, control: control)
     }
 }

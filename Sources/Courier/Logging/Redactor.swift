@@ -188,8 +188,9 @@ public struct Redactor: Sendable {
         // A credential up to white space, a quote, a comma or a backslash (a JSON escape): token68
         // (RFC 9110 §11.2) and the characters real tokens carry beyond it (`7|Xk9s…`).
         replace(#"(bearer|basic)\s+[^\s"',\\]+"#, "$1 " + replacement)
-        // A URL's user info (`postgres://app:hunter2@db/prod` in a message or a body).
-        replace(#"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^\s/?#@"'<>\\]+@"#, "$1" + replacement + "@")
+        // A URL's user info (`postgres://app:hunter2@db/prod` in a message or a body), up to the
+        // last `@` before the path: a password may hold one (`p@ss`).
+        replace(#"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^\s/?#"'<>\\]+@"#, "$1" + replacement + "@")
         let names = self.queryNames.union(headers)
             .union([
                 "access_token", "refresh_token", "password", "id_token_hint", "device_code", "subject_token", "actor_token", "passphrase",
@@ -226,22 +227,34 @@ public struct Redactor: Sendable {
     /// and `name=value` secrets. Text is read in its charset (UTF-8 when none is named); bytes
     /// that are not text in it are shown as a byte count only.
     public func redact(body: Data, contentType: String?, limit: Int) -> String {
+        self.redact(body: body, contentType: contentType, limit: limit, inMultipart: false)
+    }
+
+    /// ``redact(body:contentType:limit:)``, for a body or a part of a multipart body (whose own
+    /// parts, a multipart nested in a multipart, are shown as a count only: a hostile body nested
+    /// deep cannot make the redactor recurse).
+    private func redact(body: Data, contentType: String?, limit: Int, inMultipart: Bool) -> String {
         if body.isEmpty { return "(empty)" }
         let type = contentType?.lowercased() ?? ""
         let text: String
         if type.contains("json") || (type.isEmpty && (body.first == UInt8(ascii: "{") || body.first == UInt8(ascii: "["))),
-            let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
-            let data = try? JSONSerialization.data(withJSONObject: self.redact(json: object), options: [.sortedKeys, .fragmentsAllowed]),
-            let json = String(data: data, encoding: .utf8)
+            let json = self.redactedJSON(body)
         {
             text = json
         } else if type.contains("x-www-form-urlencoded"), case .success(let form) = TextCharset.decode(body, contentType: contentType) {
-            // As free text too: a body labelled a form may be JSON or text that is none (what a
-            // command line's `-d` sends), whose secrets no `name=value` pair holds.
-            text = self.redactFreeText(self.redact(pairs: form, replacement: self.replacement))
-        } else if type.hasPrefix("multipart/"), let boundary = Self.parameter("boundary", in: contentType ?? ""),
-            let parts = self.redact(multipart: body, boundary: boundary)
-        {
+            // A body labelled a form that is JSON, or text without a `name=value` pair (what a
+            // command line's `-d` sends), has its secrets where no pair holds them.
+            if let json = self.redactedJSON(body) {
+                text = json
+            } else if !form.contains("=") {
+                text = self.redactFreeText(form)
+            } else {
+                text = self.redact(pairs: form, replacement: self.replacement)
+            }
+        } else if type.hasPrefix("multipart/") {
+            guard !inMultipart, let boundary = Self.parameter("boundary", in: contentType ?? ""),
+                let parts = self.redact(multipart: body, boundary: boundary)
+            else { return "(\(body.count) bytes, multipart)" }
             text = parts
         } else if !Self.looksBinary(type), case .success(let plain) = TextCharset.decode(body, contentType: contentType) {
             // Read in its charset: UTF-16 read as UTF-8 is text with a NUL between letters, which
@@ -256,45 +269,109 @@ public struct Redactor: Sendable {
         return "\(shown)… (\(body.count) bytes)"
     }
 
-    /// A multipart body (RFC 7578) as text: each part's header lines, then its content hidden
-    /// whole when the part's name is a secret one (`password`, `client_secret`), else redacted
-    /// as a body of the part's own type (a file's bytes shown as a count); `nil` when the
-    /// boundary is not in the body.
+    /// The body as JSON with secret-named values hidden, when it is JSON.
+    private func redactedJSON(_ body: Data) -> String? {
+        guard let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
+            let data = try? JSONSerialization.data(withJSONObject: self.redact(json: object), options: [.sortedKeys, .fragmentsAllowed])
+        else { return nil }
+        return String(data: data, encoding: .utf8)
+    }
+
+    /// The most parts of a multipart body shown; the rest are counted.
+    static let maxParts = 64
+
+    /// A multipart body (RFC 7578, RFC 2046 §5.1.1) as text: each part's header lines, then its
+    /// content hidden whole when the part's name (in its `Content-Disposition`) is a secret one
+    /// (`password`, `client_secret`), else redacted as a body of the part's own type (a file's
+    /// bytes shown as a count); `nil` when no delimiter line is in the body. Line breaks may be
+    /// CRLF or LF alone; a delimiter counts only at the start of a line.
     private func redact(multipart body: Data, boundary: String) -> String? {
-        let delimiter = Data("--\(boundary)".utf8)
-        let blankLine = Data("\r\n\r\n".utf8)
-        var pieces: [Data] = []
-        var rest = body
-        while let found = rest.range(of: delimiter) {
-            pieces.append(rest[rest.startIndex..<found.lowerBound])
-            rest = rest[found.upperBound...]
-        }
-        guard !pieces.isEmpty else { return nil }
-        pieces.append(rest)
-        var text = self.redactFreeText(String(decoding: pieces[0], as: UTF8.self))
-        for piece in pieces.dropFirst() {
-            text += "--" + boundary
-            guard let headerEnd = piece.range(of: blankLine) else {
-                // The closing delimiter's `--` and what follows it, or a part cut short.
-                text += self.redactFreeText(String(decoding: piece, as: UTF8.self))
-                continue
-            }
-            let headers = String(decoding: piece[piece.startIndex..<headerEnd.lowerBound], as: UTF8.self)
-            var content = Data(piece[headerEnd.upperBound...])
-            // The line break before the next delimiter belongs to it (RFC 2046 §5.1.1).
-            let lineBreak = content.suffix(2) == Data("\r\n".utf8)
-            if lineBreak { content.removeLast(2) }
-            let shown: String
-            if let name = Self.parameter("name", in: headers), self.isSecret(queryName: name) || self.isSecret(headerName: name) {
-                shown = self.replacement
-            } else if content.isEmpty {
-                shown = ""
+        let bytes = [UInt8](body)
+        let delimiter = Array("--\(boundary)".utf8)
+        // Where each delimiter line starts: at the start of the body or after a line feed.
+        var starts: [Int] = []
+        var index = 0
+        while index + delimiter.count <= bytes.count, starts.count <= Self.maxParts {
+            if index == 0 || bytes[index - 1] == UInt8(ascii: "\n"), bytes[index..<(index + delimiter.count)].elementsEqual(delimiter) {
+                starts.append(index)
+                index += delimiter.count
             } else {
-                shown = self.redact(body: content, contentType: Self.headerValue("content-type", in: headers) ?? "text/plain", limit: .max)
+                index += 1
             }
-            text += self.redactFreeText(headers) + "\r\n\r\n" + shown + (lineBreak ? "\r\n" : "")
+        }
+        guard let first = starts.first else { return nil }
+        var text = self.redactFreeText(String(decoding: bytes[0..<first], as: UTF8.self))
+        for (number, start) in starts.enumerated() {
+            let end = number + 1 < starts.count ? starts[number + 1] : bytes.count
+            if number == Self.maxParts {
+                text += "(\(bytes.count - start) more bytes, parts not shown)"
+                break
+            }
+            text += "--" + boundary
+            text += self.redact(part: bytes[(start + delimiter.count)..<end])
         }
         return text
+    }
+
+    /// One multipart part after its delimiter: the rest of the delimiter line, the header lines,
+    /// the blank line and the content (see ``redact(multipart:boundary:)``).
+    private func redact(part: ArraySlice<UInt8>) -> String {
+        let (headerBytes, content) = Self.split(part)
+        let headers = String(decoding: headerBytes, as: UTF8.self)
+        let disposition = Self.headerValue("content-disposition", in: headers)
+        let isSecret =
+            disposition.flatMap { Self.parameter("name", in: $0) }.map {
+                self.isSecret(queryName: $0) || self.isSecret(headerName: $0)
+            } ?? false
+        guard let (separator, body) = content else {
+            // No blank line: the closing delimiter's `--` and the epilogue, or a part cut short.
+            return isSecret
+                ? self.redactFreeText(headers.split(whereSeparator: \.isNewline).first.map(String.init) ?? "") + "\r\n" + self.replacement
+                : self.redactFreeText(headers)
+        }
+        // The line break before the next delimiter belongs to it (RFC 2046 §5.1.1).
+        var value = body
+        var lineBreak = ""
+        if value.last == UInt8(ascii: "\n") {
+            value = value.dropLast()
+            lineBreak = "\n"
+            if value.last == UInt8(ascii: "\r") {
+                value = value.dropLast()
+                lineBreak = "\r\n"
+            }
+        }
+        let shown: String
+        if isSecret {
+            shown = self.replacement
+        } else if value.isEmpty {
+            shown = ""
+        } else {
+            shown = self.redact(
+                body: Data(value), contentType: Self.headerValue("content-type", in: headers) ?? "text/plain", limit: .max,
+                inMultipart: true)
+        }
+        return self.redactFreeText(headers) + separator + shown + lineBreak
+    }
+
+    /// A part's header lines and, after the first blank line (CRLF CRLF or LF LF), its content
+    /// with the blank line's text.
+    private static func split(_ part: ArraySlice<UInt8>) -> (ArraySlice<UInt8>, (String, ArraySlice<UInt8>)?) {
+        var index = part.startIndex
+        while index < part.endIndex {
+            if part[index] == UInt8(ascii: "\n") {
+                let next = part.index(after: index)
+                if next < part.endIndex, part[next] == UInt8(ascii: "\n") {
+                    return (part[part.startIndex..<index], ("\n\n", part[part.index(after: next)...]))
+                }
+                if next + 1 < part.endIndex, part[next] == UInt8(ascii: "\r"), part[next + 1] == UInt8(ascii: "\n"),
+                    index > part.startIndex, part[index - 1] == UInt8(ascii: "\r")
+                {
+                    return (part[part.startIndex..<(index - 1)], ("\r\n\r\n", part[(next + 2)...]))
+                }
+            }
+            index += 1
+        }
+        return (part, nil)
     }
 
     /// The value of a `name=value` parameter (quoted or not) in a header's text: a media type's

@@ -43,7 +43,7 @@ extension Client {
             return try await self.response(endpoint, control: control, uploadReporter: reporter)
         }
         control.adoptTask { task.cancel() }
-        return TransferTask(progress: reporter.stream, task: task)
+        return TransferTask(progress: reporter.stream, task: task, control: control)
     }
 
     /// Downloads the endpoint's response body to a file, streamed to disk, never held in memory.

@@ -36,6 +36,16 @@ public struct TransferTask<Success: Sendable>: Sendable {
     /// The sequence ends when the transfer does.
     public let progress: AsyncStream<TransferProgress>
     let task: Task<Success, any Error>
+    /// The control of the request the transfer runs, when its task is the request's own (an
+    /// upload): the caller's cancel is recorded there, so a deadline that passes at the same
+    /// moment does not turn it into a timeout.
+    var control: RequestControl?
+
+    init(progress: AsyncStream<TransferProgress>, task: Task<Success, any Error>, control: RequestControl? = nil) {
+        self.progress = progress
+        self.task = task
+        self.control = control
+    }
 
     /// The result, once the transfer is over.
     public var value: Success {
@@ -43,7 +53,10 @@ public struct TransferTask<Success: Sendable>: Sendable {
     }
 
     /// Cancels the transfer; `value` then throws kind `cancelled` (a download keeps its partial file for resuming).
-    public func cancel() { self.task.cancel() }
+    public func cancel() {
+        self.control?.cancelByCaller()
+        self.task.cancel()
+    }
 }
 
 /// Sends progress values to a ``TransferTask``'s sequence.

@@ -654,9 +654,38 @@ struct LoggingTests {
         // A file named "password" is no password field; its bytes are a count.
         #expect(shown.contains("(5 bytes, binary)"), "\(shown)")
         #expect(shown.hasSuffix("--XyZ--\r\n"), "\(shown)")
-        // A boundary the body does not hold: free text, as before.
+        // A boundary the body does not hold: its size only.
         let other = Redactor.standard.redact(body: Data("password=x".utf8), contentType: "multipart/form-data; boundary=nope", limit: 100)
-        #expect(other == "password=REDACTED")
+        #expect(other == "(10 bytes, multipart)")
+    }
+
+    /// Multipart shapes a careless client or a hostile server sends: LF line breaks alone (a
+    /// body written as a Swift string literal), the boundary inside a value (a delimiter counts
+    /// only at the start of a line, RFC 2046 §5.1.1), a `name` in another header than
+    /// `Content-Disposition`, a multipart nested in a part (shown as a count, never recursed
+    /// into), and more parts than are shown.
+    @Test
+    func aMultipartFormsSecretsAreHiddenWhateverItsShapeAndItsCostIsBounded() {
+        let redactor = Redactor.standard
+        let lf =
+            "--B\nContent-Disposition: form-data; name=\"password\"\n\nhunter2\n--B\nContent-Disposition: form-data; name=\"u\"\n\nann\n--B--\n"
+        let shownLF = redactor.redact(body: Data(lf.utf8), contentType: "multipart/form-data; boundary=B", limit: 10_000)
+        #expect(!shownLF.contains("hunter2") && shownLF.contains("ann"), "\(shownLF)")
+        let inside = "--B\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\nxx--Byy-secret\r\n--B--\r\n"
+        let shownInside = redactor.redact(body: Data(inside.utf8), contentType: "multipart/form-data; boundary=B", limit: 10_000)
+        #expect(!shownInside.contains("secret") && !shownInside.contains("xx"), "\(shownInside)")
+        let otherName =
+            "--B\r\nContent-Type: text/plain; name=\"a.txt\"\r\nContent-Disposition: form-data; name=\"client_secret\"\r\n\r\nS3CRET\r\n--B--\r\n"
+        let shownOther = redactor.redact(body: Data(otherName.utf8), contentType: "multipart/form-data; boundary=B", limit: 10_000)
+        #expect(!shownOther.contains("S3CRET"), "\(shownOther)")
+        var nested = "--A\r\nContent-Type: multipart/mixed; boundary=B\r\n\r\n"
+        nested += "--B\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\nhunter2\r\n--B--\r\n\r\n--A--\r\n"
+        let shownNested = redactor.redact(body: Data(nested.utf8), contentType: "multipart/mixed; boundary=A", limit: 10_000)
+        #expect(!shownNested.contains("hunter2") && shownNested.contains("bytes, multipart)"), "\(shownNested)")
+        let many = (0..<200).map { "--B\r\nContent-Disposition: form-data; name=\"f\($0)\"\r\n\r\nv\($0)\r\n" }.joined() + "--B--\r\n"
+        let shownMany = redactor.redact(body: Data(many.utf8), contentType: "multipart/form-data; boundary=B", limit: 100_000)
+        #expect(
+            shownMany.contains("v63") && !shownMany.contains("v64") && shownMany.contains("parts not shown"), "\(shownMany.suffix(200))")
     }
 
     /// Secrets the redactor missed: a URL's user info inside text (a connection string in a body
@@ -666,14 +695,21 @@ struct LoggingTests {
     @Test
     func userInfoInTextJSONSentAsAFormNestedNamesAndCookiesAreHidden() {
         let redactor = Redactor.standard
-        let text = redactor.redactFreeText(#"cannot reach postgres://app:hunter2@db:5432/prod; {"passphrase":"S3","credential":"C4"}"#)
-        for secret in ["hunter2", "app:", "S3", "C4"] { #expect(!text.contains(secret), "\(text)") }
+        let text = redactor.redactFreeText(
+            #"cannot reach postgres://app:hunter2@db:5432/prod or mysql://u:p@ss@db2/x; {"passphrase":"S3","credential":"C4"}"#)
+        for secret in ["hunter2", "app:", "S3", "C4", "ss@db2", "u:p"] { #expect(!text.contains(secret), "\(text)") }
+        #expect(text.contains("mysql://REDACTED@db2/x"), "\(text)")
         #expect(text.contains("postgres://REDACTED@db:5432/prod"), "\(text)")
         #expect(
             redactor.redactFreeText("see https://example.com/a?mail=ann@example.com") == "see https://example.com/a?mail=ann@example.com")
         let form = redactor.redact(
             body: Data(#"{"user":"a","password":"hunter2"}"#.utf8), contentType: "application/x-www-form-urlencoded", limit: 1000)
         #expect(!form.contains("hunter2"), "\(form)")
+        // A real form is still judged field by field: names that merely end in a secret's
+        // (`country_code`, `hotkey`) are shown.
+        let fields = "country_code=US&zipcode=94110&hotkey=F1&code=C0DE"
+        let realForm = redactor.redact(body: Data(fields.utf8), contentType: "application/x-www-form-urlencoded", limit: 1000)
+        #expect(realForm == "country_code=US&zipcode=94110&hotkey=F1&code=REDACTED")
         for name in ["session_id", "jwt", "pwd", "user[api_key]", "oauth[code]", "user%5Bpassword%5D"] {
             let url = redactor.redact(urlString: "https://h/p?\(name)=V4LUE&page=2")
             #expect(!url.contains("V4LUE") && url.contains("page=2"), "\(url)")

@@ -34,14 +34,15 @@ struct OwnTaskTests {
                 values.append(try await client.start(Self.post("/a", timeout: .seconds(30))).value.id)
                 values.append(try await client.start(Self.post("/b")).value.id)
                 values.append(try await client.upload(Self.post("/c", timeout: .seconds(30))).value.value.id)
+                values.append(try await client.send(Self.post("/e", timeout: .seconds(30)), queue: .global()) { _ in }.value.id)
             }
             #expect(started == 0)
             let sent = try await Self.countingTasks {
                 values.append(try await client.send(Self.post("/d", timeout: .seconds(30))).id)
             }
             #expect(sent == 1)
-            #expect(values == [1, 1, 1, 1])
-            #expect(server.requests.count == 4)
+            #expect(values.count == 5 && values.allSatisfy { $0 == 1 })
+            #expect(server.requests.count == 5)
         }
     }
 
@@ -75,6 +76,16 @@ struct OwnTaskTests {
             let cancelled = await expectCourierError { _ = try await dropped.value }
             #expect(cancelled?.kind == .cancelled)
             #expect(dropped.isCancelled)
+
+            // A request sent with a completion handler: its deadline is reported to the handler
+            // (which only the caller's own cancel silences).
+            let reported = Locked<CourierError?>(nil)
+            let withCompletion = client.send(Self.post("/held/5", timeout: .milliseconds(300)), queue: .global()) { result in
+                if case .failure(let error) = result { reported.withLock { $0 = error } }
+            }
+            #expect(await eventually(seconds: 10) { reported.current != nil })
+            #expect(reported.current?.kind == .timeout)
+            #expect(!withCompletion.isCancelled)
 
             // An upload's deadline.
             let upload = client.upload(Self.post("/held/4", timeout: .milliseconds(300)))

@@ -81,21 +81,23 @@ struct ProtobufTests {
         }
     }
 
-    /// A 204 (RFC 9110 §15.3.5: no content), or an empty 200 that names no type, is no message:
-    /// decoding it gave a message of defaults as a success, which an app could store over real
-    /// data. An empty body labelled as protobuf is still the message whose fields are defaults.
+    /// A 204 (RFC 9110 §15.3.5: no content) is no message: decoding it gave a message of
+    /// defaults as a success, which an app could store over real data. `google.protobuf.Empty`
+    /// is nothing but that, and an empty 200, typed or not, is the message of defaults.
     @Test(arguments: TransportKind.allCases)
     func aResponseWithoutContentIsNoMessageOfDefaults(_ kind: TransportKind) async throws {
         let server = try await http1Server(Self.routes)
         try await withClient(kind, server: server) { client in
-            for path in ["/no-content", "/empty-untyped"] {
-                let error = await expectCourierError {
-                    _ = try await client.send(Endpoint<Courier_Tests_Article>(method: .put, path: path, decoding: .protobuf))
-                }
-                #expect(error?.kind == .decoding, "\(path)")
+            let error = await expectCourierError {
+                _ = try await client.send(Endpoint<Courier_Tests_Article>(method: .put, path: "/no-content", decoding: .protobuf))
             }
-            let defaults = try await client.send(Endpoint<Courier_Tests_Article>(path: "/empty-defaults", decoding: .protobuf))
-            #expect(defaults == Courier_Tests_Article())
+            #expect(error?.kind == .decoding)
+            let empty = try await client.send(Endpoint<Google_Protobuf_Empty>(method: .delete, path: "/no-content", decoding: .protobuf))
+            #expect(empty == Google_Protobuf_Empty())
+            for path in ["/empty-defaults", "/empty-untyped"] {
+                let defaults = try await client.send(Endpoint<Courier_Tests_Article>(path: path, decoding: .protobuf))
+                #expect(defaults == Courier_Tests_Article(), "\(path)")
+            }
         }
     }
 

@@ -224,7 +224,7 @@ extension JSONRPCBatchResults {
                 guard let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: item.encoded()) else {
                     // Not a response object (no "jsonrpc", an error without a message): the call
                     // it names has an answer that cannot be read, never another's error.
-                    if let id = JSONRPCResponse.numericID(ofMalformed: item) {
+                    if let id = JSONRPCResponse.numericID(ofMalformed: item), ids?.contains(id) ?? true {
                         if responses[id] != nil || !malformed.insert(id).inserted { duplicated.insert(id) }
                     } else {
                         hasUnreadableItem = true
@@ -232,11 +232,19 @@ extension JSONRPCBatchResults {
                     continue
                 }
                 guard let id = response.numericID else {
-                    if let error = response.error, response.id == nil || response.id == .null, unidentified == nil {
-                        unidentified = CourierError.rpc(code: error.code, message: error.message, data: error.data)
+                    if let error = response.error, response.id == nil || response.id == .null {
+                        if unidentified == nil {
+                            unidentified = CourierError.rpc(code: error.code, message: error.message, data: error.data)
+                        }
+                    } else {
+                        // An id written as text (`"1"`), or a result without an id: some call's
+                        // answer, which one cannot be told.
+                        hasUnreadableItem = true
                     }
                     continue
                 }
+                // An id no call has: perhaps a call's answer with its id mangled.
+                if let ids, !ids.contains(id) { hasUnreadableItem = true }
                 if responses.updateValue(response, forKey: id) != nil || malformed.contains(id) { duplicated.insert(id) }
             }
             self = JSONRPCBatchResults(responses: responses, sharedError: nil, body: data, decoder: decoder)

@@ -353,15 +353,18 @@ struct WireProtocolTests {
             }
             #expect(textCode.kind == .rpc)
             #expect(textCode.code == "-32000")
-            // An item that names no call: neither call without an answer takes the null-id error.
-            answer.withLock { $0 = #"[{"result":5},"# + invalid + "]" }
-            let third = try await client.send(batch)
-            for result in [third[transfer], third[log]] {
-                guard case .failure(let error) = result else {
-                    Issue.record("a call succeeded without an answer")
-                    continue
+            // An item that names no call (none, an id written as text, an id no call has): no
+            // call without an answer takes the null-id error.
+            for item in [#"{"result":5}"#, #"{"jsonrpc":"2.0","id":"1","result":{"ok":true}}"#, #"{"jsonrpc":"2.0","id":9,"result":1}"#] {
+                answer.withLock { $0 = "[" + item + "," + invalid + "]" }
+                let third = try await client.send(batch)
+                for result in [third[transfer], third[log]] {
+                    guard case .failure(let error) = result else {
+                        Issue.record("a call succeeded without an answer")
+                        continue
+                    }
+                    #expect(error.kind == .decoding, "\(item): \(error)")
                 }
-                #expect(error.kind == .decoding, "\(error)")
             }
         }
     }
@@ -403,10 +406,13 @@ struct WireProtocolTests {
                 try await client.send(Endpoint<Void>.rpcNotification("record", params: ["opened"]))
             }
             #expect(notAnObjectAlone?.kind == .rpc)
-            // A reply that is no error is still ignored.
-            answer.withLock { $0 = #"{"jsonrpc":"2.0","result":"unexpected","id":null}"# }
-            _ = try await client.send(batch)
-            try await client.send(Endpoint<Void>.rpcNotification("record", params: ["opened"]))
+            // A reply that is no error is still ignored: a result, or an error member that says
+            // there was none (`false`, empty text).
+            for reply in [#"{"jsonrpc":"2.0","result":"unexpected","id":null}"#, #"{"ok":true,"error":false}"#, #"{"error":""}"#] {
+                answer.withLock { $0 = reply }
+                _ = try await client.send(batch)
+                try await client.send(Endpoint<Void>.rpcNotification("record", params: ["opened"]))
+            }
         }
     }
 
