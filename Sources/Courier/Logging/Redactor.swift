@@ -244,10 +244,15 @@ public struct Redactor: Sendable {
         } else if type.contains("x-www-form-urlencoded"), case .success(let form) = TextCharset.decode(body, contentType: contentType) {
             // A body labelled a form that is JSON, or text without a `name=value` pair (what a
             // command line's `-d` sends), has its secrets where no pair holds them.
+            // What a form encoder writes has no white space and no `:` (it escapes them); text
+            // with them (`user=ann password=…`, `Authorization: Basic …=`) is read as free text
+            // too. A real form is judged field by field only: `country_code` is no `code`.
             if let json = self.redactedJSON(body) {
                 text = json
             } else if !form.contains("=") {
                 text = self.redactFreeText(form)
+            } else if form.contains(where: { $0.isWhitespace || $0 == ":" }) {
+                text = self.redactFreeText(self.redact(pairs: form, replacement: self.replacement))
             } else {
                 text = self.redact(pairs: form, replacement: self.replacement)
             }
@@ -303,7 +308,9 @@ public struct Redactor: Sendable {
         var text = self.redactFreeText(String(decoding: bytes[0..<first], as: UTF8.self))
         for (number, start) in starts.enumerated() {
             let end = number + 1 < starts.count ? starts[number + 1] : bytes.count
-            if number == Self.maxParts {
+            // (The closing delimiter after the last part shown is shown as it is.)
+            let isClosing = bytes[(start + delimiter.count)..<end].starts(with: [UInt8(ascii: "-"), UInt8(ascii: "-")])
+            if number == Self.maxParts, !isClosing {
                 text += "(\(bytes.count - start) more bytes, parts not shown)"
                 break
             }

@@ -686,6 +686,10 @@ struct LoggingTests {
         let shownMany = redactor.redact(body: Data(many.utf8), contentType: "multipart/form-data; boundary=B", limit: 100_000)
         #expect(
             shownMany.contains("v63") && !shownMany.contains("v64") && shownMany.contains("parts not shown"), "\(shownMany.suffix(200))")
+        // Exactly as many parts as are shown: the closing delimiter is shown, nothing is counted.
+        let full = (0..<64).map { "--B\r\nContent-Disposition: form-data; name=\"f\($0)\"\r\n\r\nv\($0)\r\n" }.joined() + "--B--\r\n"
+        let shownFull = redactor.redact(body: Data(full.utf8), contentType: "multipart/form-data; boundary=B", limit: 100_000)
+        #expect(shownFull.hasSuffix("v63\r\n--B--\r\n") && !shownFull.contains("not shown"), "\(shownFull.suffix(200))")
     }
 
     /// Secrets the redactor missed: a URL's user info inside text (a connection string in a body
@@ -710,6 +714,11 @@ struct LoggingTests {
         let fields = "country_code=US&zipcode=94110&hotkey=F1&code=C0DE"
         let realForm = redactor.redact(body: Data(fields.utf8), contentType: "application/x-www-form-urlencoded", limit: 1000)
         #expect(realForm == "country_code=US&zipcode=94110&hotkey=F1&code=REDACTED")
+        // Text no form encoder writes, sent labelled as a form: its secrets are hidden as text.
+        for typed in ["user=ann password=hunter2", "Authorization: Basic aHVudGVyMg==", "api_key: aHVudGVyMg=="] {
+            let shown = redactor.redact(body: Data(typed.utf8), contentType: "application/x-www-form-urlencoded", limit: 1000)
+            #expect(!shown.contains("hunter2") && !shown.contains("aHVudGVyMg"), "\(shown)")
+        }
         for name in ["session_id", "jwt", "pwd", "user[api_key]", "oauth[code]", "user%5Bpassword%5D"] {
             let url = redactor.redact(urlString: "https://h/p?\(name)=V4LUE&page=2")
             #expect(!url.contains("V4LUE") && url.contains("page=2"), "\(url)")

@@ -165,9 +165,10 @@ struct JSONRPCResponse: Decodable, Sendable {
 
     /// The refusal a reply to notifications carries (§4.1: none is expected; §5: an error
     /// object says they were refused), or `nil` when it carries none. The reply may be one object
-    /// or an array of them (§6); the first with an error member that is an object or non-empty
-    /// text counts: a JSON-RPC error object as kind `rpc` with its code, and another (no integer
-    /// code, text) as a refusal all the same, kind `rpc` without a code.
+    /// or an array of them (§6); the first with an error member counts (but `false`, `null` or
+    /// empty text, which say there was none): a JSON-RPC error object as kind `rpc` with its
+    /// code, and another (no integer code, a number, text) as a refusal all the same, kind `rpc`
+    /// without a code.
     static func refusal(in body: Data) -> CourierError? {
         guard let root = try? JSONDecoder().decode(JSONValue.self, from: body) else { return nil }
         let objects: [JSONValue]
@@ -176,13 +177,13 @@ struct JSONRPCResponse: Decodable, Sendable {
         default: objects = [root]
         }
         for object in objects {
-            // An error member that is an object, or text that says something: `"error": false`
-            // or `""` beside a result is a server's way of saying there was none.
+            // Any error member but one that says there was none: `"error": false`, `null` or
+            // empty text beside a result is a server's way of saying so.
             guard case .object(let members) = object, let error = members["error"] else { continue }
             switch error {
-            case .object: break
-            case .string(let text) where !text.trimmingCharacters(in: .whitespaces).isEmpty: break
-            default: continue
+            case .null, .bool(false): continue
+            case .string(let text) where text.trimmingCharacters(in: .whitespaces).isEmpty: continue
+            default: break
             }
             if let encoded = try? object.encoded(), let response = try? JSONDecoder().decode(JSONRPCResponse.self, from: encoded),
                 let error = response.error

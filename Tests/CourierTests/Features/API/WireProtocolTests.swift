@@ -399,6 +399,11 @@ struct WireProtocolTests {
             let single = await expectCourierError { try await client.send(Endpoint<Void>.rpcNotification("record", params: ["opened"])) }
             #expect(single?.kind == .rpc)
             #expect(single?.code == "-32601")
+            for reply in [#"{"jsonrpc":"2.0","error":-32601,"id":null}"#, #"{"error":true}"#] {
+                answer.withLock { $0 = reply }
+                let bare = await expectCourierError { _ = try await client.send(batch) }
+                #expect(bare?.kind == .rpc, "\(reply)")
+            }
             answer.withLock { $0 = #"{"jsonrpc":"2.0","error":"denied","id":null}"# }
             let notAnObject = await expectCourierError { _ = try await client.send(batch) }
             #expect(notAnObject?.kind == .rpc)
