@@ -56,6 +56,10 @@ struct LifecycleTests {
     func cancelAllReachesARequestStartedJustBefore(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
+            // Held by the scheduler: the request's task runs on another thread and may pass the
+            // lifecycle stage before `cancelAll`, and then it would reach the wire (and be
+            // cancelled there). Held, nothing can be sent, whichever comes first.
+            client.suspend()
             for round in 0..<20 {
                 let handle = client.start(Endpoint<Echo>(path: "/echo"))
                 let cancelled = client.cancelAll(reason: "signing out \(round)")
@@ -67,6 +71,7 @@ struct LifecycleTests {
             // Nothing was sent, and no ticket was left behind.
             #expect(server.requests.isEmpty)
             #expect(client.parts.lifecycle.runningCount == 0)
+            client.resume()
             let fresh = try await client.send(Endpoint<Echo>(path: "/echo"))
             #expect(fresh.uri == "/echo")
         }
@@ -80,6 +85,10 @@ struct LifecycleTests {
     func cancelAllReachesAnUploadStartedJustBefore(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
+            // Held by the scheduler: the request's task runs on another thread and may pass the
+            // lifecycle stage before `cancelAll`, and then it would reach the wire (and be
+            // cancelled there). Held, nothing can be sent, whichever comes first.
+            client.suspend()
             for round in 0..<10 {
                 let upload = client.upload(Endpoint<Echo>(method: .post, path: "/echo", body: .json(["round": round])))
                 let cancelled = client.cancelAll(reason: "signing out \(round)")
@@ -90,6 +99,7 @@ struct LifecycleTests {
             }
             #expect(server.requests.isEmpty)
             #expect(client.parts.lifecycle.runningCount == 0)
+            client.resume()
             let fresh = try await client.upload(Endpoint<Echo>(method: .post, path: "/echo", body: .json(["round": 10]))).value
             #expect(fresh.value.method == "POST")
         }
@@ -102,6 +112,10 @@ struct LifecycleTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         try await withClient(kind, server: server) { client in
+            // Held by the scheduler: the request's task runs on another thread and may pass the
+            // lifecycle stage before `cancelAll`, and then it would reach the wire (and be
+            // cancelled there). Held, nothing can be sent, whichever comes first.
+            client.suspend()
             for round in 0..<10 {
                 let download = client.download(
                     Endpoint<Data>(path: "/json", decoding: .data),
@@ -116,6 +130,7 @@ struct LifecycleTests {
             #expect(client.parts.lifecycle.runningCount == 0)
             // Nothing of any file came: neither a file nor a partial one is left.
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+            client.resume()
             let fresh = try await client.download(
                 Endpoint<Data>(path: "/json", decoding: .data), to: DownloadDestination(directory: directory, fileName: "fresh.json")
             ).value
@@ -128,6 +143,10 @@ struct LifecycleTests {
     func cancelAllReachesUpdatesStartedJustBefore(_ kind: TransportKind) async throws {
         let server = try await http1Server()
         try await withClient(kind, server: server) { client in
+            // Held by the scheduler: the request's task runs on another thread and may pass the
+            // lifecycle stage before `cancelAll`, and then it would reach the wire (and be
+            // cancelled there). Held, nothing can be sent, whichever comes first.
+            client.suspend()
             for round in 0..<10 {
                 let updates = client.updates(Endpoint<Echo>(path: "/echo"))
                 let cancelled = client.cancelAll(reason: "signing out \(round)")
@@ -142,6 +161,7 @@ struct LifecycleTests {
             }
             #expect(server.requests.isEmpty)
             #expect(client.parts.lifecycle.runningCount == 0)
+            client.resume()
         }
     }
 
