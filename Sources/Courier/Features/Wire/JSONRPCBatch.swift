@@ -123,8 +123,10 @@ public struct JSONRPCBatchResults: Sendable {
     var unidentified: CourierError?
     /// Ids whose answer is not a well-formed response object: the call's outcome is unknown.
     var malformed: Set<Int> = []
-    /// Whether the response held an item that names no call and is no response object: a call
-    /// without an answer may have had it, so it does not take the `null`-id error for its own.
+    /// Whether the response held an item that may be some call's answer but names none it can
+    /// be tied to (no id, an id written as text, an id no call has, an unreadable item without
+    /// one): a call without an answer may have had it, so it does not take the `null`-id error
+    /// for its own.
     var hasUnreadableItem = false
 
     /// The result of one call: its value, its own error object as kind `rpc`, or a decoding error.
