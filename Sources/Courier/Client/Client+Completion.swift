@@ -19,9 +19,8 @@ extension Client {
     ) -> RequestHandle<Value> {
         // One task, as `start` makes: the request runs in it, and it hands the result to
         // `completion` (no second task awaiting the first).
-        let control = self.startedControl(priority: endpoint.priority, runsInOwnTask: true)
         let lifecycle = self.parts.lifecycle
-        let task = Task { () async throws -> Response<Value> in
+        let (task, control) = self.inOwnTask(priority: endpoint.priority) { control in
             let result: Result<Response<Value>, CourierError>
             do {
                 result = .success(try await self.response(endpoint, control: control))
@@ -36,7 +35,6 @@ extension Client {
             }
             return try result.get()
         }
-        control.adoptTask { task.cancel() }
         return RequestHandle(task: task, control: control)
     }
 }

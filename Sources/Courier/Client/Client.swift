@@ -71,16 +71,29 @@ public final class Client: Sendable {
         // although its task may not have run yet.
         // Its task is the request's own: the deadline stage runs the stages below it there and
         // cancels it at the deadline or on `cancelAll`, without a second task.
-        let control = self.startedControl(priority: priority ?? endpoint.priority, runsInOwnTask: true)
+        let (task, control) = self.inOwnTask(priority: priority ?? endpoint.priority) { control in
+            try await self.response(endpoint, control: control)
+        }
+        return RequestHandle(task: task, control: control)
+    }
+
+    /// Starts one exchange in a task made for it, whose control is numbered and holds its
+    /// lifecycle ticket from this call (``startedControl(priority:runsInOwnTask:)``) and knows the
+    /// task (``RequestControl/runsInOwnTask``): the deadline stage runs the stages below it in
+    /// that task and cancels it at the deadline or on `cancelAll`. The ticket is ended when
+    /// `work` returns (the lifecycle stage ends it first; a request that fails before it, an
+    /// endpoint that cannot be built, must not leave it behind).
+    func inOwnTask<Result: Sendable>(
+        priority: RequestPriority, _ work: @escaping @Sendable (RequestControl) async throws -> Result
+    ) -> (task: Task<Result, any Error>, control: RequestControl) {
+        let control = self.startedControl(priority: priority, runsInOwnTask: true)
         let lifecycle = self.parts.lifecycle
-        let task = Task { () async throws -> Response<Value> in
-            // The lifecycle stage ends the ticket; a request that fails before it (an
-            // endpoint that cannot be built) must not leave it behind.
+        let task = Task { () async throws -> Result in
             defer { control.endTicket(in: lifecycle) }
-            return try await self.response(endpoint, control: control)
+            return try await work(control)
         }
         control.adoptTask { task.cancel() }
-        return RequestHandle(task: task, control: control)
+        return (task, control)
     }
 
     /// The control of a request the caller starts now and whose task runs later (``start(_:priority:)``,

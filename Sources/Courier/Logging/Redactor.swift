@@ -175,11 +175,50 @@ public struct Redactor: Sendable {
     /// included), also in JSON escaped inside a string.
     public func redactFreeText(_ text: String) -> String {
         var result = text
+        for rule in self.freeTextRules() {
+            result = rule.expression.stringByReplacingMatches(
+                in: result, range: NSRange(result.startIndex..., in: result), withTemplate: rule.template)
+        }
+        return result
+    }
+
+    /// A compiled pattern of ``redactFreeText(_:)`` and what its matches are replaced with.
+    struct FreeTextRule: @unchecked Sendable {
+        // `NSRegularExpression` is immutable once made, and safe to use from any thread.
+        let expression: NSRegularExpression
+        let template: String
+    }
+
+    /// What the free-text rules are made from: a redactor's names and replacement.
+    private struct FreeTextKey: Hashable {
+        let headerNames: Set<String>
+        let queryNames: Set<String>
+        let replacement: String
+    }
+
+    /// The free-text rules of the redactors in use, compiled once each (a few per process; the
+    /// cache is emptied should a process make more than `freeTextCacheLimit`).
+    private static let freeTextCache = Locked<[FreeTextKey: [FreeTextRule]]>([:])
+    static let freeTextCacheLimit = 16
+
+    /// This redactor's free-text rules, in the order they apply.
+    func freeTextRules() -> [FreeTextRule] {
+        let key = FreeTextKey(headerNames: self.headerNames, queryNames: self.queryNames, replacement: self.replacement)
+        if let rules = Self.freeTextCache.withLock({ $0[key] }) { return rules }
+        let rules = self.compileFreeTextRules()
+        Self.freeTextCache.withLock { cache in
+            if cache.count >= Self.freeTextCacheLimit { cache.removeAll() }
+            cache[key] = rules
+        }
+        return rules
+    }
+
+    private func compileFreeTextRules() -> [FreeTextRule] {
+        var rules: [FreeTextRule] = []
         let replacement = NSRegularExpression.escapedTemplate(for: self.replacement)
         func replace(_ pattern: String, _ template: String) {
             guard let expression = try? NSRegularExpression(pattern: pattern, options: [.caseInsensitive]) else { return }
-            result = expression.stringByReplacingMatches(
-                in: result, range: NSRange(result.startIndex..., in: result), withTemplate: template)
+            rules.append(FreeTextRule(expression: expression, template: template))
         }
         let headers = self.headerNames.union(["authorization", "proxy-authorization", "cookie", "set-cookie"])
         // A secret header written out as a line of text: its value to the end of the line.
@@ -217,7 +256,7 @@ public struct Redactor: Sendable {
         replace(
             #"(<((?:[\w.-]{1,64}:)?(?=[\w.-]{0,64}?(?:token|secret|passw(?:or)?d|passphrase|credential|signature|private_?key|api_?key))[\w.-]{1,128}+)(?:\s[^<>]{0,2048}+)?>)[^<]++(?=</\2>)"#,
             "$1" + replacement)
-        return result
+        return rules
     }
 
     /// A body as text for a log line, with secrets hidden and at most `limit` bytes shown.

@@ -68,7 +68,7 @@ enum Deadline {
                 task.cancel()
             }
         } catch {
-            throw Self.ended(watch, failure: error)
+            throw Self.ended(watch, cancelledByCaller: Task.isCancelled, failure: error)
         }
         // Work that ended because the deadline cancelled it (a body cut short, a wait given up)
         // is a timeout, never a success — unless the caller itself was cancelled.
@@ -77,10 +77,11 @@ enum Deadline {
     }
 
     /// Ends the watch of work that failed: the error it fails with is a timeout when the
-    /// deadline had fired (and the caller was not cancelled), else the work's own.
+    /// deadline had fired (and the caller had not cancelled, asked once the watch has ended),
+    /// else the work's own.
     @inline(never)
-    private static func ended(_ watch: UInt64, failure error: any Error) -> any Error {
-        guard DeadlineWatch.shared.end(watch), !Task.isCancelled else { return error }
+    static func ended(_ watch: UInt64, cancelledByCaller: @autoclosure () -> Bool, failure error: any Error) -> any Error {
+        guard DeadlineWatch.shared.end(watch), !cancelledByCaller() else { return error }
         if let failure = error as? CourierError, failure.kind == .timeout { return failure }
         var timeout = CourierError.timeout(underlying: error)
         timeout.keepAnswer(of: error)

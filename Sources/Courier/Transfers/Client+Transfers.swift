@@ -33,16 +33,15 @@ extension Client {
         let reporter = ProgressReporter()
         // Numbered and holding its lifecycle ticket from now, as a started request does.
         // Its task is the request's own, as a started request's is.
-        let control = self.startedControl(priority: endpoint.priority, runsInOwnTask: true)
         let lifecycle = self.parts.lifecycle
-        let task = Task { () async throws -> Response<Value> in
+        let (task, control) = self.inOwnTask(priority: endpoint.priority) { control in
+            // The ticket ends before the progress does, as the request's task returning ends it.
             defer {
                 control.endTicket(in: lifecycle)
                 reporter.finish()
             }
             return try await self.response(endpoint, control: control, uploadReporter: reporter)
         }
-        control.adoptTask { task.cancel() }
         return TransferTask(progress: reporter.stream, task: task, control: control)
     }
 

@@ -39,7 +39,7 @@ public struct TransferTask<Success: Sendable>: Sendable {
     /// The control of the request the transfer runs, when its task is the request's own (an
     /// upload): the caller's cancel is recorded there, so a deadline that passes at the same
     /// moment does not turn it into a timeout.
-    var control: RequestControl?
+    let control: RequestControl?
 
     init(progress: AsyncStream<TransferProgress>, task: Task<Success, any Error>, control: RequestControl? = nil) {
         self.progress = progress

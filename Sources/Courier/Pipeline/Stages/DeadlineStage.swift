@@ -108,7 +108,8 @@ struct DeadlineStage: PipelineStage {
         do {
             outcome = try await next(exchange)
         } catch {
-            throw Self.ended(watch, control: control, failure: error)
+            guard let watch else { throw error }
+            throw Deadline.ended(watch, cancelledByCaller: control.isCancelledByCaller, failure: error)
         }
         // Work that ended because the deadline cancelled it is a timeout, never a success —
         // unless the caller itself cancelled the request.
@@ -117,17 +118,6 @@ struct DeadlineStage: PipelineStage {
             throw CourierError.timeout(underlying: nil)
         }
         return outcome
-    }
-
-    /// The error work run in the request's own task fails with: a timeout when the deadline had
-    /// fired (and the caller had not cancelled), else the work's own.
-    @inline(never)
-    private static func ended(_ watch: UInt64?, control: RequestControl, failure error: any Error) -> any Error {
-        guard let watch, DeadlineWatch.shared.end(watch), !control.isCancelledByCaller else { return error }
-        if let failure = error as? CourierError, failure.kind == .timeout { return failure }
-        var timeout = CourierError.timeout(underlying: error)
-        timeout.keepAnswer(of: error)
-        return timeout
     }
 
     /// A streamed outcome whose body fails with kind `timeout` when a read brings nothing for

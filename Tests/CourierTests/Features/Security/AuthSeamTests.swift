@@ -253,6 +253,47 @@ struct AuthSeamTests {
         }
     }
 
+    @Test(arguments: TransportKind.allCases)
+    func aStartedRequestWaitingForARefreshEndsAtItsDeadlineAndOnCancelAll(_ kind: TransportKind) async throws {
+        // A started request runs in a task of its own, which the deadline and `cancelAll` cancel
+        // (no second task): the refresh wait ends either way, and the refresh goes on.
+        try await self.withAuth(kind, token: Self.expired, prepare: { $0.state.withLock { $0.holdRefreshes = true } }) { setup in
+            let late = setup.client.start(Self.article("/api/a", timeout: .milliseconds(300)))
+            let timedOut = await expectCourierError { _ = try await late.value }
+            #expect(timedOut?.kind == .timeout)
+            #expect(!late.isCancelled)
+            let waiting = setup.client.start(Self.article("/api/b"))
+            #expect(await eventually { setup.auth.refreshCount == 1 && setup.client.parts.lifecycle.runningCount == 1 })
+            #expect(setup.client.cancelAll(reason: "signing out") == 1)
+            let cancelled = await expectCourierError { _ = try await waiting.value }
+            #expect(cancelled?.kind == .cancelled)
+            #expect(cancelled?.message == "signing out")
+            #expect(!waiting.isCancelled)
+            setup.tokens.state.withLock { $0.holdRefreshes = false }
+            let next = try await setup.client.start(Self.article("/api/c")).value
+            #expect(next.title == "t-1")
+            #expect(setup.tokens.state.withLock { $0.refreshCalls } == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aStartedRequestHeldWhileSignedOutEndsAtItsDeadlineAndOnCancelAll(_ kind: TransportKind) async throws {
+        try await self.withAuth(kind, token: nil, configuration: Self.holding) { setup in
+            let late = setup.client.start(Self.article("/api/held", timeout: .milliseconds(300)))
+            let timedOut = await expectCourierError { _ = try await late.value }
+            #expect(timedOut?.kind == .timeout)
+            #expect(await eventually(seconds: Self.heldBack) { setup.auth.heldCount == 0 })
+            let held = setup.client.start(Self.article("/api/held"))
+            #expect(await eventually { setup.auth.heldCount == 1 })
+            #expect(setup.client.cancelAll(reason: "signing out") == 1)
+            let cancelled = await expectCourierError { _ = try await held.value }
+            #expect(cancelled?.kind == .cancelled)
+            #expect(cancelled?.message == "signing out")
+            #expect(await eventually(seconds: Self.heldBack) { setup.auth.heldCount == 0 && setup.client.traffic.inFlight == 0 })
+            try setup.auth.supply(OAuth2Token(accessToken: "late", expiresAt: Date().addingTimeInterval(3600)))
+        }
+    }
+
     /// A gate whose prerequisite runs until the test lets it finish.
     final class HeldPrerequisite: Sendable {
         let state = Locked((started: 0, released: false))
