@@ -324,7 +324,10 @@ public final class AsyncHTTPClientTransport: Transport {
             throw CourierError.invalidRequest("the request's target '\(request.head.authority ?? "")' cannot be checked against the pins")
         }
         if !self.pinning.isEmpty, let target = Authority(scheme: request.head.scheme, authority: request.head.authority),
-            let key = self.pinning.matchingKey(for: target.host, port: target.port ?? 443)
+            // The port written, else 443, whatever the scheme, as on URLSession: a pin for
+            // `host:443` covers `http://host/` too (the host is pinned where it speaks TLS, and
+            // must not be reached in clear text). Not `target.port`, which is 80 for that URL.
+            let key = self.pinning.matchingKey(for: target.host, port: Authority.split(request.head.authority ?? "")?.port ?? 443)
         {
             let host = target.host
             try TransportRules.refuseCleartext(toPinnedHost: host, scheme: request.head.scheme)

@@ -68,17 +68,14 @@ struct PinVerifier: Sendable {
         }
         guard self.policy.checksPublicKeys else { return }
         let digest = Data(SHA256.hash(data: try leaf.extractPublicKey().toSPKIBytes()))
-        // The pins that apply to a host the leaf is valid for, ranked as the transport picks a
-        // host's pins: host and this port, host, wildcard and this port, wildcard. Only the most
-        // specific rank is enforced (a pin for this port takes the place of the host's pin for
-        // any port, an exact host the place of a wildcard).
-        var applicable: [(rank: Int, key: String, pins: Set<TLSPin>)] = []
-        for (key, pins) in self.policy.pins {
-            let (host, keyPort) = PinningPolicy.split(key)
-            guard keyPort == nil || keyPort == port, names.contains(where: { Self.matches(pattern: $0, host: host) }) else { continue }
-            applicable.append(((host.hasPrefix("*.") ? 2 : 0) + (keyPort == nil ? 1 : 0), key, pins))
-        }
-        guard let best = applicable.map(\.rank).min() else {
+        // For each host the leaf is valid for, the pins the transport would pick for a request
+        // to it (host and this port, host, wildcard and this port, wildcard: a pin for this port
+        // takes the place of the host's pin, an exact host the place of a wildcard); every one
+        // of them is enforced. (Ranking the entries of all hosts together let a sibling host's
+        // pin outrank this host's own: a certificate naming it and a host pinned to an authority
+        // only was accepted with any key.)
+        let keys = self.policy.keysToEnforce(forCertificateNames: names, port: port)
+        guard !keys.isEmpty else {
             if self.hostnameVerified { return }
             let anyPinned = self.policy.pins.values.reduce(into: Set<Data>()) { $0.formUnion(PinningPolicy.publicKeyDigests(in: $1)) }
             guard anyPinned.contains(digest) else {
@@ -88,11 +85,12 @@ struct PinVerifier: Sendable {
             }
             return
         }
-        for entry in applicable where entry.rank == best {
-            let pinned = PinningPolicy.publicKeyDigests(in: entry.pins)
+        for key in keys {
+            let pins = self.policy.pins[key] ?? []
+            let pinned = PinningPolicy.publicKeyDigests(in: pins)
             // A host pinned to nothing accepts no key; one with only authority pins, any key.
-            guard (pinned.isEmpty && !entry.pins.isEmpty) || pinned.contains(digest) else {
-                throw PinMismatch(host: entry.key, presented: "sha256/" + digest.base64EncodedString())
+            guard (pinned.isEmpty && !pins.isEmpty) || pinned.contains(digest) else {
+                throw PinMismatch(host: key, presented: "sha256/" + digest.base64EncodedString())
             }
         }
     }
@@ -117,14 +115,6 @@ struct PinVerifier: Sendable {
             }
         }
         return names
-    }
-
-    /// Whether a certificate name (possibly `*.example.com`) covers a pinned host (possibly a wildcard too).
-    static func matches(pattern: String, host: String) -> Bool {
-        if pattern == host { return true }
-        if pattern.hasPrefix("*."), let dot = host.firstIndex(of: "."), host[dot...] == pattern.dropFirst(1) { return true }
-        if host.hasPrefix("*."), let dot = pattern.firstIndex(of: "."), pattern[dot...] == host.dropFirst(1) { return true }
-        return false
     }
 }
 

@@ -40,7 +40,8 @@ enum TLSDiagnosis {
     }
 
     /// Why `chain` (leaf first) is not trusted by `roots` at `now`; `nil` when it is.
-    static func classify(chain: [Certificate], roots: CertificateStore, now: Date) async -> TLSFailureReason? {
+    static func classify(chain presented: [Certificate], roots: CertificateStore, now: Date) async -> TLSFailureReason? {
+        let chain = Self.bounded(presented)
         guard let leaf = chain.first else { return nil }
         var verifier = Verifier(rootCertificates: roots) { ChainOnlyPolicy(chain: chain) }
         let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore(chain.dropFirst()))
@@ -48,6 +49,26 @@ enum TLSDiagnosis {
         if validated.contains(where: { $0.notValidAfter < now }) { return .expired }
         if validated.contains(where: { $0.notValidBefore > now }) { return .notYetValid }
         return nil
+    }
+
+    /// The most intermediate certificates the diagnosis searches for a path through.
+    static let maxIntermediates = 6
+
+    /// The presented chain as the diagnosis judges it: each certificate once, and at most
+    /// ``maxIntermediates`` after the leaf, in the server's order.
+    ///
+    /// swift-certificates' path search tries every order of intermediates that sign each other,
+    /// without a limit, and is never cancelled: a hostile server presenting a dozen certificates
+    /// under one name and key (each then signs every other) would keep a core busy for hours.
+    /// Six allow for a leaf's real chains (one to three intermediates, a cross-signed one or two
+    /// besides) and bound the search to under 2,000 paths.
+    static func bounded(_ chain: [Certificate]) -> [Certificate] {
+        var seen = Set<Certificate>()
+        var kept: [Certificate] = []
+        for certificate in chain where kept.count <= Self.maxIntermediates {
+            if seen.insert(certificate).inserted { kept.append(certificate) }
+        }
+        return kept
     }
 
     /// The trust roots `configuration` gives BoringSSL, as swift-certificates values.

@@ -26,26 +26,24 @@ enum ApplePinning {
 
     static func check(_ trust: SecTrust, host: String, port: Int, policy: PinningPolicy) -> Outcome {
         let chain = (SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []
-        // Ranked as the AsyncHTTPClient transport's verifier ranks them (host and this port, host,
-        // wildcard and this port, wildcard): only the most specific rank is enforced, so a pin
-        // for this port takes the place of the host's pin, an exact host the place of a wildcard.
-        func rank(_ key: String) -> Int {
-            let (pattern, keyPort) = PinningPolicy.split(key)
-            return (pattern.hasPrefix("*.") ? 2 : 0) + (keyPort == nil ? 1 : 0)
-        }
-        var found: [(rank: Int, host: String, pins: Set<TLSPin>)] = []
-        let challenged = policy.matchingKey(for: host, port: port)
-        if let challenged, let pins = policy.pins[challenged] { found.append((rank(challenged), host, pins)) }
-        for (key, pins) in policy.pins where key != challenged {
+        // For each host the certificate is valid for (the challenged host, and every pinned host
+        // the system finds it valid for), the pins the transport would pick for a request to it
+        // (host and this port, host, wildcard and this port, wildcard), each host on its own as
+        // the AsyncHTTPClient transport's verifier does: a sibling host's pin never takes the
+        // place of a host's own. The name each key is evaluated for, by key.
+        var concerned: [String: String] = [:]
+        if let challenged = policy.matchingKey(for: host, port: port) { concerned[challenged] = host }
+        for key in policy.pins.keys {
             let (pattern, keyPort) = PinningPolicy.split(key)
             guard keyPort == nil || keyPort == port else { continue }
             // A wildcard pin concerns the certificate if it is valid for a name the wildcard covers.
             let name = pattern.hasPrefix("*.") ? "courier-pin-probe" + pattern.dropFirst(1) : pattern
-            if Self.evaluate(chain, for: name, anchors: nil) == nil { found.append((rank(key), name, pins)) }
+            guard let picked = policy.matchingKey(for: name, port: port), concerned[picked] == nil else { continue }
+            if Self.evaluate(chain, for: name, anchors: nil) == nil { concerned[picked] = name }
         }
-        guard let best = found.map(\.rank).min() else { return .unpinned }
-        let concerned = found.filter { $0.rank == best }.map { (host: $0.host, pins: $0.pins) }
-        for (name, pins) in concerned {
+        guard !concerned.isEmpty else { return .unpinned }
+        for (key, name) in concerned.sorted(by: { $0.key < $1.key }) {
+            let pins = policy.pins[key] ?? []
             let anchorTexts = PinningPolicy.anchors(in: pins)
             let anchors =
                 anchorTexts.isEmpty

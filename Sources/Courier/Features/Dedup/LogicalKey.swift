@@ -10,7 +10,8 @@ import HTTPTypes
 /// middleware (a per-endpoint token or signer makes a different request), the endpoint's wire
 /// protocol and operation, the header fields (those of one name in order; fields of different
 /// names in any order, as HTTP treats them), the accepted statuses and the endpoint's own retry
-/// policy (the shared exchange retries as its first caller's endpoint says).
+/// policy (the shared exchange retries as its first caller's endpoint says), and whether it
+/// leaves the client's home (where middleware sends credentials only to home).
 ///
 /// Made once per request from the parts the request already holds (no URL or header text is
 /// built) and hashed once, when made: every dictionary lookup of the deduplicator hashes one
@@ -36,12 +37,16 @@ struct LogicalKey: Hashable, Sendable {
         let acceptedStatuses: Range<Int>
         let retryPolicy: RetryPolicy?
         let custom: String?
+        /// Whether the request leaves the client's home (``Request/leavesHome``): middleware such
+        /// as the OAuth2 authenticator sends credentials only to home, so two requests that differ
+        /// in it are not the same request.
+        let leavesHome: Bool
         let hash: Int
 
         init(
             method: HTTPRequest.Method, scheme: String, authority: String, path: Substring, bodyDigest: SHA256.Digest?,
             partition: String, endpointMiddleware: [MiddlewareIdentity], wire: String, headers: HTTPFields,
-            acceptedStatuses: Range<Int>, retryPolicy: RetryPolicy?, custom: String?
+            acceptedStatuses: Range<Int>, retryPolicy: RetryPolicy?, custom: String?, leavesHome: Bool
         ) {
             self.method = method
             self.scheme = scheme
@@ -55,6 +60,7 @@ struct LogicalKey: Hashable, Sendable {
             self.acceptedStatuses = acceptedStatuses
             self.retryPolicy = retryPolicy
             self.custom = custom
+            self.leavesHome = leavesHome
             // The hash takes the parts that tell requests in flight apart (the path and what is
             // sent to it); equality compares every part. Keys that differ only in the rest (the
             // partition, the wire protocol, the fields) share a hash, and stay different keys.
@@ -74,7 +80,7 @@ struct LogicalKey: Hashable, Sendable {
                     && self.authority == other.authority && self.scheme == other.scheme && self.bodyDigest == other.bodyDigest
                     && self.partition == other.partition && self.endpointMiddleware == other.endpointMiddleware
                     && self.wire == other.wire && self.acceptedStatuses == other.acceptedStatuses && self.custom == other.custom
-                    && self.retryPolicy == other.retryPolicy && self.headers == other.headers)
+                    && self.retryPolicy == other.retryPolicy && self.leavesHome == other.leavesHome && self.headers == other.headers)
         }
     }
 
@@ -133,7 +139,7 @@ struct LogicalKey: Hashable, Sendable {
             method: request.head.method, scheme: scheme,
             authority: Authority.hostKey(scheme: scheme, authority: request.head.authority ?? ""), path: path,
             bodyDigest: bodyDigest, partition: partition, endpointMiddleware: middleware, wire: wire, headers: headers,
-            acceptedStatuses: endpoint.acceptedStatuses, retryPolicy: endpoint.retryPolicy, custom: custom)
+            acceptedStatuses: endpoint.acceptedStatuses, retryPolicy: endpoint.retryPolicy, custom: custom, leavesHome: request.leavesHome)
     }
 
     static func == (lhs: LogicalKey, rhs: LogicalKey) -> Bool {

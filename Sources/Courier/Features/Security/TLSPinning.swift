@@ -105,6 +105,34 @@ public struct PinningPolicy: Sendable, Hashable {
         return wildcard
     }
 
+    /// The keys of ``pins`` to enforce on a certificate valid for `names` (its subjectAltName
+    /// entries, lower-cased; `*.domain` for a wildcard), on a connection to `port`: for each host
+    /// the certificate is valid for, the key ``matchingKey(for:port:)`` picks for it, sorted.
+    ///
+    /// A wildcard name stands for every pinned host it covers, and for a host under it that no
+    /// exact pin names (which only a wildcard pin can cover).
+    package func keysToEnforce(forCertificateNames names: [String], port: Int?) -> [String] {
+        var hosts: Set<String> = []
+        for name in names {
+            let name = Self.canonicalHost(name)
+            guard name.hasPrefix("*.") else {
+                hosts.insert(name)
+                continue
+            }
+            let suffix = name.dropFirst(1)
+            // A label no pin names, under the wildcard's domain.
+            hosts.insert("courier-unpinned-label" + suffix)
+            for key in self.pins.keys {
+                let (host, _) = Self.split(key)
+                guard !host.hasPrefix("*."), host.hasSuffix(suffix), host.count > suffix.count,
+                    !host.dropLast(suffix.count).contains(".")
+                else { continue }
+                hosts.insert(host)
+            }
+        }
+        return Set(hosts.compactMap { self.matchingKey(for: $0, port: port) }).sorted()
+    }
+
     /// The public-key digests pinned for `host` on `port`.
     public func publicKeyDigests(for host: String, port: Int? = nil) -> Set<Data> {
         Self.publicKeyDigests(in: self.pins(for: host, port: port) ?? [])

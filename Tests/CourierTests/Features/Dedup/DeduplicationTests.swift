@@ -28,6 +28,46 @@ struct DeduplicationTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aRequestThatLeavesHomeIsNotSharedWithTheSameRequestAtHome(_ kind: TransportKind) async throws {
+        // The OAuth2 authenticator (client middleware, below deduplication) sends its token only
+        // to the request's home. The same URL asked for by a service whose home is elsewhere goes
+        // without it: shared, one caller would get an answer made with the other's credentials,
+        // or a 401 for the token it was owed. (Was shared: the key left out where it goes.)
+        let gate = Gate()
+        let api = try await http1Server { request in
+            await gate.wait()
+            return await Routes.standard(request)
+        }
+        let other = try await http1Server()
+        let servers = ServerDirectory(
+            urls: ["api": [.develop: api.baseURL], "cdn": [.develop: other.baseURL]], buildDefault: .develop, isReleaseBuild: false,
+            store: InMemoryEnvironmentStore())
+        let auth = OAuth2Authenticator(
+            tokenEndpoint: OAuth2TokenEndpoint(url: api.baseURL.appendingPathComponent("oauth/token"), clientID: "app"),
+            tokenClient: Client(configuration: .init(transport: URLSessionTransport())),
+            store: InMemoryCredentialStore(OAuth2Token(accessToken: "t-1", expiresAt: Date(timeIntervalSinceNow: 3600))))
+        try await withClient(
+            kind, server: api,
+            configure: {
+                $0.servers = servers
+                $0.middleware = [auth]
+            }
+        ) { client in
+            let away = client.start(Endpoint<Echo>(path: api.baseURL.absoluteString + "/echo").service("cdn"))
+            #expect(await eventually { api.requests.count == 1 })
+            let home = client.start(Endpoint<Echo>(path: "/echo").service("api"))
+            #expect(await eventually { api.requests.count == 2 })
+            await gate.open()
+            let awayEcho = try await away.value
+            let homeEcho = try await home.value
+            #expect(awayEcho.headers["authorization"] == nil)
+            #expect(homeEcho.headers["authorization"] == "Bearer t-1")
+            #expect(client.deduplicationCounts.coalesced == 0)
+        }
+        try await other.stop()
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func hundredIdenticalConcurrentGetsReachTheServerOnce(_ kind: TransportKind) async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)

@@ -290,4 +290,26 @@ struct HostIdentityTests {
         }
         try await transport.shutdown()
     }
+
+    @Test
+    func aHostPinnedOnPort443IsRefusedOverCleartextWithoutAPort() async throws {
+        // `http://localhost/` names no port: the host pinned where it speaks TLS (`localhost:443`)
+        // must not be reached in clear text, as URLSessionTransport refuses it. (Was looked up
+        // for port 80, found unpinned, and sent.) AsyncHTTPClient only: on Linux
+        // `URLSessionTransport(pinning:)` throws, as FoundationNetworking cannot pin.
+        var configuration = AsyncHTTPClientTransport.Configuration()
+        configuration.pinning.pin("localhost:443", to: [try .publicKey(Self.otherPin)])
+        let transport = AsyncHTTPClientTransport(configuration: configuration)
+        let client = Client(configuration: .init(transport: transport))
+        for url in ["http://localhost/x", "http://localhost:443/x"] {
+            let error = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: url, decoding: .data)) }
+            #expect(error?.kind == .invalidRequest, "\(url): \(String(describing: error))")
+            #expect(error?.message.contains("must be reached over https") == true, "\(url)")
+        }
+        // Another port written is another origin, not pinned: it is tried (and nothing listens
+        // on port 9 here, so it fails to connect rather than being refused as pinned).
+        let other = await expectCourierError { _ = try await client.send(Endpoint<Data>(path: "http://localhost:9/x", decoding: .data)) }
+        #expect(other?.kind != .invalidRequest, "\(String(describing: other))")
+        try await transport.shutdown()
+    }
 }
