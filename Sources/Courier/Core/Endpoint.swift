@@ -353,6 +353,8 @@ package enum EndpointNaming {
             components.password = nil
             return "\(method.rawValue) \(components.string ?? "")"
         }
-        return "\(method.rawValue) \(shown)"
+        // A URL the parser refuses (a space, `|` or `{` in it, on a platform whose parser does not
+        // encode them) may hold user info too: hidden as the redactor hides it in text.
+        return "\(method.rawValue) \(Redactor.withoutUserInfo(String(shown), Redactor.standard.replacement))"
     }
 }

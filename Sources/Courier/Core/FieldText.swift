@@ -32,6 +32,58 @@ package enum FieldText {
         String(decoding: text.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
+    /// The parameters of a field value such as a media type (`text/plain; charset="utf-8"`): each
+    /// `name=value` after the first `;`, the name as a token, a quoted value unquoted (RFC 9110
+    /// §5.6.6, §5.6.4): a `;` inside a quoted string is part of its value, not a new parameter.
+    package static func parameters(_ text: some StringProtocol) -> [(name: String, value: String)] {
+        var segments: [[UInt8]] = []
+        var current: [UInt8] = []
+        var quoted = false
+        var escaped = false
+        for byte in text.utf8 {
+            if quoted {
+                current.append(byte)
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    quoted = false
+                }
+            } else if byte == UInt8(ascii: ";") {
+                segments.append(current)
+                current = []
+            } else {
+                if byte == UInt8(ascii: "\"") { quoted = true }
+                current.append(byte)
+            }
+        }
+        segments.append(current)
+        return segments.dropFirst().compactMap { segment in
+            let parts = Self.split(String(decoding: segment, as: UTF8.self), at: "=", maxSplits: 1)
+            guard parts.count == 2 else { return nil }
+            return (Self.token(parts[0]), Self.unquoted(Self.trimmed(parts[1])))
+        }
+    }
+
+    /// A quoted string's content without its quotes and escapes (RFC 9110 §5.6.4); any other
+    /// text as it is.
+    package static func unquoted(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 2, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") else { return text }
+        var content: [UInt8] = []
+        var escaped = false
+        for byte in bytes.dropFirst().dropLast() {
+            if !escaped, byte == UInt8(ascii: "\\") {
+                escaped = true
+                continue
+            }
+            escaped = false
+            content.append(byte)
+        }
+        return String(decoding: content, as: UTF8.self)
+    }
+
     /// A list member as compared: trimmed of optional white space and lower-cased in ASCII.
     package static func token(_ text: some StringProtocol) -> String {
         self.lowercased(self.trimmed(text))

@@ -45,7 +45,8 @@ enum RequestBuilder {
             // An encoded dot-segment (what `pathSegment:` makes of `.` or `..`) is refused here as
             // in a relative path; a literal one is the URL's own (a link a server gave).
             if PathSegment.holdsEncodedDotSegment(components.percentEncodedPath) {
-                throw CourierError.invalidRequest("the endpoint's URL holds a '.' or '..' segment written percent-encoded")
+                throw CourierError.invalidRequest(
+                    "the endpoint's URL holds a '.' or '..' segment written percent-encoded, or between encoded slashes or backslashes")
             }
             // An absolute URL's path is kept as written: `/items/` and `/items` are different resources.
             var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
@@ -61,7 +62,8 @@ enum RequestBuilder {
             // that is one) is resolved by servers as the dot-segment itself (RFC 3986 §6.2.2.2):
             // it would reach another resource than the path names.
             if PathSegment.holdsEncodedDotSegment(endpoint.path) {
-                throw CourierError.invalidRequest("the endpoint's path holds a '.' or '..' segment written percent-encoded")
+                throw CourierError.invalidRequest(
+                    "the endpoint's path holds a '.' or '..' segment written percent-encoded, or between encoded slashes or backslashes")
             }
             // A `..` written as it is would leave the base's path (`/v1` + `../admin`).
             if PathSegment.holdsDotDotSegment(endpoint.path) {
@@ -225,8 +227,11 @@ enum RequestBuilder {
 
     /// Whether `target` has the origin (scheme, host and port) of `home`; `false` without a home.
     static func isSameOrigin(_ target: BaseURL, _ home: BaseURL?) -> Bool {
-        guard let home else { return false }
-        return Authority(scheme: target.scheme, authority: target.authority) == Authority(scheme: home.scheme, authority: home.authority)
+        // Two authorities that cannot be read are not the same origin: credentials stay back.
+        guard let home, let target = Authority(scheme: target.scheme, authority: target.authority),
+            let origin = Authority(scheme: home.scheme, authority: home.authority)
+        else { return false }
+        return target == origin
     }
 
     /// The `Accept-Encoding` field sent when the client decodes content, made once: a field's

@@ -30,14 +30,10 @@ enum TextCharset: Equatable {
         }
     }
 
-    /// The `charset` parameter of a `Content-Type` value, if it has one.
+    /// The `charset` parameter of a `Content-Type` value, if it has one (a `charset=` inside
+    /// another parameter's quoted value is not it).
     static func label(inContentType contentType: String) -> String? {
-        for parameter in FieldText.split(contentType, at: ";").dropFirst() {
-            let parts = FieldText.split(parameter, at: "=", maxSplits: 1)
-            guard parts.count == 2, FieldText.token(FieldText.trimmed(parts[0])) == "charset" else { continue }
-            return FieldText.trimmed(parts[1])
-        }
-        return nil
+        FieldText.parameters(contentType).first { $0.name == "charset" }?.value
     }
 
     /// The text of `body`, or why it has none: the charset is not supported, or the bytes are not

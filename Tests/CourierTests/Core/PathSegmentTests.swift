@@ -72,6 +72,10 @@ struct PathSegmentTests {
             for path in [
                 "/users/\(pathSegment: "..")/posts", "/users/\(pathSegment: ".")", "/a/%2e%2E/b", "/a/.%2E", "/a/%2E./b?q=1",
                 "/a/%2E%2E;x/b",
+                // A `..` between encoded slashes or backslashes: servers that decode `%2F`, or take
+                // `\` for `/`, before resolving dot-segments climb out with it.
+                "/users/\(pathSegment: "../admin")/profile", "/users/..%2Fadmin", "/users/%2E%2E%2Fadmin", "/users/..%5cadmin",
+                "/users/..\\admin", "/users/x%2F..%2F..", "/users/a%2F.%2Fb",
             ] {
                 let error = await expectCourierError { _ = try await client.send(Endpoint<String>(path: path, decoding: .string)) }
                 #expect(error?.kind == .invalidRequest, "\(path)")
@@ -88,7 +92,10 @@ struct PathSegmentTests {
             }
             // Encoded dots inside a longer segment, or only in the query, are no dot-segment; nor
             // are dots that are part of a name, or a `..` only in the query.
-            let allowed = ["/a/%2E%2E%2E", "/a/x%2E", "/a?p=%2E%2E", "/a/.../b", "/a/..b/c..", "/a?p=../x", "/a/x;..", "/a/..b;c"]
+            let allowed = [
+                "/a/%2E%2E%2E", "/a/x%2E", "/a?p=%2E%2E", "/a/.../b", "/a/..b/c..", "/a?p=../x", "/a/x;..", "/a/..b;c",
+                "/a/\(pathSegment: "a/b")", "/a/..x%2Fy..", "/a/%2F%2F", "/a?p=..%2F..",
+            ]
             for path in allowed {
                 _ = try await client.send(Endpoint<String>(path: path, decoding: .string))
             }

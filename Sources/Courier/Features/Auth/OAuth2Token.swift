@@ -81,7 +81,7 @@ public struct FileCredentialStore: CredentialStore {
             return
         }
         let data = try JSONEncoder().encode(token)
-        try OwnerOnlyFile.write(data, to: self.url)
+        try OwnerOnlyFile.write(data, to: self.url, durable: true)
     }
 }
 
