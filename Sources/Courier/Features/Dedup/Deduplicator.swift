@@ -165,51 +165,63 @@ final class Deduplicator: Sendable {
         defer { if let observer { control?.removeObserver(observer) } }
         let response = try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Outcome, any Error>) in
-                let (raised, leader, refused): ((UInt64, RequestPriority)?, RequestID?, Bool) = self.state.withLock { state in
-                    // A caller cancelled before it arrives neither joins nor starts a request.
-                    // Read under the lock: a cancellation after it finds the waiter in place
-                    // (`leave`, called by the cancellation handler, takes the lock too).
-                    if Task.isCancelled { return (nil, nil, true) }
-                    let waiter = Waiter(
-                        id: ticket, seat: seat, continuation: continuation, priority: control?.priority ?? priority,
-                        deadline: deadline.map(FixedInstant.offset(of:)))
-                    // One lookup, which inserts a new entry when there is none (every entry in the
-                    // table has a waiter: an entry without one is new).
-                    let fresh = Entry(ticket: ticket, wireTicket: ticket, leader: requestID, priority: waiter.priority)
-                    let outcome = Self.update(&state.entries[key, default: fresh]) { entry -> ((UInt64, RequestPriority)?, RequestID?) in
-                        guard entry.waiters.isEmpty else {
-                            entry.waiters[ticket] = waiter
-                            let before = entry.priority
-                            entry.priority = max(entry.priority, waiter.priority)
-                            return (entry.priority != before && !entry.onWire ? (entry.wireTicket, entry.priority) : nil, entry.leader)
-                        }
-                        entry.waiters[ticket] = waiter
-                        let startPriority = waiter.priority
-                        entry.task = Task {
-                            let result: Result<Outcome, any Error>
-                            do {
-                                result = .success(try await fetch(ticket, startPriority))
-                            } catch {
-                                result = .failure(error)
+                let (raised, leader, shared, refused): ((UInt64, RequestPriority)?, RequestID?, Task<Void, Never>?, Bool) = self.state
+                    .withLock {
+                        state in
+                        // A caller cancelled before it arrives neither joins nor starts a request.
+                        // Read under the lock: a cancellation after it finds the waiter in place
+                        // (`leave`, called by the cancellation handler, takes the lock too).
+                        if Task.isCancelled { return (nil, nil, nil, true) }
+                        let waiter = Waiter(
+                            id: ticket, seat: seat, continuation: continuation, priority: control?.priority ?? priority,
+                            deadline: deadline.map(FixedInstant.offset(of:)))
+                        // One lookup, which inserts a new entry when there is none (every entry in the
+                        // table has a waiter: an entry without one is new).
+                        let fresh = Entry(ticket: ticket, wireTicket: ticket, leader: requestID, priority: waiter.priority)
+                        let outcome = Self.update(&state.entries[key, default: fresh]) {
+                            entry -> ((UInt64, RequestPriority)?, RequestID?, Task<Void, Never>?) in
+                            guard entry.waiters.isEmpty else {
+                                entry.waiters[ticket] = waiter
+                                let before = entry.priority
+                                entry.priority = max(entry.priority, waiter.priority)
+                                return (
+                                    entry.priority != before && !entry.onWire ? (entry.wireTicket, entry.priority) : nil, entry.leader,
+                                    entry.task
+                                )
                             }
-                            self.finish(key: key, ticket: ticket, with: result)
+                            entry.waiters[ticket] = waiter
+                            let startPriority = waiter.priority
+                            entry.task = Task {
+                                let result: Result<Outcome, any Error>
+                                do {
+                                    result = .success(try await fetch(ticket, startPriority))
+                                } catch {
+                                    result = .failure(error)
+                                }
+                                self.finish(key: key, ticket: ticket, with: result)
+                            }
+                            return (nil, nil, nil)
                         }
-                        return (nil, nil)
+                        if outcome.1 != nil {
+                            joined = true
+                            state.sharedCount += 1
+                        } else {
+                            state.wireCount += 1
+                            state.runningTasks += 1
+                        }
+                        return (outcome.0, outcome.1, outcome.2, false)
                     }
-                    if outcome.1 != nil {
-                        joined = true
-                        state.sharedCount += 1
-                    } else {
-                        state.wireCount += 1
-                        state.runningTasks += 1
-                    }
-                    return (outcome.0, outcome.1, false)
-                }
                 if refused {
                     continuation.resume(throwing: CourierError.cancelled())
                     return
                 }
                 if let leader { onJoin?(leader) }
+                // The shared request's task took its first caller's task priority; a joiner's
+                // higher one raises it, as awaiting a task's value would (joiners await a
+                // continuation, which does not).
+                if let shared, #available(macOS 26.0, iOS 26.0, watchOS 26.0, tvOS 26.0, visionOS 26.0, *) {
+                    shared.escalatePriority(to: Task.currentPriority)
+                }
                 // Someone else (the client's `cancelAll`) may end this wait.
                 lifecycle?.attach(lifecycleTicket) { error in seat.leave(with: error) }
                 if let (ticket, newPriority) = raised { self.publish(key: key, ticket, newPriority) }

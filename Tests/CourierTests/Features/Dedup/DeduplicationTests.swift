@@ -68,6 +68,37 @@ struct DeduplicationTests {
     }
 
     @Test(arguments: TransportKind.allCases)
+    func aJoinerWithAHigherTaskPriorityRaisesTheSharedRequests(_ kind: TransportKind) async throws {
+        // The shared request runs in a task of its own, made in its first caller's task: it
+        // takes that task's priority. A joiner waits on a continuation, which (unlike awaiting a
+        // task's value) raises nothing: a request a background task started ran at background
+        // priority for the user-initiated caller that joined it.
+        let gate = Gate()
+        let held = Locked(false)
+        let seen = Locked<TaskPriority?>(nil)
+        let probe = ClosureMiddleware { request, next in
+            held.withLock { $0 = true }
+            await gate.wait()
+            seen.withLock { $0 = Task.currentPriority }
+            return try await next(request)
+        }
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.middleware = [probe] }) { client in
+            let endpoint = Endpoint<Article>(path: "/json")
+            let first = Task(priority: .background) { try await client.send(endpoint) }
+            #expect(await eventually { held.current })
+            let joiner = Task(priority: .high) { try await client.send(endpoint) }
+            #expect(await eventually { client.deduplicationCounts.coalesced == 1 })
+            await gate.open()
+            #expect(try await joiner.value.id == 1)
+            #expect(try await first.value.id == 1)
+            let priority = try #require(seen.current)
+            #expect(priority >= .high, "\(priority)")
+            #expect(server.requests.count == 1)
+        }
+    }
+
+    @Test(arguments: TransportKind.allCases)
     func hundredIdenticalConcurrentGetsReachTheServerOnce(_ kind: TransportKind) async throws {
         let gate = Gate()
         let server = try await trafficServer(gate: gate)
