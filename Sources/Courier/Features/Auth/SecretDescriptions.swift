@@ -1,0 +1,94 @@
+import Foundation
+
+/// How a secret is shown by the descriptions below: never its text, only that there is one.
+private let hidden = Redactor.standard.replacement
+
+// The credential types describe themselves, mirror themselves (`dump`) and print in a debugger
+// without their secrets: an app that logs a token set, an endpoint or a grant (`"\(token)"`,
+// `print(grant)`) leaks nothing through it. The values stay readable through their properties.
+
+extension OAuth2Token: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The token set with its access and refresh tokens hidden.
+    public var description: String {
+        var parts = ["tokenType: \(self.tokenType)", "accessToken: \(hidden)"]
+        if self.refreshToken != nil { parts.append("refreshToken: \(hidden)") }
+        if let expiresAt = self.expiresAt { parts.append("expiresAt: \(expiresAt)") }
+        if let scope = self.scope { parts.append("scope: \(scope)") }
+        return "OAuth2Token(\(parts.joined(separator: ", ")))"
+    }
+
+    /// The token set with its access and refresh tokens hidden, as ``description``.
+    public var debugDescription: String { self.description }
+
+    /// The token set's parts for `dump` and debuggers, its tokens hidden.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "tokenType": self.tokenType, "accessToken": hidden, "refreshToken": self.refreshToken.map { _ in hidden } as Any,
+                "expiresAt": self.expiresAt as Any, "scope": self.scope as Any,
+            ], displayStyle: .struct)
+    }
+}
+
+extension OAuth2TokenEndpoint: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The endpoint with its client secret hidden.
+    public var description: String {
+        var parts = ["url: \(self.url.absoluteString)", "clientID: \(self.clientID)"]
+        if self.clientSecret != nil { parts.append("clientSecret: \(hidden)") }
+        if let revocationURL = self.revocationURL { parts.append("revocationURL: \(revocationURL.absoluteString)") }
+        return "OAuth2TokenEndpoint(\(parts.joined(separator: ", ")))"
+    }
+
+    /// The endpoint with its client secret hidden, as ``description``.
+    public var debugDescription: String { self.description }
+
+    /// The endpoint's parts for `dump` and debuggers, its client secret hidden.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "url": self.url, "clientID": self.clientID, "clientSecret": self.clientSecret.map { _ in hidden } as Any,
+                "revocationURL": self.revocationURL as Any,
+            ], displayStyle: .struct)
+    }
+}
+
+extension OAuth2TokenEndpoint.Grant: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The grant with its password, refresh token, code and code verifier hidden.
+    public var description: String {
+        switch self {
+        case .password(let username, _, let scope):
+            return "password(username: \(username), password: \(hidden)\(scope.map { ", scope: \($0)" } ?? ""))"
+        case .clientCredentials(let scope):
+            return "clientCredentials(\(scope.map { "scope: \($0)" } ?? ""))"
+        case .refreshToken:
+            return "refreshToken(\(hidden))"
+        case .authorizationCode(_, let redirectURI, _):
+            return "authorizationCode(code: \(hidden), redirectURI: \(redirectURI), codeVerifier: \(hidden))"
+        }
+    }
+
+    /// The grant with its secrets hidden, as ``description``.
+    public var debugDescription: String { self.description }
+
+    /// The grant for `dump` and debuggers: its description alone.
+    public var customMirror: Mirror { Mirror(self, children: ["grant": self.description], displayStyle: .enum) }
+}
+
+extension OAuth2AuthorizationRequest: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The request with its PKCE code verifier hidden.
+    public var description: String {
+        "OAuth2AuthorizationRequest(url: \(self.url.absoluteString), state: \(self.state), codeVerifier: \(hidden), redirectURI: \(self.redirectURI))"
+    }
+
+    /// The request with its code verifier hidden, as ``description``.
+    public var debugDescription: String { self.description }
+
+    /// The request's parts for `dump` and debuggers, its code verifier hidden.
+    public var customMirror: Mirror {
+        Mirror(
+            self, children: ["url": self.url, "state": self.state, "codeVerifier": hidden, "redirectURI": self.redirectURI],
+            displayStyle: .struct)
+    }
+}
