@@ -33,17 +33,23 @@ public final class HARRecorder: EventMonitor, Sendable {
     public let maxEntries: Int
     /// The entries, and the lock held while the file is written: shared by the recorders that
     /// write one file (``shared(writingTo:redactor:)``).
-    private let log: Log
+    let log: Log
 
-    /// The entries of one HAR document, and who writes its file. One request ending writes it;
-    /// one ending meanwhile leaves a note instead of queueing, and the writer writes again, with
-    /// every entry, before it returns. So requests do not wait in line for a file that holds
-    /// everything (each write is the whole document), and once the requests in flight have
-    /// returned, the file holds all of their entries.
+    /// The entries of one HAR document, and who writes its file. A request that ends while no
+    /// write is under way writes it once, its own entry included; one ending meanwhile leaves a
+    /// note instead of queueing, and the entries noted are written again in the background, not
+    /// by the request that wrote first (which, while requests kept ending, rewrote the whole
+    /// document again and again before its caller got its answer). So a request sent alone
+    /// finds its entry in the file when it returns, and requests ending together find theirs
+    /// there soon after.
     final class Log: Sendable {
         let entries = Locked<[HAR.Entry]>([])
         /// Whether a write is under way, and whether entries came after it began.
         let writing = Locked((active: false, stale: false))
+        #if DEBUG
+        /// Called as each write of the file begins (for tests).
+        let writeBegins = Locked<(@Sendable () -> Void)?>(nil)
+        #endif
     }
 
     /// Creates a recorder that keeps the newest 1,000 entries; with `file`, the HAR file is
@@ -136,9 +142,28 @@ public final class HARRecorder: EventMonitor, Sendable {
             return true
         }
         guard writes else { return }
-        repeat {
-            try? self.write(to: file)
-        } while self.log.writing.withLock { state -> Bool in
+        self.writeFile(file)
+        // Entries that came during the write: written in the background, so this request's
+        // caller does not wait for other requests' entries.
+        guard self.continuesWriting() else { return }
+        DispatchQueue.global(qos: .utility).async {
+            repeat {
+                self.writeFile(file)
+            } while self.continuesWriting()
+        }
+    }
+
+    private func writeFile(_ file: URL) {
+        #if DEBUG
+        self.log.writeBegins.current?()
+        #endif
+        try? self.write(to: file)
+    }
+
+    /// Whether entries came during the write that just ended (the writer then writes again),
+    /// else the end of writing.
+    private func continuesWriting() -> Bool {
+        self.log.writing.withLock { state -> Bool in
             if state.stale {
                 state.stale = false
                 return true

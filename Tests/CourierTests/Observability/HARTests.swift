@@ -1,8 +1,9 @@
-import Courier
 import CourierTestServer
 import Foundation
 import HTTPTypes
 import Testing
+
+@testable import Courier
 
 @Suite("HAR 1.2 capture: valid files, redacted secrets, Courier's own facts")
 struct HARTests {
@@ -245,6 +246,8 @@ struct HARTests {
             }
         }
         #expect(recorder.count == 30)
+        // Entries of requests that ended during a write are written in the background.
+        #expect(await eventually { !recorder.log.writing.current.active })
         // It holds response bodies: readable by this user only, whatever the umask.
         let permissions = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int
         #expect(permissions == 0o600)
@@ -252,6 +255,38 @@ struct HARTests {
         let entries = (written?["log"] as? [String: Any])?["entries"] as? [Any]
         #expect(entries?.count == 30)
         #expect(try Self.entries(recorder).count == 30)
+    }
+
+    @Test(arguments: TransportKind.allCases)
+    func aRequestThatEndsWhileOthersEndWritesTheFileOnceAndReturns(_ kind: TransportKind) async throws {
+        // The monitor runs before the caller gets its answer. The first request to end wrote the
+        // whole document, then again for each request that ended during the write, for as long
+        // as requests kept ending: its caller waited for them all.
+        let server = try await http1Server()
+        let folder = temporaryDirectory("har-once")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let recorder = HARRecorder(writingTo: folder.appendingPathComponent("session.har"))
+        let writes = Locked((byCaller: 0, all: 0))
+        recorder.log.writeBegins.withLock {
+            $0 = {
+                let first = writes.withLock { counts -> Bool in
+                    counts.all += 1
+                    if HARWriteProbe.isCaller { counts.byCaller += 1 }
+                    return counts.all == 1
+                }
+                // Another request ends during the first write.
+                if first { recorder.log.writing.withLock { $0.stale = true } }
+            }
+        }
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [recorder] }) { client in
+            let article = try await HARWriteProbe.$isCaller.withValue(true) { try await client.send(Endpoint<Article>(path: "/json")) }
+            #expect(article.id == 1)
+            #expect(writes.current.byCaller == 1)
+            // The entries noted are written all the same, in the background.
+            #expect(await eventually { writes.current.all == 2 && !recorder.log.writing.current.active })
+            #expect(writes.current.byCaller == 1)
+        }
     }
 
     @Test(arguments: TransportKind.allCases)
@@ -306,4 +341,9 @@ struct HARTests {
         #expect(violations.contains { $0.contains("/log/entries/0/request") && $0.contains("url") })
         #expect(violations.contains { $0.contains("/log/entries/0/response") })
     }
+}
+
+/// Marks the task of a request's caller, to tell its writes of a HAR file from background ones.
+enum HARWriteProbe {
+    @TaskLocal static var isCaller = false
 }
