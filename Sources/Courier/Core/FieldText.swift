@@ -34,54 +34,48 @@ package enum FieldText {
 
     /// The parameters of a field value such as a media type (`text/plain; charset="utf-8"`): each
     /// `name=value` after the first `;`, the name as a token, a quoted value unquoted (RFC 9110
-    /// §5.6.6, §5.6.4): a `;` inside a quoted string is part of its value, not a new parameter.
+    /// §5.6.6, §5.6.4). A value is a quoted string only when it starts with a quote: a `;` inside
+    /// one is part of the value, not a new parameter; a stray quote inside a token is a byte of it.
     package static func parameters(_ text: some StringProtocol) -> [(name: String, value: String)] {
-        var segments: [[UInt8]] = []
-        var current: [UInt8] = []
-        var quoted = false
-        var escaped = false
-        for byte in text.utf8 {
-            if quoted {
-                current.append(byte)
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    quoted = false
-                }
-            } else if byte == UInt8(ascii: ";") {
-                segments.append(current)
-                current = []
-            } else {
-                if byte == UInt8(ascii: "\"") { quoted = true }
-                current.append(byte)
-            }
-        }
-        segments.append(current)
-        return segments.dropFirst().compactMap { segment in
-            let parts = Self.split(String(decoding: segment, as: UTF8.self), at: "=", maxSplits: 1)
-            guard parts.count == 2 else { return nil }
-            return (Self.token(parts[0]), Self.unquoted(Self.trimmed(parts[1])))
-        }
-    }
-
-    /// A quoted string's content without its quotes and escapes (RFC 9110 §5.6.4); any other
-    /// text as it is.
-    package static func unquoted(_ text: String) -> String {
         let bytes = Array(text.utf8)
-        guard bytes.count >= 2, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") else { return text }
-        var content: [UInt8] = []
-        var escaped = false
-        for byte in bytes.dropFirst().dropLast() {
-            if !escaped, byte == UInt8(ascii: "\\") {
-                escaped = true
+        var result: [(name: String, value: String)] = []
+        let semicolon = UInt8(ascii: ";")
+        let quote = UInt8(ascii: "\"")
+        let backslash = UInt8(ascii: "\\")
+        // Past the first `;` (the media type itself holds no quoted string).
+        guard var index = bytes.firstIndex(of: semicolon) else { return [] }
+        index += 1
+        while index < bytes.count {
+            // The name, up to `=` or the next `;`.
+            let nameStart = index
+            while index < bytes.count, bytes[index] != UInt8(ascii: "="), bytes[index] != semicolon { index += 1 }
+            let name = Self.token(String(decoding: bytes[nameStart..<index], as: UTF8.self))
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "=") else {
+                index += 1
                 continue
             }
-            escaped = false
-            content.append(byte)
+            index += 1
+            while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 { index += 1 }
+            var value: [UInt8] = []
+            if index < bytes.count, bytes[index] == quote {
+                // A quoted string, to its closing quote (escapes taken as the byte they escape).
+                index += 1
+                while index < bytes.count, bytes[index] != quote {
+                    if bytes[index] == backslash, index + 1 < bytes.count { index += 1 }
+                    value.append(bytes[index])
+                    index += 1
+                }
+                // Past the closing quote, and whatever stands before the next `;`.
+                while index < bytes.count, bytes[index] != semicolon { index += 1 }
+                result.append((name, String(decoding: value, as: UTF8.self)))
+            } else {
+                let valueStart = index
+                while index < bytes.count, bytes[index] != semicolon { index += 1 }
+                result.append((name, Self.trimmed(String(decoding: bytes[valueStart..<index], as: UTF8.self))))
+            }
+            index += 1
         }
-        return String(decoding: content, as: UTF8.self)
+        return result
     }
 
     /// A list member as compared: trimmed of optional white space and lower-cased in ASCII.

@@ -18,7 +18,7 @@ import Foundation
 ///   path holding such a segment (relative, or an absolute URL) fails with kind
 ///   `invalidRequest` when the request is built, before anything is sent; so does a relative
 ///   path with a `..` written as it is.
-/// - A value holding a `..` or `.` between slashes or backslashes (`../admin`, written
+/// - A value holding a `..` between slashes or backslashes (`../admin`, written
 ///   `..%2Fadmin`) is refused the same way: servers that decode `%2F` or take `\` for `/` before
 ///   resolving dot-segments would climb out of the path with it.
 /// - An empty value leaves an empty segment (`/users//profile`, or `/users/` — the collection —
@@ -61,25 +61,43 @@ enum PathSegment {
     /// `..`, and what servers resolve as them (RFC 3986 §6.2.2.2, §5.2.4). A segment counts up
     /// to its first `;`, as in ``holdsDotDotSegment(_:)``.
     ///
-    /// A segment that holds a `.` or `..` between encoded slashes or backslashes counts too
-    /// (`..%2Fadmin`, what `pathSegment:` writes for `../admin`; `%2E%2E%5Cadmin`; `..\admin`):
-    /// RFC 3986 makes `%2F` data, but servers that decode it, or take `\` for `/`, before
-    /// resolving dot-segments climb out of the path with it.
+    /// A segment that holds a `..` between encoded slashes or backslashes counts too
+    /// (`..%2Fadmin`, what `pathSegment:` writes for `../admin`; `%2E%2E%5Cadmin`; `..\\admin`):
+    /// RFC 3986 makes `%2F` data, but servers that decode it, or take `\\` for `/`, before
+    /// resolving dot-segments climb out of the path with it. (A `.` there stays where it is,
+    /// and is allowed: `.%2Fconfig.json`.)
     static func holdsEncodedDotSegment(_ path: String) -> Bool {
-        // The common path has no `%` and no `\` at all: one byte scan.
+        // The common path has no `%` and no `\\` at all: one byte scan.
         guard path.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "\\") }) else { return false }
         let target = path.utf8.prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
         for whole in target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
             let segment = whole.prefix { $0 != UInt8(ascii: ";") }
             guard segment.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "\\") }) else { continue }
+            // Whole, as written: `%2E`, `%2E%2E`, `.%2E`, `%2E.`.
+            if segment.count <= 6 {
+                let decoded = String(decoding: segment, as: UTF8.self).uppercased().replacingOccurrences(of: "%2E", with: ".")
+                if decoded == "." || decoded == ".." { return true }
+            }
+            // A `..` between slashes or backslashes needs two dots, each `.` or `%2E`: a segment
+            // without a dot (most encoded segments: spaces, text in other scripts) is done.
+            guard Self.mayHoldADot(segment) else { continue }
             let decoded = String(decoding: segment, as: UTF8.self).uppercased()
                 .replacingOccurrences(of: "%2E", with: ".")
                 .replacingOccurrences(of: "%2F", with: "/")
                 .replacingOccurrences(of: "%5C", with: "/")
                 .replacingOccurrences(of: "\\", with: "/")
-            for part in decoded.split(separator: "/", omittingEmptySubsequences: false) where part == "." || part == ".." {
-                return true
-            }
+            if decoded.split(separator: "/", omittingEmptySubsequences: false).contains("..") { return true }
+        }
+        return false
+    }
+
+    /// Whether bytes hold a `.` or a `%2E` (any letter case).
+    private static func mayHoldADot(_ bytes: some Collection<UInt8>) -> Bool {
+        var previous: (UInt8, UInt8) = (0, 0)
+        for byte in bytes {
+            if byte == UInt8(ascii: ".") { return true }
+            if previous == (UInt8(ascii: "%"), UInt8(ascii: "2")), byte == UInt8(ascii: "E") || byte == UInt8(ascii: "e") { return true }
+            previous = (previous.1, byte)
         }
         return false
     }

@@ -18,10 +18,11 @@ enum OwnerOnlyFile {
 
     /// Writes `data` to `url`; the temporary file's name is `temporaryPrefix` and a UUID.
     ///
-    /// A `durable` write (credentials, cookies: losing them signs the user out) reaches the disk
-    /// before the rename, and the rename before it returns: without that, a file system may
-    /// keep the rename and lose the bytes at a power loss, leaving an empty file. Cache entries
-    /// skip it (a lost entry is fetched again).
+    /// A `durable` write (credentials: losing them signs the user out) reaches the disk before
+    /// the rename, and the rename before it returns: without that, a file system may keep the
+    /// rename and lose the bytes at a power loss, leaving an empty file. Cache entries and the
+    /// cookie file skip it: a lost entry is fetched again, and the cookie file is written on the
+    /// path of responses that set cookies, where a flush to the drive would hold each of them.
     static func write(_ data: Data, to url: URL, temporaryPrefix: String = Self.temporaryPrefix, durable: Bool = false) throws {
         let directory = url.deletingLastPathComponent()
         let temporary = directory.appendingPathComponent("\(temporaryPrefix)\(UUID().uuidString)")

@@ -28,18 +28,34 @@ enum ApplePinning {
         let chain = (SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []
         // For each host the certificate is valid for (the challenged host, and every pinned host
         // the system finds it valid for), the pins the transport would pick for a request to it
-        // (host and this port, host, wildcard and this port, wildcard), each host on its own as
-        // the AsyncHTTPClient transport's verifier does: a sibling host's pin never takes the
-        // place of a host's own. The name each key is evaluated for, by key.
+        // (host and this port, host, wildcard and this port, wildcard), each host on its own: a
+        // sibling host's pin never takes the place of a host's own. The name each key is
+        // evaluated for, by key. Unlike the AsyncHTTPClient transport's verifier, which reads the
+        // certificate's names, a wildcard pin is found here only through a name under it that no
+        // pin names (a wildcard certificate), or through the challenged host.
+        let challenged = policy.matchingKey(for: host, port: port)
         var concerned: [String: String] = [:]
-        if let challenged = policy.matchingKey(for: host, port: port) { concerned[challenged] = host }
+        if let challenged { concerned[challenged] = host }
+        var probedWildcards: [String: Substring] = [:]
         for key in policy.pins.keys {
             let (pattern, keyPort) = PinningPolicy.split(key)
             guard keyPort == nil || keyPort == port else { continue }
             // A wildcard pin concerns the certificate if it is valid for a name the wildcard covers.
             let name = pattern.hasPrefix("*.") ? "courier-pin-probe" + pattern.dropFirst(1) : pattern
             guard let picked = policy.matchingKey(for: name, port: port), concerned[picked] == nil else { continue }
-            if Self.evaluate(chain, for: name, anchors: nil) == nil { concerned[picked] = name }
+            if Self.evaluate(chain, for: name, anchors: nil) == nil {
+                concerned[picked] = name
+                if pattern.hasPrefix("*."), picked != challenged { probedWildcards[picked] = pattern.dropFirst(1) }
+            }
+        }
+        // As for a request, a pinned exact host under a wildcard takes the place of the wildcard
+        // pin (unless the challenged host is the wildcard's own).
+        for (key, suffix) in probedWildcards
+        where concerned.keys.contains(where: { other in
+            let (otherHost, _) = PinningPolicy.split(other)
+            return !otherHost.hasPrefix("*.") && otherHost.hasSuffix(suffix) && !otherHost.dropLast(suffix.count).contains(".")
+        }) {
+            concerned[key] = nil
         }
         guard !concerned.isEmpty else { return .unpinned }
         for (key, name) in concerned.sorted(by: { $0.key < $1.key }) {

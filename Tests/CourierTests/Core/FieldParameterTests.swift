@@ -16,6 +16,9 @@ struct FieldParameterTests {
         #expect(TextCharset.label(inContentType: #"text/plain; charset="utf-8""#) == "utf-8")
         #expect(TextCharset.label(inContentType: #"text/plain; title="say \"hi\"; charset=utf-16be""#) == nil)
         #expect(TextCharset.label(inContentType: "text/plain;CHARSET=UTF-16BE") == "UTF-16BE")
+        // A quote inside a token opens no quoted string (only a value that starts with one is).
+        #expect(TextCharset.label(inContentType: #"text/plain; x=a"b; charset=utf-16be"#) == "utf-16be")
+        #expect(TextCharset.label(inContentType: #"text/plain; charset = "utf-8" ; q=1"#) == "utf-8")
         let parameters = FieldText.parameters(#"multipart/form-data; boundary="a;b=c"; name=x"#)
         #expect(parameters.map(\.name) == ["boundary", "name"])
         #expect(parameters.map(\.value) == ["a;b=c", "x"])

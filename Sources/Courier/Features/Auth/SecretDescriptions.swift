@@ -34,9 +34,11 @@ extension OAuth2Token: CustomStringConvertible, CustomDebugStringConvertible, Cu
 extension OAuth2TokenEndpoint: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The endpoint with its client secret hidden.
     public var description: String {
-        var parts = ["url: \(self.url.absoluteString)", "clientID: \(self.clientID)"]
+        var parts = ["url: \(Redactor.standard.redact(urlString: self.url.absoluteString))", "clientID: \(self.clientID)"]
         if self.clientSecret != nil { parts.append("clientSecret: \(hidden)") }
-        if let revocationURL = self.revocationURL { parts.append("revocationURL: \(revocationURL.absoluteString)") }
+        if let revocationURL = self.revocationURL {
+            parts.append("revocationURL: \(Redactor.standard.redact(urlString: revocationURL.absoluteString))")
+        }
         return "OAuth2TokenEndpoint(\(parts.joined(separator: ", ")))"
     }
 
@@ -48,8 +50,9 @@ extension OAuth2TokenEndpoint: CustomStringConvertible, CustomDebugStringConvert
         Mirror(
             self,
             children: [
-                "url": self.url, "clientID": self.clientID, "clientSecret": self.clientSecret.map { _ in hidden } as Any,
-                "revocationURL": self.revocationURL as Any,
+                "url": Redactor.standard.redact(urlString: self.url.absoluteString), "clientID": self.clientID,
+                "clientSecret": self.clientSecret.map { _ in hidden } as Any,
+                "revocationURL": self.revocationURL.map { Redactor.standard.redact(urlString: $0.absoluteString) } as Any,
             ], displayStyle: .struct)
     }
 }

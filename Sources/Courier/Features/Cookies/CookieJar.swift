@@ -298,6 +298,6 @@ public struct FileCookieStore: CookieStore {
     public func save(_ cookies: [Cookie]) {
         guard let data = try? JSONEncoder().encode(cookies) else { return }
         // Named after the file, so no other owner's scan for leftovers (the disk cache's) takes it.
-        try? OwnerOnlyFile.write(data, to: self.file, temporaryPrefix: ".\(self.file.lastPathComponent).tmp-", durable: true)
+        try? OwnerOnlyFile.write(data, to: self.file, temporaryPrefix: ".\(self.file.lastPathComponent).tmp-")
     }
 }

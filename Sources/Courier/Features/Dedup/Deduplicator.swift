@@ -215,13 +215,18 @@ final class Deduplicator: Sendable {
                     continuation.resume(throwing: CourierError.cancelled())
                     return
                 }
-                if let leader { onJoin?(leader) }
                 // The shared request's task took its first caller's task priority; a joiner's
                 // higher one raises it, as awaiting a task's value would (joiners await a
-                // continuation, which does not).
+                // continuation, which does not). Before the join is announced, so whoever hears
+                // of it finds the priority raised. (Swift 6.2's API: earlier compilers skip it.)
+                #if compiler(>=6.2)
                 if let shared, #available(macOS 26.0, iOS 26.0, watchOS 26.0, tvOS 26.0, visionOS 26.0, *) {
                     shared.escalatePriority(to: Task.currentPriority)
                 }
+                #else
+                _ = shared
+                #endif
+                if let leader { onJoin?(leader) }
                 // Someone else (the client's `cancelAll`) may end this wait.
                 lifecycle?.attach(lifecycleTicket) { error in seat.leave(with: error) }
                 if let (ticket, newPriority) = raised { self.publish(key: key, ticket, newPriority) }

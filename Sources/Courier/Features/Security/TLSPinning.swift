@@ -107,10 +107,13 @@ public struct PinningPolicy: Sendable, Hashable {
 
     /// The keys of ``pins`` to enforce on a certificate valid for `names` (its subjectAltName
     /// entries, lower-cased; `*.domain` for a wildcard), on a connection to `port`: for each host
-    /// the certificate is valid for, the key ``matchingKey(for:port:)`` picks for it, sorted.
+    /// the certificate names, the key ``matchingKey(for:port:)`` picks for it, sorted.
     ///
-    /// A wildcard name stands for every pinned host it covers, and for a host under it that no
-    /// exact pin names (which only a wildcard pin can cover).
+    /// A wildcard name stands for the pinned hosts it covers; when it covers none, for a host
+    /// under it that no exact pin names (which only a wildcard pin can cover). So, as for a
+    /// request, an exact host's pin takes the place of the wildcard pin for a wildcard
+    /// certificate too: a certificate for `*.example.com` with a key pinned for
+    /// `api.example.com` passes, whatever `*.example.com` is pinned to.
     package func keysToEnforce(forCertificateNames names: [String], port: Int?) -> [String] {
         var hosts: Set<String> = []
         for name in names {
@@ -120,15 +123,17 @@ public struct PinningPolicy: Sendable, Hashable {
                 continue
             }
             let suffix = name.dropFirst(1)
-            // A label no pin names, under the wildcard's domain.
-            hosts.insert("courier-unpinned-label" + suffix)
+            var covered = false
             for key in self.pins.keys {
                 let (host, _) = Self.split(key)
                 guard !host.hasPrefix("*."), host.hasSuffix(suffix), host.count > suffix.count,
                     !host.dropLast(suffix.count).contains(".")
                 else { continue }
                 hosts.insert(host)
+                covered = true
             }
+            // A label no pin names, under the wildcard's domain.
+            if !covered { hosts.insert("courier-unpinned-label" + suffix) }
         }
         return Set(hosts.compactMap { self.matchingKey(for: $0, port: port) }).sorted()
     }

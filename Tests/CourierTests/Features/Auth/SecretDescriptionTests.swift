@@ -26,7 +26,7 @@ struct SecretDescriptionTests {
         Self.expectHidden(token, secrets: ["access-s3cr3t", "refresh-s3cr3t"], shown: ["Bearer", "read", "1970"])
 
         let endpoint = OAuth2TokenEndpoint(
-            url: URL(string: "https://auth.example/token")!, clientID: "app", clientSecret: "client s3cr3t with spaces")
+            url: URL(string: "https://id:url-s3cr3t@auth.example/token")!, clientID: "app", clientSecret: "client s3cr3t with spaces")
         Self.expectHidden(endpoint, secrets: ["client s3cr3t", "s3cr3t"], shown: ["auth.example/token", "app"])
 
         let grants: [OAuth2TokenEndpoint.Grant] = [

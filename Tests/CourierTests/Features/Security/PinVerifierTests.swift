@@ -80,6 +80,13 @@ struct PinVerifierTests {
         deeper.pin("a.api.example.com", to: [Self.pin(otherKey)])
         #expect(deeper.keysToEnforce(forCertificateNames: ["*.example.com"], port: 443).isEmpty)
         try Self.verifier(deeper).check(leaf, port: 443)
+        // As for a request, an exact host's pin takes the place of the wildcard pin: a key
+        // rotation that pins the new key for `api.example.com` before the wildcard.
+        var rotating = PinningPolicy()
+        rotating.pin("api.example.com", to: [Self.pin(certificates.leafSPKIDER), Self.pin(otherKey)])
+        rotating.pin("*.example.com", to: [Self.pin(otherKey)])
+        #expect(rotating.keysToEnforce(forCertificateNames: ["*.example.com"], port: 443) == ["api.example.com"])
+        try Self.verifier(rotating).check(leaf, port: 443)
         // A wildcard pin covers the certificate's wildcard.
         var wildcard = PinningPolicy()
         wildcard.pin("*.example.com", to: [Self.pin(certificates.leafSPKIDER)])
