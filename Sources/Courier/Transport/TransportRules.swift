@@ -62,11 +62,14 @@ package enum TransportRules {
         fields = HTTPFields(fields.filter { !Self.isFraming($0.name) || Self.keeps($0, hasBody: hasBody) })
     }
 
-    /// Refuses a body's content type that holds CR, LF or NUL, which no field value may
-    /// (RFC 9110 §5.5).
+    /// Refuses a body's content type that holds a control character other than a tab (CR, LF
+    /// and NUL among them), which no field value may (RFC 9110 §5.5): the same error on both
+    /// transports, where AsyncHTTPClient's own check failed as a connection error (and was
+    /// retried) and URLSession sent the byte.
     package static func checkContentType(_ contentType: String) throws(CourierError) {
-        if contentType.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
-            throw CourierError.invalidRequest("the body's content type \(contentType.debugDescription) contains CR, LF or NUL")
+        if contentType.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+            throw CourierError.invalidRequest(
+                "the body's content type \(contentType.debugDescription) contains a control character (CR, LF, NUL or another)")
         }
     }
 

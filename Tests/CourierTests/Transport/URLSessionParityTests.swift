@@ -241,4 +241,18 @@ struct GETWithABodyTests {
             }
         }
     }
+
+    /// An empty body is no body: the refusal above is for a GET whose body holds bytes. Both
+    /// transports send a GET with an empty one (a guard: a refusal here would read as a failed
+    /// connection and be retried).
+    @Test(arguments: TransportKind.allCases)
+    func anEmptyBodyOnAGETIsSentAsAGET(_ kind: TransportKind) async throws {
+        let server = try await http1Server()
+        try await withClient(kind, server: server, configure: { $0.retry = RetryPolicy(maxAttempts: 3) }) { client in
+            let echo = try await client.send(Endpoint<Echo>(path: "/echo", body: .data(Data(), contentType: "application/json")))
+            #expect(echo.method == "GET")
+            #expect(echo.body == "")
+            #expect(server.requests.count == 1)
+        }
+    }
 }
