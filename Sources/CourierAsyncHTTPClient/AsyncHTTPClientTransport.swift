@@ -384,7 +384,11 @@ public final class AsyncHTTPClientTransport: Transport {
     private func rawResponse(from response: HTTPClientResponse) throws -> RawResponse {
         var fields = HTTPFields()
         fields.reserveCapacity(response.headers.count)
+        // HTTP/2 has no `Transfer-Encoding` (RFC 9113 §8.2.2): swift-nio-http2's HTTP/1 codec adds
+        // `transfer-encoding: chunked` to a head without a length, which no server sent.
+        let isHTTP2 = response.version.major >= 2
         for (name, value) in response.headers {
+            if isHTTP2, name.utf8.count == 17, FieldText.lowercased(name) == "transfer-encoding" { continue }
             if let fieldName = HTTPField.Name(name) {
                 fields.append(HTTPField(name: fieldName, value: value))
             }

@@ -15,6 +15,25 @@ struct HTTP2Tests {
     }
 
     @Test(arguments: TransportKind.overTLS)
+    func aResponseWithoutALengthOverHTTP2CarriesNoTransferEncodingField(_ kind: TransportKind) async throws {
+        // RFC 9113 §8.2.2: HTTP/2 has no Transfer-Encoding. swift-nio-http2's HTTP/1 codec, which
+        // AsyncHTTPClient reads HTTP/2 through, adds `transfer-encoding: chunked` to a head without
+        // Content-Length: callers, logs and HAR files saw a field no server sent.
+        let server = try await tlsServer { _ in
+            ScriptedResponse(status: 200, headers: [("Content-Type", "application/json")], body: Data(#"{"id":1,"title":"x"}"#.utf8))
+                .with(.chunked(chunkSize: 4, delay: .zero))
+        }
+        try await withClient(kind, server: server) { client in
+            let response = try await client.response(Endpoint<Article>(path: "/streamed"))
+            #expect(response.version == Self.reportedHTTP2(kind))
+            #expect(server.requests.first?.httpVersion == "HTTP/2")
+            #expect(response.value.id == 1)
+            #expect(response.headers[.transferEncoding] == nil, "\(response.headers)")
+            #expect(response.headers[.contentLength] == nil)
+        }
+    }
+
+    @Test(arguments: TransportKind.overTLS)
     func alpnNegotiatesHTTP2OverTLS(_ kind: TransportKind) async throws {
         let server = try await tlsServer()
         try await withClient(kind, server: server) { client in
