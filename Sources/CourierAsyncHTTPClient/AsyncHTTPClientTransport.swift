@@ -199,11 +199,14 @@ public final class AsyncHTTPClientTransport: Transport {
             install(channel).flatMap {
                 GoAwayWatcher.install(on: channel)
             }.flatMap {
-                guard let maxFrameSize else { return channel.eventLoop.makeSucceededVoidFuture() }
+                // A response head up to the size HTTP/1.1's parser takes (80 KiB), where
+                // swift-nio-http2 stops at 16 KiB and ends the whole connection for a larger one
+                // (a big `Set-Cookie` or policy header): applied once the server acknowledges it,
+                // before it answers any request sent after it.
+                var parameters = [HTTP2Setting(parameter: .maxHeaderListSize, value: Self.http2MaxHeaderListSize)]
                 // Larger DATA frames: far fewer frames (and buffers) per megabyte of a bulk body.
-                let settings = HTTP2Frame(
-                    streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxFrameSize, value: maxFrameSize)])))
-                return channel.writeAndFlush(settings)
+                if let maxFrameSize { parameters.append(HTTP2Setting(parameter: .maxFrameSize, value: maxFrameSize)) }
+                return channel.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings(parameters))))
             }
         }
         // DATA frame coalescing, first in each stream's pipeline, installed at once on the
@@ -381,6 +384,10 @@ public final class AsyncHTTPClientTransport: Transport {
 
     /// Courier's response for AsyncHTTPClient's: the head converted, the body streaming.
     @inline(never)
+    /// The largest response head taken over HTTP/2 (`SETTINGS_MAX_HEADER_LIST_SIZE`, RFC 9113
+    /// §6.5.2): 80 KiB, what AsyncHTTPClient's HTTP/1.1 parser takes.
+    static let http2MaxHeaderListSize = 80 * 1024
+
     private func rawResponse(from response: HTTPClientResponse) throws -> RawResponse {
         var fields = HTTPFields()
         fields.reserveCapacity(response.headers.count)
