@@ -108,15 +108,18 @@ public struct FixtureRecorder: EventMonitor, RecordsLogicalRequests {
     /// form; other text by the log's rules, which may hide more than secrets); any other body
     /// as it came: bytes of a binary media type (an SVG image, an Office file), and text in
     /// another charset, which written back as UTF-8 would no longer be what its
-    /// `Content-Type` says.
+    /// `Content-Type` says. A body without a `Content-Type` that is UTF-8 text is redacted as
+    /// text (JSON when it reads as JSON): a token answer sent without one kept its tokens.
     private func redacted(_ body: Data, contentType: String?) -> Data {
         let type = (contentType ?? "").lowercased()
         let mediaType = FieldText.trimmed(type.split(separator: ";", maxSplits: 1).first.map(String.init) ?? "")
         let isText =
             !mediaType.hasPrefix("image/")
-            && (mediaType.hasPrefix("text/") || mediaType.hasSuffix("/json") || mediaType.hasSuffix("+json")
+            && (mediaType.isEmpty || mediaType.hasPrefix("text/") || mediaType.hasSuffix("/json") || mediaType.hasSuffix("+json")
                 || mediaType.hasSuffix("/xml") || mediaType.hasSuffix("+xml") || mediaType == "application/x-www-form-urlencoded"
-                || mediaType.hasSuffix("/javascript"))
+                || mediaType.hasSuffix("/javascript") || mediaType == "application/x-ndjson" || mediaType == "application/jwt")
+        // A JSON Web Token answer is a credential whole.
+        if mediaType == "application/jwt" { return Data(self.redactor.replacement.utf8) }
         let charset = type.range(of: "charset=").map { FieldText.token(type[$0.upperBound...].prefix { $0 != ";" }) }
         guard isText, charset.map({ ["utf-8", "\"utf-8\"", "utf8"].contains($0) }) ?? true,
             let original = String(data: body, encoding: .utf8)

@@ -460,6 +460,13 @@ public struct Redactor: Sendable {
         if let object = json as? [String: Any] {
             var result: [String: Any] = [:]
             for (key, value) in object {
+                // A number under `code` is a status or an error's code (an envelope's
+                // `{"code": 0, …}`), never OAuth's authorization code, which is text: hidden, it
+                // turned recorded fixtures into failures when replayed.
+                if value is NSNumber, key.lowercased() == "code" {
+                    result[key] = value
+                    continue
+                }
                 result[key] = self.isSecret(queryName: key) || self.isSecret(headerName: key) ? self.replacement : self.redact(json: value)
             }
             return result

@@ -25,6 +25,13 @@ struct FixtureTests {
             return ScriptedResponse(
                 status: 200, headers: [("Content-Type", "text/xml")],
                 body: Data("<R><SessionToken>x-secret</SessionToken><Code>ok</Code></R>".utf8))
+        case "/bare-token":
+            // A token answer without a Content-Type.
+            return ScriptedResponse(status: 200, body: Data(#"{"access_token":"n-secret","token_type":"bearer"}"#.utf8))
+        case "/jwt":
+            return ScriptedResponse(status: 200, headers: [("Content-Type", "application/jwt")], body: Data("eyJhbGciOi.j-secret.sig".utf8))
+        case "/envelope":
+            return .json(#"{"code":0,"msg":"ok","data":{"id":5,"title":"wrapped"}}"#)
         default: return await Routes.standard(request)
         }
     }
@@ -97,6 +104,35 @@ struct FixtureTests {
     }
 
     // Replay is a transport itself (no socket involved), so this runs once.
+    /// Recording goes through a real transport, so it runs on both.
+    @Test(arguments: TransportKind.allCases)
+    func bodiesWithoutATypeAreRedactedAndEnvelopeCodesReplayAsRecorded(_ kind: TransportKind) async throws {
+        // A body without a Content-Type was stored as it came, tokens and all; a JWT answer too.
+        // An envelope's numeric `code` was hidden as text ("REDACTED"), so its replay failed as
+        // a business error.
+        let folder = Self.folder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let envelope = Endpoint<Article>(name: "envelope", path: "/envelope").wire(EnvelopeProtocol())
+        let server = try await http1Server(Self.routes)
+        try await withClient(kind, server: server, configure: { $0.eventMonitors = [FixtureRecorder(directory: folder)] }) { client in
+            _ = try await client.send(Endpoint<Data>(name: "bare-token", path: "/bare-token", decoding: .data))
+            _ = try await client.send(Endpoint<Data>(name: "jwt", path: "/jwt", decoding: .data))
+            #expect(try await client.send(envelope).id == 5)
+        }
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(files.count == 3)
+        let everything = try files.map { try String(contentsOf: folder.appendingPathComponent($0), encoding: .utf8) }.joined()
+        #expect(!everything.contains("n-secret"))
+        #expect(!everything.contains("j-secret"))
+        #expect(everything.contains("token_type"))
+
+        let replay = Client(
+            configuration: .init(transport: FixtureTransport(directory: folder), baseURL: URL(string: "https://elsewhere.example/")!) {
+                $0.debugOptions = .off
+            })
+        #expect(try await replay.send(envelope) == Article(id: 5, title: "wrapped"))
+    }
+
     @Test
     func strictReplayFailsNamingTheFileItLookedFor() async throws {
         let folder = Self.folder()
