@@ -117,7 +117,7 @@ extension StubTransport {
     ///     .init(.get, "/articles/*", .json(#"{"id": 1, "title": "Hello"}"#)),
     ///     .init(.post, "/articles", .status(.created)),
     ///     .init(.get, "/slow", delay: .seconds(2), .json("{}")),
-    ///     .init(nil, "/offline/**", failing: CourierError(.transport, "no route to host")),
+    ///     .init(nil, "/offline/**", failing: .connectionFailed("no route to host")),
     /// ])
     /// ```
     public convenience init(routes: [Route]) {

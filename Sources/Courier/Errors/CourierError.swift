@@ -62,7 +62,11 @@ public struct CourierError: Error, Sendable, CustomStringConvertible {
 
     /// What went wrong.
     public let kind: Kind
-    /// A human-readable explanation, free of secrets.
+    /// A human-readable explanation.
+    ///
+    /// Courier's own text names no secret, but the message may carry a server's text (a business
+    /// message) or a platform error's, which can hold a URL with its query: show it to the user,
+    /// log ``description`` (which hides secrets as the client's redactor does).
     public var message: String
     /// The error that caused this one, when there is one.
     public var underlying: (any Error)?

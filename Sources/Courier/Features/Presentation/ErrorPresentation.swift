@@ -57,6 +57,11 @@ public struct CourierEvent: Sendable {
 /// error whose presentation, kind, code and message match one on screen is dropped until that one
 /// is dismissed. A re-login presentation is raised once until ``resolveReLogin()`` is called.
 /// Silent errors are never shown. The `show` closure runs on `queue`.
+///
+/// Call ``dismiss(_:)`` when a presentation leaves the screen, a toast that hides itself
+/// included: until then an identical error is not shown again. At most
+/// ``maxOnScreen`` presentations count as on screen; past that, the oldest is taken as gone
+/// (so a presenter whose toasts are never dismissed keeps no more than that).
 public final class ErrorPresenter: Sendable {
     /// One presentation on screen.
     public struct Shown: Sendable, Identifiable {
@@ -78,6 +83,9 @@ public final class ErrorPresenter: Sendable {
         var reLoginRaised = false
         var nextID: UInt64 = 0
     }
+
+    /// How many presentations count as on screen at most (the oldest is taken as gone past it).
+    public static let maxOnScreen = 32
 
     private let state = Locked(State())
     private let queue: DispatchQueue
@@ -104,7 +112,12 @@ public final class ErrorPresenter: Sendable {
                 return nil
             }
             state.nextID += 1
-            if error.presentation != .reLogin { state.onScreen[fingerprint] = state.nextID }
+            if error.presentation != .reLogin {
+                if state.onScreen.count >= Self.maxOnScreen, let oldest = state.onScreen.min(by: { $0.value < $1.value }) {
+                    state.onScreen[oldest.key] = nil
+                }
+                state.onScreen[fingerprint] = state.nextID
+            }
             return Shown(id: state.nextID, error: error)
         }
         guard let shown else { return false }

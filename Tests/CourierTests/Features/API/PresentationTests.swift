@@ -98,4 +98,27 @@ struct PresentationTests {
         silent.presentation = .silent
         #expect(!presenter.report(silent))
     }
+
+    @Test
+    func presentationsNeverDismissedAreForgottenOldestFirstPastTheLimit() {
+        // Toasts hide themselves, and an app may never call `dismiss` for them: each distinct
+        // message (a server's, with a request id in it) was kept as on screen for the life of the
+        // process, and an identical error was never shown again.
+        let presenter = ErrorPresenter(queue: DispatchQueue(label: "ui")) { _ in }
+        func toast(_ number: Int) -> CourierError {
+            var error = CourierError(.business, "quota used up (request \(number))")
+            error.presentation = .toast
+            return error
+        }
+        #expect(presenter.report(toast(0)))
+        #expect(!presenter.report(toast(0)))
+        for number in 1..<ErrorPresenter.maxOnScreen { #expect(presenter.report(toast(number))) }
+        // At the limit, all still count as on screen.
+        #expect(!presenter.report(toast(0)))
+        #expect(!presenter.report(toast(ErrorPresenter.maxOnScreen - 1)))
+        // One more: the oldest is taken as gone, and may be shown again; the newest may not.
+        #expect(presenter.report(toast(ErrorPresenter.maxOnScreen)))
+        #expect(presenter.report(toast(0)))
+        #expect(!presenter.report(toast(ErrorPresenter.maxOnScreen)))
+    }
 }
