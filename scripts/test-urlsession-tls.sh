@@ -21,6 +21,7 @@ over_tls=(
     'HTTP2Tests/alpnNegotiatesHTTP2OverTLS'
     'HTTP2Tests/hundredConcurrentRequestsShareOneHTTP2Connection'
     'HTTP2Tests/misbehaviourOnAnHTTP2StreamIsATransportError'
+    'HTTP2Tests/aResponseWithoutALengthOverHTTP2CarriesNoTransferEncodingField'
     'HTTP2MisbehaviourTests/goAwayBelowAnInFlightStreamRetriesOnlyTheUnprocessedOne'
     'HTTP2MisbehaviourTests/oneConcurrentStreamAllowedStillServesAHundredRequestsOnOneConnection'
     'HTTP2MisbehaviourTests/aRequestBodyWindowThatNeverOpensEndsAtTheDeadline'

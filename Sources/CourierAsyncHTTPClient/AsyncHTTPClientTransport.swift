@@ -382,12 +382,12 @@ public final class AsyncHTTPClientTransport: Transport {
         }
     }
 
-    /// Courier's response for AsyncHTTPClient's: the head converted, the body streaming.
-    @inline(never)
     /// The largest response head taken over HTTP/2 (`SETTINGS_MAX_HEADER_LIST_SIZE`, RFC 9113
     /// §6.5.2): 80 KiB, what AsyncHTTPClient's HTTP/1.1 parser takes.
     static let http2MaxHeaderListSize = 80 * 1024
 
+    /// Courier's response for AsyncHTTPClient's: the head converted, the body streaming.
+    @inline(never)
     private func rawResponse(from response: HTTPClientResponse) throws -> RawResponse {
         var fields = HTTPFields()
         fields.reserveCapacity(response.headers.count)

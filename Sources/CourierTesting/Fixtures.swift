@@ -117,9 +117,10 @@ public struct FixtureRecorder: EventMonitor, RecordsLogicalRequests {
             !mediaType.hasPrefix("image/")
             && (mediaType.isEmpty || mediaType.hasPrefix("text/") || mediaType.hasSuffix("/json") || mediaType.hasSuffix("+json")
                 || mediaType.hasSuffix("/xml") || mediaType.hasSuffix("+xml") || mediaType == "application/x-www-form-urlencoded"
-                || mediaType.hasSuffix("/javascript") || mediaType == "application/x-ndjson" || mediaType == "application/jwt")
+                || mediaType.hasSuffix("/javascript") || mediaType == "application/x-ndjson" || mediaType == "application/jwt"
+                || mediaType.hasSuffix("+jwt"))
         // A JSON Web Token answer is a credential whole.
-        if mediaType == "application/jwt" { return Data(self.redactor.replacement.utf8) }
+        if mediaType == "application/jwt" || mediaType.hasSuffix("+jwt") { return Data(self.redactor.replacement.utf8) }
         let charset = type.range(of: "charset=").map { FieldText.token(type[$0.upperBound...].prefix { $0 != ";" }) }
         guard isText, charset.map({ ["utf-8", "\"utf-8\"", "utf8"].contains($0) }) ?? true,
             let original = String(data: body, encoding: .utf8)

@@ -65,6 +65,9 @@ package enum FieldText {
                     value.append(bytes[index])
                     index += 1
                 }
+                // A quoted string without its closing quote is no value (RFC 9110 §5.6.4): the
+                // parameter, and what follows in it, are dropped.
+                guard index < bytes.count else { break }
                 // Past the closing quote, and whatever stands before the next `;`.
                 while index < bytes.count, bytes[index] != semicolon { index += 1 }
                 result.append((name, String(decoding: value, as: UTF8.self)))

@@ -456,14 +456,20 @@ public struct Redactor: Sendable {
         }.joined(separator: "&")
     }
 
+    /// Whether a JSON object reads as a response envelope: a `code` beside a message or a payload.
+    private static func isEnvelope(_ object: [String: Any]) -> Bool {
+        object.keys.contains { ["msg", "message", "data", "result", "error", "errors", "success"].contains($0.lowercased()) }
+    }
+
     private func redact(json: Any) -> Any {
         if let object = json as? [String: Any] {
             var result: [String: Any] = [:]
             for (key, value) in object {
-                // A number under `code` is a status or an error's code (an envelope's
-                // `{"code": 0, …}`), never OAuth's authorization code, which is text: hidden, it
-                // turned recorded fixtures into failures when replayed.
-                if value is NSNumber, key.lowercased() == "code" {
+                // A number under `code` beside a message or a payload is an envelope's status (`{"code":
+                // 0, "msg": …}`), never OAuth's authorization code, which is text: hidden, it
+                // turned recorded fixtures into failures when replayed. Alone (`{"phone": …,
+                // "code": 123456}`, a one-time code) it stays hidden.
+                if value is NSNumber, key.lowercased() == "code", Self.isEnvelope(object) {
                     result[key] = value
                     continue
                 }

@@ -29,7 +29,8 @@ enum ApplePinning {
         // For each host the certificate is valid for (the challenged host, and every pinned host
         // the system finds it valid for), the pins the transport would pick for a request to it
         // (host and this port, host, wildcard and this port, wildcard), each host on its own: a
-        // sibling host's pin never takes the place of a host's own. The name each key is
+        // sibling host's pin takes the place of no other host's own (below: only of a wildcard
+        // pin, for a wildcard certificate, and only when it pins keys). The name each key is
         // evaluated for, by key. Unlike the AsyncHTTPClient transport's verifier, which reads the
         // certificate's names, a wildcard pin is found here only through a name under it that no
         // pin names (a wildcard certificate), or through the challenged host.
@@ -48,12 +49,14 @@ enum ApplePinning {
                 if pattern.hasPrefix("*."), picked != challenged { probedWildcards[picked] = pattern.dropFirst(1) }
             }
         }
-        // As for a request, a pinned exact host under a wildcard takes the place of the wildcard
-        // pin (unless the challenged host is the wildcard's own).
+        // As for a request, a pinned exact host under a wildcard whose keys are pinned takes the
+        // place of the wildcard pin (unless the challenged host is the wildcard's own); one
+        // pinned to an authority only checks no key, and takes the place of nothing.
         for (key, suffix) in probedWildcards
         where concerned.keys.contains(where: { other in
             let (otherHost, _) = PinningPolicy.split(other)
             return !otherHost.hasPrefix("*.") && otherHost.hasSuffix(suffix) && !otherHost.dropLast(suffix.count).contains(".")
+                && PinningPolicy.checksKeys(policy.pins[other] ?? [])
         }) {
             concerned[key] = nil
         }

@@ -19,6 +19,12 @@ struct FieldParameterTests {
         // A quote inside a token opens no quoted string (only a value that starts with one is).
         #expect(TextCharset.label(inContentType: #"text/plain; x=a"b; charset=utf-16be"#) == "utf-16be")
         #expect(TextCharset.label(inContentType: #"text/plain; charset = "utf-8" ; q=1"#) == "utf-8")
+        // A quoted string without its closing quote is no value (§5.6.4).
+        #expect(TextCharset.label(inContentType: #"text/plain; charset="utf-8"#) == nil)
+        #expect(TextCharset.label(inContentType: #"text/plain; a="x; charset=utf-16be"#) == nil)
+        #expect(FieldText.parameters("text/plain;").isEmpty)
+        #expect(FieldText.parameters("").isEmpty)
+        #expect(FieldText.parameters("text/plain; flag; a=1;; b").map(\.name) == ["a"])
         let parameters = FieldText.parameters(#"multipart/form-data; boundary="a;b=c"; name=x"#)
         #expect(parameters.map(\.name) == ["boundary", "name"])
         #expect(parameters.map(\.value) == ["a;b=c", "x"])

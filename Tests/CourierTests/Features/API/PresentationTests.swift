@@ -110,15 +110,20 @@ struct PresentationTests {
             error.presentation = .toast
             return error
         }
+        var alert = CourierError(.httpStatus, "server error")
+        alert.presentation = .alert
+        #expect(presenter.report(alert))
         #expect(presenter.report(toast(0)))
         #expect(!presenter.report(toast(0)))
-        for number in 1..<ErrorPresenter.maxOnScreen { #expect(presenter.report(toast(number))) }
+        for number in 1..<(ErrorPresenter.maxOnScreen - 1) { #expect(presenter.report(toast(number))) }
         // At the limit, all still count as on screen.
         #expect(!presenter.report(toast(0)))
-        #expect(!presenter.report(toast(ErrorPresenter.maxOnScreen - 1)))
+        #expect(!presenter.report(toast(ErrorPresenter.maxOnScreen - 2)))
         // One more: the oldest is taken as gone, and may be shown again; the newest may not.
         #expect(presenter.report(toast(ErrorPresenter.maxOnScreen)))
         #expect(presenter.report(toast(0)))
         #expect(!presenter.report(toast(ErrorPresenter.maxOnScreen)))
+        // The alert, older than every toast, is still on screen: toasts go first.
+        #expect(!presenter.report(alert))
     }
 }

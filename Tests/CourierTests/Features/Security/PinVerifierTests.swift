@@ -87,6 +87,15 @@ struct PinVerifierTests {
         rotating.pin("*.example.com", to: [Self.pin(otherKey)])
         #expect(rotating.keysToEnforce(forCertificateNames: ["*.example.com"], port: 443) == ["api.example.com"])
         try Self.verifier(rotating).check(leaf, port: 443)
+        // An exact host pinned to an authority only checks no key: it takes the place of no
+        // wildcard pin, which the certificate's key must still meet.
+        let corporate = try TestCertificates.generate(commonName: "Corporate CA")
+        var sibling = PinningPolicy()
+        sibling.pin("*.example.com", to: [Self.pin(otherKey)])
+        sibling.pin("login.example.com", to: [.certificateAuthority(pem: corporate.caPEM)])
+        #expect(
+            sibling.keysToEnforce(forCertificateNames: ["*.example.com"], port: 443) == ["*.example.com", "login.example.com"])
+        #expect(throws: PinMismatch.self) { try Self.verifier(sibling).check(leaf, port: 443) }
         // A wildcard pin covers the certificate's wildcard.
         var wildcard = PinningPolicy()
         wildcard.pin("*.example.com", to: [Self.pin(certificates.leafSPKIDER)])
