@@ -57,9 +57,10 @@ enum TLSDiagnosis {
     /// The presented chain as the diagnosis judges it: each certificate once, and at most
     /// ``maxIntermediates`` after the leaf, in the server's order.
     ///
-    /// swift-certificates' path search tries every order of intermediates that sign each other,
-    /// without a limit, and is never cancelled: a hostile server presenting a dozen certificates
-    /// under one name and key (each then signs every other) would keep a core busy for hours.
+    /// swift-certificates' path search tries every order of intermediates that sign each other
+    /// (a path holds each subject and key once), without a limit, and is never cancelled: a
+    /// hostile server presenting a dozen keys that certify each other under one name (a
+    /// certificate for each pair) would keep a core busy for hours.
     /// Six allow for a leaf's real chains (one to three intermediates, a cross-signed one or two
     /// besides) and bound the search to under 2,000 paths.
     static func bounded(_ chain: [Certificate]) -> [Certificate] {

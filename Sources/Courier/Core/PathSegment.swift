@@ -72,21 +72,18 @@ enum PathSegment {
         let target = path.utf8.prefix { $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
         for whole in target.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
             let segment = whole.prefix { $0 != UInt8(ascii: ";") }
-            guard segment.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "\\") }) else { continue }
-            // Whole, as written: `%2E`, `%2E%2E`, `.%2E`, `%2E.`.
-            if segment.count <= 6 {
-                let decoded = String(decoding: segment, as: UTF8.self).uppercased().replacingOccurrences(of: "%2E", with: ".")
-                if decoded == "." || decoded == ".." { return true }
+            // A dot-segment needs a dot, `.` or `%2E`: a segment without one (most encoded
+            // segments: spaces, text in other scripts) is done after one scan.
+            guard segment.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "\\") }), Self.mayHoldADot(segment) else {
+                continue
             }
-            // A `..` between slashes or backslashes needs two dots, each `.` or `%2E`: a segment
-            // without a dot (most encoded segments: spaces, text in other scripts) is done.
-            guard Self.mayHoldADot(segment) else { continue }
             let decoded = String(decoding: segment, as: UTF8.self).uppercased()
                 .replacingOccurrences(of: "%2E", with: ".")
                 .replacingOccurrences(of: "%2F", with: "/")
                 .replacingOccurrences(of: "%5C", with: "/")
                 .replacingOccurrences(of: "\\", with: "/")
-            if decoded.split(separator: "/", omittingEmptySubsequences: false).contains("..") { return true }
+            // Whole, as written (`%2E`, `%2E%2E`, `.%2E`, `%2E.`), or a `..` between slashes.
+            if decoded == "." || decoded.split(separator: "/", omittingEmptySubsequences: false).contains("..") { return true }
         }
         return false
     }

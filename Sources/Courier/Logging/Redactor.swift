@@ -458,8 +458,10 @@ public struct Redactor: Sendable {
 
     /// Whether a JSON object reads as a response envelope: a `code` beside a message or a payload.
     private static func isEnvelope(_ object: [String: Any]) -> Bool {
-        object.keys.contains { ["msg", "message", "data", "result", "error", "errors", "success"].contains($0.lowercased()) }
+        object.keys.contains { Self.envelopeKeys.contains($0.lowercased()) }
     }
+
+    private static let envelopeKeys: Set<String> = ["msg", "message", "data", "result", "error", "errors", "success"]
 
     private func redact(json: Any) -> Any {
         if let object = json as? [String: Any] {

@@ -6,16 +6,22 @@ private let hidden = Redactor.standard.replacement
 // The credential types describe themselves, mirror themselves (`dump`) and print in a debugger
 // without their secrets: an app that logs a token set, an endpoint or a grant (`"\(token)"`,
 // `print(grant)`) leaks nothing through it. The values stay readable through their properties.
+// Each type's mirror says what is shown; its description is made from the mirror.
+
+/// `Name(label: value, …)` of a mirror's children; an optional without a value is left out.
+private func described(_ mirror: Mirror, as name: String) -> String {
+    let parts = mirror.children.compactMap { child -> String? in
+        guard let label = child.label else { return nil }
+        let value = Mirror(reflecting: child.value)
+        guard value.displayStyle == .optional else { return "\(label): \(child.value)" }
+        return value.children.first.map { "\(label): \($0.value)" }
+    }
+    return "\(name)(\(parts.joined(separator: ", ")))"
+}
 
 extension OAuth2Token: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The token set with its access and refresh tokens hidden.
-    public var description: String {
-        var parts = ["tokenType: \(self.tokenType)", "accessToken: \(hidden)"]
-        if self.refreshToken != nil { parts.append("refreshToken: \(hidden)") }
-        if let expiresAt = self.expiresAt { parts.append("expiresAt: \(expiresAt)") }
-        if let scope = self.scope { parts.append("scope: \(scope)") }
-        return "OAuth2Token(\(parts.joined(separator: ", ")))"
-    }
+    public var description: String { described(self.customMirror, as: "OAuth2Token") }
 
     /// The token set with its access and refresh tokens hidden, as ``description``.
     public var debugDescription: String { self.description }
@@ -33,14 +39,7 @@ extension OAuth2Token: CustomStringConvertible, CustomDebugStringConvertible, Cu
 
 extension OAuth2TokenEndpoint: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The endpoint with its client secret hidden.
-    public var description: String {
-        var parts = ["url: \(Redactor.standard.redact(urlString: self.url.absoluteString))", "clientID: \(self.clientID)"]
-        if self.clientSecret != nil { parts.append("clientSecret: \(hidden)") }
-        if let revocationURL = self.revocationURL {
-            parts.append("revocationURL: \(Redactor.standard.redact(urlString: revocationURL.absoluteString))")
-        }
-        return "OAuth2TokenEndpoint(\(parts.joined(separator: ", ")))"
-    }
+    public var description: String { described(self.customMirror, as: "OAuth2TokenEndpoint") }
 
     /// The endpoint with its client secret hidden, as ``description``.
     public var debugDescription: String { self.description }
@@ -81,9 +80,7 @@ extension OAuth2TokenEndpoint.Grant: CustomStringConvertible, CustomDebugStringC
 
 extension OAuth2AuthorizationRequest: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The request with its PKCE code verifier hidden.
-    public var description: String {
-        "OAuth2AuthorizationRequest(url: \(self.url.absoluteString), state: \(self.state), codeVerifier: \(hidden), redirectURI: \(self.redirectURI))"
-    }
+    public var description: String { described(self.customMirror, as: "OAuth2AuthorizationRequest") }
 
     /// The request with its code verifier hidden, as ``description``.
     public var debugDescription: String { self.description }

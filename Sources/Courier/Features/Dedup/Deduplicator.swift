@@ -165,52 +165,50 @@ final class Deduplicator: Sendable {
         defer { if let observer { control?.removeObserver(observer) } }
         let response = try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Outcome, any Error>) in
-                let (raised, leader, shared, refused): ((UInt64, RequestPriority)?, RequestID?, Task<Void, Never>?, Bool) = self.state
-                    .withLock {
-                        state in
-                        // A caller cancelled before it arrives neither joins nor starts a request.
-                        // Read under the lock: a cancellation after it finds the waiter in place
-                        // (`leave`, called by the cancellation handler, takes the lock too).
-                        if Task.isCancelled { return (nil, nil, nil, true) }
-                        let waiter = Waiter(
-                            id: ticket, seat: seat, continuation: continuation, priority: control?.priority ?? priority,
-                            deadline: deadline.map(FixedInstant.offset(of:)))
-                        // One lookup, which inserts a new entry when there is none (every entry in the
-                        // table has a waiter: an entry without one is new).
-                        let fresh = Entry(ticket: ticket, wireTicket: ticket, leader: requestID, priority: waiter.priority)
-                        let outcome = Self.update(&state.entries[key, default: fresh]) {
-                            entry -> ((UInt64, RequestPriority)?, RequestID?, Task<Void, Never>?) in
-                            guard entry.waiters.isEmpty else {
-                                entry.waiters[ticket] = waiter
-                                let before = entry.priority
-                                entry.priority = max(entry.priority, waiter.priority)
-                                return (
-                                    entry.priority != before && !entry.onWire ? (entry.wireTicket, entry.priority) : nil, entry.leader,
-                                    entry.task
-                                )
-                            }
+                let (raised, leader, shared, refused): Joining = self.state.withLock { state in
+                    // A caller cancelled before it arrives neither joins nor starts a request.
+                    // Read under the lock: a cancellation after it finds the waiter in place
+                    // (`leave`, called by the cancellation handler, takes the lock too).
+                    if Task.isCancelled { return (nil, nil, nil, true) }
+                    let waiter = Waiter(
+                        id: ticket, seat: seat, continuation: continuation, priority: control?.priority ?? priority,
+                        deadline: deadline.map(FixedInstant.offset(of:)))
+                    // One lookup, which inserts a new entry when there is none (every entry in the
+                    // table has a waiter: an entry without one is new).
+                    let fresh = Entry(ticket: ticket, wireTicket: ticket, leader: requestID, priority: waiter.priority)
+                    let outcome = Self.update(&state.entries[key, default: fresh]) {
+                        entry -> (raised: (UInt64, RequestPriority)?, leader: RequestID?, shared: Task<Void, Never>?) in
+                        guard entry.waiters.isEmpty else {
                             entry.waiters[ticket] = waiter
-                            let startPriority = waiter.priority
-                            entry.task = Task {
-                                let result: Result<Outcome, any Error>
-                                do {
-                                    result = .success(try await fetch(ticket, startPriority))
-                                } catch {
-                                    result = .failure(error)
-                                }
-                                self.finish(key: key, ticket: ticket, with: result)
+                            let before = entry.priority
+                            entry.priority = max(entry.priority, waiter.priority)
+                            return (
+                                entry.priority != before && !entry.onWire ? (entry.wireTicket, entry.priority) : nil, entry.leader,
+                                entry.task
+                            )
+                        }
+                        entry.waiters[ticket] = waiter
+                        let startPriority = waiter.priority
+                        entry.task = Task {
+                            let result: Result<Outcome, any Error>
+                            do {
+                                result = .success(try await fetch(ticket, startPriority))
+                            } catch {
+                                result = .failure(error)
                             }
-                            return (nil, nil, nil)
+                            self.finish(key: key, ticket: ticket, with: result)
                         }
-                        if outcome.1 != nil {
-                            joined = true
-                            state.sharedCount += 1
-                        } else {
-                            state.wireCount += 1
-                            state.runningTasks += 1
-                        }
-                        return (outcome.0, outcome.1, outcome.2, false)
+                        return (nil, nil, nil)
                     }
+                    if outcome.leader != nil {
+                        joined = true
+                        state.sharedCount += 1
+                    } else {
+                        state.wireCount += 1
+                        state.runningTasks += 1
+                    }
+                    return (outcome.raised, outcome.leader, outcome.shared, false)
+                }
                 if refused {
                     continuation.resume(throwing: CourierError.cancelled())
                     return
@@ -243,6 +241,11 @@ final class Deduplicator: Sendable {
         }
         return (response, joined)
     }
+
+    /// What joining the table gave a caller: a raised priority to publish (the request's wire
+    /// ticket and its new priority), the leader it joined and the shared request's task (when it
+    /// joined one), and whether it was refused (cancelled before it came).
+    private typealias Joining = (raised: (UInt64, RequestPriority)?, leader: RequestID?, shared: Task<Void, Never>?, refused: Bool)
 
     /// One caller's wait for a shared request, as those who may end it or change it see it.
     ///
